@@ -148,15 +148,21 @@ class ClippedGradFn:
     def __call__(
         self, params: PyTree, batch: PyTree, mask: jax.Array, key: jax.Array | None = None
     ) -> tuple[PyTree, ClipMetrics]:
-        _validate_batch(batch, mask)
         if self.uses_key and key is None:
             raise ValueError(
                 "this clipped gradient's loss uses randomness (uses_key=True) but key=None; pass an "
                 "explicit jax.random key (a missing key is never replaced by a default)."
             )
+        unit_keys = jax.random.split(key, mask.shape[0]) if self.uses_key else None
+        return self.with_unit_keys(params, batch, mask, unit_keys)
+
+    def with_unit_keys(
+        self, params: PyTree, batch: PyTree, mask: jax.Array, unit_keys: jax.Array | None
+    ) -> tuple[PyTree, ClipMetrics]:
+        """Like ``__call__`` with the per-unit keys given (``[units]`` keys, or None)."""
+        _validate_batch(batch, mask)
         num_units = mask.shape[0]
         mask = mask.astype(bool)
-        unit_keys = jax.random.split(key, num_units) if self.uses_key else None
         mb = self.microbatch_size or num_units
         if num_units % mb:
             raise ValueError(
@@ -169,21 +175,18 @@ class ClippedGradFn:
             chunk_fn = lambda p, b, m, k: _ghost.ghost_clipped_grad_sum(  # noqa: E731
                 self.per_item_loss, p, b, m, k, l2_clip_norm=self.l2_clip_norm, uses_key=self.uses_key
             )
-        elif self.method == "vmap":
-            chunk_fn = self._vmap_chunk
         else:
-            raise ValueError(f"method must be 'vmap' or 'ghost'; got {self.method!r}.")
+            chunk_fn = self._vmap_chunk
 
         if mb == num_units:
             return chunk_fn(params, batch, mask, unit_keys)
 
         def to_chunks(x):
-            return None if x is None else x.reshape((num_units // mb, mb) + x.shape[1:])
+            return x.reshape((num_units // mb, mb) + x.shape[1:])
 
-        chunks = (jax.tree_util.tree_map(to_chunks, batch), to_chunks(mask), to_chunks(unit_keys))
+        chunks = jax.tree_util.tree_map(to_chunks, (batch, mask, unit_keys))
 
-        def body(carry, chunk):
-            acc = carry
+        def body(acc, chunk):
             g, m = chunk_fn(params, *chunk)
             return jax.tree_util.tree_map(jnp.add, acc, g), m
 

@@ -1,0 +1,303 @@
+"""Privacy accounting on Google's dp-accounting (host-side, plain Python).
+
+Every DP mechanism in privrl_jax is described by a ``dp_accounting.DpEvent``; epsilon comes from
+dp-accounting's RDP or PLD accountant, never from a formula of ours. Inputs are validated *before*
+dp-accounting sees them, because it silently returns epsilon = 0 for delta = NaN or delta > 1 and
+infinity for some tiny deltas (DP_PITFALLS.md, item 12).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib.metadata
+import math
+import warnings
+from typing import Literal
+
+import dp_accounting
+from dp_accounting import pld, rdp
+
+Accountant = Literal["rdp", "pld"]
+
+# PLD discretisation: dp-accounting's default value_discretization_interval. It moves epsilon by up
+# to tens of percent when coarsened, so it is pinned here and recorded with every reported epsilon.
+PLD_DISCRETIZATION = 1e-4
+# RDP orders: dp-accounting's defaults (``rdp.RdpAccountant`` with orders=None); recorded likewise.
+DP_ACCOUNTING_VERSION = importlib.metadata.version("dp-accounting")
+
+
+class Sampling(str, enum.Enum):
+    """How the units of each step are chosen; each scheme has its own dp-accounting event.
+
+    - ``POISSON``: every unit independently with probability q (DP-SGD's analysed scheme).
+    - ``TRUNCATED_POISSON``: Poisson, then cut to a fixed capacity; accounted with
+      ``TruncatedSubsampledGaussianDpEvent`` (PLD only).
+    - ``UNIFORM_ONE``: one unit drawn uniformly per step (GPOPE), accounted as
+      ``SampledWithoutReplacementDpEvent(N, 1, .)`` under the replace-one relation.
+    """
+
+    POISSON = "poisson"
+    TRUNCATED_POISSON = "truncated_poisson"
+    UNIFORM_ONE = "uniform_one"
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")
+
+
+def validate_delta(delta: float, *, dataset_size: int | None = None) -> None:
+    """Raises for delta outside (0, 1); warns when delta >= 1/N (a weak guarantee).
+
+    Args:
+      delta: the target delta.
+      dataset_size: number of privacy units N (trajectories, not transitions, when the unit is a
+        trajectory), if known.
+    """
+    if not isinstance(delta, (int, float)) or not math.isfinite(delta) or not 0 < delta < 1:
+        raise ValueError(f"delta must be a number in (0, 1); got {delta!r}. Typical: 1e-5 or 1/N^1.1.")
+    if dataset_size is not None and delta >= 1.0 / dataset_size:
+        warnings.warn(
+            f"delta={delta:g} >= 1/N = {1.0 / dataset_size:g} for N={dataset_size} privacy units: a "
+            "mechanism that publishes one unit in the clear satisfies this (epsilon, delta), so the "
+            "guarantee is weak. Choose delta well below 1/N (e.g. 1/N^1.1).",
+            stacklevel=2,
+        )
+
+
+def validate_sampling_rate(sampling_rate: float) -> None:
+    if not isinstance(sampling_rate, (int, float)) or not 0 < sampling_rate <= 1:
+        raise ValueError(f"sampling_rate must be in (0, 1]; got {sampling_rate!r} (use batch / N).")
+
+
+def validate_steps(steps: int) -> None:
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1; got {steps!r}.")
+
+
+def dpsgd_event(
+    noise_multiplier: float,
+    sampling_rate: float,
+    steps: int,
+    *,
+    sampling: Sampling | str = Sampling.POISSON,
+    dataset_size: int | None = None,
+    capacity: int | None = None,
+) -> dp_accounting.DpEvent:
+    """The dp-accounting event of ``steps`` DP-SGD steps (Gaussian noise sigma*C on a clipped sum).
+
+    Args:
+      noise_multiplier: sigma > 0, noise std in units of the clip norm.
+      sampling_rate: q in (0, 1]: Poisson inclusion probability (ignored for ``UNIFORM_ONE``, where it
+        is 1/N).
+      steps: number of noisy releases T >= 1 (empty Poisson batches count too).
+      sampling: the sampling scheme actually used by the trainer (see :class:`Sampling`).
+      dataset_size: N, required for ``TRUNCATED_POISSON`` and ``UNIFORM_ONE``.
+      capacity: the fixed batch capacity of ``TRUNCATED_POISSON``.
+
+    Returns:
+      ``SelfComposedDpEvent(one_step_event, steps)``.
+    """
+    _check_positive("noise_multiplier", noise_multiplier)
+    validate_steps(steps)
+    sampling = Sampling(sampling)
+    gaussian = dp_accounting.GaussianDpEvent(noise_multiplier)
+    if sampling == Sampling.POISSON:
+        validate_sampling_rate(sampling_rate)
+        step = dp_accounting.PoissonSampledDpEvent(sampling_rate, gaussian)
+    elif sampling == Sampling.TRUNCATED_POISSON:
+        validate_sampling_rate(sampling_rate)
+        if dataset_size is None or capacity is None or capacity < 1:
+            raise ValueError(
+                "truncated Poisson sampling needs dataset_size and capacity >= 1; got "
+                f"dataset_size={dataset_size!r}, capacity={capacity!r}."
+            )
+        step = dp_accounting.TruncatedSubsampledGaussianDpEvent(
+            dataset_size=dataset_size,
+            sampling_probability=sampling_rate,
+            truncated_batch_size=capacity,
+            noise_multiplier=noise_multiplier,
+        )
+    else:
+        if dataset_size is None or dataset_size < 1:
+            raise ValueError(f"uniform one-unit sampling needs dataset_size >= 1; got {dataset_size!r}.")
+        step = dp_accounting.SampledWithoutReplacementDpEvent(dataset_size, 1, gaussian)
+    return dp_accounting.SelfComposedDpEvent(step, steps)
+
+
+def neighboring_relation_for(event: dp_accounting.DpEvent) -> dp_accounting.NeighboringRelation:
+    """Replace-one for events containing sampling without replacement, else add/remove-one."""
+    if _contains(event, dp_accounting.SampledWithoutReplacementDpEvent):
+        return dp_accounting.NeighboringRelation.REPLACE_ONE
+    return dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+
+
+def _contains(event: dp_accounting.DpEvent, cls: type) -> bool:
+    if isinstance(event, cls):
+        return True
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return any(_contains(e, cls) for e in event.events)
+    inner = getattr(event, "event", None)
+    return inner is not None and _contains(inner, cls)
+
+
+def make_accountant(
+    accountant: Accountant, neighboring: dp_accounting.NeighboringRelation
+) -> dp_accounting.PrivacyAccountant:
+    """A fresh dp-accounting accountant with our pinned settings."""
+    if accountant == "rdp":
+        return rdp.RdpAccountant(neighboring_relation=neighboring)
+    if accountant == "pld":
+        return pld.PLDAccountant(neighboring, value_discretization_interval=PLD_DISCRETIZATION)
+    raise ValueError(f"accountant must be 'rdp' or 'pld'; got {accountant!r}.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EpsilonReport:
+    """An epsilon with everything needed to reproduce it."""
+
+    epsilon: float
+    delta: float
+    accountant: str
+    neighboring: str
+    dp_accounting_version: str = DP_ACCOUNTING_VERSION
+    pld_discretization: float | None = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def compute_epsilon(
+    event: dp_accounting.DpEvent,
+    delta: float,
+    *,
+    accountant: Accountant = "rdp",
+    neighboring: dp_accounting.NeighboringRelation | None = None,
+) -> EpsilonReport:
+    """Epsilon of ``event`` at ``delta`` from dp-accounting's RDP or PLD accountant.
+
+    Args:
+      event: any dp-accounting event (see :func:`dpsgd_event`).
+      delta: target delta in (0, 1).
+      accountant: ``"rdp"`` (Mironov 2017; upper bound, never below PLD) or ``"pld"`` (tight).
+      neighboring: neighbouring relation; by default replace-one for events with sampling without
+        replacement and add/remove-one otherwise.
+
+    Raises:
+      ValueError: for invalid delta or an event the accountant does not support (e.g. truncated
+        Poisson under RDP), with what to use instead.
+    """
+    validate_delta(delta)
+    neighboring = neighboring or neighboring_relation_for(event)
+    acc = make_accountant(accountant, neighboring)
+    if not acc.supports(event):
+        raise ValueError(
+            f"the {accountant.upper()} accountant of dp-accounting {DP_ACCOUNTING_VERSION} does not support "
+            f"{type(_innermost(event)).__name__} under {neighboring.name}; use "
+            f"accountant='{'pld' if accountant == 'rdp' else 'rdp'}'."
+        )
+    acc.compose(event)
+    eps = float(acc.get_epsilon(delta))
+    if math.isnan(eps) or eps < 0:
+        raise ValueError(f"dp-accounting returned epsilon={eps} for delta={delta}; check the inputs.")
+    return EpsilonReport(
+        epsilon=eps,
+        delta=float(delta),
+        accountant=accountant,
+        neighboring=neighboring.name,
+        pld_discretization=PLD_DISCRETIZATION if accountant == "pld" else None,
+    )
+
+
+def _innermost(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
+    inner = getattr(event, "event", None)
+    return event if inner is None else _innermost(inner)
+
+
+def dpsgd_epsilon(
+    noise_multiplier: float,
+    sampling_rate: float,
+    steps: int,
+    delta: float,
+    *,
+    accountant: Accountant = "rdp",
+    sampling: Sampling | str = Sampling.POISSON,
+    dataset_size: int | None = None,
+    capacity: int | None = None,
+) -> EpsilonReport:
+    """Epsilon of ``steps`` DP-SGD steps; shorthand for ``compute_epsilon(dpsgd_event(...))``."""
+    event = dpsgd_event(
+        noise_multiplier,
+        sampling_rate,
+        steps,
+        sampling=sampling,
+        dataset_size=dataset_size,
+        capacity=capacity,
+    )
+    return compute_epsilon(event, delta, accountant=accountant)
+
+
+def calibrate_noise_multiplier(
+    target_epsilon: float,
+    delta: float,
+    sampling_rate: float,
+    steps: int,
+    *,
+    accountant: Accountant = "rdp",
+    sampling: Sampling | str = Sampling.POISSON,
+    dataset_size: int | None = None,
+    capacity: int | None = None,
+    tol: float = 1e-3,
+) -> float:
+    """Smallest noise multiplier whose epsilon is at most ``target_epsilon`` (``calibrate_dp_mechanism``).
+
+    The result is dp-accounting's bracketing search (tolerance ``tol`` on sigma), which returns a sigma on
+    the private side of the target: recomputing epsilon gives a value <= target_epsilon.
+    """
+    _check_positive("target_epsilon", target_epsilon)
+    validate_delta(delta)
+    validate_steps(steps)
+    probe = dpsgd_event(1.0, sampling_rate, 1, sampling=sampling, dataset_size=dataset_size, capacity=capacity)
+    neighboring = neighboring_relation_for(probe)
+
+    def make_event(sigma: float) -> dp_accounting.DpEvent:
+        return dpsgd_event(
+            sigma, sampling_rate, steps, sampling=sampling, dataset_size=dataset_size, capacity=capacity
+        )
+
+    def calibrate(acc: Accountant, bracket) -> float:
+        return float(
+            dp_accounting.calibrate_dp_mechanism(
+                lambda: make_accountant(acc, neighboring), make_event, target_epsilon, delta, bracket, tol=tol
+            )
+        )
+
+    if accountant == "pld":
+        # PLD evaluations cost seconds each; RDP's sigma (an upper bound, since RDP epsilon >= PLD
+        # epsilon) brackets the PLD answer tightly and saves most of the search.
+        upper = calibrate("rdp", dp_accounting.LowerEndpointAndGuess(1e-2, 1.0))
+        return calibrate("pld", dp_accounting.LowerEndpointAndGuess(upper / 2, upper))
+    return calibrate(accountant, dp_accounting.LowerEndpointAndGuess(1e-2, 1.0))
+
+
+def zcdp_noise_std(rho: float, sensitivity: float) -> float:
+    """Gaussian std giving rho-zCDP for an L2 sensitivity: sigma = Delta / sqrt(2 rho).
+
+    Reference: Bun & Steinke 2016, "Concentrated Differential Privacy: Simplifications, Extensions,
+    and Lower Bounds", Proposition 1.6 (https://arxiv.org/abs/1605.02065).
+    """
+    _check_positive("rho", rho)
+    _check_positive("sensitivity", sensitivity)
+    return sensitivity / math.sqrt(2.0 * rho)
+
+
+def zcdp_to_epsilon(rho: float, delta: float) -> float:
+    """(epsilon, delta)-DP implied by rho-zCDP: epsilon = rho + 2 sqrt(rho log(1/delta)).
+
+    Reference: Bun & Steinke 2016, Proposition 1.3 (https://arxiv.org/abs/1605.02065). This is the
+    classic conversion; dp-accounting's RDP accountant on a ``ZCDpEvent`` is slightly tighter.
+    """
+    _check_positive("rho", rho)
+    validate_delta(delta)
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))

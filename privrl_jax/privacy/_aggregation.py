@@ -1,0 +1,207 @@
+"""Noise once, then normalise by the public expected batch size: the release half of DP-SGD.
+
+The clipped sum from ``_clipping`` goes through ``add_gaussian_noise`` (an optax
+``GradientTransformation`` holding its PRNG key, like jax_privacy's privatizer), then
+``optax.scale(1 / (q N))``, then any optax optimizer. Nothing touches the clipped sum before the noise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import optax
+
+from privrl_jax.privacy._clipping import ClipMetrics, ClippedGradFn
+
+PyTree = Any
+
+
+class AddNoiseState(NamedTuple):
+    """State of :func:`add_gaussian_noise`: the base key and the number of releases so far."""
+
+    key: jax.Array
+    count: jax.Array
+
+
+def add_gaussian_noise(
+    noise_multiplier: float, l2_clip_norm: float, key: jax.Array
+) -> optax.GradientTransformation:
+    """Adds N(0, (sigma C)^2) to every coordinate of a clipped-gradient *sum*, once per update.
+
+    Args:
+      noise_multiplier: sigma >= 0 (0 only for non-private debugging).
+      l2_clip_norm: the clip norm C used for the sum (its add/remove sensitivity).
+      key: base PRNG key. The noise of release t uses ``fold_in(key, t)`` split over the leaves, so no
+        two releases or leaves share noise and a resumed run continues the stream instead of
+        replaying it (DP_PITFALLS.md, item 14).
+
+    Returns:
+      An optax transformation whose update adds the noise. Noise is drawn and added in float32, then
+      cast back to each leaf's dtype (DP_PITFALLS.md, item 13: ``jax.random`` offers no formal guarantee
+      against floating-point attacks; see Mironov 2012).
+
+    Raises:
+      ValueError: if the key is missing or the parameters are out of range.
+    """
+    if key is None:
+        raise ValueError("add_gaussian_noise needs an explicit PRNG key; got key=None.")
+    if not noise_multiplier >= 0:
+        raise ValueError(f"noise_multiplier must be >= 0; got {noise_multiplier!r}.")
+    if not l2_clip_norm > 0:
+        raise ValueError(f"l2_clip_norm must be > 0; got {l2_clip_norm!r}.")
+    std = float(noise_multiplier) * float(l2_clip_norm)
+
+    def init_fn(params):
+        del params
+        return AddNoiseState(key=jnp.asarray(key), count=jnp.zeros([], jnp.int32))
+
+    def update_fn(updates, state, params=None):
+        del params
+        leaves, treedef = jax.tree_util.tree_flatten(updates)
+        keys = jax.random.split(jax.random.fold_in(state.key, state.count), len(leaves))
+        noised = [
+            (x.astype(jnp.float32) + std * jax.random.normal(k, x.shape, jnp.float32)).astype(x.dtype)
+            for x, k in zip(leaves, keys)
+        ]
+        return jax.tree_util.tree_unflatten(treedef, noised), AddNoiseState(state.key, state.count + 1)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+def dp_aggregator(
+    *, noise_multiplier: float, l2_clip_norm: float, expected_batch_size: float, key: jax.Array
+) -> optax.GradientTransformation:
+    """Noise once on the clipped sum, then divide by the public expected batch size q N.
+
+    Dividing by the realised batch size would divide by a private quantity (DP_PITFALLS.md, item 6).
+    Chain the result before an optimizer: ``optax.chain(dp_aggregator(...), optax.adam(1e-3))``.
+    """
+    if not expected_batch_size > 0:
+        raise ValueError(f"expected_batch_size must be > 0 (q * N); got {expected_batch_size!r}.")
+    return optax.chain(
+        add_gaussian_noise(noise_multiplier, l2_clip_norm, key),
+        optax.scale(1.0 / float(expected_batch_size)),
+    )
+
+
+def dpsgd(
+    optimizer: optax.GradientTransformation,
+    *,
+    noise_multiplier: float,
+    l2_clip_norm: float,
+    expected_batch_size: float,
+    key: jax.Array,
+) -> optax.GradientTransformation:
+    """DP-SGD's update rule on clipped sums: noise, divide by q N, then ``optimizer``."""
+    return optax.chain(
+        dp_aggregator(
+            noise_multiplier=noise_multiplier,
+            l2_clip_norm=l2_clip_norm,
+            expected_batch_size=expected_batch_size,
+            key=key,
+        ),
+        optimizer,
+    )
+
+
+class DPTrainState(NamedTuple):
+    """Parameters and the DP optimizer's state (which holds the noise key and release count)."""
+
+    params: PyTree
+    opt_state: optax.OptState
+
+
+class DPStep(NamedTuple):
+    """The pure functions of a DP-SGD step (see :func:`make_dp_step`)."""
+
+    accumulate: Callable[..., tuple[PyTree, ClipMetrics]]
+    apply: Callable[[DPTrainState, PyTree], DPTrainState]
+    step: Callable[..., tuple[DPTrainState, ClipMetrics]]
+
+
+def data_parallel(
+    clip_fn: ClippedGradFn, mesh: jax.sharding.Mesh, axis_name: str = "data"
+) -> Callable[[PyTree, PyTree, jax.Array, jax.Array | None], tuple[PyTree, ClipMetrics]]:
+    """The clipped sum of ``clip_fn`` computed over a device mesh, with the same result.
+
+    Units are sharded along ``axis_name`` (the unit count must divide evenly over the devices, and
+    each shard by the microbatch size); per-unit keys are split from ``key`` over the *global* unit
+    axis before sharding, so every unit sees the key it would see on one device. Each device clips
+    its own units; the sums are combined by ``psum``, so the (replicated) result equals the
+    single-device clipped sum up to float summation order. Noise is added afterwards, once, from a
+    replicated key (:func:`add_gaussian_noise`), never per device.
+    """
+    from jax.sharding import PartitionSpec as P  # noqa: PLC0415
+
+    def local(params, batch, mask, unit_keys):
+        total, m = clip_fn.with_unit_keys(params, batch, mask, unit_keys)
+        num = jax.lax.psum(m.num_units, axis_name)
+        metrics = ClipMetrics(
+            per_unit_norms=m.per_unit_norms,
+            clipped_fraction=jax.lax.psum(m.clipped_fraction * m.num_units, axis_name)
+            / jnp.maximum(num, 1),
+            num_nonfinite=jax.lax.psum(m.num_nonfinite, axis_name),
+            num_units=num,
+        )
+        return jax.lax.psum(total, axis_name), metrics
+
+    out_specs = (P(), ClipMetrics(P(axis_name), P(), P(), P()))
+
+    def fn(params, batch, mask, key=None):
+        if clip_fn.uses_key and key is None:
+            raise ValueError("this clipped gradient's loss uses randomness; pass an explicit key.")
+        n_dev = mesh.shape[axis_name]
+        if mask.shape[0] % n_dev:
+            raise ValueError(
+                f"{mask.shape[0]} units cannot be split evenly over {n_dev} devices; pad the batch "
+                f"with masked units to a multiple of {n_dev}."
+            )
+        unit_keys = jax.random.split(key, mask.shape[0]) if clip_fn.uses_key else None
+        in_specs = (P(), P(axis_name), P(axis_name), P(axis_name) if clip_fn.uses_key else None)
+        sharded = jax.shard_map(
+            local, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False
+        )
+        return sharded(params, batch, mask, unit_keys)
+
+    return fn
+
+
+def make_dp_step(
+    clip_fn: ClippedGradFn,
+    tx: optax.GradientTransformation,
+    *,
+    mesh: jax.sharding.Mesh | None = None,
+    axis_name: str = "data",
+) -> DPStep:
+    """The pure functions of a DP-SGD step, with gradient accumulation over microbatches.
+
+    - ``accumulate(acc, params, batch, mask, key=None) -> (acc + clipped_sum, metrics)`` adds one
+      fixed-shape microbatch's clipped sum. An exact Poisson batch of any size runs as several calls
+      of one compiled function (DP_PITFALLS.md, items 4 and 8).
+    - ``apply(state, acc) -> state`` adds the noise once (``tx`` must start with
+      :func:`dp_aggregator` or be :func:`dpsgd`) and updates the parameters.
+    - ``step(state, batch, mask, key=None) -> (state, metrics)``: both for a one-microbatch batch.
+
+    With ``mesh``, the clipped sums are computed data-parallel over ``axis_name`` (see
+    :func:`data_parallel`); the noise and the update then run on replicated values.
+    """
+    grad_fn = clip_fn if mesh is None else data_parallel(clip_fn, mesh, axis_name)
+
+    def accumulate(acc, params, batch, mask, key=None):
+        clipped, metrics = grad_fn(params, batch, mask, key)
+        return jax.tree_util.tree_map(jnp.add, acc, clipped), metrics
+
+    def apply(state: DPTrainState, acc: PyTree) -> DPTrainState:
+        chex.assert_trees_all_equal_structs(acc, state.params)
+        updates, opt_state = tx.update(acc, state.opt_state, state.params)
+        return DPTrainState(optax.apply_updates(state.params, updates), opt_state)
+
+    def step(state, batch, mask, key=None):
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, state.params)
+        acc, metrics = accumulate(zeros, state.params, batch, mask, key)
+        return apply(state, acc), metrics
+
+    return DPStep(accumulate, apply, step)
