@@ -1,0 +1,104 @@
+"""The ledger records every release, survives reloads and refuses over-budget releases."""
+
+import json
+
+import dp_accounting
+import pytest
+
+from privrl_jax.privacy import (
+    BudgetExceededError,
+    Ledger,
+    LedgerError,
+    compute_epsilon,
+    dpsgd_event,
+    event_from_dict,
+    event_to_dict,
+)
+
+STEP = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0))
+
+
+def _open(tmp_path, **kw):
+    args = dict(dataset_id="umaze-abc", dataset_size=10_000, target_epsilon=2.0, target_delta=1e-6)
+    return Ledger.open(tmp_path, **{**args, **kw})
+
+
+def test_event_round_trip():
+    ev = dp_accounting.ComposedDpEvent(
+        [dpsgd_event(1.1, 0.02, 30), dp_accounting.LaplaceDpEvent(0.5), dp_accounting.GaussianDpEvent(2.0)]
+    )
+    assert event_from_dict(json.loads(json.dumps(event_to_dict(ev)))) == ev
+
+
+def test_records_merge_and_total_epsilon_matches_dp_accounting(tmp_path):
+    led = _open(tmp_path)
+    for _ in range(3):
+        led.record(STEP, what="dpsgd step", count=100)
+    led.record(dp_accounting.GaussianDpEvent(10.0), what="noisy count")
+    assert led.num_releases == 301
+    assert len(led.releases) == 2
+    expected = compute_epsilon(
+        dp_accounting.ComposedDpEvent(
+            [dp_accounting.SelfComposedDpEvent(STEP, 300), dp_accounting.GaussianDpEvent(10.0)]
+        ),
+        1e-6,
+    ).epsilon
+    assert led.epsilon("rdp").epsilon == pytest.approx(expected, rel=1e-12)
+
+
+def test_survives_reload_and_resume_continues_it(tmp_path):
+    led = _open(tmp_path)
+    led.record(STEP, what="dpsgd step", count=40)
+    again = _open(tmp_path)
+    assert again.num_releases == 40
+    again.record(STEP, what="dpsgd step", count=60)
+    uninterrupted = compute_epsilon(dp_accounting.SelfComposedDpEvent(STEP, 100), 1e-6).epsilon
+    assert _open(tmp_path).epsilon().epsilon == pytest.approx(uninterrupted, rel=1e-12)
+    # Reopening twice does not double anything.
+    assert _open(tmp_path).num_releases == 100
+
+
+def test_refuses_release_that_would_exceed_budget(tmp_path):
+    led = _open(tmp_path, target_epsilon=1.0)
+    quiet = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(3.0))
+    assert led.check(quiet, 100) < 1.0
+    with pytest.raises(BudgetExceededError, match="budget 1"):
+        led.check(quiet, 100_000)
+    assert led.num_releases == 0  # nothing recorded by a refused check
+    assert _open(tmp_path, target_epsilon=1.0).num_releases == 0
+
+
+def test_corrupt_file_is_an_error(tmp_path):
+    _open(tmp_path)
+    (tmp_path / "ledger.json").write_text("{not json")
+    with pytest.raises(LedgerError, match="corrupt"):
+        _open(tmp_path)
+    (tmp_path / "ledger.json").write_text(json.dumps({"format": "privrl_jax.ledger/1", "dataset_id": "x"}))
+    with pytest.raises(LedgerError, match="corrupt"):
+        Ledger.load(tmp_path)
+
+
+def test_ledger_of_another_dataset_or_budget_is_refused(tmp_path):
+    _open(tmp_path)
+    with pytest.raises(LedgerError, match="belongs to dataset"):
+        _open(tmp_path, dataset_id="other")
+    with pytest.raises(LedgerError, match="budget cannot change"):
+        _open(tmp_path, target_epsilon=5.0)
+
+
+def test_bad_budget(tmp_path):
+    with pytest.raises(ValueError, match="delta"):
+        _open(tmp_path, target_delta=2.0)
+    with pytest.raises(ValueError, match="target_epsilon"):
+        _open(tmp_path, target_epsilon=0.0)
+    with pytest.warns(UserWarning, match="weak"):
+        _open(tmp_path, dataset_size=100, target_delta=0.05)
+
+
+def test_report_has_both_accountants(tmp_path):
+    led = _open(tmp_path)
+    led.record(STEP, what="dpsgd step", count=10)
+    rep = led.report()
+    assert rep["num_releases"] == 10
+    assert rep["rdp"]["epsilon"] >= rep["pld"]["epsilon"] * (1 - 1e-3)
+    assert rep["pld"]["pld_discretization"] == 1e-4
