@@ -1,0 +1,64 @@
+"""`privrl privacy ...` prints dp-accounting's numbers and clear errors."""
+
+import json
+
+import dp_accounting
+from typer.testing import CliRunner
+
+from privrl_jax.cli.main import app
+from privrl_jax.privacy import Ledger, dpsgd_epsilon
+
+runner = CliRunner()
+
+
+def test_epsilon_json_matches_library():
+    res = runner.invoke(
+        app,
+        ["privacy", "epsilon", "--noise-multiplier", "1.1", "--sampling-rate", "0.01", "--steps", "500",
+         "--delta", "1e-5", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["epsilon"] == dpsgd_epsilon(1.1, 0.01, 500, 1e-5).epsilon
+    assert out["accountant"] == "rdp" and out["noise_multiplier"] == 1.1 and out["delta"] == 1e-5
+
+
+def test_calibrate_json_lands_on_target():
+    res = runner.invoke(
+        app,
+        ["privacy", "calibrate", "--target-epsilon", "2", "--delta", "1e-5", "--sampling-rate", "0.01",
+         "--steps", "500", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert 1.95 <= out["epsilon"] <= 2.0
+    assert out["epsilon"] == dpsgd_epsilon(out["noise_multiplier"], 0.01, 500, 1e-5).epsilon
+
+
+def test_bad_delta_is_a_clear_error():
+    res = runner.invoke(
+        app,
+        ["privacy", "epsilon", "--noise-multiplier", "1", "--sampling-rate", "0.01", "--steps", "5",
+         "--delta", "1.5"],
+    )
+    assert res.exit_code == 2
+    assert "delta must be a number in (0, 1)" in res.output
+
+
+def test_report_reads_a_ledger(tmp_path):
+    led = Ledger.open(tmp_path, dataset_id="d", dataset_size=1000, target_epsilon=5.0, target_delta=1e-5)
+    step = dp_accounting.PoissonSampledDpEvent(0.05, dp_accounting.GaussianDpEvent(2.0))
+    led.record(step, what="dpsgd step", count=20)
+    res = runner.invoke(app, ["privacy", "report", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["num_releases"] == 20
+    assert out["rdp"]["epsilon"] == led.epsilon("rdp").epsilon
+    text = runner.invoke(app, ["privacy", "report", str(tmp_path)])
+    assert "20 x dpsgd step" in text.output and "spent (PLD)" in text.output
+
+
+def test_report_on_missing_run_dir(tmp_path):
+    res = runner.invoke(app, ["privacy", "report", str(tmp_path / "nope")])
+    assert res.exit_code == 2
+    assert "no ledger" in res.output
