@@ -19,7 +19,11 @@ from privrl_jax.diffusion._edm import (
     karras_sigmas,
     sample_training_sigma,
 )
-from privrl_jax.diffusion._networks import RandomFourierFeatures, ResidualBlock, ResidualMLP
+from privrl_jax.diffusion._networks import (
+    RandomFourierFeatures,
+    ResidualBlock,
+    ResidualMLP,
+)
 from privrl_jax.diffusion._transitions import (
     DiscreteDim,
     Normaliser,

@@ -42,8 +42,9 @@ class ApplyFn(Protocol):
     ``apply_fn(params, x_in [..., d], c_noise [...]) -> [..., d]``.
     """
 
-    def __call__(self, params: Params, x: jax.Array, c_noise: jax.Array) -> jax.Array:
-        ...
+    def __call__(
+        self, params: Params, x: jax.Array, c_noise: jax.Array
+    ) -> jax.Array: ...
 
 
 class DenoiseFn(Protocol):
@@ -53,8 +54,7 @@ class DenoiseFn(Protocol):
     against the leading axes of ``x`` (a scalar works for any batch).
     """
 
-    def __call__(self, params: Params, x: jax.Array, sigma: jax.Array) -> jax.Array:
-        ...
+    def __call__(self, params: Params, x: jax.Array, sigma: jax.Array) -> jax.Array: ...
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -90,13 +90,18 @@ class EDMConfig:
         for name in ("sigma_data", "p_std", "sigma_min", "sigma_max", "rho", "s_noise"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"EDMConfig.{name} must be finite and > 0, got {value}.")
+                raise ValueError(
+                    f"EDMConfig.{name} must be finite and > 0, got {value}."
+                )
         if self.sigma_min >= self.sigma_max:
             raise ValueError(
-                f"EDMConfig.sigma_min={self.sigma_min} must be < sigma_max={self.sigma_max}."
+                f"EDMConfig.sigma_min={self.sigma_min} must be < "
+                f"sigma_max={self.sigma_max}."
             )
         if not (math.isfinite(self.s_churn) and self.s_churn >= 0):
-            raise ValueError(f"EDMConfig.s_churn must be finite and >= 0, got {self.s_churn}.")
+            raise ValueError(
+                f"EDMConfig.s_churn must be finite and >= 0, got {self.s_churn}."
+            )
         if self.s_min > self.s_max:
             raise ValueError(
                 f"EDMConfig.s_min={self.s_min} must be <= s_max={self.s_max}."
@@ -144,7 +149,7 @@ def edm_preconditioning(
 def edm_loss_weight(
     sigma: jax.typing.ArrayLike, sigma_data: jax.typing.ArrayLike = 1.0
 ) -> jax.Array:
-    """EDM's loss weight lambda(sigma) = (sigma^2 + sd^2) / (sigma sd)^2 = 1 / c_out^2."""
+    """EDM's loss weight lambda(sigma) = (sigma^2 + sd^2) / (sigma sd)^2 = 1/c_out^2."""
     sigma = jnp.asarray(sigma, dtype=jnp.result_type(float))
     return (sigma**2 + sigma_data**2) / (sigma * sigma_data) ** 2
 
@@ -165,7 +170,9 @@ class EDMDenoiser:
     apply_fn: ApplyFn
     sigma_data: float = 1.0
 
-    def __call__(self, params: Params, x: jax.Array, sigma: jax.typing.ArrayLike) -> jax.Array:
+    def __call__(
+        self, params: Params, x: jax.Array, sigma: jax.typing.ArrayLike
+    ) -> jax.Array:
         """Denoises ``x [..., d]`` at noise level ``sigma`` (scalar or ``[...]``)."""
         sigma = jnp.broadcast_to(jnp.asarray(sigma, x.dtype), x.shape[:-1])
         pre = edm_preconditioning(sigma, self.sigma_data)
@@ -175,7 +182,11 @@ class EDMDenoiser:
 
 
 def sample_training_sigma(
-    key: jax.Array, shape: tuple[int, ...] = (), *, p_mean: float = -1.2, p_std: float = 1.2
+    key: jax.Array,
+    shape: tuple[int, ...] = (),
+    *,
+    p_mean: float = -1.2,
+    p_std: float = 1.2,
 ) -> jax.Array:
     """Draws training noise levels with ln(sigma) ~ N(p_mean, p_std^2) (EDM Table 1)."""
     return jnp.exp(p_mean + p_std * jax.random.normal(key, shape))
@@ -254,13 +265,19 @@ def edm_loss(
     ).astype(x.dtype)
     noises = jax.random.normal(key_noise, (num_noise,) + x.shape, x.dtype)
     losses = jax.vmap(
-        lambda s, n: edm_loss_at(denoise_fn, params, x, s, n, sigma_data=config.sigma_data)
+        lambda s, n: edm_loss_at(
+            denoise_fn, params, x, s, n, sigma_data=config.sigma_data
+        )
     )(sigmas, noises)
     return jnp.mean(losses)
 
 
 def karras_sigmas(
-    num_steps: int, *, sigma_min: float = 0.002, sigma_max: float = 80.0, rho: float = 7.0
+    num_steps: int,
+    *,
+    sigma_min: float = 0.002,
+    sigma_max: float = 80.0,
+    rho: float = 7.0,
 ) -> jax.Array:
     """EDM's sampling schedule (Eq. 5) with a final 0 appended: shape [num_steps + 1].
 
@@ -271,7 +288,9 @@ def karras_sigmas(
     # With one step the schedule is just [sigma_max, 0].
     frac = jnp.arange(num_steps) / max(num_steps - 1, 1)
     inv_rho = 1.0 / rho
-    sigmas = (sigma_max**inv_rho + frac * (sigma_min**inv_rho - sigma_max**inv_rho)) ** rho
+    sigmas = (
+        sigma_max**inv_rho + frac * (sigma_min**inv_rho - sigma_max**inv_rho)
+    ) ** rho
     return jnp.concatenate([sigmas, jnp.zeros((1,))])
 
 
@@ -309,7 +328,10 @@ def edm_sample(
       Samples in the (normalised) data space, [num_samples, dim].
     """
     sigmas = karras_sigmas(
-        num_steps, sigma_min=config.sigma_min, sigma_max=config.sigma_max, rho=config.rho
+        num_steps,
+        sigma_min=config.sigma_min,
+        sigma_max=config.sigma_max,
+        rho=config.rho,
     )
     gamma_max = min(config.s_churn / num_steps, math.sqrt(2.0) - 1.0)
     gammas = jnp.where(

@@ -64,9 +64,15 @@ class TransitionLayout:
         for name in ("obs_dim", "act_dim"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
-                raise ValueError(f"TransitionLayout.{name} must be an int >= 0, got {value!r}.")
-        sizes = {"observations": self.obs_dim, "actions": self.act_dim, "rewards": 1,
-                 "terminals": 1}
+                raise ValueError(
+                    f"TransitionLayout.{name} must be an int >= 0, got {value!r}."
+                )
+        sizes = {
+            "observations": self.obs_dim,
+            "actions": self.act_dim,
+            "rewards": 1,
+            "terminals": 1,
+        }
         seen = set()
         for dim in self.discrete:
             if dim.field not in sizes:
@@ -75,13 +81,18 @@ class TransitionLayout:
                 )
             if not 0 <= dim.index < sizes[dim.field]:
                 raise ValueError(
-                    f"DiscreteDim.index={dim.index} out of range for {dim.field} of size "
+                    f"DiscreteDim.index={dim.index} out of range for {dim.field} "
+                    f"of size "
                     f"{sizes[dim.field]}."
                 )
             if dim.num_classes < 2:
-                raise ValueError(f"DiscreteDim.num_classes must be >= 2, got {dim.num_classes}.")
+                raise ValueError(
+                    f"DiscreteDim.num_classes must be >= 2, got {dim.num_classes}."
+                )
             if (dim.field, dim.index) in seen:
-                raise ValueError(f"Discrete dimension {dim.field}[{dim.index}] declared twice.")
+                raise ValueError(
+                    f"Discrete dimension {dim.field}[{dim.index}] declared twice."
+                )
             if dim.field == "terminals" and self.one_hot_terminals:
                 raise ValueError(
                     "terminals are already one-hot encoded (one_hot_terminals=True); "
@@ -113,9 +124,9 @@ class TransitionLayout:
 
     def one_hot_mask(self) -> np.ndarray:
         """Boolean [encoded_dim]: True on one-hot coordinates (left unnormalised)."""
-        return np.concatenate(
-            [np.full(k, k > 1) for k in self._raw_classes()]
-        ).astype(bool)
+        return np.concatenate([np.full(k, k > 1) for k in self._raw_classes()]).astype(
+            bool
+        )
 
 
 def _segments(layout: TransitionLayout):
@@ -148,7 +159,9 @@ def encode_flat(raw: jax.Array, layout: TransitionLayout) -> jax.Array:
     out = out.at[..., cont_pos].set(raw[..., cont_raw])
     for j, start, k in disc:
         label = jnp.clip(jnp.round(raw[..., j]), 0, k - 1).astype(jnp.int32)
-        out = out.at[..., start : start + k].set(jax.nn.one_hot(label, k, dtype=raw.dtype))
+        out = out.at[..., start : start + k].set(
+            jax.nn.one_hot(label, k, dtype=raw.dtype)
+        )
     return out
 
 
@@ -172,7 +185,9 @@ def decode_flat(encoded: jax.Array, layout: TransitionLayout) -> jax.Array:
     return out
 
 
-def flatten_transitions(transitions: Transitions, layout: TransitionLayout) -> jax.Array:
+def flatten_transitions(
+    transitions: Transitions, layout: TransitionLayout
+) -> jax.Array:
     """Transitions [N] -> encoded flat vectors [N, encoded_dim] (timeouts are dropped).
 
     Raises:
@@ -181,12 +196,18 @@ def flatten_transitions(transitions: Transitions, layout: TransitionLayout) -> j
     obs, act = transitions.observations, transitions.actions
     if obs.shape[-1] != layout.obs_dim or act.shape[-1] != layout.act_dim:
         raise ValueError(
-            f"transitions have obs_dim={obs.shape[-1]}, act_dim={act.shape[-1]}; layout "
+            f"transitions have obs_dim={obs.shape[-1]}, act_dim={act.shape[-1]}; "
+            f"layout "
             f"expects obs_dim={layout.obs_dim}, act_dim={layout.act_dim}."
         )
     raw = jnp.concatenate(
-        [obs, act, transitions.rewards[..., None], transitions.next_observations,
-         transitions.terminals[..., None]],
+        [
+            obs,
+            act,
+            transitions.rewards[..., None],
+            transitions.next_observations,
+            transitions.terminals[..., None],
+        ],
         axis=-1,
     )
     return encode_flat(raw, layout)
@@ -259,7 +280,9 @@ def fit_normaliser_on_public(
     if one_hot_mask is not None:
         mask = np.asarray(one_hot_mask, bool)
         if mask.shape != shift.shape:
-            raise ValueError(f"one_hot_mask has shape {mask.shape}, expected {shift.shape}.")
+            raise ValueError(
+                f"one_hot_mask has shape {mask.shape}, expected {shift.shape}."
+            )
         shift = np.where(mask, 0.0, shift)
         scale = np.where(mask, 1.0, scale)
     return Normaliser(jnp.asarray(shift, jnp.float32), jnp.asarray(scale, jnp.float32))
@@ -275,11 +298,16 @@ def normaliser_from_bounds(
     """
     low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
     if low.shape != high.shape or low.ndim != 1:
-        raise ValueError(f"low and high must be equal-shape vectors, got {low.shape}, {high.shape}.")
+        raise ValueError(
+            f"low and high must be equal-shape vectors, got {low.shape}, {high.shape}."
+        )
     if not np.all(high > low):
-        raise ValueError(f"need high > low in every dimension; got low={low}, high={high}.")
+        raise ValueError(
+            f"need high > low in every dimension; got low={low}, high={high}."
+        )
     return Normaliser(
-        jnp.asarray((low + high) / 2, jnp.float32), jnp.asarray((high - low) / 2, jnp.float32)
+        jnp.asarray((low + high) / 2, jnp.float32),
+        jnp.asarray((high - low) / 2, jnp.float32),
     )
 
 

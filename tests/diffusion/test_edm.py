@@ -33,7 +33,8 @@ def test_preconditioning_matches_closed_form(sigma_data):
     np.testing.assert_allclose(pre.c_noise, np.log(s) / 4, rtol=1e-6)
     # The loss weight is 1 / c_out^2 (EDM Sec. 5: unit effective weight).
     np.testing.assert_allclose(
-        diffusion.edm_loss_weight(SIGMAS, sigma_data), 1 / (s * sd / np.sqrt(s**2 + sd**2)) ** 2,
+        diffusion.edm_loss_weight(SIGMAS, sigma_data),
+        1 / (s * sd / np.sqrt(s**2 + sd**2)) ** 2,
         rtol=1e-5,
     )
 
@@ -67,7 +68,9 @@ def test_denoiser_at_large_sigma_is_scaled_network_output(net_and_params):
     expected = pre.c_skip * x + pre.c_out * raw
     np.testing.assert_allclose(den(params, x, sigma), expected, rtol=1e-5, atol=1e-6)
     # Per-example sigma [B] gives the same as the scalar, row by row.
-    np.testing.assert_allclose(den(params, x, jnp.full((4,), sigma)), expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        den(params, x, jnp.full((4,), sigma)), expected, rtol=1e-5
+    )
 
 
 def test_edm_loss_at_closed_form_with_zero_network():
@@ -79,7 +82,9 @@ def test_edm_loss_at_closed_form_with_zero_network():
         c_skip = 1 / (sigma**2 + 1)
         weight = (sigma**2 + 1) / sigma**2
         expected = weight * np.mean((c_skip * (x + sigma * noise) - x) ** 2)
-        got = diffusion.edm_loss_at(den, None, jnp.asarray(x), sigma, jnp.asarray(noise))
+        got = diffusion.edm_loss_at(
+            den, None, jnp.asarray(x), sigma, jnp.asarray(noise)
+        )
         assert float(got) == pytest.approx(expected, rel=1e-5)
 
 
@@ -88,7 +93,10 @@ def test_training_sigma_is_lognormal():
     result = scipy.stats.kstest(np.log(np.asarray(sigma)), "norm", args=(-1.2, 1.2))
     assert result.pvalue > 0.01
     # And rejects a wrong P_mean.
-    assert scipy.stats.kstest(np.log(np.asarray(sigma)), "norm", args=(-1.0, 1.2)).pvalue < 1e-6
+    assert (
+        scipy.stats.kstest(np.log(np.asarray(sigma)), "norm", args=(-1.0, 1.2)).pvalue
+        < 1e-6
+    )
 
 
 def test_noise_multiplicity_keeps_mean_and_reduces_variance(net_and_params):
@@ -100,7 +108,9 @@ def test_noise_multiplicity_keeps_mean_and_reduces_variance(net_and_params):
     @jax.jit
     def losses_1_and_8(keys):
         def loss(k):
-            return jax.vmap(lambda key: diffusion.edm_loss(den, params, x, key, num_noise=k))(keys)
+            return jax.vmap(
+                lambda key: diffusion.edm_loss(den, params, x, key, num_noise=k)
+            )(keys)
 
         return loss(1), loss(8)
 
@@ -141,7 +151,12 @@ def test_karras_sigmas():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"sigma_data": 0.0}, {"sigma_min": 100.0}, {"s_churn": -1.0}, {"p_std": float("nan")}],
+    [
+        {"sigma_data": 0.0},
+        {"sigma_min": 100.0},
+        {"s_churn": -1.0},
+        {"p_std": float("nan")},
+    ],
 )
 def test_config_validation(kwargs):
     with pytest.raises(ValueError, match="EDMConfig"):
@@ -149,7 +164,7 @@ def test_config_validation(kwargs):
 
 
 class GaussianDenoiser:
-    """Exact E[x0 | x0 + sigma n] for x0 ~ N(mu, cov): mu + cov (cov + s^2 I)^-1 (x - mu)."""
+    """Exact E[x0 | x0 + s n], x0 ~ N(mu, cov): mu + cov (cov + s^2 I)^-1 (x - mu)."""
 
     def __init__(self, mu, cov):
         self.mu = jnp.asarray(mu)
@@ -174,7 +189,13 @@ def test_sampler_with_exact_gaussian_denoiser_recovers_mean_and_cov(s_churn, num
     config = diffusion.EDMConfig(s_churn=s_churn)
     x = np.asarray(
         diffusion.edm_sample(
-            jax.random.key(0), den, None, num_samples=8000, dim=3, num_steps=num_steps, config=config
+            jax.random.key(0),
+            den,
+            None,
+            num_samples=8000,
+            dim=3,
+            num_steps=num_steps,
+            config=config,
         )
     )
     assert x.shape == (8000, 3)
@@ -188,8 +209,13 @@ def test_sampler_detects_a_wrong_denoiser():
     mu, cov = np.zeros(2), np.eye(2)
     x = np.asarray(
         diffusion.edm_sample(
-            jax.random.key(0), GaussianDenoiser(mu, 2.0 * cov), None,
-            num_samples=4000, dim=2, num_steps=32, config=diffusion.EDMConfig(s_churn=0.0),
+            jax.random.key(0),
+            GaussianDenoiser(mu, 2.0 * cov),
+            None,
+            num_samples=4000,
+            dim=2,
+            num_steps=32,
+            config=diffusion.EDMConfig(s_churn=0.0),
         )
     )
     assert np.all(np.abs(np.diag(np.cov(x.T)) - 2.0) < 0.15)
@@ -198,7 +224,7 @@ def test_sampler_detects_a_wrong_denoiser():
 
 def test_sampler_is_reproducible_and_key_dependent():
     den = GaussianDenoiser(np.zeros(2), np.eye(2))
-    kw = dict(num_samples=16, dim=2, num_steps=4)
+    kw = {"num_samples": 16, "dim": 2, "num_steps": 4}
     a = diffusion.edm_sample(jax.random.key(1), den, None, **kw)
     b = diffusion.edm_sample(jax.random.key(1), den, None, **kw)
     c = diffusion.edm_sample(jax.random.key(2), den, None, **kw)
@@ -209,4 +235,6 @@ def test_sampler_is_reproducible_and_key_dependent():
 def test_equal_denoisers_share_a_compilation(net_and_params):
     net, _ = net_and_params
     assert diffusion.EDMDenoiser(net.apply) == diffusion.EDMDenoiser(net.apply)
-    assert hash(diffusion.EDMDenoiser(net.apply)) == hash(diffusion.EDMDenoiser(net.apply))
+    assert hash(diffusion.EDMDenoiser(net.apply)) == hash(
+        diffusion.EDMDenoiser(net.apply)
+    )

@@ -13,17 +13,22 @@ def _count(tree):
 
 
 def test_paper_scale_parameter_count():
-    """Width 1024, depth 6 on a 130-dim input: ~6.6M parameters (PrivORL: "about 6M")."""
+    """Width 1024, depth 6, 130-dim input: ~6.6M parameters (PrivORL: "about 6M")."""
     d, dt, w, depth, f = 130, 128, 1024, 6, 16
     net = diffusion.ResidualMLP(width=w, depth=depth)
     shapes = jax.eval_shape(net.init, jax.random.key(0), jnp.zeros((d,)), jnp.zeros(()))
     expected = (
-        (f + 1) * dt + dt  # Fourier -> dim_t
-        + dt * dt + dt  # second time layer
-        + d * dt + dt  # input projection
-        + dt * w + w  # to width
+        (f + 1) * dt
+        + dt  # Fourier -> dim_t
+        + dt * dt
+        + dt  # second time layer
+        + d * dt
+        + dt  # input projection
+        + dt * w
+        + w  # to width
         + depth * (w * w + w)  # residual blocks
-        + w * d + d  # output
+        + w * d
+        + d  # output
     )
     assert _count(shapes) == expected
     assert 6.0e6 < expected < 7.0e6

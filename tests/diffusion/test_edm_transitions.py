@@ -54,8 +54,16 @@ def test_one_hot_round_trip_is_exact():
     assert np.all(np.isin(np.asarray(enc)[:, mask], [0.0, 1.0]))
     assert np.asarray(enc)[:, mask].sum(1).tolist() == [5.0] * 50
     back = diffusion.unflatten_transitions(enc, LAYOUT)
-    for name in ("observations", "actions", "rewards", "next_observations", "terminals"):
-        np.testing.assert_array_equal(getattr(back, name), getattr(t, name), err_msg=name)
+    for name in (
+        "observations",
+        "actions",
+        "rewards",
+        "next_observations",
+        "terminals",
+    ):
+        np.testing.assert_array_equal(
+            getattr(back, name), getattr(t, name), err_msg=name
+        )
     np.testing.assert_array_equal(back.timeouts, 0.0)
 
 
@@ -75,7 +83,9 @@ def test_decoding_takes_the_argmax_of_noisy_blocks():
 def test_continuous_terminals_are_thresholded():
     layout = diffusion.TransitionLayout(obs_dim=1, act_dim=1, one_hot_terminals=False)
     enc = jnp.array([[0.0, 0.0, 0.0, 0.0, 0.7], [0.0, 0.0, 0.0, 0.0, 0.2]])
-    np.testing.assert_array_equal(diffusion.unflatten_transitions(enc, layout).terminals, [1, 0])
+    np.testing.assert_array_equal(
+        diffusion.unflatten_transitions(enc, layout).terminals, [1, 0]
+    )
 
 
 @pytest.mark.parametrize(
@@ -100,7 +110,9 @@ def test_mismatched_transitions_are_rejected():
 
 
 def test_normaliser_fitted_on_public_data():
-    public = np.array(diffusion.flatten_transitions(_random_transitions(500, 2), LAYOUT))
+    public = np.array(
+        diffusion.flatten_transitions(_random_transitions(500, 2), LAYOUT)
+    )
     public[:, 0] = public[:, 0] * 5.0 + 3.0
     mask = LAYOUT.one_hot_mask()
     norm = diffusion.fit_normaliser_on_public(public, one_hot_mask=mask)
@@ -108,7 +120,9 @@ def test_normaliser_fitted_on_public_data():
     np.testing.assert_allclose(z[:, ~mask].mean(0), 0.0, atol=1e-5)
     np.testing.assert_allclose(z[:, ~mask].std(0), 1.0, rtol=1e-4)
     np.testing.assert_array_equal(z[:, mask], public[:, mask])  # one-hot left as {0, 1}
-    np.testing.assert_allclose(diffusion.denormalise(norm, jnp.asarray(z)), public, atol=1e-4)
+    np.testing.assert_allclose(
+        diffusion.denormalise(norm, jnp.asarray(z)), public, atol=1e-4
+    )
 
 
 def test_normaliser_floors_constant_dims_and_validates():
