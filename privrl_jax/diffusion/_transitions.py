@@ -1,0 +1,321 @@
+"""Transitions <-> flat vectors for the synthesizer, and the data normaliser.
+
+A transition (s, a, r, s', done) is flattened in that order; each declared discrete
+dimension is replaced in place by its one-hot block before training and mapped back
+by argmax after sampling (PrivORL Sec. VI-D, after SynthER). The normaliser is fitted
+on PUBLIC data or built from declared bounds, never on the sensitive data (DESIGN.md
+contract 5): fitting on the sensitive set would release its statistics outside the
+DP mechanism.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from privrl_jax.data import Transitions
+
+Field = Literal["observations", "actions", "rewards", "terminals"]
+_FIELDS = ("observations", "actions", "rewards", "terminals")
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscreteDim:
+    """A discrete dimension with values in {0, ..., num_classes - 1}.
+
+    Attributes:
+      field: "observations" (applies to both s and s'), "actions", "rewards" or
+        "terminals".
+      index: position within the field (0 for rewards and terminals).
+      num_classes: number of values, >= 2.
+    """
+
+    field: Field
+    index: int
+    num_classes: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TransitionLayout:
+    """Static description of the flat layout of a transition.
+
+    The raw flat vector is [s (obs_dim), a (act_dim), r (1), s' (obs_dim), done (1)];
+    the encoded vector replaces every discrete dimension by a one-hot block in place.
+
+    Attributes:
+      obs_dim: state dimension.
+      act_dim: action dimension.
+      discrete: the discrete dimensions.
+      one_hot_terminals: encode ``done`` as a 2-class one-hot (decoded by argmax,
+        equivalent to SynthER's threshold at 0.5) instead of a continuous dim.
+    """
+
+    obs_dim: int
+    act_dim: int
+    discrete: tuple[DiscreteDim, ...] = ()
+    one_hot_terminals: bool = True
+
+    def __post_init__(self):
+        for name in ("obs_dim", "act_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(
+                    f"TransitionLayout.{name} must be an int >= 0, got {value!r}."
+                )
+        sizes = {
+            "observations": self.obs_dim,
+            "actions": self.act_dim,
+            "rewards": 1,
+            "terminals": 1,
+        }
+        seen = set()
+        for dim in self.discrete:
+            if dim.field not in sizes:
+                raise ValueError(
+                    f"DiscreteDim.field must be one of {_FIELDS}, got {dim.field!r}."
+                )
+            if not 0 <= dim.index < sizes[dim.field]:
+                raise ValueError(
+                    f"DiscreteDim.index={dim.index} out of range for {dim.field} "
+                    f"of size "
+                    f"{sizes[dim.field]}."
+                )
+            if dim.num_classes < 2:
+                raise ValueError(
+                    f"DiscreteDim.num_classes must be >= 2, got {dim.num_classes}."
+                )
+            if (dim.field, dim.index) in seen:
+                raise ValueError(
+                    f"Discrete dimension {dim.field}[{dim.index}] declared twice."
+                )
+            if dim.field == "terminals" and self.one_hot_terminals:
+                raise ValueError(
+                    "terminals are already one-hot encoded (one_hot_terminals=True); "
+                    "do not declare them in `discrete`."
+                )
+            seen.add((dim.field, dim.index))
+
+    @property
+    def raw_dim(self) -> int:
+        """Size of the raw flat vector, 2 obs_dim + act_dim + 2."""
+        return 2 * self.obs_dim + self.act_dim + 2
+
+    def _raw_classes(self) -> list[int]:
+        """Number of classes of each raw dim (1 = continuous)."""
+        classes = {("observations", i): 1 for i in range(self.obs_dim)}
+        classes.update({("actions", i): 1 for i in range(self.act_dim)})
+        classes[("rewards", 0)] = 1
+        classes[("terminals", 0)] = 2 if self.one_hot_terminals else 1
+        for dim in self.discrete:
+            classes[(dim.field, dim.index)] = dim.num_classes
+        obs = [classes[("observations", i)] for i in range(self.obs_dim)]
+        act = [classes[("actions", i)] for i in range(self.act_dim)]
+        return obs + act + [classes[("rewards", 0)]] + obs + [classes[("terminals", 0)]]
+
+    @property
+    def encoded_dim(self) -> int:
+        """Size of the encoded (one-hot) vector that the synthesizer models."""
+        return sum(self._raw_classes())
+
+    def one_hot_mask(self) -> np.ndarray:
+        """Boolean [encoded_dim]: True on one-hot coordinates (left unnormalised)."""
+        return np.concatenate([np.full(k, k > 1) for k in self._raw_classes()]).astype(
+            bool
+        )
+
+
+def _segments(layout: TransitionLayout):
+    """(continuous raw idx, their encoded positions, [(raw idx, start, K)] discrete)."""
+    cont_raw, cont_pos, disc = [], [], []
+    pos = 0
+    for j, k in enumerate(layout._raw_classes()):
+        if k == 1:
+            cont_raw.append(j)
+            cont_pos.append(pos)
+        else:
+            disc.append((j, pos, k))
+        pos += k
+    return np.array(cont_raw, int), np.array(cont_pos, int), disc
+
+
+def encode_flat(raw: jax.Array, layout: TransitionLayout) -> jax.Array:
+    """One-hot encodes the discrete dims of raw flat transitions.
+
+    Args:
+      raw: [..., raw_dim]; discrete dims hold integers 0..K-1 (rounded, then clipped).
+      layout: the layout.
+
+    Returns:
+      [..., encoded_dim].
+    """
+    chex.assert_axis_dimension(raw, -1, layout.raw_dim)
+    cont_raw, cont_pos, disc = _segments(layout)
+    out = jnp.zeros(raw.shape[:-1] + (layout.encoded_dim,), raw.dtype)
+    out = out.at[..., cont_pos].set(raw[..., cont_raw])
+    for j, start, k in disc:
+        label = jnp.clip(jnp.round(raw[..., j]), 0, k - 1).astype(jnp.int32)
+        out = out.at[..., start : start + k].set(
+            jax.nn.one_hot(label, k, dtype=raw.dtype)
+        )
+    return out
+
+
+def decode_flat(encoded: jax.Array, layout: TransitionLayout) -> jax.Array:
+    """Inverse of `encode_flat`: one-hot blocks back to class indices by argmax.
+
+    Args:
+      encoded: [..., encoded_dim] (e.g. synthesizer samples, denormalised).
+      layout: the layout.
+
+    Returns:
+      [..., raw_dim], discrete dims as float class indices.
+    """
+    chex.assert_axis_dimension(encoded, -1, layout.encoded_dim)
+    cont_raw, cont_pos, disc = _segments(layout)
+    out = jnp.zeros(encoded.shape[:-1] + (layout.raw_dim,), encoded.dtype)
+    out = out.at[..., cont_raw].set(encoded[..., cont_pos])
+    for j, start, k in disc:
+        label = jnp.argmax(encoded[..., start : start + k], axis=-1)
+        out = out.at[..., j].set(label.astype(encoded.dtype))
+    return out
+
+
+def flatten_transitions(
+    transitions: Transitions, layout: TransitionLayout
+) -> jax.Array:
+    """Transitions [N] -> encoded flat vectors [N, encoded_dim] (timeouts are dropped).
+
+    Raises:
+      ValueError: if the observation or action sizes disagree with ``layout``.
+    """
+    obs, act = transitions.observations, transitions.actions
+    if obs.shape[-1] != layout.obs_dim or act.shape[-1] != layout.act_dim:
+        raise ValueError(
+            f"transitions have obs_dim={obs.shape[-1]}, act_dim={act.shape[-1]}; "
+            f"layout "
+            f"expects obs_dim={layout.obs_dim}, act_dim={layout.act_dim}."
+        )
+    raw = jnp.concatenate(
+        [
+            obs,
+            act,
+            transitions.rewards[..., None],
+            transitions.next_observations,
+            transitions.terminals[..., None],
+        ],
+        axis=-1,
+    )
+    return encode_flat(raw, layout)
+
+
+def unflatten_transitions(encoded: jax.Array, layout: TransitionLayout) -> Transitions:
+    """Encoded flat vectors [N, encoded_dim] -> Transitions (timeouts = 0).
+
+    Terminals modelled as a continuous dim (``one_hot_terminals=False``) are
+    thresholded at 0.5, as in SynthER.
+    """
+    raw = decode_flat(encoded, layout)
+    o, a = layout.obs_dim, layout.act_dim
+    terminals = raw[..., 2 * o + a + 1]
+    if not layout.one_hot_terminals:
+        terminals = (terminals > 0.5).astype(raw.dtype)
+    return Transitions(
+        observations=raw[..., :o],
+        actions=raw[..., o : o + a],
+        rewards=raw[..., o + a],
+        next_observations=raw[..., o + a + 1 : 2 * o + a + 1],
+        terminals=terminals,
+        timeouts=jnp.zeros_like(terminals),
+    )
+
+
+class Normaliser(NamedTuple):
+    """Affine normaliser x_norm = (x - shift) / scale, per encoded dimension.
+
+    Attributes:
+      shift: [d].
+      scale: [d], > 0.
+    """
+
+    shift: jax.Array
+    scale: jax.Array
+
+
+def fit_normaliser_on_public(
+    public: jax.typing.ArrayLike,
+    *,
+    one_hot_mask: jax.typing.ArrayLike | None = None,
+    min_scale: float = 1e-3,
+) -> Normaliser:
+    """Standardises each dimension with the mean and std of PUBLIC data.
+
+    Only pass public (non-sensitive) data: the statistics are used without DP.
+    One-hot coordinates (``one_hot_mask``) are left as {0, 1} (shift 0, scale 1),
+    like SynthER's unnormalised terminals. Dimensions whose public std is below
+    ``min_scale`` get scale ``min_scale`` instead of dividing by ~0.
+
+    Args:
+      public: public encoded transitions, [N, d], N >= 2, finite.
+      one_hot_mask: optional bool [d]; see `TransitionLayout.one_hot_mask`.
+      min_scale: floor on the scale.
+
+    Returns:
+      A `Normaliser`.
+
+    Raises:
+      ValueError: on a wrong rank, fewer than 2 rows, or non-finite values.
+    """
+    public = np.asarray(public, np.float64)
+    if public.ndim != 2 or public.shape[0] < 2:
+        raise ValueError(f"public must have shape [N >= 2, d], got {public.shape}.")
+    if not np.all(np.isfinite(public)):
+        raise ValueError("public contains NaN or inf values.")
+    shift = public.mean(0)
+    scale = np.maximum(public.std(0), min_scale)
+    if one_hot_mask is not None:
+        mask = np.asarray(one_hot_mask, bool)
+        if mask.shape != shift.shape:
+            raise ValueError(
+                f"one_hot_mask has shape {mask.shape}, expected {shift.shape}."
+            )
+        shift = np.where(mask, 0.0, shift)
+        scale = np.where(mask, 1.0, scale)
+    return Normaliser(jnp.asarray(shift, jnp.float32), jnp.asarray(scale, jnp.float32))
+
+
+def normaliser_from_bounds(
+    low: jax.typing.ArrayLike, high: jax.typing.ArrayLike
+) -> Normaliser:
+    """Maps declared bounds [low, high] per dimension affinely onto [-1, 1].
+
+    Raises:
+      ValueError: if shapes differ or any high <= low.
+    """
+    low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+    if low.shape != high.shape or low.ndim != 1:
+        raise ValueError(
+            f"low and high must be equal-shape vectors, got {low.shape}, {high.shape}."
+        )
+    if not np.all(high > low):
+        raise ValueError(
+            f"need high > low in every dimension; got low={low}, high={high}."
+        )
+    return Normaliser(
+        jnp.asarray((low + high) / 2, jnp.float32),
+        jnp.asarray((high - low) / 2, jnp.float32),
+    )
+
+
+def normalise(normaliser: Normaliser, x: jax.Array) -> jax.Array:
+    """(x - shift) / scale for ``x [..., d]``."""
+    return (x - normaliser.shift) / normaliser.scale
+
+
+def denormalise(normaliser: Normaliser, x: jax.Array) -> jax.Array:
+    """x * scale + shift for ``x [..., d]``."""
+    return x * normaliser.scale + normaliser.shift
