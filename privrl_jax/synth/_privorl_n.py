@@ -1,0 +1,168 @@
+"""PrivORL-n's training steps: curiosity-driven pre-training and DP fine-tuning of an EDM.
+
+Pure, jitted functions over pytrees; the pipeline (``privrl_jax.pipelines.privorl_n``) owns data,
+files, progress bars, checkpoints and the ledger.
+
+Reference: PrivORL (``papers/privorl.txt``), Sections IV-V and Appendix F: pre-train an EDM
+(Karras et al. 2022) on public transitions, each iteration replacing the top-p of the real batch
+by the most curious (RND, Burda et al. 2018) synthetic samples; fine-tune on the sensitive
+transitions with DP-SGD (one transition = one privacy unit); sample with the EMA weights.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from privrl_jax import privacy
+from privrl_jax.diffusion import EDMConfig, edm_loss
+from privrl_jax.synth._curiosity import RNDState, curiosity_replace, curiosity_score, rnd_update, sample_candidates
+
+PyTree = Any
+
+
+@struct.dataclass
+class SynthState:
+    """Denoiser parameters, their exponential moving average and the optimizer state."""
+
+    params: PyTree
+    ema_params: PyTree
+    opt_state: optax.OptState
+    step: jax.Array
+
+
+def ema_update(ema: PyTree, params: PyTree, decay: jax.typing.ArrayLike) -> PyTree:
+    """ema <- decay * ema + (1 - decay) * params (PrivORL/SynthER: decay 0.995)."""
+    return jax.tree_util.tree_map(lambda e, p: decay * e + (1.0 - decay) * p, ema, params)
+
+
+def init_synth_state(params: PyTree, tx: optax.GradientTransformation) -> SynthState:
+    """A fresh state whose EMA starts at ``params``."""
+    return SynthState(params=params, ema_params=params, opt_state=tx.init(params), step=jnp.zeros([], jnp.int32))
+
+
+class PretrainMetrics(NamedTuple):
+    loss: jax.Array
+    rnd_loss: jax.Array
+    replaced_curiosity: jax.Array
+
+
+def make_pretrain_chunk(
+    denoise_fn: Callable,
+    tx: optax.GradientTransformation,
+    *,
+    batch_size: int,
+    chunk_steps: int,
+    ema_decay: float = 0.995,
+    edm_config: EDMConfig = EDMConfig(),
+    num_noise: int = 1,
+    curiosity_rate: float = 0.3,
+) -> Callable[..., tuple[SynthState, RNDState, PretrainMetrics]]:
+    """Non-private pre-training on public data, ``chunk_steps`` updates per jitted call.
+
+    ``chunk(state, rnd, data, pool, pool_scores, key) -> (state, rnd, metrics)``: each update draws
+    a uniform batch of ``batch_size`` public rows of ``data [N, d]``, draws ``batch_size``
+    candidates from the synthetic ``pool [M, d]`` (scored once per epoch, Appendix F-B's amortised
+    generation), replaces round(p B) real rows by the most curious candidates, takes an Adam step on
+    the mean EDM loss, updates the EMA, and trains the RND predictor on the candidates so that
+    often-generated samples become familiar. With ``curiosity_rate == 0`` (the PDP-Diffusion
+    ablation) the pool is ignored.
+    """
+
+    def item_loss(params, x, key):
+        return edm_loss(denoise_fn, params, x, key, config=edm_config, num_noise=num_noise)
+
+    def update(carry, key, data, pool, pool_scores):
+        state, rnd = carry
+        k_idx, k_cand, k_loss = jax.random.split(key, 3)
+        batch = data[jax.random.randint(k_idx, (batch_size,), 0, data.shape[0])]
+        if curiosity_rate > 0:
+            cands, scores = sample_candidates(k_cand, pool, pool_scores, num=batch_size)
+            batch, replaced = curiosity_replace(batch, cands, scores, rate=curiosity_rate)
+            rnd, rnd_metrics = rnd_update(rnd, cands)
+            rnd_loss = rnd_metrics["rnd_loss"]
+            cur = jnp.sum(jnp.where(replaced, curiosity_score(rnd, batch), 0.0)) / jnp.maximum(replaced.sum(), 1)
+        else:
+            rnd_loss = cur = jnp.zeros([])
+        keys = jax.random.split(k_loss, batch_size)
+        loss, grads = jax.value_and_grad(
+            lambda p: jnp.mean(jax.vmap(item_loss, (None, 0, 0))(p, batch, keys))
+        )(state.params)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        state = SynthState(params, ema_update(state.ema_params, params, ema_decay), opt_state, state.step + 1)
+        return (state, rnd), PretrainMetrics(loss, rnd_loss, cur)
+
+    @jax.jit
+    def chunk(state, rnd, data, pool, pool_scores, key):
+        body = functools.partial(update, data=data, pool=pool, pool_scores=pool_scores)
+        (state, rnd), metrics = jax.lax.scan(body, (state, rnd), jax.random.split(key, chunk_steps))
+        return state, rnd, jax.tree_util.tree_map(jnp.mean, metrics)
+
+    return chunk
+
+
+class DPFinetune(NamedTuple):
+    """The jitted pieces of DP fine-tuning (see :func:`make_dp_finetune`)."""
+
+    tx: optax.GradientTransformation
+    accumulate: Callable
+    apply: Callable
+    clip: privacy.ClippedGradFn
+
+
+def make_dp_finetune(
+    denoise_fn: Callable,
+    *,
+    learning_rate: float,
+    l2_clip_norm: float,
+    noise_multiplier: float,
+    expected_batch_size: float,
+    noise_key: jax.Array,
+    microbatch_size: int | None = None,
+    ema_decay: float = 0.995,
+    edm_config: EDMConfig = EDMConfig(),
+    num_noise: int = 1,
+    clip_method: str = "vmap",
+) -> DPFinetune:
+    """DP-SGD fine-tuning of the denoiser: one transition = one privacy unit.
+
+    The per-unit loss is the EDM loss of one transition averaged over ``num_noise`` noise draws
+    (DPDM noise multiplicity, Dockhorn et al. 2022): the draws are inside the unit, so the clip
+    bounds the unit's whole contribution and the privacy cost is unchanged.
+
+    ``accumulate(acc, params, x [mb, 1, d], mask [mb, 1], key)`` adds a microbatch's clipped sum;
+    ``apply(state, acc) -> state`` adds N(0, (sigma C)^2) once, divides by ``expected_batch_size``
+    (q N, public), takes an Adam step and updates the EMA.
+    """
+
+    def item_loss(params, x, key):
+        return edm_loss(denoise_fn, params, x, key, config=edm_config, num_noise=num_noise)
+
+    clip = privacy.clipped_grad(
+        item_loss, l2_clip_norm=l2_clip_norm, microbatch_size=microbatch_size, uses_key=True, method=clip_method
+    )
+    tx = privacy.dpsgd(
+        optax.adam(learning_rate),
+        noise_multiplier=noise_multiplier,
+        l2_clip_norm=l2_clip_norm,
+        expected_batch_size=expected_batch_size,
+        key=noise_key,
+    )
+    dp = privacy.make_dp_step(clip, tx)
+
+    @functools.partial(jax.jit, donate_argnums=0)
+    def accumulate(acc, params, x, mask, key):
+        return dp.accumulate(acc, params, x, mask, key)
+
+    @jax.jit
+    def apply(state: SynthState, acc: PyTree) -> SynthState:
+        new = dp.apply(privacy.DPTrainState(state.params, state.opt_state), acc)
+        return SynthState(new.params, ema_update(state.ema_params, new.params, ema_decay), new.opt_state, state.step + 1)
+
+    return DPFinetune(tx, accumulate, apply, clip)
