@@ -1,5 +1,36 @@
-"""Offline-RL datasets: pytrees, D4RL-format HDF5 I/O, normalisation."""
+"""Offline-RL datasets: pytrees, D4RL-format HDF5 I/O, validation, normalisation.
 
-from privrl_jax.data._types import Transitions
+Everything here runs on the host (NumPy / h5py) except the `Normalizer`, which is a
+jittable pytree.
+"""
 
-__all__ = ["Transitions"]
+from privrl_jax.data._hdf5 import (
+    derive_next_observations,
+    load_hdf5,
+    read_hdf5_metadata,
+    save_hdf5,
+)
+from privrl_jax.data._normalization import Normalizer, fit_normalizer
+from privrl_jax.data._trajectories import (
+    episode_boundaries,
+    trajectories_to_transitions,
+    transitions_to_trajectories,
+)
+from privrl_jax.data._types import TRANSITION_FIELDS, Trajectories, Transitions
+from privrl_jax.data._validation import validate_transitions
+
+__all__ = [
+    "Normalizer",
+    "TRANSITION_FIELDS",
+    "Trajectories",
+    "Transitions",
+    "derive_next_observations",
+    "episode_boundaries",
+    "fit_normalizer",
+    "load_hdf5",
+    "read_hdf5_metadata",
+    "save_hdf5",
+    "trajectories_to_transitions",
+    "transitions_to_trajectories",
+    "validate_transitions",
+]

@@ -1,1 +1,69 @@
-"""envs subpackage."""
+"""JAX environments (gymnax API), the maze2d expert, data collection, reference scores.
+
+Every environment has `reset(key, params) -> (obs, state)` and
+`step(key, state, action, params) -> (obs, state, reward, done, info)` with gymnax-style
+auto-reset; `info["terminated"]` / `info["truncated"]` split `done` into D4RL's
+`terminals` / `timeouts`.
+"""
+
+from privrl_jax.envs._base import EnvParams, EnvState, Environment, GymnaxAdapter
+from privrl_jax.envs._collect import (
+    SOLVE_THRESHOLD,
+    CollectState,
+    collect_chunk,
+    collect_dataset,
+    collect_step,
+    init_collect_state,
+)
+from privrl_jax.envs._expert import (
+    WaypointController,
+    make_waypoint_controller,
+    shortest_path_table,
+    waypoint_action,
+    waypoint_target,
+)
+from privrl_jax.envs._maze import (
+    LARGE_MAZE,
+    MEDIUM_MAZE,
+    UMAZE,
+    MazeParams,
+    MazeState,
+    PointMaze,
+    make_maze_params,
+    maze_dynamics,
+    maze_reward,
+    parse_layout,
+)
+from privrl_jax.envs._registry import MAZE_ENVS, canonical_name, make, registered_envs
+
+__all__ = [
+    "CollectState",
+    "EnvParams",
+    "EnvState",
+    "Environment",
+    "GymnaxAdapter",
+    "LARGE_MAZE",
+    "MAZE_ENVS",
+    "MEDIUM_MAZE",
+    "MazeParams",
+    "MazeState",
+    "PointMaze",
+    "SOLVE_THRESHOLD",
+    "UMAZE",
+    "WaypointController",
+    "canonical_name",
+    "collect_chunk",
+    "collect_dataset",
+    "collect_step",
+    "init_collect_state",
+    "make",
+    "make_maze_params",
+    "make_waypoint_controller",
+    "maze_dynamics",
+    "maze_reward",
+    "parse_layout",
+    "registered_envs",
+    "shortest_path_table",
+    "waypoint_action",
+    "waypoint_target",
+]

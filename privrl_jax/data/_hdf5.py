@@ -1,0 +1,162 @@
+"""D4RL-format HDF5 read/write (host side).
+
+Layout (D4RL, and Minari datasets exported to D4RL format): top-level datasets
+`observations` [N, obs_dim], `actions` [N, act_dim], `rewards` [N], `terminals` [N]
+(bool), `timeouts` [N] (bool) and optionally `next_observations` [N, obs_dim]; any other
+keys (`infos/*`, `metadata/*`) are ignored. File attributes hold our metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+import h5py
+import numpy as np
+
+from privrl_jax.data._types import TRANSITION_FIELDS, Transitions
+from privrl_jax.data._validation import validate_transitions
+
+_REQUIRED = ("observations", "actions", "rewards", "terminals", "timeouts")
+
+
+def derive_next_observations(data: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Adds `next_observations` to a D4RL dict that lacks it (as `d4rl.qlearning_dataset`).
+
+    `next_observations[i] = observations[i + 1]` inside an episode. Rows whose successor
+    is unknown are dropped: rows with `timeouts` set (the next row starts a new
+    episode) and a final row that is not terminal. Terminal rows are kept with
+    `next_observations[i] = observations[i]` (it is multiplied by `1 - terminal` in any
+    TD target). The row before a dropped one gets `timeouts = 1` so episode boundaries
+    survive.
+
+    Args:
+      data: mapping with observations, actions, rewards, terminals, timeouts ([N, ...]).
+
+    Returns:
+      A new dict with all six keys and M <= N rows.
+    """
+    obs = np.asarray(data["observations"])
+    terminals = np.asarray(data["terminals"]) > 0
+    timeouts = np.asarray(data["timeouts"]) > 0
+    n = obs.shape[0]
+    next_obs = np.empty_like(obs)
+    next_obs[:-1] = obs[1:]
+    next_obs[-1] = obs[-1]
+    next_obs[terminals] = obs[terminals]
+    drop = timeouts & ~terminals
+    if n and not terminals[-1]:
+        drop[-1] = True
+    new_timeouts = np.zeros(n, bool)
+    prev = np.flatnonzero(drop) - 1
+    prev = prev[prev >= 0]
+    prev = prev[~drop[prev] & ~terminals[prev]]
+    new_timeouts[prev] = True
+    keep = ~drop
+    out = {k: np.asarray(data[k])[keep] for k in ("observations", "actions", "rewards")}
+    out["next_observations"] = next_obs[keep]
+    out["terminals"] = terminals[keep]
+    out["timeouts"] = new_timeouts[keep]
+    return out
+
+
+def load_hdf5(path: str | os.PathLike, *, derive_next: bool = True) -> Transitions:
+    """Reads a D4RL-format HDF5 file into validated float32 `Transitions`.
+
+    Args:
+      path: the file.
+      derive_next: when the file has no `next_observations` (original D4RL files),
+        derive them with `derive_next_observations` (dropping rows whose successor is
+        unknown); when False, such a file is an error.
+
+    Returns:
+      `Transitions` [N].
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: a missing key, mismatched lengths, NaN/inf or a wrong dtype (the
+        message names the key).
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no dataset file at {path!r}")
+    with h5py.File(path, "r") as f:
+        missing = [k for k in _REQUIRED if k not in f]
+        if missing:
+            raise ValueError(
+                f"dataset {path!r} is missing key(s) {missing}; a D4RL-format file needs "
+                f"{list(_REQUIRED)} (and optionally 'next_observations')"
+            )
+        keys = [k for k in TRANSITION_FIELDS if k in f]
+        data = {}
+        for k in keys:
+            if not isinstance(f[k], h5py.Dataset):
+                raise ValueError(f"key {k!r} in {path!r} is a group, expected an array")
+            data[k] = f[k][()]
+    if "next_observations" not in data:
+        if not derive_next:
+            raise ValueError(
+                f"dataset {path!r} is missing key 'next_observations'; pass "
+                f"derive_next=True to derive it from consecutive observations"
+            )
+        # Validate before deriving so that errors name the key in the file.
+        validate_transitions({**data, "next_observations": data["observations"]}, source=path)
+        data = derive_next_observations(data)
+    return validate_transitions(data, source=path)
+
+
+def read_hdf5_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The file-level attributes written by `save_hdf5` (env name, seed, ...)."""
+    with h5py.File(os.fspath(path), "r") as f:
+        return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in f.attrs.items()}
+
+
+def save_hdf5(
+    path: str | os.PathLike,
+    transitions: Transitions,
+    *,
+    metadata: Mapping[str, str | int | float | bool] | None = None,
+    compression: str | None = None,
+) -> None:
+    """Writes `Transitions` as a D4RL-format HDF5 file, atomically.
+
+    The data are validated, written to a temporary file in the target directory, then
+    moved into place with `os.replace`, so a crash never leaves a partial file under
+    `path`. Values are stored as float32 and flags as bool (D4RL's dtypes), so
+    `load_hdf5` returns exactly what was saved.
+
+    Args:
+      path: destination (parent directories are created).
+      transitions: [N] data.
+      metadata: scalar file attributes (e.g. env name, seed, size).
+      compression: h5py compression ("gzip", "lzf") or None.
+
+    Raises:
+      ValueError: invalid data or metadata.
+    """
+    data = validate_transitions(transitions)
+    path = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix=".hdf5")
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            for k in TRANSITION_FIELDS:
+                x = np.asarray(getattr(data, k))
+                if k in ("terminals", "timeouts"):
+                    x = x > 0
+                f.create_dataset(k, data=x, compression=compression)
+            for k, v in (metadata or {}).items():
+                if not isinstance(v, (str, int, float, bool, np.generic)):
+                    raise ValueError(
+                        f"metadata[{k!r}] = {v!r} must be a str, int, float or bool"
+                    )
+                f.attrs[k] = v
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
