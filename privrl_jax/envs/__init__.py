@@ -34,6 +34,12 @@ from privrl_jax.envs._maze import (
     maze_reward,
     parse_layout,
 )
+from privrl_jax.envs._rollout import Policy, episode_returns
+from privrl_jax.envs._reference import (
+    REFERENCE_RETURNS,
+    normalized_score,
+    reference_returns,
+)
 from privrl_jax.envs._registry import MAZE_ENVS, canonical_name, make, registered_envs
 
 __all__ = [
@@ -48,6 +54,8 @@ __all__ = [
     "MazeParams",
     "MazeState",
     "PointMaze",
+    "REFERENCE_RETURNS",
+    "Policy",
     "SOLVE_THRESHOLD",
     "UMAZE",
     "WaypointController",
@@ -55,10 +63,13 @@ __all__ = [
     "collect_chunk",
     "collect_dataset",
     "collect_step",
+    "episode_returns",
     "init_collect_state",
     "make",
     "make_maze_params",
     "make_waypoint_controller",
+    "normalized_score",
+    "reference_returns",
     "maze_dynamics",
     "maze_reward",
     "parse_layout",
