@@ -6,12 +6,7 @@ Every algorithm is a factory returning an `Agent` of pure functions
 `evaluate` runs vmapped, jitted episodes in a gymnax-API environment.
 """
 
-from privrl_jax.agents._common import (
-    Agent,
-    Normalizer,
-    fit_normalizer,
-    identity_normalizer,
-)
+from privrl_jax.agents._common import Agent, fit_state_normalizer
 from privrl_jax.agents._edac import EDACConfig, EDACState, diversity_loss, edac
 from privrl_jax.agents._iql import IQLConfig, IQLState, expectile_loss, iql
 from privrl_jax.agents._rollouts import evaluate, rollout_returns
@@ -33,7 +28,6 @@ __all__ = [
     "EDACState",
     "IQLConfig",
     "IQLState",
-    "Normalizer",
     "TD3BCConfig",
     "TD3BCState",
     "TrainResult",
@@ -41,8 +35,7 @@ __all__ = [
     "edac",
     "evaluate",
     "expectile_loss",
-    "fit_normalizer",
-    "identity_normalizer",
+    "fit_state_normalizer",
     "iql",
     "make_agent",
     "make_train_chunk",

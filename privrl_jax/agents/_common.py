@@ -1,6 +1,6 @@
 """Building blocks shared by the offline-RL agents.
 
-Runs in JAX: the state normaliser, MLPs with PyTorch-like initialisation (so our
+Runs in JAX: MLPs with PyTorch-like initialisation (so our
 agents start from the same distribution as CORL's PyTorch reference code),
 vmapped ensembles over stacked parameters, Polyak averaging, and the `Agent`
 triple (init, update, act) that every algorithm factory returns.
@@ -15,9 +15,8 @@ import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from flax import struct
 
-from privrl_jax.data import Transitions
+from privrl_jax.data import Normalizer, Transitions, fit_normalizer
 
 PyTree: TypeAlias = Any
 Metrics: TypeAlias = dict[str, jax.Array]
@@ -64,41 +63,17 @@ class MLP(nn.Module):
         )(x)
 
 
-@struct.dataclass
-class Normalizer:
-    """Affine state normaliser `(x - mean) / std`, stored with the agent.
+def fit_state_normalizer(observations: jax.Array, enabled: bool) -> Normalizer:
+    """The agent's state normaliser: fitted on the training observations [N, obs_dim]
+    (CORL's `normalize=True`, `compute_mean_std(..., eps=1e-3)`), or the identity.
 
-    It is fitted once on the training data (`fit_normalizer`) and applied both in
-    every update and at evaluation time, so a policy sees the same input scale in the
-    environment as in training (CORL's `normalize=True`; Fujimoto & Gu, 2021).
-
-    Attributes:
-      mean: [obs_dim].
-      std: [obs_dim], strictly positive.
-    """
-
-    mean: jax.Array
-    std: jax.Array
-
-    def __call__(self, observations: jax.Array) -> jax.Array:
-        """Normalises [..., obs_dim] observations."""
-        return (observations - self.mean) / self.std
-
-
-def fit_normalizer(observations: jax.Array, eps: float = 1e-3) -> Normalizer:
-    """Fits a `Normalizer` to observations.
-
-    Args:
-      observations: [N, obs_dim] training observations.
-      eps: added to the standard deviation; 1e-3 as in TD3+BC's reference code and
-        CORL (`compute_mean_std(..., eps=1e-3)`), so constant dimensions do not blow up.
-
-    Returns:
-      The fitted normaliser.
+    Stored in the agent state and applied in every update and at evaluation time, so
+    the policy sees the same input scale in the environment as in training.
     """
     chex.assert_rank(observations, 2)
-    observations = jnp.asarray(observations, jnp.float32)
-    return Normalizer(mean=observations.mean(0), std=observations.std(0) + eps)
+    if enabled:
+        return fit_normalizer(observations, eps=1e-3)
+    return identity_normalizer(observations.shape[1])
 
 
 def identity_normalizer(obs_dim: int) -> Normalizer:
@@ -124,8 +99,8 @@ def polyak_update(target: PyTree, online: PyTree, tau: jax.typing.ArrayLike) -> 
 def normalized_batch(batch: Transitions, normalizer: Normalizer) -> Transitions:
     """Applies the normaliser to a batch's observations and next observations."""
     return batch.replace(
-        observations=normalizer(batch.observations),
-        next_observations=normalizer(batch.next_observations),
+        observations=normalizer.normalize(batch.observations),
+        next_observations=normalizer.normalize(batch.next_observations),
     )
 
 

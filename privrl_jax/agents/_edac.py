@@ -207,11 +207,7 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
         actor_params = make_actor(act_dim).init(k_actor, obs)
         critic_params = _common.init_ensemble(critic, k_critic, cfg.num_critics, obs, act)
         log_alpha = jnp.zeros((), jnp.float32)
-        normalizer = (
-            _common.fit_normalizer(dataset.observations)
-            if cfg.normalize_states
-            else _common.identity_normalizer(obs_dim)
-        )
+        normalizer = _common.fit_state_normalizer(dataset.observations, cfg.normalize_states)
         return EDACState(
             actor_params=actor_params,
             critic_params=critic_params,
@@ -317,7 +313,7 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
 
     def act(state: EDACState, observations: jax.Array) -> jax.Array:
         mu, _ = make_actor(state.action_dim).apply(
-            state.actor_params, state.normalizer(observations)
+            state.actor_params, state.normalizer.normalize(observations)
         )
         return cfg.max_action * jnp.tanh(mu)
 

@@ -160,11 +160,7 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
         actor_params = make_actor(act_dim).init(k_actor, obs)
         critic_params = _common.init_ensemble(critic, k_critic, 2, obs, act)
         value_params = value.init(k_value, obs)
-        normalizer = (
-            _common.fit_normalizer(dataset.observations)
-            if cfg.normalize_states
-            else _common.identity_normalizer(obs_dim)
-        )
+        normalizer = _common.fit_state_normalizer(dataset.observations, cfg.normalize_states)
         return IQLState(
             actor_params=actor_params,
             critic_params=critic_params,
@@ -247,7 +243,7 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
 
     def act(state: IQLState, observations: jax.Array) -> jax.Array:
         mean, _ = make_actor(state.action_dim).apply(
-            state.actor_params, state.normalizer(observations)
+            state.actor_params, state.normalizer.normalize(observations)
         )
         return jnp.clip(cfg.max_action * mean, -cfg.max_action, cfg.max_action)
 

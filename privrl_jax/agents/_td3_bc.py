@@ -149,11 +149,7 @@ def td3_bc(config: TD3BCConfig | None = None) -> _common.Agent:
         obs, act = jnp.zeros((1, obs_dim)), jnp.zeros((1, act_dim))
         actor_params = actor.init(k_actor, obs)
         critic_params = _common.init_ensemble(critic, k_critic, 2, obs, act)
-        normalizer = (
-            _common.fit_normalizer(dataset.observations)
-            if cfg.normalize_states
-            else _common.identity_normalizer(obs_dim)
-        )
+        normalizer = _common.fit_state_normalizer(dataset.observations, cfg.normalize_states)
         return TD3BCState(
             actor_params=actor_params,
             actor_target_params=actor_params,
@@ -246,6 +242,6 @@ def td3_bc(config: TD3BCConfig | None = None) -> _common.Agent:
 
     def act(state: TD3BCState, observations: jax.Array) -> jax.Array:
         actor = make_actor(state.action_dim)
-        return actor.apply(state.actor_params, state.normalizer(observations))
+        return actor.apply(state.actor_params, state.normalizer.normalize(observations))
 
     return _common.Agent(name="td3bc", config=cfg, init=init, update=update, act=act)
