@@ -1,0 +1,157 @@
+"""Building blocks shared by the offline-RL agents.
+
+Runs in JAX: MLPs with PyTorch-like initialisation (so our
+agents start from the same distribution as CORL's PyTorch reference code),
+vmapped ensembles over stacked parameters, Polyak averaging, and the `Agent`
+triple (init, update, act) that every algorithm factory returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol, TypeAlias
+
+import chex
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from privrl_jax.data import Normalizer, Transitions, fit_normalizer
+
+PyTree: TypeAlias = Any
+Metrics: TypeAlias = dict[str, jax.Array]
+
+# PyTorch's nn.Linear default: kaiming_uniform(a=sqrt(5)) == U(+-1/sqrt(fan_in)) on
+# the kernel. CORL's agents use it, so we do too; flax's default (lecun_normal) gives
+# a different starting point and, in our runs, slightly different early learning.
+torch_kernel_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+
+
+def uniform_init(scale: float) -> nn.initializers.Initializer:
+    """U(-scale, scale), the small output-layer init of SAC-N/EDAC (CORL)."""
+
+    def init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32) -> jax.Array:
+        return jax.random.uniform(key, shape, dtype, -scale, scale)
+
+    return init
+
+
+class MLP(nn.Module):
+    """ReLU multi-layer perceptron.
+
+    Attributes:
+      hidden_dims: widths of the hidden layers, e.g. (256, 256).
+      out_dim: width of the output layer.
+      hidden_bias_init: bias init of the hidden layers (EDAC uses 0.1).
+      out_kernel_init: kernel init of the output layer.
+      out_bias_init: bias init of the output layer.
+    """
+
+    hidden_dims: Sequence[int]
+    out_dim: int
+    hidden_bias_init: nn.initializers.Initializer = nn.initializers.zeros
+    out_kernel_init: nn.initializers.Initializer = torch_kernel_init
+    out_bias_init: nn.initializers.Initializer = nn.initializers.zeros
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for width in self.hidden_dims:
+            x = nn.Dense(width, kernel_init=torch_kernel_init, bias_init=self.hidden_bias_init)(x)
+            x = nn.relu(x)
+        return nn.Dense(
+            self.out_dim, kernel_init=self.out_kernel_init, bias_init=self.out_bias_init
+        )(x)
+
+
+def fit_state_normalizer(observations: jax.Array, enabled: bool) -> Normalizer:
+    """The agent's state normaliser: fitted on the training observations [N, obs_dim]
+    (CORL's `normalize=True`, `compute_mean_std(..., eps=1e-3)`), or the identity.
+
+    Stored in the agent state and applied in every update and at evaluation time, so
+    the policy sees the same input scale in the environment as in training.
+    """
+    chex.assert_rank(observations, 2)
+    if enabled:
+        return fit_normalizer(observations, eps=1e-3)
+    return identity_normalizer(observations.shape[1])
+
+
+def identity_normalizer(obs_dim: int) -> Normalizer:
+    """A normaliser that leaves observations unchanged."""
+    return Normalizer(mean=jnp.zeros((obs_dim,)), std=jnp.ones((obs_dim,)))
+
+
+def init_ensemble(module: nn.Module, key: jax.Array, num: int, *example: jax.Array) -> PyTree:
+    """Initialises `num` independent copies of `module`, stacked on a leading axis."""
+    return jax.vmap(lambda k: module.init(k, *example))(jax.random.split(key, num))
+
+
+def apply_ensemble(module: nn.Module, params: PyTree, *inputs: jax.Array) -> jax.Array:
+    """Applies stacked parameters [E, ...] to shared inputs; output [E, ...]."""
+    return jax.vmap(lambda p: module.apply(p, *inputs))(params)
+
+
+def polyak_update(target: PyTree, online: PyTree, tau: jax.typing.ArrayLike) -> PyTree:
+    """Soft target update `target <- tau * online + (1 - tau) * target`."""
+    return jax.tree.map(lambda t, o: (1.0 - tau) * t + tau * o, target, online)
+
+
+def normalized_batch(batch: Transitions, normalizer: Normalizer) -> Transitions:
+    """Applies the normaliser to a batch's observations and next observations."""
+    return batch.replace(
+        observations=normalizer.normalize(batch.observations),
+        next_observations=normalizer.normalize(batch.next_observations),
+    )
+
+
+class UpdateFn(Protocol):
+    """`update(state, batch, key) -> (state, metrics)`: one gradient step, pure."""
+
+    def __call__(
+        self, state: PyTree, batch: Transitions, key: jax.Array
+    ) -> tuple[PyTree, Metrics]: ...
+
+
+class Agent(NamedTuple):
+    """An offline-RL algorithm as three pure functions (optax's factory style).
+
+    Attributes:
+      name: short name, e.g. "td3bc".
+      config: the frozen config it was built from.
+      init: `init(key, dataset) -> state`; fits the state normaliser on `dataset`
+        (when the config asks for it) and initialises networks and optimisers.
+      update: `update(state, batch, key) -> (state, metrics)`; batch is raw
+        (unnormalised) `Transitions` with leading axis B.
+      act: `act(state, observations) -> actions`, the deterministic evaluation
+        policy on raw [..., obs_dim] observations; actions [..., act_dim].
+    """
+
+    name: str
+    config: Any
+    init: Callable[[jax.Array, Transitions], PyTree]
+    update: UpdateFn
+    act: Callable[[PyTree, jax.Array], jax.Array]
+
+
+def dims_of(dataset: Transitions) -> tuple[int, int]:
+    """(obs_dim, act_dim) of a dataset, with a clear error on bad ranks."""
+    if dataset.observations.ndim != 2 or dataset.actions.ndim != 2:
+        raise ValueError(
+            "dataset: expected observations [N, obs_dim] and actions [N, act_dim], got "
+            f"shapes {dataset.observations.shape} and {dataset.actions.shape}"
+        )
+    return int(dataset.observations.shape[1]), int(dataset.actions.shape[1])
+
+
+def check_positive(name: str, value: float) -> None:
+    """Raises ValueError unless value > 0."""
+    if not value > 0:
+        raise ValueError(f"{name}={value!r}: expected a positive number")
+
+
+def check_unit_interval(name: str, value: float, *, closed: bool = True) -> None:
+    """Raises ValueError unless value lies in [0, 1] (or (0, 1) when not closed)."""
+    ok = 0.0 <= value <= 1.0 if closed else 0.0 < value < 1.0
+    if not ok:
+        interval = "[0, 1]" if closed else "(0, 1)"
+        raise ValueError(f"{name}={value!r}: expected a number in {interval}")

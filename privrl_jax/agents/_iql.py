@@ -1,0 +1,250 @@
+"""IQL: Implicit Q-Learning.
+
+References:
+  Kostrikov, Nair & Levine, "Offline Reinforcement Learning with Implicit
+  Q-Learning", ICLR 2022, https://arxiv.org/abs/2110.06169.
+  Tarasov et al., "CORL: Research-oriented Deep Offline Reinforcement Learning
+  Library", NeurIPS 2023 Datasets & Benchmarks, https://arxiv.org/abs/2210.07105
+  (hyper-parameter defaults and update order: `algorithms/offline/iql.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from privrl_jax.agents import _common
+from privrl_jax.agents._td3_bc import QNetwork
+from privrl_jax.data import Transitions
+
+# CORL's constants: log-std clamp of the Gaussian policy and the cap on exp(beta * A).
+LOG_STD_MIN = -20.0
+LOG_STD_MAX = 2.0
+EXP_ADV_MAX = 100.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IQLConfig:
+    """IQL hyper-parameters; defaults are CORL's (`iql.py`, `TrainConfig`).
+
+    Attributes:
+      actor_lr: Adam learning rate of the policy (3e-4), cosine-decayed to 0 over
+        `actor_decay_steps` (CORL's `CosineAnnealingLR(actor_optimizer, max_timesteps)`).
+      critic_lr: Adam learning rate of the twin Q networks (3e-4).
+      value_lr: Adam learning rate of V (3e-4).
+      hidden_dims: hidden widths of all networks (256, 256).
+      discount: gamma (0.99).
+      tau: Polyak rate of the target Q networks (5e-3).
+      expectile: the expectile of the value loss, CORL's `iql_tau` (0.7).
+      beta: inverse temperature of advantage-weighted regression (3.0).
+      actor_decay_steps: horizon of the actor's cosine schedule; CORL uses the
+        number of training steps (1e6 by default). `train` callers usually set it
+        to their own step count.
+      max_action: actions lie in [-max_action, max_action] (1.0).
+      normalize_states: fit a state normaliser on the training data (True).
+    """
+
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    value_lr: float = 3e-4
+    hidden_dims: Sequence[int] = (256, 256)
+    discount: float = 0.99
+    tau: float = 5e-3
+    expectile: float = 0.7
+    beta: float = 3.0
+    actor_decay_steps: int = 1_000_000
+    max_action: float = 1.0
+    normalize_states: bool = True
+
+    def __post_init__(self):
+        for name in ("actor_lr", "critic_lr", "value_lr", "max_action", "beta"):
+            _common.check_positive(name, getattr(self, name))
+        _common.check_unit_interval("discount", self.discount)
+        _common.check_unit_interval("tau", self.tau)
+        _common.check_unit_interval("expectile", self.expectile, closed=False)
+        if not (isinstance(self.actor_decay_steps, int) and self.actor_decay_steps >= 1):
+            raise ValueError(
+                f"actor_decay_steps={self.actor_decay_steps!r}: expected an int >= 1"
+            )
+        if not self.hidden_dims or any(int(h) < 1 for h in self.hidden_dims):
+            raise ValueError(f"hidden_dims={self.hidden_dims!r}: expected positive widths")
+
+
+class GaussianPolicy(nn.Module):
+    """N(tanh(MLP(s)), diag(exp(log_std))) with a state-independent log-std (CORL)."""
+
+    hidden_dims: Sequence[int]
+    action_dim: int
+
+    @nn.compact
+    def __call__(self, observations: jax.Array) -> tuple[jax.Array, jax.Array]:
+        mean = jnp.tanh(_common.MLP(self.hidden_dims, self.action_dim)(observations))
+        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+
+
+class ValueNetwork(nn.Module):
+    """V(s) = MLP(s); output [...]."""
+
+    hidden_dims: Sequence[int]
+
+    @nn.compact
+    def __call__(self, observations: jax.Array) -> jax.Array:
+        return _common.MLP(self.hidden_dims, 1)(observations)[..., 0]
+
+
+def expectile_loss(diff: jax.Array, expectile: jax.typing.ArrayLike) -> jax.Array:
+    """Asymmetric L2 loss mean(|expectile - 1[diff < 0]| * diff^2); diff [B]."""
+    weight = jnp.where(diff < 0, 1.0 - expectile, expectile)
+    return (weight * diff**2).mean()
+
+
+def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, x: jax.Array) -> jax.Array:
+    """log N(x; mean, diag(exp(log_std))^2), summed over the last axis."""
+    z = (x - mean) * jnp.exp(-log_std)
+    return (-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+
+@struct.dataclass
+class IQLState:
+    """IQL train state; Q parameters are stacked on a leading axis of 2."""
+
+    actor_params: _common.PyTree
+    critic_params: _common.PyTree
+    critic_target_params: _common.PyTree
+    value_params: _common.PyTree
+    actor_opt_state: optax.OptState
+    critic_opt_state: optax.OptState
+    value_opt_state: optax.OptState
+    normalizer: _common.Normalizer
+    step: jax.Array
+    action_dim: int = struct.field(pytree_node=False)
+
+
+def iql(config: IQLConfig | None = None) -> _common.Agent:
+    """Builds IQL as pure (init, update, act) functions.
+
+    One update does, in CORL's order: V regresses the `expectile` of min(target Q1,
+    target Q2); the twin Qs regress r + gamma * (1 - terminal) * V(s') (mean of the
+    two MSEs); the target Qs move by Polyak averaging; the policy maximises
+    exp(beta * (Q - V)) (capped at 100) weighted log-likelihood of the data actions,
+    using the advantage computed before V's step. Evaluation acts with the mean.
+
+    Args:
+      config: hyper-parameters; CORL's defaults when None.
+
+    Returns:
+      An `Agent` whose `update` expects raw (unnormalised) batches.
+    """
+    cfg = config or IQLConfig()
+    critic = QNetwork(tuple(cfg.hidden_dims))
+    value = ValueNetwork(tuple(cfg.hidden_dims))
+    actor_opt = optax.adam(optax.cosine_decay_schedule(cfg.actor_lr, cfg.actor_decay_steps))
+    critic_opt = optax.adam(cfg.critic_lr)
+    value_opt = optax.adam(cfg.value_lr)
+
+    def make_actor(action_dim: int) -> GaussianPolicy:
+        return GaussianPolicy(tuple(cfg.hidden_dims), action_dim)
+
+    def init(key: jax.Array, dataset: Transitions) -> IQLState:
+        obs_dim, act_dim = _common.dims_of(dataset)
+        k_actor, k_critic, k_value = jax.random.split(key, 3)
+        obs, act = jnp.zeros((1, obs_dim)), jnp.zeros((1, act_dim))
+        actor_params = make_actor(act_dim).init(k_actor, obs)
+        critic_params = _common.init_ensemble(critic, k_critic, 2, obs, act)
+        value_params = value.init(k_value, obs)
+        normalizer = _common.fit_state_normalizer(dataset.observations, cfg.normalize_states)
+        return IQLState(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            critic_target_params=critic_params,
+            value_params=value_params,
+            actor_opt_state=actor_opt.init(actor_params),
+            critic_opt_state=critic_opt.init(critic_params),
+            value_opt_state=value_opt.init(value_params),
+            normalizer=normalizer,
+            step=jnp.zeros((), jnp.int32),
+            action_dim=act_dim,
+        )
+
+    def update(
+        state: IQLState, batch: Transitions, key: jax.Array
+    ) -> tuple[IQLState, _common.Metrics]:
+        del key  # IQL's update is deterministic given the batch.
+        actor = make_actor(state.action_dim)
+        b = _common.normalized_batch(batch, state.normalizer)
+
+        # 1) V: expectile regression towards the target twin-Q minimum.
+        target_q = _common.apply_ensemble(
+            critic, state.critic_target_params, b.observations, b.actions
+        ).min(0)
+
+        def value_loss_fn(params):
+            v = value.apply(params, b.observations)
+            return expectile_loss(target_q - v, cfg.expectile), target_q - v
+
+        (value_loss, adv), grads = jax.value_and_grad(value_loss_fn, has_aux=True)(
+            state.value_params
+        )
+        updates, value_opt_state = value_opt.update(grads, state.value_opt_state)
+        value_params = optax.apply_updates(state.value_params, updates)
+
+        # 2) Q: one-step TD towards the (updated) V of the next state.
+        next_v = value.apply(value_params, b.next_observations)
+        q_target = b.rewards + cfg.discount * (1.0 - b.terminals) * next_v
+
+        def critic_loss_fn(params):
+            q = _common.apply_ensemble(critic, params, b.observations, b.actions)
+            return ((q - q_target) ** 2).mean(1).mean(), q
+
+        (critic_loss, q), grads = jax.value_and_grad(critic_loss_fn, has_aux=True)(
+            state.critic_params
+        )
+        updates, critic_opt_state = critic_opt.update(grads, state.critic_opt_state)
+        critic_params = optax.apply_updates(state.critic_params, updates)
+
+        # 3) Policy: advantage-weighted regression with the pre-update advantage.
+        weights = jnp.minimum(jnp.exp(cfg.beta * adv), EXP_ADV_MAX)
+
+        def actor_loss_fn(params):
+            mean, log_std = actor.apply(params, b.observations)
+            return (weights * -gaussian_log_prob(mean, log_std, b.actions)).mean()
+
+        actor_loss, grads = jax.value_and_grad(actor_loss_fn)(state.actor_params)
+        updates, actor_opt_state = actor_opt.update(grads, state.actor_opt_state)
+
+        state = state.replace(
+            actor_params=optax.apply_updates(state.actor_params, updates),
+            critic_params=critic_params,
+            critic_target_params=_common.polyak_update(
+                state.critic_target_params, critic_params, cfg.tau
+            ),
+            value_params=value_params,
+            actor_opt_state=actor_opt_state,
+            critic_opt_state=critic_opt_state,
+            value_opt_state=value_opt_state,
+            step=state.step + 1,
+        )
+        metrics = {
+            "critic_loss": critic_loss,
+            "value_loss": value_loss,
+            "actor_loss": actor_loss,
+            "q_mean": q.mean(),
+            "adv_mean": adv.mean(),
+        }
+        return state, metrics
+
+    def act(state: IQLState, observations: jax.Array) -> jax.Array:
+        mean, _ = make_actor(state.action_dim).apply(
+            state.actor_params, state.normalizer.normalize(observations)
+        )
+        return jnp.clip(cfg.max_action * mean, -cfg.max_action, cfg.max_action)
+
+    return _common.Agent(name="iql", config=cfg, init=init, update=update, act=act)
