@@ -1,1 +1,24 @@
-"""eval subpackage."""
+"""Evaluation: fidelity scores, membership inference, plots."""
+
+from privrl_jax.eval._fidelity import correlation_score, ks_statistics, marginal_score
+from privrl_jax.eval._membership import (
+    DEFAULT_MIA_SIGMAS,
+    loss_threshold_attack,
+    mia_loss_scores,
+    mia_metrics,
+    tpr_at_fpr,
+)
+from privrl_jax.eval._plots import plot_marginals, plot_tsne
+
+__all__ = [
+    "DEFAULT_MIA_SIGMAS",
+    "correlation_score",
+    "ks_statistics",
+    "loss_threshold_attack",
+    "marginal_score",
+    "mia_loss_scores",
+    "mia_metrics",
+    "plot_marginals",
+    "plot_tsne",
+    "tpr_at_fpr",
+]

@@ -1,0 +1,88 @@
+"""Marginal and Correlation fidelity scores."""
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from privrl_jax import eval as ev
+
+
+def test_identical_data_scores_one():
+    x = np.random.default_rng(0).normal(size=(300, 4))
+    x[:, 1] += 0.7 * x[:, 0]
+    assert ev.marginal_score(x, x) == 1.0
+    assert ev.correlation_score(x, x) == pytest.approx(1.0)
+    assert ev.correlation_score(x, x, method="spearman") == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("shift", [0, 1, 7, 25])
+def test_shifted_grid_gives_exact_ks(shift):
+    """Real = grid 0..n-1, synthetic = same grid shifted by s: KS = s/n exactly."""
+    n = 100
+    real = np.arange(n, dtype=float)[:, None]
+    synthetic = real + shift
+    assert ev.ks_statistics(real, synthetic)[0] == pytest.approx(shift / n)
+    assert ev.marginal_score(real, synthetic) == pytest.approx(1 - shift / n)
+
+
+def test_shifted_gaussians_match_closed_form():
+    """N(0,1) vs N(delta,1): KS -> 2 Phi(delta/2) - 1."""
+    rng = np.random.default_rng(1)
+    deltas = np.array([0.2, 0.5, 1.0])
+    real = rng.normal(size=(50_000, 3))
+    synthetic = rng.normal(size=(50_000, 3)) + deltas
+    expected = 2 * scipy.stats.norm.cdf(deltas / 2) - 1
+    np.testing.assert_allclose(ev.ks_statistics(real, synthetic), expected, atol=0.012)
+    assert ev.marginal_score(real, synthetic) == pytest.approx(
+        1 - expected.mean(), abs=0.012
+    )
+
+
+def test_ks_matches_scipy_with_ties():
+    rng = np.random.default_rng(2)
+    real = rng.integers(0, 5, size=(200, 3)).astype(float)
+    synthetic = rng.integers(0, 6, size=(150, 3)).astype(float)
+    expected = [
+        scipy.stats.ks_2samp(real[:, j], synthetic[:, j]).statistic for j in range(3)
+    ]
+    np.testing.assert_allclose(ev.ks_statistics(real, synthetic), expected, rtol=1e-12)
+
+
+def test_correlation_closed_form():
+    """Real: corr(x, y) = +1; synthetic: corr = -1 -> pair score 1 - 2/2 = 0."""
+    x = np.linspace(-1, 1, 50)
+    real = np.stack([x, 2 * x + 1], 1)
+    synthetic = np.stack([x, -x], 1)
+    assert ev.correlation_score(real, synthetic) == pytest.approx(0.0, abs=1e-12)
+    # Three columns: pairs (0,1): |1-1|, (0,2): |1-0|, (1,2): |1-0| -> 1 - (0+.5+.5)/3.
+    z = np.tile([1.0, -1.0], 25)  # uncorrelated with x (odd/even alternation)
+    z = z - z.mean()
+    real3 = np.stack([x, x, x], 1)
+    syn3 = np.stack([x, x, z], 1)
+    rho_xz = np.corrcoef(x, z)[0, 1]
+    expected = 1 - (0 + abs(1 - rho_xz) / 2 + abs(1 - rho_xz) / 2) / 3
+    assert ev.correlation_score(real3, syn3) == pytest.approx(expected)
+
+
+def test_spearman_is_rank_invariant_and_constant_columns_are_skipped():
+    rng = np.random.default_rng(3)
+    real = rng.normal(size=(200, 2))
+    real[:, 1] += real[:, 0]
+    monotone = np.stack([np.exp(real[:, 0]), real[:, 1] ** 3], 1)
+    assert ev.correlation_score(real, monotone, method="spearman") == pytest.approx(1.0)
+    assert ev.correlation_score(real, monotone) < 0.99
+    with_const = np.concatenate([real, np.ones((200, 1))], 1)
+    assert ev.correlation_score(with_const, with_const) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "real,synthetic,match",
+    [
+        (np.ones(5), np.ones((5, 1)), "shape"),
+        (np.ones((5, 2)), np.ones((5, 3)), "columns"),
+        (np.full((5, 2), np.nan), np.ones((5, 2)), "NaN"),
+    ],
+)
+def test_validation(real, synthetic, match):
+    with pytest.raises(ValueError, match=match):
+        ev.marginal_score(real, synthetic)
