@@ -8,9 +8,11 @@ infinity for some tiny deltas (DP_PITFALLS.md, item 12).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import importlib.metadata
+import logging
 import math
 import warnings
 from typing import Literal
@@ -198,7 +200,8 @@ def compute_epsilon(
             f"accountant='{'pld' if accountant == 'rdp' else 'rdp'}'."
         )
     acc.compose(event)
-    eps = float(acc.get_epsilon(delta))
+    with _quiet_absl():
+        eps = float(acc.get_epsilon(delta))
     if math.isnan(eps) or eps < 0:
         raise ValueError(f"dp-accounting returned epsilon={eps} for delta={delta}; check the inputs.")
     return EpsilonReport(
@@ -267,11 +270,12 @@ def calibrate_noise_multiplier(
         )
 
     def calibrate(acc: Accountant, bracket) -> float:
-        return float(
+        with _quiet_absl():
+            return float(
             dp_accounting.calibrate_dp_mechanism(
-                lambda: make_accountant(acc, neighboring), make_event, target_epsilon, delta, bracket, tol=tol
+                    lambda: make_accountant(acc, neighboring), make_event, target_epsilon, delta, bracket, tol=tol
+                )
             )
-        )
 
     if accountant == "pld":
         # PLD evaluations cost seconds each; RDP's sigma (an upper bound, since RDP epsilon >= PLD
@@ -279,6 +283,18 @@ def calibrate_noise_multiplier(
         upper = calibrate("rdp", dp_accounting.LowerEndpointAndGuess(1e-2, 1.0))
         return calibrate("pld", dp_accounting.LowerEndpointAndGuess(upper / 2, upper))
     return calibrate(accountant, dp_accounting.LowerEndpointAndGuess(1e-2, 1.0))
+
+
+@contextlib.contextmanager
+def _quiet_absl():
+    """Silences dp-accounting's per-order convergence warnings while a search probes tiny sigmas."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def zcdp_noise_std(rho: float, sensitivity: float) -> float:
