@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from privrl_jax.cli import privacy as _privacy
+from privrl_jax.cli import synth as _synth
 
 app = typer.Typer(
     help="privrl_jax: differentially private reinforcement learning in JAX.",
@@ -12,6 +13,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(_privacy.app, name="privacy")
+app.add_typer(_synth.app, name="synth")
+app.command(name="quickstart")(_synth.quickstart)
 
 if __name__ == "__main__":
     app()

@@ -1,0 +1,92 @@
+"""PrivORL-n pipeline: smoke run on the tiny test config, resume, config errors."""
+
+import json
+from pathlib import Path
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from privrl_jax import data, privacy
+from privrl_jax.pipelines import privorl_n
+
+TEST_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "privorl_n" / "test.yaml"
+
+
+def _cfg(*overrides):
+    return privorl_n.load(TEST_CONFIG, list(overrides))
+
+
+def test_smoke_run_writes_everything_and_spends_what_it_reports(tmp_path):
+    cfg = _cfg("eval.train_real_agents=false")
+    rep = privorl_n.run(cfg, tmp_path)
+    for name in ("config.yaml", "ledger.json", "synthetic.hdf5", "report.json", "report.md"):
+        assert (tmp_path / name).exists(), name
+    syn = data.load_hdf5(tmp_path / "synthetic.hdf5")
+    assert len(syn) == cfg.synthesis.num_samples
+    info = rep["finetune"]
+    # The ledger holds exactly the planned Poisson steps with the calibrated sigma ...
+    ledger = privacy.Ledger.load(tmp_path)
+    assert ledger.num_releases == info["steps"] == int(np.ceil(cfg.finetune.epochs * info["dataset_size"] / 32))
+    expected = privacy.compute_epsilon(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(info["sampling_rate"], dp_accounting.GaussianDpEvent(info["noise_multiplier"])),
+            info["steps"],
+        ),
+        cfg.privacy.delta,
+    ).epsilon
+    # ... whose epsilon is dp-accounting's, at most the budget and close to it (calibrated).
+    assert rep["privacy"]["rdp"]["epsilon"] == pytest.approx(expected, rel=1e-12)
+    assert 0.95 * cfg.privacy.epsilon <= expected <= cfg.privacy.epsilon
+    assert info["sampling_rate"] == pytest.approx(32 / info["dataset_size"])
+    assert 0 <= rep["fidelity"]["marginal"] <= 1 and 0 <= rep["fidelity"]["correlation"] <= 1
+    assert set(rep["agents_synthetic"]) == {"td3bc"}
+    assert 0 <= rep["mia"]["tpr_at_1_fpr"] <= 1
+    assert json.loads((tmp_path / "report.json").read_text())["finetune"] == info
+
+
+def test_rerun_with_other_config_is_refused(tmp_path):
+    (tmp_path / "config.yaml").write_text("seed: 123\n")
+    with pytest.raises(ValueError, match="different config"):
+        privorl_n.run(_cfg(), tmp_path)
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("privacy.epsilon=0", "privacy.epsilon"),
+        ("privacy.delta=2", "delta"),
+        ("finetune.clip_method=fast", "clip_method"),
+        ("finetune.nonsense=1", "unknown config key"),
+        ("finetune.batch_size=abc", "must be an integer"),
+    ],
+)
+def test_bad_config_values(override, match):
+    with pytest.raises(ValueError, match=match):
+        _cfg(override)
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    overrides = ("eval.agents=[]", "eval.mia=false", "finetune.epochs=1.0")
+    full = privorl_n.run(_cfg(*overrides), tmp_path / "full")
+
+    calls = {"n": 0}
+    real_save = privorl_n._Checkpoints.save
+
+    def crashing_save(self, step, tree):
+        real_save(self, step, tree)
+        calls["n"] += 1
+        if calls["n"] == 4:  # after 2 pre-training chunks and 2 DP checkpoints
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(privorl_n._Checkpoints, "save", crashing_save)
+    with pytest.raises(KeyboardInterrupt):
+        privorl_n.run(_cfg(*overrides), tmp_path / "resumed")
+    monkeypatch.setattr(privorl_n._Checkpoints, "save", real_save)
+    resumed = privorl_n.run(_cfg(*overrides), tmp_path / "resumed")
+    a = data.load_hdf5(tmp_path / "full" / "synthetic.hdf5")
+    b = data.load_hdf5(tmp_path / "resumed" / "synthetic.hdf5")
+    np.testing.assert_allclose(np.asarray(a.observations), np.asarray(b.observations), rtol=1e-5, atol=1e-5)
+    assert privacy.Ledger.load(tmp_path / "resumed").num_releases == full["finetune"]["steps"]
+    assert resumed["privacy"]["rdp"]["epsilon"] == pytest.approx(full["privacy"]["rdp"]["epsilon"])
