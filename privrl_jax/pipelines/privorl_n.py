@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -336,6 +337,9 @@ def _finetune(cfg, denoise, pre_state, sens_x, ckpt, ledger, key, dim):
                 ckpt.save(offset + t + 1, {"state": state})
                 unrecorded = 0
             bar.update(1)
+    if not private and not any(r.what == "non-private fine-tuning" for r in ledger.releases):
+        # epsilon = inf is a release too: the ledger must say the data were used without DP.
+        ledger.record(dp_accounting.NonPrivateDpEvent(), what="non-private fine-tuning")
     info = {"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "dataset_size": n, "private": private}
     return state, info
 

@@ -199,9 +199,8 @@ def compute_epsilon(
             f"{type(_innermost(event)).__name__} under {neighboring.name}; use "
             f"accountant='{'pld' if accountant == 'rdp' else 'rdp'}'."
         )
-    acc.compose(event)
     with _quiet_absl():
-        eps = float(acc.get_epsilon(delta))
+        eps = float(acc.compose(event).get_epsilon(delta))
     if math.isnan(eps) or eps < 0:
         raise ValueError(f"dp-accounting returned epsilon={eps} for delta={delta}; check the inputs.")
     return EpsilonReport(
