@@ -287,6 +287,17 @@ class PointMaze(Environment[MazeState, MazeParams]):
         self._max_steps = max_steps_in_episode
         self._dense = dense
 
+    def _key(self) -> tuple:
+        return (self._name, self.layout, self._max_steps, self._dense)
+
+    # Equal envs hash equal, so every `make("maze2d-umaze")` hits the same jit cache
+    # entries (`self` is a static argument of the jitted `step` / `reset`).
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._key() == self._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     @property
     def name(self) -> str:
         return self._name
