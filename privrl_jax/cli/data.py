@@ -3,23 +3,36 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import typer
 
-app = typer.Typer(help="Offline datasets: collect maze2d data, inspect HDF5 files.", no_args_is_help=True)
+app = typer.Typer(
+    help="Offline datasets: collect maze2d data, inspect HDF5 files.",
+    no_args_is_help=True,
+)
 
 
 @app.command()
 def collect(
-    out: Path = typer.Option(..., help="Output HDF5 file (written atomically)."),
-    env: str = typer.Option(None, help="maze2d task, e.g. maze2d-umaze."),
-    size: int = typer.Option(None, help="Number of transitions."),
-    seed: int = typer.Option(None, help="PRNG seed."),
-    action_noise: float = typer.Option(None, help="Expert action-noise std (D4RL: 0.5)."),
-    num_envs: int = typer.Option(None, help="Parallel env streams."),
-    chunk_steps: int = typer.Option(None, help="Steps per env per jitted chunk."),
-    config: Path = typer.Option(None, help="YAML config (configs/data/*.yaml); options override it."),
+    out: Annotated[Path, typer.Option(help="Output HDF5 file (written atomically).")],
+    env: Annotated[
+        str | None, typer.Option(help="maze2d task, e.g. maze2d-umaze.")
+    ] = None,
+    size: Annotated[int | None, typer.Option(help="Number of transitions.")] = None,
+    seed: Annotated[int | None, typer.Option(help="PRNG seed.")] = None,
+    action_noise: Annotated[
+        float | None, typer.Option(help="Expert action-noise std (D4RL: 0.5).")
+    ] = None,
+    num_envs: Annotated[int | None, typer.Option(help="Parallel env streams.")] = None,
+    chunk_steps: Annotated[
+        int | None, typer.Option(help="Steps per env per jitted chunk.")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="YAML config (configs/data/*.yaml); options override it."),
+    ] = None,
 ) -> None:
     """Collect a D4RL-style maze2d dataset with the noisy waypoint expert."""
     from privrl_jax import pipelines
@@ -41,16 +54,19 @@ def collect(
 
 
 @app.command()
-def info(path: Path = typer.Argument(..., help="D4RL-format HDF5 file.")) -> None:
-    """Print size, shapes, returns and episode statistics of a dataset."""
+def info(path: Annotated[Path, typer.Argument(help="D4RL-format HDF5 file.")]) -> None:
+    """Print size, shapes, rewards and episode statistics of a dataset."""
     from privrl_jax import data
 
     t = data.load_hdf5(path)
-    starts, lengths = data.episode_boundaries(t)
+    _, lengths = data.episode_boundaries(t)
     rewards = np.asarray(t.rewards)
     typer.echo(f"transitions      {len(t)}")
     typer.echo(f"obs / act dims   {t.observations.shape[1]} / {t.actions.shape[1]}")
-    typer.echo(f"episodes         {len(lengths)} (length mean {lengths.mean():.1f}, max {lengths.max()})")
+    typer.echo(
+        f"episodes         {len(lengths)} "
+        f"(length mean {lengths.mean():.1f}, max {lengths.max()})"
+    )
     typer.echo(f"terminals        {int(np.asarray(t.terminals).sum())}")
     typer.echo(f"timeouts         {int(np.asarray(t.timeouts).sum())}")
     typer.echo(f"reward mean      {rewards.mean():.4f}")

@@ -102,7 +102,9 @@ def load_hdf5(path: str | os.PathLike, *, derive_next: bool = True) -> Transitio
                 f"derive_next=True to derive it from consecutive observations"
             )
         # Validate before deriving so that errors name the key in the file.
-        validate_transitions({**data, "next_observations": data["observations"]}, source=path)
+        validate_transitions(
+            {**data, "next_observations": data["observations"]}, source=path
+        )
         data = derive_next_observations(data)
     return validate_transitions(data, source=path)
 
@@ -110,7 +112,10 @@ def load_hdf5(path: str | os.PathLike, *, derive_next: bool = True) -> Transitio
 def read_hdf5_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """The file-level attributes written by `save_hdf5` (env name, seed, ...)."""
     with h5py.File(os.fspath(path), "r") as f:
-        return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in f.attrs.items()}
+        return {
+            k: (v.item() if isinstance(v, np.generic) else v)
+            for k, v in f.attrs.items()
+        }
 
 
 def save_hdf5(

@@ -66,7 +66,9 @@ def fit_normalizer(
     else:
         mask = jnp.asarray(mask, jnp.float32)
         if mask.shape != x.shape[:-1]:
-            raise ValueError(f"mask shape {mask.shape} must equal x.shape[:-1] {x.shape[:-1]}")
+            raise ValueError(
+                f"mask shape {mask.shape} must equal x.shape[:-1] {x.shape[:-1]}"
+            )
         w = mask.reshape(-1)
     total = float(w.sum())
     if total <= 0:

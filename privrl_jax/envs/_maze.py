@@ -40,14 +40,7 @@ from privrl_jax.envs._base import Environment
 UMAZE = "#####\n#GOO#\n###O#\n#OOO#\n#####"
 
 MEDIUM_MAZE = (
-    "########\n"
-    "#OO##OO#\n"
-    "#OO#OOO#\n"
-    "##OOO###\n"
-    "#OO#OOO#\n"
-    "#O#OO#O#\n"
-    "#OOO#OG#\n"
-    "########"
+    "########\n#OO##OO#\n#OO#OOO#\n##OOO###\n#OO#OOO#\n#O#OO#O#\n#OOO#OG#\n########"
 )
 
 LARGE_MAZE = (
@@ -90,9 +83,13 @@ def parse_layout(layout: str) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"layout may only contain '#', 'O' and 'G', got {layout!r}")
     goals = np.argwhere(chars == "G")
     if len(goals) != 1:
-        raise ValueError(f"layout must contain exactly one goal 'G', found {len(goals)}")
+        raise ValueError(
+            f"layout must contain exactly one goal 'G', found {len(goals)}"
+        )
     walls = chars == "#"
-    if not (walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()):
+    if not (
+        walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()
+    ):
         raise ValueError("layout border must be all walls '#' so the ball stays inside")
     free = np.argwhere(~walls)
     seen = {tuple(free[0])}
@@ -192,7 +189,9 @@ def make_maze_params(
             f"got radius={params.radius}, reset_noise={params.reset_noise}"
         )
     if max_steps_in_episode < 1:
-        raise ValueError(f"max_steps_in_episode must be >= 1, got {max_steps_in_episode}")
+        raise ValueError(
+            f"max_steps_in_episode must be >= 1, got {max_steps_in_episode}"
+        )
     return params
 
 
@@ -312,7 +311,9 @@ class PointMaze(Environment[MazeState, MazeParams]):
         """[4] float32 observation (x, y, vx, vy), D4RL's maze2d observation."""
         return jnp.concatenate([state.position, state.velocity]).astype(jnp.float32)
 
-    def reset_env(self, key: jax.Array, params: MazeParams) -> tuple[jax.Array, MazeState]:
+    def reset_env(
+        self, key: jax.Array, params: MazeParams
+    ) -> tuple[jax.Array, MazeState]:
         key_cell, key_pos, key_vel = jax.random.split(key, 3)
         idx = jax.random.randint(key_cell, (), 0, params.free_cells.shape[0])
         noise = jax.random.uniform(
@@ -328,7 +329,9 @@ class PointMaze(Environment[MazeState, MazeParams]):
         self, key: jax.Array, state: MazeState, action: jax.Array, params: MazeParams
     ) -> tuple[jax.Array, MazeState, jax.Array, jax.Array, dict[str, jax.Array]]:
         del key  # deterministic dynamics
-        position, velocity = maze_dynamics(state.position, state.velocity, action, params)
+        position, velocity = maze_dynamics(
+            state.position, state.velocity, action, params
+        )
         state = MazeState(position=position, velocity=velocity, time=state.time + 1)
         reward = maze_reward(position, params.goal, params)
         return self.get_obs(state), state, reward, jnp.bool_(False), {}

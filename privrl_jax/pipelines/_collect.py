@@ -35,7 +35,10 @@ class CollectConfig:
     chunk_steps: int = 100
 
     def __post_init__(self):
-        if self.env not in envs.MAZE_ENVS and envs.canonical_name(self.env) not in envs.MAZE_ENVS:
+        if (
+            self.env not in envs.MAZE_ENVS
+            and envs.canonical_name(self.env) not in envs.MAZE_ENVS
+        ):
             raise ValueError(
                 f"env={self.env!r} is not a maze2d task; choose one of {list(envs.MAZE_ENVS)}"
             )
@@ -46,10 +49,14 @@ class CollectConfig:
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
         if not (isinstance(self.action_noise, (int, float)) and self.action_noise >= 0):
-            raise ValueError(f"action_noise must be a number >= 0, got {self.action_noise!r}")
+            raise ValueError(
+                f"action_noise must be a number >= 0, got {self.action_noise!r}"
+            )
 
 
-def load_collect_config(path: str | os.PathLike | None = None, **overrides: Any) -> CollectConfig:
+def load_collect_config(
+    path: str | os.PathLike | None = None, **overrides: Any
+) -> CollectConfig:
     """Reads a YAML config (optional) and applies non-None overrides.
 
     Raises:
@@ -65,11 +72,15 @@ def load_collect_config(path: str | os.PathLike | None = None, **overrides: Any)
     fields = {f.name for f in dataclasses.fields(CollectConfig)}
     unknown = sorted(set(values) - fields)
     if unknown:
-        raise ValueError(f"unknown config keys {unknown}; valid keys are {sorted(fields)}")
+        raise ValueError(
+            f"unknown config keys {unknown}; valid keys are {sorted(fields)}"
+        )
     return CollectConfig(**values)
 
 
-def run_collect(config: CollectConfig, out: str | os.PathLike, *, progress: bool = True) -> str:
+def run_collect(
+    config: CollectConfig, out: str | os.PathLike, *, progress: bool = True
+) -> str:
     """Collects `config.size` transitions and writes them to `out` (atomic HDF5).
 
     The resolved config is stored as file attributes (`privrl_jax.data.read_hdf5_metadata`).
@@ -77,7 +88,9 @@ def run_collect(config: CollectConfig, out: str | os.PathLike, *, progress: bool
     Returns:
       The path written.
     """
-    bar = tqdm(total=config.size, desc=f"collect {config.env}", unit="tr", disable=not progress)
+    bar = tqdm(
+        total=config.size, desc=f"collect {config.env}", unit="tr", disable=not progress
+    )
 
     def advance(n: int) -> None:
         bar.update(min(n, config.size - bar.n))

@@ -16,13 +16,24 @@ def test_collect_with_test_config_then_info(tmp_path):
     runner = CliRunner()
     result = runner.invoke(
         app,
-        ["data", "collect", "--config", str(CONFIGS / "test.yaml"), "--size", "1500", "--out", str(out)],
+        [
+            "data",
+            "collect",
+            "--config",
+            str(CONFIGS / "test.yaml"),
+            "--size",
+            "1500",
+            "--out",
+            str(out),
+        ],
     )
     assert result.exit_code == 0, result.output
     t = data.load_hdf5(out)
     assert len(t) == 1500  # the command-line size overrides the config's 2000
     meta = data.read_hdf5_metadata(out)
-    assert meta["env"] == "maze2d-umaze" and meta["size"] == 1500 and meta["num_envs"] == 4
+    assert (
+        meta["env"] == "maze2d-umaze" and meta["size"] == 1500 and meta["num_envs"] == 4
+    )
     assert np.asarray(t.timeouts).sum() > 0
     info = runner.invoke(app, ["data", "info", str(out)])
     assert info.exit_code == 0 and "transitions      1500" in info.output
@@ -30,7 +41,17 @@ def test_collect_with_test_config_then_info(tmp_path):
 
 def test_bad_options_are_rejected(tmp_path):
     result = CliRunner().invoke(
-        app, ["data", "collect", "--env", "CartPole-v1", "--size", "10", "--out", str(tmp_path / "x.hdf5")]
+        app,
+        [
+            "data",
+            "collect",
+            "--env",
+            "CartPole-v1",
+            "--size",
+            "10",
+            "--out",
+            str(tmp_path / "x.hdf5"),
+        ],
     )
     assert result.exit_code != 0
     assert "maze2d" in result.output

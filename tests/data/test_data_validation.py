@@ -35,14 +35,32 @@ def test_valid_input_is_converted_to_float32():
     [
         (lambda a: a.pop("actions"), r"missing key\(s\) \['actions'\]"),
         (lambda a: a.pop("next_observations"), "'next_observations'.*load_hdf5"),
-        (lambda a: a.update(rewards=np.zeros(9, np.float32)), "'rewards'.* has 9 rows.*10"),
+        (
+            lambda a: a.update(rewards=np.zeros(9, np.float32)),
+            "'rewards'.* has 9 rows.*10",
+        ),
         (lambda a: a.update(timeouts=np.zeros(11, bool)), "'timeouts'.* has 11 rows"),
-        (lambda a: a.update(actions=np.zeros(10, np.float32)), r"'actions'.*\[N, dim\].*reshape"),
-        (lambda a: a.update(rewards=np.zeros((10, 1), np.float32)), r"'rewards'.*\[N\].*flatten"),
-        (lambda a: a.update(next_observations=np.zeros((10, 4), np.float32)), "'next_observations'.*must match"),
+        (
+            lambda a: a.update(actions=np.zeros(10, np.float32)),
+            r"'actions'.*\[N, dim\].*reshape",
+        ),
+        (
+            lambda a: a.update(rewards=np.zeros((10, 1), np.float32)),
+            r"'rewards'.*\[N\].*flatten",
+        ),
+        (
+            lambda a: a.update(next_observations=np.zeros((10, 4), np.float32)),
+            "'next_observations'.*must match",
+        ),
         (lambda a: a["rewards"].__setitem__(4, np.inf), "'rewards'.*NaN/inf.*row 4"),
-        (lambda a: a["actions"].__setitem__((7, 1), np.nan), "'actions'.*NaN/inf.*row 7"),
-        (lambda a: a.update(observations=np.zeros((10, 3), np.complex64)), "'observations'.*dtype complex64"),
+        (
+            lambda a: a["actions"].__setitem__((7, 1), np.nan),
+            "'actions'.*NaN/inf.*row 7",
+        ),
+        (
+            lambda a: a.update(observations=np.zeros((10, 3), np.complex64)),
+            "'observations'.*dtype complex64",
+        ),
         (lambda a: a.update(rewards=np.zeros(10, bool)), "'rewards'.*dtype bool"),
         (lambda a: a.update(terminals=np.full(10, 0.5)), "'terminals'.*0/1"),
         (lambda a: a.update(**{k: v[:0] for k, v in _arrays().items()}), "empty"),

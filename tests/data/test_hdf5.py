@@ -35,7 +35,11 @@ def test_round_trip_is_exact(tmp_path):
     data.save_hdf5(path, t, metadata={"env": "maze2d-umaze", "seed": 3, "noise": 0.5})
     back = data.load_hdf5(path)
     jax.tree.map(np.testing.assert_array_equal, back, t)
-    assert data.read_hdf5_metadata(path) == {"env": "maze2d-umaze", "seed": 3, "noise": 0.5}
+    assert data.read_hdf5_metadata(path) == {
+        "env": "maze2d-umaze",
+        "seed": 3,
+        "noise": 0.5,
+    }
     with h5py.File(path) as f:  # D4RL's dtypes on disk
         assert f["terminals"].dtype == bool and f["observations"].dtype == np.float32
 
@@ -72,7 +76,9 @@ def test_loads_d4rl_file_without_next_observations(tmp_path):
     # The timeout row 2 is dropped (its successor is a new episode), row 1 becomes
     # the timeout; the terminal row is kept with next_observations = observations.
     np.testing.assert_array_equal(t.rewards, [0, 1, 3, 4, 5])
-    np.testing.assert_array_equal(t.next_observations, obs[[1, 2, 4, 5, 5]].astype(np.float32))
+    np.testing.assert_array_equal(
+        t.next_observations, obs[[1, 2, 4, 5, 5]].astype(np.float32)
+    )
     np.testing.assert_array_equal(t.timeouts, [0, 1, 0, 0, 0])
     np.testing.assert_array_equal(t.terminals, [0, 0, 0, 0, 1])
     with pytest.raises(ValueError, match="next_observations"):
@@ -83,7 +89,9 @@ def test_missing_file_and_missing_key(tmp_path):
     with pytest.raises(FileNotFoundError):
         data.load_hdf5(tmp_path / "nope.hdf5")
     t = _transitions()
-    arrays = {k: np.asarray(getattr(t, k)) for k in data.TRANSITION_FIELDS if k != "timeouts"}
+    arrays = {
+        k: np.asarray(getattr(t, k)) for k in data.TRANSITION_FIELDS if k != "timeouts"
+    }
     _write_raw(tmp_path / "x.hdf5", arrays)
     with pytest.raises(ValueError, match="missing key.*'timeouts'"):
         data.load_hdf5(tmp_path / "x.hdf5")
@@ -93,8 +101,16 @@ def test_missing_file_and_missing_key(tmp_path):
     "key, value, match",
     [
         ("rewards", np.zeros(39, np.float32), "'rewards'.*39 rows"),
-        ("observations", np.full((40, 4), np.nan, np.float32), "'observations'.*NaN/inf"),
-        ("actions", np.array(["a"] * 40).reshape(40, 1).astype("S1"), "'actions'.*dtype"),
+        (
+            "observations",
+            np.full((40, 4), np.nan, np.float32),
+            "'observations'.*NaN/inf",
+        ),
+        (
+            "actions",
+            np.array(["a"] * 40).reshape(40, 1).astype("S1"),
+            "'actions'.*dtype",
+        ),
         ("terminals", np.full(40, 2.0, np.float32), "'terminals'.*0/1"),
     ],
 )

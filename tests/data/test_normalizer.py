@@ -9,7 +9,9 @@ from privrl_jax import data
 
 
 def test_fit_matches_numpy_and_inverts():
-    x = np.random.default_rng(0).normal(loc=[1.0, -2.0, 5.0], scale=[0.5, 2.0, 3.0], size=(500, 3))
+    x = np.random.default_rng(0).normal(
+        loc=[1.0, -2.0, 5.0], scale=[0.5, 2.0, 3.0], size=(500, 3)
+    )
     n = data.fit_normalizer(x)
     np.testing.assert_allclose(n.mean, x.mean(0), rtol=1e-5)
     np.testing.assert_allclose(n.std, x.std(0) + 1e-3, rtol=1e-5)

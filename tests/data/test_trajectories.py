@@ -7,7 +7,9 @@ import pytest
 from privrl_jax import data
 
 
-def _random_transitions(seed: int, n: int = 50, ends_p: float = 0.15) -> data.Transitions:
+def _random_transitions(
+    seed: int, n: int = 50, ends_p: float = 0.15
+) -> data.Transitions:
     rng = np.random.default_rng(seed)
     ends = rng.random(n) < ends_p
     kind = rng.random(n) < 0.5
@@ -59,7 +61,7 @@ def test_round_trip_trajectories_transitions_trajectories_is_exact(seed):
 def test_padding_is_zero_and_lengths_match_boundaries():
     t = _random_transitions(0, n=200)
     tr = data.transitions_to_trajectories(t, max_length=100)
-    starts, lengths = data.episode_boundaries(t)
+    _, lengths = data.episode_boundaries(t)
     np.testing.assert_array_equal(tr.lengths, lengths)
     assert int(lengths.sum()) == 200
     pad = np.asarray(tr.mask) == 0

@@ -30,8 +30,12 @@ def test_shapes_and_dtypes(dataset):
 def test_transitions_follow_the_dynamics_and_the_eval_reward(dataset):
     _, params = envs.make("maze2d-umaze")
     obs, act = dataset.observations, dataset.actions
-    pos, vel = jax.vmap(envs.maze_dynamics, (0, 0, 0, None))(obs[:, :2], obs[:, 2:], act, params)
-    np.testing.assert_allclose(dataset.next_observations, jnp.concatenate([pos, vel], 1), atol=1e-6)
+    pos, vel = jax.vmap(envs.maze_dynamics, (0, 0, 0, None))(
+        obs[:, :2], obs[:, 2:], act, params
+    )
+    np.testing.assert_allclose(
+        dataset.next_observations, jnp.concatenate([pos, vel], 1), atol=1e-6
+    )
     dist = np.linalg.norm(np.asarray(pos) - np.array([1.0, 1.0]), axis=1)
     np.testing.assert_array_equal(dataset.rewards, (dist <= 0.5).astype(np.float32))
     assert 0 < float(dataset.rewards.sum()) < SIZE
@@ -53,7 +57,7 @@ def test_streams_are_contiguous_and_never_reset(dataset):
 def test_timeouts_and_terminals(dataset):
     _, params = envs.make("maze2d-umaze")
     assert float(dataset.terminals.sum()) == 0.0  # maze2d has no terminal states
-    starts, lengths = data.episode_boundaries(dataset)
+    _, lengths = data.episode_boundaries(dataset)
     assert lengths.max() <= params.max_steps_in_episode
     # Goal-reached segments dominate: most segments are far shorter than the limit.
     assert len(lengths) > 50 and np.median(lengths) < 50
@@ -68,9 +72,16 @@ def test_timeout_rows_reach_the_goal_or_the_time_limit():
     @jax.jit
     def run(state):
         def body(state, k):
-            step = jax.vmap(lambda k, s: envs.collect_step(env, params, controller, k, s))
+            step = jax.vmap(
+                lambda k, s: envs.collect_step(env, params, controller, k, s)
+            )
             new_state, t = step(jax.random.split(k, 8), state)
-            return new_state, (state.goal, state.maze.time, t.timeouts, t.next_observations)
+            return new_state, (
+                state.goal,
+                state.maze.time,
+                t.timeouts,
+                t.next_observations,
+            )
 
         return jax.lax.scan(body, state, jax.random.split(jax.random.key(2), 100))[1]
 

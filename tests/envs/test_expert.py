@@ -28,7 +28,7 @@ def _naive_distances(walls: np.ndarray) -> dict:
 
 def test_shortest_path_table_matches_naive_reference_on_umaze():
     walls, _ = envs.parse_layout(envs.UMAZE)
-    next_cell, distance = envs.shortest_path_table(walls)
+    _, distance = envs.shortest_path_table(walls)
     w = walls.shape[1]
     reference = _naive_distances(walls)
     for (a, b), d in reference.items():
@@ -83,10 +83,14 @@ def test_expert_reaches_goal_from_every_free_cell(name):
     for noise in (0.0, 0.5):
         controller = envs.make_waypoint_controller(params, action_noise=noise)
         dist = np.asarray(
-            _expert_rollout(params, controller, starts, goals, jax.random.key(0), length)
+            _expert_rollout(
+                params, controller, starts, goals, jax.random.key(0), length
+            )
         )
         reached = dist <= 0.5
-        assert reached.any(axis=1).all(), f"noise={noise}: some start never reaches the goal"
+        assert reached.any(axis=1).all(), (
+            f"noise={noise}: some start never reaches the goal"
+        )
         first = reached.argmax(axis=1)
         assert first.max() < length // 4
         # Once there, the expert stays (noise-free: always; noisy: almost always).

@@ -98,7 +98,9 @@ def _rollout_positions(params, key):
     policy_ids = jnp.arange(num_envs) // 16
     env = envs.PointMaze("m", envs.UMAZE, 1, False)  # only reset_env is used
     key_reset, key_act = jax.random.split(key)
-    _, state = jax.vmap(env.reset_env, (0, None))(jax.random.split(key_reset, num_envs), params)
+    _, state = jax.vmap(env.reset_env, (0, None))(
+        jax.random.split(key_reset, num_envs), params
+    )
 
     def act(i, k, vel):
         return jax.lax.switch(i, (_uniform, _bang_bang, _push_on), k, vel)
@@ -186,14 +188,24 @@ def test_episode_length_and_timeouts(length):
         obs, state = env.reset(k0, params)
 
         def body(carry, k):
-            obs, state = carry
-            obs2, state2, r, done, info = env.step(k, state, jnp.array([1.0, -1.0]), params)
-            return (obs2, state2), (done, info["terminated"], info["truncated"], state2.time,
-                                    obs2, info["final_observation"])
+            _, state = carry
+            obs2, state2, _, done, info = env.step(
+                k, state, jnp.array([1.0, -1.0]), params
+            )
+            return (obs2, state2), (
+                done,
+                info["terminated"],
+                info["truncated"],
+                state2.time,
+                obs2,
+                info["final_observation"],
+            )
 
         return jax.lax.scan(body, (obs, state), jax.random.split(k1, num_steps))[1]
 
-    done, terminated, truncated, time, obs, final_obs = map(np.asarray, run(jax.random.key(0)))
+    done, terminated, truncated, time, obs, final_obs = map(
+        np.asarray, run(jax.random.key(0))
+    )
     expected = np.zeros(num_steps, bool)
     expected[length - 1 :: length] = True
     np.testing.assert_array_equal(done, expected)
@@ -218,10 +230,12 @@ def test_jit_and_vmap_match_unjitted_step():
     batched = jax.vmap(env.step, (0, 0, 0, None))(step_keys, states, actions, params)
     with jax.disable_jit():
         for i in range(n):
-            state_i = jax.tree.map(lambda x: x[i], states)
+            state_i = jax.tree.map(lambda x, i=i: x[i], states)
             single = env.step(step_keys[i], state_i, actions[i], params)
             jax.tree.map(
-                lambda a, b: np.testing.assert_allclose(a, b[i], rtol=1e-6, atol=1e-6),
+                lambda a, b, i=i: np.testing.assert_allclose(
+                    a, b[i], rtol=1e-6, atol=1e-6
+                ),
                 single,
                 batched,
             )
@@ -229,7 +243,9 @@ def test_jit_and_vmap_match_unjitted_step():
 
 def test_reset_distribution():
     env, params = envs.make("maze2d-medium")
-    obs, _ = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(1), 4000), params)
+    obs, _ = jax.vmap(env.reset, (0, None))(
+        jax.random.split(jax.random.key(1), 4000), params
+    )
     obs = np.asarray(obs)
     cells = np.round(obs[:, :2]).astype(int)
     assert not np.asarray(params.walls)[cells[:, 0], cells[:, 1]].any()

@@ -16,7 +16,9 @@ def test_normalized_score_endpoints_and_shape():
         np.testing.assert_allclose(scores, [[0.0, 100.0]], atol=1e-4)
     r_random, r_expert = envs.reference_returns("maze2d-umaze")
     mid = (r_random + r_expert) / 2
-    np.testing.assert_allclose(envs.normalized_score("maze2d-umaze-v1", mid), 50.0, rtol=1e-5)
+    np.testing.assert_allclose(
+        envs.normalized_score("maze2d-umaze-v1", mid), 50.0, rtol=1e-5
+    )
 
 
 def test_normalized_score_unknown_env():
@@ -45,7 +47,9 @@ def test_stored_expert_reference_reproduces():
     np.testing.assert_allclose(
         float(returns.mean()), envs.reference_returns("maze2d-umaze")[1], atol=3.0
     )
-    np.testing.assert_allclose(float(envs.normalized_score("maze2d-umaze", returns).mean()), 100, atol=2)
+    np.testing.assert_allclose(
+        float(envs.normalized_score("maze2d-umaze", returns).mean()), 100, atol=2
+    )
 
 
 @pytest.mark.slow
@@ -56,9 +60,13 @@ def test_stored_references_reproduce_with_a_new_seed(name):
     controller = envs.make_waypoint_controller(params)
     r_random, r_expert = envs.reference_returns(name)
     key_r, key_e = jax.random.split(jax.random.key(7))
-    random_returns = np.asarray(envs.episode_returns(key_r, env, params, _random, 1000, length))
+    random_returns = np.asarray(
+        envs.episode_returns(key_r, env, params, _random, 1000, length)
+    )
     expert_returns = np.asarray(
-        envs.episode_returns(key_e, env, params, _expert(controller, params.goal), 1000, length)
+        envs.episode_returns(
+            key_e, env, params, _expert(controller, params.goal), 1000, length
+        )
     )
     # Two independent 1000-episode means differ by < 5 combined standard errors.
     se = random_returns.std() / np.sqrt(1000)
