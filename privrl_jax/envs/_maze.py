@@ -5,7 +5,7 @@ Cell (i, j) (row i, column j) is the unit square centred at (i, j), so a positio
 `(x, y)` lies in cell `(round(x), round(y))`: the same convention as D4RL, whose qpos
 is in maze-array coordinates.
 
-Dynamics (host of nothing: all of it is JAX). The agent is a ball of radius 0.1 (D4RL's
+Dynamics (pure JAX, jittable and vmappable). The agent is a ball of radius 0.1 (D4RL's
 point mass) driven by a 2-D force `a` in [-1, 1]^2 with linear damping:
 
     v' = clip((1 - damping * dt) * v + dt * force_scale * a, -max_speed, max_speed)

@@ -122,3 +122,36 @@ def test_bad_files_name_the_key(tmp_path, key, value, match):
     _write_raw(path, arrays)
     with pytest.raises(ValueError, match=match):
         data.load_hdf5(path)
+
+
+def test_loads_minari_episodes(tmp_path):
+    # Minari's main_data.hdf5: per-episode groups, T + 1 observations (dict-valued
+    # for point mazes), terminations / truncations.
+    path = tmp_path / "main_data.hdf5"
+    rng = np.random.default_rng(0)
+    episodes = []
+    with h5py.File(path, "w") as f:
+        for i, (t, term) in enumerate([(3, False), (2, True)]):
+            obs = rng.normal(size=(t + 1, 4)).astype(np.float32)
+            ep = f.create_group(f"episode_{i}")
+            ep.create_dataset("observations/observation", data=obs)
+            ep.create_dataset("observations/desired_goal", data=obs[:, :2])
+            ep.create_dataset(
+                "actions", data=rng.normal(size=(t, 2)).astype(np.float32)
+            )
+            ep.create_dataset("rewards", data=np.arange(t, dtype=np.float64))
+            ep.create_dataset("terminations", data=np.array([False] * (t - 1) + [term]))
+            ep.create_dataset("truncations", data=np.zeros(t, bool))
+            episodes.append(obs)
+    t = data.load_hdf5(path, observation_key="observation")
+    np.testing.assert_array_equal(
+        t.observations, np.concatenate([o[:-1] for o in episodes])
+    )
+    np.testing.assert_array_equal(
+        t.next_observations, np.concatenate([o[1:] for o in episodes])
+    )
+    np.testing.assert_array_equal(t.rewards, [0, 1, 2, 0, 1])
+    np.testing.assert_array_equal(t.terminals, [0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(t.timeouts, [0, 0, 1, 0, 0])  # episode 0 was cut
+    with pytest.raises(ValueError, match="desired_goal.*observation_key"):
+        data.load_hdf5(path)
