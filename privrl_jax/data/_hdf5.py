@@ -220,6 +220,10 @@ def save_hdf5(
                         f"metadata[{k!r}] = {v!r} must be a str, int, float or bool"
                     )
                 f.attrs[k] = v
+        # mkstemp creates the file 0600; give it the permissions of a normal file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -54,6 +54,9 @@ def test_write_is_atomic(tmp_path):
         data.save_hdf5(path, _transitions(seed=1), metadata={"bad": [1, 2]})
     jax.tree.map(np.testing.assert_array_equal, data.load_hdf5(path), t)
     assert os.listdir(tmp_path) == ["d.hdf5"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
 
 
 def test_loads_d4rl_file_without_next_observations(tmp_path):
