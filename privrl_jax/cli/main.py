@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from privrl_jax.cli import data as _data
 from privrl_jax.cli import privacy as _privacy
 from privrl_jax.cli import synth as _synth
 
@@ -13,6 +14,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(_privacy.app, name="privacy")
+app.add_typer(_data.app, name="data")
 app.add_typer(_synth.app, name="synth")
 app.command(name="quickstart")(_synth.quickstart)
 
