@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from privrl_jax.cli import agent as _agent
 from privrl_jax.cli import data as _data
 from privrl_jax.cli import privacy as _privacy
 from privrl_jax.cli import synth as _synth
@@ -15,6 +16,7 @@ app = typer.Typer(
 )
 app.add_typer(_privacy.app, name="privacy")
 app.add_typer(_data.app, name="data")
+app.add_typer(_agent.app, name="agent")
 app.add_typer(_synth.app, name="synth")
 app.command(name="quickstart")(_synth.quickstart)
 

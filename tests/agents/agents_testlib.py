@@ -13,15 +13,13 @@ def bandit_dataset(key: jax.Array, n: int = 2048) -> Transitions:
     """One-step bandit: reward -||a - a*||^2, every transition terminal.
 
     Observations are N(0, I_2) noise (irrelevant to the reward), so the optimal
-    policy is the constant a* = (0.5, -0.3). Actions are half uniform on [-1, 1]^2 and
-    half N(a*, 0.3^2) clipped, so the data covers the action box and the
-    behaviour-cloning target (the data mean) is biased towards 0.
+    policy is the constant a* = (0.5, -0.3). Actions are uniform on [-1, 1]^2: the
+    data cover the action box, and behaviour cloning alone would output the data
+    mean, 0, at distance |a*| = 0.58 from a*.
     """
-    k_obs, k_uni, k_near, k_mix = jax.random.split(key, 4)
+    k_obs, k_act = jax.random.split(key)
     obs = jax.random.normal(k_obs, (n, 2))
-    uniform = jax.random.uniform(k_uni, (n, 2), minval=-1.0, maxval=1.0)
-    near = jnp.clip(BEST_ACTION + 0.3 * jax.random.normal(k_near, (n, 2)), -1.0, 1.0)
-    actions = jnp.where(jax.random.bernoulli(k_mix, 0.5, (n, 1)), uniform, near)
+    actions = jax.random.uniform(k_act, (n, 2), minval=-1.0, maxval=1.0)
     rewards = -jnp.sum((actions - BEST_ACTION) ** 2, axis=-1)
     return Transitions(
         observations=obs,
