@@ -235,6 +235,20 @@ def test_sampler_is_reproducible_and_key_dependent():
     assert diffusion.edm_sample._cache_size() == size_before + 1
 
 
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"num_samples": 0, "dim": 2, "num_steps": 4}, "num_samples"),
+        ({"num_samples": 2, "dim": 0, "num_steps": 4}, "dim"),
+        ({"num_samples": 2, "dim": 2, "num_steps": 0}, "num_steps"),
+    ],
+)
+def test_sampler_validates_shapes(kwargs, match):
+    den = GaussianDenoiser(np.zeros(2), np.eye(2))
+    with pytest.raises(ValueError, match=match):
+        diffusion.edm_sample(jax.random.key(0), den, None, **kwargs)
+
+
 def test_equal_denoisers_share_a_compilation(net_and_params):
     net, _ = net_and_params
     assert diffusion.EDMDenoiser(net.apply) == diffusion.EDMDenoiser(net.apply)
