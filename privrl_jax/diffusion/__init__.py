@@ -24,6 +24,7 @@ from privrl_jax.diffusion._networks import (
     ResidualBlock,
     ResidualMLP,
 )
+from privrl_jax.diffusion._transformer import DiffusionTransformer, TransformerBlock
 from privrl_jax.diffusion._transitions import (
     DiscreteDim,
     Normaliser,
@@ -41,6 +42,7 @@ from privrl_jax.diffusion._transitions import (
 __all__ = [
     "ApplyFn",
     "DenoiseFn",
+    "DiffusionTransformer",
     "DiscreteDim",
     "EDMConfig",
     "EDMDenoiser",
@@ -49,6 +51,7 @@ __all__ = [
     "RandomFourierFeatures",
     "ResidualBlock",
     "ResidualMLP",
+    "TransformerBlock",
     "TransitionLayout",
     "decode_flat",
     "denormalise",

@@ -326,7 +326,13 @@ def edm_sample(
 
     Returns:
       Samples in the (normalised) data space, [num_samples, dim].
+
+    Raises:
+      ValueError: if ``num_samples``, ``dim`` or ``num_steps`` is not a positive int.
     """
+    for name, value in (("num_samples", num_samples), ("dim", dim)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
     sigmas = karras_sigmas(
         num_steps,
         sigma_min=config.sigma_min,

@@ -225,11 +225,28 @@ def test_sampler_detects_a_wrong_denoiser():
 def test_sampler_is_reproducible_and_key_dependent():
     den = GaussianDenoiser(np.zeros(2), np.eye(2))
     kw = {"num_samples": 16, "dim": 2, "num_steps": 4}
+    size_before = diffusion.edm_sample._cache_size()
     a = diffusion.edm_sample(jax.random.key(1), den, None, **kw)
     b = diffusion.edm_sample(jax.random.key(1), den, None, **kw)
     c = diffusion.edm_sample(jax.random.key(2), den, None, **kw)
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
+    # New keys do not retrace: one compilation for the three calls.
+    assert diffusion.edm_sample._cache_size() == size_before + 1
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"num_samples": 0, "dim": 2, "num_steps": 4}, "num_samples"),
+        ({"num_samples": 2, "dim": 0, "num_steps": 4}, "dim"),
+        ({"num_samples": 2, "dim": 2, "num_steps": 0}, "num_steps"),
+    ],
+)
+def test_sampler_validates_shapes(kwargs, match):
+    den = GaussianDenoiser(np.zeros(2), np.eye(2))
+    with pytest.raises(ValueError, match=match):
+        diffusion.edm_sample(jax.random.key(0), den, None, **kwargs)
 
 
 def test_equal_denoisers_share_a_compilation(net_and_params):
