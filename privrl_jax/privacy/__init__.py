@@ -7,6 +7,7 @@ from privrl_jax.privacy._clipping import (
     clip_unit_grads,
     clipped_grad,
 )
+from privrl_jax.privacy._ghost import ghost_clipped_grad_sum, ghost_coverage
 
 __all__ = [
     "ClipMetrics",
@@ -14,4 +15,6 @@ __all__ = [
     "Neighboring",
     "clip_unit_grads",
     "clipped_grad",
+    "ghost_clipped_grad_sum",
+    "ghost_coverage",
 ]

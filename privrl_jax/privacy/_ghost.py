@@ -47,6 +47,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -120,6 +121,7 @@ class _Tracer:
     def __init__(self, mode, *, leaf_ids=None, calls=None, active=(), perturbations=None):
         self.mode = mode
         self.leaf_ids = leaf_ids or {}
+        self.owners = {}  # leaf index -> innermost module that holds it (discover mode)
         self.calls = [] if calls is None else calls
         self.expected = calls
         self.active = frozenset(active)
@@ -129,6 +131,8 @@ class _Tracer:
 
     def __call__(self, next_fun, args, kwargs, context):
         kind = _call_kind(context.module, context.method_name)
+        if self.mode == "discover":
+            self._record_owner(context.module)
         if kind is None:
             return next_fun(*args, **kwargs)
         k = self.count
@@ -148,6 +152,13 @@ class _Tracer:
             return jax.lax.stop_gradient(out)
         self.inputs[k] = _inputs(args, kwargs)
         return out + self.perturbations[k]
+
+    def _record_owner(self, module):
+        # Outer modules are intercepted first, so the innermost owner of a leaf is written last.
+        name = f"{type(module).__name__}{module.path}"
+        for x in jax.tree_util.tree_leaves(nn.meta.unbox(module.variables.get("params", {}))):
+            if id(x) in self.leaf_ids:
+                self.owners[self.leaf_ids[id(x)]] = name
 
     def _discover(self, kind, module, next_fun, args, kwargs):
         x = _inputs(args, kwargs)
@@ -182,6 +193,7 @@ class _Plan:
     """What takes which path, decided at trace time from one item's trace."""
 
     calls: tuple[_LayerCall, ...]
+    owners: dict  # leaf index -> name of the innermost module holding it
     ghost: dict  # leaf index -> (role, tuple of call indices)
     fallback: tuple[int, ...]  # leaf indices with exact per-unit gradients
     unused: tuple[int, ...]  # leaf indices the loss does not depend on: zero gradient
@@ -232,9 +244,11 @@ def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
     """Discovers the supported layer calls and proves which leaves ghost norms cover exactly."""
     leaves, treedef = jax.tree_util.tree_flatten(params)
     calls: list[_LayerCall] = []
+    owners: dict[int, str] = {}
 
     def discover(leaves, item, key):
         tracer = _Tracer("discover", leaf_ids={id(x): i for i, x in enumerate(leaves)}, calls=calls)
+        tracer.owners = owners
         with nn.intercept_methods(tracer):
             return _call_loss(per_item_loss, uses_key, jax.tree_util.tree_unflatten(treedef, leaves),
                               item, key)
@@ -277,7 +291,7 @@ def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
     ghost = {i: (roles[i][0][0], tuple(k for _, k in roles[i])) for i in sorted(covered)}
     fallback = tuple(i for i in sorted(used) if i not in covered)
     unused = tuple(i for i in range(len(leaves)) if i not in used)
-    return _Plan(calls, ghost, fallback, unused, active)
+    return _Plan(calls, owners, ghost, fallback, unused, active)
 
 
 def _first_item(batch: PyTree, unit_keys: jax.Array | None, uses_key: bool):
@@ -367,6 +381,27 @@ def ghost_clipped_grad_sum(
     summed (kernel gradients are ``A_u^T D_u`` in both); parameters the interception cannot account
     for exactly once use exact per-unit gradients. Matches ``method="vmap"`` to float32 rounding.
     """
+    # Jitted with the loss as a static argument: called eagerly it compiles once instead of
+    # dispatching op by op; under an outer jit/shard_map it is simply inlined.
+    return _ghost_jit(per_item_loss, params, batch, mask, unit_keys, l2_clip_norm, uses_key)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 6))
+def _ghost_jit(per_item_loss, params, batch, mask, unit_keys, l2_clip_norm, uses_key):
+    return _ghost_clipped_grad_sum(per_item_loss, params, batch, mask, unit_keys,
+                                   l2_clip_norm=l2_clip_norm, uses_key=uses_key)
+
+
+def _ghost_clipped_grad_sum(
+    per_item_loss: Callable[..., jax.Array],
+    params: PyTree,
+    batch: PyTree,
+    mask: jax.Array,
+    unit_keys: jax.Array | None,
+    *,
+    l2_clip_norm: jax.typing.ArrayLike,
+    uses_key: bool,
+) -> tuple[PyTree, ClipMetrics]:
     leaves, treedef = jax.tree_util.tree_flatten(params)
     num_units, num_items = mask.shape
     mask = mask.astype(bool)
@@ -464,3 +499,64 @@ def ghost_clipped_grad_sum(
         num_units=present.astype(jnp.int32),
     )
     return jax.tree_util.tree_unflatten(treedef, out), metrics
+
+
+def ghost_coverage(
+    per_item_loss: Callable[..., jax.Array],
+    params: PyTree,
+    item: PyTree,
+    key: jax.Array | None = None,
+    *,
+    uses_key: bool = False,
+) -> dict[str, str]:
+    """Says, for every parameter leaf, how ``method="ghost"`` computes its per-unit gradient norm.
+
+    Traces ``per_item_loss`` once (nothing is computed) and reports, keyed by the leaf's path
+    (``jax.tree_util.keystr``):
+
+    - ``"ghost: <Layer>(<path>) <role>"``: from the layer's inputs and output gradients;
+    - ``"fallback: <Module>(<path>)"``: exact per-unit gradients (vmap) for this leaf only, because
+      no supported layer owns it (LayerNorm, custom params) or it is also used outside its layer;
+    - ``"unused"``: the loss does not depend on it; its gradient is exactly zero.
+
+    Args:
+      per_item_loss: as for :func:`clipped_grad`.
+      params: the parameter pytree.
+      item: one item (batch leaves without the [units, items] axes).
+      key: a PRNG key when ``uses_key``.
+      uses_key: whether ``per_item_loss`` takes a key.
+
+    Returns:
+      ``{leaf path: description}``, in leaf order.
+
+    Example:
+      >>> import flax.linen as nn, jax, jax.numpy as jnp
+      >>> model = nn.Sequential([nn.Dense(4), nn.LayerNorm(), nn.Dense(1)])
+      >>> params = model.init(jax.random.key(0), jnp.ones(3))
+      >>> loss = lambda p, x: jnp.sum(model.apply(p, x) ** 2)
+      >>> for path, how in ghost_coverage(loss, params, jnp.ones(3)).items():
+      ...     print(path, "->", how)
+      ['params']['layers_0']['bias'] -> ghost: Dense('layers_0',) bias
+      ['params']['layers_0']['kernel'] -> ghost: Dense('layers_0',) kernel
+      ['params']['layers_1']['bias'] -> fallback: LayerNorm('layers_1',)
+      ['params']['layers_1']['scale'] -> fallback: LayerNorm('layers_1',)
+      ['params']['layers_2']['bias'] -> ghost: Dense('layers_2',) bias
+      ['params']['layers_2']['kernel'] -> ghost: Dense('layers_2',) kernel
+    """
+    if uses_key and key is None:
+        raise ValueError("uses_key=True but key=None; pass the PRNG key the loss would receive.")
+    plan = _plan(per_item_loss, uses_key, params, item, key)
+    report = {}
+    for i, (path, _) in enumerate(jax.tree_util.tree_leaves_with_path(params)):
+        if i in plan.ghost:
+            role, call_ids = plan.ghost[i]
+            call = plan.calls[call_ids[0]]
+            what = "bias" if role[1] == _BIAS else ("embedding" if call.kind == _EMBED else "kernel")
+            uses = f" (shared by {len(call_ids)} calls)" if len(call_ids) > 1 else ""
+            how = f"ghost: {call.module} {what}{uses}"
+        elif i in plan.fallback:
+            how = f"fallback: {plan.owners.get(i, 'used outside any flax module')}"
+        else:
+            how = "unused"
+        report[jax.tree_util.keystr(path)] = how
+    return report
