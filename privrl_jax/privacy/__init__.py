@@ -43,6 +43,7 @@ from privrl_jax.privacy._ledger import (
     event_to_dict,
 )
 from privrl_jax.privacy._sampling import IndexBatch, PoissonSampler, UniformOneSampler
+from privrl_jax.privacy._ghost import ghost_clipped_grad_sum, ghost_coverage
 
 __all__ = [
     "DP_ACCOUNTING_VERSION",
@@ -78,4 +79,6 @@ __all__ = [
     "validate_delta",
     "zcdp_noise_std",
     "zcdp_to_epsilon",
+    "ghost_clipped_grad_sum",
+    "ghost_coverage",
 ]

@@ -1,0 +1,341 @@
+"""Ghost-norm clipping equals the vmap reference: sums, norms, metrics, fallbacks, transforms."""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from privrl_jax.privacy import (
+    clip_unit_grads,
+    clipped_grad,
+    ghost_clipped_grad_sum,
+    ghost_coverage,
+)
+
+# float32: both paths round differently (Gram vs direct sums), so compare relative to the scale.
+RTOL = 2e-5
+
+
+class ResidualMLP(nn.Module):
+    """EDM-style residual MLP: Dense in, (LayerNorm, SiLU, Dense) blocks with skips, Dense out."""
+
+    width: int = 64
+    depth: int = 3
+    out: int = 3
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.Dense(self.width)(x)
+        for _ in range(self.depth):
+            h = h + nn.Dense(self.width)(nn.silu(nn.LayerNorm()(h)))
+        return nn.Dense(self.out)(nn.silu(h))
+
+
+class AttentionBlock(nn.Module):
+    """A pre-LN transformer block over a sequence [T, d] inside one item, with a token embedding."""
+
+    @nn.compact
+    def __call__(self, tokens, x):
+        h = nn.Dense(8)(x) + nn.Embed(11, 8)(tokens)
+        h = h + nn.MultiHeadDotProductAttention(num_heads=2, qkv_features=8)(nn.LayerNorm()(h))
+        h = h + nn.Dense(8)(nn.gelu(nn.Dense(16)(nn.LayerNorm()(h))))
+        return nn.Dense(1)(h)
+
+
+# Test data comes from NumPy and params from one jitted init: eager jax.random calls would compile
+# one tiny program per shape, which dominated this file's run time.
+def _normal(seed, shape):
+    return jnp.asarray(np.random.default_rng(seed).normal(size=shape), jnp.float32)
+
+
+def _ints(seed, shape, low, high):
+    return jnp.asarray(np.random.default_rng(seed).integers(low, high, size=shape), jnp.int32)
+
+
+def _init(model, seed, *args):
+    return jax.jit(model.init)(jax.random.key(seed), *args)
+
+
+def _batch(seed, units, items, shape):
+    x = _normal(seed, (units, items) + shape)
+    y = _normal(seed + 1, (units, items))
+    mask = np.random.default_rng(seed + 2).random((units, items)) < 0.7
+    mask[0], mask[1] = True, False
+    return {"x": x, "y": y}, jnp.asarray(mask)
+
+
+def _unit_grads(loss, params, batch, mask):
+    """Per-unit gradients of the masked item-loss sums, written independently of the library."""
+
+    def unit_loss(p, items, m):
+        losses = jax.vmap(loss, in_axes=(None, 0))(p, items)
+        return jnp.sum(jnp.where(m, losses, 0.0))
+
+    return jax.vmap(jax.grad(unit_loss), in_axes=(None, 0, 0))(params, batch, mask)
+
+
+def _reference_norms(grads, mask):
+    # NumPy (float64) on the host: no extra XLA compilations in the test.
+    leaves = [np.asarray(g, np.float64) for g in jax.tree.leaves(grads)]
+    norms = np.sqrt(sum(np.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves))
+    with np.errstate(invalid="ignore"):
+        return np.where(np.any(np.asarray(mask), axis=1) & np.isfinite(norms), norms, 0.0)
+
+
+def _assert_close_trees(expected, actual):
+    expected, actual = jax.device_get((expected, actual))
+    scale = max(float(np.max(np.abs(x))) for x in jax.tree.leaves(expected)) + 1e-30
+    assert jax.tree.structure(expected) == jax.tree.structure(actual)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(b, a, rtol=RTOL, atol=RTOL * scale),
+                 expected, actual)
+    jax.tree.map(lambda a, b: np.testing.assert_equal(a.dtype, b.dtype), expected, actual)
+
+
+def _assert_metrics_equal(expected, actual):
+    expected, actual = jax.device_get((expected, actual))
+    np.testing.assert_allclose(actual.per_unit_norms, expected.per_unit_norms, rtol=RTOL, atol=1e-6)
+    np.testing.assert_allclose(actual.clipped_fraction, expected.clipped_fraction)
+    assert int(actual.num_units) == int(expected.num_units)
+    assert int(actual.num_nonfinite) == int(expected.num_nonfinite)
+
+
+def _compare_at_clip_norms(loss, params, batch, mask, clips, *, jit=True):
+    """Ghost vs vmap-then-clip at several clip norms, compiled once (the clip norm is traced)."""
+
+    def both(clip):
+        grads = _unit_grads(loss, params, batch, mask)
+        ref = clip_unit_grads(grads, jnp.any(mask, axis=1), clip)
+        ghost = ghost_clipped_grad_sum(loss, params, batch, mask, None, l2_clip_norm=clip,
+                                       uses_key=False)
+        return ref, ghost, grads
+
+    both = jax.jit(both) if jit else both
+    out = []
+    for clip in clips:
+        (g_ref, m_ref), (g_ghost, m_ghost), grads = both(np.float32(clip))
+        _assert_close_trees(g_ref, g_ghost)
+        _assert_metrics_equal(m_ref, m_ghost)
+        np.testing.assert_allclose(m_ghost.per_unit_norms, _reference_norms(grads, mask), rtol=RTOL,
+                                   atol=1e-6)
+        out.append(m_ghost)
+    return out
+
+
+def _assert_agree(loss, params, batch, mask, clip, *, jit=False, key=None, uses_key=False,
+                  microbatch_size=None):
+    """Through the public dispatch: clipped_grad(method="ghost") vs the default method."""
+    ref = clipped_grad(loss, l2_clip_norm=clip, uses_key=uses_key)
+    ghost = clipped_grad(loss, l2_clip_norm=clip, uses_key=uses_key, method="ghost",
+                         microbatch_size=microbatch_size)
+    if jit:
+        ref, ghost = jax.jit(ref), jax.jit(ghost)
+    g_ref, m_ref = ref(params, batch, mask, key)
+    g_ghost, m_ghost = ghost(params, batch, mask, key)
+    _assert_close_trees(g_ref, g_ghost)
+    _assert_metrics_equal(m_ref, m_ghost)
+    return m_ghost
+
+
+def _mse(model):
+    return lambda p, item: jnp.mean((model.apply(p, item["x"]) - item["y"]) ** 2)
+
+
+def _first_item(batch):
+    return jax.tree.map(lambda a: a[0, 0], batch)
+
+
+def _mlp_problem(width=64, depth=3):
+    model = ResidualMLP(width=width, depth=depth)
+    batch, mask = _batch(0, units=6, items=3, shape=(5,))
+    # Unit 2 holds a valid item with an inf input: its gradient is non-finite and must be dropped.
+    batch["x"] = batch["x"].at[2, 0, 1].set(jnp.inf)
+    mask = mask.at[2, 0].set(True)
+    params = _init(model, 1, batch["x"][0, 0])
+    return _mse(model), params, batch, mask
+
+
+def test_residual_mlp_matches_vmap_at_every_clip_norm():
+    """Width 64 x depth 3 with LayerNorm and skips, multi-item units, masks, a non-finite unit."""
+    loss, params, batch, mask = _mlp_problem()
+    clip_all, clip_some, clip_none = _compare_at_clip_norms(
+        loss, params, batch, mask, [1e-4, 30.0, 1e6]
+    )
+    present = int(clip_all.num_units) - int(clip_all.num_nonfinite)
+    assert round(float(clip_all.clipped_fraction) * int(clip_all.num_units)) == present  # all
+    assert 0.0 < float(clip_some.clipped_fraction) < 1.0
+    assert float(clip_none.clipped_fraction) == 0.0
+    assert int(clip_all.num_nonfinite) == 1 and float(clip_all.per_unit_norms[2]) == 0.0
+
+
+def test_residual_mlp_not_jitted():
+    loss, params, batch, mask = _mlp_problem(width=8, depth=1)
+    _compare_at_clip_norms(loss, params, batch, mask, [0.5], jit=False)
+
+
+def test_dispatch_with_microbatches_matches_full_batch_vmap():
+    model = ResidualMLP(width=16, depth=2)
+    batch, mask = _batch(2, units=8, items=2, shape=(4,))
+    params = _init(model, 3, batch["x"][0, 0])
+    _assert_agree(_mse(model), params, batch, mask, 0.3, jit=True, microbatch_size=2)
+
+
+class LayerZoo(nn.Module):
+    """Every supported layer in its cheap-norm regimes, applied to parts of one item."""
+
+    @nn.compact
+    def __call__(self, item):
+        outs = [
+            nn.Dense(3)(item["vec"]),  # one position: ||a||^2 ||d||^2
+            nn.Dense(3, use_bias=False)(item["vec"]),
+            nn.Dense(4)(item["seq4"]),  # T (d_in + d_out) > d_in d_out: direct per-unit gradient
+            nn.Dense(16)(item["seq16"]),  # Gram form
+            nn.DenseGeneral((2, 3), axis=(-2, -1))(item["grid"]),  # kernel [2, 5, 2, 3]
+            nn.DenseGeneral(3, axis=0)(item["grid"][:, 0]),  # contracted axis is not the last
+            nn.Embed(3, 4)(item["tokens"]),  # vocab < T: direct (one-hot) per-unit gradient
+            nn.Embed(50, 4)(item["tokens"] % 50),  # Gram form with the same-row indicator
+        ]
+        return sum(jnp.sum(jnp.sin(o)) for o in outs)
+
+
+def _zoo_problem():
+    units, items = 5, 2
+    batch = {
+        "vec": _normal(40, (units, items, 4)),
+        "seq4": _normal(41, (units, items, 5, 4)),
+        "seq16": _normal(42, (units, items, 3, 16)),
+        "grid": _normal(43, (units, items, 4, 2, 5)),
+        "tokens": _ints(44, (units, items, 6), -3, 3),  # negative indices too
+    }
+    mask = jnp.ones((units, items), bool).at[1].set(False).at[3, 0].set(False)
+    model = LayerZoo()
+    params = _init(model, 5, _first_item(batch))
+    return model.apply, params, batch, mask
+
+
+def test_every_supported_layer_matches_vmap():
+    loss, params, batch, mask = _zoo_problem()
+    _compare_at_clip_norms(loss, params, batch, mask, [0.05, 1e6])
+    coverage = ghost_coverage(loss, params, _first_item(batch))
+    assert all(how.startswith("ghost") for how in coverage.values()), coverage
+
+
+def test_attention_block_matches_vmap():
+    """A transformer block: Embed, Dense, MultiHeadDotProductAttention over a sequence, LayerNorm."""
+    model = AttentionBlock()
+    units, items, seq = 4, 2, 5
+    batch = {
+        "tokens": _ints(9, (units, items, seq), 0, 11),
+        "x": _normal(10, (units, items, seq, 3)),
+        "y": _normal(11, (units, items)),
+    }
+    mask = jnp.array([[1, 1], [1, 0], [0, 0], [0, 1]], bool)
+    params = _init(model, 12, batch["tokens"][0, 0], batch["x"][0, 0])
+
+    def loss(p, item):
+        return (jnp.mean(model.apply(p, item["tokens"], item["x"])) - item["y"]) ** 2
+
+    _compare_at_clip_norms(loss, params, batch, mask, [1e-3, 0.05, 1e6])
+    coverage = ghost_coverage(loss, params, _first_item(batch))
+    fallback = {k for k, v in coverage.items() if v.startswith("fallback")}
+    assert fallback == {f"['params']['LayerNorm_{i}']['{n}']" for i in (0, 1) for n in ("bias", "scale")}
+    assert coverage["['params']['MultiHeadDotProductAttention_0']['query']['kernel']"] == (
+        "ghost: DenseGeneral('MultiHeadDotProductAttention_0', 'query') kernel"
+    )
+
+
+def test_keyed_loss_and_microbatches_match_vmap():
+    """Randomness in the loss (EDM noise): item keys are split from unit keys as in the reference."""
+    model = ResidualMLP(width=16, depth=2, out=4)
+    batch, mask = _batch(13, units=6, items=2, shape=(4,))
+
+    def loss(p, item, key):
+        noisy = item["x"] + jax.random.normal(key, item["x"].shape)
+        return jnp.sum((model.apply(p, noisy) - item["x"]) ** 2)
+
+    params = _init(model, 14, batch["x"][0, 0])
+    _assert_agree(loss, params, batch, mask, 1.0, key=jax.random.key(15), uses_key=True,
+                  microbatch_size=3, jit=True)
+
+
+class Awkward(nn.Module):
+    """What ghost norms must not get wrong: a Dense called twice, a tied embedding (attend)."""
+
+    @nn.compact
+    def __call__(self, tokens):
+        embed = nn.Embed(7, 4)
+        shared = nn.Dense(4)
+        h = shared(jnp.tanh(shared(embed(tokens))))
+        return embed.attend(nn.Dense(4)(h))
+
+
+def test_shared_tied_regularised_and_unused_params_are_exact():
+    model = Awkward()
+    tokens = _ints(20, (4, 2, 3), 0, 7)
+    batch = {"x": tokens, "y": _normal(21, (4, 2, 3, 7))}
+    mask = jnp.ones((4, 2), bool).at[3, 1].set(False)
+    params = {"net": _init(model, 22, tokens[0, 0]), "unused": jnp.ones((3, 3))}
+
+    def loss(p, item):
+        # Weight decay on one kernel: it reaches the loss outside its Dense, so it must fall back.
+        decay = 0.1 * jnp.sum(p["net"]["params"]["Dense_1"]["kernel"] ** 2)
+        return jnp.sum(model.apply(p["net"], item["x"]) * item["y"]) + decay
+
+    _compare_at_clip_norms(loss, params, batch, mask, [0.5])
+    coverage = ghost_coverage(loss, params, _first_item(batch))
+    assert coverage == {
+        "['net']['params']['Dense_0']['bias']": "ghost: Dense('Dense_0',) bias (shared by 2 calls)",
+        "['net']['params']['Dense_0']['kernel']": "ghost: Dense('Dense_0',) kernel (shared by 2 calls)",
+        "['net']['params']['Dense_1']['bias']": "ghost: Dense('Dense_1',) bias",
+        "['net']['params']['Dense_1']['kernel']": "fallback: Dense('Dense_1',)",
+        "['net']['params']['Embed_0']['embedding']": "fallback: Embed('Embed_0',)",
+        "['unused']": "unused",
+    }
+
+
+def test_inside_shard_map_matches_vmap():
+    """A per-chunk function: it runs inside shard_map with a psum over the data axis."""
+    devices = np.array(jax.devices())
+    mesh = jax.sharding.Mesh(devices, ("data",))
+    spec = jax.sharding.PartitionSpec
+    model = ResidualMLP(width=8, depth=1)
+    batch, mask = _batch(25, units=2 * len(devices), items=2, shape=(3,))
+    params = _init(model, 26, batch["x"][0, 0])
+    fn = clipped_grad(_mse(model), l2_clip_norm=0.5, method="ghost")
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(spec(), spec("data"), spec("data")), out_specs=spec())
+    def sharded(p, b, m):
+        return jax.lax.psum(fn(p, b, m)[0], "data")
+
+    expected, _ = jax.jit(clipped_grad(_mse(model), l2_clip_norm=0.5))(params, batch, mask)
+    _assert_close_trees(expected, sharded(params, batch, mask))
+
+
+def test_lifted_transforms_fall_back_or_raise_clearly():
+    """nn.remat hides a Dense's params (exact fallback); nn.scan hides its inputs (clear error)."""
+
+    class Remat(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.remat(nn.Dense)(2)(x)
+
+    class Scan(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            body = lambda mdl, c, _: (mdl(c), None)  # noqa: E731
+            scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False}, length=2)
+            return scan(nn.Dense(3), x, None)[0]
+
+    batch, mask = _batch(27, units=3, items=1, shape=(3,))
+    remat = Remat()
+    params = _init(remat, 28, batch["x"][0, 0])
+    loss = lambda p, item: jnp.sum(remat.apply(p, item["x"]) ** 2)  # noqa: E731
+    assert all(v.startswith("fallback") for v in ghost_coverage(loss, params, _first_item(batch)).values())
+    _assert_agree(loss, params, batch, mask, 0.1)
+
+    scan = Scan()
+    params = _init(scan, 29, batch["x"][0, 0])
+    loss = lambda p, item: jnp.sum(scan.apply(p, item["x"]) ** 2)  # noqa: E731
+    with pytest.raises(ValueError, match="method='vmap'"):
+        clipped_grad(loss, l2_clip_norm=1.0, method="ghost")(params, batch, mask)
