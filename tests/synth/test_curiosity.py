@@ -110,11 +110,18 @@ def test_replacement_validates():
 def test_sample_candidates_without_replacement():
     pool = jnp.arange(50.0)[:, None] * jnp.ones((1, 2))
     scores = jnp.arange(50.0)
-    cands, cand_scores = synth.sample_candidates(
-        jax.random.key(0), pool, scores, num=20
-    )
-    assert cands.shape == (20, 2)
-    assert len(set(np.asarray(cands[:, 0]).tolist())) == 20
-    np.testing.assert_array_equal(cands[:, 0], cand_scores)
+    starts = []
+    for seed in range(40):
+        cands, cand_scores = synth.sample_candidates(
+            jax.random.key(seed), pool, scores, num=20
+        )
+        first = np.asarray(cands[:, 0])
+        assert cands.shape == (20, 2)
+        assert len(set(first.tolist())) == 20  # distinct rows
+        np.testing.assert_array_equal(first, cand_scores)  # scores stay aligned
+        # A contiguous window of the pool, wrapping around.
+        np.testing.assert_array_equal(first, (first[0] + np.arange(20)) % 50)
+        starts.append(first[0])
+    assert len(set(starts)) > 20  # the offset is random
     with pytest.raises(ValueError, match="pool size"):
         synth.sample_candidates(jax.random.key(0), pool, scores, num=51)
