@@ -86,11 +86,7 @@ def clip_unit_grads(
     leaves = jax.tree_util.tree_leaves(grads)
     num_units = unit_mask.shape[0]
     sq = sum(jnp.sum(jnp.reshape(x, (num_units, -1)).astype(jnp.float32) ** 2, axis=1) for x in leaves)
-    norms = jnp.sqrt(sq)
-    finite = jnp.isfinite(norms)
-    keep = unit_mask & finite
-    # min(1, C/n) written so that n = 0 gives 1 and n = inf is excluded by ``keep``.
-    scale = jnp.where(keep, l2_clip_norm / jnp.maximum(norms, l2_clip_norm), 0.0)
+    scale, keep, metrics = clip_factors(jnp.sqrt(sq), unit_mask, l2_clip_norm)
 
     def weighted_sum(g):
         # ``where`` (not multiply) so NaN/inf in dropped units cannot leak through 0 * inf.
@@ -99,7 +95,27 @@ def clip_unit_grads(
         )
         return jnp.tensordot(scale, g32, axes=1).astype(g.dtype)
 
-    clipped_sum = jax.tree_util.tree_map(weighted_sum, grads)
+    return jax.tree_util.tree_map(weighted_sum, grads), metrics
+
+
+def clip_factors(
+    norms: jax.Array, unit_mask: jax.Array, l2_clip_norm: jax.typing.ArrayLike
+) -> tuple[jax.Array, jax.Array, ClipMetrics]:
+    """Per-unit clip scales from per-unit norms, shared by the vmap and ghost paths.
+
+    Args:
+      norms: [units] global L2 norm of each unit's gradient.
+      unit_mask: [units] bool, False for padded units.
+      l2_clip_norm: the clip norm C > 0.
+
+    Returns:
+      ``(scale, keep, metrics)``: ``scale = min(1, C / norm)`` on kept units and 0 elsewhere; ``keep``
+      is False for padded and non-finite units, whose gradients must be dropped with ``where``.
+    """
+    finite = jnp.isfinite(norms)
+    keep = unit_mask & finite
+    # min(1, C/n) written so that n = 0 gives 1 and n = inf is excluded by ``keep``.
+    scale = jnp.where(keep, l2_clip_norm / jnp.maximum(norms, l2_clip_norm), 0.0)
     present = jnp.sum(unit_mask)
     metrics = ClipMetrics(
         per_unit_norms=jnp.where(keep, norms, 0.0),
@@ -107,7 +123,7 @@ def clip_unit_grads(
         num_nonfinite=jnp.sum(unit_mask & ~finite).astype(jnp.int32),
         num_units=present.astype(jnp.int32),
     )
-    return clipped_sum, metrics
+    return scale, keep, metrics
 
 
 def _validate_batch(batch: PyTree, mask: jax.Array) -> None:
