@@ -66,25 +66,30 @@ def test_normaliser_is_fitted_on_the_training_data_and_used_by_act(algo):
     )
 
 
-BANDIT_UPDATES = {"td3bc": 1500, "iql": 1500, "edac": 1500}
+# (updates, hidden widths, tolerance on the mean distance to a*). Behaviour cloning
+# alone gives the data mean 0, at distance 0.58. Measured with these keys: td3bc
+# ~0.07, iql 0.11, edac 0.14 (EDAC's entropy bonus, alpha ~0.3 after 4000 steps of
+# CORL's alpha learning rate, still pulls the tanh-Gaussian mean towards 0).
+BANDIT = {
+    "td3bc": (4000, {"hidden_dims": (64, 64)}, 0.15),
+    "iql": (2000, {"hidden_dims": (64, 64), "actor_decay_steps": 2000}, 0.15),
+    "edac": (4000, {"hidden_dims": (64, 64, 64), "num_critics": 5}, 0.2),
+}
 
 
-@pytest.mark.parametrize(
-    "algo", ["td3bc", "iql", pytest.param("edac", marks=pytest.mark.slow)]
-)
+@pytest.mark.slow  # 0.5-6 minutes each on a loaded 2-core CPU
+@pytest.mark.parametrize("algo", ALGOS)
 def test_short_training_learns_the_bandits_best_action(algo):
     data = bandit_dataset(jax.random.key(0))
-    overrides = {"actor_decay_steps": BANDIT_UPDATES[algo]} if algo == "iql" else {}
-    agent = _tiny_agent(algo, **overrides)
+    updates, overrides, tolerance = BANDIT[algo]
+    agent = agents.make_agent(algo, **overrides)
     result = agents.train(
-        agent, data, key=jax.random.key(0), num_updates=BANDIT_UPDATES[algo],
-        batch_size=128, chunk_size=500, progress=False,
+        agent, data, key=jax.random.key(0), num_updates=updates,
+        batch_size=256, chunk_size=500, progress=False,
     )
     actions = agent.act(result.state, data.observations[:256])
-    # The BC-free optimum is a* everywhere; the data mean (pure BC) is ~0.5 a*, at
-    # distance ~0.29 from a*. Every agent must land well inside that.
     error = jnp.linalg.norm(actions - BEST_ACTION, axis=-1)
-    assert float(error.mean()) < 0.15, (algo, actions.mean(0))
+    assert float(error.mean()) < tolerance, (algo, actions.mean(0))
 
 
 def test_make_agent_rejects_unknown_names_and_fields():
