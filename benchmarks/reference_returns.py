@@ -31,11 +31,16 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--out", default=os.path.join(os.path.dirname(__file__), "results", "reference_returns.json")
+        "--out",
+        default=os.path.join(
+            os.path.dirname(__file__), "results", "reference_returns.json"
+        ),
     )
     args = parser.parse_args()
     if args.episodes < 100:
-        raise ValueError(f"--episodes must be >= 100 for stable references, got {args.episodes}")
+        raise ValueError(
+            f"--episodes must be >= 100 for stable references, got {args.episodes}"
+        )
 
     def random_policy(key, obs):
         del obs
@@ -57,7 +62,12 @@ def main() -> None:
             t0 = time.perf_counter()
             returns = np.asarray(
                 envs.episode_returns(
-                    sub, env, params, policy, args.episodes, int(params.max_steps_in_episode)
+                    sub,
+                    env,
+                    params,
+                    policy,
+                    args.episodes,
+                    int(params.max_steps_in_episode),
                 )
             )
             row[label] = {
@@ -71,7 +81,9 @@ def main() -> None:
             }
         results[name] = row
 
-    print(f"\n{'env':24s} {'len':>5s} {'random (mean ± se)':>22s} {'expert (mean ± se)':>22s}")
+    print(
+        f"\n{'env':24s} {'len':>5s} {'random (mean ± se)':>22s} {'expert (mean ± se)':>22s}"
+    )
     for name, row in results.items():
         r, e = row["random"], row["expert"]
         print(

@@ -20,8 +20,8 @@ from privrl_jax.data._types import TRANSITION_FIELDS, Trajectories, Transitions
 from privrl_jax.data._validation import validate_transitions
 
 __all__ = [
-    "Normalizer",
     "TRANSITION_FIELDS",
+    "Normalizer",
     "Trajectories",
     "Transitions",
     "derive_next_observations",

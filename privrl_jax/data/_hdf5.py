@@ -1,4 +1,4 @@
-"""D4RL-format HDF5 read/write (host side).
+"""D4RL-format HDF5 read/write, and Minari files read (host side).
 
 Layout (D4RL, and Minari datasets exported to D4RL format): top-level datasets
 `observations` [N, obs_dim], `actions` [N, act_dim], `rewards` [N], `terminals` [N]
@@ -62,14 +62,70 @@ def derive_next_observations(data: Mapping[str, np.ndarray]) -> dict[str, np.nda
     return out
 
 
-def load_hdf5(path: str | os.PathLike, *, derive_next: bool = True) -> Transitions:
-    """Reads a D4RL-format HDF5 file into validated float32 `Transitions`.
+def _read_minari(f: h5py.File, path: str, observation_key: str | None) -> dict:
+    """Flattens Minari's per-episode groups into D4RL's flat layout."""
+    names = sorted(
+        (k for k in f if k.startswith("episode_")), key=lambda k: int(k.split("_")[-1])
+    )
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in TRANSITION_FIELDS}
+    for name in names:
+        ep = f[name]
+        for k in ("observations", "actions", "rewards", "terminations", "truncations"):
+            if k not in ep:
+                raise ValueError(
+                    f"Minari episode {name!r} in {path!r} is missing key {k!r}; a Minari "
+                    f"episode needs observations, actions, rewards, terminations, "
+                    f"truncations"
+                )
+        obs = ep["observations"]
+        if isinstance(obs, h5py.Group):
+            if observation_key is None or observation_key not in obs:
+                raise ValueError(
+                    f"Minari episode {name!r} in {path!r} has dict observations with "
+                    f"keys {sorted(obs)}; pass observation_key=<one of them> "
+                    f"(got {observation_key!r})"
+                )
+            obs = obs[observation_key]
+        obs = obs[()]
+        n = ep["actions"].shape[0]
+        if obs.shape[0] != n + 1:
+            raise ValueError(
+                f"key 'observations' of Minari episode {name!r} in {path!r} has "
+                f"{obs.shape[0]} rows, expected len(actions) + 1 = {n + 1}"
+            )
+        parts["observations"].append(obs[:-1])
+        parts["next_observations"].append(obs[1:])
+        parts["actions"].append(ep["actions"][()])
+        parts["rewards"].append(ep["rewards"][()])
+        parts["terminals"].append(ep["terminations"][()])
+        truncations = np.asarray(ep["truncations"][()], bool).copy()
+        if n and not ep["terminations"][-1]:
+            truncations[-1] = True  # an episode's end is a boundary in flat data
+        parts["timeouts"].append(truncations)
+    return {k: np.concatenate(v) for k, v in parts.items()}
+
+
+def load_hdf5(
+    path: str | os.PathLike,
+    *,
+    derive_next: bool = True,
+    observation_key: str | None = None,
+) -> Transitions:
+    """Reads a D4RL-format (or Minari) HDF5 file into validated float32 `Transitions`.
+
+    Two layouts are recognised: D4RL's flat datasets (see the module docstring), and
+    Minari's `main_data.hdf5` with one `episode_<i>` group per episode
+    (`observations` [T + 1, d], `actions`, `rewards`, `terminations`, `truncations`
+    [T]), which is flattened episode by episode (the last step of an episode that
+    did not terminate is marked as a timeout).
 
     Args:
       path: the file.
-      derive_next: when the file has no `next_observations` (original D4RL files),
+      derive_next: when a D4RL file has no `next_observations` (original D4RL files),
         derive them with `derive_next_observations` (dropping rows whose successor is
         unknown); when False, such a file is an error.
+      observation_key: for Minari files with dict observations, the entry to use
+        (e.g. "observation" for Minari's point mazes).
 
     Returns:
       `Transitions` [N].
@@ -83,6 +139,10 @@ def load_hdf5(path: str | os.PathLike, *, derive_next: bool = True) -> Transitio
     if not os.path.exists(path):
         raise FileNotFoundError(f"no dataset file at {path!r}")
     with h5py.File(path, "r") as f:
+        if "observations" not in f and any(k.startswith("episode_") for k in f):
+            return validate_transitions(
+                _read_minari(f, path, observation_key), source=path
+            )
         missing = [k for k in _REQUIRED if k not in f]
         if missing:
             raise ValueError(
@@ -102,7 +162,9 @@ def load_hdf5(path: str | os.PathLike, *, derive_next: bool = True) -> Transitio
                 f"derive_next=True to derive it from consecutive observations"
             )
         # Validate before deriving so that errors name the key in the file.
-        validate_transitions({**data, "next_observations": data["observations"]}, source=path)
+        validate_transitions(
+            {**data, "next_observations": data["observations"]}, source=path
+        )
         data = derive_next_observations(data)
     return validate_transitions(data, source=path)
 
@@ -110,7 +172,10 @@ def load_hdf5(path: str | os.PathLike, *, derive_next: bool = True) -> Transitio
 def read_hdf5_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """The file-level attributes written by `save_hdf5` (env name, seed, ...)."""
     with h5py.File(os.fspath(path), "r") as f:
-        return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in f.attrs.items()}
+        return {
+            k: (v.item() if isinstance(v, np.generic) else v)
+            for k, v in f.attrs.items()
+        }
 
 
 def save_hdf5(
@@ -155,6 +220,10 @@ def save_hdf5(
                         f"metadata[{k!r}] = {v!r} must be a str, int, float or bool"
                     )
                 f.attrs[k] = v
+        # mkstemp creates the file 0600; give it the permissions of a normal file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -51,7 +51,7 @@ def fit_normalizer(
     Raises:
       ValueError: non-positive eps, rank < 1, empty or fully masked data, mask shape.
 
-    >>> n = fit_normalizer(jnp.array([[0.0], [2.0]]), eps=0.0 + 1e-6)
+    >>> n = fit_normalizer(jnp.array([[0.0], [2.0]]), eps=1e-6)
     >>> float(n.mean[0]), round(float(n.std[0]), 4)
     (1.0, 1.0)
     """
@@ -66,7 +66,9 @@ def fit_normalizer(
     else:
         mask = jnp.asarray(mask, jnp.float32)
         if mask.shape != x.shape[:-1]:
-            raise ValueError(f"mask shape {mask.shape} must equal x.shape[:-1] {x.shape[:-1]}")
+            raise ValueError(
+                f"mask shape {mask.shape} must equal x.shape[:-1] {x.shape[:-1]}"
+            )
         w = mask.reshape(-1)
     total = float(w.sum())
     if total <= 0:

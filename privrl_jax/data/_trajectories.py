@@ -16,7 +16,9 @@ def episode_boundaries(transitions: Transitions) -> tuple[np.ndarray, np.ndarray
     Returns:
       `(starts, lengths)`, both [B] int64.
     """
-    ends = (np.asarray(transitions.terminals) > 0) | (np.asarray(transitions.timeouts) > 0)
+    ends = (np.asarray(transitions.terminals) > 0) | (
+        np.asarray(transitions.timeouts) > 0
+    )
     if ends.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     ends[-1] = True
@@ -95,5 +97,8 @@ def trajectories_to_transitions(trajectories: Trajectories) -> Transitions:
             "trajectory and 0 after; rebuild it from lengths"
         )
     return Transitions(
-        **{k: jnp.asarray(np.asarray(getattr(trajectories, k))[mask]) for k in TRANSITION_FIELDS}
+        **{
+            k: jnp.asarray(np.asarray(getattr(trajectories, k))[mask])
+            for k in TRANSITION_FIELDS
+        }
     )

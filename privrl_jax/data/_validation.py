@@ -74,7 +74,9 @@ def validate_transitions(
         else:
             ok = kind in "iuf"
         if not ok:
-            expected = "bool or 0/1 numbers" if k in _FLAG_KEYS else "float or int numbers"
+            expected = (
+                "bool or 0/1 numbers" if k in _FLAG_KEYS else "float or int numbers"
+            )
             raise ValueError(
                 f"key {k!r}{_where(source)} has dtype {x.dtype}, expected {expected}; "
                 f"convert it, e.g. with np.asarray(x, np.float32)"
@@ -91,7 +93,9 @@ def validate_transitions(
             )
     n = arrays["observations"].shape[0]
     if n == 0:
-        raise ValueError(f"key 'observations'{_where(source)} is empty; need N >= 1 rows")
+        raise ValueError(
+            f"key 'observations'{_where(source)} is empty; need N >= 1 rows"
+        )
     for k, x in arrays.items():
         if x.shape[0] != n:
             raise ValueError(

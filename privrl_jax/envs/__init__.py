@@ -6,7 +6,7 @@ auto-reset; `info["terminated"]` / `info["truncated"]` split `done` into D4RL's
 `terminals` / `timeouts`.
 """
 
-from privrl_jax.envs._base import EnvParams, EnvState, Environment, GymnaxAdapter
+from privrl_jax.envs._base import Environment, EnvParams, EnvState, GymnaxAdapter
 from privrl_jax.envs._collect import (
     SOLVE_THRESHOLD,
     CollectState,
@@ -34,30 +34,30 @@ from privrl_jax.envs._maze import (
     maze_reward,
     parse_layout,
 )
-from privrl_jax.envs._rollout import Policy, episode_returns
 from privrl_jax.envs._reference import (
     REFERENCE_RETURNS,
     normalized_score,
     reference_returns,
 )
 from privrl_jax.envs._registry import MAZE_ENVS, canonical_name, make, registered_envs
+from privrl_jax.envs._rollout import Policy, episode_returns
 
 __all__ = [
+    "LARGE_MAZE",
+    "MAZE_ENVS",
+    "MEDIUM_MAZE",
+    "REFERENCE_RETURNS",
+    "SOLVE_THRESHOLD",
+    "UMAZE",
     "CollectState",
     "EnvParams",
     "EnvState",
     "Environment",
     "GymnaxAdapter",
-    "LARGE_MAZE",
-    "MAZE_ENVS",
-    "MEDIUM_MAZE",
     "MazeParams",
     "MazeState",
     "PointMaze",
-    "REFERENCE_RETURNS",
     "Policy",
-    "SOLVE_THRESHOLD",
-    "UMAZE",
     "WaypointController",
     "canonical_name",
     "collect_chunk",
@@ -68,11 +68,11 @@ __all__ = [
     "make",
     "make_maze_params",
     "make_waypoint_controller",
-    "normalized_score",
-    "reference_returns",
     "maze_dynamics",
     "maze_reward",
+    "normalized_score",
     "parse_layout",
+    "reference_returns",
     "registered_envs",
     "shortest_path_table",
     "waypoint_action",

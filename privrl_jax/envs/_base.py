@@ -99,7 +99,9 @@ class Environment(Generic[TEnvState, TEnvParams]):
         )
         done = jnp.logical_or(terminated, truncated)
         obs_re, state_re = self.reset_env(key_reset, params)
-        state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), state_re, state_st)
+        state = jax.tree.map(
+            lambda r, s: jax.lax.select(done, r, s), state_re, state_st
+        )
         obs = jax.lax.select(done, obs_re, obs_st)
         info = {
             **info,
@@ -109,7 +111,9 @@ class Environment(Generic[TEnvState, TEnvParams]):
         }
         return obs, state, reward, done, info
 
-    def reset_env(self, key: jax.Array, params: TEnvParams) -> tuple[jax.Array, TEnvState]:
+    def reset_env(
+        self, key: jax.Array, params: TEnvParams
+    ) -> tuple[jax.Array, TEnvState]:
         """Environment-specific reset."""
         raise NotImplementedError
 
@@ -157,7 +161,9 @@ class GymnaxAdapter(Environment[Any, Any]):
         return self._env.reset(key, params)
 
     @partial(jax.jit, static_argnames=("self",))
-    def step(self, key: jax.Array, state: Any, action: jax.Array, params: Any) -> StepResult:
+    def step(
+        self, key: jax.Array, state: Any, action: jax.Array, params: Any
+    ) -> StepResult:
         obs, state, reward, terminated, truncated, info = self._env.step(
             key, state, action, params
         )

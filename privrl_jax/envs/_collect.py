@@ -19,8 +19,8 @@ belong to one trajectory until a terminal or timeout: what
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -100,7 +100,9 @@ def collect_step(
     key_act, key_goal = jax.random.split(key)
     obs = env.get_obs(state.maze)
     action = waypoint_action(controller, key_act, obs, state.goal)
-    position, velocity = maze_dynamics(state.maze.position, state.maze.velocity, action, params)
+    position, velocity = maze_dynamics(
+        state.maze.position, state.maze.velocity, action, params
+    )
     maze = MazeState(position=position, velocity=velocity, time=state.maze.time + 1)
     next_obs = env.get_obs(maze)
     reached = jnp.linalg.norm(position - state.goal) <= SOLVE_THRESHOLD
@@ -181,7 +183,11 @@ def collect_dataset(
     Raises:
       ValueError: non-maze env, or non-positive size / num_envs / chunk_steps.
     """
-    for arg, value in (("size", size), ("num_envs", num_envs), ("chunk_steps", chunk_steps)):
+    for arg, value in (
+        ("size", size),
+        ("num_envs", num_envs),
+        ("chunk_steps", chunk_steps),
+    ):
         if not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{arg} must be a positive int, got {value!r}")
     env, params = make(env_name)

@@ -5,7 +5,7 @@ Cell (i, j) (row i, column j) is the unit square centred at (i, j), so a positio
 `(x, y)` lies in cell `(round(x), round(y))`: the same convention as D4RL, whose qpos
 is in maze-array coordinates.
 
-Dynamics (host of nothing: all of it is JAX). The agent is a ball of radius 0.1 (D4RL's
+Dynamics (pure JAX, jittable and vmappable). The agent is a ball of radius 0.1 (D4RL's
 point mass) driven by a 2-D force `a` in [-1, 1]^2 with linear damping:
 
     v' = clip((1 - damping * dt) * v + dt * force_scale * a, -max_speed, max_speed)
@@ -40,14 +40,7 @@ from privrl_jax.envs._base import Environment
 UMAZE = "#####\n#GOO#\n###O#\n#OOO#\n#####"
 
 MEDIUM_MAZE = (
-    "########\n"
-    "#OO##OO#\n"
-    "#OO#OOO#\n"
-    "##OOO###\n"
-    "#OO#OOO#\n"
-    "#O#OO#O#\n"
-    "#OOO#OG#\n"
-    "########"
+    "########\n#OO##OO#\n#OO#OOO#\n##OOO###\n#OO#OOO#\n#O#OO#O#\n#OOO#OG#\n########"
 )
 
 LARGE_MAZE = (
@@ -90,9 +83,13 @@ def parse_layout(layout: str) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"layout may only contain '#', 'O' and 'G', got {layout!r}")
     goals = np.argwhere(chars == "G")
     if len(goals) != 1:
-        raise ValueError(f"layout must contain exactly one goal 'G', found {len(goals)}")
+        raise ValueError(
+            f"layout must contain exactly one goal 'G', found {len(goals)}"
+        )
     walls = chars == "#"
-    if not (walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()):
+    if not (
+        walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()
+    ):
         raise ValueError("layout border must be all walls '#' so the ball stays inside")
     free = np.argwhere(~walls)
     seen = {tuple(free[0])}
@@ -192,7 +189,9 @@ def make_maze_params(
             f"got radius={params.radius}, reset_noise={params.reset_noise}"
         )
     if max_steps_in_episode < 1:
-        raise ValueError(f"max_steps_in_episode must be >= 1, got {max_steps_in_episode}")
+        raise ValueError(
+            f"max_steps_in_episode must be >= 1, got {max_steps_in_episode}"
+        )
     return params
 
 
@@ -287,6 +286,17 @@ class PointMaze(Environment[MazeState, MazeParams]):
         self._max_steps = max_steps_in_episode
         self._dense = dense
 
+    def _key(self) -> tuple:
+        return (self._name, self.layout, self._max_steps, self._dense)
+
+    # Equal envs hash equal, so every `make("maze2d-umaze")` hits the same jit cache
+    # entries (`self` is a static argument of the jitted `step` / `reset`).
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._key() == self._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     @property
     def name(self) -> str:
         return self._name
@@ -301,7 +311,9 @@ class PointMaze(Environment[MazeState, MazeParams]):
         """[4] float32 observation (x, y, vx, vy), D4RL's maze2d observation."""
         return jnp.concatenate([state.position, state.velocity]).astype(jnp.float32)
 
-    def reset_env(self, key: jax.Array, params: MazeParams) -> tuple[jax.Array, MazeState]:
+    def reset_env(
+        self, key: jax.Array, params: MazeParams
+    ) -> tuple[jax.Array, MazeState]:
         key_cell, key_pos, key_vel = jax.random.split(key, 3)
         idx = jax.random.randint(key_cell, (), 0, params.free_cells.shape[0])
         noise = jax.random.uniform(
@@ -317,7 +329,9 @@ class PointMaze(Environment[MazeState, MazeParams]):
         self, key: jax.Array, state: MazeState, action: jax.Array, params: MazeParams
     ) -> tuple[jax.Array, MazeState, jax.Array, jax.Array, dict[str, jax.Array]]:
         del key  # deterministic dynamics
-        position, velocity = maze_dynamics(state.position, state.velocity, action, params)
+        position, velocity = maze_dynamics(
+            state.position, state.velocity, action, params
+        )
         state = MazeState(position=position, velocity=velocity, time=state.time + 1)
         reward = maze_reward(position, params.goal, params)
         return self.get_obs(state), state, reward, jnp.bool_(False), {}

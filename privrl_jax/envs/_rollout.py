@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -55,7 +56,9 @@ def episode_returns(
             return (obs, state, ret, alive & ~done), None
 
         init = (obs, state, jnp.float32(0.0), jnp.bool_(True))
-        (_, _, ret, _), _ = jax.lax.scan(body, init, jax.random.split(key_steps, num_steps))
+        (_, _, ret, _), _ = jax.lax.scan(
+            body, init, jax.random.split(key_steps, num_steps)
+        )
         return ret
 
     return jax.vmap(one_episode)(jax.random.split(key, num_episodes))
