@@ -79,36 +79,58 @@ def write_json_atomic(path: str, payload: dict) -> None:
 
 
 def summarise(runs: list[dict]) -> list[dict]:
-    """Groups runs by (env, data, algo): mean +- std of final normalised scores."""
+    """Groups runs by (env, data, algo): mean +- std over seeds of the final
+    normalised score, and (as CORL also reports) of the best evaluation of each run."""
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
         groups.setdefault((r["env"], r["data"], r["algo"]), []).append(r)
     rows = []
-    for (env, data, algo), rs in groups.items():
+    for (env, data, algo), rs in sorted(groups.items()):
         scores = np.array([r["final"]["score_mean"] for r in rs])
+        best = np.array([max(c["score_mean"] for c in r["curve"]) for r in rs])
         rows.append({
             "env": env, "data": data, "algo": algo, "seeds": [r["seed"] for r in rs],
             "score_mean": float(scores.mean()), "score_std": float(scores.std()),
             "scores": scores.tolist(),
-            "updates": rs[0]["updates"], "train_seconds_mean": float(np.mean(
-                [r["train_seconds"] for r in rs])),
+            "best_eval_mean": float(best.mean()), "best_eval_std": float(best.std()),
+            "updates": rs[0]["updates"],
+            "hidden_dims": rs[0]["config"]["hidden_dims"],
+            "train_seconds_mean": float(np.mean([r["train_seconds"] for r in rs])),
         })
     return rows
 
 
 def markdown(rows: list[dict]) -> str:
     lines = [
-        "| env | data | algo | seeds | updates | normalised score (mean ± std) | per-seed | train s/seed |",
-        "|---|---|---|---|---|---|---|---|",
+        "| env | data | algo | hidden | seeds | updates | final score (mean ± std) "
+        "| per seed | best eval (mean ± std) | train s/seed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         per_seed = ", ".join(f"{s:.1f}" for s in r["scores"])
         lines.append(
-            f"| {r['env']} | {r['data']} | {r['algo']} | {len(r['seeds'])} | {r['updates']} "
+            f"| {r['env']} | {r['data']} | {r['algo']} | {r['hidden_dims']} "
+            f"| {len(r['seeds'])} | {r['updates']} "
             f"| {r['score_mean']:.1f} ± {r['score_std']:.1f} | {per_seed} "
+            f"| {r['best_eval_mean']:.1f} ± {r['best_eval_std']:.1f} "
             f"| {r['train_seconds_mean']:.0f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def combine(tags: list[str], out_tag: str) -> None:
+    """Merges the runs of several result files (e.g. runs done in parallel processes)."""
+    runs, commands = [], []
+    for tag in tags:
+        with open(os.path.join(RESULTS, f"{tag}.json")) as f:
+            part = json.load(f)
+        runs += part["runs"]
+        commands.append(part["command"])
+    payload = {"commands": commands, "runs": runs, "summary": summarise(runs)}
+    write_json_atomic(os.path.join(RESULTS, f"{out_tag}.json"), payload)
+    with open(os.path.join(RESULTS, f"{out_tag}.md"), "w") as f:
+        f.write(markdown(payload["summary"]))
+    print(markdown(payload["summary"]))
 
 
 def main() -> None:
@@ -134,7 +156,12 @@ def main() -> None:
     parser.add_argument("--edac-hidden", type=int, nargs="+", default=None)
     parser.add_argument("--edac-critics", type=int, default=None)
     parser.add_argument("--tag", default="agents_maze")
+    parser.add_argument("--combine", nargs="+", default=None, metavar="TAG",
+                        help="only merge the results of these tags into --tag")
     args = parser.parse_args()
+    if args.combine:
+        combine(args.combine, args.tag)
+        return
 
     out_json = os.path.join(RESULTS, f"{args.tag}.json")
     out_md = os.path.join(RESULTS, f"{args.tag}.md")

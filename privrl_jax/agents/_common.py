@@ -69,6 +69,10 @@ def fit_state_normalizer(observations: jax.Array, enabled: bool) -> Normalizer:
 
     Stored in the agent state and applied in every update and at evaluation time, so
     the policy sees the same input scale in the environment as in training.
+
+    Privacy: the statistics are those of the training data, used in the clear. That
+    is fine for public or DP-synthetic data (PrivORL's use), not for sensitive data
+    (DESIGN.md contract 5): pass `enabled=False` there or normalise with a DP release.
     """
     chex.assert_rank(observations, 2)
     if enabled:

@@ -27,7 +27,7 @@ def train(
     ),
 ) -> None:
     """Train an agent on DATASET and evaluate it in ENV."""
-    from privrl_jax.pipelines.agent_train import AgentTrainConfig, run
+    from privrl_jax import pipelines
 
     overrides = {}
     for item in set_:
@@ -40,12 +40,12 @@ def train(
             overrides[k] = v
         if isinstance(overrides[k], list):
             overrides[k] = tuple(overrides[k])
-    config = AgentTrainConfig(
+    config = pipelines.AgentTrainConfig(
         algo=algo, dataset=str(dataset), env=env, steps=steps, seed=seed,
         batch_size=batch_size, chunk_size=chunk, eval_every=eval_every,
         eval_episodes=eval_episodes, agent_overrides=overrides,
     )
-    result = run(config, out)
+    result = pipelines.run_agent_train(config, out)
     final = result["final"]
     score = f", normalised score {final['score_mean']:.1f}" if "score_mean" in final else ""
     typer.echo(f"{algo} on {env}: return {final['return_mean']:.2f}{score}; wrote {out}/result.json")

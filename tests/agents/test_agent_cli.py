@@ -3,6 +3,7 @@
 import json
 
 import jax
+import pytest
 from typer.testing import CliRunner
 
 from privrl_jax import envs
@@ -10,6 +11,7 @@ from privrl_jax.cli.main import app
 from privrl_jax.data import save_hdf5
 
 
+@pytest.mark.slow  # ~1 min of compilation on 2 cores (4 min under load 13)
 def test_agent_train_writes_result_json_and_learning_curve(tmp_path):
     data = envs.collect_dataset(jax.random.key(0), "maze2d-umaze", 500, num_envs=10,
                                 chunk_steps=50)

@@ -12,14 +12,16 @@ from agents_testlib import TINY
 
 
 def naive_returns(key, agent_state, act, env, env_params, num_episodes, num_steps):
-    """One episode at a time, one env.step call at a time, stopping at done."""
+    """One episode at a time, one (jitted) env.step call at a time, stopping at done."""
+    act = jax.jit(act)
+    step = jax.jit(env.step)
     returns = []
     for ep_key in jax.random.split(key, num_episodes):
         k_reset, k_steps = jax.random.split(ep_key)
         obs, state = env.reset(k_reset, env_params)
         total = 0.0
         for k in jax.random.split(k_steps, num_steps):
-            out = env.step(k, state, act(agent_state, obs), env_params)
+            out = step(k, state, act(agent_state, obs), env_params)
             obs, state, reward, done = out[0], out[1], out[2], out[3]
             if len(out) == 6:  # gymnax >= 1.0: terminated, truncated
                 done = jnp.logical_or(out[3], out[4])

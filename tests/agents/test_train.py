@@ -34,7 +34,8 @@ def test_scan_chunk_equals_python_loop_of_jitted_steps(algo):
 
 def test_sample_batch_draws_rows_of_the_dataset():
     data = bandit_dataset(jax.random.key(0), n=50)
-    batch = agents.sample_batch(jax.random.key(1), data, 200)
+    batch = jax.device_get(agents.sample_batch(jax.random.key(1), data, 200))
+    data = jax.device_get(data)
     assert batch.observations.shape == (200, 2)
     # Every sampled row is an existing (obs, action, reward) row.
     rows = {tuple(np.round(np.r_[o, a, r], 5)) for o, a, r in

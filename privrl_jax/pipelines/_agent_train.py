@@ -74,7 +74,7 @@ class AgentTrainConfig:
         return max(chunk, (self.steps // 10) // chunk * chunk)
 
 
-def run(config: AgentTrainConfig, out_dir: str | os.PathLike) -> dict[str, Any]:
+def run_agent_train(config: AgentTrainConfig, out_dir: str | os.PathLike) -> dict[str, Any]:
     """Trains, evaluates and writes result.json and learning_curve.png.
 
     Returns:
