@@ -89,7 +89,7 @@ def _edm_terms(sigma):
 # ------------------------------------------------------------------------------------------- JAX
 
 
-def _jax_worker(cfg: Config, method: str, steps: int, warmup: int):
+def _jax_worker(cfg: Config, method: str):
     import flax.linen as nn  # noqa: PLC0415
     import jax  # noqa: PLC0415
     import jax.numpy as jnp  # noqa: PLC0415
@@ -172,21 +172,26 @@ def _jax_worker(cfg: Config, method: str, steps: int, warmup: int):
         updates, opt_state = optimizer.update(grads_of(params, sub), opt_state, params)
         return optax.apply_updates(params, updates), opt_state, key
 
-    key = jax.random.key(1)
-    times = []
-    for i in range(warmup + steps):
-        start = time.perf_counter()
-        params, opt_state, key = jax.block_until_ready(step(params, opt_state, key))
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-    return times, num_params, {"jax": jax.__version__, "backend": jax.default_backend(),
-                               "device": str(jax.devices()[0])}
+    state = [params, opt_state, jax.random.key(1)]
+    compiled = step.lower(*state).compile()  # ahead of time, to read XLA's memory plan
+    memory = compiled.memory_analysis()
+
+    def run_step():
+        state[:] = jax.block_until_ready(compiled(*state))
+
+    info = {"jax": jax.__version__, "backend": jax.default_backend(),
+            "device": str(jax.devices()[0])}
+    if memory is not None:  # bytes XLA plans for one step: arguments, outputs and temporaries
+        info["xla_step_mb"] = (memory.argument_size_in_bytes + memory.output_size_in_bytes
+                               + memory.temp_size_in_bytes) / 2**20
+        info["xla_temp_mb"] = memory.temp_size_in_bytes / 2**20
+    return run_step, num_params, info
 
 
 # --------------------------------------------------------------------------------------- PyTorch
 
 
-def _torch_worker(cfg: Config, method: str, steps: int, warmup: int, threads: int):
+def _torch_worker(cfg: Config, method: str, threads: int):
     import torch  # noqa: PLC0415
     from torch import nn  # noqa: PLC0415
 
@@ -252,19 +257,34 @@ def _torch_worker(cfg: Config, method: str, steps: int, warmup: int, threads: in
         else:
             model, optimizer, _ = out
 
-    times = []
-    for i in range(warmup + steps):
-        start = time.perf_counter()
+    def run_step():
         loss = criterion(model(noisy, sigma), target)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-    return times, num_params, {"torch": torch.__version__, "threads": torch.get_num_threads()}
+
+    return run_step, num_params, {"torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
 # ---------------------------------------------------------------------------------------- driver
+
+
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def _reset_peak_rss() -> bool:
+    """Resets VmHWM to the current RSS (Linux >= 4.0), so later peaks exclude compilation."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def _worker(args) -> None:
@@ -272,15 +292,26 @@ def _worker(args) -> None:
     cores = sorted(os.sched_getaffinity(0))[: args.threads]
     os.sched_setaffinity(0, cores)  # before any framework starts its thread pools
     if args.method.startswith("jax"):
-        times, num_params, info = _jax_worker(cfg, args.method, args.steps, args.warmup)
+        run_step, num_params, info = _jax_worker(cfg, args.method)
     else:
-        times, num_params, info = _torch_worker(cfg, args.method, args.steps, args.warmup,
-                                                args.threads)
+        run_step, num_params, info = _torch_worker(cfg, args.method, args.threads)
+    for _ in range(args.warmup):  # compiles (JAX) and allocates (both)
+        run_step()
+    setup_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    steps_peak_reset = _reset_peak_rss()
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        run_step()
+        times.append(time.perf_counter() - start)
     median = statistics.median(times)
     print(json.dumps({
         "config": cfg.name, "method": args.method, "median_step_s": median,
         "examples_per_s": cfg.batch / median, "steps": len(times), "step_s": times,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "setup_peak_rss_mb": setup_peak_mb,
+        # Peak RSS of the timed steps alone (compilation excluded), where Linux can reset it.
+        "steps_peak_rss_mb": _status_mb("VmHWM") if steps_peak_reset else None,
         "num_params": int(num_params), "cores": cores, **info,
     }))
 
@@ -305,22 +336,28 @@ def _table(results: list[dict], rounds: int) -> tuple[str, dict]:
     for r in results:
         by.setdefault((r["config"], r["method"]), []).append(r)
     lines = ["| config | method | " + " | ".join(f"ex/s run {i + 1}" for i in range(rounds))
-             + " | ex/s (mean) | vs own non-private | peak RSS MB | RSS vs non-private |",
-             "|---" * (6 + rounds) + "|"]
+             + " | ex/s (mean) | vs own non-private | peak RSS MB (steps) | vs non-private |"
+             " peak RSS MB (incl. compile) | XLA step MB |",
+             "|---" * (8 + rounds) + "|"]
     summary = {}
     for (config, method), rs in by.items():
         eps = [r["examples_per_s"] for r in rs]
         mean = sum(eps) / len(eps)
         rss = max(r["peak_rss_mb"] for r in rs)
-        summary[(config, method)] = {"examples_per_s": mean, "peak_rss_mb": rss}
+        steps_rss = [r.get("steps_peak_rss_mb") for r in rs]
+        steps_rss = max(steps_rss) if None not in steps_rss else rss
+        summary[(config, method)] = {"examples_per_s": mean, "steps_peak_rss_mb": steps_rss,
+                                     "peak_rss_mb": rss, "xla_step_mb": rs[0].get("xla_step_mb")}
     for (config, method), s in summary.items():
         base = summary.get((config, "jax_nonprivate" if method.startswith("jax") else
                             "torch_nonprivate"))
         ratio = f"{s['examples_per_s'] / base['examples_per_s']:.3f}x" if base else "-"
-        rss_ratio = f"{s['peak_rss_mb'] / base['peak_rss_mb']:.2f}x" if base else "-"
+        rss_ratio = (f"{s['steps_peak_rss_mb'] / base['steps_peak_rss_mb']:.2f}x"
+                     if base else "-")
         eps = " | ".join(f"{r['examples_per_s']:,.1f}" for r in by[(config, method)])
         lines.append(f"| {config} | {method} | {eps} | {s['examples_per_s']:,.1f} | {ratio} | "
-                     f"{s['peak_rss_mb']:,.0f} | {rss_ratio} |")
+                     f"{s['steps_peak_rss_mb']:,.0f} | {rss_ratio} | {s['peak_rss_mb']:,.0f} | "
+                     f"{s['xla_step_mb']:,.1f} |" if s["xla_step_mb"] else "- |")
     return "\n".join(lines), summary
 
 
@@ -336,8 +373,8 @@ def _targets(summary: dict) -> list[dict]:
             v = ghost["examples_per_s"] / own["examples_per_s"]
             checks.append({"config": c, "target": "ghost >= 0.5x own non-private", "value": v,
                            "ok": v >= 0.5})
-            v = ghost["peak_rss_mb"] / own["peak_rss_mb"]
-            checks.append({"config": c, "target": "ghost peak RSS <= 1.5x non-private",
+            v = ghost["steps_peak_rss_mb"] / own["steps_peak_rss_mb"]
+            checks.append({"config": c, "target": "ghost peak RSS (steps) <= 1.5x non-private",
                            "value": v, "ok": v <= 1.5})
         if ghost and oghost:
             v = ghost["examples_per_s"] / oghost["examples_per_s"]
@@ -347,6 +384,35 @@ def _targets(summary: dict) -> list[dict]:
             v = ghost["examples_per_s"] / ohooks["examples_per_s"]
             checks.append({"config": c, "target": "ghost >= 100x Opacus hooks", "value": v,
                            "ok": v >= 100})
+    return checks
+
+
+def _write_report(args, configs: list[str], results: list[dict], *, final: bool) -> list[dict]:
+    """Writes the JSON and Markdown reports (after every run, so an interrupted sweep keeps data)."""
+    table, summary = _table(results, args.rounds)
+    checks = _targets(summary)
+    load = os.getloadavg()
+    header = (f"DP-SGD step throughput, batch per config, {args.threads} thread(s), median of "
+              f"{args.steps} steps after {args.warmup} warm-up, {args.rounds} rounds; "
+              f"host {platform.node()} ({os.cpu_count()} CPUs, load avg {load[0]:.1f}).")
+    lines = [header, "", table, "", "| config | target | value | ok |", "|---|---|---|---|"]
+    lines += [f"| {k['config']} | {k['target']} | {k['value']:.3g} | {'yes' if k['ok'] else 'NO'} |"
+              for k in checks]
+    text = "\n".join(lines)
+    if final:
+        print(text)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump({"args": {k: v for k, v in vars(args).items() if k not in ("worker", "config",
+                                                                          "method")},
+                   "configs": {c: dataclasses.asdict(CONFIGS[c]) for c in configs},
+                   "load_avg": load, "results": results,
+                   "summary": [{"config": c, "method": m, **s} for (c, m), s in summary.items()],
+                   "targets": checks}, f, indent=1)
+    with open(args.out + ".md", "w") as f:
+        f.write(text + "\n")
+    if final:
+        print(f"wrote {args.out}.json and {args.out}.md")
     return checks
 
 
@@ -363,12 +429,20 @@ def main() -> None:
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
                                                  "dpsgd_vs_opacus"))
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    p.add_argument("--report-from", default=None,
+                   help="re-render the table and targets from a results JSON; runs nothing")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         return _worker(args)
+    if args.report_from:
+        with open(args.report_from) as f:
+            saved = json.load(f)
+        for k in ("steps", "warmup", "rounds", "threads"):
+            setattr(args, k, saved["args"][k])
+        return _write_report(args, list(saved["configs"]), saved["results"], final=True)
     if args.steps < 20:
         print(f"note: --steps {args.steps} < 20, below the issue's measurement protocol.")
 
@@ -398,30 +472,11 @@ def main() -> None:
         result["round"] = r
         results.append(result)
         tqdm.write(f"round {r + 1} {c:12s} {m:18s} {result['examples_per_s']:10,.1f} ex/s  "
-                   f"{result['peak_rss_mb']:8,.0f} MB")
+                   f"steps peak {result['steps_peak_rss_mb'] or 0:8,.0f} MB  "
+                   f"(with compile {result['peak_rss_mb']:8,.0f} MB)")
+        _write_report(args, configs, results, final=False)
 
-    table, summary = _table(results, args.rounds)
-    checks = _targets(summary)
-    load = os.getloadavg()
-    header = (f"DP-SGD step throughput, batch per config, {args.threads} thread(s), median of "
-              f"{args.steps} steps after {args.warmup} warm-up, {args.rounds} rounds; "
-              f"host {platform.node()} ({os.cpu_count()} CPUs, load avg {load[0]:.1f}).")
-    lines = [header, "", table, "", "| config | target | value | ok |", "|---|---|---|---|"]
-    lines += [f"| {k['config']} | {k['target']} | {k['value']:.3g} | {'yes' if k['ok'] else 'NO'} |"
-              for k in checks]
-    text = "\n".join(lines)
-    print(text)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump({"args": {k: v for k, v in vars(args).items() if k not in ("worker", "config",
-                                                                          "method")},
-                   "configs": {c: dataclasses.asdict(CONFIGS[c]) for c in configs},
-                   "load_avg": load, "results": results,
-                   "summary": [{"config": c, "method": m, **s} for (c, m), s in summary.items()],
-                   "targets": checks}, f, indent=1)
-    with open(args.out + ".md", "w") as f:
-        f.write(text + "\n")
-    print(f"wrote {args.out}.json and {args.out}.md")
+    checks = _write_report(args, configs, results, final=True)
     if args.strict and not all(k["ok"] for k in checks):
         sys.exit(1)
 

@@ -442,8 +442,8 @@ def _ghost_clipped_grad_sum(
     except jax.errors.UnexpectedTracerError as e:
         raise ValueError(
             "ghost clipping could not read a layer's inputs: per_item_loss seems to run its model "
-            "inside jax.jit, nn.remat, nn.scan or nn.vmap. Call the model inline, or use "
-            "method='vmap'."
+            "inside a transform of its own (jax.jit, jax.vmap, lax.scan, nn.scan, nn.vmap, ...). "
+            "Call the model inline in per_item_loss, or use method='vmap'."
         ) from e
 
     # Per-leaf positions, concatenated over the calls that share the leaf.
