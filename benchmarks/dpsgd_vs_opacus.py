@@ -355,9 +355,10 @@ def _table(results: list[dict], rounds: int) -> tuple[str, dict]:
         rss_ratio = (f"{s['steps_peak_rss_mb'] / base['steps_peak_rss_mb']:.2f}x"
                      if base else "-")
         eps = " | ".join(f"{r['examples_per_s']:,.1f}" for r in by[(config, method)])
+        xla = f"{s['xla_step_mb']:,.1f}" if s["xla_step_mb"] else "-"
         lines.append(f"| {config} | {method} | {eps} | {s['examples_per_s']:,.1f} | {ratio} | "
                      f"{s['steps_peak_rss_mb']:,.0f} | {rss_ratio} | {s['peak_rss_mb']:,.0f} | "
-                     f"{s['xla_step_mb']:,.1f} |" if s["xla_step_mb"] else "- |")
+                     f"{xla} |")
     return "\n".join(lines), summary
 
 
