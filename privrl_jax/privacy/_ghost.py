@@ -89,11 +89,12 @@ def _call_kind(module: nn.Module, method_name: str) -> str | None:
     module_type = type(module)
     if module_type not in (nn.Dense, nn.DenseGeneral, nn.Embed):
         return None
-    if module.promote_dtype is not nn.dtypes.promote_dtype:
+    if getattr(module, "promote_dtype", nn.dtypes.promote_dtype) is not nn.dtypes.promote_dtype:
         return None
     if module_type is nn.Embed:
         return _EMBED
-    if module.dot_general is not None or module.dot_general_cls is not None:
+    if getattr(module, "dot_general", None) is not None or getattr(
+            module, "dot_general_cls", None) is not None:
         return None
     if module_type is nn.DenseGeneral and tuple(np.atleast_1d(module.batch_dims)):
         return None
