@@ -89,11 +89,12 @@ def _call_kind(module: nn.Module, method_name: str) -> str | None:
     module_type = type(module)
     if module_type not in (nn.Dense, nn.DenseGeneral, nn.Embed):
         return None
-    if module.promote_dtype is not nn.dtypes.promote_dtype:
+    if getattr(module, "promote_dtype", nn.dtypes.promote_dtype) is not nn.dtypes.promote_dtype:
         return None
     if module_type is nn.Embed:
         return _EMBED
-    if module.dot_general is not None or module.dot_general_cls is not None:
+    if getattr(module, "dot_general", None) is not None or getattr(
+            module, "dot_general_cls", None) is not None:
         return None
     if module_type is nn.DenseGeneral and tuple(np.atleast_1d(module.batch_dims)):
         return None
@@ -442,8 +443,8 @@ def _ghost_clipped_grad_sum(
     except jax.errors.UnexpectedTracerError as e:
         raise ValueError(
             "ghost clipping could not read a layer's inputs: per_item_loss seems to run its model "
-            "inside jax.jit, nn.remat, nn.scan or nn.vmap. Call the model inline, or use "
-            "method='vmap'."
+            "inside a transform of its own (jax.jit, jax.vmap, lax.scan, nn.scan, nn.vmap, ...). "
+            "Call the model inline in per_item_loss, or use method='vmap'."
         ) from e
 
     # Per-leaf positions, concatenated over the calls that share the leaf.

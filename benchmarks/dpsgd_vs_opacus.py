@@ -1,0 +1,491 @@
+"""DP-SGD step throughput: privrl_jax (non-private, vmap, ghost) vs PyTorch and Opacus, side by side.
+
+Same model (EDM-style residual MLP denoiser: Dense in, ``depth`` blocks ``h + Dense(SiLU(LayerNorm(h)))``,
+Dense out; EDM preconditioning and loss weight, noise-level Fourier features omitted), same dims, batch,
+optimizer (Adam, lr 1e-4), clip norm (1.0), noise multiplier (1.0) and CPU cores in every framework.
+Every (round, config, method) runs in its own subprocess pinned to the same ``--threads`` cores, so
+its peak RSS (``ru_maxrss``) is its own; the whole sweep runs ``--rounds`` times, interleaved, and
+each run reports the median step time of ``--steps`` steps after ``--warmup`` steps.
+
+The ``transformer`` config is the diffusion-transformer DP step (6 layers, 4 heads, fragments of
+H = 32 tokens, one fragment per privacy unit): JAX only, ghost vs vmap.
+
+Usage:
+  pip install -e ".[bench]"   # torch and opacus, for the PyTorch rows
+  python benchmarks/dpsgd_vs_opacus.py                       # small + big configs, everything
+  python benchmarks/dpsgd_vs_opacus.py --configs small --steps 20 --rounds 2
+  python benchmarks/dpsgd_vs_opacus.py --configs big,transformer --frameworks jax  # e.g. on a GPU
+
+Writes ``benchmarks/results/dpsgd_vs_opacus.{json,md}`` and prints the table with ratios. Targets
+(issue 5) are checked at the end; ``--strict`` exits 1 when one is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+SIGMA_DATA = 0.5  # EDM (Karras et al., 2022, https://arxiv.org/abs/2206.00364), Table 1
+P_MEAN, P_STD = -1.2, 1.2  # EDM training noise-level distribution
+LEARNING_RATE = 1e-4
+CLIP_NORM = 1.0
+NOISE_MULTIPLIER = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    name: str
+    width: int
+    depth: int
+    dim: int  # data (input = output) dimension
+    batch: int = 256
+    vmap_microbatch: int | None = None  # bounds the vmap path's memory on the big config
+    transformer: bool = False
+    seq: int = 1  # tokens per unit (transformer: fragment length H)
+    heads: int = 0
+
+
+CONFIGS = {
+    "small": Config("small", width=256, depth=4, dim=11),
+    "big": Config("big", width=1024, depth=6, dim=130, vmap_microbatch=32),
+    # PrivORL-j synthesizer: GPT-2-like, 6 layers x 4 heads, fragments of H = 32 transitions.
+    "transformer": Config("transformer", width=128, depth=6, dim=11, batch=64, seq=32, heads=4,
+                          transformer=True, vmap_microbatch=16),
+}
+JAX_METHODS = ("jax_nonprivate", "jax_vmap_dp", "jax_ghost_dp")
+TORCH_METHODS = ("torch_nonprivate", "opacus_hooks_dp", "opacus_ghost_dp")
+
+
+def _data(cfg: Config, seed: int = 0):
+    """Clean data, EDM noise and noise levels (NumPy, shared by both frameworks)."""
+    import numpy as np  # noqa: PLC0415
+
+    rng = np.random.default_rng(seed)
+    shape = (cfg.batch, cfg.seq, cfg.dim) if cfg.transformer else (cfg.batch, cfg.dim)
+    x = rng.normal(size=shape).astype(np.float32)
+    noise = rng.normal(size=shape).astype(np.float32)
+    sigma = np.exp(P_MEAN + P_STD * rng.normal(size=(cfg.batch,))).astype(np.float32)
+    return x, noise, sigma
+
+
+def _edm_terms(sigma):
+    """Preconditioning (c_skip, c_out, c_in) and sqrt of the loss weight, EDM eqs. (7) and (8)."""
+    s2 = sigma**2 + SIGMA_DATA**2
+    c_skip = SIGMA_DATA**2 / s2
+    c_out = sigma * SIGMA_DATA / s2**0.5
+    c_in = 1.0 / s2**0.5
+    sqrt_weight = s2**0.5 / (sigma * SIGMA_DATA)
+    return c_skip, c_out, c_in, sqrt_weight
+
+
+# ------------------------------------------------------------------------------------------- JAX
+
+
+def _jax_worker(cfg: Config, method: str):
+    import flax.linen as nn  # noqa: PLC0415
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+    import optax  # noqa: PLC0415
+
+    from privrl_jax.privacy import clipped_grad  # noqa: PLC0415
+
+    class ResidualMLP(nn.Module):
+        width: int
+        depth: int
+        out: int
+
+        @nn.compact
+        def __call__(self, x):
+            h = nn.Dense(self.width)(x)
+            for _ in range(self.depth):
+                h = h + nn.Dense(self.width)(nn.silu(nn.LayerNorm()(h)))
+            return nn.Dense(self.out)(nn.silu(nn.LayerNorm()(h)))
+
+    class Transformer(nn.Module):
+        width: int
+        depth: int
+        heads: int
+        out: int
+
+        @nn.compact
+        def __call__(self, x):
+            h = nn.Dense(self.width)(x) + self.param(
+                "pos", nn.initializers.normal(0.02), (x.shape[-2], self.width))
+            for _ in range(self.depth):
+                h = h + nn.MultiHeadDotProductAttention(self.heads)(nn.LayerNorm()(h))
+                h = h + nn.Dense(self.width)(nn.gelu(nn.Dense(4 * self.width)(nn.LayerNorm()(h))))
+            return nn.Dense(self.out)(nn.LayerNorm()(h))
+
+    if cfg.transformer:
+        model = Transformer(cfg.width, cfg.depth, cfg.heads, cfg.dim)
+    else:
+        model = ResidualMLP(cfg.width, cfg.depth, cfg.dim)
+
+    def per_item_loss(params, item):
+        x, noise, sigma = item
+        c_skip, c_out, c_in, sqrt_w = _edm_terms(sigma)
+        noisy = x + sigma * noise
+        denoised = c_skip * noisy + c_out * model.apply(params, c_in * noisy)
+        return jnp.mean((sqrt_w * (denoised - x)) ** 2)
+
+    x, noise, sigma = (jnp.asarray(a) for a in _data(cfg))
+    params = jax.jit(model.init)(jax.random.key(0), x[0])
+    num_params = sum(p.size for p in jax.tree.leaves(params))
+    optimizer = optax.adam(LEARNING_RATE)
+    opt_state = optimizer.init(params)
+
+    if method == "jax_nonprivate":
+        batch = (x, noise, sigma)
+
+        def grads_of(params, key):
+            del key
+            loss = lambda p: jnp.mean(jax.vmap(per_item_loss, in_axes=(None, 0))(p, batch))  # noqa
+            return jax.grad(loss)(params)
+    else:
+        batch = (x[:, None], noise[:, None], sigma[:, None])  # one item per unit
+        mask = jnp.ones((cfg.batch, 1), bool)
+        clip = clipped_grad(
+            per_item_loss, l2_clip_norm=CLIP_NORM,
+            method="ghost" if method == "jax_ghost_dp" else "vmap",
+            microbatch_size=cfg.vmap_microbatch if method == "jax_vmap_dp" else None,
+        )
+
+        def grads_of(params, key):
+            total, _ = clip(params, batch, mask)
+            leaves, treedef = jax.tree.flatten(total)
+            # One normal draw for all leaves: per-leaf draws compile one RNG kernel each (~230 MB
+            # more compile-time RSS on the small config, and slower steps).
+            sizes = [g.size for g in leaves]
+            noise = jax.random.normal(key, (sum(sizes),), jnp.float32)
+            noise = jnp.split(noise, list(itertools.accumulate(sizes))[:-1])
+            noisy = [(g + NOISE_MULTIPLIER * CLIP_NORM * z.reshape(g.shape)) / cfg.batch
+                     for g, z in zip(leaves, noise)]
+            return jax.tree.unflatten(treedef, noisy)
+
+    @jax.jit
+    def step(params, opt_state, key):
+        key, sub = jax.random.split(key)
+        updates, opt_state = optimizer.update(grads_of(params, sub), opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, key
+
+    state = [params, opt_state, jax.random.key(1)]
+    compiled = step.lower(*state).compile()  # ahead of time, to read XLA's memory plan
+    memory = compiled.memory_analysis()
+
+    def run_step():
+        state[:] = jax.block_until_ready(compiled(*state))
+
+    info = {"jax": jax.__version__, "backend": jax.default_backend(),
+            "device": str(jax.devices()[0])}
+    if memory is not None:  # bytes XLA plans for one step: arguments, outputs and temporaries
+        info["xla_step_mb"] = (memory.argument_size_in_bytes + memory.output_size_in_bytes
+                               + memory.temp_size_in_bytes) / 2**20
+        info["xla_temp_mb"] = memory.temp_size_in_bytes / 2**20
+    return run_step, num_params, info
+
+
+# --------------------------------------------------------------------------------------- PyTorch
+
+
+def _torch_worker(cfg: Config, method: str, threads: int):
+    import torch  # noqa: PLC0415
+    from torch import nn  # noqa: PLC0415
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.norm, self.dense = nn.LayerNorm(width), nn.Linear(width, width)
+
+        def forward(self, h):
+            return h + self.dense(nn.functional.silu(self.norm(h)))
+
+    class Denoiser(nn.Module):
+        """The JAX model's twin; forward returns sqrt(weight) * D(x_noisy; sigma)."""
+
+        def __init__(self, cfg):
+            super().__init__()
+            self.inp = nn.Linear(cfg.dim, cfg.width)
+            self.blocks = nn.ModuleList([Block(cfg.width) for _ in range(cfg.depth)])
+            self.norm, self.out = nn.LayerNorm(cfg.width), nn.Linear(cfg.width, cfg.dim)
+
+        def forward(self, noisy, sigma):
+            c_skip, c_out, c_in, sqrt_w = (t[:, None] for t in _edm_terms(sigma))
+            h = self.inp(c_in * noisy)
+            for block in self.blocks:
+                h = block(h)
+            f = self.out(nn.functional.silu(self.norm(h)))
+            return sqrt_w * (c_skip * noisy + c_out * f)
+
+    class PerSampleMSE(nn.Module):
+        """Mean squared error per example; Opacus ghost mode sets reduction="none" to get [B]."""
+
+        def __init__(self):
+            super().__init__()
+            self.reduction = "mean"
+
+        def forward(self, pred, target):
+            per_sample = ((pred - target) ** 2).mean(dim=1)
+            return per_sample if self.reduction == "none" else per_sample.mean()
+
+    x, noise, sigma = (torch.from_numpy(a) for a in _data(cfg))
+    noisy = x + sigma[:, None] * noise
+    target = _edm_terms(sigma)[3][:, None] * x  # sqrt(weight) * x: the MSE is the EDM loss
+    model = Denoiser(cfg)
+    num_params = sum(p.numel() for p in model.parameters())
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    criterion = PerSampleMSE()
+    if method != "torch_nonprivate":
+        from opacus import PrivacyEngine  # noqa: PLC0415
+
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(noisy, sigma, target), batch_size=cfg.batch)
+        engine = PrivacyEngine(accountant="rdp")
+        mode = "ghost" if method == "opacus_ghost_dp" else "hooks"
+        out = engine.make_private(
+            module=model, optimizer=optimizer, data_loader=loader, criterion=criterion,
+            noise_multiplier=NOISE_MULTIPLIER, max_grad_norm=CLIP_NORM, poisson_sampling=False,
+            grad_sample_mode=mode)
+        if mode == "ghost":
+            model, optimizer, criterion, _ = out
+        else:
+            model, optimizer, _ = out
+
+    def run_step():
+        loss = criterion(model(noisy, sigma), target)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return run_step, num_params, {"torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+# ---------------------------------------------------------------------------------------- driver
+
+
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def _reset_peak_rss() -> bool:
+    """Resets VmHWM to the current RSS (Linux >= 4.0), so later peaks exclude compilation."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _worker(args) -> None:
+    cfg = CONFIGS[args.config]
+    cores = sorted(os.sched_getaffinity(0))[: args.threads]
+    os.sched_setaffinity(0, cores)  # before any framework starts its thread pools
+    if args.method.startswith("jax"):
+        run_step, num_params, info = _jax_worker(cfg, args.method)
+    else:
+        run_step, num_params, info = _torch_worker(cfg, args.method, args.threads)
+    for _ in range(args.warmup):  # compiles (JAX) and allocates (both)
+        run_step()
+    setup_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    steps_peak_reset = _reset_peak_rss()
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        run_step()
+        times.append(time.perf_counter() - start)
+    median = statistics.median(times)
+    print(json.dumps({
+        "config": cfg.name, "method": args.method, "median_step_s": median,
+        "examples_per_s": cfg.batch / median, "steps": len(times), "step_s": times,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "setup_peak_rss_mb": setup_peak_mb,
+        # Peak RSS of the timed steps alone (compilation excluded), where Linux can reset it.
+        "steps_peak_rss_mb": _status_mb("VmHWM") if steps_peak_reset else None,
+        "num_params": int(num_params), "cores": cores, **info,
+    }))
+
+
+def _available(frameworks: list[str]) -> list[str]:
+    methods = []
+    if "jax" in frameworks:
+        methods += JAX_METHODS
+    if "torch" in frameworks:
+        try:
+            import opacus  # noqa: F401, PLC0415
+            import torch  # noqa: F401, PLC0415
+
+            methods += TORCH_METHODS
+        except ImportError:
+            print("torch/opacus not importable: PyTorch rows skipped (pip install -e '.[bench]').")
+    return methods
+
+
+def _table(results: list[dict], rounds: int) -> tuple[str, dict]:
+    by = {}
+    for r in results:
+        by.setdefault((r["config"], r["method"]), []).append(r)
+    lines = ["| config | method | " + " | ".join(f"ex/s run {i + 1}" for i in range(rounds))
+             + " | ex/s (mean) | vs own non-private | peak RSS MB (steps) | vs non-private |"
+             " peak RSS MB (incl. compile) | XLA step MB |",
+             "|---" * (8 + rounds) + "|"]
+    summary = {}
+    for (config, method), rs in by.items():
+        eps = [r["examples_per_s"] for r in rs]
+        mean = sum(eps) / len(eps)
+        rss = max(r["peak_rss_mb"] for r in rs)
+        steps_rss = [r.get("steps_peak_rss_mb") for r in rs]
+        steps_rss = max(steps_rss) if None not in steps_rss else rss
+        summary[(config, method)] = {"examples_per_s": mean, "steps_peak_rss_mb": steps_rss,
+                                     "peak_rss_mb": rss, "xla_step_mb": rs[0].get("xla_step_mb")}
+    for (config, method), s in summary.items():
+        base = summary.get((config, "jax_nonprivate" if method.startswith("jax") else
+                            "torch_nonprivate"))
+        ratio = f"{s['examples_per_s'] / base['examples_per_s']:.3f}x" if base else "-"
+        rss_ratio = (f"{s['steps_peak_rss_mb'] / base['steps_peak_rss_mb']:.2f}x"
+                     if base else "-")
+        eps = " | ".join(f"{r['examples_per_s']:,.1f}" for r in by[(config, method)])
+        xla = f"{s['xla_step_mb']:,.1f}" if s["xla_step_mb"] else "-"
+        lines.append(f"| {config} | {method} | {eps} | {s['examples_per_s']:,.1f} | {ratio} | "
+                     f"{s['steps_peak_rss_mb']:,.0f} | {rss_ratio} | {s['peak_rss_mb']:,.0f} | "
+                     f"{xla} |")
+    return "\n".join(lines), summary
+
+
+def _targets(summary: dict) -> list[dict]:
+    """Issue 5's targets, for every config where the rows exist."""
+    checks = []
+    configs = sorted({c for c, _ in summary})
+    for c in configs:
+        get = lambda m: summary.get((c, m))  # noqa: E731
+        ghost, own, oghost, ohooks = (get("jax_ghost_dp"), get("jax_nonprivate"),
+                                      get("opacus_ghost_dp"), get("opacus_hooks_dp"))
+        if ghost and own:
+            v = ghost["examples_per_s"] / own["examples_per_s"]
+            checks.append({"config": c, "target": "ghost >= 0.5x own non-private", "value": v,
+                           "ok": v >= 0.5})
+            v = ghost["steps_peak_rss_mb"] / own["steps_peak_rss_mb"]
+            checks.append({"config": c, "target": "ghost peak RSS (steps) <= 1.5x non-private",
+                           "value": v, "ok": v <= 1.5})
+        if ghost and oghost:
+            v = ghost["examples_per_s"] / oghost["examples_per_s"]
+            checks.append({"config": c, "target": "ghost >= 2.5x Opacus ghost", "value": v,
+                           "ok": v >= 2.5})
+        if ghost and ohooks:
+            v = ghost["examples_per_s"] / ohooks["examples_per_s"]
+            checks.append({"config": c, "target": "ghost >= 100x Opacus hooks", "value": v,
+                           "ok": v >= 100})
+    return checks
+
+
+def _write_report(args, configs: list[str], results: list[dict], *, final: bool) -> list[dict]:
+    """Writes the JSON and Markdown reports (after every run, so an interrupted sweep keeps data)."""
+    table, summary = _table(results, args.rounds)
+    checks = _targets(summary)
+    load = os.getloadavg()
+    header = (f"DP-SGD step throughput, batch per config, {args.threads} thread(s), median of "
+              f"{args.steps} steps after {args.warmup} warm-up, {args.rounds} rounds; "
+              f"host {platform.node()} ({os.cpu_count()} CPUs, load avg {load[0]:.1f}).")
+    lines = [header, "", table, "", "| config | target | value | ok |", "|---|---|---|---|"]
+    lines += [f"| {k['config']} | {k['target']} | {k['value']:.3g} | {'yes' if k['ok'] else 'NO'} |"
+              for k in checks]
+    text = "\n".join(lines)
+    if final:
+        print(text)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump({"args": {k: v for k, v in vars(args).items() if k not in ("worker", "config",
+                                                                          "method")},
+                   "configs": {c: dataclasses.asdict(CONFIGS[c]) for c in configs},
+                   "load_avg": load, "results": results,
+                   "summary": [{"config": c, "method": m, **s} for (c, m), s in summary.items()],
+                   "targets": checks}, f, indent=1)
+    with open(args.out + ".md", "w") as f:
+        f.write(text + "\n")
+    if final:
+        print(f"wrote {args.out}.json and {args.out}.md")
+    return checks
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--configs", default="small,big,transformer")
+    p.add_argument("--frameworks", default="jax,torch")
+    p.add_argument("--methods", default=None, help="comma list; default: all available")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=2)
+    # One core by default: on a shared host, OpenMP thread teams stall when a core is taken away.
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
+                                                 "dpsgd_vs_opacus"))
+    p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    p.add_argument("--report-from", default=None,
+                   help="re-render the table and targets from a results JSON; runs nothing")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--config", help=argparse.SUPPRESS)
+    p.add_argument("--method", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        return _worker(args)
+    if args.report_from:
+        with open(args.report_from) as f:
+            saved = json.load(f)
+        for k in ("steps", "warmup", "rounds", "threads"):
+            setattr(args, k, saved["args"][k])
+        return _write_report(args, list(saved["configs"]), saved["results"], final=True)
+    if args.steps < 20:
+        print(f"note: --steps {args.steps} < 20, below the issue's measurement protocol.")
+
+    from tqdm import tqdm  # noqa: PLC0415
+
+    configs = args.configs.split(",")
+    for c in configs:
+        if c not in CONFIGS:
+            raise ValueError(f"--configs: unknown config {c!r}; expected some of {sorted(CONFIGS)}.")
+    methods = _available(args.frameworks.split(","))
+    if args.methods:
+        methods = [m for m in methods if m in args.methods.split(",")]
+    jobs = [(r, c, m) for r in range(args.rounds) for c in configs for m in methods
+            if not (CONFIGS[c].transformer and m in TORCH_METHODS)]
+    results = []
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.environ.get("PYTHONPATH", "")]))
+    for r, c, m in tqdm(jobs, desc="benchmark runs"):
+        cmd = [sys.executable, __file__, "--worker", "--config", c, "--method", m,
+               "--steps", str(args.steps), "--warmup", str(args.warmup),
+               "--threads", str(args.threads)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.returncode:
+            tqdm.write(f"{c}/{m} failed:\n{proc.stderr[-2000:]}")
+            continue
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        result["round"] = r
+        results.append(result)
+        tqdm.write(f"round {r + 1} {c:12s} {m:18s} {result['examples_per_s']:10,.1f} ex/s  "
+                   f"steps peak {result['steps_peak_rss_mb'] or 0:8,.0f} MB  "
+                   f"(with compile {result['peak_rss_mb']:8,.0f} MB)")
+        _write_report(args, configs, results, final=False)
+
+    checks = _write_report(args, configs, results, final=True)
+    if args.strict and not all(k["ok"] for k in checks):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
