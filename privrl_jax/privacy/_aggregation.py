@@ -12,6 +12,7 @@ from typing import Any, Callable, NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from privrl_jax.privacy._clipping import ClipMetrics, ClippedGradFn
@@ -61,10 +62,14 @@ def add_gaussian_noise(
     def update_fn(updates, state, params=None):
         del params
         leaves, treedef = jax.tree_util.tree_flatten(updates)
-        keys = jax.random.split(jax.random.fold_in(state.key, state.count), len(leaves))
+        # One draw over all coordinates, then split: per-leaf draws compile to one RNG program per
+        # leaf, which cost ~3x step time and ~230 MB of compile memory on the 6.6M-param denoiser.
+        sizes = [x.size for x in leaves]
+        flat = jax.random.normal(jax.random.fold_in(state.key, state.count), (sum(sizes),), jnp.float32)
+        pieces = jnp.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) > 1 else [flat]
         noised = [
-            (x.astype(jnp.float32) + std * jax.random.normal(k, x.shape, jnp.float32)).astype(x.dtype)
-            for x, k in zip(leaves, keys)
+            (x.astype(jnp.float32) + std * z.reshape(x.shape)).astype(x.dtype)
+            for x, z in zip(leaves, pieces)
         ]
         return jax.tree_util.tree_unflatten(treedef, noised), AddNoiseState(state.key, state.count + 1)
 

@@ -56,7 +56,7 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
-from privrl_jax.privacy._clipping import ClipMetrics
+from privrl_jax.privacy._clipping import ClipMetrics, clip_factors
 
 PyTree = Any
 
@@ -469,10 +469,7 @@ def _ghost_clipped_grad_sum(
 
     norms = jnp.sqrt(sq)
     unit_mask = jnp.any(mask, axis=1)
-    finite = jnp.isfinite(norms)
-    keep = unit_mask & finite
-    # min(1, C/n) written so that n = 0 gives 1 and n = inf is excluded by ``keep``.
-    scale = jnp.where(keep, l2_clip_norm / jnp.maximum(norms, l2_clip_norm), 0.0)
+    scale, keep, metrics = clip_factors(norms, unit_mask, l2_clip_norm)
 
     def kept(x):  # ``where`` (not multiply) so NaN/inf of dropped units cannot leak via 0 * inf
         return jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), f32(x), 0.0)
@@ -492,13 +489,6 @@ def _ghost_clipped_grad_sum(
     for i, g in zip(plan.fallback, fallback_grads):
         out[i] = jnp.tensordot(scale, kept(g), axes=1).astype(leaves[i].dtype)
 
-    present = jnp.sum(unit_mask)
-    metrics = ClipMetrics(
-        per_unit_norms=jnp.where(keep, norms, 0.0),
-        clipped_fraction=jnp.sum(keep & (norms > l2_clip_norm)) / jnp.maximum(present, 1),
-        num_nonfinite=jnp.sum(unit_mask & ~finite).astype(jnp.int32),
-        num_units=present.astype(jnp.int32),
-    )
     return jax.tree_util.tree_unflatten(treedef, out), metrics
 
 
