@@ -4,10 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from agents_testlib import BEST_ACTION, TINY, bandit_dataset
 
 from privrl_jax import agents
-
-from agents_testlib import BEST_ACTION, TINY, bandit_dataset
 
 ALGOS = ["td3bc", "iql", "edac"]
 

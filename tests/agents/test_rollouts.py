@@ -4,11 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from agents_testlib import TINY
 
 from privrl_jax import agents, envs
 from privrl_jax.data import Transitions
-
-from agents_testlib import TINY
 
 
 def naive_returns(key, agent_state, act, env, env_params, num_episodes, num_steps):

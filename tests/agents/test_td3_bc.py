@@ -3,11 +3,10 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+from agents_testlib import TINY, bandit_dataset
 
 from privrl_jax import agents
 from privrl_jax.data import Transitions
-
-from agents_testlib import TINY, bandit_dataset
 
 
 def _regression_data(n=256):

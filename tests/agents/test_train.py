@@ -3,10 +3,9 @@
 import jax
 import numpy as np
 import pytest
+from agents_testlib import TINY, bandit_dataset
 
 from privrl_jax import agents
-
-from agents_testlib import TINY, bandit_dataset
 
 
 @pytest.mark.parametrize("algo", ["td3bc", "iql"])
