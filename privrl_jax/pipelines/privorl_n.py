@@ -16,7 +16,6 @@ synthetic data normalises with synthetic statistics. Evaluation against the real
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import time
@@ -189,11 +188,16 @@ def _load_or_collect(cfg: PrivORLNConfig) -> tuple[data.Transitions, data.Transi
     return public, take(mem), take(hold)
 
 
-def _dataset_id(t: data.Transitions) -> str:
-    h = hashlib.sha256()
-    for leaf in jax.tree_util.tree_leaves(t):
-        h.update(np.ascontiguousarray(np.asarray(leaf, np.float32)).tobytes())
-    return h.hexdigest()[:16]
+def _dataset_id(cfg: PrivORLNConfig) -> str:
+    """Names the sensitive dataset by its source, never by a hash of its contents.
+
+    A content hash is a deterministic function of the private data: published with a report it would
+    let anyone test a guessed dataset, outside any DP mechanism (DESIGN.md contract 5).
+    """
+    d = cfg.data
+    if d.sensitive_file:
+        return f"file:{Path(d.sensitive_file).resolve()}"
+    return f"collected:{d.sensitive_env}:seed={cfg.seed}:size={d.sensitive_size}:noise={d.action_noise}"
 
 
 # ---------------------------------------------------------------------------------------- checkpoints
@@ -403,7 +407,7 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
 
     ledger = privacy.Ledger.open(
         run_dir,
-        dataset_id=_dataset_id(sensitive),
+        dataset_id=_dataset_id(cfg),
         dataset_size=len(sensitive),
         target_epsilon=cfg.privacy.epsilon,
         target_delta=cfg.privacy.delta,
