@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -25,14 +26,22 @@ def _fail(err: Exception) -> None:
     raise typer.Exit(code=2)
 
 
+# Options shared by `epsilon` and `calibrate`.
+SamplingRate = Annotated[float, typer.Option(help="Poisson sampling rate q = batch / N.")]
+Steps = Annotated[int, typer.Option(help="Number of DP-SGD steps T.")]
+Delta = Annotated[float, typer.Option(help="Target delta.")]
+AccountantOpt = Annotated[AccountantName, typer.Option(help="rdp or pld.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
 @app.command()
 def epsilon(
-    noise_multiplier: float = typer.Option(..., help="sigma: noise std / clip norm."),
-    sampling_rate: float = typer.Option(..., help="Poisson sampling rate q = batch / N."),
-    steps: int = typer.Option(..., help="Number of DP-SGD steps T."),
-    delta: float = typer.Option(..., help="Target delta."),
-    accountant: AccountantName = typer.Option(AccountantName.rdp, help="rdp or pld."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    noise_multiplier: Annotated[float, typer.Option(help="sigma: noise std / clip norm.")],
+    sampling_rate: SamplingRate,
+    steps: Steps,
+    delta: Delta,
+    accountant: AccountantOpt = AccountantName.rdp,
+    as_json: AsJson = False,
 ) -> None:
     """Epsilon spent by T Poisson-sampled DP-SGD steps."""
     try:
@@ -57,12 +66,12 @@ def epsilon(
 
 @app.command()
 def calibrate(
-    target_epsilon: float = typer.Option(..., help="Target epsilon."),
-    delta: float = typer.Option(..., help="Target delta."),
-    sampling_rate: float = typer.Option(..., help="Poisson sampling rate q = batch / N."),
-    steps: int = typer.Option(..., help="Number of DP-SGD steps T."),
-    accountant: AccountantName = typer.Option(AccountantName.rdp, help="rdp or pld."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    target_epsilon: Annotated[float, typer.Option(help="Target epsilon.")],
+    delta: Delta,
+    sampling_rate: SamplingRate,
+    steps: Steps,
+    accountant: AccountantOpt = AccountantName.rdp,
+    as_json: AsJson = False,
 ) -> None:
     """Smallest noise multiplier that keeps T steps within the target epsilon."""
     try:
@@ -91,7 +100,7 @@ def calibrate(
 @app.command()
 def report(
     run_dir: Path = typer.Argument(..., help="A run directory holding ledger.json."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: AsJson = False,
 ) -> None:
     """What a run spent: every release in its ledger, total epsilon under RDP and PLD."""
     try:
