@@ -26,6 +26,11 @@ def _fail(err: Exception) -> None:
     raise typer.Exit(code=2)
 
 
+def _emit(out: dict, as_json: bool, text: str) -> None:
+    """Prints one JSON object with --json, else the human-readable line."""
+    typer.echo(json.dumps(out) if as_json else text)
+
+
 # Options shared by `epsilon` and `calibrate`.
 SamplingRate = Annotated[float, typer.Option(help="Poisson sampling rate q = batch / N.")]
 Steps = Annotated[int, typer.Option(help="Number of DP-SGD steps T.")]
@@ -48,20 +53,12 @@ def epsilon(
         rep = privacy.dpsgd_epsilon(noise_multiplier, sampling_rate, steps, delta, accountant=accountant.value)
     except ValueError as e:
         _fail(e)
-    out = {
-        **rep.to_dict(),
-        "noise_multiplier": noise_multiplier,
-        "sampling_rate": sampling_rate,
-        "steps": steps,
-    }
-    if as_json:
-        typer.echo(json.dumps(out))
-    else:
-        typer.echo(
-            f"epsilon = {rep.epsilon:.4f} at delta = {delta:g} ({accountant.value.upper()}, "
-            f"sigma={noise_multiplier}, q={sampling_rate}, T={steps}; dp-accounting "
-            f"{rep.dp_accounting_version})"
-        )
+    _emit(
+        {**rep.to_dict(), "noise_multiplier": noise_multiplier, "sampling_rate": sampling_rate, "steps": steps},
+        as_json,
+        f"epsilon = {rep.epsilon:.4f} at delta = {delta:g} ({accountant.value.upper()}, "
+        f"sigma={noise_multiplier}, q={sampling_rate}, T={steps}; dp-accounting {rep.dp_accounting_version})",
+    )
 
 
 @app.command()
@@ -81,20 +78,13 @@ def calibrate(
         rep = privacy.dpsgd_epsilon(sigma, sampling_rate, steps, delta, accountant=accountant.value)
     except ValueError as e:
         _fail(e)
-    out = {
-        **rep.to_dict(),
-        "noise_multiplier": sigma,
-        "target_epsilon": target_epsilon,
-        "sampling_rate": sampling_rate,
-        "steps": steps,
-    }
-    if as_json:
-        typer.echo(json.dumps(out))
-    else:
-        typer.echo(
-            f"noise_multiplier = {sigma:.4f} gives epsilon = {rep.epsilon:.4f} <= {target_epsilon} at "
-            f"delta = {delta:g} ({accountant.value.upper()}, q={sampling_rate}, T={steps})"
-        )
+    _emit(
+        {**rep.to_dict(), "noise_multiplier": sigma, "target_epsilon": target_epsilon,
+         "sampling_rate": sampling_rate, "steps": steps},
+        as_json,
+        f"noise_multiplier = {sigma:.4f} gives epsilon = {rep.epsilon:.4f} <= {target_epsilon} at "
+        f"delta = {delta:g} ({accountant.value.upper()}, q={sampling_rate}, T={steps})",
+    )
 
 
 @app.command()
