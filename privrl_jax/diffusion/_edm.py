@@ -264,12 +264,11 @@ def edm_loss(
         key_sigma, (num_noise,), p_mean=config.p_mean, p_std=config.p_std
     ).astype(x.dtype)
     noises = jax.random.normal(key_noise, (num_noise,) + x.shape, x.dtype)
-    losses = jax.vmap(
-        lambda s, n: edm_loss_at(
-            denoise_fn, params, x, s, n, sigma_data=config.sigma_data
-        )
-    )(sigmas, noises)
-    return jnp.mean(losses)
+    # One batched denoiser call over the K draws (not a vmap of `edm_loss_at`): ghost
+    # clipping reads each layer's inputs, which an inner vmap would hide from it.
+    denoised = denoise_fn(params, x + sigmas[:, None] * noises, sigmas)
+    weights = edm_loss_weight(sigmas, config.sigma_data)
+    return jnp.mean(weights * jnp.mean((denoised - x) ** 2, axis=-1))
 
 
 def karras_sigmas(

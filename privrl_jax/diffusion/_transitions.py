@@ -53,12 +53,19 @@ class TransitionLayout:
       discrete: the discrete dimensions.
       one_hot_terminals: encode ``done`` as a 2-class one-hot (decoded by argmax,
         equivalent to SynthER's threshold at 0.5) instead of a continuous dim.
+      next_obs_delta: model s' - s instead of s' in the continuous observation
+        dims (discrete ones stay absolute). An invertible, data-independent change
+        of variables, so privacy-neutral; the paper (like SynthER) models s'. A
+        dynamics model's usual target (e.g. MOPO/MBPO predict s' - s): the
+        synthesizer then learns the small step s' - s directly instead of having
+        to reproduce s inside s' to the precision of one step.
     """
 
     obs_dim: int
     act_dim: int
     discrete: tuple[DiscreteDim, ...] = ()
     one_hot_terminals: bool = True
+    next_obs_delta: bool = False
 
     def __post_init__(self):
         for name in ("obs_dim", "act_dim"):
@@ -121,6 +128,11 @@ class TransitionLayout:
     def encoded_dim(self) -> int:
         """Size of the encoded (one-hot) vector that the synthesizer models."""
         return sum(self._raw_classes())
+
+    def continuous_obs(self) -> np.ndarray:
+        """Boolean [obs_dim]: True on continuous observation dims."""
+        discrete = {d.index for d in self.discrete if d.field == "observations"}
+        return np.array([i not in discrete for i in range(self.obs_dim)], bool)
 
     def one_hot_mask(self) -> np.ndarray:
         """Boolean [encoded_dim]: True on one-hot coordinates (left unnormalised)."""
@@ -200,12 +212,15 @@ def flatten_transitions(
             f"layout "
             f"expects obs_dim={layout.obs_dim}, act_dim={layout.act_dim}."
         )
+    next_obs = transitions.next_observations
+    if layout.next_obs_delta:
+        next_obs = jnp.where(layout.continuous_obs(), next_obs - obs, next_obs)
     raw = jnp.concatenate(
         [
             obs,
             act,
             transitions.rewards[..., None],
-            transitions.next_observations,
+            next_obs,
             transitions.terminals[..., None],
         ],
         axis=-1,
@@ -224,11 +239,14 @@ def unflatten_transitions(encoded: jax.Array, layout: TransitionLayout) -> Trans
     terminals = raw[..., 2 * o + a + 1]
     if not layout.one_hot_terminals:
         terminals = (terminals > 0.5).astype(raw.dtype)
+    next_obs = raw[..., o + a + 1 : 2 * o + a + 1]
+    if layout.next_obs_delta:
+        next_obs = jnp.where(layout.continuous_obs(), next_obs + raw[..., :o], next_obs)
     return Transitions(
         observations=raw[..., :o],
         actions=raw[..., o : o + a],
         rewards=raw[..., o + a],
-        next_observations=raw[..., o + a + 1 : 2 * o + a + 1],
+        next_observations=next_obs,
         terminals=terminals,
         timeouts=jnp.zeros_like(terminals),
     )

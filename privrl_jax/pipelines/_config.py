@@ -32,6 +32,12 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if tp is float:
         if isinstance(value, str) and value.lower() in ("inf", "infinity", ".inf"):
             return float("inf")
+        if isinstance(value, str):
+            # YAML 1.1 reads "1e-3" (no dot) as a string; a float field takes it as the number it spells.
+            try:
+                return float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"config key {where!r} must be a number; got {value!r}.")
         return float(value)

@@ -166,3 +166,19 @@ def make_dp_finetune(
         return SynthState(new.params, ema_update(state.ema_params, new.params, ema_decay), new.opt_state, state.step + 1)
 
     return DPFinetune(tx, accumulate, apply, clip)
+
+
+@functools.partial(jax.jit, static_argnames=("num_candidates", "num_picked"))
+def pick_curious(
+    rnd: RNDState, pool: jax.Array, pool_scores: jax.Array, key: jax.Array, *, num_candidates: int, num_picked: int
+) -> tuple[jax.Array, RNDState]:
+    """FineCur's synthetic rows for one DP step: the ``num_picked`` most curious of ``num_candidates``.
+
+    Draws candidates from the synthetic pool (scored once per epoch), keeps the top ones by RND
+    error and trains the RND predictor on all candidates, as pre-training does. Everything here is
+    a function of the released model only (post-processing), so the rows cost no privacy budget.
+    """
+    cands, scores = sample_candidates(key, pool, pool_scores, num=num_candidates)
+    _, top = jax.lax.top_k(scores, num_picked)
+    rnd, _ = rnd_update(rnd, cands)
+    return cands[top], rnd

@@ -141,3 +141,23 @@ def test_normaliser_from_bounds():
     np.testing.assert_allclose(diffusion.normalise(norm, x), [[-1, -1], [1, 1], [0, 0]])
     with pytest.raises(ValueError, match="high > low"):
         diffusion.normaliser_from_bounds([0.0], [0.0])
+
+
+def test_next_obs_delta_encodes_the_step_and_round_trips():
+    import dataclasses
+
+    layout = dataclasses.replace(LAYOUT, next_obs_delta=True)
+    t = _random_transitions()
+    plain = np.asarray(diffusion.flatten_transitions(t, LAYOUT))
+    delta = np.asarray(diffusion.flatten_transitions(t, layout))
+    # s' block (encoded): continuous obs dims 0 and 2 sit at offsets 0 and 5 of the 6-wide block.
+    start = 6 + 4 + 2  # after s (2 + 4), a (3 + 1), r (2)
+    obs, nxt = np.asarray(t.observations), np.asarray(t.next_observations)
+    np.testing.assert_allclose(delta[:, start], nxt[:, 0] - obs[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(delta[:, start + 5], nxt[:, 2] - obs[:, 2], rtol=1e-6)
+    # The discrete obs dim stays absolute; everything else is unchanged.
+    keep = np.ones(plain.shape[1], bool)
+    keep[[start, start + 5]] = False
+    np.testing.assert_array_equal(delta[:, keep], plain[:, keep])
+    back = diffusion.unflatten_transitions(jnp.asarray(delta), layout)
+    np.testing.assert_allclose(back.next_observations, nxt, rtol=1e-5, atol=1e-6)

@@ -59,11 +59,17 @@ def test_rerun_with_other_config_is_refused(tmp_path):
         ("finetune.clip_method=fast", "clip_method"),
         ("finetune.nonsense=1", "unknown config key"),
         ("finetune.batch_size=abc", "must be an integer"),
+        ("finetune.learning_rate=fast", "must be a number"),
     ],
 )
 def test_bad_config_values(override, match):
     with pytest.raises(ValueError, match=match):
         _cfg(override)
+
+
+def test_exponent_without_dot_is_a_float():
+    # YAML 1.1 reads 1e-3 as a string; the loader must take it as the number.
+    assert _cfg("finetune.learning_rate=1e-3").finetune.learning_rate == 1e-3
 
 
 @pytest.mark.slow
