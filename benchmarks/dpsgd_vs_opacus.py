@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import os
 import platform
@@ -96,7 +95,7 @@ def _jax_worker(cfg: Config, method: str):
     import jax.numpy as jnp  # noqa: PLC0415
     import optax  # noqa: PLC0415
 
-    from privrl_jax.privacy import clipped_grad  # noqa: PLC0415
+    from privrl_jax.privacy import clipped_grad, dpsgd  # noqa: PLC0415
 
     class ResidualMLP(nn.Module):
         width: int
@@ -140,17 +139,19 @@ def _jax_worker(cfg: Config, method: str):
     x, noise, sigma = (jnp.asarray(a) for a in _data(cfg))
     params = jax.jit(model.init)(jax.random.key(0), x[0])
     num_params = sum(p.size for p in jax.tree.leaves(params))
-    optimizer = optax.adam(LEARNING_RATE)
-    opt_state = optimizer.init(params)
-
     if method == "jax_nonprivate":
+        optimizer = optax.adam(LEARNING_RATE)
         batch = (x, noise, sigma)
 
-        def grads_of(params, key):
-            del key
+        def grads_of(params):
             loss = lambda p: jnp.mean(jax.vmap(per_item_loss, in_axes=(None, 0))(p, batch))  # noqa
             return jax.grad(loss)(params)
     else:
+        # The library's release: noise N(0, (sigma C)^2) on the clipped sum (its own key and
+        # counter in the optimizer state), divide by the batch size, then Adam.
+        optimizer = dpsgd(optax.adam(LEARNING_RATE), noise_multiplier=NOISE_MULTIPLIER,
+                          l2_clip_norm=CLIP_NORM, expected_batch_size=float(cfg.batch),
+                          key=jax.random.key(1))
         batch = (x[:, None], noise[:, None], sigma[:, None])  # one item per unit
         mask = jnp.ones((cfg.batch, 1), bool)
         clip = clipped_grad(
@@ -159,25 +160,16 @@ def _jax_worker(cfg: Config, method: str):
             microbatch_size=cfg.vmap_microbatch if method == "jax_vmap_dp" else None,
         )
 
-        def grads_of(params, key):
-            total, _ = clip(params, batch, mask)
-            leaves, treedef = jax.tree.flatten(total)
-            # One normal draw for all leaves: per-leaf draws compile one RNG kernel each (~230 MB
-            # more compile-time RSS on the small config, and slower steps).
-            sizes = [g.size for g in leaves]
-            noise = jax.random.normal(key, (sum(sizes),), jnp.float32)
-            noise = jnp.split(noise, list(itertools.accumulate(sizes))[:-1])
-            noisy = [(g + NOISE_MULTIPLIER * CLIP_NORM * z.reshape(g.shape)) / cfg.batch
-                     for g, z in zip(leaves, noise)]
-            return jax.tree.unflatten(treedef, noisy)
+        def grads_of(params):
+            return clip(params, batch, mask)[0]
+    opt_state = optimizer.init(params)
 
     @jax.jit
-    def step(params, opt_state, key):
-        key, sub = jax.random.split(key)
-        updates, opt_state = optimizer.update(grads_of(params, sub), opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, key
+    def step(params, opt_state):
+        updates, opt_state = optimizer.update(grads_of(params), opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
 
-    state = [params, opt_state, jax.random.key(1)]
+    state = [params, opt_state]
     compiled = step.lower(*state).compile()  # ahead of time, to read XLA's memory plan
     memory = compiled.memory_analysis()
 
