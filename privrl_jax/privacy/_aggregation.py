@@ -36,7 +36,7 @@ def _standard_normal_f32(key: jax.Array, size: int) -> jax.Array:
     value per parameter (6.6M on the big denoiser), where this hashing took as long as the whole
     ghost-clipped gradient on one CPU core. Here one hash yields two values, as in JAX's original
     (non-partitionable) Threefry stream: this function equals ``jax.random.normal(key, (size,))``
-    bit for bit when run under ``jax.threefry_partitionable(False)``; same PRNG, same
+    bit for bit under the config ``jax_threefry_partitionable=False``; same PRNG, same
     uniform-to-normal map (``sqrt(2) * erfinv(u)``, ``u`` uniform on (-1, 1)), hence the same law.
     Keys of another PRNG implementation use ``jax.random.normal`` itself.
 
