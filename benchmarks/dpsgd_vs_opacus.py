@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import os
 import platform
@@ -63,6 +62,7 @@ CONFIGS = {
 }
 JAX_METHODS = ("jax_nonprivate", "jax_vmap_dp", "jax_ghost_dp")
 TORCH_METHODS = ("torch_nonprivate", "opacus_hooks_dp", "opacus_ghost_dp")
+SLOW_METHODS = ("jax_vmap_dp", "opacus_hooks_dp")  # materialise one gradient per example
 
 
 def _data(cfg: Config, seed: int = 0):
@@ -96,7 +96,7 @@ def _jax_worker(cfg: Config, method: str):
     import jax.numpy as jnp  # noqa: PLC0415
     import optax  # noqa: PLC0415
 
-    from privrl_jax.privacy import clipped_grad  # noqa: PLC0415
+    from privrl_jax.privacy import clipped_grad, dpsgd  # noqa: PLC0415
 
     class ResidualMLP(nn.Module):
         width: int
@@ -140,17 +140,19 @@ def _jax_worker(cfg: Config, method: str):
     x, noise, sigma = (jnp.asarray(a) for a in _data(cfg))
     params = jax.jit(model.init)(jax.random.key(0), x[0])
     num_params = sum(p.size for p in jax.tree.leaves(params))
-    optimizer = optax.adam(LEARNING_RATE)
-    opt_state = optimizer.init(params)
-
     if method == "jax_nonprivate":
+        optimizer = optax.adam(LEARNING_RATE)
         batch = (x, noise, sigma)
 
-        def grads_of(params, key):
-            del key
+        def grads_of(params):
             loss = lambda p: jnp.mean(jax.vmap(per_item_loss, in_axes=(None, 0))(p, batch))  # noqa
             return jax.grad(loss)(params)
     else:
+        # The library's release: noise N(0, (sigma C)^2) on the clipped sum (its own key and
+        # counter in the optimizer state), divide by the batch size, then Adam.
+        optimizer = dpsgd(optax.adam(LEARNING_RATE), noise_multiplier=NOISE_MULTIPLIER,
+                          l2_clip_norm=CLIP_NORM, expected_batch_size=float(cfg.batch),
+                          key=jax.random.key(1))
         batch = (x[:, None], noise[:, None], sigma[:, None])  # one item per unit
         mask = jnp.ones((cfg.batch, 1), bool)
         clip = clipped_grad(
@@ -159,25 +161,16 @@ def _jax_worker(cfg: Config, method: str):
             microbatch_size=cfg.vmap_microbatch if method == "jax_vmap_dp" else None,
         )
 
-        def grads_of(params, key):
-            total, _ = clip(params, batch, mask)
-            leaves, treedef = jax.tree.flatten(total)
-            # One normal draw for all leaves: per-leaf draws compile one RNG kernel each (~230 MB
-            # more compile-time RSS on the small config, and slower steps).
-            sizes = [g.size for g in leaves]
-            noise = jax.random.normal(key, (sum(sizes),), jnp.float32)
-            noise = jnp.split(noise, list(itertools.accumulate(sizes))[:-1])
-            noisy = [(g + NOISE_MULTIPLIER * CLIP_NORM * z.reshape(g.shape)) / cfg.batch
-                     for g, z in zip(leaves, noise)]
-            return jax.tree.unflatten(treedef, noisy)
+        def grads_of(params):
+            return clip(params, batch, mask)[0]
+    opt_state = optimizer.init(params)
 
     @jax.jit
-    def step(params, opt_state, key):
-        key, sub = jax.random.split(key)
-        updates, opt_state = optimizer.update(grads_of(params, sub), opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, key
+    def step(params, opt_state):
+        updates, opt_state = optimizer.update(grads_of(params), opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
 
-    state = [params, opt_state, jax.random.key(1)]
+    state = [params, opt_state]
     compiled = step.lower(*state).compile()  # ahead of time, to read XLA's memory plan
     memory = compiled.memory_analysis()
 
@@ -317,7 +310,7 @@ def _worker(args) -> None:
         "setup_peak_rss_mb": setup_peak_mb,
         # Peak RSS of the timed steps alone (compilation excluded), where Linux can reset it.
         "steps_peak_rss_mb": _status_mb("VmHWM") if steps_peak_reset else None,
-        "num_params": int(num_params), "cores": cores, **info,
+        "num_params": int(num_params), "cores": cores, "load_avg_1min": os.getloadavg()[0], **info,
     }))
 
 
@@ -398,9 +391,14 @@ def _write_report(args, configs: list[str], results: list[dict], *, final: bool)
     table, summary = _table(results, args.rounds)
     checks = _targets(summary)
     load = os.getloadavg()
+    run_loads = [r["load_avg_1min"] for r in results if "load_avg_1min" in r]
+    slow = (f" ({args.slow_steps} after 1 for big/{'+'.join(SLOW_METHODS)})"
+            if args.slow_steps else "")
+    loads = (f"{min(run_loads):.1f}-{max(run_loads):.1f} during the runs" if run_loads
+             else f"{load[0]:.1f}")
     header = (f"DP-SGD step throughput, batch per config, {args.threads} thread(s), median of "
-              f"{args.steps} steps after {args.warmup} warm-up, {args.rounds} rounds; "
-              f"host {platform.node()} ({os.cpu_count()} CPUs, load avg {load[0]:.1f}).")
+              f"{args.steps} steps after {args.warmup} warm-up{slow}, {args.rounds} rounds; "
+              f"host {platform.node()} ({os.cpu_count()} CPUs, 1-min load avg {loads}).")
     lines = [header, "", table, "", "| config | target | value | ok |", "|---|---|---|---|"]
     lines += [f"| {k['config']} | {k['target']} | {k['value']:.3g} | {'yes' if k['ok'] else 'NO'} |"
               for k in checks]
@@ -429,6 +427,9 @@ def main() -> None:
     p.add_argument("--methods", default=None, help="comma list; default: all available")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--slow-steps", type=int, default=None,
+                   help="timed steps (and 1 warm-up) for the per-sample-gradient rows (Opacus hooks, "
+                        "JAX vmap) of the big config, which take seconds per step; default --steps")
     p.add_argument("--rounds", type=int, default=2)
     # One core by default: on a shared host, OpenMP thread teams stall when a core is taken away.
     p.add_argument("--threads", type=int, default=1)
@@ -446,8 +447,8 @@ def main() -> None:
     if args.report_from:
         with open(args.report_from) as f:
             saved = json.load(f)
-        for k in ("steps", "warmup", "rounds", "threads"):
-            setattr(args, k, saved["args"][k])
+        for k in ("steps", "warmup", "rounds", "threads", "slow_steps"):
+            setattr(args, k, saved["args"].get(k))
         return _write_report(args, list(saved["configs"]), saved["results"], final=True)
     if args.steps < 20:
         print(f"note: --steps {args.steps} < 20, below the issue's measurement protocol.")
@@ -467,8 +468,10 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.environ.get("PYTHONPATH", "")]))
     for r, c, m in tqdm(jobs, desc="benchmark runs"):
+        slow = args.slow_steps and c == "big" and m in SLOW_METHODS
+        steps, warmup = (args.slow_steps, 1) if slow else (args.steps, args.warmup)
         cmd = [sys.executable, __file__, "--worker", "--config", c, "--method", m,
-               "--steps", str(args.steps), "--warmup", str(args.warmup),
+               "--steps", str(steps), "--warmup", str(warmup),
                "--threads", str(args.threads)]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:

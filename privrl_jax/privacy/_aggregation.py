@@ -11,6 +11,7 @@ from typing import Any, Callable, NamedTuple
 
 import chex
 import jax
+import jax.extend.random as jex_random
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -25,6 +26,38 @@ class AddNoiseState(NamedTuple):
 
     key: jax.Array
     count: jax.Array
+
+
+def _standard_normal_f32(key: jax.Array, size: int) -> jax.Array:
+    """``size`` float32 N(0, 1) draws from a threefry key: ``jax.random.normal`` at half the hashing.
+
+    With JAX's default ``jax_threefry_partitionable=True``, 32-bit random bits cost one Threefry-2x32
+    hash per value (the hash's two output words are XORed into one). The DP noise vector has one
+    value per parameter (6.6M on the big denoiser), where this hashing took as long as the whole
+    ghost-clipped gradient on one CPU core. Here one hash yields two values, as in JAX's original
+    (non-partitionable) Threefry stream: this function equals ``jax.random.normal(key, (size,))``
+    bit for bit under the config ``jax_threefry_partitionable=False``; same PRNG, same
+    uniform-to-normal map (``sqrt(2) * erfinv(u)``, ``u`` uniform on (-1, 1)), hence the same law.
+    Keys of another PRNG implementation use ``jax.random.normal`` itself.
+
+    Args:
+      key: a typed PRNG key (scalar).
+      size: number of values, < 2**32.
+
+    Returns:
+      [size] float32 standard normal draws.
+    """
+    if size >= 2**32 or jax.random.key_impl(key) != "threefry2x32":
+        return jax.random.normal(key, (size,), jnp.float32)
+    k = jax.random.key_data(key)
+    bits = jex_random.threefry_2x32((k[0], k[1]), jax.lax.iota(jnp.uint32, size))
+    # Uniform in [1, 2) from the top 23 bits, then affinely onto [lo, 1) with lo = nextafter(-1, 0),
+    # clamped at lo: exactly jax.random.uniform's float32 construction.
+    one = np.array(1.0, np.float32)
+    floats = jax.lax.bitcast_convert_type((bits >> np.uint32(9)) | one.view(np.uint32), jnp.float32)
+    lo = np.nextafter(np.float32(-1.0), np.float32(0.0), dtype=np.float32)
+    u = jnp.maximum(lo, (floats - one) * (one - lo) + lo)
+    return np.float32(np.sqrt(2)) * jax.lax.erf_inv(u)
 
 
 def add_gaussian_noise(
@@ -65,7 +98,7 @@ def add_gaussian_noise(
         # One draw over all coordinates, then split: per-leaf draws compile to one RNG program per
         # leaf, which cost ~3x step time and ~230 MB of compile memory on the 6.6M-param denoiser.
         sizes = [x.size for x in leaves]
-        flat = jax.random.normal(jax.random.fold_in(state.key, state.count), (sum(sizes),), jnp.float32)
+        flat = _standard_normal_f32(jax.random.fold_in(state.key, state.count), sum(sizes))
         pieces = jnp.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) > 1 else [flat]
         noised = [
             (x.astype(jnp.float32) + std * z.reshape(x.shape)).astype(x.dtype)

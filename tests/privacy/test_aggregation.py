@@ -110,3 +110,24 @@ def test_empty_batch_update_is_pure_noise():
     update = np.asarray(new.params)
     assert np.all(np.isfinite(update))
     assert abs(update.std() / 0.25 - 1) < 0.02  # sigma*C / (qN) = 1/4
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 1000, 100_001])
+def test_fast_normal_is_jax_normal_of_the_original_threefry_stream(size):
+    """Same PRNG and transform as jax.random.normal, just the two-words-per-hash counter layout."""
+    from privrl_jax.privacy._aggregation import _standard_normal_f32  # noqa: PLC0415
+
+    key = jax.random.fold_in(jax.random.key(7), 3)
+    got = np.asarray(jax.jit(_standard_normal_f32, static_argnums=1)(key, size))
+    previous = jax.config.jax_threefry_partitionable
+    jax.config.update("jax_threefry_partitionable", False)
+    try:
+        want = np.asarray(jax.random.normal(key, (size,), jnp.float32))
+    finally:
+        jax.config.update("jax_threefry_partitionable", previous)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+    # Another PRNG implementation falls back to jax.random.normal itself.
+    rbg = jax.random.key(7, impl="rbg")
+    np.testing.assert_array_equal(np.asarray(_standard_normal_f32(rbg, size)),
+                                  np.asarray(jax.random.normal(rbg, (size,), jnp.float32)))

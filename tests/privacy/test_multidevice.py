@@ -1,4 +1,4 @@
-"""Data-parallel DP-SGD on 4 CPU devices equals the single-device step (own process)."""
+"""Data-parallel DP-SGD (vmap and ghost clipping) on 4 CPU devices equals one device (own process)."""
 
 import json
 import os
@@ -21,5 +21,9 @@ def test_four_devices_equal_one_device():
     assert res["max_param_diff"] < 1e-5  # same parameters after 5 steps, up to summation order
     assert res["replicas_equal"]  # noise drawn once from a replicated key
     assert res["num_units"] == res["num_units_single"] == 15
+    # Ghost clipping inside the data-parallel step: same parameters as on one device, and as vmap.
+    assert res["ghost_max_param_diff"] < 1e-5
+    assert res["ghost_vs_vmap_param_diff"] < 1e-5
+    assert res["ghost_num_units"] == [15, 15]
     # Noise on the aggregate: sigma*C/(qN) = 2*0.5/1 = 1, not sqrt(4) or 1/4 of it.
     assert abs(res["noise_std"] - 1.0) < 6 / np.sqrt(2 * 400_000)
