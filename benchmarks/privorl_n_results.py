@@ -53,15 +53,15 @@ def main() -> None:
         overrides = [*VARIANTS[variant], f"seed={seed}", f"eval.train_real_agents={real}", *args.overrides]
         return privorl_n.run(privorl_n.load(args.config, overrides), run_dir)
 
-    # The reference runs first, so every variant's row can show the same seed's real-data score.
-    variants = sorted(args.variants, key=lambda v: v != REAL_AGENTS_IN)
-    reals = {seed: report(REAL_AGENTS_IN, seed).get("agents_real", {}) for seed in args.seeds}
     rows = []
-    for variant in variants:
-        for seed in args.seeds:
+    # Seed-major, so an interrupted sweep has whole seeds; per seed the reference runs first, so
+    # every variant's row can show the same seed's real-data score.
+    for seed in args.seeds:
+        reals = report(REAL_AGENTS_IN, seed).get("agents_real", {})
+        for variant in args.variants:
             rep = report(variant, seed)
             for algo, syn in rep.get("agents_synthetic", {}).items():
-                real = reals[seed].get(algo, {})
+                real = reals.get(algo, {})
                 rows.append(
                     {
                         "variant": variant,
