@@ -20,13 +20,12 @@ How it works, for a flax linen model called inside ``per_item_loss``:
    params...), while the layers' inputs ``A`` are returned as auxiliary outputs.
 4. **Norms**: for a dense layer the unit's kernel gradient is ``A_u^T D_u`` summed over the unit's
    positions ``t`` (items x sequence positions), so ``||g_u||^2 = <A_u A_u^T, D_u D_u^T>`` (Gram form,
-   cost ``T^2 (d_in + d_out)``) or ``||A_u^T D_u||^2`` computed directly (cost ``T d_in d_out``, and
-   the formed ``A_u^T D_u`` is then reused for the sum); the direct form unless its per-unit gradients
-   would take over 4x the memory of ``A`` and ``D``; with one position this is ``||a||^2 ||d||^2``. The bias gradient is
+   cost ``T^2 (d_in + d_out)``) or ``||A_u^T D_u||^2`` computed directly (cost ``T d_in d_out``), the
+   cheaper one per layer; with one position this is ``||a||^2 ||d||^2``. The bias gradient is
    ``sum_t D_ut``; an embedding's is a scatter-add of ``D_ut`` into rows ``idx_ut``, whose Gram form
    is ``sum_{t,s} [idx_t = idx_s] <D_t, D_s>``.
-5. **Book-keeping** (Bu et al., 2023): the clipped sum of a Gram-form or one-position kernel is
-   ``A^T (s * D)`` over all units at once, with the per-unit clip factor ``s_u = C / max(||g_u||, C)``; no second backward.
+5. **Book-keeping** (Bu et al., 2023): the clipped sum of a kernel is ``A^T (s * D)`` over all
+   units at once, with the per-unit clip factor ``s_u = C / max(||g_u||, C)``; no second backward.
 
 Everything is a pure function of its inputs, so it works under ``jit``, ``vmap`` and inside
 ``shard_map``/``pmap`` (it is called once per microbatch chunk).
@@ -322,30 +321,18 @@ def _positions(call: _LayerCall, x: jax.Array, d: jax.Array):
     return x.reshape(units, -1, d_in), d
 
 
-# A sequence layer's per-unit kernel gradients are formed directly (and reused for the clipped sum)
-# while they take at most this many times the memory of the layer's inputs and output gradients.
-_DIRECT_MEMORY_FACTOR = 4
-
-
-def _dense_sq_norms(a: jax.Array, d: jax.Array) -> tuple[jax.Array, jax.Array | None]:
-    """Per-unit ``||A_u^T D_u||_F^2`` for a: [U, T, d_in], d: [U, T, d_out], cheapest form.
-
-    Returns the squared norms and, when they were formed, the per-unit gradients ``[U, d_in, d_out]``.
-    Per unit, the Gram form costs ``T^2 (d_in + d_out)`` flops and then the book-keeping sum another
-    ``T d_in d_out``; forming ``A_u^T D_u`` costs ``T d_in d_out`` and the clipped sum is then a cheap
-    weighted reduction of it. So for T > 1 the direct form wins on flops whenever its
-    ``d_in d_out`` floats per unit fit in the memory budget; the Gram form is the memory-bounded one.
-    """
+def _dense_sq_norms(a: jax.Array, d: jax.Array) -> jax.Array:
+    """Per-unit ``||A_u^T D_u||_F^2`` for a: [U, T, d_in], d: [U, T, d_out], cheapest form."""
     _, t, d_in = a.shape
     d_out = d.shape[-1]
     if t == 1:
-        return jnp.sum(a[:, 0] ** 2, axis=-1) * jnp.sum(d[:, 0] ** 2, axis=-1), None
-    if d_in * d_out > _DIRECT_MEMORY_FACTOR * t * (d_in + d_out):
+        return jnp.sum(a[:, 0] ** 2, axis=-1) * jnp.sum(d[:, 0] ** 2, axis=-1)
+    if t * (d_in + d_out) <= d_in * d_out:  # Gram form, T^2 (d_in + d_out) flops per unit
         gram_a = jnp.einsum("uti,usi->uts", a, a)
         gram_d = jnp.einsum("uto,uso->uts", d, d)
-        return jnp.sum(gram_a * gram_d, axis=(1, 2)), None
-    g = jnp.einsum("uti,uto->uio", a, d)
-    return jnp.sum(g**2, axis=(1, 2)), g
+        return jnp.sum(gram_a * gram_d, axis=(1, 2))
+    g = jnp.einsum("uti,uto->uio", a, d)  # direct, T d_in d_out flops per unit
+    return jnp.sum(g**2, axis=(1, 2))
 
 
 def _embed_sq_norms(idx: jax.Array, d: jax.Array, num_embeddings: int) -> jax.Array:
@@ -469,7 +456,6 @@ def _ghost_clipped_grad_sum(
 
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
     sq = jnp.zeros((num_units,), jnp.float32)
-    unit_grads = {}  # leaf -> per-unit kernel gradients, where the norm computation formed them
     for i, (role, call_ids) in plan.ghost.items():
         d = f32(stacked(call_ids, 1))
         if role[1] == _BIAS:
@@ -477,10 +463,7 @@ def _ghost_clipped_grad_sum(
         elif role[0] == _EMBED:
             sq += _embed_sq_norms(stacked(call_ids, 0), d, calls[call_ids[0]].num_embeddings)
         else:
-            leaf_sq, g = _dense_sq_norms(f32(stacked(call_ids, 0)), d)
-            sq += leaf_sq
-            if g is not None:
-                unit_grads[i] = g
+            sq += _dense_sq_norms(f32(stacked(call_ids, 0)), d)
     for g in fallback_grads:
         sq += jnp.sum(f32(g).reshape(num_units, -1) ** 2, axis=1)
 
@@ -493,9 +476,6 @@ def _ghost_clipped_grad_sum(
 
     out = [jnp.zeros_like(x) for x in leaves]
     for i, (role, call_ids) in plan.ghost.items():
-        if i in unit_grads:
-            out[i] = jnp.tensordot(scale, kept(unit_grads[i]), axes=1).reshape(leaves[i].shape).astype(leaves[i].dtype)
-            continue
         d = kept(stacked(call_ids, 1)) * scale[:, None, None]
         if role[1] == _BIAS:
             total = jnp.sum(d, axis=(0, 1))
