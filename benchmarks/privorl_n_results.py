@@ -42,6 +42,7 @@ def main() -> None:
     ap.add_argument("--config", default=str(ROOT / "configs" / "privorl_n" / "quickstart.yaml"))
     ap.add_argument("--out", default=str(ROOT / "runs" / "privorl_n_results"))
     ap.add_argument("--set", dest="overrides", nargs="*", default=[], help="extra overrides for every run")
+    ap.add_argument("--finished-only", action="store_true", help="tabulate finished runs; start none")
     args = ap.parse_args()
 
     def report(variant: str, seed: int) -> dict:
@@ -49,6 +50,8 @@ def main() -> None:
         done = run_dir / "report.json"
         if done.exists():
             return json.loads(done.read_text())
+        if args.finished_only:
+            return {}
         real = "true" if variant == REAL_AGENTS_IN else "false"
         overrides = [*VARIANTS[variant], f"seed={seed}", f"eval.train_real_agents={real}", *args.overrides]
         return privorl_n.run(privorl_n.load(args.config, overrides), run_dir)
@@ -72,6 +75,7 @@ def main() -> None:
                         "real_score": real.get("score_mean"),
                         "marginal": rep["fidelity"]["marginal"],
                         "correlation": rep["fidelity"]["correlation"],
+                        "mia_tpr_at_10_fpr": rep.get("mia", {}).get("tpr_at_10_fpr"),
                         "mia_tpr_at_1_fpr": rep.get("mia", {}).get("tpr_at_1_fpr"),
                         "mia_auc": rep.get("mia", {}).get("auc"),
                         "wall_time_s": rep["wall_time_s"],
@@ -79,8 +83,8 @@ def main() -> None:
                 )
 
     lines = [
-        "| variant | algo | seeds | eps spent (RDP) | synthetic score | real score | syn/real | marginal | correlation | MIA TPR@1%FPR | MIA AUC |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | algo | seeds | eps spent (RDP) | synthetic score | real score | syn/real | marginal | correlation | MIA TPR@10%FPR | MIA TPR@1%FPR | MIA AUC |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for variant in args.variants:
         for algo in sorted({r["algo"] for r in rows if r["variant"] == variant}):
@@ -91,7 +95,7 @@ def main() -> None:
             lines.append(
                 f"| {variant} | {algo} | {len(rs)} | {mean('epsilon_rdp'):.2f} | {syn.mean():.1f} ± {syn.std():.1f} | "
                 f"{real.mean():.1f} ± {real.std():.1f} | {syn.mean() / real.mean():.2f} | {mean('marginal'):.3f} | "
-                f"{mean('correlation'):.3f} | {mean('mia_tpr_at_1_fpr'):.3f} | {mean('mia_auc'):.3f} |"
+                f"{mean('correlation'):.3f} | {mean('mia_tpr_at_10_fpr'):.3f} | {mean('mia_tpr_at_1_fpr'):.3f} | {mean('mia_auc'):.3f} |"
             )
     table = "\n".join(lines)
     print(table)
