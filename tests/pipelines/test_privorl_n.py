@@ -73,8 +73,9 @@ def test_exponent_without_dot_is_a_float():
 
 
 @pytest.mark.slow
-def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
-    overrides = ("eval.agents=[]", "eval.mia=false", "finetune.epochs=1.0")
+@pytest.mark.parametrize("curiosity", ["0.0", "0.3"])  # 0.3: FineCur, whose pool and RND resume too
+def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch, curiosity):
+    overrides = ("eval.agents=[]", "eval.mia=false", "finetune.epochs=1.0", f"finetune.curiosity_rate={curiosity}")
     full = privorl_n.run(_cfg(*overrides), tmp_path / "full")
 
     calls = {"n": 0}
