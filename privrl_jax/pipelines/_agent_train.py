@@ -74,6 +74,17 @@ class AgentTrainConfig:
         return max(chunk, (self.steps // 10) // chunk * chunk)
 
 
+def make_run_agent(algo: str, num_updates: int, **overrides: Any) -> agents.Agent:
+    """`agents.make_agent` for a run of `num_updates` updates.
+
+    CORL's defaults, except that IQL's cosine actor schedule spans the run (CORL sets
+    `actor_decay_steps` to its `max_timesteps`), unless `overrides` say otherwise.
+    """
+    if algo == "iql":
+        overrides.setdefault("actor_decay_steps", num_updates)
+    return agents.make_agent(algo, **overrides)
+
+
 def run_agent_train(config: AgentTrainConfig, out_dir: str | os.PathLike) -> dict[str, Any]:
     """Trains, evaluates and writes result.json and learning_curve.png.
 
@@ -83,12 +94,10 @@ def run_agent_train(config: AgentTrainConfig, out_dir: str | os.PathLike) -> dic
     env, env_params = envs.make(config.env)  # validates the env name first
     dataset = load_hdf5(config.dataset)
     overrides = dict(config.agent_overrides)
-    if config.algo == "iql":
-        overrides.setdefault("actor_decay_steps", config.steps)  # CORL: whole run
     if "max_action" not in overrides and hasattr(env, "action_space"):
         high = np.asarray(getattr(env.action_space(env_params), "high", 1.0))
         overrides["max_action"] = float(np.max(high))
-    agent = agents.make_agent(config.algo, **overrides)
+    agent = make_run_agent(config.algo, config.steps, **overrides)
 
     def eval_fn(state, key):
         res = agents.evaluate(key, state, act=agent.act, env=env, env_params=env_params,

@@ -32,6 +32,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from privrl_jax import agents, data, diffusion, envs, eval as evaluation, privacy, synth
+from privrl_jax.pipelines._agent_train import make_run_agent
 from privrl_jax.pipelines._config import load_config, to_dict
 from privrl_jax.synth import _privorl_n as core
 
@@ -123,9 +124,20 @@ class SynthesisConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EvalConfig:
+    """How the release is audited.
+
+    Agent scores follow Fujimoto & Gu (TD3+BC, NeurIPS 2021, Sec. 5): the average normalised score
+    of the final evaluations over several training seeds. Here a policy is evaluated after each of
+    the last ``final_evals`` chunks of ``agent_chunk`` updates; those scores are averaged per seed,
+    then over ``agent_seeds`` seeds. One final evaluation of one seed swings by tens of points on
+    maze2d, which would drown the synthetic-vs-real comparison.
+    """
+
     agents: tuple[str, ...] = ("td3bc",)
     agent_updates: int = 10_000
     agent_chunk: int = 1_000
+    agent_seeds: int = 1
+    final_evals: int = 1
     eval_episodes: int = 50
     train_real_agents: bool = True
     mia: bool = True
@@ -163,6 +175,13 @@ class PrivORLNConfig:
             raise ValueError("pretrain.steps and pretrain.steps_per_epoch must be multiples of pretrain.chunk_steps.")
         if self.eval.agent_updates % self.eval.agent_chunk:
             raise ValueError("eval.agent_updates must be a multiple of eval.agent_chunk.")
+        if self.eval.agent_seeds < 1:
+            raise ValueError(f"eval.agent_seeds={self.eval.agent_seeds}: expected >= 1.")
+        if not 1 <= self.eval.final_evals <= self.eval.agent_updates // self.eval.agent_chunk:
+            raise ValueError(
+                f"eval.final_evals={self.eval.final_evals}: expected between 1 and "
+                "eval.agent_updates / eval.agent_chunk (the number of chunks)."
+            )
         bounds = self.synthesis.action_bounds
         if bounds and (len(bounds) != 2 or not bounds[0] < bounds[1]):
             raise ValueError(f"synthesis.action_bounds must be [low, high] with low < high, or []; got {list(bounds)}.")
@@ -415,30 +434,56 @@ def _synthesize(cfg, denoise, params, layout, norm, key, dim) -> data.Transition
 
 
 def _agent_scores(cfg, dataset: data.Transitions, key) -> dict[str, Any]:
+    """Trains each of ``cfg.eval.agents`` on ``dataset`` and scores it as `EvalConfig` says."""
     env, env_params = envs.make(cfg.data.sensitive_env)
+    ec = cfg.eval
+    first_eval = ec.agent_updates - (ec.final_evals - 1) * ec.agent_chunk
+    dataset = jax.tree_util.tree_map(jnp.asarray, dataset)
     out = {}
-    for i, name in enumerate(cfg.eval.agents):
-        agent = agents.make_agent(name)
-        res = agents.train(agent, jax.tree_util.tree_map(jnp.asarray, dataset), key=jax.random.fold_in(key, i),
-                           num_updates=cfg.eval.agent_updates, chunk_size=cfg.eval.agent_chunk)
-        ev = agents.evaluate(jax.random.fold_in(key, 99), res.state, act=agent.act, env=env, env_params=env_params,
-                             num_episodes=cfg.eval.eval_episodes, env_name=cfg.data.sensitive_env)
-        out[name] = {k: float(ev[k]) for k in ("return_mean", "return_std", "score_mean", "score_std") if k in ev}
+    for i, name in enumerate(ec.agents):
+        agent = make_run_agent(name, ec.agent_updates)
+
+        def eval_fn(state, k, agent=agent):
+            ev = agents.evaluate(k, state, act=agent.act, env=env, env_params=env_params,
+                                 num_episodes=ec.eval_episodes, env_name=cfg.data.sensitive_env)
+            return {m: float(ev[m]) for m in ("return_mean", "score_mean") if m in ev}
+
+        seeds = []
+        for s in range(ec.agent_seeds):
+            res = agents.train(agent, dataset, key=jax.random.fold_in(jax.random.fold_in(key, i), s),
+                               num_updates=ec.agent_updates, chunk_size=ec.agent_chunk,
+                               eval_fn=eval_fn, eval_every=ec.agent_chunk)
+            final = [e for e in res.evals if e["step"] >= first_eval]
+            seeds.append({m: float(np.mean([e[m] for e in final])) for m in final[0] if m != "step"}
+                         | {"curve": res.evals})
+        out[name] = {"per_seed": seeds}
+        for m in ("return_mean", "score_mean"):
+            if m in seeds[0]:
+                vals = np.array([r[m] for r in seeds])
+                out[name][m] = float(vals.mean())
+                out[name][m.replace("_mean", "_std")] = float(vals.std())
     return out
 
 
 # ---------------------------------------------------------------------------------------- run
 def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Runs (or resumes) PrivORL-n into ``run_dir``; returns the report dict."""
+    """Runs (or resumes) PrivORL-n into ``run_dir``; returns the report dict.
+
+    A finished or interrupted run may be resumed with a different ``eval`` section: the evaluation
+    reads the release and the sensitive data but changes neither, so the release is reused and only
+    the report is recomputed. Any other difference is refused.
+    """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
-    if cfg_file.exists() and yaml.safe_load(cfg_file.read_text()) != resolved:
-        raise ValueError(
-            f"{run_dir} holds a run with a different config ({cfg_file}); resume it with the same "
-            "config or choose a new --out directory."
-        )
+    if cfg_file.exists():
+        previous = yaml.safe_load(cfg_file.read_text()) or {}
+        if {k: v for k, v in previous.items() if k != "eval"} != {k: v for k, v in resolved.items() if k != "eval"}:
+            raise ValueError(
+                f"{run_dir} holds a run with a different config ({cfg_file}); resume it with the same "
+                "config (only the eval section may change) or choose a new --out directory."
+            )
     cfg_file.write_text(yaml.safe_dump(resolved, sort_keys=False))
     t0 = time.time()
     key = jax.random.key(cfg.seed)
@@ -539,7 +584,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     for name, res in report.get("agents_synthetic", {}).items():
         real = report.get("agents_real", {}).get(name, {})
         lines.append(
-            f"| {name} normalised score: synthetic / real | {res.get('score_mean', float('nan')):.1f} ± {res.get('score_std', float('nan')):.1f} / "
+            f"| {name} normalised score, mean ± std over {len(res.get('per_seed', [])) or 1} agent seed(s): synthetic / real | {res.get('score_mean', float('nan')):.1f} ± {res.get('score_std', float('nan')):.1f} / "
             f"{real.get('score_mean', float('nan')):.1f} ± {real.get('score_std', float('nan')):.1f} |"
         )
     if "mia" in report:

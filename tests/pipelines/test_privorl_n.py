@@ -41,8 +41,30 @@ def test_smoke_run_writes_everything_and_spends_what_it_reports(tmp_path):
     assert info["sampling_rate"] == pytest.approx(32 / info["dataset_size"])
     assert 0 <= rep["fidelity"]["marginal"] <= 1 and 0 <= rep["fidelity"]["correlation"] <= 1
     assert set(rep["agents_synthetic"]) == {"td3bc"}
+    # Agent score: per seed, the mean of the evaluations after the last 2 of 3 chunks; then the mean
+    # over the 2 seeds (different seeds train different agents).
+    td3 = rep["agents_synthetic"]["td3bc"]
+    assert len(td3["per_seed"]) == 2
+    for run in td3["per_seed"]:
+        assert [e["step"] for e in run["curve"]] == [10, 20, 30]
+        assert run["score_mean"] == pytest.approx(np.mean([e["score_mean"] for e in run["curve"][1:]]))
+    assert td3["score_mean"] == pytest.approx(np.mean([r["score_mean"] for r in td3["per_seed"]]))
+    assert td3["score_std"] == pytest.approx(np.std([r["score_mean"] for r in td3["per_seed"]]))
+    assert td3["per_seed"][0]["curve"] != td3["per_seed"][1]["curve"]
     assert 0 <= rep["mia"]["tpr_at_1_fpr"] <= 1
     assert json.loads((tmp_path / "report.json").read_text())["finetune"] == info
+
+
+def test_rerun_with_other_eval_reuses_the_release(tmp_path):
+    base = ("eval.train_real_agents=false", "eval.mia=false")
+    privorl_n.run(_cfg(*base), tmp_path)
+    released = (tmp_path / "synthetic.hdf5").read_bytes()
+    steps = privacy.Ledger.load(tmp_path).num_releases
+    rep = privorl_n.run(_cfg(*base, "eval.agent_seeds=1"), tmp_path)
+    # No new DP step, the same release; only the audit changed.
+    assert privacy.Ledger.load(tmp_path).num_releases == steps == rep["finetune"]["steps"]
+    assert (tmp_path / "synthetic.hdf5").read_bytes() == released
+    assert len(rep["agents_synthetic"]["td3bc"]["per_seed"]) == 1
 
 
 def test_rerun_with_other_config_is_refused(tmp_path):
@@ -60,6 +82,8 @@ def test_rerun_with_other_config_is_refused(tmp_path):
         ("finetune.nonsense=1", "unknown config key"),
         ("finetune.batch_size=abc", "must be an integer"),
         ("finetune.learning_rate=fast", "must be a number"),
+        ("eval.final_evals=4", "eval.final_evals"),
+        ("eval.agent_seeds=0", "eval.agent_seeds"),
     ],
 )
 def test_bad_config_values(override, match):
