@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "runs" / "privorl_n_results"))
     ap.add_argument("--set", dest="overrides", nargs="*", default=[], help="extra overrides for every run")
     ap.add_argument("--finished-only", action="store_true", help="tabulate finished runs; start none")
+    ap.add_argument("--name", default="privorl_n_results", help="results file stem under benchmarks/results/")
     args = ap.parse_args()
 
     def report(variant: str, seed: int) -> dict:
@@ -105,8 +106,8 @@ def main() -> None:
     print(table)
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "privorl_n_results.json").write_text(json.dumps(rows, indent=2))
-    (out / "privorl_n_results.md").write_text(f"# PrivORL-n on maze2d-umaze (quickstart scale)\n\n{table}\n")
+    (out / f"{args.name}.json").write_text(json.dumps(rows, indent=2))
+    (out / f"{args.name}.md").write_text(f"# PrivORL-n on maze2d-umaze (quickstart scale)\n\n{table}\n")
 
 
 if __name__ == "__main__":
