@@ -9,8 +9,9 @@ Every algorithm is a factory returning an `Agent` of pure functions
 from privrl_jax.agents._common import Agent, fit_state_normalizer
 from privrl_jax.agents._edac import EDACConfig, EDACState, diversity_loss, edac
 from privrl_jax.agents._iql import IQLConfig, IQLState, expectile_loss, iql
+from privrl_jax.agents._networks import QNetwork
 from privrl_jax.agents._rollouts import evaluate, rollout_returns
-from privrl_jax.agents._td3_bc import QNetwork, TD3BCConfig, TD3BCState, td3_bc
+from privrl_jax.agents._td3_bc import TD3BCConfig, TD3BCState, td3_bc
 from privrl_jax.agents._train import (
     ALGORITHMS,
     TrainResult,

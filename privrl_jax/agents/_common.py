@@ -1,18 +1,16 @@
-"""Building blocks shared by the offline-RL agents.
+"""Non-network pieces shared by the offline-RL agents.
 
-Runs in JAX: MLPs with PyTorch-like initialisation (so our
-agents start from the same distribution as CORL's PyTorch reference code),
-vmapped ensembles over stacked parameters, Polyak averaging, and the `Agent`
-triple (init, update, act) that every algorithm factory returns.
+The state normaliser, Polyak averaging, config checks, and the `Agent` triple
+(init, update, act) that every algorithm factory returns. The networks and policy
+distributions live in `_networks`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, TypeAlias
 
 import chex
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
@@ -20,48 +18,6 @@ from privrl_jax.data import Normalizer, Transitions, fit_normalizer
 
 PyTree: TypeAlias = Any
 Metrics: TypeAlias = dict[str, jax.Array]
-
-# PyTorch's nn.Linear default: kaiming_uniform(a=sqrt(5)) == U(+-1/sqrt(fan_in)) on
-# the kernel. CORL's agents use it, so we do too; flax's default (lecun_normal) gives
-# a different starting point and, in our runs, slightly different early learning.
-torch_kernel_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
-
-
-def uniform_init(scale: float) -> nn.initializers.Initializer:
-    """U(-scale, scale), the small output-layer init of SAC-N/EDAC (CORL)."""
-
-    def init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32) -> jax.Array:
-        return jax.random.uniform(key, shape, dtype, -scale, scale)
-
-    return init
-
-
-class MLP(nn.Module):
-    """ReLU multi-layer perceptron.
-
-    Attributes:
-      hidden_dims: widths of the hidden layers, e.g. (256, 256).
-      out_dim: width of the output layer.
-      hidden_bias_init: bias init of the hidden layers (EDAC uses 0.1).
-      out_kernel_init: kernel init of the output layer.
-      out_bias_init: bias init of the output layer.
-    """
-
-    hidden_dims: Sequence[int]
-    out_dim: int
-    hidden_bias_init: nn.initializers.Initializer = nn.initializers.zeros
-    out_kernel_init: nn.initializers.Initializer = torch_kernel_init
-    out_bias_init: nn.initializers.Initializer = nn.initializers.zeros
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        for width in self.hidden_dims:
-            x = nn.Dense(width, kernel_init=torch_kernel_init, bias_init=self.hidden_bias_init)(x)
-            x = nn.relu(x)
-        return nn.Dense(
-            self.out_dim, kernel_init=self.out_kernel_init, bias_init=self.out_bias_init
-        )(x)
-
 
 def fit_state_normalizer(observations: jax.Array, enabled: bool) -> Normalizer:
     """The agent's state normaliser: fitted on the training observations [N, obs_dim]
@@ -83,16 +39,6 @@ def fit_state_normalizer(observations: jax.Array, enabled: bool) -> Normalizer:
 def identity_normalizer(obs_dim: int) -> Normalizer:
     """A normaliser that leaves observations unchanged."""
     return Normalizer(mean=jnp.zeros((obs_dim,)), std=jnp.ones((obs_dim,)))
-
-
-def init_ensemble(module: nn.Module, key: jax.Array, num: int, *example: jax.Array) -> PyTree:
-    """Initialises `num` independent copies of `module`, stacked on a leading axis."""
-    return jax.vmap(lambda k: module.init(k, *example))(jax.random.split(key, num))
-
-
-def apply_ensemble(module: nn.Module, params: PyTree, *inputs: jax.Array) -> jax.Array:
-    """Applies stacked parameters [E, ...] to shared inputs; output [E, ...]."""
-    return jax.vmap(lambda p: module.apply(p, *inputs))(params)
 
 
 def polyak_update(target: PyTree, online: PyTree, tau: jax.typing.ArrayLike) -> PyTree:

@@ -13,7 +13,6 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 
 import flax.linen as nn
@@ -22,13 +21,8 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from privrl_jax.agents import _common
-from privrl_jax.agents._td3_bc import QNetwork
+from privrl_jax.agents import _common, _networks
 from privrl_jax.data import Transitions
-
-# CORL's clamp of the actor's log-std head (EDAC reference code uses the same).
-LOG_STD_MIN = -5.0
-LOG_STD_MAX = 2.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -75,52 +69,6 @@ class EDACConfig:
             raise ValueError(f"num_critics={self.num_critics!r}: expected an int >= 2")
         if not self.hidden_dims or any(int(h) < 1 for h in self.hidden_dims):
             raise ValueError(f"hidden_dims={self.hidden_dims!r}: expected positive widths")
-
-
-class TanhGaussianActor(nn.Module):
-    """a = max_action * tanh(u), u ~ N(mu(s), exp(log_std(s))^2) (CORL / EDAC init).
-
-    Hidden biases start at 0.1 and both heads at U(-1e-3, 1e-3), as in CORL's EDAC.
-    Returns (mu, log_std), each [..., action_dim].
-    """
-
-    hidden_dims: Sequence[int]
-    action_dim: int
-
-    @nn.compact
-    def __call__(self, observations: jax.Array) -> tuple[jax.Array, jax.Array]:
-        out = _common.MLP(
-            self.hidden_dims,
-            2 * self.action_dim,
-            hidden_bias_init=nn.initializers.constant(0.1),
-            out_kernel_init=_common.uniform_init(1e-3),
-            out_bias_init=_common.uniform_init(1e-3),
-        )(observations)
-        mu, log_std = jnp.split(out, 2, axis=-1)
-        return mu, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
-
-
-def sample_tanh_gaussian(
-    key: jax.Array, mu: jax.Array, log_std: jax.Array, max_action: float
-) -> tuple[jax.Array, jax.Array]:
-    """Reparameterised tanh-Gaussian sample and its log-density.
-
-    Args:
-      key: PRNG key.
-      mu: [..., A] pre-tanh mean.
-      log_std: [..., A] pre-tanh log standard deviation.
-      max_action: output scale.
-
-    Returns:
-      (actions [..., A], log_prob [...]); log_prob uses CORL's change of variables
-      `log N(u) - sum log(1 - tanh(u)^2 + 1e-6)` (without the constant log max_action).
-    """
-    u = mu + jnp.exp(log_std) * jax.random.normal(key, mu.shape)
-    z = (u - mu) * jnp.exp(-log_std)
-    log_prob = (-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-    tanh_u = jnp.tanh(u)
-    log_prob = log_prob - jnp.log(1.0 - tanh_u**2 + 1e-6).sum(-1)
-    return max_action * tanh_u, log_prob
 
 
 def diversity_loss(
@@ -187,25 +135,25 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
     """
     cfg = config or EDACConfig()
     # CORL's EDAC critic: hidden biases 0.1, output layer U(-3e-3, 3e-3).
-    critic = QNetwork(
+    critic = _networks.QNetwork(
         tuple(cfg.hidden_dims),
         hidden_bias_init=nn.initializers.constant(0.1),
-        out_kernel_init=_common.uniform_init(3e-3),
-        out_bias_init=_common.uniform_init(3e-3),
+        out_kernel_init=_networks.uniform_init(3e-3),
+        out_bias_init=_networks.uniform_init(3e-3),
     )
     actor_opt = optax.adam(cfg.actor_lr)
     critic_opt = optax.adam(cfg.critic_lr)
     alpha_opt = optax.adam(cfg.alpha_lr)
 
-    def make_actor(action_dim: int) -> TanhGaussianActor:
-        return TanhGaussianActor(tuple(cfg.hidden_dims), action_dim)
+    def make_actor(action_dim: int) -> _networks.TanhGaussianActor:
+        return _networks.TanhGaussianActor(tuple(cfg.hidden_dims), action_dim)
 
     def init(key: jax.Array, dataset: Transitions) -> EDACState:
         obs_dim, act_dim = _common.dims_of(dataset)
         k_actor, k_critic = jax.random.split(key)
         obs, act = jnp.zeros((1, obs_dim)), jnp.zeros((1, act_dim))
         actor_params = make_actor(act_dim).init(k_actor, obs)
-        critic_params = _common.init_ensemble(critic, k_critic, cfg.num_critics, obs, act)
+        critic_params = _networks.init_ensemble(critic, k_critic, cfg.num_critics, obs, act)
         log_alpha = jnp.zeros((), jnp.float32)
         normalizer = _common.fit_state_normalizer(dataset.observations, cfg.normalize_states)
         return EDACState(
@@ -233,7 +181,7 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
 
         def policy_sample(params, observations, key):
             mu, log_std = actor.apply(params, observations)
-            return sample_tanh_gaussian(key, mu, log_std, cfg.max_action)
+            return _networks.sample_tanh_gaussian(key, mu, log_std, cfg.max_action)
 
         # 1) Temperature.
         _, log_prob = policy_sample(state.actor_params, b.observations, k_alpha)
@@ -250,7 +198,7 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
         # 2) Actor.
         def actor_loss_fn(params):
             actions, log_prob = policy_sample(params, b.observations, k_actor)
-            q_min = _common.apply_ensemble(
+            q_min = _networks.apply_ensemble(
                 critic, state.critic_params, b.observations, actions
             ).min(0)
             return (alpha * log_prob - q_min).mean(), -log_prob.mean()
@@ -265,7 +213,7 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
         next_actions, next_log_prob = policy_sample(
             actor_params, b.next_observations, k_next
         )
-        next_q = _common.apply_ensemble(
+        next_q = _networks.apply_ensemble(
             critic, state.critic_target_params, b.next_observations, next_actions
         ).min(0)
         target_q = b.rewards + cfg.discount * (1.0 - b.terminals) * (
@@ -273,7 +221,7 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
         )
 
         def critic_loss_fn(params):
-            q = _common.apply_ensemble(critic, params, b.observations, b.actions)  # [N, B]
+            q = _networks.apply_ensemble(critic, params, b.observations, b.actions)  # [N, B]
             td = ((q - target_q) ** 2).mean(1).sum()
             div = (
                 diversity_loss(critic, params, b.observations, b.actions)

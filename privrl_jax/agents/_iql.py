@@ -11,22 +11,17 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
 
-from privrl_jax.agents import _common
-from privrl_jax.agents._td3_bc import QNetwork
+from privrl_jax.agents import _common, _networks
 from privrl_jax.data import Transitions
 
-# CORL's constants: log-std clamp of the Gaussian policy and the cap on exp(beta * A).
-LOG_STD_MIN = -20.0
-LOG_STD_MAX = 2.0
+# CORL's cap on exp(beta * A); the policy's log-std clamp is in `_networks.GaussianPolicy`.
 EXP_ADV_MAX = 100.0
 
 
@@ -77,39 +72,10 @@ class IQLConfig:
             raise ValueError(f"hidden_dims={self.hidden_dims!r}: expected positive widths")
 
 
-class GaussianPolicy(nn.Module):
-    """N(tanh(MLP(s)), diag(exp(log_std))) with a state-independent log-std (CORL)."""
-
-    hidden_dims: Sequence[int]
-    action_dim: int
-
-    @nn.compact
-    def __call__(self, observations: jax.Array) -> tuple[jax.Array, jax.Array]:
-        mean = jnp.tanh(_common.MLP(self.hidden_dims, self.action_dim)(observations))
-        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
-        return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
-
-
-class ValueNetwork(nn.Module):
-    """V(s) = MLP(s); output [...]."""
-
-    hidden_dims: Sequence[int]
-
-    @nn.compact
-    def __call__(self, observations: jax.Array) -> jax.Array:
-        return _common.MLP(self.hidden_dims, 1)(observations)[..., 0]
-
-
 def expectile_loss(diff: jax.Array, expectile: jax.typing.ArrayLike) -> jax.Array:
     """Asymmetric L2 loss mean(|expectile - 1[diff < 0]| * diff^2); diff [B]."""
     weight = jnp.where(diff < 0, 1.0 - expectile, expectile)
     return (weight * diff**2).mean()
-
-
-def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, x: jax.Array) -> jax.Array:
-    """log N(x; mean, diag(exp(log_std))^2), summed over the last axis."""
-    z = (x - mean) * jnp.exp(-log_std)
-    return (-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
 
 
 @struct.dataclass
@@ -144,21 +110,21 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
       An `Agent` whose `update` expects raw (unnormalised) batches.
     """
     cfg = config or IQLConfig()
-    critic = QNetwork(tuple(cfg.hidden_dims))
-    value = ValueNetwork(tuple(cfg.hidden_dims))
+    critic = _networks.QNetwork(tuple(cfg.hidden_dims))
+    value = _networks.ValueNetwork(tuple(cfg.hidden_dims))
     actor_opt = optax.adam(optax.cosine_decay_schedule(cfg.actor_lr, cfg.actor_decay_steps))
     critic_opt = optax.adam(cfg.critic_lr)
     value_opt = optax.adam(cfg.value_lr)
 
-    def make_actor(action_dim: int) -> GaussianPolicy:
-        return GaussianPolicy(tuple(cfg.hidden_dims), action_dim)
+    def make_actor(action_dim: int) -> _networks.GaussianPolicy:
+        return _networks.GaussianPolicy(tuple(cfg.hidden_dims), action_dim)
 
     def init(key: jax.Array, dataset: Transitions) -> IQLState:
         obs_dim, act_dim = _common.dims_of(dataset)
         k_actor, k_critic, k_value = jax.random.split(key, 3)
         obs, act = jnp.zeros((1, obs_dim)), jnp.zeros((1, act_dim))
         actor_params = make_actor(act_dim).init(k_actor, obs)
-        critic_params = _common.init_ensemble(critic, k_critic, 2, obs, act)
+        critic_params = _networks.init_ensemble(critic, k_critic, 2, obs, act)
         value_params = value.init(k_value, obs)
         normalizer = _common.fit_state_normalizer(dataset.observations, cfg.normalize_states)
         return IQLState(
@@ -182,7 +148,7 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
         b = _common.normalized_batch(batch, state.normalizer)
 
         # 1) V: expectile regression towards the target twin-Q minimum.
-        target_q = _common.apply_ensemble(
+        target_q = _networks.apply_ensemble(
             critic, state.critic_target_params, b.observations, b.actions
         ).min(0)
 
@@ -201,7 +167,7 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
         q_target = b.rewards + cfg.discount * (1.0 - b.terminals) * next_v
 
         def critic_loss_fn(params):
-            q = _common.apply_ensemble(critic, params, b.observations, b.actions)
+            q = _networks.apply_ensemble(critic, params, b.observations, b.actions)
             return ((q - q_target) ** 2).mean(1).mean(), q
 
         (critic_loss, q), grads = jax.value_and_grad(critic_loss_fn, has_aux=True)(
@@ -215,7 +181,7 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
 
         def actor_loss_fn(params):
             mean, log_std = actor.apply(params, b.observations)
-            return (weights * -gaussian_log_prob(mean, log_std, b.actions)).mean()
+            return (weights * -_networks.gaussian_log_prob(mean, log_std, b.actions)).mean()
 
         actor_loss, grads = jax.value_and_grad(actor_loss_fn)(state.actor_params)
         updates, actor_opt_state = actor_opt.update(grads, state.actor_opt_state)

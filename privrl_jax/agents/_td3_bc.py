@@ -15,13 +15,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
 from flax import struct
 
-from privrl_jax.agents import _common
+from privrl_jax.agents import _common, _networks
 from privrl_jax.data import Transitions
 
 
@@ -69,40 +68,6 @@ class TD3BCConfig:
             raise ValueError(f"hidden_dims={self.hidden_dims!r}: expected positive widths")
 
 
-class DeterministicActor(nn.Module):
-    """a = max_action * tanh(MLP(s))."""
-
-    hidden_dims: Sequence[int]
-    action_dim: int
-    max_action: float
-
-    @nn.compact
-    def __call__(self, observations: jax.Array) -> jax.Array:
-        x = _common.MLP(self.hidden_dims, self.action_dim)(observations)
-        return self.max_action * jnp.tanh(x)
-
-
-class QNetwork(nn.Module):
-    """Q(s, a) = MLP([s, a]); output [...] (no trailing unit axis)."""
-
-    hidden_dims: Sequence[int]
-    hidden_bias_init: nn.initializers.Initializer = nn.initializers.zeros
-    out_kernel_init: nn.initializers.Initializer = _common.torch_kernel_init
-    out_bias_init: nn.initializers.Initializer = nn.initializers.zeros
-
-    @nn.compact
-    def __call__(self, observations: jax.Array, actions: jax.Array) -> jax.Array:
-        x = jnp.concatenate([observations, actions], axis=-1)
-        q = _common.MLP(
-            self.hidden_dims,
-            1,
-            hidden_bias_init=self.hidden_bias_init,
-            out_kernel_init=self.out_kernel_init,
-            out_bias_init=self.out_bias_init,
-        )(x)
-        return q[..., 0]
-
-
 @struct.dataclass
 class TD3BCState:
     """TD3+BC train state; critic parameters are stacked on a leading axis of 2."""
@@ -135,12 +100,12 @@ def td3_bc(config: TD3BCConfig | None = None) -> _common.Agent:
       observations [B, obs_dim], actions [B, act_dim], rewards/terminals [B].
     """
     cfg = config or TD3BCConfig()
-    critic = QNetwork(tuple(cfg.hidden_dims))
+    critic = _networks.QNetwork(tuple(cfg.hidden_dims))
     actor_opt = optax.adam(cfg.actor_lr)
     critic_opt = optax.adam(cfg.critic_lr)
 
-    def make_actor(action_dim: int) -> DeterministicActor:
-        return DeterministicActor(tuple(cfg.hidden_dims), action_dim, cfg.max_action)
+    def make_actor(action_dim: int) -> _networks.DeterministicActor:
+        return _networks.DeterministicActor(tuple(cfg.hidden_dims), action_dim, cfg.max_action)
 
     def init(key: jax.Array, dataset: Transitions) -> TD3BCState:
         obs_dim, act_dim = _common.dims_of(dataset)
@@ -148,7 +113,7 @@ def td3_bc(config: TD3BCConfig | None = None) -> _common.Agent:
         k_actor, k_critic = jax.random.split(key)
         obs, act = jnp.zeros((1, obs_dim)), jnp.zeros((1, act_dim))
         actor_params = actor.init(k_actor, obs)
-        critic_params = _common.init_ensemble(critic, k_critic, 2, obs, act)
+        critic_params = _networks.init_ensemble(critic, k_critic, 2, obs, act)
         normalizer = _common.fit_state_normalizer(dataset.observations, cfg.normalize_states)
         return TD3BCState(
             actor_params=actor_params,
@@ -179,13 +144,13 @@ def td3_bc(config: TD3BCConfig | None = None) -> _common.Agent:
             -cfg.max_action,
             cfg.max_action,
         )
-        next_q = _common.apply_ensemble(
+        next_q = _networks.apply_ensemble(
             critic, state.critic_target_params, b.next_observations, next_actions
         ).min(0)
         target_q = b.rewards + cfg.discount * (1.0 - b.terminals) * next_q
 
         def critic_loss_fn(params):
-            q = _common.apply_ensemble(critic, params, b.observations, b.actions)  # [2, B]
+            q = _networks.apply_ensemble(critic, params, b.observations, b.actions)  # [2, B]
             return ((q - target_q) ** 2).mean(1).sum(), q
 
         (critic_loss, q), grads = jax.value_and_grad(critic_loss_fn, has_aux=True)(

@@ -1,0 +1,192 @@
+"""Networks and policy distributions shared by the offline-RL agents.
+
+One place for every network an algorithm builds (MLP, Q, V, the deterministic, Gaussian
+and tanh-Gaussian actors), their PyTorch-like initialisation (so our agents start from
+the same distribution as CORL's PyTorch reference code), vmapped ensembles over stacked
+parameters, and the Gaussian / tanh-Gaussian log-densities. The algorithm modules
+(`_td3_bc`, `_iql`, `_edac`) import from here and not from each other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+PyTree: TypeAlias = Any
+
+# PyTorch's nn.Linear default: kaiming_uniform(a=sqrt(5)) == U(+-1/sqrt(fan_in)) on
+# the kernel. CORL's agents use it, so we do too; flax's default (lecun_normal) gives
+# a different starting point and, in our runs, slightly different early learning.
+torch_kernel_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def uniform_init(scale: float) -> nn.initializers.Initializer:
+    """U(-scale, scale), the small output-layer init of SAC-N/EDAC (CORL)."""
+
+    def init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32) -> jax.Array:
+        return jax.random.uniform(key, shape, dtype, -scale, scale)
+
+    return init
+
+
+class MLP(nn.Module):
+    """ReLU multi-layer perceptron.
+
+    Attributes:
+      hidden_dims: widths of the hidden layers, e.g. (256, 256).
+      out_dim: width of the output layer.
+      hidden_bias_init: bias init of the hidden layers (EDAC uses 0.1).
+      out_kernel_init: kernel init of the output layer.
+      out_bias_init: bias init of the output layer.
+    """
+
+    hidden_dims: Sequence[int]
+    out_dim: int
+    hidden_bias_init: nn.initializers.Initializer = nn.initializers.zeros
+    out_kernel_init: nn.initializers.Initializer = torch_kernel_init
+    out_bias_init: nn.initializers.Initializer = nn.initializers.zeros
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for width in self.hidden_dims:
+            x = nn.Dense(width, kernel_init=torch_kernel_init, bias_init=self.hidden_bias_init)(x)
+            x = nn.relu(x)
+        return nn.Dense(
+            self.out_dim, kernel_init=self.out_kernel_init, bias_init=self.out_bias_init
+        )(x)
+
+
+class QNetwork(nn.Module):
+    """Q(s, a) = MLP([s, a]); output [...] (no trailing unit axis)."""
+
+    hidden_dims: Sequence[int]
+    hidden_bias_init: nn.initializers.Initializer = nn.initializers.zeros
+    out_kernel_init: nn.initializers.Initializer = torch_kernel_init
+    out_bias_init: nn.initializers.Initializer = nn.initializers.zeros
+
+    @nn.compact
+    def __call__(self, observations: jax.Array, actions: jax.Array) -> jax.Array:
+        x = jnp.concatenate([observations, actions], axis=-1)
+        q = MLP(
+            self.hidden_dims,
+            1,
+            hidden_bias_init=self.hidden_bias_init,
+            out_kernel_init=self.out_kernel_init,
+            out_bias_init=self.out_bias_init,
+        )(x)
+        return q[..., 0]
+
+
+class ValueNetwork(nn.Module):
+    """V(s) = MLP(s); output [...]."""
+
+    hidden_dims: Sequence[int]
+
+    @nn.compact
+    def __call__(self, observations: jax.Array) -> jax.Array:
+        return MLP(self.hidden_dims, 1)(observations)[..., 0]
+
+
+class DeterministicActor(nn.Module):
+    """a = max_action * tanh(MLP(s)) (TD3+BC)."""
+
+    hidden_dims: Sequence[int]
+    action_dim: int
+    max_action: float
+
+    @nn.compact
+    def __call__(self, observations: jax.Array) -> jax.Array:
+        x = MLP(self.hidden_dims, self.action_dim)(observations)
+        return self.max_action * jnp.tanh(x)
+
+
+class GaussianPolicy(nn.Module):
+    """N(tanh(MLP(s)), diag(exp(log_std))) with a state-independent log-std (IQL).
+
+    The defaults of the log-std clamp are CORL's IQL constants.
+    Returns (mean, log_std), each [..., action_dim] (log_std broadcast from [A]).
+    """
+
+    hidden_dims: Sequence[int]
+    action_dim: int
+    log_std_min: float = -20.0
+    log_std_max: float = 2.0
+
+    @nn.compact
+    def __call__(self, observations: jax.Array) -> tuple[jax.Array, jax.Array]:
+        mean = jnp.tanh(MLP(self.hidden_dims, self.action_dim)(observations))
+        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        return mean, jnp.clip(log_std, self.log_std_min, self.log_std_max)
+
+
+class TanhGaussianActor(nn.Module):
+    """a = max_action * tanh(u), u ~ N(mu(s), exp(log_std(s))^2) (CORL / EDAC init).
+
+    Hidden biases start at 0.1 and both heads at U(-1e-3, 1e-3), as in CORL's EDAC;
+    the log-std clamp defaults are CORL's EDAC constants (the EDAC reference code uses
+    the same). Returns (mu, log_std), each [..., action_dim].
+    """
+
+    hidden_dims: Sequence[int]
+    action_dim: int
+    log_std_min: float = -5.0
+    log_std_max: float = 2.0
+
+    @nn.compact
+    def __call__(self, observations: jax.Array) -> tuple[jax.Array, jax.Array]:
+        out = MLP(
+            self.hidden_dims,
+            2 * self.action_dim,
+            hidden_bias_init=nn.initializers.constant(0.1),
+            out_kernel_init=uniform_init(1e-3),
+            out_bias_init=uniform_init(1e-3),
+        )(observations)
+        mu, log_std = jnp.split(out, 2, axis=-1)
+        return mu, jnp.clip(log_std, self.log_std_min, self.log_std_max)
+
+
+def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, x: jax.Array) -> jax.Array:
+    """log N(x; mean, diag(exp(log_std))^2), summed over the last axis."""
+    z = (x - mean) * jnp.exp(-log_std)
+    return (-0.5 * z**2 - log_std - _HALF_LOG_2PI).sum(-1)
+
+
+def sample_tanh_gaussian(
+    key: jax.Array, mu: jax.Array, log_std: jax.Array, max_action: float
+) -> tuple[jax.Array, jax.Array]:
+    """Reparameterised tanh-Gaussian sample and its log-density.
+
+    Args:
+      key: PRNG key.
+      mu: [..., A] pre-tanh mean.
+      log_std: [..., A] pre-tanh log standard deviation.
+      max_action: output scale.
+
+    Returns:
+      (actions [..., A], log_prob [...]); log_prob uses CORL's change of variables
+      `log N(u) - sum log(1 - tanh(u)^2 + 1e-6)` (without the constant log max_action).
+    """
+    u = mu + jnp.exp(log_std) * jax.random.normal(key, mu.shape)
+    # Keep this op order: XLA fuses differently otherwise and EDAC's updates change
+    # in the last bits (tests/agents/test_networks.py pins them).
+    log_prob = gaussian_log_prob(mu, log_std, u)
+    tanh_u = jnp.tanh(u)
+    log_prob = log_prob - jnp.log(1.0 - tanh_u**2 + 1e-6).sum(-1)
+    return max_action * tanh_u, log_prob
+
+
+def init_ensemble(module: nn.Module, key: jax.Array, num: int, *example: jax.Array) -> PyTree:
+    """Initialises `num` independent copies of `module`, stacked on a leading axis."""
+    return jax.vmap(lambda k: module.init(k, *example))(jax.random.split(key, num))
+
+
+def apply_ensemble(module: nn.Module, params: PyTree, *inputs: jax.Array) -> jax.Array:
+    """Applies stacked parameters [E, ...] to shared inputs; output [E, ...]."""
+    return jax.vmap(lambda p: module.apply(p, *inputs))(params)
