@@ -144,7 +144,7 @@ def _normalized(env_name: str | None, returns: np.ndarray) -> np.ndarray | None:
     """Normalised scores, or None when the env has no reference returns."""
     if env_name is None:
         return None
-    from privrl_jax import envs  # same layer; imported lazily to keep import light
+    from privrl_jax import envs  # a lower layer; lazy to keep the import light
 
     score_fn = getattr(envs, "normalized_score", None)
     if score_fn is None:
