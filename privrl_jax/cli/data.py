@@ -8,6 +8,13 @@ from typing import Annotated
 import numpy as np
 import typer
 
+from privrl_jax.cli._common import (
+    SetOption,
+    config_option,
+    load_or_fail,
+    options_to_values,
+)
+
 app = typer.Typer(
     help="Offline datasets: collect maze2d data, inspect HDF5 files.",
     no_args_is_help=True,
@@ -29,26 +36,29 @@ def collect(
     chunk_steps: Annotated[
         int | None, typer.Option(help="Steps per env per jitted chunk.")
     ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(help="YAML config (configs/data/*.yaml); options override it."),
-    ] = None,
+    config: Annotated[str | None, config_option("data")] = None,
+    overrides: SetOption = None,
 ) -> None:
-    """Collect a D4RL-style maze2d dataset with the noisy waypoint expert."""
+    """Collect a D4RL-style maze2d dataset with the noisy waypoint expert.
+
+    Values come from the config, then the options, then --set (e.g. --set size=5000).
+    """
     from privrl_jax import pipelines
 
-    try:
-        cfg = pipelines.load_collect_config(
-            config,
+    cfg = load_or_fail(
+        pipelines.load_config,
+        pipelines.CollectConfig,
+        pipelines.qualify_config(config, "data"),
+        overrides or [],
+        values=options_to_values(
             env=env,
             size=size,
             seed=seed,
             action_noise=action_noise,
             num_envs=num_envs,
             chunk_steps=chunk_steps,
-        )
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from e
+        ),
+    )
     path = pipelines.run_collect(cfg, out)
     typer.echo(f"wrote {cfg.size} transitions of {cfg.env} to {path}")
 

@@ -3,41 +3,61 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-app = typer.Typer(help="Differentially private synthetic offline-RL datasets (PrivORL).", no_args_is_help=True)
+from privrl_jax.cli._common import SetOption, config_option, load_or_fail
 
-QUICKSTART_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "privorl_n" / "quickstart.yaml"
+if TYPE_CHECKING:
+    from privrl_jax.pipelines._config import ConfigSource
+
+app = typer.Typer(
+    help="Differentially private synthetic offline-RL datasets (PrivORL).",
+    no_args_is_help=True,
+)
+
+# Shipped inside the package (privrl_jax/configs/privorl_n/quickstart.yaml), so a wheel
+# install runs the same quickstart as a source checkout.
+QUICKSTART_CONFIG = "privorl_n/quickstart"
 
 
-def _run(config: Path | None, overrides: list[str], out: Path) -> None:
-    from privrl_jax.pipelines import privorl_n  # noqa: PLC0415  (keeps `privrl --help` fast)
+def _run(config: ConfigSource | None, overrides: list[str], out: Path) -> None:
+    from privrl_jax.pipelines import privorl_n  # here: keeps `privrl --help` fast
 
-    try:
-        cfg = privorl_n.load(config, overrides)
-    except ValueError as e:
-        typer.secho(f"error: {e}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(code=2) from None
+    cfg = load_or_fail(privorl_n.load, config, overrides)
     report = privorl_n.run(cfg, out)
     typer.echo(privorl_n.render_markdown(report))
     typer.echo(f"wrote {out}/report.md, report.json, synthetic.hdf5, ledger.json")
 
 
+def quickstart_config() -> ConfigSource:
+    """The shipped quickstart config; a missing one is an error, never a fallback."""
+    from privrl_jax import pipelines
+
+    return load_or_fail(pipelines.shipped_config, QUICKSTART_CONFIG)
+
+
 @app.command()
 def transitions(
-    config: Path = typer.Option(None, "--config", help="YAML config (see configs/privorl_n/)."),
-    overrides: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
-    out: Path = typer.Option(..., "--out", help="Run directory (rerun the same command to resume)."),
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Run directory (rerun the same command to resume)."),
+    ],
+    config: Annotated[str | None, config_option("privorl_n")] = None,
+    overrides: SetOption = None,
 ) -> None:
     """PrivORL-n: pre-train on public data, DP fine-tune on sensitive data, sample, evaluate."""
-    _run(config, overrides, out)
+    from privrl_jax import pipelines
+
+    _run(pipelines.qualify_config(config, "privorl_n"), overrides or [], out)
 
 
 def quickstart(
-    out: Path = typer.Option(Path("runs/quickstart"), "--out", help="Run directory."),
-    overrides: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
+    out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path(
+        "runs/quickstart"
+    ),
+    overrides: SetOption = None,
 ) -> None:
     """CPU-sized PrivORL-n on the embedded mazes (public: medium + large, sensitive: umaze), eps = 10."""
-    config = QUICKSTART_CONFIG if QUICKSTART_CONFIG.exists() else None
-    _run(config, overrides, out)
+    _run(quickstart_config(), overrides or [], out)

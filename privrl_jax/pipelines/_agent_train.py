@@ -21,6 +21,7 @@ import numpy as np
 
 from privrl_jax import agents, envs
 from privrl_jax.data import load_hdf5
+from privrl_jax.pipelines._config import coerce_fields
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -38,23 +39,34 @@ class AgentTrainConfig:
       eval_every: evaluation period in updates (multiple of chunk_size); None:
         about ten evaluations per run.
       eval_episodes: episodes per evaluation.
-      agent_overrides: config fields of the agent, e.g. {"alpha": 2.5}.
+      agent: fields of the algorithm's config (`agents.TD3BCConfig`, ...) that
+        differ from CORL's defaults, e.g. {"alpha": 2.5}; `--set agent.alpha=2.5`
+        on the command line.
     """
 
     algo: str
     dataset: str
     env: str
-    steps: int
+    steps: int = 100_000
     seed: int = 0
     batch_size: int = 256
     chunk_size: int = 1000
     eval_every: int | None = None
     eval_episodes: int = 100
-    agent_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    agent: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if self.algo not in agents.ALGORITHMS:
             raise ValueError(f"algo={self.algo!r}: expected one of {sorted(agents.ALGORITHMS)}")
+        # Checked and typed here, before the dataset loads, with the same messages as
+        # every other config key (YAML lists become the tuples the agents expect).
+        _, agent_config = agents.ALGORITHMS[self.algo]
+        agent = coerce_fields(agent_config, self.agent, prefix="agent.")
+        try:
+            agent_config(**agent)  # the agent config's own value checks
+        except ValueError as e:
+            raise ValueError(f"agent ({self.algo} config): {e}") from None
+        object.__setattr__(self, "agent", agent)
         for name in ("steps", "batch_size", "chunk_size", "eval_episodes"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value > 0):
@@ -93,7 +105,7 @@ def run_agent_train(config: AgentTrainConfig, out_dir: str | os.PathLike) -> dic
     """
     env, env_params = envs.make(config.env)  # validates the env name first
     dataset = load_hdf5(config.dataset)
-    overrides = dict(config.agent_overrides)
+    overrides = dict(config.agent)
     if "max_action" not in overrides and hasattr(env, "action_space"):
         high = np.asarray(getattr(env.action_space(env_params), "high", 1.0))
         overrides["max_action"] = float(np.max(high))

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
 
 import jax
-import yaml
 from tqdm import tqdm
 
 from privrl_jax import data as data_lib
@@ -16,7 +14,7 @@ from privrl_jax import envs
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CollectConfig:
-    """What `run_collect` collects.
+    """What `run_collect` collects; load it with `load_config(CollectConfig, ...)`.
 
     Attributes:
       env: maze2d task name.
@@ -52,30 +50,6 @@ class CollectConfig:
             raise ValueError(
                 f"action_noise must be a number >= 0, got {self.action_noise!r}"
             )
-
-
-def load_collect_config(
-    path: str | os.PathLike | None = None, **overrides: Any
-) -> CollectConfig:
-    """Reads a YAML config (optional) and applies non-None overrides.
-
-    Raises:
-      ValueError: unknown keys or invalid values.
-    """
-    values: dict[str, Any] = {}
-    if path is not None:
-        with open(path) as f:
-            values = yaml.safe_load(f) or {}
-        if not isinstance(values, dict):
-            raise ValueError(f"config {os.fspath(path)!r} must be a YAML mapping")
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    fields = {f.name for f in dataclasses.fields(CollectConfig)}
-    unknown = sorted(set(values) - fields)
-    if unknown:
-        raise ValueError(
-            f"unknown config keys {unknown}; valid keys are {sorted(fields)}"
-        )
-    return CollectConfig(**values)
 
 
 def run_collect(

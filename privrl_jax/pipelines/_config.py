@@ -1,10 +1,23 @@
-"""Nested frozen-dataclass configs loaded from YAML with ``key=value`` overrides."""
+"""The one config loader of every command: YAML + ``section.key=value`` overrides.
+
+A config is a (nested) frozen dataclass. ``load_config`` reads it from a YAML file or
+from a config shipped inside the package (``privrl_jax/configs/<group>/<name>.yaml``,
+named ``<group>/<name>``), applies typed values (command-line options), then ``--set``
+overrides whose values are parsed as YAML, and checks every key and type. Every error is
+a one-line ``ValueError`` that names the key and says what is expected.
+"""
 
 from __future__ import annotations
 
+import collections.abc
+import copy
 import dataclasses
+import os
 import types
 import typing
+from collections.abc import Iterable, Mapping
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,28 +25,117 @@ import yaml
 
 T = TypeVar("T")
 
+ConfigSource = str | os.PathLike | Traversable
+
+
+def _shipped_root() -> Traversable:
+    return resources.files("privrl_jax").joinpath("configs")
+
+
+def shipped_configs() -> list[str]:
+    """Names (``group/name``) of the YAML configs that ship inside the package."""
+    root = _shipped_root()
+    if not root.is_dir():
+        return []
+    return sorted(
+        f"{group.name}/{f.name.removesuffix('.yaml')}"
+        for group in root.iterdir()
+        if group.is_dir()
+        for f in group.iterdir()
+        if f.name.endswith(".yaml")
+    )
+
+
+def shipped_config(name: str) -> Traversable:
+    """The shipped config ``name`` (``privorl_n/quickstart``, ``.yaml`` optional).
+
+    Raises:
+      ValueError: the package holds no such config (a bad name or a broken install).
+    """
+    name = name.removesuffix(".yaml")
+    if name not in shipped_configs():
+        raise ValueError(
+            f"no shipped config {name!r}; the package ships {shipped_configs()} "
+            "(if this list lacks one it should have, reinstall privrl_jax)."
+        )
+    return _shipped_root().joinpath(*f"{name}.yaml".split("/"))
+
+
+def qualify_config(
+    spec: str | os.PathLike | None, group: str
+) -> str | os.PathLike | None:
+    """``spec`` as ``load_config`` should get it from a command of ``group``.
+
+    An existing file is kept; a bare shipped name (``quickstart``) becomes
+    ``group/quickstart`` when that config ships; anything else is returned unchanged,
+    so ``load_config`` reports it.
+    """
+    if spec is None or Path(spec).is_file():
+        return spec
+    name = os.fspath(spec).removesuffix(".yaml")
+    if "/" not in name and f"{group}/{name}" in shipped_configs():
+        return f"{group}/{name}"
+    return spec
+
+
+def _read_yaml(source: ConfigSource) -> dict[str, Any]:
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if path.is_file():
+            source = path
+        elif path.exists():
+            raise ValueError(f"config {os.fspath(source)!r} is not a file.")
+        elif os.fspath(source).removesuffix(".yaml") in shipped_configs():
+            source = shipped_config(os.fspath(source))
+        else:
+            raise ValueError(
+                f"config {os.fspath(source)!r} is neither a YAML file nor a shipped "
+                "config; "
+                f"shipped configs: {shipped_configs()}."
+            )
+    try:
+        data = yaml.safe_load(source.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"config {source}: not valid YAML ({_one_line(e)}).") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"config {source} must hold a mapping at the top level.")
+    return data
+
+
+def _one_line(err: Exception) -> str:
+    # PyYAML's messages span lines and quote the input; the problem alone is enough.
+    return " ".join(str(getattr(err, "problem", None) or err).split())
+
+
+def _is_sequence_type(tp: Any) -> bool:
+    return typing.get_origin(tp) in (tuple, collections.abc.Sequence)
+
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise ValueError(f"config section {where!r} must be a mapping; got {value!r}.")
+            raise ValueError(
+                f"config section {where!r} must be a mapping; got {value!r}."
+            )
         return from_dict(tp, value, prefix=f"{where}.")
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
         return _coerce(value, inner[0], where)
-    if origin is tuple:
+    if _is_sequence_type(tp):
+        # YAML lists become tuples: configs are frozen and hashable (jit static args).
         if not isinstance(value, (list, tuple)):
             value = [value]
-        return tuple(_coerce(v, args[0], where) for v in value)
+        return tuple(_coerce(v, args[0], where) if args else v for v in value)
     if tp is float:
         if isinstance(value, str) and value.lower() in ("inf", "infinity", ".inf"):
             return float("inf")
         if isinstance(value, str):
-            # YAML 1.1 reads "1e-3" (no dot) as a string; a float field takes it as the number it spells.
+            # YAML 1.1 reads "1e-3" (no dot) as a string; a float field takes it as
+            # the number it spells.
             try:
                 return float(value)
             except ValueError:
@@ -52,17 +154,42 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
-def from_dict(cls: type[T], data: dict[str, Any], *, prefix: str = "") -> T:
-    """Builds dataclass ``cls`` from a nested dict; unknown keys are errors that list valid ones."""
+def coerce_fields(
+    cls: type, data: Mapping[str, Any], *, prefix: str = ""
+) -> dict[str, Any]:
+    """``data`` checked against dataclass ``cls``'s fields and converted to their types.
+
+    Raises:
+      ValueError: an unknown key (the message lists the valid ones) or a value of the
+        wrong type.
+    """
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = set(data) - names
     if unknown:
         raise ValueError(
-            f"unknown config key(s) {sorted(prefix + k for k in unknown)}; valid keys here: "
-            f"{sorted(prefix + n for n in names)}."
+            f"unknown config key(s) {sorted(prefix + k for k in unknown)}; "
+            f"valid keys here: {sorted(prefix + n for n in names)}."
         )
-    kwargs = {k: _coerce(v, hints[k], prefix + k) for k, v in data.items()}
+    return {k: _coerce(v, hints[k], prefix + k) for k, v in data.items()}
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
+    """Builds dataclass ``cls`` from a nested dict; unknown, missing keys are errors."""
+    kwargs = coerce_fields(cls, data, prefix=prefix)
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.init
+        and f.name not in kwargs
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ValueError(
+            f"missing config key(s) {[prefix + k for k in missing]}: give them in "
+            "the YAML config, as options, or with --set KEY=VALUE."
+        )
     return cls(**kwargs)
 
 
@@ -79,31 +206,58 @@ def to_dict(config: Any) -> dict[str, Any]:
     return plain(dataclasses.asdict(config))
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Applies ``section.key=value`` strings (values parsed as YAML) to a nested dict copy."""
-    data = yaml.safe_load(yaml.safe_dump(data)) or {}
+def _set_path(data: dict[str, Any], path: str, value: Any, item: str) -> None:
+    *parents, leaf = path.strip().split(".")
+    if not all([*parents, leaf]):
+        raise ValueError(f"override {item!r} must look like section.key=value.")
+    node = data
+    for p in parents:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"override {item!r}: {p!r} is not a config section.")
+    node[leaf] = value
+
+
+def apply_overrides(
+    data: Mapping[str, Any], overrides: Iterable[str]
+) -> dict[str, Any]:
+    """Applies ``section.key=value`` strings (YAML values) to a copy of ``data``."""
+    data = copy.deepcopy(dict(data))
     for item in overrides:
         if "=" not in item:
             raise ValueError(f"override {item!r} must look like section.key=value.")
         path, raw = item.split("=", 1)
-        node = data
-        *parents, leaf = path.strip().split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ValueError(f"override {item!r}: {p!r} is not a config section.")
-        node[leaf] = yaml.safe_load(raw)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise ValueError(
+                f"override {item!r}: the value is not valid YAML ({_one_line(e)})."
+            ) from None
+        _set_path(data, path, value, item)
     return data
 
 
-def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] = ()) -> T:
-    """Loads ``cls`` from a YAML file (or its defaults) plus ``--set`` style overrides."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if not path.exists():
-            raise ValueError(f"config file {path} does not exist (see configs/ for examples).")
-        data = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"config file {path} must hold a mapping at the top level.")
-    return from_dict(cls, apply_overrides(data, list(overrides)))
+def load_config(
+    cls: type[T],
+    path: ConfigSource | None = None,
+    overrides: Iterable[str] = (),
+    *,
+    values: Mapping[str, Any] | None = None,
+) -> T:
+    """Loads dataclass ``cls``: YAML, then typed ``values``, then ``--set`` overrides.
+
+    Args:
+      cls: the (nested) config dataclass.
+      path: a YAML file, or the name of a shipped config (``privorl_n/quickstart``, see
+        `shipped_configs`); None: the dataclass defaults.
+      overrides: ``section.key=value`` strings; values are parsed as YAML.
+      values: already-typed values keyed by dotted path (command-line options); the
+        overrides apply after them.
+
+    Raises:
+      ValueError: a missing config, bad YAML, an unknown key or a bad value (one line).
+    """
+    data = _read_yaml(path) if path is not None else {}
+    for key, value in (values or {}).items():
+        _set_path(data, key, value, f"{key}={value!r}")
+    return from_dict(cls, apply_overrides(data, overrides))

@@ -1,0 +1,120 @@
+"""The one config loader and `--set` grammar that every `privrl` command uses."""
+
+import dataclasses
+
+import pytest
+import yaml
+
+from privrl_jax import pipelines
+from privrl_jax.pipelines import AgentTrainConfig, CollectConfig, load_config
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Inner:
+    rate: float = 0.5
+    dims: tuple[int, ...] = (1,)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Outer:
+    name: str
+    steps: int = 10
+    inner: _Inner = _Inner()
+
+
+def test_yaml_then_values_then_set(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: a\nsteps: 1\ninner: {rate: 0.1, dims: [2, 3]}\n")
+    cfg = load_config(_Outer, path, ["inner.rate=1e-3"], values={"steps": 7})
+    assert cfg == _Outer(name="a", steps=7, inner=_Inner(rate=1e-3, dims=(2, 3)))
+    # --set is applied after the typed values: it wins.
+    assert load_config(_Outer, path, ["steps=9"], values={"steps": 7}).steps == 9
+    # YAML values: lists become tuples, a scalar for a tuple field becomes a 1-tuple.
+    assert load_config(_Outer, path, ["inner.dims=[4,5,6]"]).inner.dims == (4, 5, 6)
+    assert load_config(_Outer, path, ["inner.dims=8"]).inner.dims == (8,)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "stepz=1",
+            "unknown config key(s) ['stepz']; valid keys here: ['inner', 'name'",
+        ),
+        (
+            "inner.x=1",
+            "unknown config key(s) ['inner.x']; valid keys here: ['inner.dims'",
+        ),
+        ("steps=ten", "config key 'steps' must be an integer; got 'ten'."),
+        ("inner.rate=[1", "override 'inner.rate=[1': the value is not valid YAML"),
+        ("inner=3", "config section 'inner' must be a mapping; got 3."),
+        ("name.x=1", "override 'name.x=1': 'name' is not a config section."),
+        ("steps.x=1", "config key 'steps' must be an integer; got {'x': 1}."),
+        ("steps", "override 'steps' must look like section.key=value."),
+        ("inner.=1", "override 'inner.=1' must look like section.key=value."),
+    ],
+)
+def test_bad_overrides_give_one_line_errors(override, message):
+    with pytest.raises(ValueError) as e:
+        load_config(_Outer, None, ["name=a", override])
+    assert str(e.value).startswith(message)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_required_keys_are_named():
+    with pytest.raises(ValueError, match=r"missing config key\(s\) \['name'\]"):
+        load_config(_Outer)
+
+
+def test_missing_and_malformed_config_files(tmp_path):
+    with pytest.raises(ValueError, match="neither a YAML file nor a shipped config"):
+        load_config(_Outer, tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(ValueError, match="not valid YAML") as e:
+        load_config(_Outer, bad)
+    assert "\n" not in str(e.value)
+    bad.write_text("- a list\n")
+    with pytest.raises(ValueError, match="mapping at the top level"):
+        load_config(_Outer, bad)
+
+
+def test_shipped_configs_are_listed_and_load_by_name():
+    names = pipelines.shipped_configs()
+    assert {"privorl_n/quickstart", "privorl_n/umaze", "data/maze2d-umaze"} <= set(
+        names
+    )
+    text = pipelines.shipped_config("data/maze2d-large.yaml").read_text()
+    assert yaml.safe_load(text)["size"] == 4_000_000
+    cfg = load_config(CollectConfig, "data/maze2d-medium", ["seed=3"])
+    assert (cfg.env, cfg.size, cfg.seed) == ("maze2d-medium", 2_000_000, 3)
+    with pytest.raises(ValueError, match=r"no shipped config 'privorl_n/nope'"):
+        pipelines.shipped_config("privorl_n/nope")
+
+
+def test_qualify_config_prefers_files_then_the_commands_group(tmp_path, monkeypatch):
+    assert pipelines.qualify_config("quickstart", "privorl_n") == "privorl_n/quickstart"
+    assert pipelines.qualify_config("maze2d-umaze.yaml", "data") == "data/maze2d-umaze"
+    assert pipelines.qualify_config("data/test", "privorl_n") == "data/test"
+    assert pipelines.qualify_config(None, "data") is None
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "quickstart").write_text("seed: 1\n")  # a local file wins over a name
+    assert pipelines.qualify_config("quickstart", "privorl_n") == "quickstart"
+
+
+def test_agent_section_is_typed_and_checked_against_the_algorithm():
+    base = {"algo": "td3bc", "dataset": "d.hdf5", "env": "maze2d-umaze"}
+    cfg = load_config(
+        AgentTrainConfig,
+        None,
+        ["agent.hidden_dims=[16, 16]", "agent.alpha=3"],
+        values=base,
+    )
+    assert cfg.agent == {"hidden_dims": (16, 16), "alpha": 3.0}
+    assert cfg.steps == 100_000 and cfg.batch_size == 256
+    with pytest.raises(
+        ValueError, match=r"unknown config key\(s\) \['agent.expectile'\]"
+    ):
+        load_config(AgentTrainConfig, None, ["agent.expectile=0.7"], values=base)
+    with pytest.raises(ValueError, match=r"agent \(td3bc config\): actor_lr"):
+        load_config(AgentTrainConfig, None, ["agent.actor_lr=-1"], values=base)
