@@ -1,0 +1,125 @@
+"""The package stands alone: its YAML configs ship in the wheel and load from it."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "privrl_jax" / "configs"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel built from a copy of the source tree (the checkout itself is untouched:
+    building in place would rewrite its egg-info and build/ under a running suite)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
+    shutil.copytree(ROOT / "privrl_jax", src / "privrl_jax", ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", "dist", "."]
+    subprocess.run(cmd, cwd=src, check=True, capture_output=True)
+    (path,) = (src / "dist").glob("privrl_jax-*.whl")
+    return path
+
+
+def test_wheel_ships_every_yaml_config(wheel):
+    shipped = {
+        f"privrl_jax/configs/{p.relative_to(CONFIGS).as_posix()}"
+        for p in CONFIGS.rglob("*.yaml")
+    }
+    assert "privrl_jax/configs/privorl_n/quickstart.yaml" in shipped
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        assert shipped <= names
+        quickstart = z.read("privrl_jax/configs/privorl_n/quickstart.yaml")
+    assert quickstart == (CONFIGS / "privorl_n" / "quickstart.yaml").read_bytes()
+
+
+# Runs in the fresh venv: `privrl quickstart` up to the pipeline call, which is stubbed
+# (the real run takes minutes); prints where the package and its config came from.
+_QUICKSTART_PROBE = textwrap.dedent(
+    """
+    import json
+    from typer.testing import CliRunner
+    import privrl_jax
+    from privrl_jax.cli import synth
+    from privrl_jax.cli.main import app
+    from privrl_jax.pipelines import privorl_n
+    from privrl_jax.pipelines._config import to_dict
+
+    seen = {}
+    def fake_run(cfg, out):
+        seen["cfg"] = cfg
+        return {}
+    privorl_n.run = fake_run
+    privorl_n.render_markdown = lambda report: ""
+    result = CliRunner().invoke(app, ["quickstart", "--out", "run"])
+    print(json.dumps({
+        "exit_code": result.exit_code, "output": result.output,
+        "package": privrl_jax.__file__,
+        "config_file": str(synth.quickstart_config()),
+        "config": to_dict(seen["cfg"]) if "cfg" in seen else None,
+    }))
+    """
+)
+
+
+def _assert_has_values(resolved: dict, expected: dict, where: str = "") -> None:
+    for key, value in expected.items():
+        if isinstance(value, dict):
+            _assert_has_values(resolved[key], value, f"{where}{key}.")
+        else:
+            assert resolved[key] == value, f"{where}{key}"
+
+
+@pytest.mark.slow  # a venv, pip and a jax import: about 15 s on 2 cores
+def test_non_editable_install_runs_the_shipped_quickstart_config(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    # --system-site-packages: jax & co. come from this environment, privrl_jax from
+    # the wheel (the venv's site-packages precedes the editable install's finder).
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True
+    )
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    help_text = subprocess.run(
+        [venv / "bin" / "privrl", "--help"],
+        cwd=elsewhere,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "quickstart" in help_text
+    proc = subprocess.run(
+        [python, "-c", _QUICKSTART_PROBE],
+        cwd=elsewhere,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    probe = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert probe["exit_code"] == 0, probe["output"]
+    assert probe["package"].startswith(str(venv)), probe["package"]
+    assert probe["config_file"].startswith(str(venv)), probe["config_file"]
+    expected = yaml.safe_load((CONFIGS / "privorl_n" / "quickstart.yaml").read_text())
+    _assert_has_values(probe["config"], expected)
+    assert probe["config"]["data"]["sensitive_size"] == 100_000
