@@ -16,4 +16,4 @@ def test_import_contracts_are_kept(monkeypatch):
     exit_code = cli.lint_imports(
         config_filename=str(PYPROJECT), no_cache=True, no_logo=True
     )
-    assert exit_code == cli.EXIT_STATUS_SUCCESS, "a layer contract is broken; see stdout"
+    assert exit_code == cli.EXIT_STATUS_SUCCESS, "a contract is broken; see stdout"

@@ -30,7 +30,9 @@ _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 def uniform_init(scale: float) -> nn.initializers.Initializer:
     """U(-scale, scale), the small output-layer init of SAC-N/EDAC (CORL)."""
 
-    def init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32) -> jax.Array:
+    def init(
+        key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32
+    ) -> jax.Array:
         return jax.random.uniform(key, shape, dtype, -scale, scale)
 
     return init
@@ -56,7 +58,9 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         for width in self.hidden_dims:
-            x = nn.Dense(width, kernel_init=torch_kernel_init, bias_init=self.hidden_bias_init)(x)
+            x = nn.Dense(
+                width, kernel_init=torch_kernel_init, bias_init=self.hidden_bias_init
+            )(x)
             x = nn.relu(x)
         return nn.Dense(
             self.out_dim, kernel_init=self.out_kernel_init, bias_init=self.out_bias_init
@@ -182,7 +186,9 @@ def sample_tanh_gaussian(
     return max_action * tanh_u, log_prob
 
 
-def init_ensemble(module: nn.Module, key: jax.Array, num: int, *example: jax.Array) -> PyTree:
+def init_ensemble(
+    module: nn.Module, key: jax.Array, num: int, *example: jax.Array
+) -> PyTree:
     """Initialises `num` independent copies of `module`, stacked on a leading axis."""
     return jax.vmap(lambda k: module.init(k, *example))(jax.random.split(key, num))
 
