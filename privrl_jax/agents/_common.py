@@ -12,16 +12,19 @@ from typing import Any, NamedTuple, Protocol, TypeAlias
 
 import chex
 import jax
-import jax.numpy as jnp
 
-from privrl_jax.data import Normalizer, Transitions, fit_normalizer
+from privrl_jax.data import DEFAULT_MIN_SCALE, Normalizer, Transitions, fit_normalizer
 
 PyTree: TypeAlias = Any
 Metrics: TypeAlias = dict[str, jax.Array]
 
 def fit_state_normalizer(observations: jax.Array, enabled: bool) -> Normalizer:
     """The agent's state normaliser: fitted on the training observations [N, obs_dim]
-    (CORL's `normalize=True`, `compute_mean_std(..., eps=1e-3)`), or the identity.
+    (CORL's `normalize=True`), or the identity.
+
+    The scale is the std floored at 1e-3 (`data.fit_normalizer`), not CORL's
+    `std + 1e-3`: one normaliser rule for the package; scales differ from CORL's by at
+    most 1e-3 per feature.
 
     Stored in the agent state and applied in every update and at evaluation time, so
     the policy sees the same input scale in the environment as in training.
@@ -32,13 +35,13 @@ def fit_state_normalizer(observations: jax.Array, enabled: bool) -> Normalizer:
     """
     chex.assert_rank(observations, 2)
     if enabled:
-        return fit_normalizer(observations, eps=1e-3)
+        return fit_normalizer(observations, min_scale=DEFAULT_MIN_SCALE)
     return identity_normalizer(observations.shape[1])
 
 
 def identity_normalizer(obs_dim: int) -> Normalizer:
     """A normaliser that leaves observations unchanged."""
-    return Normalizer(mean=jnp.zeros((obs_dim,)), std=jnp.ones((obs_dim,)))
+    return Normalizer.identity(obs_dim)
 
 
 def polyak_update(target: PyTree, online: PyTree, tau: jax.typing.ArrayLike) -> PyTree:

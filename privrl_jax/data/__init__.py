@@ -10,7 +10,12 @@ from privrl_jax.data._hdf5 import (
     read_hdf5_metadata,
     save_hdf5,
 )
-from privrl_jax.data._normalization import Normalizer, fit_normalizer
+from privrl_jax.data._normalization import (
+    DEFAULT_MIN_SCALE,
+    Normalizer,
+    fit_normalizer,
+    normalizer_from_bounds,
+)
 from privrl_jax.data._trajectories import (
     episode_boundaries,
     trajectories_to_transitions,
@@ -20,6 +25,7 @@ from privrl_jax.data._types import TRANSITION_FIELDS, Trajectories, Transitions
 from privrl_jax.data._validation import validate_transitions
 
 __all__ = [
+    "DEFAULT_MIN_SCALE",
     "TRANSITION_FIELDS",
     "Normalizer",
     "Trajectories",
@@ -28,6 +34,7 @@ __all__ = [
     "episode_boundaries",
     "fit_normalizer",
     "load_hdf5",
+    "normalizer_from_bounds",
     "read_hdf5_metadata",
     "save_hdf5",
     "trajectories_to_transitions",

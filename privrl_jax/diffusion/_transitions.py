@@ -1,4 +1,4 @@
-"""Transitions <-> flat vectors for the synthesizer, and the data normaliser.
+"""Transitions <-> flat vectors for the synthesizer, and fitting the data normaliser.
 
 A transition (s, a, r, s', done) is flattened in that order; each declared discrete
 dimension is replaced in place by its one-hot block before training and mapped back
@@ -11,14 +11,20 @@ DP mechanism.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from privrl_jax.data import Transitions
+from privrl_jax.data import (
+    DEFAULT_MIN_SCALE,
+    Normalizer,
+    Transitions,
+    fit_normalizer,
+    normalizer_from_bounds,
+)
 
 Field = Literal["observations", "actions", "rewards", "terminals"]
 _FIELDS = ("observations", "actions", "rewards", "terminals")
@@ -252,30 +258,24 @@ def unflatten_transitions(encoded: jax.Array, layout: TransitionLayout) -> Trans
     )
 
 
-class Normaliser(NamedTuple):
-    """Affine normaliser x_norm = (x - shift) / scale, per encoded dimension.
-
-    Attributes:
-      shift: [d].
-      scale: [d], > 0.
-    """
-
-    shift: jax.Array
-    scale: jax.Array
+# The package has one normaliser class, `data.Normalizer`; the British-spelt names
+# below are this module's API from before, kept so callers need not change.
+Normaliser = Normalizer
+normaliser_from_bounds = normalizer_from_bounds
 
 
 def fit_normaliser_on_public(
     public: jax.typing.ArrayLike,
     *,
     one_hot_mask: jax.typing.ArrayLike | None = None,
-    min_scale: float = 1e-3,
-) -> Normaliser:
+    min_scale: float = DEFAULT_MIN_SCALE,
+) -> Normalizer:
     """Standardises each dimension with the mean and std of PUBLIC data.
 
     Only pass public (non-sensitive) data: the statistics are used without DP.
     One-hot coordinates (``one_hot_mask``) are left as {0, 1} (shift 0, scale 1),
-    like SynthER's unnormalised terminals. Dimensions whose public std is below
-    ``min_scale`` get scale ``min_scale`` instead of dividing by ~0.
+    like SynthER's unnormalised terminals. The scale is the std floored at
+    ``min_scale`` (`data.fit_normalizer`, whose docstring says why).
 
     Args:
       public: public encoded transitions, [N, d], N >= 2, finite.
@@ -283,57 +283,30 @@ def fit_normaliser_on_public(
       min_scale: floor on the scale.
 
     Returns:
-      A `Normaliser`.
+      A `Normalizer` (alias `Normaliser`).
 
     Raises:
-      ValueError: on a wrong rank, fewer than 2 rows, or non-finite values.
+      ValueError: on a wrong rank, fewer than 2 rows, non-finite values, or a
+        one_hot_mask of the wrong shape.
     """
     public = np.asarray(public, np.float64)
     if public.ndim != 2 or public.shape[0] < 2:
         raise ValueError(f"public must have shape [N >= 2, d], got {public.shape}.")
     if not np.all(np.isfinite(public)):
         raise ValueError("public contains NaN or inf values.")
-    shift = public.mean(0)
-    scale = np.maximum(public.std(0), min_scale)
-    if one_hot_mask is not None:
-        mask = np.asarray(one_hot_mask, bool)
-        if mask.shape != shift.shape:
-            raise ValueError(
-                f"one_hot_mask has shape {mask.shape}, expected {shift.shape}."
-            )
-        shift = np.where(mask, 0.0, shift)
-        scale = np.where(mask, 1.0, scale)
-    return Normaliser(jnp.asarray(shift, jnp.float32), jnp.asarray(scale, jnp.float32))
-
-
-def normaliser_from_bounds(
-    low: jax.typing.ArrayLike, high: jax.typing.ArrayLike
-) -> Normaliser:
-    """Maps declared bounds [low, high] per dimension affinely onto [-1, 1].
-
-    Raises:
-      ValueError: if shapes differ or any high <= low.
-    """
-    low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
-    if low.shape != high.shape or low.ndim != 1:
+    if one_hot_mask is not None and np.shape(one_hot_mask) != public.shape[1:]:
         raise ValueError(
-            f"low and high must be equal-shape vectors, got {low.shape}, {high.shape}."
+            f"one_hot_mask has shape {np.shape(one_hot_mask)}, "
+            f"expected {public.shape[1:]}."
         )
-    if not np.all(high > low):
-        raise ValueError(
-            f"need high > low in every dimension; got low={low}, high={high}."
-        )
-    return Normaliser(
-        jnp.asarray((low + high) / 2, jnp.float32),
-        jnp.asarray((high - low) / 2, jnp.float32),
-    )
+    return fit_normalizer(public, min_scale=min_scale, identity_mask=one_hot_mask)
 
 
-def normalise(normaliser: Normaliser, x: jax.Array) -> jax.Array:
-    """(x - shift) / scale for ``x [..., d]``."""
-    return (x - normaliser.shift) / normaliser.scale
+def normalise(normaliser: Normalizer, x: jax.typing.ArrayLike) -> jax.Array:
+    """(x - shift) / scale for ``x [..., d]``; `Normalizer.normalize`."""
+    return normaliser.normalize(x)
 
 
-def denormalise(normaliser: Normaliser, x: jax.Array) -> jax.Array:
-    """x * scale + shift for ``x [..., d]``."""
-    return x * normaliser.scale + normaliser.shift
+def denormalise(normaliser: Normalizer, x: jax.typing.ArrayLike) -> jax.Array:
+    """x * scale + shift for ``x [..., d]``; `Normalizer.denormalize`."""
+    return normaliser.denormalize(x)

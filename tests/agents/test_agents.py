@@ -42,14 +42,16 @@ def test_normaliser_is_fitted_on_the_training_data_and_used_by_act(algo):
     data = data.replace(observations=3.0 + 5.0 * data.observations)
     agent = _tiny_agent(algo)
     state = agent.init(jax.random.key(1), data)
-    np.testing.assert_allclose(state.normalizer.mean, data.observations.mean(0), rtol=1e-5)
+    obs = np.asarray(data.observations)
+    np.testing.assert_allclose(state.normalizer.shift, obs.mean(0), rtol=1e-5)
+    # The package's rule: the std floored at 1e-3 (here far above it), not std + 1e-3.
     np.testing.assert_allclose(
-        state.normalizer.std, data.observations.std(0) + 1e-3, rtol=1e-5
+        state.normalizer.scale, np.maximum(obs.std(0), 1e-3), rtol=1e-5
     )
     # act() must normalise: shifting the stored statistics with the inputs leaves the
     # actions unchanged.
     shifted = state.replace(
-        normalizer=state.normalizer.replace(mean=state.normalizer.mean + 7.0)
+        normalizer=state.normalizer.replace(shift=state.normalizer.shift + 7.0)
     )
     np.testing.assert_allclose(
         agent.act(shifted, data.observations[:8] + 7.0),

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from privrl_jax import diffusion
+from privrl_jax import data, diffusion
 from privrl_jax.data import Transitions
 
 LAYOUT = diffusion.TransitionLayout(
@@ -126,13 +126,31 @@ def test_normaliser_fitted_on_public_data():
 
 
 def test_normaliser_floors_constant_dims_and_validates():
-    public = np.stack([np.ones(10), np.arange(10.0)], 1)
+    near_constant = 0.5 + 1e-3 * (np.arange(10) % 2)  # std 5e-4
+    public = np.stack([np.ones(10), np.arange(10.0), near_constant], 1)
     norm = diffusion.fit_normaliser_on_public(public, min_scale=1e-2)
-    assert float(norm.scale[0]) == pytest.approx(1e-2)
+    # By hand: std of 0..9 is sqrt(8.25); the constant column and the one of std 5e-4
+    # are floored at 1e-2 (not std + 1e-2).
+    np.testing.assert_allclose(norm.shift, [1.0, 4.5, 0.5005], rtol=1e-6)
+    np.testing.assert_allclose(norm.scale, [1e-2, np.sqrt(8.25), 1e-2], rtol=1e-6)
+    x = jnp.array([[1.05, 9.0, 0.5005]])
+    z = diffusion.normalise(norm, x)
+    expected = [[5.0, 4.5 / np.sqrt(8.25), 0.0]]
+    np.testing.assert_allclose(z, expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(diffusion.denormalise(norm, z), x, rtol=1e-6)
     with pytest.raises(ValueError, match="NaN"):
         diffusion.fit_normaliser_on_public(np.array([[np.nan], [1.0]]))
     with pytest.raises(ValueError, match="shape"):
         diffusion.fit_normaliser_on_public(np.ones(5))
+
+
+def test_the_normaliser_is_the_data_packages_class():
+    assert diffusion.Normaliser is data.Normalizer
+    norm = diffusion.fit_normaliser_on_public(np.array([[0.0, 1.0], [2.0, 3.0]]))
+    assert isinstance(norm, data.Normalizer)
+    np.testing.assert_array_equal(
+        diffusion.normalise(norm, jnp.ones((1, 2))), norm.normalize(jnp.ones((1, 2)))
+    )
 
 
 def test_normaliser_from_bounds():
