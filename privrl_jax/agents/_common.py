@@ -31,7 +31,8 @@ def fit_state_normalizer(observations: jax.Array, enabled: bool) -> Normalizer:
 
     Privacy: the statistics are those of the training data, used in the clear. That
     is fine for public or DP-synthetic data (PrivORL's use), not for sensitive data
-    (DESIGN.md contract 5): pass `enabled=False` there or normalise with a DP release.
+    (docs/design.md, contract 5): pass `enabled=False` there or normalise with a DP
+    release.
     """
     chex.assert_rank(observations, 2)
     if enabled:

@@ -3,7 +3,7 @@
 Used by the agents (state normalisation, as CORL's `normalize_states`) and by the
 diffusion synthesizer (encoded transitions; `diffusion.fit_normaliser_on_public` is a
 thin wrapper). Privacy: fit only on data whose statistics may be used in the clear
-(public data, or a DP release); see DESIGN.md contract 5.
+(public data, or a DP release); see docs/design.md, contract 5.
 
 Near-constant features. The scale is the std *floored* at `min_scale`,
 `max(std, min_scale)`, not CORL's `std + eps`:

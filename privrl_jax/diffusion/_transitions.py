@@ -3,9 +3,9 @@
 A transition (s, a, r, s', done) is flattened in that order; each declared discrete
 dimension is replaced in place by its one-hot block before training and mapped back
 by argmax after sampling (PrivORL Sec. VI-D, after SynthER). The normaliser is fitted
-on PUBLIC data or built from declared bounds, never on the sensitive data (DESIGN.md
-contract 5): fitting on the sensitive set would release its statistics outside the
-DP mechanism.
+on PUBLIC data or built from declared bounds, never on the sensitive data
+(docs/design.md, contract 5): fitting on the sensitive set would release its
+statistics outside the DP mechanism.
 """
 
 from __future__ import annotations
