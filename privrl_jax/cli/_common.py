@@ -28,7 +28,9 @@ def config_option(group: str | None) -> Any:
         else "a config shipped in the package (GROUP/NAME)"
     )
     return typer.Option(
-        "--config", metavar="FILE|NAME", help=f"A YAML file, or {shipped}."
+        "--config",
+        metavar="FILE|NAME",
+        help=f"A YAML file, or {shipped}. Omitted: the built-in defaults.",
     )
 
 
