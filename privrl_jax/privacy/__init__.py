@@ -8,6 +8,7 @@ from privrl_jax.privacy._accounting import (
     DP_ACCOUNTING_VERSION,
     PLD_DISCRETIZATION,
     EpsilonReport,
+    Neighboring,
     Sampling,
     calibrate_noise_multiplier,
     compute_epsilon,
@@ -22,18 +23,16 @@ from privrl_jax.privacy._aggregation import (
     DPStep,
     DPTrainState,
     add_gaussian_noise,
+    add_noise,
+    add_noise_blocks,
     data_parallel,
     dp_aggregator,
     dpsgd,
     make_dp_step,
+    standard_normal,
 )
-from privrl_jax.privacy._clipping import (
-    ClipMetrics,
-    ClippedGradFn,
-    Neighboring,
-    clip_unit_grads,
-    clipped_grad,
-)
+from privrl_jax.privacy._clip_core import ClipMetrics, clip_unit_blocks, clip_unit_grads
+from privrl_jax.privacy._clipping import ClippedGradFn, ClippedSumFn, clipped_grad, clipped_sum
 from privrl_jax.privacy._ledger import (
     LEDGER_FILE,
     BudgetExceededError,
@@ -42,8 +41,15 @@ from privrl_jax.privacy._ledger import (
     event_from_dict,
     event_to_dict,
 )
-from privrl_jax.privacy._sampling import IndexBatch, PoissonSampler, UniformOneSampler
 from privrl_jax.privacy._ghost import ghost_clipped_grad_sum, ghost_coverage
+from privrl_jax.privacy._plan import DPPlan, GaussianMechanism, effective_noise_multiplier
+from privrl_jax.privacy._sampling import (
+    FullBatchSampler,
+    IndexBatch,
+    PoissonSampler,
+    UniformOneSampler,
+    step_rng,
+)
 
 __all__ = [
     "DP_ACCOUNTING_VERSION",
@@ -53,9 +59,13 @@ __all__ = [
     "BudgetExceededError",
     "ClipMetrics",
     "ClippedGradFn",
+    "ClippedSumFn",
+    "DPPlan",
     "DPStep",
     "DPTrainState",
     "EpsilonReport",
+    "FullBatchSampler",
+    "GaussianMechanism",
     "IndexBatch",
     "Ledger",
     "LedgerError",
@@ -64,18 +74,25 @@ __all__ = [
     "Sampling",
     "UniformOneSampler",
     "add_gaussian_noise",
+    "add_noise",
+    "add_noise_blocks",
     "calibrate_noise_multiplier",
+    "clip_unit_blocks",
     "clip_unit_grads",
     "clipped_grad",
+    "clipped_sum",
     "compute_epsilon",
     "data_parallel",
     "dp_aggregator",
     "dpsgd",
     "dpsgd_epsilon",
     "dpsgd_event",
+    "effective_noise_multiplier",
     "event_from_dict",
     "event_to_dict",
     "make_dp_step",
+    "standard_normal",
+    "step_rng",
     "validate_delta",
     "zcdp_noise_std",
     "zcdp_to_epsilon",

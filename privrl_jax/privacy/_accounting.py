@@ -3,7 +3,7 @@
 Every DP mechanism in privrl_jax is described by a ``dp_accounting.DpEvent``; epsilon comes from
 dp-accounting's RDP or PLD accountant, never from a formula of ours. Inputs are validated *before*
 dp-accounting sees them, because it silently returns epsilon = 0 for delta = NaN or delta > 1 and
-infinity for some tiny deltas (DP_PITFALLS.md, item 12).
+infinity for some tiny deltas (docs/dp_pitfalls.md, item 12).
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import enum
 import importlib.metadata
 import logging
 import math
+import numbers
 import warnings
 from typing import Literal
 
 import dp_accounting
+import numpy as np
 from dp_accounting import pld, rdp
 
 Accountant = Literal["rdp", "pld"]
@@ -29,6 +31,25 @@ PLD_DISCRETIZATION = 1e-4
 DP_ACCOUNTING_VERSION = importlib.metadata.version("dp-accounting")
 
 
+class Neighboring(enum.Enum):
+    """Neighbouring relations between datasets, as dp-accounting names them.
+
+    The relation fixes the L2 sensitivity of a clipped sum: C when one unit is added or removed,
+    2C when one unit is replaced by another (both may point in opposite directions).
+    """
+
+    ADD_OR_REMOVE_ONE = "add_or_remove_one"
+    REPLACE_ONE = "replace_one"
+
+    @property
+    def sensitivity_factor(self) -> float:
+        """Sensitivity of a sum of unit contributions of norm <= C, in units of C."""
+        return 2.0 if self is Neighboring.REPLACE_ONE else 1.0
+
+    def to_dp_accounting(self) -> dp_accounting.NeighboringRelation:
+        return dp_accounting.NeighboringRelation[self.name]
+
+
 class Sampling(str, enum.Enum):
     """How the units of each step are chosen; each scheme has its own dp-accounting event.
 
@@ -37,15 +58,22 @@ class Sampling(str, enum.Enum):
       ``TruncatedSubsampledGaussianDpEvent`` (PLD only).
     - ``UNIFORM_ONE``: one unit drawn uniformly per step (GPOPE), accounted as
       ``SampledWithoutReplacementDpEvent(N, 1, .)`` under the replace-one relation.
+    - ``FULL_BATCH``: every unit every step; each step is a plain ``GaussianDpEvent``.
     """
 
     POISSON = "poisson"
     TRUNCATED_POISSON = "truncated_poisson"
     UNIFORM_ONE = "uniform_one"
+    FULL_BATCH = "full_batch"
+
+
+def _is_real(value) -> bool:
+    """Python or NumPy real scalar (not bool): NumPy ints and floats are accepted everywhere."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def _check_positive(name: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not _is_real(value) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")
 
 
@@ -57,7 +85,7 @@ def validate_delta(delta: float, *, dataset_size: int | None = None) -> None:
       dataset_size: number of privacy units N (trajectories, not transitions, when the unit is a
         trajectory), if known.
     """
-    if not isinstance(delta, (int, float)) or not math.isfinite(delta) or not 0 < delta < 1:
+    if not _is_real(delta) or not math.isfinite(delta) or not 0 < delta < 1:
         raise ValueError(f"delta must be a number in (0, 1); got {delta!r}. Typical: 1e-5 or 1/N^1.1.")
     if dataset_size is not None and delta >= 1.0 / dataset_size:
         warnings.warn(
@@ -69,12 +97,12 @@ def validate_delta(delta: float, *, dataset_size: int | None = None) -> None:
 
 
 def validate_sampling_rate(sampling_rate: float) -> None:
-    if not isinstance(sampling_rate, (int, float)) or not 0 < sampling_rate <= 1:
+    if not _is_real(sampling_rate) or not 0 < sampling_rate <= 1:
         raise ValueError(f"sampling_rate must be in (0, 1]; got {sampling_rate!r} (use batch / N).")
 
 
 def validate_steps(steps: int) -> None:
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+    if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, numbers.Integral) or steps < 1:
         raise ValueError(f"steps must be an int >= 1; got {steps!r}.")
 
 
@@ -87,10 +115,17 @@ def dpsgd_event(
     dataset_size: int | None = None,
     capacity: int | None = None,
 ) -> dp_accounting.DpEvent:
-    """The dp-accounting event of ``steps`` DP-SGD steps (Gaussian noise sigma*C on a clipped sum).
+    """The dp-accounting event of ``steps`` DP-SGD steps (Gaussian noise on a clipped sum).
+
+    ``noise_multiplier`` is dp-accounting's: the noise std over the L2 *sensitivity* of the sum
+    under the scheme's neighbouring relation, never over the clip norm. Under add/remove-one
+    (Poisson) the sensitivity is C, so the noise std is sigma*C; under replace-one (``UNIFORM_ONE``)
+    it is 2C, so the mechanism this event describes adds noise of std 2*sigma*C. Build the noise
+    from the same :class:`~privrl_jax.privacy.DPPlan` that builds this event and the two cannot
+    disagree.
 
     Args:
-      noise_multiplier: sigma > 0, noise std in units of the clip norm.
+      noise_multiplier: sigma > 0, noise std / L2 sensitivity.
       sampling_rate: q in (0, 1]: Poisson inclusion probability (ignored for ``UNIFORM_ONE``, where it
         is 1/N).
       steps: number of noisy releases T >= 1 (empty Poisson batches count too).
@@ -104,10 +139,10 @@ def dpsgd_event(
     _check_positive("noise_multiplier", noise_multiplier)
     validate_steps(steps)
     sampling = Sampling(sampling)
-    gaussian = dp_accounting.GaussianDpEvent(noise_multiplier)
+    gaussian = dp_accounting.GaussianDpEvent(float(noise_multiplier))
     if sampling == Sampling.POISSON:
         validate_sampling_rate(sampling_rate)
-        step = dp_accounting.PoissonSampledDpEvent(sampling_rate, gaussian)
+        step = dp_accounting.PoissonSampledDpEvent(float(sampling_rate), gaussian)
     elif sampling == Sampling.TRUNCATED_POISSON:
         validate_sampling_rate(sampling_rate)
         if dataset_size is None or capacity is None or capacity < 1:
@@ -116,16 +151,18 @@ def dpsgd_event(
                 f"dataset_size={dataset_size!r}, capacity={capacity!r}."
             )
         step = dp_accounting.TruncatedSubsampledGaussianDpEvent(
-            dataset_size=dataset_size,
-            sampling_probability=sampling_rate,
-            truncated_batch_size=capacity,
-            noise_multiplier=noise_multiplier,
+            dataset_size=int(dataset_size),
+            sampling_probability=float(sampling_rate),
+            truncated_batch_size=int(capacity),
+            noise_multiplier=float(noise_multiplier),
         )
+    elif sampling == Sampling.FULL_BATCH:
+        step = gaussian
     else:
         if dataset_size is None or dataset_size < 1:
             raise ValueError(f"uniform one-unit sampling needs dataset_size >= 1; got {dataset_size!r}.")
-        step = dp_accounting.SampledWithoutReplacementDpEvent(dataset_size, 1, gaussian)
-    return dp_accounting.SelfComposedDpEvent(step, steps)
+        step = dp_accounting.SampledWithoutReplacementDpEvent(int(dataset_size), 1, gaussian)
+    return dp_accounting.SelfComposedDpEvent(step, int(steps))
 
 
 def neighboring_relation_for(event: dp_accounting.DpEvent) -> dp_accounting.NeighboringRelation:
@@ -228,7 +265,12 @@ def dpsgd_epsilon(
     dataset_size: int | None = None,
     capacity: int | None = None,
 ) -> EpsilonReport:
-    """Epsilon of ``steps`` DP-SGD steps; shorthand for ``compute_epsilon(dpsgd_event(...))``."""
+    """Epsilon of ``steps`` DP-SGD steps; shorthand for ``compute_epsilon(dpsgd_event(...))``.
+
+    ``noise_multiplier`` is noise std / L2 sensitivity (see :func:`dpsgd_event`): with
+    ``sampling="uniform_one"`` (replace-one) the noise that achieves the returned epsilon has std
+    ``2 * noise_multiplier * C``.
+    """
     event = dpsgd_event(
         noise_multiplier,
         sampling_rate,
@@ -253,6 +295,9 @@ def calibrate_noise_multiplier(
     tol: float = 1e-3,
 ) -> float:
     """Smallest noise multiplier whose epsilon is at most ``target_epsilon`` (``calibrate_dp_mechanism``).
+
+    The result is noise std / L2 sensitivity (see :func:`dpsgd_event`): under ``uniform_one``
+    sampling, add noise of std ``2 * sigma * C``.
 
     The result is dp-accounting's bracketing search (tolerance ``tol`` on sigma), which returns a sigma on
     the private side of the target: recomputing epsilon gives a value <= target_epsilon.

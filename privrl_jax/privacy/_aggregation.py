@@ -7,7 +7,7 @@ The clipped sum from ``_clipping`` goes through ``add_gaussian_noise`` (an optax
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import chex
 import jax
@@ -15,7 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from privrl_jax.privacy._clipping import ClipMetrics, ClippedGradFn
+from privrl_jax.privacy._accounting import Neighboring
+from privrl_jax.privacy._clip_core import ClipMetrics
+from privrl_jax.privacy._clipping import ClippedSumFn
 
 PyTree = Any
 
@@ -27,7 +29,7 @@ class AddNoiseState(NamedTuple):
     count: jax.Array
 
 
-def _standard_normal_f32(key: jax.Array, size: int) -> jax.Array:
+def standard_normal(key: jax.Array, size: int) -> jax.Array:
     """``size`` float32 N(0, 1) draws: ``jax.random.normal`` on JAX's original Threefry stream.
 
     With JAX's default ``jax_threefry_partitionable=True`` each 32-bit value costs one Threefry-2x32
@@ -40,33 +42,58 @@ def _standard_normal_f32(key: jax.Array, size: int) -> jax.Array:
         return jax.random.normal(key, (size,), jnp.float32)
 
 
-def add_gaussian_noise(
-    noise_multiplier: float, l2_clip_norm: float, key: jax.Array
-) -> optax.GradientTransformation:
-    """Adds N(0, (sigma C)^2) to every coordinate of a clipped-gradient *sum*, once per update.
+def add_noise_blocks(
+    blocks: Sequence[PyTree], key: jax.Array, stds: Sequence[jax.typing.ArrayLike]
+) -> tuple[PyTree, ...]:
+    """Adds N(0, std_i^2) to every coordinate of block i, from one draw over all coordinates.
+
+    The public noise primitive of the library: DP-SGD's noise, GTD2's two blocks and POOL's noisy
+    counts all come through it (usually via a :class:`~privrl_jax.privacy.DPPlan` or
+    :class:`~privrl_jax.privacy.GaussianMechanism`, which choose the stds).
 
     Args:
-      noise_multiplier: sigma >= 0 (0 only for non-private debugging).
-      l2_clip_norm: the clip norm C used for the sum (its add/remove sensitivity).
-      key: base PRNG key. The noise of release t uses ``fold_in(key, t)`` split over the leaves, so no
-        two releases or leaves share noise and a resumed run continues the stream instead of
-        replaying it (DP_PITFALLS.md, item 14).
+      blocks: k pytrees of arrays.
+      key: the PRNG key of this one release (never reuse it for another release).
+      stds: k noise standard deviations (0 adds nothing).
 
     Returns:
-      An optax transformation whose update adds the noise. Noise is drawn and added in float32, then
-      cast back to each leaf's dtype (DP_PITFALLS.md, item 13: ``jax.random`` offers no formal guarantee
-      against floating-point attacks; see Mironov 2012).
-
-    Raises:
-      ValueError: if the key is missing or the parameters are out of range.
+      The k noised pytrees. Noise is drawn and added in float32, then cast back to each leaf's
+      dtype (``jax.random`` offers no formal guarantee against floating-point attacks; Mironov
+      2012, docs/dp_pitfalls.md item 13).
     """
+    if len(blocks) != len(stds):
+        raise ValueError(f"{len(blocks)} blocks but {len(stds)} noise stds; give one std per block.")
+    flat, owners = [], []
+    for i, block in enumerate(blocks):
+        leaves, treedef = jax.tree_util.tree_flatten(block)
+        flat.append((leaves, treedef))
+        owners += [i] * len(leaves)
+    leaves = [x for ls, _ in flat for x in ls]
+    # One draw over all coordinates, then split: per-leaf draws compile to one RNG program per
+    # leaf, which cost ~3x step time and ~230 MB of compile memory on the 6.6M-param denoiser.
+    sizes = [x.size for x in leaves]
+    z = standard_normal(key, sum(sizes))
+    pieces = jnp.split(z, np.cumsum(sizes)[:-1]) if len(sizes) > 1 else [z]
+    noised = [
+        (x.astype(jnp.float32) + stds[i] * p.reshape(x.shape)).astype(x.dtype)
+        for x, p, i in zip(leaves, pieces, owners)
+    ]
+    out, pos = [], 0
+    for ls, treedef in flat:
+        out.append(jax.tree_util.tree_unflatten(treedef, noised[pos : pos + len(ls)]))
+        pos += len(ls)
+    return tuple(out)
+
+
+def add_noise(tree: PyTree, key: jax.Array, std: jax.typing.ArrayLike) -> PyTree:
+    """``tree`` plus N(0, std^2) on every coordinate (one block of :func:`add_noise_blocks`)."""
+    return add_noise_blocks((tree,), key, (std,))[0]
+
+
+def _noise_transform(stds: tuple[float, ...], key: jax.Array) -> optax.GradientTransformation:
+    """Adds noise of std ``stds[i]`` to block i of the update, with key ``fold_in(key, release)``."""
     if key is None:
-        raise ValueError("add_gaussian_noise needs an explicit PRNG key; got key=None.")
-    if not noise_multiplier >= 0:
-        raise ValueError(f"noise_multiplier must be >= 0; got {noise_multiplier!r}.")
-    if not l2_clip_norm > 0:
-        raise ValueError(f"l2_clip_norm must be > 0; got {l2_clip_norm!r}.")
-    std = float(noise_multiplier) * float(l2_clip_norm)
+        raise ValueError("the DP noise needs an explicit PRNG key; got key=None.")
 
     def init_fn(params):
         del params
@@ -74,33 +101,75 @@ def add_gaussian_noise(
 
     def update_fn(updates, state, params=None):
         del params
-        leaves, treedef = jax.tree_util.tree_flatten(updates)
-        # One draw over all coordinates, then split: per-leaf draws compile to one RNG program per
-        # leaf, which cost ~3x step time and ~230 MB of compile memory on the 6.6M-param denoiser.
-        sizes = [x.size for x in leaves]
-        flat = _standard_normal_f32(jax.random.fold_in(state.key, state.count), sum(sizes))
-        pieces = jnp.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) > 1 else [flat]
-        noised = [
-            (x.astype(jnp.float32) + std * z.reshape(x.shape)).astype(x.dtype)
-            for x, z in zip(leaves, pieces)
-        ]
-        return jax.tree_util.tree_unflatten(treedef, noised), AddNoiseState(state.key, state.count + 1)
+        k = jax.random.fold_in(state.key, state.count)
+        if len(stds) == 1:
+            noised = add_noise(updates, k, stds[0])
+        else:
+            if not isinstance(updates, tuple) or len(updates) != len(stds):
+                raise ValueError(f"a {len(stds)}-block noise needs a tuple of {len(stds)} blocks.")
+            noised = add_noise_blocks(updates, k, stds)
+        return noised, AddNoiseState(state.key, state.count + 1)
 
     return optax.GradientTransformation(init_fn, update_fn)
 
 
+def _sum_noise_std(
+    noise_multiplier: float, l2_clip_norm: float, neighboring: Neighboring
+) -> float:
+    if not noise_multiplier >= 0:
+        raise ValueError(f"noise_multiplier must be >= 0; got {noise_multiplier!r}.")
+    if not l2_clip_norm > 0:
+        raise ValueError(f"l2_clip_norm must be > 0; got {l2_clip_norm!r}.")
+    return float(noise_multiplier) * Neighboring(neighboring).sensitivity_factor * float(l2_clip_norm)
+
+
+def add_gaussian_noise(
+    noise_multiplier: float,
+    l2_clip_norm: float,
+    key: jax.Array,
+    *,
+    neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE,
+) -> optax.GradientTransformation:
+    """Adds N(0, (sigma * Delta)^2) to every coordinate of a clipped *sum*, once per update.
+
+    Args:
+      noise_multiplier: sigma >= 0 (0 only for non-private debugging): noise std / L2 sensitivity,
+        dp-accounting's meaning, so the same sigma goes into the accounting event.
+      l2_clip_norm: the clip norm C used for the sum.
+      key: base PRNG key. The noise of release t uses ``fold_in(key, t)``, so no two releases
+        share noise and a resumed run continues the stream instead of replaying it
+        (docs/dp_pitfalls.md, item 14).
+      neighboring: the relation the run is accounted under; it sets the sensitivity Delta of the
+        sum (C under add/remove-one, 2C under replace-one).
+
+    Returns:
+      An optax transformation whose update adds the noise (in float32, cast back to each leaf's
+      dtype).
+
+    Raises:
+      ValueError: if the key is missing or the parameters are out of range.
+    """
+    return _noise_transform((_sum_noise_std(noise_multiplier, l2_clip_norm, neighboring),), key)
+
+
 def dp_aggregator(
-    *, noise_multiplier: float, l2_clip_norm: float, expected_batch_size: float, key: jax.Array
+    *,
+    noise_multiplier: float,
+    l2_clip_norm: float,
+    expected_batch_size: float,
+    key: jax.Array,
+    neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE,
 ) -> optax.GradientTransformation:
     """Noise once on the clipped sum, then divide by the public expected batch size q N.
 
-    Dividing by the realised batch size would divide by a private quantity (DP_PITFALLS.md, item 6).
-    Chain the result before an optimizer: ``optax.chain(dp_aggregator(...), optax.adam(1e-3))``.
+    Dividing by the realised batch size would divide by a private quantity (docs/dp_pitfalls.md,
+    item 6). Chain the result before an optimizer: ``optax.chain(dp_aggregator(...), optax.adam(1e-3))``.
+    Prefer :meth:`DPPlan.dpsgd`, which takes every argument from one plan.
     """
     if not expected_batch_size > 0:
         raise ValueError(f"expected_batch_size must be > 0 (q * N); got {expected_batch_size!r}.")
     return optax.chain(
-        add_gaussian_noise(noise_multiplier, l2_clip_norm, key),
+        add_gaussian_noise(noise_multiplier, l2_clip_norm, key, neighboring=neighboring),
         optax.scale(1.0 / float(expected_batch_size)),
     )
 
@@ -112,14 +181,16 @@ def dpsgd(
     l2_clip_norm: float,
     expected_batch_size: float,
     key: jax.Array,
+    neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE,
 ) -> optax.GradientTransformation:
-    """DP-SGD's update rule on clipped sums: noise, divide by q N, then ``optimizer``."""
+    """DP-SGD's update rule on clipped sums: noise (std sigma * Delta), divide by q N, ``optimizer``."""
     return optax.chain(
         dp_aggregator(
             noise_multiplier=noise_multiplier,
             l2_clip_norm=l2_clip_norm,
             expected_batch_size=expected_batch_size,
             key=key,
+            neighboring=neighboring,
         ),
         optimizer,
     )
@@ -141,7 +212,7 @@ class DPStep(NamedTuple):
 
 
 def data_parallel(
-    clip_fn: ClippedGradFn, mesh: jax.sharding.Mesh, axis_name: str = "data"
+    clip_fn: ClippedSumFn, mesh: jax.sharding.Mesh, axis_name: str = "data"
 ) -> Callable[[PyTree, PyTree, jax.Array, jax.Array | None], tuple[PyTree, ClipMetrics]]:
     """The clipped sum of ``clip_fn`` computed over a device mesh, with the same result.
 
@@ -188,7 +259,7 @@ def data_parallel(
 
 
 def make_dp_step(
-    clip_fn: ClippedGradFn,
+    clip_fn: ClippedSumFn,
     tx: optax.GradientTransformation,
     *,
     mesh: jax.sharding.Mesh | None = None,
@@ -198,7 +269,7 @@ def make_dp_step(
 
     - ``accumulate(acc, params, batch, mask, key=None) -> (acc + clipped_sum, metrics)`` adds one
       fixed-shape microbatch's clipped sum. An exact Poisson batch of any size runs as several calls
-      of one compiled function (DP_PITFALLS.md, items 4 and 8).
+      of one compiled function (docs/dp_pitfalls.md, items 4 and 8).
     - ``apply(state, acc) -> state`` adds the noise once (``tx`` must start with
       :func:`dp_aggregator` or be :func:`dpsgd`) and updates the parameters.
     - ``step(state, batch, mask, key=None) -> (state, metrics)``: both for a one-microbatch batch.

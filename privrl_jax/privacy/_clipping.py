@@ -1,129 +1,72 @@
-"""Per-unit clipped gradient sums: the sensitivity-bounding half of DP-SGD.
+"""Per-unit clipped sums: the sensitivity-bounding half of DP-SGD (and of any DP sum).
 
 A private batch is laid out as ``[units, items_per_unit, ...]`` with a boolean item mask of shape
-``[units, items_per_unit]`` (DESIGN.md, contract 2). A unit is what differential privacy protects: a
-transition (one item), a trajectory (its transitions or fragments). Each unit's gradient is taken over
-the sum of its valid items' losses and clipped to global L2 norm ``C`` as one vector, so one unit moves
-the summed gradient by at most ``C`` however many items it holds.
+``[units, items_per_unit]`` (docs/design.md, contract 2). A unit is what differential privacy
+protects: a transition (one item), a trajectory (its transitions or fragments). Each unit's
+contribution is the sum over its valid items and is clipped to global L2 norm ``C`` as one vector,
+so one unit moves the sum by at most ``C`` however many items it holds.
 
-Runs in JAX (jit/vmap-able); nothing here draws DP noise (see ``_aggregation``).
+Two builders share one clipped-sum object, :class:`ClippedSumFn`:
+
+- :func:`clipped_grad`: the contribution is the gradient of the unit's summed loss (DP-SGD).
+- :func:`clipped_sum`: the contribution is the sum of any per-item function of the parameters,
+  e.g. GTD2's primal-dual direction, which is not the gradient of one loss; it may have several
+  blocks, each clipped to its own norm.
+
+Runs in JAX (jit/vmap-able); nothing here draws DP noise (see ``_aggregation`` and ``_plan``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import chex
 import jax
 import jax.numpy as jnp
 
+from privrl_jax.privacy import _ghost
+from privrl_jax.privacy._accounting import Neighboring
+from privrl_jax.privacy._clip_core import ClipMetrics, clip_unit_blocks, clip_unit_grads
+
 PyTree = Any
-# ``loss(params, item) -> scalar`` or, with ``uses_key=True``, ``loss(params, item, key) -> scalar``.
-PerItemLoss = Callable[..., jax.Array]
+# ``fn(params, item) -> value`` or, with ``uses_key=True``, ``fn(params, item, key) -> value``.
+PerItemFn = Callable[..., Any]
+PerItemLoss = PerItemFn
 
 
-class Neighboring(enum.Enum):
-    """Neighbouring relations between datasets, as dp-accounting names them."""
-
-    ADD_OR_REMOVE_ONE = "add_or_remove_one"
-    REPLACE_ONE = "replace_one"
-
-
-class ClipMetrics(NamedTuple):
-    """Diagnostics of one clipped-sum call (they depend on private data: never release them).
-
-    Attributes:
-      per_unit_norms: [units] float32 pre-clip global L2 norm of each unit's gradient; 0 for
-        masked units and for units whose gradient was non-finite.
-      clipped_fraction: scalar, fraction of present units whose norm exceeded the clip norm.
-      num_nonfinite: scalar int32, present units whose gradient had a NaN/inf (zeroed).
-      num_units: scalar int32, units with at least one valid item.
-    """
-
-    per_unit_norms: jax.Array
-    clipped_fraction: jax.Array
-    num_nonfinite: jax.Array
-    num_units: jax.Array
+def _per_item(fn: PerItemFn, uses_key: bool, params, items, item_mask, key):
+    """``fn`` vmapped over a unit's items; item keys are ``split(unit_key, items)``."""
+    if uses_key:
+        item_keys = jax.random.split(key, item_mask.shape[0])
+        return jax.vmap(fn, in_axes=(None, 0, 0))(params, items, item_keys)
+    return jax.vmap(fn, in_axes=(None, 0))(params, items)
 
 
-def _unit_loss(
-    per_item_loss: PerItemLoss, uses_key: bool
-) -> Callable[[PyTree, PyTree, jax.Array, jax.Array | None], jax.Array]:
+def _unit_loss(per_item_loss: PerItemFn, uses_key: bool) -> Callable[..., jax.Array]:
     """Sum of one unit's valid item losses; padded items are excluded with ``where``."""
 
     def unit_loss(params, items, item_mask, key):
-        if uses_key:
-            item_keys = jax.random.split(key, item_mask.shape[0])
-            losses = jax.vmap(per_item_loss, in_axes=(None, 0, 0))(params, items, item_keys)
-        else:
-            losses = jax.vmap(per_item_loss, in_axes=(None, 0))(params, items)
+        losses = _per_item(per_item_loss, uses_key, params, items, item_mask, key)
         chex.assert_shape(losses, item_mask.shape)
         return jnp.sum(jnp.where(item_mask, losses, 0.0))
 
     return unit_loss
 
 
-def clip_unit_grads(
-    grads: PyTree, unit_mask: jax.Array, l2_clip_norm: jax.typing.ArrayLike
-) -> tuple[PyTree, ClipMetrics]:
-    """Clips a batch of per-unit gradients to norm ``C`` each and sums them.
+def _unit_value(per_item_fn: PerItemFn, uses_key: bool) -> Callable[..., PyTree]:
+    """Sum over a unit's valid items of ``per_item_fn``; padded items contribute exactly zero."""
 
-    Args:
-      grads: pytree whose leaves have a leading unit axis ``[units, ...]``.
-      unit_mask: [units] bool, False for padded units.
-      l2_clip_norm: the clip norm C > 0.
+    def unit_value(params, items, item_mask, key):
+        values = _per_item(per_item_fn, uses_key, params, items, item_mask, key)
 
-    Returns:
-      ``(clipped_sum, metrics)``: the sum over units of ``g_u * min(1, C / ||g_u||)``, with padded and
-      non-finite units contributing exactly zero.
+        def masked_sum(v):
+            m = item_mask.reshape(item_mask.shape + (1,) * (v.ndim - 1))
+            return jnp.sum(jnp.where(m, v, jnp.zeros_like(v)), axis=0)
 
-    Formal guarantees: every unit's contribution has global L2 norm <= C (up to float rounding), so
-    adding or removing one unit moves the sum by at most C; no NaN appears for norms of 0 or +inf;
-    leaf dtypes and tree structure are preserved.
-    """
-    leaves = jax.tree_util.tree_leaves(grads)
-    num_units = unit_mask.shape[0]
-    sq = sum(jnp.sum(jnp.reshape(x, (num_units, -1)).astype(jnp.float32) ** 2, axis=1) for x in leaves)
-    scale, keep, metrics = clip_factors(jnp.sqrt(sq), unit_mask, l2_clip_norm)
+        return jax.tree_util.tree_map(masked_sum, values)
 
-    def weighted_sum(g):
-        # ``where`` (not multiply) so NaN/inf in dropped units cannot leak through 0 * inf.
-        g32 = jnp.where(
-            keep.reshape((-1,) + (1,) * (g.ndim - 1)), g.astype(jnp.float32), 0.0
-        )
-        return jnp.tensordot(scale, g32, axes=1).astype(g.dtype)
-
-    return jax.tree_util.tree_map(weighted_sum, grads), metrics
-
-
-def clip_factors(
-    norms: jax.Array, unit_mask: jax.Array, l2_clip_norm: jax.typing.ArrayLike
-) -> tuple[jax.Array, jax.Array, ClipMetrics]:
-    """Per-unit clip scales from per-unit norms, shared by the vmap and ghost paths.
-
-    Args:
-      norms: [units] global L2 norm of each unit's gradient.
-      unit_mask: [units] bool, False for padded units.
-      l2_clip_norm: the clip norm C > 0.
-
-    Returns:
-      ``(scale, keep, metrics)``: ``scale = min(1, C / norm)`` on kept units and 0 elsewhere; ``keep``
-      is False for padded and non-finite units, whose gradients must be dropped with ``where``.
-    """
-    finite = jnp.isfinite(norms)
-    keep = unit_mask & finite
-    # min(1, C/n) written so that n = 0 gives 1 and n = inf is excluded by ``keep``.
-    scale = jnp.where(keep, l2_clip_norm / jnp.maximum(norms, l2_clip_norm), 0.0)
-    present = jnp.sum(unit_mask)
-    metrics = ClipMetrics(
-        per_unit_norms=jnp.where(keep, norms, 0.0),
-        clipped_fraction=jnp.sum(keep & (norms > l2_clip_norm)) / jnp.maximum(present, 1),
-        num_nonfinite=jnp.sum(unit_mask & ~finite).astype(jnp.int32),
-        num_units=present.astype(jnp.int32),
-    )
-    return scale, keep, metrics
+    return unit_value
 
 
 def _validate_batch(batch: PyTree, mask: jax.Array) -> None:
@@ -142,31 +85,60 @@ def _validate_batch(batch: PyTree, mask: jax.Array) -> None:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClippedGradFn:
+class ClippedSumFn:
     """``(params, batch, mask, key) -> (clipped_sum, ClipMetrics)`` with a known sensitivity.
 
-    Build it with :func:`clipped_grad`. Calling it computes, for every unit u, the gradient of
-    ``sum_j mask[u, j] * loss(params, batch[u, j])``, clips it to ``l2_clip_norm`` and sums over units.
+    Build it with :func:`clipped_grad` or :func:`clipped_sum` (or a plan's methods of the same
+    names, which take the clip norms from the plan). For every unit u it computes the unit's
+    contribution over its valid items, clips it (per block) and sums over units.
+
+    Attributes:
+      per_item_fn: the per-item loss (``kind="grad"``) or per-item value (``kind="value"``).
+      l2_clip_norms: one clip norm per block (one block for gradients).
+      kind: ``"grad"`` or ``"value"``.
+      microbatch_size: units per chunk of a ``lax.scan`` (None: all at once).
+      uses_key: whether ``per_item_fn`` takes a PRNG key.
+      method: ``"vmap"`` (reference) or ``"ghost"`` (ghost norms; gradients only).
     """
 
-    per_item_loss: PerItemLoss
-    l2_clip_norm: float
+    per_item_fn: PerItemFn
+    l2_clip_norms: tuple[float, ...]
+    kind: str = "grad"
     microbatch_size: int | None = None
     uses_key: bool = False
     method: str = "vmap"
 
+    @property
+    def num_blocks(self) -> int:
+        return len(self.l2_clip_norms)
+
+    @property
+    def l2_clip_norm(self) -> float:
+        """The clip norm of a one-block sum (raises for several blocks)."""
+        if self.num_blocks != 1:
+            raise ValueError(f"this sum has {self.num_blocks} blocks; use l2_clip_norms.")
+        return self.l2_clip_norms[0]
+
+    @property
+    def per_item_loss(self) -> PerItemFn:
+        return self.per_item_fn
+
+    def sensitivities(
+        self, neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE
+    ) -> tuple[float, ...]:
+        """L2 sensitivity of each block: C_i under add/remove, 2 C_i under replace-one."""
+        return tuple(neighboring.sensitivity_factor * c for c in self.l2_clip_norms)
+
     def sensitivity(self, neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE) -> float:
-        """L2 sensitivity of the clipped sum: C under add/remove, 2C under replace-one."""
-        if neighboring == Neighboring.REPLACE_ONE:
-            return 2.0 * self.l2_clip_norm
-        return self.l2_clip_norm
+        """L2 sensitivity of a one-block clipped sum: C under add/remove, 2C under replace-one."""
+        return neighboring.sensitivity_factor * self.l2_clip_norm
 
     def __call__(
         self, params: PyTree, batch: PyTree, mask: jax.Array, key: jax.Array | None = None
     ) -> tuple[PyTree, ClipMetrics]:
         if self.uses_key and key is None:
             raise ValueError(
-                "this clipped gradient's loss uses randomness (uses_key=True) but key=None; pass an "
+                "this clipped sum's function uses randomness (uses_key=True) but key=None; pass an "
                 "explicit jax.random key (a missing key is never replaced by a default)."
             )
         unit_keys = jax.random.split(key, mask.shape[0]) if self.uses_key else None
@@ -186,11 +158,13 @@ class ClippedGradFn:
                 "pad the batch with masked units to a multiple of the microbatch size."
             )
         if self.method == "ghost":
-            from privrl_jax.privacy import _ghost  # noqa: PLC0415  (optional fast path)
 
-            chunk_fn = lambda p, b, m, k: _ghost.ghost_clipped_grad_sum(  # noqa: E731
-                self.per_item_loss, p, b, m, k, l2_clip_norm=self.l2_clip_norm, uses_key=self.uses_key
-            )
+            def chunk_fn(p, b, m, k):
+                return _ghost.ghost_clipped_grad_sum(
+                    self.per_item_fn, p, b, m, k, l2_clip_norm=self.l2_clip_norm,
+                    uses_key=self.uses_key,
+                )
+
         else:
             chunk_fn = self._vmap_chunk
 
@@ -201,38 +175,80 @@ class ClippedGradFn:
             return x.reshape((num_units // mb, mb) + x.shape[1:])
 
         chunks = jax.tree_util.tree_map(to_chunks, (batch, mask, unit_keys))
+        zeros = jax.eval_shape(lambda: chunk_fn(params, *jax.tree_util.tree_map(lambda x: x[0], chunks))[0])
+        zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), zeros)
 
         def body(acc, chunk):
             g, m = chunk_fn(params, *chunk)
             return jax.tree_util.tree_map(jnp.add, acc, g), m
 
-        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
         total, metrics = jax.lax.scan(body, zeros, chunks)
         num = jnp.sum(metrics.num_units)
         metrics = ClipMetrics(
-            per_unit_norms=metrics.per_unit_norms.reshape(-1),
-            clipped_fraction=jnp.sum(metrics.clipped_fraction * metrics.num_units) / jnp.maximum(num, 1),
+            per_unit_norms=metrics.per_unit_norms.reshape((-1,) + metrics.per_unit_norms.shape[2:]),
+            clipped_fraction=jnp.sum(metrics.clipped_fraction * metrics.num_units)
+            / jnp.maximum(num, 1),
             num_nonfinite=jnp.sum(metrics.num_nonfinite),
             num_units=num,
         )
         return total, metrics
 
     def _vmap_chunk(self, params, batch, mask, unit_keys):
-        unit_loss = _unit_loss(self.per_item_loss, self.uses_key)
-        grads = jax.vmap(jax.grad(unit_loss), in_axes=(None, 0, 0, 0 if self.uses_key else None))(
+        if self.kind == "grad":
+            unit_fn = jax.grad(_unit_loss(self.per_item_fn, self.uses_key))
+        else:
+            unit_fn = _unit_value(self.per_item_fn, self.uses_key)
+        values = jax.vmap(unit_fn, in_axes=(None, 0, 0, 0 if self.uses_key else None))(
             params, batch, mask, unit_keys
         )
-        return clip_unit_grads(grads, jnp.any(mask, axis=1), self.l2_clip_norm)
+        unit_mask = jnp.any(mask, axis=1)
+        if self.num_blocks == 1:
+            return clip_unit_grads(values, unit_mask, self.l2_clip_norm)
+        if not isinstance(values, tuple) or len(values) != self.num_blocks:
+            raise ValueError(
+                f"{self.num_blocks} clip norms were given, so the per-item function must return a "
+                f"tuple of {self.num_blocks} blocks; it returned {jax.tree_util.tree_structure(values)}."
+            )
+        return clip_unit_blocks(values, unit_mask, self.l2_clip_norms)
+
+
+# The name of the gradient case before the general clipped sum existed.
+ClippedGradFn = ClippedSumFn
+
+
+def _check_clip_norms(l2_clip_norm: float | tuple[float, ...]) -> tuple[float, ...]:
+    norms = tuple(l2_clip_norm) if isinstance(l2_clip_norm, (tuple, list)) else (l2_clip_norm,)
+    if not norms:
+        raise ValueError("l2_clip_norm: give at least one clip norm.")
+    out = []
+    for c in norms:
+        try:
+            c = float(c)
+        except (TypeError, ValueError):
+            raise ValueError(f"l2_clip_norm must be a finite number > 0; got {c!r}.") from None
+        if not 0 < c < float("inf"):
+            raise ValueError(f"l2_clip_norm must be a finite number > 0; got {c!r}.")
+        out.append(c)
+    return tuple(out)
+
+
+def _check_common(microbatch_size: int | None, method: str) -> None:
+    if microbatch_size is not None and (
+        isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int) or microbatch_size < 1
+    ):
+        raise ValueError(f"microbatch_size must be a positive int or None; got {microbatch_size!r}.")
+    if method not in ("vmap", "ghost"):
+        raise ValueError(f"method must be 'vmap' or 'ghost'; got {method!r}.")
 
 
 def clipped_grad(
-    per_item_loss: PerItemLoss,
+    per_item_loss: PerItemFn,
     *,
     l2_clip_norm: float,
     microbatch_size: int | None = None,
     uses_key: bool = False,
     method: str = "vmap",
-) -> ClippedGradFn:
+) -> ClippedSumFn:
     """Builds the per-unit clipped gradient sum of ``per_item_loss``, like ``jax.grad`` for DP-SGD.
 
     Args:
@@ -247,7 +263,7 @@ def clipped_grad(
       method: ``"vmap"`` (materialises per-unit gradients; the reference) or ``"ghost"`` (ghost norms).
 
     Returns:
-      A :class:`ClippedGradFn`: ``fn(params, batch, mask, key=None) -> (clipped_sum, ClipMetrics)``
+      A :class:`ClippedSumFn`: ``fn(params, batch, mask, key=None) -> (clipped_sum, ClipMetrics)``
       where ``batch`` leaves are ``[units, items, ...]`` and ``mask`` is ``[units, items]`` bool.
 
     Raises:
@@ -263,16 +279,59 @@ def clipped_grad(
       >>> total.tolist()
       [1.0, 1.0]
     """
-    if not (isinstance(l2_clip_norm, (int, float)) and 0 < l2_clip_norm < float("inf")):
-        raise ValueError(f"l2_clip_norm must be a finite number > 0; got {l2_clip_norm!r}.")
-    if microbatch_size is not None and (not isinstance(microbatch_size, int) or microbatch_size < 1):
-        raise ValueError(f"microbatch_size must be a positive int or None; got {microbatch_size!r}.")
-    if method not in ("vmap", "ghost"):
-        raise ValueError(f"method must be 'vmap' or 'ghost'; got {method!r}.")
-    return ClippedGradFn(
-        per_item_loss=per_item_loss,
-        l2_clip_norm=float(l2_clip_norm),
+    norms = _check_clip_norms(l2_clip_norm)
+    if len(norms) != 1:
+        raise ValueError("clipped_grad clips a gradient as one block: give one l2_clip_norm.")
+    _check_common(microbatch_size, method)
+    return ClippedSumFn(
+        per_item_fn=per_item_loss,
+        l2_clip_norms=norms,
+        kind="grad",
         microbatch_size=microbatch_size,
         uses_key=uses_key,
         method=method,
+    )
+
+
+def clipped_sum(
+    per_item_fn: PerItemFn,
+    *,
+    l2_clip_norm: float | tuple[float, ...],
+    microbatch_size: int | None = None,
+    uses_key: bool = False,
+) -> ClippedSumFn:
+    """Builds the per-unit clipped sum of any per-item function of the parameters.
+
+    A unit's contribution is ``sum_j mask[u, j] * per_item_fn(params, batch[u, j])``; it is clipped
+    to ``l2_clip_norm`` and summed over units. With several clip norms, ``per_item_fn`` returns a
+    tuple of that many blocks and each block is clipped to its own norm (GTD2's primal and dual
+    directions, say), so block i of the sum has sensitivity C_i (2 C_i under replace-one).
+
+    Args:
+      per_item_fn: ``fn(params, item) -> pytree`` (or a tuple of k pytrees), or
+        ``fn(params, item, key)`` when ``uses_key``.
+      l2_clip_norm: C > 0, or a tuple of k clip norms, one per block.
+      microbatch_size: units per ``lax.scan`` chunk (None: all at once).
+      uses_key: whether ``per_item_fn`` takes a PRNG key.
+
+    Returns:
+      A :class:`ClippedSumFn` (vmap path; ghost norms apply to gradients only).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> fn = clipped_sum(lambda w, x: (x, 2 * x), l2_clip_norm=(1.0, 1.0))
+      >>> batch = jnp.array([[[3.0, 4.0]]])  # 1 unit x 1 item x 2 dims
+      >>> (a, b), _ = fn(None, batch, jnp.ones((1, 1), bool))
+      >>> [round(v, 3) for v in a.tolist() + b.tolist()]
+      [0.6, 0.8, 0.6, 0.8]
+    """
+    norms = _check_clip_norms(l2_clip_norm)
+    _check_common(microbatch_size, "vmap")
+    return ClippedSumFn(
+        per_item_fn=per_item_fn,
+        l2_clip_norms=norms,
+        kind="value",
+        microbatch_size=microbatch_size,
+        uses_key=uses_key,
+        method="vmap",
     )

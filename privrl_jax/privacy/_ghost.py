@@ -56,7 +56,7 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
-from privrl_jax.privacy._clipping import ClipMetrics, clip_factors
+from privrl_jax.privacy._clip_core import ClipMetrics, clip_factors
 
 PyTree = Any
 

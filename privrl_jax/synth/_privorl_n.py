@@ -108,64 +108,57 @@ def make_pretrain_chunk(
 
 
 class DPFinetune(NamedTuple):
-    """The jitted pieces of DP fine-tuning (see :func:`make_dp_finetune`)."""
+    """The pieces of DP fine-tuning (see :func:`make_dp_finetune`)."""
 
     tx: optax.GradientTransformation
-    accumulate: Callable
-    apply: Callable
-    clip: privacy.ClippedGradFn
+    clip: privacy.ClippedSumFn
+    init: Callable[[PyTree], SynthState]
+    update: Callable[[SynthState, PyTree], SynthState]
 
 
 def make_dp_finetune(
     denoise_fn: Callable,
+    plan: privacy.DPPlan,
     *,
     learning_rate: float,
-    l2_clip_norm: float,
-    noise_multiplier: float,
-    expected_batch_size: float,
-    noise_key: jax.Array,
-    microbatch_size: int | None = None,
     ema_decay: float = 0.995,
     edm_config: EDMConfig = EDMConfig(),
     num_noise: int = 1,
     clip_method: str = "vmap",
+    mean_scale: float = 1.0,
 ) -> DPFinetune:
-    """DP-SGD fine-tuning of the denoiser: one transition = one privacy unit.
+    """DP-SGD fine-tuning of the denoiser under ``plan``: one transition = one privacy unit.
 
     The per-unit loss is the EDM loss of one transition averaged over ``num_noise`` noise draws
     (DPDM noise multiplicity, Dockhorn et al. 2022): the draws are inside the unit, so the clip
     bounds the unit's whole contribution and the privacy cost is unchanged.
 
-    ``accumulate(acc, params, x [mb, 1, d], mask [mb, 1], key)`` adds a microbatch's clipped sum;
-    ``apply(state, acc) -> state`` adds N(0, (sigma C)^2) once, divides by ``expected_batch_size``
-    (q N, public), takes an Adam step and updates the EMA.
+    ``clip(params, x [units, 1, d], mask [units, 1], key)`` is the plan's clipped gradient sum;
+    ``update(state, noisy_mean) -> state`` takes an Adam step on the privatized mean (the plan's
+    noisy sum / q N, times the public ``mean_scale``) and updates the EMA. The noise itself is
+    the plan's, added by the DP run loop.
+
+    Args:
+      mean_scale: a public rescaling of the mean; FineCur adds k public synthetic rows to every
+        batch and averages over q N + k rows, i.e. ``mean_scale = q N / (q N + k)``.
     """
 
     def item_loss(params, x, key):
         return edm_loss(denoise_fn, params, x, key, config=edm_config, num_noise=num_noise)
 
-    clip = privacy.clipped_grad(
-        item_loss, l2_clip_norm=l2_clip_norm, microbatch_size=microbatch_size, uses_key=True, method=clip_method
-    )
-    tx = privacy.dpsgd(
-        optax.adam(learning_rate),
-        noise_multiplier=noise_multiplier,
-        l2_clip_norm=l2_clip_norm,
-        expected_batch_size=expected_batch_size,
-        key=noise_key,
-    )
-    dp = privacy.make_dp_step(clip, tx)
+    clip = plan.clipped_grad(item_loss, uses_key=True, method=clip_method)
+    tx = optax.adam(learning_rate)
 
-    @functools.partial(jax.jit, donate_argnums=0)
-    def accumulate(acc, params, x, mask, key):
-        return dp.accumulate(acc, params, x, mask, key)
+    def init(params: PyTree) -> SynthState:
+        return SynthState(params, params, tx.init(params), jnp.zeros([], jnp.int32))
 
-    @jax.jit
-    def apply(state: SynthState, acc: PyTree) -> SynthState:
-        new = dp.apply(privacy.DPTrainState(state.params, state.opt_state), acc)
-        return SynthState(new.params, ema_update(state.ema_params, new.params, ema_decay), new.opt_state, state.step + 1)
+    def update(state: SynthState, noisy_mean: PyTree) -> SynthState:
+        grads = jax.tree_util.tree_map(lambda g: g * mean_scale, noisy_mean)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        return SynthState(params, ema_update(state.ema_params, params, ema_decay), opt_state, state.step + 1)
 
-    return DPFinetune(tx, accumulate, apply, clip)
+    return DPFinetune(tx, clip, init, update)
 
 
 @functools.partial(jax.jit, static_argnames=("num_candidates", "num_picked"))

@@ -39,7 +39,13 @@ def test_smoke_run_writes_everything_and_spends_what_it_reports(tmp_path):
     assert rep["privacy"]["rdp"]["epsilon"] == pytest.approx(expected, rel=1e-12)
     assert 0.95 * cfg.privacy.epsilon <= expected <= cfg.privacy.epsilon
     assert info["sampling_rate"] == pytest.approx(32 / info["dataset_size"])
-    assert 0 <= rep["fidelity"]["marginal"] <= 1 and 0 <= rep["fidelity"]["correlation"] <= 1
+    # Release vs audit: what reads the sensitive data lives in audit/ only.
+    audit = json.loads((tmp_path / "audit" / "audit.json").read_text())
+    assert "NOT DIFFERENTIALLY PRIVATE" in (tmp_path / "audit" / "NOT_DP_README.txt").read_text()
+    released = json.loads((tmp_path / "report.json").read_text())
+    assert not {"fidelity", "mia", "agents_real", "audit"} & set(released)
+    assert 0 <= audit["fidelity"]["marginal"] <= 1 and 0 <= audit["fidelity"]["correlation"] <= 1
+    assert info["private"] and "warning" not in rep and "NOT PRIVATE" not in (tmp_path / "report.md").read_text()
     assert set(rep["agents_synthetic"]) == {"td3bc"}
     # Agent score: per seed, the mean of the evaluations after the last 2 of 3 chunks; then the mean
     # over the 2 seeds (different seeds train different agents).
@@ -51,8 +57,40 @@ def test_smoke_run_writes_everything_and_spends_what_it_reports(tmp_path):
     assert td3["score_mean"] == pytest.approx(np.mean([r["score_mean"] for r in td3["per_seed"]]))
     assert td3["score_std"] == pytest.approx(np.std([r["score_mean"] for r in td3["per_seed"]]))
     assert td3["per_seed"][0]["curve"] != td3["per_seed"][1]["curve"]
-    assert 0 <= rep["mia"]["tpr_at_1_fpr"] <= 1
-    assert json.loads((tmp_path / "report.json").read_text())["finetune"] == info
+    assert 0 <= audit["mia"]["tpr_at_1_fpr"] <= 1
+    assert released["finetune"] == info
+    # The secret (noise key and sampling seed) is in the checkpoints and nowhere else.
+    secret = _secret(tmp_path)
+    public = "".join((tmp_path / f).read_text() for f in ("config.yaml", "report.json", "report.md", "ledger.json"))
+    for word in [*map(str, secret.words), str(secret.sampling_seed)]:
+        assert word not in public
+
+
+def _secret(run_dir):
+    from privrl_jax.pipelines._checkpoints import Checkpoints
+    from privrl_jax.pipelines._dp_loop import DPSecret
+
+    ckpt = Checkpoints(run_dir / "checkpoints" / "dp")
+    raw = ckpt.mgr.restore(ckpt.latest())
+    return DPSecret.from_tree(raw["secret"])
+
+
+def test_default_runs_draw_secret_noise_and_a_fixed_seed_says_not_private(tmp_path):
+    fast = ("pretrain.steps=0", "eval.agents=[]", "eval.mia=false", "synthesis.num_samples=200")
+    out = {}
+    for name, extra in (("a", ()), ("b", ()), ("c", ("privacy.noise_seed=7",)), ("d", ("privacy.noise_seed=7",))):
+        out[name] = privorl_n.run(_cfg(*fast, *extra), tmp_path / name)
+    syn = {k: np.asarray(data.load_hdf5(tmp_path / k / "synthetic.hdf5").observations) for k in out}
+    # Same config, fresh secrets: different noise, so different synthetic data.
+    assert not np.array_equal(_secret(tmp_path / "a").words, _secret(tmp_path / "b").words)
+    assert not np.allclose(syn["a"], syn["b"])
+    assert out["a"]["finetune"]["private"] and out["b"]["finetune"]["private"]
+    # A fixed noise seed reproduces the release exactly, and every report says it is not private.
+    np.testing.assert_array_equal(syn["c"], syn["d"])
+    assert not out["c"]["finetune"]["private"]
+    assert "NOT PRIVATE" in out["c"]["warning"]
+    assert "NOT PRIVATE" in (tmp_path / "c" / "report.md").read_text()
+    assert json.loads((tmp_path / "c" / "report.json").read_text())["warning"] == out["c"]["warning"]
 
 
 def test_rerun_with_other_eval_reuses_the_release(tmp_path):
@@ -99,25 +137,30 @@ def test_exponent_without_dot_is_a_float():
 @pytest.mark.slow
 @pytest.mark.parametrize("curiosity", ["0.0", "0.3"])  # 0.3: FineCur, whose pool and RND resume too
 def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch, curiosity):
-    overrides = ("eval.agents=[]", "eval.mia=false", "finetune.epochs=1.0", f"finetune.curiosity_rate={curiosity}")
+    overrides = ("eval.agents=[]", "eval.mia=false", "finetune.epochs=1.0", f"finetune.curiosity_rate={curiosity}",
+                 "privacy.noise_seed=3")  # the same secret as the interrupted run's (checkpointed) one
     full = privorl_n.run(_cfg(*overrides), tmp_path / "full")
 
     calls = {"n": 0}
-    real_save = privorl_n._Checkpoints.save
+    from privrl_jax.pipelines._checkpoints import Checkpoints
+
+    real_save = Checkpoints.save
 
     def crashing_save(self, step, tree):
         real_save(self, step, tree)
         calls["n"] += 1
-        if calls["n"] == 4:  # after 2 pre-training chunks and 2 DP checkpoints
+        if calls["n"] == 5:  # after 2 pre-training chunks, the DP secret and 2 DP checkpoints
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(privorl_n._Checkpoints, "save", crashing_save)
+    monkeypatch.setattr(Checkpoints, "save", crashing_save)
     with pytest.raises(KeyboardInterrupt):
         privorl_n.run(_cfg(*overrides), tmp_path / "resumed")
-    monkeypatch.setattr(privorl_n._Checkpoints, "save", real_save)
+    monkeypatch.setattr(Checkpoints, "save", real_save)
     resumed = privorl_n.run(_cfg(*overrides), tmp_path / "resumed")
     a = data.load_hdf5(tmp_path / "full" / "synthetic.hdf5")
     b = data.load_hdf5(tmp_path / "resumed" / "synthetic.hdf5")
     np.testing.assert_allclose(np.asarray(a.observations), np.asarray(b.observations), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(a.observations), np.asarray(b.observations))
     assert privacy.Ledger.load(tmp_path / "resumed").num_releases == full["finetune"]["steps"]
+    assert privacy.Ledger.load(tmp_path / "resumed").report()["releases"] == privacy.Ledger.load(tmp_path / "full").report()["releases"]
     assert resumed["privacy"]["rdp"]["epsilon"] == pytest.approx(full["privacy"]["rdp"]["epsilon"])

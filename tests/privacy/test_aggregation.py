@@ -115,7 +115,7 @@ def test_empty_batch_update_is_pure_noise():
 @pytest.mark.parametrize("size", [1, 2, 7, 1000, 100_001])
 def test_fast_normal_is_jax_normal_of_the_original_threefry_stream(size):
     """Same PRNG and transform as jax.random.normal, just the two-words-per-hash counter layout."""
-    from privrl_jax.privacy._aggregation import _standard_normal_f32  # noqa: PLC0415
+    from privrl_jax.privacy import standard_normal as _standard_normal_f32  # noqa: PLC0415
 
     key = jax.random.fold_in(jax.random.key(7), 3)
     got = np.asarray(jax.jit(_standard_normal_f32, static_argnums=1)(key, size))

@@ -1,4 +1,4 @@
-"""Empirical privacy audit with a Dirac canary (DP_PITFALLS.md, last section).
+"""Empirical privacy audit with a Dirac canary (docs/dp_pitfalls.md, "Empirical audit on a CPU").
 
 Each release is the real mechanism: per-unit clipping of a batch, then the optax noise transform.
 The canary unit's gradient points along e_1 with a huge norm, so after clipping it contributes C e_1;

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from privrl_jax import diffusion
+from privrl_jax import diffusion, privacy
 from privrl_jax.synth import _privorl_n as core
 
 
@@ -18,12 +18,16 @@ def test_ghost_clipped_sum_equals_vmap_for_the_edm_unit_loss(layer_norm, num_noi
     x = jax.random.normal(jax.random.key(1), (12, 1, dim))
     mask = jnp.arange(12)[:, None] < 9  # three padded units
     key = jax.random.key(2)
+    plan = privacy.DPPlan(
+        sampler=privacy.PoissonSampler(dataset_size=100, sampling_rate=0.09, microbatch_size=12),
+        l2_clip_norm=0.5, steps=10, noise_multiplier=1.0,
+    )
     sums, norms = {}, {}
     for method in ("vmap", "ghost"):
         fns = core.make_dp_finetune(
-            den, learning_rate=1e-3, l2_clip_norm=0.5, noise_multiplier=1.0, expected_batch_size=9.0,
-            noise_key=jax.random.key(3), num_noise=num_noise, clip_method=method,
+            den, plan, learning_rate=1e-3, num_noise=num_noise, clip_method=method
         )
+        assert fns.clip.l2_clip_norms == (0.5,)  # the clip norm comes from the plan
         sums[method], metrics = jax.jit(fns.clip.__call__)(params, x, mask, key)
         norms[method] = np.asarray(metrics.per_unit_norms)
     for a, b in zip(jax.tree.leaves(sums["vmap"]), jax.tree.leaves(sums["ghost"])):

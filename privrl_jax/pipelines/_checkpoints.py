@@ -1,0 +1,57 @@
+"""Orbax checkpoints for the pipelines: one manager per phase directory, PRNG keys as raw data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import orbax.checkpoint as ocp
+
+PyTree = Any
+
+
+def _is_key(x) -> bool:
+    return jnp.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
+
+
+def _keys_to_data(tree: PyTree) -> PyTree:
+    return jax.tree_util.tree_map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+
+
+def _data_to_keys(tree: PyTree, like: PyTree) -> PyTree:
+    return jax.tree_util.tree_map(
+        lambda x, ref: jax.random.wrap_key_data(x) if _is_key(ref) else x, tree, like
+    )
+
+
+class Checkpoints:
+    """An orbax manager over ``directory``; one checkpoint per step, the latest two kept.
+
+    Saves are synchronous (``wait_until_finished``) and atomic (orbax commits by rename), so a
+    kill leaves either the previous or the new checkpoint, never half of one.
+    """
+
+    def __init__(self, directory: str | Path, *, max_to_keep: int = 2):
+        self.directory = Path(directory).absolute()
+        self.mgr = ocp.CheckpointManager(
+            self.directory,
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=max_to_keep, enable_async_checkpointing=False
+            ),
+        )
+
+    def latest(self) -> int | None:
+        """The newest saved step, or None."""
+        return self.mgr.latest_step()
+
+    def save(self, step: int, tree: PyTree) -> None:
+        """Saves ``tree`` (PRNG keys included) as ``step`` and waits until it is on disk."""
+        self.mgr.save(step, args=ocp.args.StandardSave(_keys_to_data(tree)), force=True)
+        self.mgr.wait_until_finished()
+
+    def restore(self, step: int, like: PyTree) -> PyTree:
+        """Restores ``step`` into the structure (and key types) of ``like``."""
+        raw = self.mgr.restore(step, args=ocp.args.StandardRestore(_keys_to_data(like)))
+        return _data_to_keys(raw, like)

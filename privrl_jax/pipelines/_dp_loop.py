@@ -1,0 +1,235 @@
+"""The one DP run loop every DP training method uses.
+
+sample (the plan's sampler, a secret stream) -> clipped sums of masked microbatches (the sensitive
+data on the device, gathered inside jit) -> noise once (the plan) -> method update -> ledger
+**before** checkpoint -> checkpoint -> resume (same batches, same noise, nothing spent twice). The
+budget is checked before the first release and again on every resume.
+
+A method is a :class:`~privrl_jax.privacy.DPPlan` plus a :class:`DPProgram`: how to read the
+parameters from its state, how to update the state from the noisy mean, and optionally public
+rows added to the clipped sum (PrivORL's FineCur).
+
+Secrets (docs/design.md, contract 5): the noise key and the sampling seed come from the OS's
+entropy source (:meth:`DPSecret.fresh`) and are stored only in the checkpoints, which must never be
+published. :meth:`DPSecret.from_seed` exists for tests and reproducibility; a run using it is not
+private, and says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from typing import Any, Callable, NamedTuple
+
+import dp_accounting
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from privrl_jax import privacy
+from privrl_jax.pipelines._checkpoints import Checkpoints
+
+PyTree = Any
+_SECRET_WORDS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class DPSecret:
+    """The secret randomness of one DP run: the noise key and the sampling stream's seed.
+
+    ``words`` is 8 uint32 words: words 0-1 are the Threefry noise key, words 2-7 (192 bits) seed
+    the NumPy sampling stream. ``fixed`` marks a secret derived from a public seed.
+    """
+
+    words: np.ndarray
+    fixed: bool
+
+    @classmethod
+    def fresh(cls) -> "DPSecret":
+        """256 bits from ``os.urandom``: nobody can regenerate the noise from the run directory."""
+        return cls(np.frombuffer(os.urandom(4 * _SECRET_WORDS), np.uint32).copy(), False)
+
+    @classmethod
+    def from_seed(cls, seed: int) -> "DPSecret":
+        """A reproducible secret for tests; anyone who knows ``seed`` can recompute the noise."""
+        words = np.random.SeedSequence([int(seed), 0x5EC2E7]).generate_state(_SECRET_WORDS)
+        return cls(words.astype(np.uint32), True)
+
+    @property
+    def noise_key(self) -> jax.Array:
+        return jax.random.wrap_key_data(jnp.asarray(self.words[:2], jnp.uint32), impl="threefry2x32")
+
+    @property
+    def sampling_seed(self) -> int:
+        return int.from_bytes(self.words[2:].astype("<u4").tobytes(), "little")
+
+    def to_tree(self) -> dict[str, np.ndarray]:
+        return {"words": self.words, "fixed": np.asarray(self.fixed, np.int32)}
+
+    @classmethod
+    def from_tree(cls, tree: dict[str, Any]) -> "DPSecret":
+        return cls(np.asarray(tree["words"], np.uint32), bool(np.asarray(tree["fixed"])))
+
+
+class DPProgram(NamedTuple):
+    """What a method adds to the loop (all pure; the loop jits them).
+
+    Attributes:
+      params: ``state -> params`` the clipped sum is taken at.
+      update: ``(state, noisy_mean) -> state``: the method's step from the privatized mean.
+      public_rows: optional host-side hook ``(state, acc, step) -> (state, acc)`` adding clipped
+        contributions of public rows (never sensitive ones) to the sum before the noise.
+    """
+
+    params: Callable[[PyTree], PyTree]
+    update: Callable[[PyTree, PyTree], PyTree]
+    public_rows: Callable[[PyTree, PyTree, int], tuple[PyTree, PyTree]] | None = None
+
+
+@dataclasses.dataclass
+class LoopStats:
+    """What actually ran in this call of the loop (for tests and audits; private: never publish)."""
+
+    steps: int = 0
+    noise_draws: int = 0
+    sampled_units: list[int] = dataclasses.field(default_factory=list)
+
+
+def make_accumulate(clip_fn: privacy.ClippedSumFn) -> Callable[..., PyTree]:
+    """``acc, params, data, item_mask, idx, unit_mask, key -> acc + clipped sum of data[idx]``.
+
+    ``data`` leaves are ``[N, items, ...]`` and stay on the device; the microbatch is gathered
+    inside the jitted function, so only the (public-shaped) index vector crosses from the host.
+    """
+
+    @functools.partial(jax.jit, donate_argnums=0)
+    def accumulate(acc, params, data, item_mask, idx, unit_mask, key):
+        batch = jax.tree_util.tree_map(lambda x: x[idx], data)
+        mask = item_mask[idx] & unit_mask[:, None]
+        clipped, _ = clip_fn(params, batch, mask, key)
+        return jax.tree_util.tree_map(jnp.add, acc, clipped)
+
+    return accumulate
+
+
+def run_dp_loop(
+    plan: privacy.DPPlan,
+    clip_fn: privacy.ClippedSumFn,
+    program: DPProgram,
+    init_state: PyTree,
+    data: PyTree,
+    *,
+    ckpt: Checkpoints,
+    ledger: privacy.Ledger,
+    what: str,
+    secret: DPSecret,
+    loss_key: jax.Array,
+    item_mask: jax.Array | None = None,
+    checkpoint_every: int = 50,
+    accountant: str = "rdp",
+    desc: str = "DP steps",
+    stats: LoopStats | None = None,
+) -> tuple[PyTree, DPSecret]:
+    """Runs (or resumes) ``plan.steps`` DP steps; returns the final state and the run's secret.
+
+    Args:
+      plan: the calibrated plan (sampler, clip norms, sigma, steps).
+      clip_fn: the per-unit clipped sum; it must clip to the plan's norms (checked).
+      program: the method's params / update / public-rows functions.
+      init_state: the method's state before step 0 (used when ``ckpt`` has no checkpoint).
+      data: the sensitive units, leaves ``[N, items, ...]`` with N = ``plan.dataset_size``.
+      ckpt: this phase's checkpoint manager (holds the state and the secret).
+      ledger: the run's ledger; steps are recorded before the checkpoint that contains them.
+      what: the ledger's name for one step of this loop.
+      secret: used only when starting fresh; a resumed run continues with its checkpointed one.
+      loss_key: the (public) randomness of the per-unit function, e.g. EDM noise levels.
+      item_mask: ``[N, items]`` bool (all True by default).
+      checkpoint_every: steps between ledger records and checkpoints.
+      accountant: for the budget check.
+      desc: the progress bar's label.
+      stats: filled with what ran, when given.
+
+    Raises:
+      LedgerError: the checkpoint is ahead of the ledger (the spend is unknown).
+      BudgetExceededError: the remaining steps would exceed the budget; raised before any release.
+    """
+    plan.check_clipped(clip_fn)
+    n = plan.dataset_size
+    leaves = jax.tree_util.tree_leaves(data)
+    if not leaves or any(x.shape[0] != n for x in leaves):
+        raise ValueError(
+            f"the sensitive data must have {n} units (the plan's dataset_size) along axis 0; got "
+            f"{[tuple(x.shape) for x in leaves]}."
+        )
+    if item_mask is None:
+        item_mask = jnp.ones(leaves[0].shape[:2], bool)
+    data = jax.tree_util.tree_map(jnp.asarray, data)
+    stats = stats if stats is not None else LoopStats()
+
+    start, tree = 0, {"state": init_state, "secret": secret.to_tree()}
+    latest = ckpt.latest()
+    if latest is not None:
+        tree = ckpt.restore(latest, tree)
+        start = latest
+    else:
+        # The secret is on disk before any noise is drawn, so a crash can never lead to a second,
+        # differently-noised version of a recorded step.
+        ckpt.save(0, tree)
+    secret = DPSecret.from_tree(tree["secret"])
+    state = tree["state"]
+
+    step_event = plan.step_event()
+    done = sum(r.count for r in ledger.releases if r.what == what)
+    if plan.private:
+        if done < start:
+            raise privacy.LedgerError(
+                f"the checkpoint is at DP step {start} but the ledger records only {done} steps of "
+                f"{what!r}: the privacy spend is unknown. Start a new run directory."
+            )
+        ledger.check(step_event, plan.steps - done, accountant=accountant)
+    elif not any(r.what == what for r in ledger.releases):
+        # A non-private run is a release too: the ledger must say the data were used without DP.
+        ledger.record(dp_accounting.NonPrivateDpEvent(), what=what, params=plan.describe())
+        done = plan.steps
+
+    accumulate = make_accumulate(clip_fn)
+
+    @jax.jit
+    def release(state, acc, key):
+        return program.update(state, plan.privatize(acc, key))
+
+    zeros_like_sum = jax.eval_shape(
+        lambda s: clip_fn(program.params(s), jax.tree_util.tree_map(lambda x: x[:1], data),
+                          item_mask[:1], jax.random.key(0) if clip_fn.uses_key else None)[0],
+        state,
+    )
+    params_of = jax.jit(program.params)
+    unrecorded = 0
+    with tqdm(total=plan.steps, initial=start, desc=desc, unit="step") as bar:
+        for t in range(start, plan.steps):
+            batch = plan.sample(secret.sampling_seed, t)
+            stats.sampled_units.append(batch.size)
+            acc = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), zeros_like_sum)
+            params = params_of(state)
+            kt = jax.random.fold_in(loss_key, t)
+            for j in range(batch.indices.shape[0]):
+                acc = accumulate(acc, params, data, item_mask, batch.indices[j], batch.mask[j],
+                                 jax.random.fold_in(kt, j))
+            if program.public_rows is not None:
+                state, acc = program.public_rows(state, acc, t)
+            state = release(state, acc, jax.random.fold_in(secret.noise_key, t))
+            stats.steps += 1
+            stats.noise_draws += 1
+            unrecorded += 1
+            if unrecorded == checkpoint_every or t == plan.steps - 1:
+                if plan.private and t + 1 > done:
+                    # Record before the checkpoint: a crash in between over-counts, never under.
+                    new = t + 1 - done
+                    ledger.record(step_event, what=what, count=new, params=plan.describe())
+                    done += new
+                ckpt.save(t + 1, {"state": state, "secret": secret.to_tree()})
+                unrecorded = 0
+            bar.update(1)
+    return state, secret

@@ -1,0 +1,441 @@
+"""One frozen plan per DP mechanism: sampler, relation, clip norms, sigma, event, calibration.
+
+Every piece of a DP release that must agree with every other comes from here (docs/design.md,
+contract 8). A replace-one accounting bug once came from building the accounting event apart from
+the sensitivity it depends on; with a plan, the noise std and the event are two views of the same
+fields and cannot drift apart.
+
+The meaning of sigma (``noise_multiplier``) is dp-accounting's and jax_privacy's everywhere: noise
+std / L2 sensitivity of the released sum. The sensitivity is C under add/remove-one and 2C under
+replace-one, so a replace-one plan with sigma = 1 and C = 1 adds noise of std 2 and is accounted
+as ``GaussianDpEvent(1)`` inside its sampling event.
+
+What runs where: the plan itself, accounting and sampling are host-side (NumPy, dp-accounting);
+:meth:`DPPlan.privatize` and the clipped sums it builds are pure JAX functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Iterator, Union
+
+import dp_accounting
+import jax
+import optax
+
+from privrl_jax.privacy import _accounting
+from privrl_jax.privacy._accounting import Accountant, EpsilonReport, Neighboring, Sampling
+from privrl_jax.privacy._aggregation import _noise_transform, add_noise_blocks
+from privrl_jax.privacy._clipping import (
+    ClippedSumFn,
+    PerItemFn,
+    _check_clip_norms,
+    clipped_grad,
+    clipped_sum,
+)
+from privrl_jax.privacy._sampling import (
+    FullBatchSampler,
+    IndexBatch,
+    PoissonSampler,
+    UniformOneSampler,
+    step_batches,
+    step_rng,
+)
+
+PyTree = Any
+Sampler = Union[PoissonSampler, UniformOneSampler, FullBatchSampler]
+
+
+def _as_tuple(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def effective_noise_multiplier(noise_multipliers: tuple[float, ...]) -> float:
+    """sigma_eff = (sum_i sigma_i^-2)^(-1/2) of k Gaussian blocks released together.
+
+    Block i moves by at most its sensitivity Delta_i and gets noise of std sigma_i Delta_i. Scaling
+    block i by 1 / (sigma_i Delta_i) gives unit noise on every coordinate and moves block i by at
+    most 1 / sigma_i, so the whole release is one Gaussian mechanism of sensitivity
+    (sum_i sigma_i^-2)^(1/2) and unit noise: noise multiplier sigma_eff. Accounting the blocks as
+    independent mechanisms would over-count; accounting them as one block of sigma_1 would
+    under-count.
+    """
+    if any(s == 0 for s in noise_multipliers):
+        return 0.0
+    return 1.0 / math.sqrt(sum(s**-2 for s in noise_multipliers))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DPPlan:
+    """Everything one DP release schedule is, bound together.
+
+    Build it with the sampler that will actually run, the clip norm(s) and the number of steps;
+    :meth:`calibrate` returns a copy with sigma for a target (epsilon, delta). From the plan, and
+    only from it, come the sensitivity, the noise std, the normaliser, the dp-accounting event, the
+    clipped sums (:meth:`clipped_grad`, :meth:`clipped_sum`), the noise (:meth:`privatize`,
+    :meth:`dpsgd`) and the batches (:meth:`batches`).
+
+    Attributes:
+      sampler: :class:`PoissonSampler` (with or without ``capacity``), :class:`UniformOneSampler`
+        or :class:`FullBatchSampler`. Its ``dataset_size`` N is treated as public, as Opacus and
+        jax_privacy do: declare it, or record that it was read from the data.
+      l2_clip_norm: C, or a tuple (C_1, ..., C_k) for a release of k separately clipped blocks.
+      steps: number of releases T (every step counts, empty Poisson batches too).
+      noise_multiplier: sigma (or one per block) = noise std / L2 sensitivity; 0 means no noise
+        (a non-private run, accounted as ``NonPrivateDpEvent``); None until calibrated.
+      neighboring: the neighbouring relation; by default the sampler's (add/remove-one for
+        Poisson and full batches, replace-one for uniform one-of-N, which requires it).
+
+    Example:
+      >>> from privrl_jax import privacy
+      >>> plan = privacy.DPPlan(
+      ...     sampler=privacy.UniformOneSampler(dataset_size=1000), l2_clip_norm=1.0,
+      ...     steps=10_000, noise_multiplier=1.0)
+      >>> plan.neighboring.name, plan.noise_stds
+      ('REPLACE_ONE', (2.0,))
+    """
+
+    sampler: Sampler
+    l2_clip_norm: float | tuple[float, ...]
+    steps: int
+    noise_multiplier: float | tuple[float, ...] | None = None
+    neighboring: Neighboring | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.sampler, (PoissonSampler, UniformOneSampler, FullBatchSampler)):
+            raise ValueError(
+                f"sampler must be a PoissonSampler, UniformOneSampler or FullBatchSampler; got "
+                f"{type(self.sampler).__name__}. A shuffled or fixed-size batch cannot be accounted "
+                "as Poisson."
+            )
+        norms = _check_clip_norms(self.l2_clip_norm)
+        object.__setattr__(self, "l2_clip_norm", norms if len(norms) > 1 else norms[0])
+        _accounting.validate_steps(self.steps)
+        object.__setattr__(self, "steps", int(self.steps))
+        relation = Neighboring(self.neighboring or self.sampler.neighboring)
+        object.__setattr__(self, "neighboring", relation)
+        if isinstance(self.sampler, PoissonSampler) and relation is not Neighboring.ADD_OR_REMOVE_ONE:
+            raise ValueError(
+                "Poisson sampling is accounted under add/remove-one; got neighboring=REPLACE_ONE. "
+                "Use a UniformOneSampler or FullBatchSampler for replace-one releases."
+            )
+        if isinstance(self.sampler, UniformOneSampler) and relation is not Neighboring.REPLACE_ONE:
+            raise ValueError(
+                "uniform one-of-N sampling draws a fixed-size batch, which dp-accounting analyses "
+                "under replace-one only; leave neighboring unset (REPLACE_ONE)."
+            )
+        if self.noise_multiplier is not None:
+            sigmas = _as_tuple(self.noise_multiplier)
+            if len(sigmas) != len(norms):
+                raise ValueError(
+                    f"{len(norms)} clip norm(s) but {len(sigmas)} noise multiplier(s); give one "
+                    "noise multiplier per block."
+                )
+            for s in sigmas:
+                if not _accounting._is_real(s) or not 0 <= s < math.inf:
+                    raise ValueError(f"noise_multiplier must be a finite number >= 0; got {s!r}.")
+            sigmas = tuple(float(s) for s in sigmas)
+            if 0.0 in sigmas and any(sigmas):
+                raise ValueError(
+                    f"noise multipliers {sigmas}: either every block is noised (> 0) or none is "
+                    "(0, a non-private run); one unnoised block makes the whole release non-private."
+                )
+            object.__setattr__(self, "noise_multiplier", sigmas if len(sigmas) > 1 else sigmas[0])
+
+    # ------------------------------------------------------------------ the fields' views
+    @property
+    def num_blocks(self) -> int:
+        return len(self.l2_clip_norms)
+
+    @property
+    def l2_clip_norms(self) -> tuple[float, ...]:
+        return _as_tuple(self.l2_clip_norm)
+
+    @property
+    def noise_multipliers(self) -> tuple[float, ...]:
+        """sigma per block (raises before calibration)."""
+        if self.noise_multiplier is None:
+            raise ValueError(
+                "this plan has no noise multiplier yet: call plan.calibrate(epsilon, delta) or set "
+                "noise_multiplier."
+            )
+        return _as_tuple(self.noise_multiplier)
+
+    @property
+    def private(self) -> bool:
+        """Whether the plan adds noise (False for sigma = 0, the non-private ablation)."""
+        return all(s > 0 for s in self.noise_multipliers)
+
+    @property
+    def sensitivities(self) -> tuple[float, ...]:
+        """L2 sensitivity of each block of the clipped sum: C_i (add/remove) or 2 C_i (replace)."""
+        return tuple(self.neighboring.sensitivity_factor * c for c in self.l2_clip_norms)
+
+    @property
+    def noise_stds(self) -> tuple[float, ...]:
+        """Noise std added to each block of the sum: sigma_i times its sensitivity."""
+        return tuple(s * d for s, d in zip(self.noise_multipliers, self.sensitivities))
+
+    @property
+    def effective_noise_multiplier(self) -> float:
+        """The sigma the accountant sees (see :func:`effective_noise_multiplier`)."""
+        return effective_noise_multiplier(self.noise_multipliers)
+
+    @property
+    def dataset_size(self) -> int:
+        return self.sampler.dataset_size
+
+    @property
+    def sampling(self) -> Sampling:
+        return self.sampler.sampling
+
+    @property
+    def sampling_rate(self) -> float:
+        return self.sampler.sampling_rate
+
+    @property
+    def expected_batch_size(self) -> float:
+        """The public normaliser of the noisy sum: q N (Poisson), 1 (one-of-N) or N (full)."""
+        return self.sampler.expected_batch_size
+
+    # ------------------------------------------------------------------ accounting
+    def _step_event_for(self, sigma_eff: float) -> dp_accounting.DpEvent:
+        if sigma_eff == 0:
+            return dp_accounting.NonPrivateDpEvent()
+        return _accounting.dpsgd_event(
+            sigma_eff,
+            self.sampling_rate,
+            1,
+            sampling=self.sampling,
+            dataset_size=self.dataset_size,
+            capacity=getattr(self.sampler, "capacity", None),
+        ).event
+
+    def step_event(self) -> dp_accounting.DpEvent:
+        """The dp-accounting event of one step, exactly as it runs."""
+        return self._step_event_for(self.effective_noise_multiplier)
+
+    def event(self) -> dp_accounting.DpEvent:
+        """The dp-accounting event of all ``steps`` steps."""
+        return dp_accounting.SelfComposedDpEvent(self.step_event(), self.steps)
+
+    def epsilon(self, delta: float, accountant: Accountant = "rdp") -> EpsilonReport:
+        """Epsilon of the whole plan at ``delta`` (inf for a non-private plan)."""
+        if not self.private:
+            _accounting.validate_delta(delta)
+            return EpsilonReport(
+                epsilon=math.inf, delta=float(delta), accountant=accountant,
+                neighboring=self.neighboring.name,
+            )
+        return _accounting.compute_epsilon(
+            self.event(), delta, accountant=accountant,
+            neighboring=self.neighboring.to_dp_accounting(),
+        )
+
+    def calibrate(
+        self,
+        target_epsilon: float,
+        delta: float,
+        accountant: Accountant = "rdp",
+        *,
+        tol: float = 1e-3,
+    ) -> "DPPlan":
+        """A copy with the smallest sigma whose epsilon over ``steps`` is at most the target.
+
+        ``target_epsilon = inf`` gives sigma = 0 (no noise; the run is not private). With several
+        blocks, the ratios between their noise multipliers are kept (equal when none were set)
+        and the common scale is calibrated on sigma_eff.
+        """
+        if target_epsilon == math.inf:
+            return dataclasses.replace(self, noise_multiplier=(0.0,) * self.num_blocks)
+        _accounting._check_positive("target_epsilon", target_epsilon)
+        _accounting.validate_delta(delta, dataset_size=self.dataset_size)
+        relation = self.neighboring.to_dp_accounting()
+
+        def make_event(sigma: float) -> dp_accounting.DpEvent:
+            return dp_accounting.SelfComposedDpEvent(self._step_event_for(sigma), self.steps)
+
+        def search(acc: Accountant, bracket) -> float:
+            with _accounting._quiet_absl():
+                return float(dp_accounting.calibrate_dp_mechanism(
+                    lambda: _accounting.make_accountant(acc, relation), make_event,
+                    float(target_epsilon), float(delta), bracket, tol=tol,
+                ))
+
+        sigma_eff = search("rdp", dp_accounting.LowerEndpointAndGuess(1e-2, 1.0))
+        if accountant == "pld":
+            # RDP's sigma is an upper bound of PLD's: it brackets the (slow) PLD search tightly.
+            sigma_eff = search("pld", dp_accounting.LowerEndpointAndGuess(sigma_eff / 2, sigma_eff))
+        elif accountant != "rdp":
+            raise ValueError(f"accountant must be 'rdp' or 'pld'; got {accountant!r}.")
+        ratios = (
+            self.noise_multipliers
+            if self.noise_multiplier is not None and self.private
+            else (1.0,) * self.num_blocks
+        )
+        scale = sigma_eff / effective_noise_multiplier(ratios)
+        return dataclasses.replace(self, noise_multiplier=tuple(scale * r for r in ratios))
+
+    # ------------------------------------------------------------------ clipping and noise
+    def clipped_grad(
+        self,
+        per_item_loss: PerItemFn,
+        *,
+        microbatch_size: int | None = None,
+        uses_key: bool = False,
+        method: str = "vmap",
+    ) -> ClippedSumFn:
+        """:func:`clipped_grad` with this plan's clip norm (one block)."""
+        if self.num_blocks != 1:
+            raise ValueError(f"this plan has {self.num_blocks} blocks; use plan.clipped_sum.")
+        return clipped_grad(
+            per_item_loss, l2_clip_norm=self.l2_clip_norms[0], microbatch_size=microbatch_size,
+            uses_key=uses_key, method=method,
+        )
+
+    def clipped_sum(
+        self, per_item_fn: PerItemFn, *, microbatch_size: int | None = None, uses_key: bool = False
+    ) -> ClippedSumFn:
+        """:func:`clipped_sum` with this plan's clip norm(s), one per block."""
+        return clipped_sum(
+            per_item_fn, l2_clip_norm=self.l2_clip_norms, microbatch_size=microbatch_size,
+            uses_key=uses_key,
+        )
+
+    def check_clipped(self, fn: ClippedSumFn) -> None:
+        """Raises unless ``fn`` clips to exactly this plan's clip norms."""
+        if tuple(fn.l2_clip_norms) != self.l2_clip_norms:
+            raise ValueError(
+                f"the clipped sum clips to {fn.l2_clip_norms} but the plan's noise and accounting "
+                f"assume {self.l2_clip_norms}; build it with plan.clipped_grad / plan.clipped_sum."
+            )
+
+    def privatize(self, clipped: PyTree, key: jax.Array) -> PyTree:
+        """One release: the clipped sum plus its noise, divided by the expected batch size.
+
+        Pure and jittable. ``key`` is this release's key (e.g. ``fold_in(secret_key, step)``);
+        with several blocks ``clipped`` is a tuple of them.
+        """
+        blocks = (clipped,) if self.num_blocks == 1 else tuple(clipped)
+        noised = add_noise_blocks(blocks, key, self.noise_stds)
+        scale = 1.0 / self.expected_batch_size
+        out = jax.tree_util.tree_map(lambda x: (x * scale).astype(x.dtype), noised)
+        return out[0] if self.num_blocks == 1 else out
+
+    def privatizer(self, key: jax.Array) -> optax.GradientTransformation:
+        """An optax transformation: noise once (release t uses ``fold_in(key, t)``), then / q N."""
+        return optax.chain(
+            _noise_transform(self.noise_stds, key), optax.scale(1.0 / self.expected_batch_size)
+        )
+
+    def dpsgd(
+        self, optimizer: optax.GradientTransformation, *, key: jax.Array
+    ) -> optax.GradientTransformation:
+        """DP-SGD's update rule for this plan: :meth:`privatizer`, then ``optimizer``."""
+        return optax.chain(self.privatizer(key), optimizer)
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, seed: int, step: int) -> IndexBatch:
+        """Step ``step``'s batch from the stream seeded by ``seed`` (keep it secret)."""
+        return self.sampler.sample(step_rng(seed, step))
+
+    def batches(self, seed: int, *, start: int = 0) -> Iterator[IndexBatch]:
+        """The batches of steps ``start .. steps-1``."""
+        return step_batches(self.sampler, seed, self.steps, start=start)
+
+    def describe(self) -> dict[str, Any]:
+        """The plan as plain JSON types (for the ledger and reports); holds no secret."""
+        out = {
+            "sampling": self.sampling.value,
+            "neighboring": self.neighboring.name,
+            "dataset_size": self.dataset_size,
+            "sampling_rate": self.sampling_rate,
+            "expected_batch_size": self.expected_batch_size,
+            "steps": self.steps,
+            "l2_clip_norms": list(self.l2_clip_norms),
+            "sensitivities": list(self.sensitivities),
+        }
+        if getattr(self.sampler, "capacity", None) is not None:
+            out["capacity"] = self.sampler.capacity
+        if self.noise_multiplier is not None:
+            out |= {
+                "noise_multipliers": list(self.noise_multipliers),
+                "effective_noise_multiplier": self.effective_noise_multiplier,
+                "noise_stds": list(self.noise_stds),
+            }
+        return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GaussianMechanism:
+    """The Gaussian mechanism on a vector (pytree) of known L2 sensitivity, for non-gradient releases.
+
+    POOL's noisy counts and next-value sums, a DP mean, output perturbation: state the L2
+    sensitivity Delta of the whole released vector for one privacy unit (and the relation it holds
+    under), then release ``value + N(0, (sigma Delta)^2)``. The ledger records
+    ``GaussianDpEvent(sigma)``, which both dp-accounting accountants handle exactly; the same
+    mechanism is rho-zCDP with rho = 1 / (2 sigma^2) (Bun & Steinke 2016, Prop. 1.6).
+
+    Attributes:
+      l2_sensitivity: Delta > 0 of the released vector.
+      noise_multiplier: sigma = noise std / Delta (None until calibrated).
+      neighboring: the relation under which ``l2_sensitivity`` holds (recorded, not used).
+    """
+
+    l2_sensitivity: float
+    noise_multiplier: float | None = None
+    neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE
+
+    def __post_init__(self):
+        _accounting._check_positive("l2_sensitivity", self.l2_sensitivity)
+        object.__setattr__(self, "l2_sensitivity", float(self.l2_sensitivity))
+        if self.noise_multiplier is not None:
+            _accounting._check_positive("noise_multiplier", self.noise_multiplier)
+            object.__setattr__(self, "noise_multiplier", float(self.noise_multiplier))
+
+    @classmethod
+    def from_zcdp(cls, rho: float, l2_sensitivity: float, **kwargs) -> "GaussianMechanism":
+        """The mechanism that is exactly rho-zCDP: sigma = 1 / sqrt(2 rho)."""
+        _accounting._check_positive("rho", rho)
+        return cls(l2_sensitivity=l2_sensitivity, noise_multiplier=1.0 / math.sqrt(2.0 * rho), **kwargs)
+
+    @property
+    def noise_std(self) -> float:
+        if self.noise_multiplier is None:
+            raise ValueError("calibrate the mechanism (or set noise_multiplier) first.")
+        return self.noise_multiplier * self.l2_sensitivity
+
+    @property
+    def rho(self) -> float:
+        """Its zCDP parameter, 1 / (2 sigma^2)."""
+        return 0.5 / self.noise_std**2 * self.l2_sensitivity**2
+
+    def event(self) -> dp_accounting.DpEvent:
+        """``GaussianDpEvent(sigma)``: what the ledger records per release."""
+        return dp_accounting.GaussianDpEvent(self.noise_std / self.l2_sensitivity)
+
+    def epsilon(self, delta: float, accountant: Accountant = "rdp") -> EpsilonReport:
+        return _accounting.compute_epsilon(
+            self.event(), delta, accountant=accountant,
+            neighboring=self.neighboring.to_dp_accounting(),
+        )
+
+    def calibrate(
+        self, target_epsilon: float, delta: float, accountant: Accountant = "rdp", *, tol: float = 1e-4
+    ) -> "GaussianMechanism":
+        """A copy with the smallest sigma whose one release is (target_epsilon, delta)-DP."""
+        _accounting._check_positive("target_epsilon", target_epsilon)
+        _accounting.validate_delta(delta)
+        relation = self.neighboring.to_dp_accounting()
+        with _accounting._quiet_absl():
+            sigma = dp_accounting.calibrate_dp_mechanism(
+                lambda: _accounting.make_accountant(accountant, relation),
+                dp_accounting.GaussianDpEvent, float(target_epsilon), float(delta),
+                dp_accounting.LowerEndpointAndGuess(1e-3, 1.0), tol=tol,
+            )
+        return dataclasses.replace(self, noise_multiplier=float(sigma))
+
+    def release(self, key: jax.Array, value: PyTree) -> PyTree:
+        """``value`` plus N(0, noise_std^2) on every coordinate (pure, jittable)."""
+        return add_noise_blocks((value,), key, (self.noise_std,))[0]
