@@ -173,10 +173,6 @@ def run_dp_loop(
     if latest is not None:
         tree = ckpt.restore(latest, tree)
         start = latest
-    else:
-        # The secret is on disk before any noise is drawn, so a crash can never lead to a second,
-        # differently-noised version of a recorded step.
-        ckpt.save(0, tree)
     secret = DPSecret.from_tree(tree["secret"])
     state = tree["state"]
 
@@ -194,6 +190,10 @@ def run_dp_loop(
         ledger.record(dp_accounting.NonPrivateDpEvent(), what=what, params=plan.describe())
         done = plan.steps
 
+    if latest is None:
+        # The secret is on disk before any noise is drawn, so a crash can never lead to a second,
+        # differently-noised version of a recorded step.
+        ckpt.save(0, tree)
     accumulate = make_accumulate(clip_fn)
 
     @jax.jit
