@@ -21,6 +21,12 @@ class AccountantName(str, Enum):
     pld = "pld"
 
 
+class SamplingName(str, Enum):
+    poisson = "poisson"
+    uniform_one = "uniform_one"
+    full_batch = "full_batch"
+
+
 def _fail(err: Exception) -> None:
     typer.secho(f"error: {err}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code=2)
@@ -32,32 +38,78 @@ def _emit(out: dict, as_json: bool, text: str) -> None:
 
 
 # Options shared by `epsilon` and `calibrate`.
-SamplingRate = Annotated[float, typer.Option(help="Poisson sampling rate q = batch / N.")]
 Steps = Annotated[int, typer.Option(help="Number of DP-SGD steps T.")]
 Delta = Annotated[float, typer.Option(help="Target delta.")]
 AccountantOpt = Annotated[AccountantName, typer.Option(help="rdp or pld.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+SamplingOpt = Annotated[
+    SamplingName,
+    typer.Option(help="poisson (add/remove-one), uniform_one (one of N per step, replace-one) or "
+                 "full_batch (every unit every step)."),
+]
+DatasetSize = Annotated[
+    int | None, typer.Option(help="N, the number of privacy units (needed for uniform_one and full_batch).")
+]
+
+
+def _plan(sampling: SamplingName, sampling_rate: float, dataset_size: int | None, steps: int,
+          noise_multiplier: float | None = None) -> privacy.DPPlan:
+    """The DP plan the options describe (clip norm 1: sigma and epsilon do not depend on it)."""
+    if sampling is not SamplingName.poisson and dataset_size is None:
+        raise ValueError(f"--sampling {sampling.value} needs --dataset-size N.")
+    if sampling is SamplingName.poisson and sampling_rate is None:
+        raise ValueError("--sampling poisson needs --sampling-rate q (batch / N).")
+    if sampling is SamplingName.poisson:
+        # N only scales the sampler's normaliser here; epsilon depends on q alone.
+        sampler = privacy.PoissonSampler(dataset_size=dataset_size or 1, sampling_rate=sampling_rate,
+                                         microbatch_size=1)
+    elif sampling is SamplingName.uniform_one:
+        sampler = privacy.UniformOneSampler(dataset_size=dataset_size)
+    else:
+        sampler = privacy.FullBatchSampler(dataset_size=dataset_size, microbatch_size=1)
+    return privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=steps, noise_multiplier=noise_multiplier)
+
+
+def _described(plan: privacy.DPPlan, dataset_size: int | None) -> dict:
+    out = plan.describe()
+    if dataset_size is None:  # Poisson without N: epsilon depends on q alone
+        out.pop("dataset_size"), out.pop("expected_batch_size")
+    return out
+
+
+def _sensitivity_note(plan: privacy.DPPlan) -> str:
+    factor = plan.neighboring.sensitivity_factor
+    return (f"{plan.neighboring.name}: noise std = {factor:g} x sigma x C" if factor != 1
+            else f"{plan.neighboring.name}: noise std = sigma x C")
 
 
 @app.command()
 def epsilon(
-    noise_multiplier: Annotated[float, typer.Option(help="sigma: noise std / clip norm.")],
-    sampling_rate: SamplingRate,
+    noise_multiplier: Annotated[
+        float, typer.Option(help="sigma: noise std / L2 sensitivity (C add/remove, 2C replace-one).")
+    ],
     steps: Steps,
     delta: Delta,
+    sampling_rate: Annotated[
+        float | None, typer.Option(help="Poisson sampling rate q = batch / N (poisson only).")
+    ] = None,
+    sampling: SamplingOpt = SamplingName.poisson,
+    dataset_size: DatasetSize = None,
     accountant: AccountantOpt = AccountantName.rdp,
     as_json: AsJson = False,
 ) -> None:
-    """Epsilon spent by T Poisson-sampled DP-SGD steps."""
+    """Epsilon spent by T DP steps of a sampling scheme (dp-accounting's meaning of sigma)."""
     try:
-        rep = privacy.dpsgd_epsilon(noise_multiplier, sampling_rate, steps, delta, accountant=accountant.value)
+        plan = _plan(sampling, sampling_rate, dataset_size, steps, noise_multiplier)
+        rep = plan.epsilon(delta, accountant.value)
     except ValueError as e:
         _fail(e)
     _emit(
-        {**rep.to_dict(), "noise_multiplier": noise_multiplier, "sampling_rate": sampling_rate, "steps": steps},
+        {**rep.to_dict(), **_described(plan, dataset_size), "noise_multiplier": noise_multiplier},
         as_json,
         f"epsilon = {rep.epsilon:.4f} at delta = {delta:g} ({accountant.value.upper()}, "
-        f"sigma={noise_multiplier}, q={sampling_rate}, T={steps}; dp-accounting {rep.dp_accounting_version})",
+        f"sigma={noise_multiplier}, {sampling.value} q={plan.sampling_rate:g}, T={steps}; "
+        f"{_sensitivity_note(plan)}; dp-accounting {rep.dp_accounting_version})",
     )
 
 
@@ -65,25 +117,31 @@ def epsilon(
 def calibrate(
     target_epsilon: Annotated[float, typer.Option(help="Target epsilon.")],
     delta: Delta,
-    sampling_rate: SamplingRate,
     steps: Steps,
+    sampling_rate: Annotated[
+        float | None, typer.Option(help="Poisson sampling rate q = batch / N (poisson only).")
+    ] = None,
+    sampling: SamplingOpt = SamplingName.poisson,
+    dataset_size: DatasetSize = None,
     accountant: AccountantOpt = AccountantName.rdp,
     as_json: AsJson = False,
 ) -> None:
-    """Smallest noise multiplier that keeps T steps within the target epsilon."""
+    """Smallest sigma (noise std / L2 sensitivity) that keeps T steps within the target epsilon."""
     try:
-        sigma = privacy.calibrate_noise_multiplier(
-            target_epsilon, delta, sampling_rate, steps, accountant=accountant.value
+        plan = _plan(sampling, sampling_rate, dataset_size, steps).calibrate(
+            target_epsilon, delta, accountant.value
         )
-        rep = privacy.dpsgd_epsilon(sigma, sampling_rate, steps, delta, accountant=accountant.value)
+        rep = plan.epsilon(delta, accountant.value)
     except ValueError as e:
         _fail(e)
+    sigma = plan.noise_multiplier
     _emit(
-        {**rep.to_dict(), "noise_multiplier": sigma, "target_epsilon": target_epsilon,
-         "sampling_rate": sampling_rate, "steps": steps},
+        {**rep.to_dict(), **_described(plan, dataset_size), "noise_multiplier": sigma,
+         "target_epsilon": target_epsilon},
         as_json,
-        f"noise_multiplier = {sigma:.4f} gives epsilon = {rep.epsilon:.4f} <= {target_epsilon} at "
-        f"delta = {delta:g} ({accountant.value.upper()}, q={sampling_rate}, T={steps})",
+        f"noise_multiplier = {sigma:.6f} gives epsilon = {rep.epsilon:.6f} <= {target_epsilon} at "
+        f"delta = {delta:g} ({accountant.value.upper()}, {sampling.value} q={plan.sampling_rate:g}, "
+        f"T={steps}; {_sensitivity_note(plan)})",
     )
 
 

@@ -62,3 +62,32 @@ def test_report_on_missing_run_dir(tmp_path):
     res = runner.invoke(app, ["privacy", "report", str(tmp_path / "nope")])
     assert res.exit_code == 2
     assert "no ledger" in res.output
+
+
+def test_uniform_one_epsilon_and_calibration_use_the_replace_one_sigma():
+    res = runner.invoke(
+        app,
+        ["privacy", "epsilon", "--noise-multiplier", "1", "--sampling", "uniform_one", "--dataset-size",
+         "1000", "--steps", "10000", "--delta", "1e-5", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["epsilon"] == dpsgd_epsilon(1.0, 1e-3, 10_000, 1e-5, sampling="uniform_one",
+                                           dataset_size=1000).epsilon
+    assert out["neighboring"] == "REPLACE_ONE" and out["noise_stds"] == [2.0]  # per unit clip norm
+    res = runner.invoke(
+        app,
+        ["privacy", "calibrate", "--target-epsilon", "1", "--sampling", "uniform_one", "--dataset-size",
+         "1000", "--steps", "10000", "--delta", "1e-5", "--json"],
+    )
+    out = json.loads(res.output)
+    assert 0.97 <= out["epsilon"] <= 1.0
+    assert out["noise_stds"] == [2 * out["noise_multiplier"]]
+
+
+def test_missing_sampling_arguments_are_one_line_errors():
+    for args in (["--sampling", "uniform_one"], []):
+        res = runner.invoke(app, ["privacy", "epsilon", "--noise-multiplier", "1", "--steps", "10",
+                                  "--delta", "1e-5", *args])
+        assert res.exit_code == 2
+        assert res.output.strip().startswith("error:") and len(res.output.strip().splitlines()) == 1
