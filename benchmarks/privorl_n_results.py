@@ -54,6 +54,9 @@ def main() -> None:
         done = run_dir / "report.json"
         if done.exists():
             rep = json.loads(done.read_text())
+            # The audit (real-data agents, fidelity, MIA) lives apart from the release.
+            audit = run_dir / "audit" / "audit.json"
+            rep["audit"] = json.loads(audit.read_text()) if audit.exists() else {}
             # A run finished under another eval protocol is re-audited: its release is reused.
             if args.finished_only or rep["config"] == privorl_n.to_dict(cfg):
                 return rep
@@ -65,9 +68,10 @@ def main() -> None:
     # Seed-major, so an interrupted sweep has whole seeds; per seed the reference runs first, so
     # every variant's row can show the same seed's real-data score.
     for seed in args.seeds:
-        reals = report(REAL_AGENTS_IN, seed).get("agents_real", {})
+        reals = report(REAL_AGENTS_IN, seed).get("audit", {}).get("agents_real", {})
         for variant in args.variants:
             rep = report(variant, seed)
+            audit = rep.get("audit", {})
             for algo, syn in rep.get("agents_synthetic", {}).items():
                 real = reals.get(algo, {})
                 rows.append(
@@ -78,11 +82,11 @@ def main() -> None:
                         "epsilon_rdp": rep["privacy"].get("rdp", {}).get("epsilon"),
                         "synthetic_score": syn.get("score_mean"),
                         "real_score": real.get("score_mean"),
-                        "marginal": rep["fidelity"]["marginal"],
-                        "correlation": rep["fidelity"]["correlation"],
-                        "mia_tpr_at_10_fpr": rep.get("mia", {}).get("tpr_at_10_fpr"),
-                        "mia_tpr_at_1_fpr": rep.get("mia", {}).get("tpr_at_1_fpr"),
-                        "mia_auc": rep.get("mia", {}).get("auc"),
+                        "marginal": audit["fidelity"]["marginal"],
+                        "correlation": audit["fidelity"]["correlation"],
+                        "mia_tpr_at_10_fpr": audit.get("mia", {}).get("tpr_at_10_fpr"),
+                        "mia_tpr_at_1_fpr": audit.get("mia", {}).get("tpr_at_1_fpr"),
+                        "mia_auc": audit.get("mia", {}).get("auc"),
                         "wall_time_s": rep["wall_time_s"],
                     }
                 )
