@@ -134,9 +134,12 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
       An `Agent` whose `update` expects raw (unnormalised) batches.
     """
     cfg = config or EDACConfig()
-    # CORL's EDAC critic: hidden biases 0.1, output layer U(-3e-3, 3e-3).
+    # CORL's EDAC critic (`VectorizedCritic`): hidden kernels U(+-1/sqrt(out width))
+    # (its VectorizedLinear quirk, see `_networks`), hidden biases 0.1, output layer
+    # kernel and bias U(-3e-3, 3e-3).
     critic = _networks.QNetwork(
         tuple(cfg.hidden_dims),
+        hidden_kernel_init=_networks.corl_vectorized_kernel_init,
         hidden_bias_init=nn.initializers.constant(0.1),
         out_kernel_init=_networks.uniform_init(3e-3),
         out_bias_init=_networks.uniform_init(3e-3),

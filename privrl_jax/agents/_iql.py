@@ -99,7 +99,8 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
 
     One update does, in CORL's order: V regresses the `expectile` of min(target Q1,
     target Q2); the twin Qs regress r + gamma * (1 - terminal) * V(s') (mean of the
-    two MSEs); the target Qs move by Polyak averaging; the policy maximises
+    two MSEs), with V(s') from V before its step (CORL computes it first); the target
+    Qs move by Polyak averaging; the policy maximises
     exp(beta * (Q - V)) (capped at 100) weighted log-likelihood of the data actions,
     using the advantage computed before V's step. Evaluation acts with the mean.
 
@@ -147,6 +148,10 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
         actor = make_actor(state.action_dim)
         b = _common.normalized_batch(batch, state.normalizer)
 
+        # V(s') before V's step, as CORL's `train` computes `next_v` first (d3rlpy's
+        # IQL too: one optimiser step on the Q and V losses, target from the old V).
+        next_v = value.apply(state.value_params, b.next_observations)
+
         # 1) V: expectile regression towards the target twin-Q minimum.
         target_q = _networks.apply_ensemble(
             critic, state.critic_target_params, b.observations, b.actions
@@ -162,8 +167,7 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
         updates, value_opt_state = value_opt.update(grads, state.value_opt_state)
         value_params = optax.apply_updates(state.value_params, updates)
 
-        # 2) Q: one-step TD towards the (updated) V of the next state.
-        next_v = value.apply(value_params, b.next_observations)
+        # 2) Q: one-step TD towards V(s') of the pre-update V.
         q_target = b.rewards + cfg.discount * (1.0 - b.terminals) * next_v
 
         def critic_loss_fn(params):

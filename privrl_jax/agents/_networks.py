@@ -1,10 +1,26 @@
 """Networks and policy distributions shared by the offline-RL agents.
 
 One place for every network an algorithm builds (MLP, Q, V, the deterministic, Gaussian
-and tanh-Gaussian actors), their PyTorch-like initialisation (so our agents start from
-the same distribution as CORL's PyTorch reference code), vmapped ensembles over stacked
+and tanh-Gaussian actors), their initialisation, vmapped ensembles over stacked
 parameters, and the Gaussian / tanh-Gaussian log-densities. The algorithm modules
 (`_td3_bc`, `_iql`, `_edac`) import from here and not from each other.
+
+Initialisation: CORL's (Tarasov et al., `algorithms/offline/{td3_bc,iql,edac}.py`),
+kernels and biases. CORL builds its networks from PyTorch `nn.Linear`, whose default
+(`reset_parameters`) draws the kernel from kaiming_uniform(a=sqrt(5)) ==
+U(+-1/sqrt(fan_in)) and the bias from U(+-1/sqrt(fan_in)); d3rlpy 2.x's encoders and
+heads are `nn.Linear` with that default too. So every Dense layer here starts from
+U(+-1/sqrt(fan_in)) for kernel and bias unless a network says otherwise:
+
+- TD3+BC (`Actor`, `Critic`) and IQL (`GaussianPolicy`, `TwinQ`, `ValueFunction`):
+  the default everywhere (CORL overrides nothing; IQL's `log_std` parameter is 0).
+- EDAC actor: trunk kernels default, trunk biases 0.1, both heads (kernel and bias)
+  U(+-1e-3) ("init as in the EDAC paper").
+- EDAC critic (`VectorizedCritic` of `VectorizedLinear` layers): hidden biases 0.1,
+  last layer kernel and bias U(+-3e-3). Its hidden kernels come from
+  `kaiming_uniform_(weight[i], a=sqrt(5))` on a weight stored as [in, out], for which
+  PyTorch's fan_in is the *out* width: U(+-1/sqrt(fan_out)). We copy that (it only
+  differs from the default in the first layer, whose fan_in is obs_dim + act_dim).
 """
 
 from __future__ import annotations
@@ -19,10 +35,15 @@ import jax.numpy as jnp
 
 PyTree: TypeAlias = Any
 
-# PyTorch's nn.Linear default: kaiming_uniform(a=sqrt(5)) == U(+-1/sqrt(fan_in)) on
-# the kernel. CORL's agents use it, so we do too; flax's default (lecun_normal) gives
-# a different starting point and, in our runs, slightly different early learning.
+# PyTorch's nn.Linear default kernel: kaiming_uniform(a=sqrt(5)), i.e. gain
+# sqrt(2 / (1 + 5)) and bound gain * sqrt(3 / fan_in) = 1 / sqrt(fan_in). The
+# variance_scaling(1/3, "uniform") bound is sqrt(3 * (1/3) / fan_in): the same.
 torch_kernel_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+# CORL's VectorizedLinear (EDAC critic): the same formula with PyTorch's fan_in taken
+# from a weight laid out [in, out], i.e. U(+-1/sqrt(out)).
+corl_vectorized_kernel_init = nn.initializers.variance_scaling(
+    1.0 / 3.0, "fan_out", "uniform"
+)
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -38,12 +59,23 @@ def uniform_init(scale: float) -> nn.initializers.Initializer:
     return init
 
 
+def torch_bias_init(fan_in: int) -> nn.initializers.Initializer:
+    """PyTorch's nn.Linear default bias, U(+-1/sqrt(fan_in)) (CORL's and d3rlpy's)."""
+    if fan_in < 1:
+        raise ValueError(f"fan_in={fan_in!r}: expected a positive int")
+    return uniform_init(1.0 / math.sqrt(fan_in))
+
+
 class MLP(nn.Module):
-    """ReLU multi-layer perceptron.
+    """ReLU multi-layer perceptron, PyTorch `nn.Linear`-initialised by default.
+
+    A `None` init means PyTorch's default for that layer: U(+-1/sqrt(fan_in)) for
+    kernel and bias, fan_in being the layer's input width.
 
     Attributes:
       hidden_dims: widths of the hidden layers, e.g. (256, 256).
       out_dim: width of the output layer.
+      hidden_kernel_init: kernel init of the hidden layers.
       hidden_bias_init: bias init of the hidden layers (EDAC uses 0.1).
       out_kernel_init: kernel init of the output layer.
       out_bias_init: bias init of the output layer.
@@ -51,29 +83,36 @@ class MLP(nn.Module):
 
     hidden_dims: Sequence[int]
     out_dim: int
-    hidden_bias_init: nn.initializers.Initializer = nn.initializers.zeros
+    hidden_kernel_init: nn.initializers.Initializer = torch_kernel_init
+    hidden_bias_init: nn.initializers.Initializer | None = None
     out_kernel_init: nn.initializers.Initializer = torch_kernel_init
-    out_bias_init: nn.initializers.Initializer = nn.initializers.zeros
+    out_bias_init: nn.initializers.Initializer | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         for width in self.hidden_dims:
+            bias_init = self.hidden_bias_init or torch_bias_init(x.shape[-1])
             x = nn.Dense(
-                width, kernel_init=torch_kernel_init, bias_init=self.hidden_bias_init
+                width, kernel_init=self.hidden_kernel_init, bias_init=bias_init
             )(x)
             x = nn.relu(x)
+        bias_init = self.out_bias_init or torch_bias_init(x.shape[-1])
         return nn.Dense(
-            self.out_dim, kernel_init=self.out_kernel_init, bias_init=self.out_bias_init
+            self.out_dim, kernel_init=self.out_kernel_init, bias_init=bias_init
         )(x)
 
 
 class QNetwork(nn.Module):
-    """Q(s, a) = MLP([s, a]); output [...] (no trailing unit axis)."""
+    """Q(s, a) = MLP([s, a]); output [...] (no trailing unit axis).
+
+    Inits as in `MLP` (None: PyTorch's default).
+    """
 
     hidden_dims: Sequence[int]
-    hidden_bias_init: nn.initializers.Initializer = nn.initializers.zeros
+    hidden_kernel_init: nn.initializers.Initializer = torch_kernel_init
+    hidden_bias_init: nn.initializers.Initializer | None = None
     out_kernel_init: nn.initializers.Initializer = torch_kernel_init
-    out_bias_init: nn.initializers.Initializer = nn.initializers.zeros
+    out_bias_init: nn.initializers.Initializer | None = None
 
     @nn.compact
     def __call__(self, observations: jax.Array, actions: jax.Array) -> jax.Array:
@@ -81,6 +120,7 @@ class QNetwork(nn.Module):
         q = MLP(
             self.hidden_dims,
             1,
+            hidden_kernel_init=self.hidden_kernel_init,
             hidden_bias_init=self.hidden_bias_init,
             out_kernel_init=self.out_kernel_init,
             out_bias_init=self.out_bias_init,
@@ -89,7 +129,10 @@ class QNetwork(nn.Module):
 
 
 class ValueNetwork(nn.Module):
-    """V(s) = MLP(s); output [...]."""
+    """V(s) = MLP(s); output [...].
+
+    PyTorch-default init, as CORL's IQL `ValueFunction`.
+    """
 
     hidden_dims: Sequence[int]
 
@@ -99,7 +142,7 @@ class ValueNetwork(nn.Module):
 
 
 class DeterministicActor(nn.Module):
-    """a = max_action * tanh(MLP(s)) (TD3+BC)."""
+    """a = max_action * tanh(MLP(s)) (TD3+BC); PyTorch-default init (CORL's `Actor`)."""
 
     hidden_dims: Sequence[int]
     action_dim: int
@@ -114,7 +157,8 @@ class DeterministicActor(nn.Module):
 class GaussianPolicy(nn.Module):
     """N(tanh(MLP(s)), diag(exp(log_std))) with a state-independent log-std (IQL).
 
-    The defaults of the log-std clamp are CORL's IQL constants.
+    PyTorch-default init and log_std = 0, as CORL's IQL `GaussianPolicy`; the
+    defaults of the log-std clamp are CORL's IQL constants.
     Returns (mean, log_std), each [..., action_dim] (log_std broadcast from [A]).
     """
 
@@ -133,7 +177,9 @@ class GaussianPolicy(nn.Module):
 class TanhGaussianActor(nn.Module):
     """a = max_action * tanh(u), u ~ N(mu(s), exp(log_std(s))^2) (CORL / EDAC init).
 
-    Hidden biases start at 0.1 and both heads at U(-1e-3, 1e-3), as in CORL's EDAC;
+    Hidden kernels PyTorch-default, hidden biases 0.1 and both heads (kernel and
+    bias) U(-1e-3, 1e-3), as in CORL's EDAC `Actor` (its two heads are separate
+    layers; one layer of width 2A with the same i.i.d. init is the same distribution);
     the log-std clamp defaults are CORL's EDAC constants (the EDAC reference code uses
     the same). Returns (mu, log_std), each [..., action_dim].
     """

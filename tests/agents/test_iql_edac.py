@@ -1,4 +1,4 @@
-"""IQL's expectile loss and EDAC's diversity loss against closed forms / naive code."""
+"""IQL's expectile loss and update order, EDAC's diversity loss: closed forms."""
 
 import itertools
 
@@ -6,9 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from agents_testlib import bandit_dataset
 
 from privrl_jax import agents
-from privrl_jax.agents import QNetwork
+from privrl_jax.agents import QNetwork, _networks
 
 
 def test_expectile_loss_closed_form():
@@ -74,3 +75,22 @@ def test_edac_with_eta_zero_is_sac_n_without_diversity_loss():
     _, metrics = jax.jit(agent.update)(state, data, jax.random.key(2))
     assert float(metrics["diversity_loss"]) == 0.0
     assert jax.tree.leaves(state.critic_params)[0].shape[0] == 3
+
+
+def test_iql_q_target_uses_v_before_its_step():
+    # CORL's IQL.train computes next_v = V(s') before V's update; non-terminal data
+    # so that V(s') enters the target.
+    data = bandit_dataset(jax.random.key(0), n=32)
+    data = data.replace(terminals=jnp.zeros(32),
+                        next_observations=data.observations[::-1])
+    agent = agents.make_agent("iql", hidden_dims=(8, 8), normalize_states=False)
+    state = agent.init(jax.random.key(1), data)
+    _, metrics = agent.update(state, data, jax.random.key(2))
+    value = _networks.ValueNetwork((8, 8))
+    critic = _networks.QNetwork((8, 8))
+    target = data.rewards + 0.99 * value.apply(state.value_params,
+                                               data.next_observations)
+    q = _networks.apply_ensemble(critic, state.critic_params, data.observations,
+                                 data.actions)
+    expected = ((q - target) ** 2).mean(1).mean()
+    assert float(metrics["critic_loss"]) == pytest.approx(float(expected), rel=1e-5)
