@@ -1,5 +1,9 @@
 """JAX environments (gymnax API), the maze2d expert, data collection, reference scores.
 
+The maze2d tasks come in two versions: `maze2d-*-v1` follow D4RL's MuJoCo model and
+task settings and are scored against D4RL's published reference returns;
+`maze2d-*-legacy` (and the unsuffixed `maze2d-*`) are privrl_jax's original fast maze.
+
 Every environment has `reset(key, params) -> (obs, state)` and
 `step(key, state, action, params) -> (obs, state, reward, done, info)` with gymnax-style
 auto-reset; `info["terminated"]` / `info["truncated"]` split `done` into D4RL's
@@ -14,6 +18,12 @@ from privrl_jax.envs._collect import (
     collect_dataset,
     collect_step,
     init_collect_state,
+)
+from privrl_jax.envs._d4rl_expert import (
+    D4RLControllerState,
+    d4rl_controller_action,
+    d4rl_expert_returns,
+    init_d4rl_controller_state,
 )
 from privrl_jax.envs._expert import (
     WaypointController,
@@ -35,21 +45,33 @@ from privrl_jax.envs._maze import (
     parse_layout,
 )
 from privrl_jax.envs._reference import (
+    D4RL_REFERENCE_RETURNS,
+    MEASURED_D4RL_RETURNS,
     REFERENCE_RETURNS,
     normalized_score,
     reference_returns,
 )
-from privrl_jax.envs._registry import MAZE_ENVS, canonical_name, make, registered_envs
+from privrl_jax.envs._registry import (
+    D4RL_MAZE_ENVS,
+    MAZE_ENVS,
+    canonical_name,
+    make,
+    registered_envs,
+)
 from privrl_jax.envs._rollout import Policy, episode_returns
 
 __all__ = [
+    "D4RL_MAZE_ENVS",
+    "D4RL_REFERENCE_RETURNS",
     "LARGE_MAZE",
     "MAZE_ENVS",
+    "MEASURED_D4RL_RETURNS",
     "MEDIUM_MAZE",
     "REFERENCE_RETURNS",
     "SOLVE_THRESHOLD",
     "UMAZE",
     "CollectState",
+    "D4RLControllerState",
     "EnvParams",
     "EnvState",
     "Environment",
@@ -63,8 +85,11 @@ __all__ = [
     "collect_chunk",
     "collect_dataset",
     "collect_step",
+    "d4rl_controller_action",
+    "d4rl_expert_returns",
     "episode_returns",
     "init_collect_state",
+    "init_d4rl_controller_state",
     "make",
     "make_maze_params",
     "make_waypoint_controller",

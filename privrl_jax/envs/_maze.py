@@ -1,30 +1,37 @@
 """Point-maze family with D4RL's maze2d layouts (umaze, medium, large).
 
-Geometry: layouts are grid strings; `#` is a wall, `O` free, `G` the (free) goal cell.
-Cell (i, j) (row i, column j) is the unit square centred at (i, j), so a position
-`(x, y)` lies in cell `(round(x), round(y))`: the same convention as D4RL, whose qpos
-is in maze-array coordinates.
+Two physics, chosen by `MazeParams.physics` (static):
 
-Dynamics (pure JAX, jittable and vmappable). The agent is a ball of radius 0.1 (D4RL's
-point mass) driven by a 2-D force `a` in [-1, 1]^2 with linear damping:
+* "d4rl" (the `maze2d-*-v1` tasks): D4RL's MuJoCo point mass, see `_point_mass.py`
+  (dt 0.01, gear / mass and joint damping of the MJCF model, velocity clipped to
+  [-5, 5] before the step, MuJoCo's soft wall contact). Positions are in D4RL's
+  qpos frame, where cell index (i, j) lies 0.2 off the centre of cell (i, j).
+* "legacy" (the `maze2d-*` and `maze2d-*-legacy` tasks, privrl_jax's original maze):
+  a fast point mass whose walls stop it dead, kept so that results measured with it
+  keep their meaning. Cell (i, j) is the unit square centred at (i, j). The ball (radius
+  0.1) is driven by a force `a` in [-1, 1]^2 with linear damping:
 
-    v' = clip((1 - damping * dt) * v + dt * force_scale * a, -max_speed, max_speed)
-    x' = x + dt * v'       (resolved axis by axis against the wall grid)
+      v' = clip((1 - damping * dt) * v + dt * force_scale * a, -max_speed, max_speed)
+      x' = x + dt * v'       (resolved axis by axis against the wall grid)
 
-`max_speed * dt < 0.5`, so one step moves the ball less than half a cell along each
-axis; the ball therefore can only enter the one column (row) adjacent to those it
-already overlaps, and when that column holds a wall in an overlapped row the ball is
-clamped to the wall face and that velocity component zeroed (an inelastic collision).
-Walls are one cell thick, so the ball can never tunnel through them, at any action.
+  `max_speed * dt < 0.5`, so one step moves the ball less than half a cell along each
+  axis; the ball therefore can only enter the one column (row) adjacent to those it
+  already overlaps, and when that column holds a wall in an overlapped row the ball is
+  clamped to the wall face and that velocity component zeroed (an inelastic
+  collision). Walls are one cell thick, so the ball never tunnels through them.
 
-Reward (D4RL `maze2d` and `maze2d-*-dense`): sparse `1[||x' - goal|| <= 0.5]` or dense
-`exp(-||x' - goal||)`, evaluated at the next position as D4RL's `MazeEnv.step` does.
-There is no terminal state; episodes end at the time limit (300 / 600 / 800 steps as
-D4RL's maze2d-umaze / medium / large-v1). Resets start at a uniformly drawn free cell
-(goal included) plus U(-0.1, 0.1) noise, velocity N(0, 0.1^2), as D4RL's `MazeEnv.reset`.
+Both: a position `(x, y)` is in cell `(round(x), round(y))` for the waypoint expert
+(D4RL's controller rounds qpos the same way). Reward (D4RL `maze2d` and
+`maze2d-*-dense`): sparse `1[||x' - goal|| <= 0.5]` or dense `exp(-||x' - goal||)`,
+evaluated at the next position as D4RL's `MazeEnv.step` does. There is no terminal
+state; episodes end at the time limit (300 / 600 / 800 steps as D4RL's
+maze2d-umaze / medium / large-v1). Resets start at a uniformly drawn free cell index
+(goal included) plus U(-0.1, 0.1) noise, velocity N(0, 0.1^2), as D4RL's
+`MazeEnv.reset_model`; the evaluation goal is the 'G' cell index, as D4RL's fixed
+target.
 
 Reference: Fu et al., "D4RL: Datasets for Deep Data-Driven Reinforcement Learning",
-arXiv:2004.07219 (layouts from d4rl/pointmaze/maze_model.py).
+arXiv:2004.07219 (layouts and task settings from d4rl/pointmaze/maze_model.py).
 """
 
 from __future__ import annotations
@@ -36,6 +43,16 @@ from flax import struct
 from gymnax.environments import spaces
 
 from privrl_jax.envs._base import Environment
+from privrl_jax.envs._point_mass import (
+    CONTACT_MARGIN,
+    D4RL_FRAME_OFFSET,
+    D4RL_GEAR,
+    D4RL_JOINT_DAMPING,
+    D4RL_MASS,
+    D4RL_MAX_SPEED,
+    D4RL_TIMESTEP,
+    d4rl_point_mass_step,
+)
 
 UMAZE = "#####\n#GOO#\n###O#\n#OOO#\n#####"
 
@@ -59,6 +76,16 @@ LARGE_MAZE = (
 # clamped position is strictly outside the wall in float32 (positions are < 16, where
 # float32 spacing is ~1e-6).
 _WALL_MARGIN = 1e-4
+
+PHYSICS = ("legacy", "d4rl")
+
+# MazeParams values of the "d4rl" physics: the MuJoCo model's, per unit mass.
+D4RL_PHYSICS: dict[str, float] = {
+    "dt": D4RL_TIMESTEP,
+    "force_scale": D4RL_GEAR / D4RL_MASS,
+    "damping": D4RL_JOINT_DAMPING / D4RL_MASS,
+    "max_speed": D4RL_MAX_SPEED,
+}
 
 
 def parse_layout(layout: str) -> tuple[np.ndarray, np.ndarray]:
@@ -128,17 +155,20 @@ class MazeParams:
     Attributes:
       walls: [H, W] bool occupancy grid.
       free_cells: [K, 2] int32 coordinates of the free cells (reset locations).
-      goal: [2] float32 evaluation goal (D4RL fixes it at the 'G' cell centre).
+      goal: [2] float32 evaluation goal (D4RL fixes it at the 'G' cell index).
       max_steps_in_episode: time limit (D4RL: umaze 300, medium 600, large 800).
       dense: dense reward exp(-distance) instead of the sparse indicator.
       goal_radius: sparse reward radius (D4RL: 0.5).
-      dt: integration step.
-      force_scale: acceleration per unit action.
-      damping: linear velocity damping rate.
+      dt: integration step (d4rl: 0.01).
+      force_scale: acceleration per unit action (d4rl: gear / mass = 23.87).
+      damping: linear velocity damping rate (d4rl: joint damping / mass = 0.2387,
+        integrated implicitly as MuJoCo does).
       max_speed: per-axis speed limit; `max_speed * dt` must be < 0.5 (no tunnelling).
+        Legacy clips after the update, d4rl before it (D4RL's `clip_velocity`).
       radius: ball radius (D4RL's point mass: 0.1).
       reset_noise: half-width of the uniform position noise at reset (D4RL: 0.1).
       velocity_noise: std of the Gaussian velocity at reset (D4RL: 0.1).
+      physics: "d4rl" (D4RL's MuJoCo model) or "legacy" (static).
     """
 
     walls: jax.Array
@@ -154,10 +184,16 @@ class MazeParams:
     radius: float = 0.1
     reset_noise: float = 0.1
     velocity_noise: float = 0.1
+    physics: str = struct.field(pytree_node=False, default="legacy")
 
 
 def make_maze_params(
-    layout: str, *, max_steps_in_episode: int, dense: bool = False, **overrides: float
+    layout: str,
+    *,
+    max_steps_in_episode: int,
+    dense: bool = False,
+    physics: str = "legacy",
+    **overrides: float,
 ) -> MazeParams:
     """Builds `MazeParams` from a layout string (host side).
 
@@ -165,28 +201,37 @@ def make_maze_params(
       layout: maze string, see `parse_layout`.
       max_steps_in_episode: time limit.
       dense: dense reward.
+      physics: "d4rl" (D4RL's MuJoCo constants are the defaults) or "legacy".
       **overrides: any other `MazeParams` field (dt, damping, ...).
 
     Raises:
-      ValueError: bad layout, or constants that would allow tunnelling.
+      ValueError: bad layout, unknown physics, or constants that would allow
+        tunnelling or collide at reset.
     """
+    if physics not in PHYSICS:
+        raise ValueError(f"physics must be one of {PHYSICS}, got {physics!r}")
     walls, goal = parse_layout(layout)
+    defaults = D4RL_PHYSICS if physics == "d4rl" else {}
     params = MazeParams(
         walls=jnp.asarray(walls),
         free_cells=jnp.asarray(np.argwhere(~walls).astype(np.int32)),
         goal=jnp.asarray(goal, jnp.float32),
         max_steps_in_episode=max_steps_in_episode,
         dense=dense,
-    ).replace(**overrides)
+        physics=physics,
+    ).replace(**{**defaults, **overrides})
     if not float(params.max_speed) * float(params.dt) < 0.5:
         raise ValueError(
             f"max_speed * dt must be < 0.5 (half a cell per step) so the ball cannot "
             f"tunnel through walls, got {params.max_speed} * {params.dt}"
         )
-    if not 0.0 < float(params.radius) < 0.5 - float(params.reset_noise):
+    # d4rl resets sit 0.2 off the cell centre and touch a wall within the margin.
+    slack = D4RL_FRAME_OFFSET + CONTACT_MARGIN if physics == "d4rl" else 0.0
+    if not 0.0 < float(params.radius) < 0.5 - slack - float(params.reset_noise):
         raise ValueError(
-            f"radius must be in (0, 0.5 - reset_noise) so resets are collision-free, "
-            f"got radius={params.radius}, reset_noise={params.reset_noise}"
+            f"radius must be in (0, {0.5 - slack:g} - reset_noise) so resets are "
+            f"collision-free, got radius={params.radius}, "
+            f"reset_noise={params.reset_noise}"
         )
     if max_steps_in_episode < 1:
         raise ValueError(
@@ -241,7 +286,7 @@ def _move_axis(
 def maze_dynamics(
     position: jax.Array, velocity: jax.Array, action: jax.Array, params: MazeParams
 ) -> tuple[jax.Array, jax.Array]:
-    """One step of the point-mass dynamics with wall collisions.
+    """One step of the point-mass dynamics with wall collisions (either physics).
 
     Args:
       position: [2] current position.
@@ -252,6 +297,18 @@ def maze_dynamics(
     Returns:
       `(position, velocity)` after the step.
     """
+    if params.physics == "d4rl":
+        return d4rl_point_mass_step(
+            params.walls,
+            position,
+            velocity,
+            action,
+            dt=params.dt,
+            force_scale=params.force_scale,
+            damping=params.damping,
+            max_speed=params.max_speed,
+            radius=params.radius,
+        )
     action = jnp.clip(action, -1.0, 1.0)
     velocity = (1.0 - params.damping * params.dt) * velocity
     velocity = velocity + params.dt * params.force_scale * action
@@ -274,20 +331,29 @@ class PointMaze(Environment[MazeState, MazeParams]):
     """A D4RL-like maze2d task: point mass, 4-dim obs (x, y, vx, vy), 2-dim force.
 
     Args:
-      name: registry name, e.g. "maze2d-umaze" or "maze2d-large-dense".
+      name: registry name, e.g. "maze2d-umaze-v1" or "maze2d-large-dense-legacy".
       layout: maze string.
       max_steps_in_episode: time limit.
       dense: dense reward.
+      physics: "d4rl" or "legacy" (see the module docstring).
     """
 
-    def __init__(self, name: str, layout: str, max_steps_in_episode: int, dense: bool):
+    def __init__(
+        self,
+        name: str,
+        layout: str,
+        max_steps_in_episode: int,
+        dense: bool,
+        physics: str = "legacy",
+    ):
         self._name = name
         self.layout = layout
         self._max_steps = max_steps_in_episode
         self._dense = dense
+        self.physics = physics
 
     def _key(self) -> tuple:
-        return (self._name, self.layout, self._max_steps, self._dense)
+        return (self._name, self.layout, self._max_steps, self._dense, self.physics)
 
     # Equal envs hash equal, so every `make("maze2d-umaze")` hits the same jit cache
     # entries (`self` is a static argument of the jitted `step` / `reset`).
@@ -304,7 +370,10 @@ class PointMaze(Environment[MazeState, MazeParams]):
     @property
     def default_params(self) -> MazeParams:
         return make_maze_params(
-            self.layout, max_steps_in_episode=self._max_steps, dense=self._dense
+            self.layout,
+            max_steps_in_episode=self._max_steps,
+            dense=self._dense,
+            physics=self.physics,
         )
 
     def get_obs(self, state: MazeState) -> jax.Array:
@@ -339,6 +408,9 @@ class PointMaze(Environment[MazeState, MazeParams]):
     def observation_space(self, params: MazeParams) -> spaces.Box:
         h, w = params.walls.shape
         v = params.max_speed
+        if params.physics == "d4rl":
+            # The clip acts before the step, so one step of full force can exceed it.
+            v = params.max_speed + params.dt * params.force_scale
         low = jnp.array([0.0, 0.0, -v, -v], jnp.float32)
         high = jnp.array([h - 1.0, w - 1.0, v, v], jnp.float32)
         return spaces.Box(low, high, (4,), jnp.float32)

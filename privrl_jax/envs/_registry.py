@@ -1,4 +1,16 @@
-"""`make(name) -> (env, params)` for privrl_jax's own tasks and gymnax's."""
+"""`make(name) -> (env, params)` for privrl_jax's own tasks and gymnax's.
+
+Maze names (see `_maze.py` for the two physics):
+
+* `maze2d-{umaze,medium,large}[-dense]-v1`: D4RL's tasks of the same name, with D4RL's
+  MuJoCo point mass (physics "d4rl") and D4RL's published reference scores.
+* `maze2d-{umaze,medium,large}[-dense]-legacy`: privrl_jax's original fast maze
+  (physics "legacy"), under an explicit name so that results measured with it keep
+  their meaning.
+* `maze2d-{umaze,medium,large}[-dense]` (no suffix): today still the legacy maze, so
+  that existing configs and stored results are unchanged. Until release 0.1.0 these
+  names accepted "-v1" as an alias of the legacy maze; "-v1" now means D4RL's physics.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +35,20 @@ _MAZES: dict[str, tuple[str, int]] = {
     "maze2d-large": (LARGE_MAZE, 800),
 }
 
+# suffix -> physics.
+_VERSIONS: dict[str, str] = {"": "legacy", "-legacy": "legacy", "-v1": "d4rl"}
+
+# The D4RL-faithful tasks, named as in D4RL.
+D4RL_MAZE_ENVS: tuple[str, ...] = tuple(
+    name + dense + "-v1" for name in _MAZES for dense in ("", "-dense")
+)
+
+# Every maze name `make` accepts: unsuffixed (legacy), explicit legacy, D4RL's.
 MAZE_ENVS: tuple[str, ...] = tuple(
-    name + suffix for name in _MAZES for suffix in ("", "-dense")
+    name + dense + version
+    for version in _VERSIONS
+    for name in _MAZES
+    for dense in ("", "-dense")
 )
 
 
@@ -34,10 +58,21 @@ def registered_envs() -> tuple[str, ...]:
 
 
 def canonical_name(name: str) -> str:
-    """Maps D4RL-style names ("maze2d-umaze-v1", "maze2d-umaze-dense-v1") to ours."""
-    if name.startswith("maze2d-") and name.endswith("-v1"):
-        return name[: -len("-v1")]
+    """The registry's spelling of an env name (today every accepted name is its own)."""
     return name
+
+
+def _parse_maze_name(name: str) -> tuple[str, bool, str] | None:
+    """`(base, dense, physics)` of a maze name, or None if it is not one."""
+    for suffix, physics in _VERSIONS.items():
+        if suffix and not name.endswith(suffix):
+            continue
+        stem = name[: len(name) - len(suffix)]
+        dense = stem.endswith("-dense")
+        base = stem[: -len("-dense")] if dense else stem
+        if base in _MAZES:
+            return base, dense, physics
+    return None
 
 
 def make(name: str, **param_overrides: Any) -> tuple[Environment, Any]:
@@ -45,8 +80,8 @@ def make(name: str, **param_overrides: Any) -> tuple[Environment, Any]:
 
     Args:
       name: a maze2d task ("maze2d-umaze", "maze2d-medium", "maze2d-large", each with an
-        optional "-dense" suffix and D4RL's "-v1" suffix) or a gymnax name
-        ("MountainCar-v0", "CartPole-v1", ...).
+        optional "-dense" and then "-v1" (D4RL's physics) or "-legacy" / nothing
+        (privrl_jax's original maze)) or a gymnax name ("MountainCar-v0", ...).
       **param_overrides: fields of the env params to replace (e.g.
         `max_steps_in_episode=100`).
 
@@ -64,19 +99,29 @@ def make(name: str, **param_overrides: Any) -> tuple[Environment, Any]:
     if not isinstance(name, str):
         raise ValueError(f"env name must be a string, got {name!r}")
     key = canonical_name(name)
-    dense = key.endswith("-dense")
-    base = key[: -len("-dense")] if dense else key
-    if base in _MAZES:
+    maze = _parse_maze_name(key)
+    if maze is not None:
+        base, dense, physics = maze
         layout, length = _MAZES[base]
-        env = PointMaze(key, layout, length, dense)
+        env = PointMaze(key, layout, length, dense, physics)
         unknown = set(param_overrides) - set(MazeParams.__dataclass_fields__)
         if unknown:
             raise ValueError(
                 f"unknown params {sorted(unknown)} for env {name!r}; its params are "
                 f"{sorted(MazeParams.__dataclass_fields__)}"
             )
+        if "physics" in param_overrides:
+            raise ValueError(
+                "a maze's physics is chosen by its name ('-v1': d4rl, '-legacy': "
+                "legacy), not by a param override"
+            )
         # Built through make_maze_params so overrides are validated (no tunnelling).
-        kwargs = {"max_steps_in_episode": length, "dense": dense, **param_overrides}
+        kwargs = {
+            "max_steps_in_episode": length,
+            "dense": dense,
+            "physics": physics,
+            **param_overrides,
+        }
         return env, make_maze_params(layout, **kwargs)
     elif name in gymnax.registered_envs:
         inner, params = gymnax.make(name)

@@ -16,14 +16,25 @@ from privrl_jax import envs
         ("maze2d-large", 800, False),
         ("maze2d-umaze-dense", 300, True),
         ("maze2d-large-dense-v1", 800, True),
+        ("maze2d-medium-legacy", 600, False),
+        ("maze2d-umaze-dense-legacy", 300, True),
     ],
 )
 def test_make_maze(name, length, dense):
     env, params = envs.make(name)
     assert isinstance(env, envs.PointMaze)
-    assert env.name == envs.canonical_name(name)
+    assert env.name == envs.canonical_name(name) == name
     assert params.max_steps_in_episode == length
     assert bool(params.dense) == dense
+    assert params.physics == ("d4rl" if name.endswith("-v1") else "legacy")
+
+
+def test_maze_names():
+    assert len(envs.MAZE_ENVS) == 18 and set(envs.D4RL_MAZE_ENVS) < set(envs.MAZE_ENVS)
+    assert all(n.endswith("-v1") for n in envs.D4RL_MAZE_ENVS)
+    for bad in ("maze2d-umaze-v0", "maze2d-umaze-v1-dense", "maze2d-umaze-legacy-v1"):
+        with pytest.raises(ValueError, match="unknown env name"):
+            envs.make(bad)
 
 
 def test_make_gymnax_env_has_the_five_tuple_step():
