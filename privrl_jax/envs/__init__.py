@@ -19,6 +19,12 @@ from privrl_jax.envs._collect import (
     collect_step,
     init_collect_state,
 )
+from privrl_jax.envs._d4rl_collect import (
+    D4RLCollectState,
+    d4rl_collect_chunk,
+    d4rl_collect_step,
+    init_d4rl_collect_state,
+)
 from privrl_jax.envs._d4rl_expert import (
     D4RLControllerState,
     d4rl_controller_action,
@@ -71,6 +77,7 @@ __all__ = [
     "SOLVE_THRESHOLD",
     "UMAZE",
     "CollectState",
+    "D4RLCollectState",
     "D4RLControllerState",
     "EnvParams",
     "EnvState",
@@ -85,10 +92,13 @@ __all__ = [
     "collect_chunk",
     "collect_dataset",
     "collect_step",
+    "d4rl_collect_chunk",
+    "d4rl_collect_step",
     "d4rl_controller_action",
     "d4rl_expert_returns",
     "episode_returns",
     "init_collect_state",
+    "init_d4rl_collect_state",
     "init_d4rl_controller_state",
     "make",
     "make_maze_params",

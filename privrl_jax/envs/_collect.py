@@ -1,6 +1,10 @@
 """D4RL-style maze2d data collection: jitted, vmapped, `lax.scan` over steps.
 
-Protocol (d4rl/scripts/generation/generate_maze2d_datasets.py): one long run per
+For the maze2d-*-v1 tasks `collect_dataset` follows D4RL's protocol with D4RL's
+stateful controller (`_d4rl_collect.py`). For the legacy mazes it uses the protocol
+below with the stateless expert.
+
+Legacy protocol (d4rl/scripts/generation/generate_maze2d_datasets.py): one long run per
 environment, never reset. The noisy waypoint expert steers to a behaviour goal drawn
 uniformly among the free cells (+U(-0.1, 0.1) noise, D4RL's `set_target`); when the
 ball comes within `solve_threshold` (D4RL: 0.1) of that goal, or the segment reaches the
@@ -28,6 +32,7 @@ import numpy as np
 from flax import struct
 
 from privrl_jax.data import Transitions
+from privrl_jax.envs._d4rl_collect import d4rl_collect_chunk, init_d4rl_collect_state
 from privrl_jax.envs._expert import (
     WaypointController,
     make_waypoint_controller,
@@ -165,6 +170,9 @@ def collect_dataset(
 ) -> Transitions:
     """Collects a D4RL-style maze2d dataset with the noisy waypoint expert.
 
+    maze2d-*-v1: D4RL's protocol and stateful controller (`_d4rl_collect.py`); legacy
+    mazes: the stateless expert (module docstring).
+
     The loop over chunks runs on the host so that a caller can show progress; each
     chunk is one jitted call (`collect_chunk`), compiled once.
 
@@ -200,13 +208,18 @@ def collect_dataset(
     controller = make_waypoint_controller(params, action_noise=action_noise)
     steps_per_env = -(-size // num_envs)
     key_init, key = jax.random.split(key)
-    state = init_collect_state(key_init, env, params, num_envs)
+    if params.physics == "d4rl":
+        state = init_d4rl_collect_state(key_init, env, params, controller, num_envs)
+        chunk_fn = d4rl_collect_chunk
+    else:
+        state = init_collect_state(key_init, env, params, num_envs)
+        chunk_fn = collect_chunk
     chunks = []
     done = 0
     while done < steps_per_env:
         n = min(chunk_steps, steps_per_env - done)
         key, key_chunk = jax.random.split(key)
-        state, chunk = collect_chunk(key_chunk, state, env, params, controller, n)
+        state, chunk = chunk_fn(key_chunk, state, env, params, controller, n)
         chunks.append(jax.device_get(chunk))
         done += n
         if on_chunk is not None:

@@ -52,12 +52,14 @@ class D4RLControllerState:
       index: int32 index of the current waypoint.
       previous: [2] the position seen at the previous call.
       target: [2] the rounded target the plan is for (-1000 before the first plan).
+      solved: bool, whether the last call found the task solved (D4RL's `done`).
     """
 
     waypoints: jax.Array
     index: jax.Array
     previous: jax.Array
     target: jax.Array
+    solved: jax.Array
 
 
 def init_d4rl_controller_state(controller: WaypointController) -> D4RLControllerState:
@@ -68,6 +70,7 @@ def init_d4rl_controller_state(controller: WaypointController) -> D4RLController
         index=jnp.int32(0),
         previous=jnp.zeros(2, jnp.float32),
         target=jnp.full((2,), -1000.0, jnp.float32),
+        solved=jnp.bool_(False),
     )
 
 
@@ -93,6 +96,7 @@ def _plan(
         index=jnp.int32(0),
         previous=start.astype(jnp.float32),
         target=target.astype(jnp.float32),
+        solved=jnp.bool_(False),
     )
 
 
@@ -134,7 +138,9 @@ def d4rl_controller_action(
     reached = jnp.linalg.norm(position - waypoint) < D4RL_SOLVE_THRESHOLD
     step_on = unsolved & reached & (moved < D4RL_MOVE_THRESHOLD)
     index = jnp.minimum(state.index + step_on, state.waypoints.shape[0] - 1)
-    state = state.replace(index=index.astype(jnp.int32), previous=position)
+    state = state.replace(
+        index=index.astype(jnp.int32), previous=position, solved=~unsolved
+    )
     action = jnp.clip(action, -1.0, 1.0)
     noise = controller.action_noise * jax.random.normal(key_noise, (2,))
     return jnp.clip(action + noise, -1.0, 1.0), state

@@ -269,3 +269,36 @@ def test_matches_mujoco_point_maze(layout_name, name):
     )
     np.testing.assert_allclose(q32[:100], ref[:100], atol=1e-4)
     np.testing.assert_allclose(q32, ref, atol=1e-2)
+
+
+def test_d4rl_data_protocol():
+    env, params = envs.make("maze2d-umaze-v1")
+    controller = envs.make_waypoint_controller(params, action_noise=0.5)
+    state = envs.init_d4rl_collect_state(jax.random.key(0), env, params, controller, 8)
+    _, tr = envs.d4rl_collect_chunk(
+        jax.random.key(1), state, env, params, controller, 2000
+    )
+    obs, nxt = np.asarray(tr.observations), np.asarray(tr.next_observations)
+    timeouts = np.asarray(tr.timeouts)
+    assert obs.shape == (8, 2000, 4) and (np.asarray(tr.terminals) == 0).all()
+    # D4RL's script keeps its observation for one step after a segment end; otherwise
+    # each observation is the previous step's next observation.
+    follows = np.where(timeouts[:, :-1, None] > 0, obs[:, :-1], nxt[:, :-1])
+    np.testing.assert_array_equal(obs[:, 1:], follows)
+    # Goals are reached: ~75 steps per goal in umaze (MuJoCo, same protocol: ~80);
+    # segments never exceed the time limit.
+    steps_per_goal = timeouts.size / timeouts.sum()
+    assert 40 < steps_per_goal < 150
+    assert np.asarray(tr.actions).min() >= -1 and np.asarray(tr.actions).max() <= 1
+    np.testing.assert_allclose(
+        tr.rewards,
+        (np.linalg.norm(nxt[..., :2] - np.asarray(params.goal), axis=-1) <= 0.5),
+    )
+
+
+def test_collect_dataset_uses_d4rls_protocol_for_v1():
+    data = envs.collect_dataset(jax.random.key(0), "maze2d-umaze-v1", 3000, num_envs=3)
+    timeouts = np.asarray(data.timeouts)
+    assert data.observations.shape == (3000, 4)
+    # The legacy stateless expert reaches a goal every ~10 steps; D4RL's ~75.
+    assert timeouts.size / timeouts.sum() > 30

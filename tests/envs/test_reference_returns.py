@@ -17,8 +17,27 @@ def test_normalized_score_endpoints_and_shape():
     r_random, r_expert = envs.reference_returns("maze2d-umaze")
     mid = (r_random + r_expert) / 2
     np.testing.assert_allclose(
-        envs.normalized_score("maze2d-umaze-v1", mid), 50.0, rtol=1e-5
+        envs.normalized_score("maze2d-umaze-legacy", mid), 50.0, rtol=1e-5
     )
+
+
+@pytest.mark.parametrize(
+    "name, r_random, r_expert",
+    [  # D4RL's REF_MIN_SCORE / REF_MAX_SCORE (d4rl/infos.py)
+        ("maze2d-umaze-v1", 23.85, 161.86),
+        ("maze2d-medium-v1", 13.13, 277.39),
+        ("maze2d-large-v1", 6.7, 273.99),
+        ("maze2d-umaze-dense-v1", 68.537689, 193.66285642381482),
+        ("maze2d-medium-dense-v1", 44.264742, 297.4552547777125),
+        ("maze2d-large-dense-v1", 30.569041, 303.4857382709002),
+    ],
+)
+def test_v1_tasks_use_d4rls_published_references(name, r_random, r_expert):
+    assert envs.reference_returns(name) == (r_random, r_expert)
+    scores = envs.normalized_score(name, [r_random, r_expert, 2 * r_expert - r_random])
+    np.testing.assert_allclose(scores, [0.0, 100.0, 200.0], rtol=1e-5, atol=1e-4)
+    measured = envs.MEASURED_D4RL_RETURNS[name]
+    assert measured[0] < measured[1]
 
 
 def test_normalized_score_unknown_env():
