@@ -73,6 +73,18 @@ class DPSecret:
         return cls(np.asarray(tree["words"], np.uint32), bool(np.asarray(tree["fixed"])))
 
 
+class DivergenceError(RuntimeError):
+    """The noisy parameters became non-finite or exploded; the loop stopped, spend recorded."""
+
+
+def _head_to_tree(head: str) -> np.ndarray:
+    return np.frombuffer(bytes.fromhex(head), np.uint8).copy()
+
+
+def _head_from_tree(arr) -> str:
+    return bytes(np.asarray(arr, np.uint8)).hex()
+
+
 class DPProgram(NamedTuple):
     """What a method adds to the loop (all pure; the loop jits them).
 
@@ -134,6 +146,8 @@ def run_dp_loop(
     accountant: str = "rdp",
     desc: str = "DP steps",
     stats: LoopStats | None = None,
+    max_abs_param: float = 1e6,
+    divergence_hint: str = "lower the learning rate or the clip norm, or raise the batch size",
 ) -> tuple[PyTree, DPSecret]:
     """Runs (or resumes) ``plan.steps`` DP steps; returns the final state and the run's secret.
 
@@ -153,10 +167,20 @@ def run_dp_loop(
       accountant: for the budget check.
       desc: the progress bar's label.
       stats: filled with what ran, when given.
+      max_abs_param: the divergence guard's bound on the noisy parameters' absolute values.
+      divergence_hint: what the divergence error advises (name the method's config keys).
+
+    The divergence guard checks the *noisy* parameters (post-processing of released values: it
+    costs no privacy) for non-finite values or values above ``max_abs_param``. It is read at each
+    checkpoint boundary: the steps already run are recorded in the ledger (they were spent), the
+    diverged state is not checkpointed, and :class:`DivergenceError` stops the run; a rerun replays
+    the same steps from the last good checkpoint and spends nothing new.
 
     Raises:
-      LedgerError: the checkpoint is ahead of the ledger (the spend is unknown).
+      LedgerError: the checkpoint is ahead of the ledger, or its ledger head is not in the ledger
+        (truncated or replaced): the spend is unknown.
       BudgetExceededError: the remaining steps would exceed the budget; raised before any release.
+      DivergenceError: see above.
     """
     plan.check_clipped(clip_fn)
     n = plan.dataset_size
@@ -171,13 +195,19 @@ def run_dp_loop(
     data = jax.tree_util.tree_map(jnp.asarray, data)
     stats = stats if stats is not None else LoopStats()
 
-    start, tree = 0, {"state": init_state, "secret": secret.to_tree()}
+    start = 0
+    tree = {"state": init_state, "secret": secret.to_tree(), "ledger_head": _head_to_tree(ledger.head)}
     latest = ckpt.latest()
     if latest is not None:
         tree = ckpt.restore(latest, tree)
         start = latest
+        ledger.require_head(_head_from_tree(tree["ledger_head"]), f"the checkpoint of DP step {start}")
     secret = DPSecret.from_tree(tree["secret"])
     state = tree["state"]
+
+    def checkpoint(step: int, state) -> None:
+        ckpt.save(step, {"state": state, "secret": secret.to_tree(),
+                         "ledger_head": _head_to_tree(ledger.head)})
 
     step_event = plan.step_event()
     done = sum(r.count for r in ledger.releases if r.what == what)
@@ -196,12 +226,15 @@ def run_dp_loop(
     if latest is None:
         # The secret is on disk before any noise is drawn, so a crash can never lead to a second,
         # differently-noised version of a recorded step.
-        ckpt.save(0, tree)
+        checkpoint(0, state)
     accumulate = make_accumulate(clip_fn)
 
     @jax.jit
-    def release(state, acc, noise_key, t):
-        return program.update(state, plan.privatize(acc, jax.random.fold_in(noise_key, t)))
+    def release(state, acc, noise_key, t, healthy):
+        state = program.update(state, plan.privatize(acc, jax.random.fold_in(noise_key, t)))
+        leaves = jax.tree_util.tree_leaves(program.params(state))
+        ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x) & (jnp.abs(x) <= max_abs_param)) for x in leaves]))
+        return state, healthy & ok
 
     sum_shapes = jax.eval_shape(
         lambda s: clip_fn(program.params(s), jax.tree_util.tree_map(lambda x: x[:1], data),
@@ -214,6 +247,7 @@ def run_dp_loop(
     params_of = jax.jit(program.params)
     noise_key = secret.noise_key
     unrecorded = 0
+    healthy = jnp.asarray(True)
     with tqdm(total=plan.steps, initial=start, desc=desc, unit="step") as bar:
         for t in range(start, plan.steps):
             batch = plan.sample(secret.sampling_seed, t)
@@ -225,7 +259,7 @@ def run_dp_loop(
                                  loss_key, np.int32(t), np.int32(j))
             if program.public_rows is not None:
                 state, acc = program.public_rows(state, acc, t)
-            state = release(state, acc, noise_key, np.int32(t))
+            state, healthy = release(state, acc, noise_key, np.int32(t), healthy)
             stats.steps += 1
             stats.noise_draws += 1
             unrecorded += 1
@@ -235,7 +269,18 @@ def run_dp_loop(
                     new = t + 1 - done
                     ledger.record(step_event, what=what, count=new, params=plan.describe())
                     done += new
-                ckpt.save(t + 1, {"state": state, "secret": secret.to_tree()})
+                if not bool(healthy):
+                    spent = ledger.epsilon(accountant).epsilon
+                    raise DivergenceError(
+                        f"DP training diverged: the noisy parameters became non-finite or larger "
+                        f"than {max_abs_param:g} in steps {t + 2 - unrecorded}..{t + 1}; stopped "
+                        f"there with epsilon = {spent:.4g} spent and recorded. Likely cause: the "
+                        f"update is too large for the noise (sigma = {plan.noise_multipliers[0]:.3g}); "
+                        f"{divergence_hint}, and use a new run directory."
+                    )
+                checkpoint(t + 1, state)
                 unrecorded = 0
+                if plan.private:  # a public quantity only: never a loss on the private data
+                    bar.set_postfix(eps_spent=f"{ledger.epsilon(accountant).epsilon:.3g}")
             bar.update(1)
     return state, secret

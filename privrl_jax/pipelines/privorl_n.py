@@ -40,6 +40,7 @@ from privrl_jax.pipelines._agent_train import make_run_agent
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
+from privrl_jax.pipelines._rundir import LOCK_FILE, RunLock, atomic_write_text, clean_stale_temp_files
 from privrl_jax.pipelines._privorl_n_config import (
     DataConfig,
     EvalConfig,
@@ -205,6 +206,8 @@ def _finetune(cfg, denoise, pre_params, sens_x, run_dir: Path, ledger, key, dim)
         ckpt=Checkpoints(run_dir / "checkpoints" / "dp"), ledger=ledger, what=DP_STEP,
         secret=secret, loss_key=jax.random.fold_in(key, 3), checkpoint_every=fc.checkpoint_every,
         accountant=pc.accountant, desc=f"DP fine-tune (eps={pc.epsilon:g})",
+        divergence_hint="lower finetune.learning_rate or finetune.l2_clip_norm, or raise "
+        "finetune.batch_size",
     )
     info = {
         **plan.describe(),
@@ -309,10 +312,27 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
 
     A finished or interrupted run may be resumed with a different ``eval`` section: the evaluation
     reads the release and the sensitive data but changes neither, so the release is reused and only
-    the reports are recomputed. Any other difference is refused.
+    the reports are recomputed. Any other difference is refused. The directory is locked while the
+    run is alive (a second run into it fails at once), and every input is checked before anything
+    is written into it.
     """
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(run_dir):
+        clean_stale_temp_files(run_dir)
+        return _run(cfg, run_dir)
+
+
+def _validate_inputs(cfg: PrivORLNConfig) -> None:
+    """Checks what can be checked before any data is loaded or written (one clear line each)."""
+    d = cfg.data
+    for name in (d.sensitive_env, *(() if d.public_files else d.public_envs)):
+        envs.make(name)  # an unknown name raises a ValueError that lists the valid ones
+    for f in (*([d.sensitive_file] if d.sensitive_file else []), *d.public_files):
+        if not Path(f).is_file():
+            raise ValueError(f"data file {f} does not exist; give the path of a D4RL-format HDF5 file.")
+
+
+def _run(cfg: PrivORLNConfig, run_dir: Path) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
     if cfg_file.exists():
@@ -322,7 +342,12 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
                 f"{run_dir} holds a run with a different config ({cfg_file}); resume it with the same "
                 "config (only the eval section may change) or choose a new --out directory."
             )
-    cfg_file.write_text(yaml.safe_dump(resolved, sort_keys=False))
+    elif any(p.name not in (LOCK_FILE,) for p in run_dir.iterdir()):
+        raise ValueError(
+            f"{run_dir} is not empty and holds no PrivORL-n run (no config.yaml); choose an empty or "
+            "new --out directory."
+        )
+    _validate_inputs(cfg)
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only: data split, pre-training, losses
 
@@ -333,9 +358,16 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
             f"hold {len(sensitive)} transitions (after the {cfg.data.holdout_size}-row holdout); "
             "declare the size of the data you train on, or leave it empty."
         )
+    if cfg.finetune.batch_size > len(sensitive):
+        raise ValueError(
+            f"finetune.batch_size={cfg.finetune.batch_size} exceeds the {len(sensitive)} sensitive "
+            "transitions (the sampling rate q = batch / N would exceed 1); lower finetune.batch_size."
+        )
     obs_dim, act_dim = public.observations.shape[1], public.actions.shape[1]
     if sensitive.observations.shape[1] != obs_dim or sensitive.actions.shape[1] != act_dim:
         raise ValueError("public and sensitive data must have the same observation and action dimensions.")
+    # Everything is validated: from here on the run writes into its directory.
+    atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
     layout = diffusion.TransitionLayout(obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=cfg.model.next_obs_delta)
     pub_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, public), layout))
     sens_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, sensitive), layout))
@@ -346,12 +378,14 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
     pub_x = np.asarray(diffusion.normalise(norm, jnp.asarray(pub_flat)))
     sens_x = np.asarray(diffusion.normalise(norm, jnp.asarray(sens_flat)))
 
+    syn_file = run_dir / "synthetic.hdf5"
     ledger = privacy.Ledger.open(
         run_dir,
         dataset_id=_dataset_id(cfg),
         dataset_size=len(sensitive),
         target_epsilon=cfg.privacy.epsilon,
         target_delta=cfg.privacy.delta,
+        artifacts=[run_dir / "checkpoints" / "dp", syn_file],
     )
     m = cfg.model
     net = diffusion.ResidualMLP(width=m.width, depth=m.depth, fourier_dim=m.fourier_dim, layer_norm=m.layer_norm)
@@ -365,14 +399,15 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
         params = pre_state.ema_params
     state, dp_info = _finetune(cfg, denoise, params, sens_x, run_dir, ledger, jax.random.fold_in(key, 200), dim)
 
-    syn_file = run_dir / "synthetic.hdf5"
     if syn_file.exists():
+        head = data.read_hdf5_metadata(syn_file).get("ledger_head", "")
+        ledger.require_head(str(head), f"the release {syn_file}")
         synthetic = jax.tree_util.tree_map(np.asarray, data.load_hdf5(syn_file))
     else:
         synthetic = _synthesize(cfg, denoise, state.ema_params, layout, norm, jax.random.fold_in(key, 300), dim)
         data.save_hdf5(syn_file, synthetic, metadata={
             "generator": "PrivORL-n", "epsilon": cfg.privacy.epsilon, "delta": cfg.privacy.delta,
-            "private": dp_info["private"],
+            "private": dp_info["private"], "ledger_head": ledger.head,
         })
     syn_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, synthetic), layout))
 
@@ -394,7 +429,7 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
 
     audit_dir = run_dir / "audit"
     audit_dir.mkdir(exist_ok=True)
-    (audit_dir / "NOT_DP_README.txt").write_text(AUDIT_NOTICE)
+    atomic_write_text(audit_dir / "NOT_DP_README.txt", AUDIT_NOTICE)
     audit: dict[str, Any] = {"notice": AUDIT_NOTICE.strip()}
     audit["fidelity"] = {
         "marginal": evaluation.marginal_score(sens_flat, syn_flat),
@@ -413,10 +448,10 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
         mia = evaluation.loss_threshold_attack(np.asarray(mem), np.asarray(non))
         audit["mia"] = {k2: v for k2, v in mia.items() if k2 != "per_sigma"}
     report["wall_time_s"] = time.time() - t0
-    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=float))
-    (audit_dir / "audit.json").write_text(json.dumps(audit, indent=2, default=float))
+    atomic_write_text(run_dir / "report.json", json.dumps(report, indent=2, default=float))
+    atomic_write_text(audit_dir / "audit.json", json.dumps(audit, indent=2, default=float))
     report["audit"] = audit
-    (run_dir / "report.md").write_text(render_markdown(report))
+    atomic_write_text(run_dir / "report.md", render_markdown(report))
     return report
 
 

@@ -1,29 +1,43 @@
-"""The privacy ledger: a persisted record of every DP release of a run, with a budget guard.
+"""The privacy ledger: a tamper-evident record of every DP release of a run, with a budget guard.
 
 The ledger is a JSON file (``ledger.json``) written atomically beside a run's checkpoints. Each entry
-is one kind of release (a dp-accounting event, serialised), how many times it happened, what it
-released and when. Consecutive identical releases (the steps of one DP-SGD run) are kept as one entry
-with a count, so a million steps stay one line while the count is exact. Total epsilon is computed by
-dp-accounting over the composition of all entries, under RDP and PLD.
+is a batch of identical releases (a dp-accounting event, serialised, and how many times it happened,
+what it released, the mechanism's parameters and when). Entries are only ever appended, and each is
+chained to the one before by a SHA-256 hash over its content and the previous hash; the header
+(dataset, size, budget) starts the chain. The newest hash, the *head*, is also stored in every
+checkpoint and in the metadata of every released file, so:
+
+- an edited entry (a count lowered, a sigma raised) breaks the chain at that entry;
+- an event that disagrees with its recorded parameters is refused (the event is recomputed from them);
+- a truncated or replaced ledger no longer contains the head that a checkpoint or a release holds;
+- a missing ledger is never replaced by an empty one while checkpoints or a release exist.
+
+What it does not protect against: someone who rewrites the ledger *and* every checkpoint and release
+consistently (the hash has no secret key), or who deletes the whole run directory. It guards
+against mistakes and casual edits, not against the data owner's own adversarial tampering.
+
+Total epsilon is computed by dp-accounting over the composition of all entries (consecutive
+identical events grouped), under RDP and PLD.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import attr
 import dp_accounting
 
-from privrl_jax.privacy import _accounting
+from privrl_jax.privacy import _accounting, _plan
 
 LEDGER_FILE = "ledger.json"
-_FORMAT = "privrl_jax.ledger/1"
+_FORMAT = "privrl_jax.ledger/2"
 
 
 class BudgetExceededError(RuntimeError):
@@ -66,18 +80,29 @@ def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Release:
-    """One kind of DP release and how many times it happened."""
+    """``count`` identical releases of one event, chained to the entry before by ``prev``/``hash``."""
 
     event: dict[str, Any]
     count: int
     what: str
     params: dict[str, Any]
-    first_time: str
-    last_time: str
+    time: str
+    prev: str
+    hash: str
+
+    def payload(self) -> dict[str, Any]:
+        """What the hash covers (everything but the hash itself)."""
+        return {"event": self.event, "count": self.count, "what": self.what,
+                "params": self.params, "time": self.time}
 
     def dp_event(self) -> dp_accounting.DpEvent:
         single = event_from_dict(self.event)
         return single if self.count == 1 else dp_accounting.SelfComposedDpEvent(single, self.count)
+
+
+def _digest(prev: str, payload: dict[str, Any]) -> str:
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256((prev + text).encode()).hexdigest()
 
 
 def _now() -> str:
@@ -104,6 +129,7 @@ class Ledger:
 
     Create or reopen it with :meth:`open`; ``record`` persists before it returns, so a crash after a
     release can never lose it. ``check`` raises *before* a release that would exceed the budget.
+    Loading verifies the hash chain and every event against its parameters.
     """
 
     def __init__(
@@ -123,6 +149,34 @@ class Ledger:
         self.target_delta = float(target_delta)
         self.releases: list[Release] = list(releases or [])
 
+    # ------------------------------------------------------------------ the chain
+    def _header(self) -> dict[str, Any]:
+        return {"format": _FORMAT, "dataset_id": self.dataset_id, "dataset_size": self.dataset_size,
+                "target_epsilon": self.target_epsilon, "target_delta": self.target_delta}
+
+    @property
+    def genesis(self) -> str:
+        """The hash of the header: where the chain starts."""
+        return _digest("", self._header())
+
+    @property
+    def head(self) -> str:
+        """The newest hash of the chain (the genesis when nothing was released)."""
+        return self.releases[-1].hash if self.releases else self.genesis
+
+    def contains(self, head: str) -> bool:
+        """Whether ``head`` (from a checkpoint or a release) is a hash of this chain."""
+        return head == self.genesis or any(r.hash == head for r in self.releases)
+
+    def require_head(self, head: str, where: str) -> None:
+        """Raises :class:`LedgerError` unless ``head``, recorded in ``where``, is in the chain."""
+        if not self.contains(head):
+            raise LedgerError(
+                f"{where} was written after ledger entry {head[:12]}..., which {self.path} does not "
+                "hold: the ledger was truncated or replaced, so the run's privacy spend is unknown. "
+                "Restore the original ledger.json or start a new run directory."
+            )
+
     # ------------------------------------------------------------------ persistence
     @classmethod
     def open(
@@ -133,24 +187,36 @@ class Ledger:
         dataset_size: int,
         target_epsilon: float,
         target_delta: float,
+        artifacts: Sequence[str | os.PathLike] = (),
     ) -> "Ledger":
         """Opens the ledger of ``run_dir``, creating it if absent.
 
         Args:
           run_dir: the run's directory (the ledger is ``run_dir/ledger.json``).
-          dataset_id: identifies the sensitive dataset (e.g. a content hash); a ledger of another
-            dataset is refused, since its budget says nothing about this one.
+          dataset_id: identifies the sensitive dataset (by its source, never by a hash of its
+            content); a ledger of another dataset is refused, since its budget says nothing about
+            this one.
           dataset_size: number of privacy units N (for the delta >= 1/N warning).
           target_epsilon, target_delta: the run's budget; must equal the stored budget on reopen.
+          artifacts: paths whose existence proves that releases happened (checkpoints of a DP
+            phase, released files): while any exists, a missing ledger is an error, never a new one.
 
         Raises:
-          LedgerError: the file is corrupt or belongs to another dataset or budget.
+          LedgerError: the file is missing while artifacts exist, corrupt, edited, or belongs to
+            another dataset or budget.
         """
-        if not (isinstance(target_epsilon, (int, float)) and target_epsilon > 0):
+        if not (_accounting._is_real(target_epsilon) and target_epsilon > 0):
             raise ValueError(f"target_epsilon must be > 0 (inf for no budget); got {target_epsilon!r}.")
         _accounting.validate_delta(target_delta, dataset_size=dataset_size)
         path = Path(run_dir) / LEDGER_FILE
         if not path.exists():
+            found = [str(a) for a in artifacts if Path(a).exists()]
+            if found:
+                raise LedgerError(
+                    f"{path} is missing, but this run directory holds {', '.join(found)}: releases "
+                    "happened and their privacy spend is unknown. Restore the original ledger.json "
+                    "or start a new run directory (a new empty ledger would under-report epsilon)."
+                )
             ledger = cls(
                 path,
                 dataset_id=dataset_id,
@@ -176,20 +242,21 @@ class Ledger:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Ledger":
-        """Reads a ledger file; :class:`LedgerError` if it is not a valid privrl_jax ledger."""
+        """Reads and verifies a ledger file.
+
+        Raises:
+          LedgerError: missing, not a privrl_jax ledger, corrupt, or edited (a hash that does not
+            match its entry, or an event that does not match its recorded parameters).
+        """
         path = Path(path)
         if path.is_dir():
             path = path / LEDGER_FILE
         try:
             data = json.loads(path.read_text())
             if data.get("format") != _FORMAT:
-                raise KeyError("format")
+                raise KeyError(f"format {data.get('format')!r}, expected {_FORMAT!r}")
             releases = [Release(**r) for r in data["releases"]]
-            for r in releases:
-                if not isinstance(r.count, int) or r.count < 1:
-                    raise ValueError(f"release count {r.count!r}")
-                r.dp_event()
-            return cls(
+            ledger = cls(
                 path,
                 dataset_id=data["dataset_id"],
                 dataset_size=data["dataset_size"],
@@ -197,6 +264,7 @@ class Ledger:
                 target_delta=data["target_delta"],
                 releases=releases,
             )
+            stored_genesis = data["genesis"]
         except FileNotFoundError:
             raise LedgerError(f"no ledger at {path}: this is not a privrl_jax run directory.") from None
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
@@ -204,18 +272,44 @@ class Ledger:
                 f"the ledger {path} is corrupt ({type(e).__name__}: {e}). Do not edit it by hand; if the "
                 "run's releases are unknown, its privacy spend is unknown: start a new run directory."
             ) from e
+        ledger._verify(stored_genesis)
+        return ledger
+
+    def _verify(self, stored_genesis: str) -> None:
+        def edited(what: str) -> LedgerError:
+            return LedgerError(
+                f"the ledger {self.path} was edited: {what}. Its privacy spend cannot be trusted; "
+                "restore the original file or start a new run directory."
+            )
+
+        if stored_genesis != self.genesis:
+            raise edited("its header (dataset, size or budget) does not match its hash")
+        prev = self.genesis
+        for i, r in enumerate(self.releases):
+            if r.prev != prev:
+                raise edited(f"entry {i} ({r.what}) does not follow entry {i - 1}")
+            if r.hash != _digest(prev, r.payload()):
+                raise edited(f"entry {i} ({r.what}) does not match its hash")
+            if isinstance(r.count, bool) or not isinstance(r.count, int) or r.count < 1:
+                raise edited(f"entry {i} has count {r.count!r}")
+            try:
+                recorded = r.dp_event()
+                expected = _plan.event_from_description(r.params)
+            except (TypeError, ValueError, KeyError) as e:
+                raise edited(f"entry {i} ({r.what}) cannot be read ({e})") from e
+            if expected is not None and event_to_dict(expected) != r.event:
+                raise edited(
+                    f"entry {i} ({r.what}) records {r.event} but its parameters give "
+                    f"{event_to_dict(expected)}"
+                )
+            del recorded
+            prev = r.hash
 
     def save(self) -> None:
         _atomic_write_json(
             self.path,
-            {
-                "format": _FORMAT,
-                "dataset_id": self.dataset_id,
-                "dataset_size": self.dataset_size,
-                "target_epsilon": self.target_epsilon,
-                "target_delta": self.target_delta,
-                "releases": [dataclasses.asdict(r) for r in self.releases],
-            },
+            {**self._header(), "genesis": self.genesis,
+             "releases": [dataclasses.asdict(r) for r in self.releases]},
         )
 
     # ------------------------------------------------------------------ accounting
@@ -224,9 +318,22 @@ class Ledger:
         """Total number of releases (DP-SGD steps count one each)."""
         return sum(r.count for r in self.releases)
 
+    def groups(self) -> list[dict[str, Any]]:
+        """Consecutive entries with the same event, description and parameters, counts summed."""
+        out: list[dict[str, Any]] = []
+        for r in self.releases:
+            if out and (out[-1]["event"], out[-1]["what"], out[-1]["params"]) == (r.event, r.what, r.params):
+                out[-1]["count"] += r.count
+            else:
+                out.append({"what": r.what, "count": r.count, "event": r.event, "params": r.params})
+        return out
+
     def event(self, extra: list[tuple[dp_accounting.DpEvent, int]] = ()) -> dp_accounting.DpEvent:
         """The composition of all recorded releases (plus ``extra`` planned ones)."""
-        events = [r.dp_event() for r in self.releases]
+        events = []
+        for g in self.groups():
+            single = event_from_dict(g["event"])
+            events.append(single if g["count"] == 1 else dp_accounting.SelfComposedDpEvent(single, g["count"]))
         events += [e if n == 1 else dp_accounting.SelfComposedDpEvent(e, n) for e, n in extra]
         return dp_accounting.ComposedDpEvent(events)
 
@@ -258,48 +365,49 @@ class Ledger:
             raise BudgetExceededError(
                 f"{count} more release(s) of {type(event).__name__} would bring epsilon to {after:.4g} > "
                 f"budget {self.target_epsilon:g} (delta={self.target_delta:g}; spent so far {spent:.4g} "
-                f"over {self.num_releases} releases, {accountant.upper()}). Raise the noise multiplier, "
-                "take fewer steps or a smaller sampling rate, or start a run with a larger budget."
+                f"over {self.num_releases} releases, {accountant.upper()}). Nothing was released. Raise "
+                "the noise multiplier (a larger privacy.epsilon target calibrates less noise), take "
+                "fewer steps (finetune.epochs) or a smaller sampling rate (finetune.batch_size), or "
+                "start a new run directory with a larger budget."
             )
         return after
 
     def record(
         self, event: dp_accounting.DpEvent, *, what: str, count: int = 1, params: dict | None = None
     ) -> None:
-        """Appends ``count`` releases of ``event`` and saves atomically.
+        """Appends ``count`` releases of ``event`` as one chained entry and saves atomically.
 
-        Consecutive releases with the same event, description and parameters are merged into one
-        entry whose count grows, so the file stays small.
+        ``params`` describe the mechanism (``DPPlan.describe()``, ``GaussianMechanism.describe()``);
+        when they do, loading recomputes the event from them and refuses a mismatch.
         """
-        if not isinstance(count, int) or count < 1:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"count must be an int >= 1; got {count!r}.")
+        params = json.loads(json.dumps(dict(params or {})))  # plain JSON types, as reloaded
         ev = event_to_dict(event)
-        params = dict(params or {})
-        now = _now()
-        last = self.releases[-1] if self.releases else None
-        if last is not None and (last.event, last.what, last.params) == (ev, what, params):
-            self.releases[-1] = dataclasses.replace(last, count=last.count + count, last_time=now)
-        else:
-            self.releases.append(
-                Release(event=ev, count=count, what=what, params=params, first_time=now, last_time=now)
-            )
+        expected = _plan.event_from_description(params)
+        if expected is not None and event_to_dict(expected) != ev:
+            raise ValueError(f"the event {ev} does not match its parameters {params}.")
+        payload = {"event": ev, "count": count, "what": what, "params": params, "time": _now()}
+        self.releases.append(Release(**payload, prev=self.head, hash=_digest(self.head, payload)))
         self.save()
 
     def report(self) -> dict[str, Any]:
-        """What was spent, under RDP and PLD, as a JSON-ready dict."""
+        """What was spent, under RDP and PLD, as a JSON-ready dict (flags an exceeded budget)."""
         out: dict[str, Any] = {
             "dataset_id": self.dataset_id,
             "dataset_size": self.dataset_size,
             "budget": {"epsilon": self.target_epsilon, "delta": self.target_delta},
             "num_releases": self.num_releases,
-            "releases": [
-                {"what": r.what, "count": r.count, "event": r.event, "params": r.params}
-                for r in self.releases
-            ],
+            "releases": self.groups(),
+            "chain_head": self.head,
+            "verified": True,
         }
+        over = False
         for acc in ("rdp", "pld"):
             try:
                 out[acc] = self.epsilon(acc).to_dict()
+                over |= out[acc]["epsilon"] > self.target_epsilon * (1 + 1e-9)
             except ValueError as e:
                 out[acc] = {"error": str(e)}
+        out["over_budget"] = bool(over)
         return out

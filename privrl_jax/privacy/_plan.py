@@ -439,3 +439,38 @@ class GaussianMechanism:
     def release(self, key: jax.Array, value: PyTree) -> PyTree:
         """``value`` plus N(0, noise_std^2) on every coordinate (pure, jittable)."""
         return add_noise_blocks((value,), key, (self.noise_std,))[0]
+
+    def describe(self) -> dict[str, Any]:
+        """The mechanism as plain JSON types (for the ledger)."""
+        return {"mechanism": "gaussian", "l2_sensitivity": self.l2_sensitivity,
+                "noise_multiplier": self.noise_multiplier, "neighboring": self.neighboring.name}
+
+
+def event_from_description(params: dict[str, Any]) -> dp_accounting.DpEvent | None:
+    """The one-release event of a :meth:`DPPlan.describe` or :meth:`GaussianMechanism.describe`.
+
+    The ledger recomputes every recorded event from its recorded parameters with this, so an
+    event and the mechanism it claims to describe cannot disagree. Returns None for parameters
+    that describe no mechanism of ours.
+    """
+    if params.get("mechanism") == "gaussian":
+        return GaussianMechanism(
+            l2_sensitivity=params["l2_sensitivity"], noise_multiplier=params["noise_multiplier"],
+            neighboring=Neighboring[params["neighboring"]],
+        ).event()
+    if "sampling" not in params or "noise_multipliers" not in params:
+        return None
+    sampling, n = Sampling(params["sampling"]), params["dataset_size"]
+    if sampling in (Sampling.POISSON, Sampling.TRUNCATED_POISSON):
+        sampler = PoissonSampler(dataset_size=n, sampling_rate=params["sampling_rate"],
+                                 microbatch_size=1, capacity=params.get("capacity"))
+    elif sampling is Sampling.UNIFORM_ONE:
+        sampler = UniformOneSampler(dataset_size=n)
+    else:
+        sampler = FullBatchSampler(dataset_size=n, microbatch_size=1)
+    plan = DPPlan(
+        sampler=sampler, l2_clip_norm=tuple(params["l2_clip_norms"]), steps=params["steps"],
+        noise_multiplier=tuple(params["noise_multipliers"]),
+        neighboring=Neighboring[params["neighboring"]],
+    )
+    return plan.step_event()

@@ -205,3 +205,27 @@ def test_secrets():
     back = DPSecret.from_tree(c.to_tree())
     assert back.fixed and np.array_equal(back.words, c.words)
     assert np.array_equal(jax.random.key_data(back.noise_key), jax.random.key_data(c.noise_key))
+
+
+def test_divergence_stops_at_the_first_checkpoint_with_the_spend_recorded(tmp_path):
+    from privrl_jax.pipelines._dp_loop import DivergenceError
+
+    plan = privacy.DPPlan(sampler=SAMPLERS["poisson"], l2_clip_norm=1.0, steps=20, noise_multiplier=1.0)
+    exploding = _sgd(lr=1e9)
+    for _ in range(2):  # the rerun replays from the last good checkpoint and spends nothing new
+        with pytest.raises(DivergenceError, match=r"steps 1\.\.5.*lower the learning rate"):
+            _run(tmp_path, plan, _data(200), program=exploding)
+        assert privacy.Ledger.load(tmp_path).num_releases == 5
+        assert Checkpoints(tmp_path / "ckpt").latest() == 0  # the diverged state was not saved
+
+
+def test_a_truncated_ledger_is_refused_on_resume(tmp_path):
+    plan = privacy.DPPlan(sampler=SAMPLERS["poisson"], l2_clip_norm=1.0, steps=10, noise_multiplier=1.0)
+    _run(tmp_path, plan, _data(200), every=4)
+    ledger = privacy.Ledger.load(tmp_path)
+    assert [r.count for r in ledger.releases] == [4, 4, 2]
+    ledger.releases = ledger.releases[:2]  # a truncation that keeps a valid chain
+    ledger.save()
+    longer = privacy.DPPlan(sampler=SAMPLERS["poisson"], l2_clip_norm=1.0, steps=12, noise_multiplier=1.0)
+    with pytest.raises(privacy.LedgerError, match="truncated or replaced"):
+        _run(tmp_path, longer, _data(200), ledger=privacy.Ledger.load(tmp_path))

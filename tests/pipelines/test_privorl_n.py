@@ -164,3 +164,55 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch, curio
     assert privacy.Ledger.load(tmp_path / "resumed").num_releases == full["finetune"]["steps"]
     assert privacy.Ledger.load(tmp_path / "resumed").report()["releases"] == privacy.Ledger.load(tmp_path / "full").report()["releases"]
     assert resumed["privacy"]["rdp"]["epsilon"] == pytest.approx(full["privacy"]["rdp"]["epsilon"])
+
+
+FAST = ("pretrain.steps=0", "eval.agents=[]", "eval.mia=false", "synthesis.num_samples=200")
+
+
+def test_privacy_report_refuses_an_edited_truncated_or_missing_ledger(tmp_path):
+    from typer.testing import CliRunner
+
+    from privrl_jax.cli.main import app
+
+    privorl_n.run(_cfg(*FAST), tmp_path)
+    runner = CliRunner()
+    good = runner.invoke(app, ["privacy", "report", str(tmp_path), "--json"])
+    assert good.exit_code == 0, good.output
+    assert json.loads(good.output)["verified"] and not json.loads(good.output)["over_budget"]
+    original = (tmp_path / "ledger.json").read_text()
+
+    def lower_count(d):
+        d["releases"][0]["count"] = 1
+
+    def truncate(d):  # a valid chain, but shorter than the one the checkpoints and release hold
+        d["releases"] = d["releases"][:1]
+
+    for edit, match in ((lower_count, "does not match its hash"), (truncate, "truncated or replaced")):
+        d = json.loads(original)
+        edit(d)
+        (tmp_path / "ledger.json").write_text(json.dumps(d))
+        res = runner.invoke(app, ["privacy", "report", str(tmp_path)])
+        assert res.exit_code == 2 and match in res.output, res.output
+    (tmp_path / "ledger.json").unlink()
+    res = runner.invoke(app, ["privacy", "report", str(tmp_path)])
+    assert res.exit_code == 2 and "is missing" in res.output
+    # A rerun never replaces the missing ledger with an empty one.
+    with pytest.raises(privacy.LedgerError, match="is missing"):
+        privorl_n.run(_cfg(*FAST), tmp_path)
+    assert not (tmp_path / "ledger.json").exists()
+
+
+def test_bad_input_writes_nothing_and_a_live_run_locks_its_directory(tmp_path):
+    from privrl_jax.pipelines._rundir import RunDirError, RunLock
+
+    with pytest.raises(ValueError, match="does not exist"):
+        privorl_n.run(_cfg(*FAST, "data.sensitive_file=/nope/umaze.hdf5"), tmp_path / "a")
+    with pytest.raises(ValueError, match="unknown"):
+        privorl_n.run(_cfg(*FAST, "data.sensitive_env=maze2d-typo"), tmp_path / "b")
+    with pytest.raises(ValueError, match="finetune.batch_size"):
+        privorl_n.run(_cfg(*FAST, "finetune.batch_size=4096", "finetune.microbatch_size=64"), tmp_path / "c")
+    for d in ("a", "b", "c"):
+        assert sorted(p.name for p in (tmp_path / d).iterdir()) == [".lock"]  # no config, no ledger
+    with RunLock(tmp_path / "d"):
+        with pytest.raises(RunDirError, match="another run is using"):
+            privorl_n.run(_cfg(*FAST), tmp_path / "d")

@@ -36,7 +36,7 @@ def test_records_merge_and_total_epsilon_matches_dp_accounting(tmp_path):
         led.record(STEP, what="dpsgd step", count=100)
     led.record(dp_accounting.GaussianDpEvent(10.0), what="noisy count")
     assert led.num_releases == 301
-    assert len(led.releases) == 2
+    assert len(led.releases) == 4 and len(led.groups()) == 2  # entries append; accounting groups
     expected = compute_epsilon(
         dp_accounting.ComposedDpEvent(
             [dp_accounting.SelfComposedDpEvent(STEP, 300), dp_accounting.GaussianDpEvent(10.0)]
@@ -102,3 +102,96 @@ def test_report_has_both_accountants(tmp_path):
     assert rep["num_releases"] == 10
     assert rep["rdp"]["epsilon"] >= rep["pld"]["epsilon"] * (1 - 1e-3)
     assert rep["pld"]["pld_discretization"] == 1e-4
+
+
+def _plan_entry(led, steps=63):
+    from privrl_jax import privacy
+
+    plan = privacy.DPPlan(
+        sampler=privacy.PoissonSampler(dataset_size=10_000, sampling_rate=0.01, microbatch_size=64),
+        l2_clip_norm=1.0, steps=steps, noise_multiplier=1.0)
+    led.record(plan.step_event(), what="dp step", count=steps, params=plan.describe())
+    return plan
+
+
+def _edit(tmp_path, fn):
+    data = json.loads((tmp_path / "ledger.json").read_text())
+    fn(data)
+    (tmp_path / "ledger.json").write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda d: d["releases"][0].update(count=10), "entry 0 .* does not match its hash"),
+        (lambda d: d["releases"][0]["event"]["event"].update(noise_multiplier=50.0), "does not match its hash"),
+        (lambda d: d.update(target_epsilon=100.0), "header"),
+        (lambda d: d["releases"].pop(0), "does not follow"),
+    ],
+)
+def test_edits_break_the_chain(tmp_path, edit, match):
+    led = _open(tmp_path, target_epsilon=20.0)
+    _plan_entry(led)
+    led.record(dp_accounting.GaussianDpEvent(10.0), what="noisy count")
+    _edit(tmp_path, edit)
+    with pytest.raises(LedgerError, match=match):
+        Ledger.load(tmp_path)
+
+
+def test_an_edit_with_recomputed_hashes_is_caught_by_its_parameters_and_by_the_head(tmp_path):
+    import hashlib
+
+    from privrl_jax.privacy import _ledger
+
+    led = _open(tmp_path, target_epsilon=20.0)
+    _plan_entry(led)
+    head = led.head  # what a checkpoint and the release hold
+
+    def forge(d, field):
+        r = d["releases"][0]
+        if field == "sigma":
+            r["event"]["event"]["noise_multiplier"] = 50.0
+        else:
+            r["count"] = 10
+        payload = {k: r[k] for k in ("event", "count", "what", "params", "time")}
+        r["hash"] = _ledger._digest(r["prev"], payload)
+        assert len(r["hash"]) == len(hashlib.sha256().hexdigest())
+
+    _edit(tmp_path, lambda d: forge(d, "sigma"))
+    with pytest.raises(LedgerError, match="its parameters give"):  # event recomputed from params
+        Ledger.load(tmp_path)
+    (tmp_path / "ledger.json").unlink()  # start again, and forge a count instead
+    led = _open(tmp_path, target_epsilon=20.0)
+    _plan_entry(led)
+    head = led.head
+    _edit(tmp_path, lambda d: forge(d, "count"))
+    forged = Ledger.load(tmp_path)  # a consistent forgery loads ...
+    assert forged.num_releases == 10
+    with pytest.raises(LedgerError, match="truncated or replaced"):  # ... but lacks the head
+        forged.require_head(head, "the checkpoint of DP step 63")
+
+
+def test_a_missing_ledger_is_never_replaced_while_artifacts_exist(tmp_path):
+    led = _open(tmp_path)
+    led.record(STEP, what="dpsgd step", count=5)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "ledger.json").unlink()
+    with pytest.raises(LedgerError, match="is missing, but this run directory holds"):
+        _open(tmp_path, artifacts=[tmp_path / "checkpoints"])
+    assert not (tmp_path / "ledger.json").exists()
+
+
+def test_over_budget_is_flagged(tmp_path):
+    led = _open(tmp_path, target_epsilon=0.5)
+    led.record(STEP, what="dpsgd step", count=2000)  # recorded without check: e.g. a forced run
+    rep = led.report()
+    assert rep["over_budget"] and rep["rdp"]["epsilon"] > 0.5
+    assert not _open(tmp_path / "b").report()["over_budget"]
+
+
+def test_event_and_parameters_must_agree_when_recorded(tmp_path):
+    led = _open(tmp_path, target_epsilon=20.0)
+    plan = _plan_entry(led)
+    with pytest.raises(ValueError, match="does not match its parameters"):
+        led.record(dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(2.0)),
+                   what="dp step", params=plan.describe())
