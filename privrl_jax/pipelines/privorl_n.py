@@ -322,6 +322,16 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
         return _run(cfg, run_dir)
 
 
+def _column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | None:
+    """Names of the encoded transition columns for plots (None when discrete dims are one-hot)."""
+    nxt = "s'-s" if layout.next_obs_delta else "s'"
+    names = ([f"obs s[{i}]" for i in range(layout.obs_dim)]
+             + [f"action a[{i}]" for i in range(layout.act_dim)] + ["reward r"]
+             + [f"next obs {nxt}[{i}]" for i in range(layout.obs_dim)]
+             + (["terminal = 0", "terminal = 1"] if layout.one_hot_terminals else ["terminal"]))
+    return names if len(names) == dim else None
+
+
 def _validate_inputs(cfg: PrivORLNConfig) -> None:
     """Checks what can be checked before any data is loaded or written (one clear line each)."""
     d = cfg.data
@@ -437,7 +447,8 @@ def _run(cfg: PrivORLNConfig, run_dir: Path) -> dict[str, Any]:
     }
     if cfg.eval.plots:
         evaluation.plot_tsne(sens_flat, syn_flat, seed=cfg.seed, path=audit_dir / "tsne.png")
-        evaluation.plot_marginals(sens_flat, syn_flat, path=audit_dir / "marginals.png")
+        evaluation.plot_marginals(sens_flat, syn_flat, path=audit_dir / "marginals.png",
+                                  names=_column_names(layout, dim))
     if cfg.eval.agents and cfg.eval.train_real_agents:
         audit["agents_real"] = _agent_scores(cfg, sensitive, jax.random.fold_in(key, 400))
     if cfg.eval.mia:
@@ -455,6 +466,15 @@ def _run(cfg: PrivORLNConfig, run_dir: Path) -> dict[str, Any]:
     return report
 
 
+def _sigma_text(sigma: float) -> str:
+    return "0 (no noise: not private)" if sigma == 0 else f"{sigma:.3f}"
+
+
+def _score_text(res: dict[str, Any], seeds: int) -> str:
+    mean = res.get("score_mean", float("nan"))
+    return f"{mean:.1f} ± {res.get('score_std', float('nan')):.1f}" if seeds > 1 else f"{mean:.1f}"
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """A short human-readable summary of a PrivORL-n report."""
     p = report["privacy"]
@@ -468,19 +488,27 @@ def render_markdown(report: dict[str, Any]) -> str:
         "|---|---|",
         f"| budget (epsilon, delta) | ({budget['epsilon']:g}, {budget['delta']:g}) |",
         f"| epsilon spent (RDP / PLD) | {eps_rdp if eps_rdp is None else f'{eps_rdp:.3f}'} / {eps_pld if eps_pld is None else f'{eps_pld:.3f}'} |",
-        f"| DP steps, noise multiplier, q | {p['num_releases']}, {report['finetune']['noise_multiplier']:.3f}, {report['finetune']['sampling_rate']:.4f} |",
+        f"| DP steps, noise multiplier, q | {report['finetune']['steps']}, {_sigma_text(report['finetune']['noise_multiplier'])}, {report['finetune']['sampling_rate']:.4f} |",
     ]
+    if p.get("over_budget"):
+        lines[2:2] = ["**OVER BUDGET: the ledger records more than the budget's epsilon.**", ""]
     if "warning" in report:
         lines[2:2] = [f"**{report['warning']}**", ""]
     for name, res in report.get("agents_synthetic", {}).items():
         real = audit.get("agents_real", {}).get(name, {})
+        seeds = len(res.get("per_seed", [])) or 1
+        what = f"mean ± std over {seeds} agent seeds" if seeds > 1 else "one agent seed"
+        real_text = _score_text(real, seeds) if real else "not trained"
         lines.append(
-            f"| {name} normalised score, mean ± std over {len(res.get('per_seed', [])) or 1} agent seed(s): synthetic / real (audit) | {res.get('score_mean', float('nan')):.1f} ± {res.get('score_std', float('nan')):.1f} / "
-            f"{real.get('score_mean', float('nan')):.1f} ± {real.get('score_std', float('nan')):.1f} |"
+            f"| {name} normalised score ({what}): synthetic / real (audit) | "
+            f"{_score_text(res, seeds)} / {real_text} |"
         )
     if "fidelity" in audit:
         fid = audit["fidelity"]
-        lines.append(f"| fidelity (audit): marginal / correlation | {fid['marginal']:.3f} / {fid['correlation']:.3f} |")
+        lines.append(
+            f"| fidelity (audit; 1 = identical, 0 = disjoint): marginal (1 - mean KS) / correlation "
+            f"(1 - mean abs. Pearson gap / 2) | {fid['marginal']:.3f} / {fid['correlation']:.3f} |"
+        )
     if "mia" in audit:
         mia = audit["mia"]
         lines.append(f"| MIA (audit) TPR@10%FPR / TPR@1%FPR / AUC | {mia['tpr_at_10_fpr']:.3f} / {mia['tpr_at_1_fpr']:.3f} / {mia['auc']:.3f} |")
