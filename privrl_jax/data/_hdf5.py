@@ -8,6 +8,8 @@ keys (`infos/*`, `metadata/*`) are ignored. File attributes hold our metadata.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import tempfile
 from collections.abc import Mapping
@@ -20,6 +22,36 @@ from privrl_jax.data._types import TRANSITION_FIELDS, Transitions
 from privrl_jax.data._validation import validate_transitions
 
 _REQUIRED = ("observations", "actions", "rewards", "terminals", "timeouts")
+_FORMAT_HINT = (
+    "give a D4RL-format HDF5 file (datasets observations, actions, rewards, "
+    "terminals, timeouts)"
+)
+
+
+def _open_hdf5(path: str) -> h5py.File:
+    """`h5py.File(path, "r")` with one-line errors that name the file and the fix.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: a directory, an unreadable file, or a file that is not HDF5.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no dataset file", path)
+    if os.path.isdir(path):
+        raise ValueError(f"dataset path {path!r} is a directory; {_FORMAT_HINT}")
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        # h5py's messages span lines; the first clause names the problem.
+        reason = " ".join(str(e).split()).split(", filename =")[0]
+        if isinstance(e, PermissionError) or not os.access(path, os.R_OK):
+            raise ValueError(
+                f"cannot read dataset {path!r} (permission denied); check its "
+                "permissions"
+            ) from None
+        raise ValueError(
+            f"dataset {path!r} is not a readable HDF5 file ({reason}); {_FORMAT_HINT}"
+        ) from None
 
 
 def derive_next_observations(data: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -132,13 +164,11 @@ def load_hdf5(
 
     Raises:
       FileNotFoundError: no such file.
-      ValueError: a missing key, mismatched lengths, NaN/inf or a wrong dtype (the
-        message names the key).
+      ValueError: not an HDF5 file, a missing key, mismatched lengths, NaN/inf or a
+        wrong dtype (the message names the key).
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no dataset file at {path!r}")
-    with h5py.File(path, "r") as f:
+    with _open_hdf5(path) as f:
         if "observations" not in f and any(k.startswith("episode_") for k in f):
             return validate_transitions(
                 _read_minari(f, path, observation_key), source=path
@@ -171,11 +201,17 @@ def load_hdf5(
 
 def read_hdf5_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """The file-level attributes written by `save_hdf5` (env name, seed, ...)."""
-    with h5py.File(os.fspath(path), "r") as f:
+    with _open_hdf5(os.fspath(path)) as f:
         return {
             k: (v.item() if isinstance(v, np.generic) else v)
             for k, v in f.attrs.items()
         }
+
+
+def _temp_prefix(path: str) -> str:
+    # Named after the target so a later writer of the same file can find (and remove)
+    # what a killed one left; ".tmp-" keeps the pattern run directories clean up.
+    return f".tmp-{os.path.basename(path)}-"
 
 
 def save_hdf5(
@@ -184,31 +220,40 @@ def save_hdf5(
     *,
     metadata: Mapping[str, str | int | float | bool] | None = None,
     compression: str | None = None,
+    overwrite: bool = True,
 ) -> None:
     """Writes `Transitions` as a D4RL-format HDF5 file, atomically.
 
     The data are validated, written to a temporary file in the target directory, then
-    moved into place with `os.replace`, so a crash never leaves a partial file under
-    `path`. Values are stored as float32 and flags as bool (D4RL's dtypes), so
-    `load_hdf5` returns exactly what was saved.
+    moved into place, so a crash never leaves a partial file under `path`. The
+    temporary file is locked while it is written (`remove_stale_hdf5_temps` removes
+    only unlocked ones). Values are stored as float32 and flags as bool (D4RL's
+    dtypes), so `load_hdf5` returns exactly what was saved. The file gets a normal
+    file's permissions (0666 minus the umask).
 
     Args:
       path: destination (parent directories are created).
       transitions: [N] data.
       metadata: scalar file attributes (e.g. env name, seed, size).
       compression: h5py compression ("gzip", "lzf") or None.
+      overwrite: replace an existing file; when False an existing file (also one that
+        appears while this one is written) is a `FileExistsError` and is kept.
 
     Raises:
       ValueError: invalid data or metadata.
+      FileExistsError: `path` exists and `overwrite` is False.
     """
     data = validate_transitions(transitions)
     path = os.fspath(path)
+    if not overwrite and os.path.lexists(path):
+        raise FileExistsError(errno.EEXIST, "the output file exists", path)
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix=".hdf5")
-    os.close(fd)
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=_temp_prefix(path), suffix=".hdf5")
     try:
-        with h5py.File(tmp, "w") as f:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the OS if this process dies
+        # HDF5's own file lock would collide with ours; the file is private anyway.
+        with h5py.File(tmp, "w", locking=False) as f:
             for k in TRANSITION_FIELDS:
                 x = np.asarray(getattr(data, k))
                 if k in ("terminals", "timeouts"):
@@ -224,8 +269,53 @@ def save_hdf5(
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            # link() fails if the name exists: an atomic no-clobber publish, so a
+            # concurrent writer's file is never replaced.
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise FileExistsError(
+                    errno.EEXIST, "the output file appeared while writing", path
+                ) from None
+            os.remove(tmp)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+    finally:
+        os.close(fd)
+
+
+def remove_stale_hdf5_temps(path: str | os.PathLike) -> list[str]:
+    """Removes the temporary files killed `save_hdf5(path, ...)` calls left behind.
+
+    A live writer holds a lock on its temporary file, so only files of dead writers
+    are removed. Returns the removed paths.
+    """
+    path = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    prefix = _temp_prefix(path)
+    removed = []
+    if not os.path.isdir(parent):
+        return removed
+    for name in os.listdir(parent):
+        if not (name.startswith(prefix) and name.endswith(".hdf5")):
+            continue
+        tmp = os.path.join(parent, name)
+        try:
+            fd = os.open(tmp, os.O_RDWR)
+        except OSError:
+            continue  # gone already, or not ours to touch
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # a live writer
+        else:
+            os.remove(tmp)
+            removed.append(tmp)
+        finally:
+            os.close(fd)
+    return removed
