@@ -4,24 +4,44 @@ The imperative shell around `privrl_jax.agents`: reads the HDF5 file, trains in
 jitted chunks with a progress bar, evaluates periodically in the env, and writes
 `result.json` (resolved config, scores, timings, learning curve) and
 `learning_curve.png` into the output directory (atomically).
+
+Validate, then write: every input (env, dataset file and keys, dataset shapes against
+the env, batch size against the dataset, the output directory) is checked before the
+output directory is touched or a step is trained; one run at a time holds the
+directory (`RunLock`), and a finished run is replaced only with `overwrite=True`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import platform
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
+import yaml
 
 from privrl_jax import agents, envs
-from privrl_jax.data import load_hdf5
-from privrl_jax.pipelines._config import coerce_fields
+from privrl_jax.data import Transitions, load_hdf5
+from privrl_jax.pipelines._config import coerce_fields, to_dict
+from privrl_jax.pipelines._outputs import check_output_dir
+from privrl_jax.pipelines._rundir import (
+    RunLock,
+    atomic_write_text,
+    clean_stale_temp_files,
+)
+
+RESULT_FILE = "result.json"
+CONFIG_FILE = "config.yaml"
+CURVE_FILE = "learning_curve.png"
+# What a run writes into its directory; anything else there is someone else's.
+OWNED_FILES = (RESULT_FILE, CONFIG_FILE, CURVE_FILE)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -32,11 +52,12 @@ class AgentTrainConfig:
       algo: "td3bc", "iql" or "edac".
       dataset: path to a D4RL-format HDF5 file.
       env: evaluation env name (`privrl_jax.envs.make`), e.g. "maze2d-umaze".
-      steps: gradient updates, a multiple of `chunk_size`.
+      steps: gradient updates: a multiple of `chunk_size`, or fewer than
+        `chunk_size` (then one chunk of `steps` updates).
       seed: PRNG seed (canonicalised to a key here, at the boundary).
-      batch_size: minibatch size (CORL: 256).
-      chunk_size: updates per jitted scan call.
-      eval_every: evaluation period in updates (multiple of chunk_size); None:
+      batch_size: minibatch size (CORL: 256); at most the dataset's size.
+      chunk_size: updates per jitted scan call (at most `steps`, see above).
+      eval_every: evaluation period in updates (a multiple of the chunk); None:
         about ten evaluations per run.
       eval_episodes: episodes per evaluation.
       agent: fields of the algorithm's config (`agents.TD3BCConfig`, ...) that
@@ -57,7 +78,9 @@ class AgentTrainConfig:
 
     def __post_init__(self):
         if self.algo not in agents.ALGORITHMS:
-            raise ValueError(f"algo={self.algo!r}: expected one of {sorted(agents.ALGORITHMS)}")
+            raise ValueError(
+                f"algo={self.algo!r}: expected one of {sorted(agents.ALGORITHMS)}"
+            )
         # Checked and typed here, before the dataset loads, with the same messages as
         # every other config key (YAML lists become the tuples the agents expect).
         _, agent_config = agents.ALGORITHMS[self.algo]
@@ -71,15 +94,32 @@ class AgentTrainConfig:
             value = getattr(self, name)
             if not (isinstance(value, int) and value > 0):
                 raise ValueError(f"{name}={value!r}: expected a positive int")
-        if self.steps % min(self.chunk_size, self.steps):
+        if self.steps % self.resolved_chunk():
             raise ValueError(
-                f"steps={self.steps}: expected a multiple of chunk_size={self.chunk_size}"
+                f"steps={self.steps} is not a multiple of "
+                f"chunk_size={self.chunk_size}; give --steps as a multiple of --chunk (e.g. "
+                f"{self.steps // self.chunk_size * self.chunk_size or self.chunk_size})"
+                " or a --chunk that divides it."
+            )
+        every = self.eval_every
+        if every is not None and (
+            isinstance(every, bool)
+            or not isinstance(every, int)
+            or every <= 0
+            or every % self.resolved_chunk()
+        ):
+            raise ValueError(
+                f"eval_every={every!r} is not a positive multiple of the chunk "
+                f"({self.resolved_chunk()} updates); give --eval-every as a multiple "
+                "of --chunk."
             )
 
     def resolved_chunk(self) -> int:
+        """Updates per jitted call: `chunk_size`, or `steps` when that is smaller."""
         return min(self.chunk_size, self.steps)
 
     def resolved_eval_every(self) -> int:
+        """`eval_every`, or about a tenth of the run in whole chunks."""
         chunk = self.resolved_chunk()
         if self.eval_every is not None:
             return self.eval_every
@@ -97,14 +137,100 @@ def make_run_agent(algo: str, num_updates: int, **overrides: Any) -> agents.Agen
     return agents.make_agent(algo, **overrides)
 
 
-def run_agent_train(config: AgentTrainConfig, out_dir: str | os.PathLike) -> dict[str, Any]:
-    """Trains, evaluates and writes result.json and learning_curve.png.
+def check_dataset_for_env(
+    dataset: Transitions, env_name: str, env: Any, env_params: Any, *, source: str
+) -> None:
+    """The dataset's observation and action widths are the env's.
+
+    Raises:
+      ValueError: naming both shapes and the fix (a dataset of that env, or the env
+        the dataset was collected in).
+    """
+    obs_space = env.observation_space(env_params)
+    act_space = env.action_space(env_params)
+    act_shape = tuple(getattr(act_space, "shape", ()))
+    if not act_shape:
+        raise ValueError(
+            f"env {env_name!r} has a discrete action space; the offline-RL agents need "
+            "continuous actions (choose e.g. a maze2d env or Pendulum-v1)."
+        )
+    want = {"observations": int(np.prod(obs_space.shape)),
+            "actions": int(np.prod(act_shape))}
+    have = {"observations": int(dataset.observations.shape[1]),
+            "actions": int(dataset.actions.shape[1])}
+    for key in ("observations", "actions"):
+        if have[key] != want[key]:
+            raise ValueError(
+                f"dataset {source!r} has {key} of dimension {have[key]} but env "
+                f"{env_name!r} has {want[key]}; train on a dataset of {env_name} or "
+                "give the --env the dataset was collected in."
+            )
+
+
+def _check_out_dir(out_dir: str | os.PathLike, *, overwrite: bool) -> None:
+    check_output_dir(out_dir, owned=OWNED_FILES, finished=RESULT_FILE,
+                     overwrite=overwrite, job="agent train")
+
+
+def _load_inputs(config: AgentTrainConfig) -> tuple[Any, Any, Transitions]:
+    """The env and the dataset, checked against each other and the batch size."""
+    env, env_params = envs.make(config.env)  # validates the env name
+    dataset = load_hdf5(config.dataset)
+    check_dataset_for_env(dataset, config.env, env, env_params, source=config.dataset)
+    if config.batch_size > len(dataset):
+        raise ValueError(
+            f"batch_size={config.batch_size} is larger than the dataset "
+            f"{config.dataset!r} ({len(dataset)} transitions); give --batch-size "
+            f"{len(dataset)} or less."
+        )
+    return env, env_params, dataset
+
+
+def run_agent_train(
+    config: AgentTrainConfig,
+    out_dir: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Checks every input, then trains, evaluates and writes the run directory.
+
+    Writes `config.yaml` (once the checks passed), then `result.json` and
+    `learning_curve.png`, each atomically with a normal file's permissions. The
+    directory is locked for the run (a second run into it fails at once) and the
+    temporary files of killed earlier runs are removed.
+
+    Args:
+      config: the run.
+      out_dir: the output directory: new, empty, or an earlier agent-train run's.
+      overwrite: replace a finished run's results (refused otherwise).
+      progress: show the training progress bar.
 
     Returns:
       The result dict that was written to result.json.
+
+    Raises:
+      ValueError: a bad input (unknown env, dataset not D4RL-format or of another
+        env, batch larger than the dataset) or an unusable output directory; raised
+        before anything is written.
+      FileNotFoundError: no dataset file.
     """
-    env, env_params = envs.make(config.env)  # validates the env name first
-    dataset = load_hdf5(config.dataset)
+    _check_out_dir(out_dir, overwrite=overwrite)
+    env, env_params, dataset = _load_inputs(config)
+    with RunLock(out_dir):
+        # Again under the lock: a run that held the directory may have finished.
+        _check_out_dir(out_dir, overwrite=overwrite)
+        _clean_temp_files(Path(out_dir))
+        atomic_write_text(Path(out_dir) / CONFIG_FILE,
+                          yaml.safe_dump(to_dict(config), sort_keys=False))
+        payload = _train(config, env, env_params, dataset, progress=progress)
+        atomic_write_text(Path(out_dir) / RESULT_FILE, json.dumps(payload, indent=2))
+        _plot_curve(payload, Path(out_dir) / CURVE_FILE)
+    return payload
+
+
+def _train(config: AgentTrainConfig, env: Any, env_params: Any, dataset: Transitions,
+           *, progress: bool) -> dict[str, Any]:
     overrides = dict(config.agent)
     if "max_action" not in overrides and hasattr(env, "action_space"):
         high = np.asarray(getattr(env.action_space(env_params), "high", 1.0))
@@ -120,28 +246,22 @@ def run_agent_train(config: AgentTrainConfig, out_dir: str | os.PathLike) -> dic
     result = agents.train(
         agent, dataset, key=jax.random.key(config.seed), num_updates=config.steps,
         batch_size=config.batch_size, chunk_size=config.resolved_chunk(),
-        eval_fn=eval_fn, eval_every=config.resolved_eval_every(),
+        eval_fn=eval_fn, eval_every=config.resolved_eval_every(), progress=progress,
     )
     seconds = time.perf_counter() - t0
-    final = result.evals[-1]
-    payload = {
+    return {
         "config": dataclasses.asdict(config),
         "agent_config": _jsonable(dataclasses.asdict(agent.config)),
         "dataset_size": len(dataset),
-        "final": final,
+        "final": result.evals[-1],
         "curve": result.evals,
-        "train_metrics": {k: v.tolist() for k, v in result.metrics.items()},
+        "train_metrics": {k: np.asarray(v).tolist() for k, v in result.metrics.items()},
         "timings": {
             "total_seconds": seconds,
             "updates_per_second": config.steps / float(result.metrics["seconds"][-1]),
         },
         "versions": {"jax": jax.__version__, "platform": platform.platform()},
     }
-    os.makedirs(out_dir, exist_ok=True)
-    _write_atomic(os.path.join(out_dir, "result.json"),
-                  json.dumps(payload, indent=2).encode())
-    _plot_curve(payload, os.path.join(out_dir, "learning_curve.png"))
-    return payload
 
 
 def _jsonable(x: Any) -> Any:
@@ -152,14 +272,36 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+# Our own temporary files: atomic_write_text's ".NAME.*.txt.tmp" and the plot's.
+_TEMP_PATTERN = ".*.tmp"
 
 
-def _plot_curve(payload: dict[str, Any], path: str) -> None:
+def _clean_temp_files(out_dir: Path) -> None:
+    # Only under the run's lock: no live writer owns a temporary file then.
+    clean_stale_temp_files(out_dir)
+    for p in out_dir.glob(_TEMP_PATTERN):
+        p.unlink(missing_ok=True)
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write-then-rename with a normal file's permissions (as atomic_write_text)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _plot_curve(payload: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -180,7 +322,7 @@ def _plot_curve(payload: dict[str, Any], path: str) -> None:
     ax2.set_xlabel("updates")
     ax2.set_ylabel("critic loss (chunk mean)")
     fig.tight_layout()
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=100)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
-    os.replace(tmp, path)
+    _write_bytes_atomic(path, buf.getvalue())

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 
 import jax
 from tqdm import tqdm
 
 from privrl_jax import data as data_lib
 from privrl_jax import envs
+from privrl_jax.data._hdf5 import remove_stale_hdf5_temps
+from privrl_jax.pipelines._outputs import check_output_file
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -21,7 +24,8 @@ class CollectConfig:
       size: number of transitions (D4RL: 1M umaze, 2M medium, 4M large).
       seed: PRNG seed.
       action_noise: Gaussian action-noise std of the expert (D4RL: 0.5).
-      num_envs: parallel env streams.
+      num_envs: parallel env streams; lowered so that each stream covers at least
+        one episode length (`resolved_num_envs`).
       chunk_steps: steps per env per jitted call (the progress bar advances per chunk).
     """
 
@@ -38,7 +42,8 @@ class CollectConfig:
             and envs.canonical_name(self.env) not in envs.MAZE_ENVS
         ):
             raise ValueError(
-                f"env={self.env!r} is not a maze2d task; choose one of {list(envs.MAZE_ENVS)}"
+                f"env={self.env!r} is not a maze2d task; choose one of "
+                f"{list(envs.MAZE_ENVS)}"
             )
         for name in ("size", "num_envs", "chunk_steps"):
             value = getattr(self, name)
@@ -51,17 +56,61 @@ class CollectConfig:
                 f"action_noise must be a number >= 0, got {self.action_noise!r}"
             )
 
+    def episode_length(self) -> int:
+        """The env's time limit (D4RL's: umaze 300, medium 600, large 800)."""
+        return int(envs.make(self.env)[1].max_steps_in_episode)
+
+    def resolved_num_envs(self) -> int:
+        """The number of streams collected: `num_envs`, lowered to size // episode
+        length (at least 1) so that no stream is cut before one episode length.
+
+        Each stream holds size / num_envs steps; with more streams than that allows
+        every episode would be chopped to a few steps (e.g. --size 5000 with 1000
+        envs: five steps each).
+        """
+        return max(1, min(self.num_envs, self.size // self.episode_length()))
+
+    def num_envs_note(self) -> str | None:
+        """What `resolved_num_envs` changed, in words; None if nothing."""
+        used = self.resolved_num_envs()
+        if used == self.num_envs:
+            return None
+        return (
+            f"num_envs lowered from {self.num_envs} to {used} so that each stream "
+            f"covers at least one episode ({self.episode_length()} steps of "
+            f"{self.env}) of the {self.size} transitions; raise --size to collect with more envs."
+        )
+
 
 def run_collect(
-    config: CollectConfig, out: str | os.PathLike, *, progress: bool = True
+    config: CollectConfig,
+    out: str | os.PathLike,
+    *,
+    progress: bool = True,
+    overwrite: bool = False,
 ) -> str:
     """Collects `config.size` transitions and writes them to `out` (atomic HDF5).
 
-    The resolved config is stored as file attributes (`privrl_jax.data.read_hdf5_metadata`).
+    Validates first, writes last: the output path is checked (not a directory, not an
+    existing file unless `overwrite`, in a writable directory) before any work; a
+    lowered number of streams (`num_envs_note`) is said on stderr; the temporary files of killed earlier writes of `out` are removed. The resolved config
+    (with the number of streams actually used) is stored as file attributes
+    (`privrl_jax.data.read_hdf5_metadata`).
 
     Returns:
       The path written.
+
+    Raises:
+      ValueError: an unusable output path (the message names the fix).
+      FileExistsError: `out` appeared during the collection and `overwrite` is False.
     """
+    out = os.fspath(out)
+    check_output_file(out, overwrite=overwrite)
+    note = config.num_envs_note()
+    if note:  # said after the checks, next to the progress bar, and in the metadata
+        tqdm.write(f"note: {note}", file=sys.stderr)
+    config = dataclasses.replace(config, num_envs=config.resolved_num_envs())
+    remove_stale_hdf5_temps(out)
     bar = tqdm(
         total=config.size, desc=f"collect {config.env}", unit="tr", disable=not progress
     )
@@ -79,6 +128,7 @@ def run_collect(
         on_chunk=advance,
     )
     bar.close()
-    out = os.fspath(out)
-    data_lib.save_hdf5(out, transitions, metadata=dataclasses.asdict(config))
+    data_lib.save_hdf5(
+        out, transitions, metadata=dataclasses.asdict(config), overwrite=overwrite
+    )
     return out
