@@ -2,52 +2,88 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from privrl_jax.cli._common import (
+    JsonFlag,
+    OverwriteFlag,
     SetOption,
     config_option,
     load_or_fail,
     options_to_values,
+    with_default,
 )
 
 app = typer.Typer(help="Offline-RL agents: TD3+BC, IQL, EDAC.", no_args_is_help=True)
+
+# The defaults shown in --help are `AgentTrainConfig`'s (tests/cli/test_help.py keeps
+# them equal); the options default to None so that a --config can set them.
 
 
 @app.command("train")
 def train(
     out: Annotated[
-        Path, typer.Option(help="output directory (result.json, learning_curve.png)")
+        Path,
+        typer.Option(
+            help="Output directory (config.yaml, result.json, learning_curve.png): "
+            "new, empty, or an earlier run's (replaced only with --overwrite)."
+        ),
     ],
-    algo: Annotated[str | None, typer.Option(help="td3bc, iql or edac")] = None,
-    dataset: Annotated[str | None, typer.Option(help="D4RL-format HDF5 file")] = None,
+    algo: Annotated[
+        str | None, typer.Option(help="td3bc, iql or edac (required: here, in --config or --set).")
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(help="D4RL-format HDF5 file of --env (required)."),
+    ] = None,
     env: Annotated[
-        str | None, typer.Option(help="evaluation env, e.g. maze2d-umaze")
+        str | None,
+        typer.Option(help="Evaluation env, e.g. maze2d-umaze (required)."),
     ] = None,
     steps: Annotated[
-        int | None, typer.Option(help="gradient updates (multiple of --chunk) [100000]")
+        int | None,
+        typer.Option(help=with_default(
+            "Gradient updates: a multiple of --chunk, or fewer than --chunk (one "
+            "chunk of --steps updates).", 100_000)),
     ] = None,
-    seed: Annotated[int | None, typer.Option(help="PRNG seed [0]")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="minibatch size [256]")] = None,
+    seed: Annotated[
+        int | None, typer.Option(help=with_default("PRNG seed.", 0))
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(help=with_default(
+            "Minibatch size, at most the dataset's size.", 256)),
+    ] = None,
     chunk: Annotated[
-        int | None, typer.Option(help="updates per jitted scan call [1000]")
+        int | None,
+        typer.Option(help=with_default(
+            "Updates per jitted scan call (progress, metrics and evaluations happen "
+            "between chunks).", 1000)),
     ] = None,
     eval_every: Annotated[
-        int | None, typer.Option(help="updates between evaluations")
+        int | None,
+        typer.Option(help=with_default(
+            "Updates between evaluations, a multiple of --chunk.",
+            "about a tenth of --steps")),
     ] = None,
     eval_episodes: Annotated[
-        int | None, typer.Option(help="episodes per evaluation [100]")
+        int | None,
+        typer.Option(help=with_default("Episodes per evaluation.", 100)),
     ] = None,
     config: Annotated[str | None, config_option(None)] = None,
     overrides: SetOption = None,
+    overwrite: OverwriteFlag = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Train an agent on DATASET and evaluate it in ENV.
 
     Values come from the config, then the options, then --set; the agent's own
-    hyper-parameters are the `agent` section (e.g. --set agent.alpha=2.5).
+    hyper-parameters are the `agent` section (e.g. --set agent.alpha=2.5). Every
+    input is checked before anything is written.
     """
     from privrl_jax import pipelines
 
@@ -68,8 +104,14 @@ def train(
             eval_episodes=eval_episodes,
         ),
     )
-    result = pipelines.run_agent_train(config, out)
+    # Passed only when given: tests/test_readme.py stubs the pipeline with
+    # two-argument fakes.
+    extra = {"overwrite": True} if overwrite else {}
+    result = pipelines.run_agent_train(config, out, **extra)
     final = result["final"]
+    if as_json:
+        typer.echo(json.dumps({"out": str(out), "final": final}))
+        return
     score = (
         f", normalised score {final['score_mean']:.1f}" if "score_mean" in final else ""
     )

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from privrl_jax import privacy
+from privrl_jax.cli._common import JsonFlag
 
 app = typer.Typer(
     help="Privacy accounting: epsilon, noise calibration, ledger reports.", no_args_is_help=True
@@ -41,7 +42,7 @@ def _emit(out: dict, as_json: bool, text: str) -> None:
 Steps = Annotated[int, typer.Option(help="Number of DP-SGD steps T.")]
 Delta = Annotated[float, typer.Option(help="Target delta.")]
 AccountantOpt = Annotated[AccountantName, typer.Option(help="rdp or pld.")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+AsJson = JsonFlag  # a flag: --json takes no value
 SamplingOpt = Annotated[
     SamplingName,
     typer.Option(help="poisson (add/remove-one), uniform_one (one of N per step, replace-one) or "

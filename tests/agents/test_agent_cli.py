@@ -1,14 +1,19 @@
 """`privrl agent train` end to end on a tiny maze dataset."""
 
 import json
+import os
 
+import h5py
 import jax
+import numpy as np
 import pytest
+import yaml
 from typer.testing import CliRunner
 
-from privrl_jax import envs, pipelines
+from privrl_jax import agents, envs, pipelines
 from privrl_jax.cli.main import app
-from privrl_jax.data import save_hdf5
+from privrl_jax.data import Transitions, save_hdf5
+from privrl_jax.pipelines._rundir import RunLock
 
 
 @pytest.mark.slow  # ~1 min of compilation on 2 cores (4 min under load 13)
@@ -90,3 +95,182 @@ def test_agent_train_bad_set_is_one_line_error(tmp_path, captured, override, mes
     ])
     assert result.exit_code == 2 and "config" not in captured
     assert result.output.startswith(message) and result.output.count("\n") == 1
+
+
+# --- validate, then write -------------------------------------------------------------
+
+
+def _dataset(path, n=64, obs_dim=4, act_dim=2):
+    rng = np.random.default_rng(0)
+    z = np.zeros(n, np.float32)
+    save_hdf5(path, Transitions(
+        observations=rng.normal(size=(n, obs_dim)).astype(np.float32),
+        actions=rng.uniform(-1, 1, size=(n, act_dim)).astype(np.float32),
+        rewards=z, next_observations=rng.normal(size=(n, obs_dim)).astype(np.float32),
+        terminals=z, timeouts=z,
+    ))
+    return path
+
+
+@pytest.fixture
+def trained(monkeypatch):
+    """`agents.train` replaced by a fast fake that records that it ran."""
+    calls = []
+
+    def fake_train(agent, dataset, *, num_updates, chunk_size, **kwargs):
+        calls.append(num_updates)
+        steps = np.arange(chunk_size, num_updates + 1, chunk_size)
+        metrics = {"step": steps, "seconds": 0.1 * steps,
+                   "critic_loss": np.ones(len(steps))}
+        evals = [{"step": int(s), "return_mean": 1.0} for s in steps]
+        return agents.TrainResult(state=None, metrics=metrics, evals=evals)
+
+    monkeypatch.setattr(agents, "train", fake_train)
+    return calls
+
+
+def train(tmp_path, *extra, dataset=None, out=None):
+    dataset = dataset or _dataset(tmp_path / "d.hdf5")
+    out = out or tmp_path / "run"
+    return CliRunner().invoke(app, [
+        "agent", "train", "--algo", "td3bc", "--dataset", str(dataset), "--env",
+        "maze2d-umaze", "--steps", "20", "--chunk", "10", "--batch-size", "16",
+        "--out", str(out), *extra,
+    ])
+
+
+def assert_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, (
+        result.stderr)
+    assert "Traceback" not in result.output
+    for f in fragments:
+        assert f in result.stderr, (f, result.stderr)
+
+
+def test_writes_config_result_and_curve_with_one_mode(tmp_path, trained):
+    old = os.umask(0o027)
+    try:
+        result = train(tmp_path, "--json")
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["final"]["return_mean"] == 1.0
+    out = tmp_path / "run"
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".lock", "config.yaml", "learning_curve.png", "result.json"]
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()
+             if p.name != ".lock"}
+    assert set(modes.values()) == {0o640}, modes
+    assert yaml.safe_load((out / "config.yaml").read_text())["steps"] == 20
+
+
+def test_dataset_of_another_env_is_refused_before_training(tmp_path, trained):
+    bad = _dataset(tmp_path / "six.hdf5", obs_dim=6)
+    assert_error(train(tmp_path, dataset=bad), "observations of dimension 6",
+                 "'maze2d-umaze' has 4", "--env")
+    bad = _dataset(tmp_path / "act3.hdf5", act_dim=3)
+    assert_error(train(tmp_path, dataset=bad), "actions of dimension 3")
+    assert not trained and not (tmp_path / "run").exists()
+
+
+def test_discrete_env_is_refused(tmp_path, trained):
+    result = CliRunner().invoke(app, [
+        "agent", "train", "--algo", "iql", "--dataset",
+        str(_dataset(tmp_path / "d.hdf5")), "--env", "CartPole-v1", "--out",
+        str(tmp_path / "run")])
+    assert_error(result, "discrete action space")
+    assert not trained and not (tmp_path / "run").exists()
+
+
+def test_batch_larger_than_dataset_is_an_error(tmp_path, trained):
+    assert_error(train(tmp_path, "--batch-size", "65"),
+                 "batch_size=65 is larger than the dataset", "--batch-size 64")
+    assert not trained and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("setup", "fragments"), [
+    ("missing", ["no dataset file", "check the path"]),
+    ("text", ["not a readable HDF5 file"]),
+    ("keys", ["missing key(s) ['timeouts']"]),
+])
+def test_bad_dataset_file_is_refused(tmp_path, trained, setup, fragments):
+    path = tmp_path / "d.hdf5"
+    if setup == "text":
+        path.write_text("observations,actions\n")
+    elif setup == "keys":
+        with h5py.File(path, "w") as f:
+            for k in ("observations", "actions", "rewards", "terminals"):
+                f.create_dataset(k, data=np.zeros((4, 2)))
+    assert_error(train(tmp_path, dataset=path), *fragments)
+    assert not trained and not (tmp_path / "run").exists()
+
+
+def test_finished_run_is_kept_without_overwrite(tmp_path, trained):
+    assert train(tmp_path).exit_code == 0
+    out = tmp_path / "run"
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert_error(train(tmp_path, "--steps", "30"), "holds a finished agent train run",
+                 "--overwrite")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert len(trained) == 1
+    result = train(tmp_path, "--steps", "30", "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "result.json").read_text())["config"]["steps"] == 30
+
+
+def test_someone_elses_directory_is_refused(tmp_path, trained):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "ledger.json").write_text("{}")
+    assert_error(train(tmp_path, out=out), "did not write (ledger.json)")
+    assert_error(train(tmp_path, "--overwrite", out=out), "did not write")
+    assert os.listdir(out) == ["ledger.json"] and not trained
+    (tmp_path / "afile").write_text("x")
+    assert_error(train(tmp_path, out=tmp_path / "afile"), "is a file")
+
+
+def test_read_only_out_is_refused_before_training(tmp_path, trained, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if os.geteuid() == 0:  # root writes anywhere: stand in for a read-only mount
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, m: real(p, m) and str(p) != str(ro))
+    else:
+        ro.chmod(0o555)
+    result = train(tmp_path, out=ro / "run")
+    ro.chmod(0o755)
+    assert_error(result, "not writable")
+    assert not trained and os.listdir(ro) == []
+
+
+def test_a_second_run_into_a_live_runs_directory_fails_at_once(tmp_path, trained):
+    out = tmp_path / "run"
+    with RunLock(out):  # a live run holds the directory
+        assert_error(train(tmp_path), "another run is using")
+    assert not trained and os.listdir(out) == [".lock"]
+
+
+def test_stale_temp_files_are_cleaned_at_start(tmp_path, trained):
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in (".result.json.x1.txt.tmp", ".learning_curve.png.x2.tmp"):
+        (out / name).write_bytes(b"")
+    assert train(tmp_path).exit_code == 0
+    assert sorted(os.listdir(out)) == [
+        ".lock", "config.yaml", "learning_curve.png", "result.json"]
+
+
+def test_steps_and_chunk_follow_their_help(tmp_path, captured):
+    base = ["agent", "train", "--algo", "td3bc", "--dataset", "d.hdf5", "--env",
+            "maze2d-umaze", "--out", str(tmp_path / "o")]
+    # Fewer steps than --chunk: one chunk of --steps updates.
+    result = CliRunner().invoke(app, [*base, "--steps", "20", "--chunk", "1000"])
+    assert result.exit_code == 0 and captured["config"].resolved_chunk() == 20
+    result = CliRunner().invoke(app, [*base, "--steps", "1500", "--chunk", "1000"])
+    assert result.exit_code == 2
+    assert "give --steps as a multiple of --chunk (e.g. 1000)" in result.stderr
+    result = CliRunner().invoke(app, [*base, "--steps", "2000", "--chunk", "1000",
+                                      "--eval-every", "1500"])
+    assert result.exit_code == 2 and "--eval-every as a multiple of --chunk" in (
+        result.stderr)
