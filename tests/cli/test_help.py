@@ -1,0 +1,55 @@
+"""Help texts: the defaults they show are the configs' defaults; flags are flags."""
+
+import dataclasses
+import re
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from privrl_jax import pipelines
+from privrl_jax.cli.main import app
+
+# command -> (config class, option name -> config field)
+COMMANDS = {
+    ("data", "collect"): (pipelines.CollectConfig, {}),
+    ("agent", "train"): (pipelines.AgentTrainConfig, {"chunk": "chunk_size"}),
+}
+
+
+def _command(group: str, name: str):
+    return typer.main.get_command(app).commands[group].commands[name]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_shown_defaults_are_the_config_defaults(command):
+    cls, renamed = COMMANDS[command]
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    shown = 0
+    for param in _command(*command).params:
+        m = re.search(r"\[default: (.*)\]$", param.help or "")
+        field = renamed.get(param.name, param.name)
+        if field not in defaults or defaults[field] is dataclasses.MISSING:
+            continue
+        assert m, f"{param.name}: no default in its help"
+        if defaults[field] is None:
+            continue  # a computed default, described in words
+        assert m.group(1) == str(defaults[field]), param.name
+        shown += 1
+    assert shown >= 5
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, ("data", "info"),
+                                     ("privacy", "epsilon"), ("privacy", "calibrate"),
+                                     ("privacy", "report")])
+def test_json_is_a_flag_and_shown_as_one(command):
+    (param,) = [p for p in _command(*command).params if p.name == "as_json"]
+    assert param.is_flag and param.opts == ["--json"] and not param.secondary_opts
+    text = CliRunner().invoke(app, [*command, "--help"]).output
+    line = next(x for x in text.splitlines() if "--json" in x)
+    assert "<bool>" not in line
+
+
+def test_help_rendering_keeps_the_defaults():
+    text = CliRunner().invoke(app, ["data", "collect", "--help"]).output
+    assert "[default: maze2d-umaze]" in text and "--config test" in text
