@@ -221,6 +221,10 @@ def run_agent_train(
         # Again under the lock: a run that held the directory may have finished.
         _check_out_dir(out_dir, overwrite=overwrite)
         _clean_temp_files(Path(out_dir))
+        # The run being replaced goes first: a crash must not leave its results
+        # next to the new run's config.
+        for name in (RESULT_FILE, CURVE_FILE):
+            (Path(out_dir) / name).unlink(missing_ok=True)
         atomic_write_text(Path(out_dir) / CONFIG_FILE,
                           yaml.safe_dump(to_dict(config), sort_keys=False))
         payload = _train(config, env, env_params, dataset, progress=progress)

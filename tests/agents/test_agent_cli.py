@@ -219,6 +219,21 @@ def test_finished_run_is_kept_without_overwrite(tmp_path, trained):
     assert json.loads((out / "result.json").read_text())["config"]["steps"] == 30
 
 
+def test_overwrite_removes_the_old_results_before_training(tmp_path, trained,
+                                                           monkeypatch):
+    assert train(tmp_path).exit_code == 0
+    out = tmp_path / "run"
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # the replacing run dies mid-training
+
+    monkeypatch.setattr(agents, "train", crash)
+    result = train(tmp_path, "--steps", "30", "--overwrite")
+    assert result.exit_code == 130  # Aborted, as on Ctrl-C
+    assert sorted(os.listdir(out)) == [".lock", "config.yaml"]
+    assert yaml.safe_load((out / "config.yaml").read_text())["steps"] == 30
+
+
 def test_someone_elses_directory_is_refused(tmp_path, trained):
     out = tmp_path / "run"
     out.mkdir()
