@@ -151,16 +151,27 @@ def report(
     run_dir: Path = typer.Argument(..., help="A run directory holding ledger.json."),
     as_json: AsJson = False,
 ) -> None:
-    """What a run spent: every release in its ledger, total epsilon under RDP and PLD."""
+    """What a run spent: every release in its verified ledger, total epsilon under RDP and PLD.
+
+    The ledger's hash chain, every event against its recorded parameters, and the ledger heads held
+    by the run's checkpoints and released files are verified first; an edited, truncated or
+    missing ledger is an error (exit 2).
+    """
+    from privrl_jax.pipelines._verify import verify_run  # noqa: PLC0415  (keeps --help fast)
+
     try:
-        rep = privacy.Ledger.load(run_dir).report()
+        rep = verify_run(run_dir).report()
     except privacy.LedgerError as e:
         _fail(e)
     if as_json:
         typer.echo(json.dumps(rep, indent=2))
         return
     budget = rep["budget"]
+    if rep["over_budget"]:
+        typer.secho(f"OVER BUDGET: this run spent more than epsilon = {budget['epsilon']:g}.",
+                    fg=typer.colors.RED)
     typer.echo(f"run: {run_dir}  dataset: {rep['dataset_id']} (N={rep['dataset_size']})")
+    typer.echo(f"ledger: verified (chain head {rep['chain_head'][:16]}...)")
     typer.echo(f"budget: epsilon={budget['epsilon']:g}, delta={budget['delta']:g}")
     typer.echo(f"releases: {rep['num_releases']}")
     for r in rep["releases"]:
