@@ -34,7 +34,8 @@ def train(
         ),
     ],
     algo: Annotated[
-        str | None, typer.Option(help="td3bc, iql or edac (required: here, in --config or --set).")
+        str | None,
+        typer.Option(help="td3bc, iql or edac (required: here, in --config or --set)."),
     ] = None,
     dataset: Annotated[
         str | None,

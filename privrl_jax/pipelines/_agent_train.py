@@ -97,8 +97,8 @@ class AgentTrainConfig:
         if self.steps % self.resolved_chunk():
             raise ValueError(
                 f"steps={self.steps} is not a multiple of "
-                f"chunk_size={self.chunk_size}; give --steps as a multiple of --chunk (e.g. "
-                f"{self.steps // self.chunk_size * self.chunk_size or self.chunk_size})"
+                f"chunk_size={self.chunk_size}; give --steps as a multiple of "
+                f"--chunk (e.g. {self.steps // self.chunk_size * self.chunk_size or self.chunk_size})"
                 " or a --chunk that divides it."
             )
         every = self.eval_every

@@ -78,7 +78,8 @@ class CollectConfig:
         return (
             f"num_envs lowered from {self.num_envs} to {used} so that each stream "
             f"covers at least one episode ({self.episode_length()} steps of "
-            f"{self.env}) of the {self.size} transitions; raise --size to collect with more envs."
+            f"{self.env}) of the {self.size} transitions; raise --size to collect "
+            "with more envs."
         )
 
 
@@ -93,8 +94,9 @@ def run_collect(
 
     Validates first, writes last: the output path is checked (not a directory, not an
     existing file unless `overwrite`, in a writable directory) before any work; a
-    lowered number of streams (`num_envs_note`) is said on stderr; the temporary files of killed earlier writes of `out` are removed. The resolved config
-    (with the number of streams actually used) is stored as file attributes
+    lowered number of streams (`num_envs_note`) is said on stderr; the temporary
+    files of killed earlier writes of `out` are removed. The resolved config (with
+    the number of streams actually used) is stored as file attributes
     (`privrl_jax.data.read_hdf5_metadata`).
 
     Returns:
