@@ -515,8 +515,10 @@ def main() -> None:
     with open(args.out + ".md", "w") as f:
         f.write(
             "# maze2d-*-v1 (JAX) vs D4RL's MuJoCo model\n\n"
-            f"`PYTHONPATH=. python benchmarks/maze_vs_mujoco.py` ({meta['jax']=}, "
-            f"{meta['mujoco']=}, {meta['cpus']} CPUs, {meta['seconds']:.0f} s)\n\n"
+            f"`PYTHONPATH=. python benchmarks/maze_vs_mujoco.py` (jax {meta['jax']}, "
+            f"mujoco {meta['mujoco']}, gymnasium-robotics "
+            f"{meta['gymnasium_robotics']}, {meta['cpus']} CPUs, "
+            f"{meta['seconds']:.0f} s)\n\n"
             + text
             + "\n"
         )
