@@ -1,0 +1,276 @@
+"""POOL: private statistics and pessimistic backward induction (pool.txt, Alg. 1).
+
+Statistics. Cells are the basis points of the zones (K = M n, see
+:func:`cell_index`). For stage h (0-based, v_max_h = H - h is the largest value
+to go, the paper's H - h + 1) and each transition i of the data whose pair
+b = (s_h, a_h) has feedback (b < lambda_h, Definition 2), the target is
+
+    y_i = clip((r_i + V_{h+1}(s'_i)) / v_max_h, 0, 1),
+
+with V_{h+1} the (already private) value of the stage after. Per stage and cell
+we release n_h(k) = #{i in k}, S_h(k) = sum y_i and S2_h(k) = sum y_i^2. The
+paper releases private counts and builds P_tilde V from them (Sec. 3.2, "Gaussian
+mechanism", following Qiao & Wang 2024); our transition is continuous, so we
+release the sum of next values directly, which is P_tilde_h V_{h+1} * n in one
+statistic, and its second moment for the Bernstein bonus. Rewards come from the
+data: with lost sales the cost depends on the unseen demand, so r + P V is
+estimated jointly (the paper assumes r known, Sec. 2.1 footnote 1).
+
+Sensitivity (privacy unit: one episode, add/remove-one). An episode has one pair
+per stage and that pair lands in at most one cell (none where it has no
+feedback). So at every stage it changes one count by 1 and one S and one S2 by
+y, y^2 in [0, 1]; the whole vector (n, S, S2) over all H stages moves by at most
+
+    Delta = sqrt(sum_h (1^2 + 1^2 + 1^2)) = sqrt(3 H),
+
+attained by an episode with feedback at every stage and y = 1 (reward 1 and
+V_{h+1}(s') = v_max_{h+1} at every stage). Normalising y by v_max_h is what
+keeps every coordinate's change at most 1; raw value sums would give
+sqrt(sum_h (2 + 2 v_max_h^2)) ~ H^1.5.
+
+One mechanism, released adaptively. The counts of all stages are released
+first; S_h, S2_h are released in the backward pass, once V_{h+1} is known. Every
+coordinate gets N(0, (sigma Delta)^2) from the one
+``GaussianMechanism(l2_sensitivity=sqrt(3H), noise_multiplier=sigma)``. The blocks
+are Gaussian mechanisms of sensitivities sqrt(H) (counts) and sqrt(2) (each
+stage's sums) under the same noise std, so their adaptive composition is
+sqrt(H + 2H) / (sigma sqrt(3H)) = 1/sigma - GDP (Dong, Roth & Su 2022, Cor.
+3.3, which holds adaptively) and rho = H/(2 sigma^2 3H) + H 2/(2 sigma^2 3H) =
+1 / (2 sigma^2)-zCDP (Bun & Steinke 2016, Lemma 2.3): exactly the single release
+``mech.event() = GaussianDpEvent(sigma)`` records. V_{h+1} is a function of earlier
+releases only, so each stage's block is a Gaussian mechanism given the past.
+
+Pessimism (Algorithm 1, lines 7-10). With n~ = noisy count, E_rho a (1 - delta)
+bound on every count's noise and iota = log(H K / delta):
+
+    Q~ = v_max mean,  mean = clip(S~ / n~, 0, 1),
+    Var = v_max^2 (clip(S2~ / n~, 0, 1) - mean^2)^+,
+    Gamma = C1 sqrt(Var iota / (n~ - E_rho)) + C2 v_max E_rho iota / (n~ - E_rho)
+    (Gamma = C H when n~ <= E_rho),  Q = clip(Q~ - Gamma, 0, v_max).
+
+This is the Bernstein-plus-privacy bonus of Qiao & Wang's DP-APVI (2023,
+Algorithm 2, bonus Gamma_h with C1 = sqrt 2, C2 = 16 as pool.txt's Algorithm 1
+states), recalled, not copied: their S H factor of the privacy term becomes
+v_max, because their S comes from an S-dimensional noisy P_tilde (an L1 error
+over S next states) while we release one scalar sum per cell, and H is the range
+of the value at stage h. E_rho = noise_std sqrt(2 log(2 H K / delta)) (Gaussian
+tail and a union bound over the H K counts), the role of their E_rho. Non-private
+(no mechanism), E_rho = 0 and Gamma is the variance term alone.
+``bonus_scale`` multiplies Gamma (1: the paper; the theory constants are
+conservative for small data).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from functools import partial
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from privrl_jax.envs._inventory import InventoryData
+from privrl_jax.planning._zones import ZoneGeometry, cell_index, interpolate
+from privrl_jax.privacy import GaussianMechanism
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolConfig:
+    """Constants of Algorithm 1 (pool.txt) and our pessimism knob."""
+
+    c1: float = math.sqrt(2.0)
+    c2: float = 16.0
+    c: float = 2.0  # C > 1: Gamma = C H on cells without enough data
+    failure_prob: float = 0.05  # delta of the bonus (not the DP delta)
+    bonus_scale: float = 1.0
+
+
+class PoolResult(NamedTuple):
+    """What POOL releases: Q at the basis points and the noisy statistics.
+
+    q_tables: [H, M, n] pessimistic Q_h(b^j_m) in [0, H - h].
+    counts, sums, squares: [H, K] the released (noisy) n, S, S2.
+    noise_bound: E_rho (0 without noise).
+    """
+
+    q_tables: jax.Array
+    counts: jax.Array
+    sums: jax.Array
+    squares: jax.Array
+    noise_bound: jax.Array
+
+
+def statistics_sensitivity(horizon: int) -> float:
+    """L2 sensitivity of (n, S, S2) over H stages for one episode: sqrt(3 H)."""
+    return math.sqrt(3.0 * horizon)
+
+
+def pool_mechanism(rho: float, horizon: int) -> GaussianMechanism:
+    """The one Gaussian mechanism of a POOL run that is exactly rho-zCDP."""
+    return GaussianMechanism.from_zcdp(rho, l2_sensitivity=statistics_sensitivity(horizon))
+
+
+def action_grid(action_dim: int, levels: int) -> jax.Array:
+    """[levels^d, d] candidate actions on a regular grid of [0, 1]^d."""
+    axes = [jnp.linspace(0.0, 1.0, levels)] * action_dim
+    return jnp.stack([g.ravel() for g in jnp.meshgrid(*axes, indexing="ij")], -1)
+
+
+def data_cells(geom: ZoneGeometry, data: InventoryData) -> jax.Array:
+    """[N, H] cell of every pair, -1 where it has no feedback."""
+    b = jnp.concatenate([data.observations, data.actions], -1)  # [N, H, n]
+    hs = jnp.arange(b.shape[1])
+    cells = jax.vmap(jax.vmap(lambda h, x: cell_index(geom, h, x), (0, 0)), (None, 0))(
+        hs, b
+    )
+    return jnp.where(data.feedback, cells, -1)
+
+
+def state_values(
+    geom: ZoneGeometry, h: jax.Array, q_table: jax.Array, states: jax.Array,
+    actions: jax.Array,
+) -> jax.Array:
+    """V_bar_h(s) = max_k clip(Q_bar_h(s, a_k), 0, H - h) for states [N, w]."""
+    v_max = geom.horizon - h
+
+    def one(s):
+        qs = jax.vmap(
+            lambda a: interpolate(geom, h, q_table, jnp.concatenate([s, a]))
+        )(actions)
+        return jnp.max(jnp.clip(qs, 0.0, v_max))
+
+    return jax.vmap(one)(states)
+
+
+def _targets(geom, h, q_next, data, actions):
+    # y_i of stage h from the value table of stage h + 1 (0 after the last stage).
+    horizon = geom.horizon
+    hn = jnp.minimum(h + 1, horizon - 1)
+    v = state_values(geom, hn, q_next, data.next_observations[:, h], actions)
+    v = jnp.where(h + 1 < horizon, v, 0.0)
+    return jnp.clip((data.rewards[:, h] + v) / (horizon - h), 0.0, 1.0)
+
+
+def _cell_sums(cells_h, values, num_cells):
+    # Pairs without feedback (cell -1) add nothing: segment_sum drops them.
+    ids = jnp.where(cells_h >= 0, cells_h, num_cells)
+    return jax.ops.segment_sum(values, ids, num_segments=num_cells + 1)[:num_cells]
+
+
+def exact_statistics(
+    geom: ZoneGeometry, data: InventoryData, actions: jax.Array,
+    q_tables: jax.Array,
+) -> jax.Array:
+    """[3, H, K] exact (n, S, S2) with targets from the given value tables.
+
+    Stage h's targets use ``q_tables[h + 1]`` (what the backward pass would have
+    released), so this is the pre-noise statistics vector conditional on the past
+    releases: the vector whose sensitivity is sqrt(3 H).
+    """
+    cells = data_cells(geom, data)
+    k = geom.num_cells
+
+    def stage(h):
+        y = _targets(geom, h, q_tables[jnp.minimum(h + 1, geom.horizon - 1)], data, actions)
+        ones = jnp.ones_like(y)
+        return jnp.stack([_cell_sums(cells[:, h], v, k) for v in (ones, y, y * y)])
+
+    return jnp.moveaxis(jax.vmap(stage)(jnp.arange(geom.horizon)), 1, 0)
+
+
+def noise_bound(
+    mechanism: GaussianMechanism | None, horizon: int, num_cells: int,
+    failure_prob: float,
+) -> float:
+    """E_rho: every count's noise is below it w.p. 1 - delta (0 without noise)."""
+    if mechanism is None:
+        return 0.0
+    return mechanism.noise_std * math.sqrt(
+        2.0 * math.log(2.0 * horizon * num_cells / failure_prob)
+    )
+
+
+def pessimistic_q(
+    counts: jax.Array, sums: jax.Array, squares: jax.Array, v_max: jax.Array,
+    e_rho: float, iota: float, horizon: int, cfg: PoolConfig,
+) -> jax.Array:
+    """Lines 7-10 of Algorithm 1 on the cells of one stage ([K] arrays)."""
+    covered = counts > e_rho
+    n = jnp.where(covered, counts, 1.0)
+    n_lo = jnp.where(covered, counts - e_rho, 1.0)
+    mean = jnp.clip(sums / n, 0.0, 1.0)
+    var = v_max**2 * jnp.maximum(jnp.clip(squares / n, 0.0, 1.0) - mean**2, 0.0)
+    gamma = cfg.c1 * jnp.sqrt(var * iota / n_lo) + cfg.c2 * v_max * e_rho * iota / n_lo
+    gamma = jnp.where(covered, gamma, cfg.c * horizon)
+    return jnp.clip(v_max * mean - cfg.bonus_scale * gamma, 0.0, v_max)
+
+
+@partial(jax.jit, static_argnames=("mechanism", "cfg"))
+def pool_plan(
+    key: jax.Array,
+    data: InventoryData,
+    geom: ZoneGeometry,
+    actions: jax.Array,
+    mechanism: GaussianMechanism | None,
+    cfg: PoolConfig = PoolConfig(),
+) -> PoolResult:
+    """POOL (Algorithm 1): private statistics, then pessimistic backward induction.
+
+    Args:
+      key: secret noise key; release 0 is the counts, release 1 + h stage h's sums.
+      data: offline episodes [N, H, ...] (the privacy unit is one row).
+      geom: zones and bases (public).
+      actions: [K_a, d] public candidate actions for max_a Q_bar (Alg. 1 line 16).
+      mechanism: ``pool_mechanism(rho, H)``, or None for the non-private
+        reference (exact counts, E_rho = 0). Its ``event()`` goes in the ledger.
+      cfg: constants.
+
+    Returns:
+      :class:`PoolResult`.
+    """
+    if mechanism is not None and not math.isclose(
+        mechanism.l2_sensitivity, statistics_sensitivity(geom.horizon)
+    ):
+        raise ValueError(
+            f"the mechanism's sensitivity {mechanism.l2_sensitivity} is not POOL's "
+            f"sqrt(3 H) = {statistics_sensitivity(geom.horizon)}; use pool_mechanism."
+        )
+    horizon, k = geom.horizon, geom.num_cells
+    release = (
+        (lambda i, x: mechanism.release(jax.random.fold_in(key, i), x))
+        if mechanism is not None else (lambda i, x: x)
+    )
+    e_rho = noise_bound(mechanism, horizon, k, cfg.failure_prob)
+    iota = math.log(horizon * k / cfg.failure_prob)
+    cells = data_cells(geom, data)
+    ones = jnp.ones(cells.shape[0])
+    counts = release(0, jax.vmap(lambda c: _cell_sums(c, ones, k), 1)(cells))  # [H, K]
+
+    def body(q_next, h):
+        y = _targets(geom, h, q_next, data, actions)
+        sums = release(1 + h, jnp.stack([_cell_sums(cells[:, h], y, k),
+                                         _cell_sums(cells[:, h], y * y, k)]))
+        q = pessimistic_q(counts[h], sums[0], sums[1], (horizon - h).astype(jnp.float32),
+                          e_rho, iota, horizon, cfg)
+        q = q.reshape(geom.num_zones, geom.dim)
+        return q, (q, sums)
+
+    q0 = jnp.zeros((geom.num_zones, geom.dim), jnp.float32)
+    _, (q_tables, sums) = jax.lax.scan(body, q0, jnp.arange(horizon), reverse=True)
+    return PoolResult(q_tables, counts, sums[:, 0], sums[:, 1], jnp.float32(e_rho))
+
+
+def greedy_policy(
+    geom: ZoneGeometry, q_tables: jax.Array, actions: jax.Array
+) -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
+    """pi_h(s) = argmax_k Q_bar_h(s, a_k) (Alg. 1, line 16), as policy(key, h, s)."""
+
+    def policy(key, h, s):
+        del key
+        qs = jax.vmap(
+            lambda a: interpolate(geom, h, q_tables[h], jnp.concatenate([s, a]))
+        )(actions)
+        return actions[jnp.argmax(jnp.clip(qs, 0.0, geom.horizon - h))]
+
+    return policy

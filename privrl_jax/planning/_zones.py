@@ -1,0 +1,263 @@
+"""POOL's partial discretisation and piecewise-linear Q (pool.txt, Section 3.2).
+
+Zones. A state-action pair b = (s, a) in R^n, n = w + d, lies in zone m in [M]
+iff n (m - 1) / M <= ||b||_2 < n m / M (Sec. 3.2, "Discretization strategy"),
+restricted to the observable region b < lambda_h. Zone indices here are 0-based
+(index m - 1); ||b||_2 >= n is put in the last zone. The paper's radius n exceeds
+max ||b||_2 = sqrt(n) for n >= 2, so zones past M sqrt(n) / n stay empty; pass
+``radius=sqrt(n)`` to spread the M shells over [0, sqrt(n)] instead.
+
+Bases. Per zone, n linearly independent points b^1_m..b^n_m inside the zone and
+the observable box, chosen iteratively (Sec. 3.2, "Multi-dimensional piecewise-
+linear approximation": a random first point, then points independent of the ones
+chosen), then orthogonalised by Gram-Schmidt: B = Q R with rows q_j orthonormal.
+The projection coefficients of b, b = sum_j m_j b^j_m, are m = R^-1 Q b -- no
+general linear solve per query, the point of orthogonalising (Sec. 3.2). The
+selection is greedy on the Gram-Schmidt residual (the candidate least explained
+by the points already chosen), which keeps R well conditioned; the paper only asks
+for independence. All of this is public geometry (no data), built once on the
+host with NumPy from a public seed.
+
+Interpolation. Q_bar_h(b) = sum_j m_j Q_h(b^j_m) for b < lambda_h; beyond the
+boundary the constant Q_bar_h(lambda_h) (Algorithm 1, line 15). It is exact for
+functions linear in b (homogeneous: b -> g . b) inside a zone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+
+@struct.dataclass
+class ZoneGeometry:
+    """Zones and bases for every stage (a pytree; leading axis H).
+
+    Attributes:
+      points: [H, M, n, n] basis points, row j = b^j_m (in zone m, < lambda_h).
+      ortho: [H, M, n, n] Gram-Schmidt rows q_j (orthonormal).
+      coef: [H, M, n, n] C = R^-1 Q, so the coefficients are m = C @ b.
+      boundary: [H, n] lambda_h.
+      valid: [H, M] bool: the zone meets the observable box (has n points in it).
+      width: zone width in ||b||_2 (radius / M).
+      num_zones: M (static).
+    """
+
+    points: jax.Array
+    ortho: jax.Array
+    coef: jax.Array
+    boundary: jax.Array
+    valid: jax.Array
+    width: float = struct.field(pytree_node=False)
+    num_zones: int = struct.field(pytree_node=False)
+
+    @property
+    def dim(self) -> int:
+        return self.points.shape[-1]
+
+    @property
+    def horizon(self) -> int:
+        return self.points.shape[0]
+
+    @property
+    def num_cells(self) -> int:
+        """K = M n: one statistics cell per basis point."""
+        return self.num_zones * self.dim
+
+
+def gram_schmidt(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Classical Gram-Schmidt with re-orthogonalisation.
+
+    Args:
+      points: [n, n] rows b_j, linearly independent.
+
+    Returns:
+      (q [n, n] orthonormal rows, r [n, n] upper triangular) with
+      points = r.T @ q, i.e. b_j = sum_{i <= j} r[i, j] q_i.
+    """
+    n = points.shape[0]
+    q = np.zeros_like(points, dtype=np.float64)
+    r = np.zeros((n, n), np.float64)
+    for j in range(n):
+        v = points[j].astype(np.float64)
+        for _ in range(2):  # twice is enough (Giraud et al. 2005)
+            c = q[:j] @ v
+            v = v - c @ q[:j]
+            r[:j, j] += c
+        r[j, j] = np.linalg.norm(v)
+        q[j] = v / r[j, j]
+    return q, r
+
+
+def _candidates(rng, lo, hi, box, n, count):
+    # Two samplers, because a shell cut by the box can be a thin sliver: uniform
+    # in the box then rescaled to a radius in [lo, hi), and random positive
+    # directions at such a radius; keep what lies in both the shell and the box.
+    u = rng.uniform(0.0, 1.0, (count, n)) * box
+    d = np.abs(rng.normal(size=(count, n)))
+    dirs = np.concatenate([u, d]) / np.maximum(
+        np.linalg.norm(np.concatenate([u, d]), axis=1, keepdims=True), 1e-12
+    )
+    hi_eff = min(hi, float(np.linalg.norm(box)))
+    if hi_eff <= lo:
+        return np.zeros((0, n))
+    radii = rng.uniform(lo, hi_eff, (2 * count, 1))
+    pts = dirs * radii
+    norms = np.linalg.norm(pts, axis=1)
+    ok = np.all(pts < box, axis=1) & (norms >= lo) & (norms < hi)
+    return pts[ok]
+
+
+def _select_basis(cands: np.ndarray, n: int, rng) -> np.ndarray | None:
+    if cands.shape[0] < n:
+        return None
+    chosen = [cands[rng.integers(cands.shape[0])]]
+    resid = cands.copy()
+    for _ in range(1, n):
+        q = chosen[-1] - sum(
+            (chosen[-1] @ e) * e for e in _orthonormal(chosen[:-1])
+        )
+        e = q / np.linalg.norm(q)
+        resid = resid - np.outer(resid @ e, e)
+        scores = np.linalg.norm(resid, axis=1) / np.linalg.norm(cands, axis=1)
+        best = int(np.argmax(scores))
+        if scores[best] < 1e-3:  # the zone's points span fewer than n dims
+            return None
+        chosen.append(cands[best])
+    return np.stack(chosen)
+
+
+def _orthonormal(vs):
+    out = []
+    for v in vs:
+        for e in out:
+            v = v - (v @ e) * e
+        out.append(v / np.linalg.norm(v))
+    return out
+
+
+def make_zone_geometry(
+    boundary: np.ndarray | jax.Array,
+    num_zones: int,
+    *,
+    radius: float | None = None,
+    seed: int = 0,
+    candidates: int = 2048,
+) -> ZoneGeometry:
+    """Zones and Gram-Schmidt bases for every stage (host-side, public).
+
+    Args:
+      boundary: [H, n] observable boundaries lambda_h (or [n] for all stages).
+      num_zones: M.
+      radius: outer radius of the zones; default the paper's n = w + d.
+      seed: public seed of the basis-point choice.
+      candidates: random candidates per zone and sampler.
+
+    Returns:
+      The :class:`ZoneGeometry`. A zone that does not meet the box [0, min(
+      lambda_h, 1)) gets scaled unit vectors as its basis (never used for data)
+      and ``valid = False``.
+    """
+    lam = np.asarray(boundary, np.float64)
+    if lam.ndim == 1:
+        lam = lam[None]
+    horizon, n = lam.shape
+    radius = float(n if radius is None else radius)
+    width = radius / num_zones
+    rng = np.random.default_rng(seed)
+    points = np.zeros((horizon, num_zones, n, n))
+    ortho = np.zeros_like(points)
+    coef = np.zeros_like(points)
+    valid = np.zeros((horizon, num_zones), bool)
+    cache: dict[bytes, tuple] = {}
+    for h in range(horizon):
+        key = lam[h].tobytes()
+        if key not in cache:  # stages with the same boundary share bases
+            box = np.minimum(lam[h], 1.0)
+            per = []
+            for m in range(num_zones):
+                lo, hi = m * width, (m + 1) * width
+                sel = _select_basis(_candidates(rng, lo, hi, box, n, candidates), n, rng)
+                ok = sel is not None
+                if not ok:
+                    sel = np.eye(n) * max(lo + 0.5 * width, 1e-3)
+                q, r = gram_schmidt(sel)
+                # b = sum_j m_j b_j = (r^T q)^T m = q^T r m  =>  m = r^-1 q b.
+                c = np.linalg.solve(r, q)
+                per.append((sel, q, c, ok))
+            cache[key] = per
+        for m, (sel, q, c, ok) in enumerate(cache[key]):
+            points[h, m], ortho[h, m], coef[h, m], valid[h, m] = sel, q, c, ok
+    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    return ZoneGeometry(
+        points=f32(points), ortho=f32(ortho), coef=f32(coef),
+        boundary=f32(lam), valid=jnp.asarray(valid), width=float(width),
+        num_zones=int(num_zones),
+    )
+
+
+def zone_index(b: jax.Array, width: float, num_zones: int) -> jax.Array:
+    """0-based zone of b [..., n]: floor(||b||_2 / width), capped at M - 1.
+
+    ``width = radius / M``, so index m - 1 <=> (m-1) width <= ||b|| < m width.
+    """
+    norm = jnp.linalg.norm(b, axis=-1)
+    return jnp.minimum(jnp.floor(norm / width), num_zones - 1).astype(jnp.int32)
+
+
+def _stage(geom: ZoneGeometry, h: jax.Array) -> ZoneGeometry:
+    return jax.tree.map(lambda x: x[h], geom)
+
+
+def project(
+    geom: ZoneGeometry, h: jax.Array, b: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Zone and projection coefficients of one pair b [n] at stage h.
+
+    Returns:
+      (zone: int32 scalar, m: [n]) with b = sum_j m_j b^j_zone.
+    """
+    g = _stage(geom, h)
+    z = zone_index(b, geom.width, geom.num_zones)
+    return z, g.coef[z] @ b
+
+
+def cell_index(geom: ZoneGeometry, h: jax.Array, b: jax.Array) -> jax.Array:
+    """Statistics cell of b [n]: zone * n + its nearest basis point in the zone.
+
+    The paper keeps counts per zone (Sec. 3.2) but interpolates Q between basis
+    points; Algorithm 1 line 7 needs Q at every basis point, so each transition
+    is counted at the basis point of its zone nearest to it (a Voronoi split of
+    the zone). One transition still lands in exactly one cell.
+    """
+    g = _stage(geom, h)
+    z = zone_index(b, geom.width, geom.num_zones)
+    j = jnp.argmin(jnp.sum((g.points[z] - b) ** 2, axis=-1))
+    return z * geom.dim + j
+
+
+def interpolate(
+    geom: ZoneGeometry, h: jax.Array, q_table: jax.Array, b: jax.Array
+) -> jax.Array:
+    """Q_bar_h(b) for one b [n] from Q at the basis points (q_table [M, n]).
+
+    b < lambda_h: sum_j m_j Q_h(b^j_m) (Algorithm 1, line 13); otherwise the
+    constant Q_bar_h(lambda_h) (line 15). Not clipped here (callers clip).
+    """
+    g = _stage(geom, h)
+
+    def inside(x):
+        z = zone_index(x, geom.width, geom.num_zones)
+        return (g.coef[z] @ x) @ q_table[z]
+
+    obs = jnp.all(b < g.boundary)
+    return jnp.where(obs, inside(b), inside(g.boundary))
+
+
+def radius_for_full_range(dim: int) -> float:
+    """sqrt(n): the largest ||b||_2 on [0, 1]^n (the non-paper radius option)."""
+    return math.sqrt(dim)
