@@ -1,0 +1,363 @@
+"""GPOPE: gradient-perturbed off-policy evaluation (the paper's Algorithm 1) on a DP plan.
+
+Each iteration j takes the plan's batch of trajectories, computes every sampled trajectory's
+primal-dual direction B_i(theta_j, w_j) (eq. 4.1, :mod:`._gtd2`), clips it to L2 norm h, sums,
+adds the plan's Gaussian noise once, divides by the plan's public expected batch size and steps:
+``(theta, w) <- (theta, w) - beta_j * B~``. N iterations are one ``lax.scan``; independent trials
+are a ``vmap`` of it over keys and index schedules, in one jit.
+
+Clipping. The paper clips the *stacked* vector B_i = (theta block, w block) to norm h (Algorithm
+1). A plan with one clip norm h does exactly that (its clipped sum clips the pytree
+``(g_theta, g_w)`` as one vector): it is the default and what the paper's Theorem 1 analyses. A
+plan with ``l2_clip_norm=(h_theta, h_w)`` clips the blocks separately; the accountant then sees
+the effective noise multiplier of the two blocks (docs/design.md, contract 8), which at equal
+clip norms and equal sigmas costs a factor sqrt(2) more noise for the same epsilon, so it only
+pays when the blocks' scales differ a lot. Both run through the same code.
+
+Sampling (host side, before the jit). The per-iteration indices come from the plan's sampler as
+a fixed-shape ``[N, U]`` index array with a mask:
+
+- :class:`~privrl_jax.privacy.UniformOneSampler` (the paper's one-of-m): U = 1, every row valid.
+  Fixed-size sampling is only defined under replace-one, so the sensitivity is 2h and the noise
+  std 2 sigma h; the event is ``SampledWithoutReplacementDpEvent`` (RDP only: dp-accounting's PLD
+  accountant refuses it).
+- :class:`~privrl_jax.privacy.PoissonSampler` (add/remove-one): every realised batch is kept
+  whole, padded with masked units to U = the largest batch realised over the run (or over all
+  trials); ``pad_to="dataset"`` pads to m. Both are exact: nothing is cut, so the event stays the
+  plain Poisson one (a public fixed capacity would truncate, which changes the accounting). U
+  depends only on the sampling randomness, never on the data. Empty batches stay as all-masked
+  rows: the step still adds pure noise and counts (docs/dp_pitfalls.md, item 5).
+
+The sampling stream and noise key must be secret in a real release (docs/design.md, contract
+5); tests pass fixed ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from privrl_jax import privacy
+from privrl_jax.ope._gtd2 import (
+    GTD2Stats,
+    TrajectoryData,
+    direction_from_stats,
+    trajectory_direction,
+    weighted_transition_direction,
+    with_weights,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSize:
+    """beta_j = beta / (1 + j / decay_steps) ** power; constant when ``decay_steps`` is None.
+
+    Constant steps converge linearly and then stall at a noise floor; diminishing steps end
+    lower (the paper's Theorems 2 and 3). Frozen, so it can be a static jit argument.
+    """
+
+    beta: float
+    decay_steps: float | None = None
+    power: float = 1.0
+
+    def __call__(self, step: jax.Array) -> jax.Array:
+        beta = jnp.asarray(self.beta, jnp.float32)
+        if self.decay_steps is None:
+            return beta
+        return beta / (1.0 + step.astype(jnp.float32) / self.decay_steps) ** self.power
+
+
+class IndexSchedule(NamedTuple):
+    """Every iteration's sampled trajectories, fixed shape.
+
+    Attributes:
+      indices: [N, U] int32 trajectory indices ([trials, N, U] for many trials); padding -> 0.
+      mask: same shape, bool, False on padding.
+    """
+
+    indices: np.ndarray
+    mask: np.ndarray
+
+
+class GPOPEResult(NamedTuple):
+    """Final weights of a run ([trials, n] each for many trials).
+
+    Attributes:
+      theta: [n] value weights, V(s) = theta . phi(s) (the release).
+      w: [n] dual weights (released too: they are part of the iterate).
+      clipped_fraction: [] mean over iterations of the fraction of sampled trajectories that
+        were clipped. A function of the private data: a diagnostic, never to be published.
+    """
+
+    theta: jax.Array
+    w: jax.Array
+    clipped_fraction: jax.Array
+
+
+def sample_schedule(
+    plan: privacy.DPPlan,
+    seed: int | np.random.Generator,
+    *,
+    trials: int | None = None,
+    pad_to: str = "max",
+) -> IndexSchedule:
+    """Draws ``plan.steps`` batches (per trial) with the plan's own sampler, on the host.
+
+    Args:
+      plan: a plan with a :class:`~privrl_jax.privacy.UniformOneSampler` or
+        :class:`~privrl_jax.privacy.PoissonSampler` (without ``capacity``).
+      seed: the sampling seed (secret in a real release) or a NumPy generator.
+      trials: None for one schedule ``[N, U]``; K for ``[K, N, U]`` (independent streams).
+      pad_to: ``"max"`` (U = largest realised batch, at least 1) or ``"dataset"`` (U = m).
+
+    Returns:
+      An :class:`IndexSchedule`.
+    """
+    sampler = plan.sampler
+    if pad_to not in ("max", "dataset"):
+        raise ValueError(f"pad_to must be 'max' or 'dataset'; got {pad_to!r}.")
+    if getattr(sampler, "capacity", None) is not None:
+        raise ValueError(
+            "GPOPE keeps every Poisson batch whole (exact Poisson accounting); use a "
+            "PoissonSampler without capacity."
+        )
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    streams = rng.spawn(trials or 1)
+    if isinstance(sampler, privacy.UniformOneSampler):
+        idx = np.stack([sampler.sample_many(r, plan.steps) for r in streams])[..., None]
+        mask = np.ones(idx.shape, bool)
+    elif isinstance(sampler, privacy.PoissonSampler):
+        rows = []
+        for r in streams:
+            batches = [sampler.sample(r) for _ in range(plan.steps)]
+            rows.append([b.indices[b.mask] for b in batches])
+        width = plan.dataset_size if pad_to == "dataset" else max(
+            1, max(len(x) for trial in rows for x in trial)
+        )
+        idx = np.zeros((len(rows), plan.steps, width), np.int64)
+        mask = np.zeros(idx.shape, bool)
+        for k, trial in enumerate(rows):
+            for t, x in enumerate(trial):
+                idx[k, t, : len(x)] = x
+                mask[k, t, : len(x)] = True
+    else:
+        raise ValueError(
+            f"GPOPE samples trajectories with a UniformOneSampler or a PoissonSampler; got "
+            f"{type(sampler).__name__}."
+        )
+    idx = idx.astype(np.int32)
+    if trials is None:
+        return IndexSchedule(idx[0], mask[0])
+    return IndexSchedule(idx, mask)
+
+
+def _gather(data: TrajectoryData, indices: jax.Array, unit_mask: jax.Array):
+    """The sampled trajectories ``[U, T, ...]`` (gathered inside jit) and their item mask."""
+    transitions = jax.tree_util.tree_map(lambda x: x[indices], data.transitions)
+    return transitions, data.mask[indices] & unit_mask[:, None]
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "step_size", "normalization"))
+def gpope(
+    plan: privacy.DPPlan,
+    data: TrajectoryData,
+    schedule: IndexSchedule,
+    key: jax.Array,
+    *,
+    step_size: StepSize,
+    init: tuple[jax.Array, jax.Array] | None = None,
+    normalization: str = "horizon",
+) -> GPOPEResult:
+    """Algorithm 1: N = ``plan.steps`` noisy primal-dual steps, one ``lax.scan``.
+
+    Args:
+      plan: a calibrated :class:`~privrl_jax.privacy.DPPlan` (static; sigma = 0 runs it without
+        noise but still clipped).
+      data: m trajectories, leaves ``[m, T, ...]``.
+      schedule: indices and mask ``[N, U]`` from :func:`sample_schedule`.
+      key: the noise key; iteration j's noise uses ``fold_in(key, j)``.
+      step_size: a :class:`StepSize` (static).
+      init: ``(theta_0, w_0)``; zeros by default.
+      normalization: B_i's weights, ``"horizon"`` (sum / T) or ``"mean"`` (the paper's eq.
+        2.2; biased with outcome-dependent lengths, see :mod:`._gtd2`).
+
+    Returns:
+      A :class:`GPOPEResult` with the last iterate.
+    """
+    n = data.transitions.phi_tm1.shape[-1]
+    if schedule.indices.shape[0] != plan.steps:
+        raise ValueError(
+            f"the schedule has {schedule.indices.shape[0]} iterations but the plan accounts for "
+            f"{plan.steps}; draw it with sample_schedule(plan, ...)."
+        )
+    clipped_sum = plan.clipped_sum(weighted_transition_direction)
+    params = init if init is not None else (jnp.zeros(n), jnp.zeros(n))
+
+    def body(params, xs):
+        step, indices, unit_mask = xs
+        transitions, item_mask = _gather(data, indices, unit_mask)
+        items = with_weights(transitions, item_mask, normalization)
+        total, metrics = clipped_sum(params, items, item_mask)
+        if plan.num_blocks > 1:
+            total = tuple(total)
+        g_theta, g_w = plan.privatize(total, jax.random.fold_in(key, step))
+        beta = step_size(step)
+        theta, w = params
+        return (theta - beta * g_theta, w - beta * g_w), metrics.clipped_fraction
+
+    steps = jnp.arange(plan.steps)
+    (theta, w), clipped = jax.lax.scan(
+        body, params, (steps, jnp.asarray(schedule.indices), jnp.asarray(schedule.mask))
+    )
+    return GPOPEResult(theta, w, jnp.mean(clipped))
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "step_size", "normalization"))
+def gpope_trials(
+    plan: privacy.DPPlan,
+    data: TrajectoryData,
+    schedules: IndexSchedule,
+    keys: jax.Array,
+    *,
+    step_size: StepSize,
+    normalization: str = "horizon",
+) -> GPOPEResult:
+    """K independent GPOPE runs in one jit: ``vmap`` over ``schedules [K, N, U]`` and ``keys [K]``."""
+    run = functools.partial(gpope, plan, step_size=step_size, normalization=normalization)
+    return jax.vmap(lambda s, k: run(data, s, k))(schedules, keys)
+
+
+@functools.partial(jax.jit, static_argnames=("step_size", "normalization"))
+def gtd2(
+    data: TrajectoryData,
+    schedule: IndexSchedule,
+    *,
+    step_size: StepSize,
+    init: tuple[jax.Array, jax.Array] | None = None,
+    normalization: str = "horizon",
+) -> tuple[jax.Array, jax.Array]:
+    """Non-private stochastic GTD2 (eq. 2.3): no clipping, no noise, B averaged over the batch.
+
+    The same trajectory directions and schedule as :func:`gpope`; with one trajectory per step,
+    GPOPE with sigma = 0 and a clip norm that never binds equals it. Returns ``(theta, w)``.
+    """
+    n = data.transitions.phi_tm1.shape[-1]
+    params = init if init is not None else (jnp.zeros(n), jnp.zeros(n))
+
+    def body(params, xs):
+        step, indices, unit_mask = xs
+        transitions = jax.tree_util.tree_map(lambda x: x[indices], data.transitions)
+        item_mask = data.mask[indices] & unit_mask[:, None]
+        per_unit = jax.vmap(trajectory_direction, in_axes=(None, 0, 0, None))(
+            params, transitions, item_mask, normalization
+        )
+        count = jnp.maximum(jnp.sum(unit_mask), 1)
+        g_theta, g_w = (jnp.sum(g, axis=0) / count for g in per_unit)
+        beta = step_size(step)
+        return (params[0] - beta * g_theta, params[1] - beta * g_w), None
+
+    xs = (jnp.arange(schedule.indices.shape[0]), schedule.indices, schedule.mask)
+    params, _ = jax.lax.scan(body, params, xs)
+    return params
+
+
+@functools.partial(jax.jit, static_argnames=("steps", "step_size"))
+def gtd2_expected(
+    stats: GTD2Stats,
+    *,
+    steps: int,
+    step_size: StepSize,
+    init: tuple[jax.Array, jax.Array] | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Deterministic GTD2 on the mean statistics: ``x <- x - beta B(x)`` with B from A, b, C.
+
+    The noise-free, full-batch limit of GPOPE; it converges to :func:`~._gtd2.lstd_solution`
+    of the same statistics when beta is small enough. Returns ``(theta, w)``.
+    """
+    n = stats.b.shape[-1]
+    params = init if init is not None else (jnp.zeros(n), jnp.zeros(n))
+
+    def body(params, step):
+        g_theta, g_w = direction_from_stats(*params, stats)
+        beta = step_size(step)
+        return (params[0] - beta * g_theta, params[1] - beta * g_w), None
+
+    params, _ = jax.lax.scan(body, params, jnp.arange(steps))
+    return params
+
+
+def value_mse(
+    theta: jax.Array,
+    features: jax.Array,
+    values: jax.Array,
+    weights: jax.Array | None = None,
+) -> jax.Array:
+    """Mean squared error of V = features @ theta against ``values``; theta [..., n].
+
+    Args:
+      theta: [..., n]. features: [S, n]. values: [S]. weights: [S] state weights (uniform
+        when None; normalised here).
+
+    Returns:
+      [...] the (weighted) MSE over states.
+    """
+    err = (theta @ features.T - values) ** 2
+    if weights is None:
+        return jnp.mean(err, axis=-1)
+    return err @ (weights / jnp.sum(weights))
+
+
+class Theorem1Sigma(NamedTuple):
+    """The paper's closed-form noise scale (Theorem 1) in its units and in ours.
+
+    Attributes:
+      paper_sigma: the paper's sigma: noise std / h (Algorithm 1 adds N(0, sigma^2 h^2 I)).
+      noise_multiplier: the same noise as noise std / sensitivity, sensitivity 2h under the
+        replace-one relation the theorem assumes: ``paper_sigma / 2``. Compare it with a
+        calibrated uniform-one plan's ``noise_multiplier``.
+      asymptotic_paper_sigma: ``4 sqrt(N log(1/delta)) / (m eps)``: the theorem's
+        ``c2 sqrt(N log(1/delta)) / (m eps)`` with c2 = 4, the small-epsilon limit.
+    """
+
+    paper_sigma: float
+    noise_multiplier: float
+    asymptotic_paper_sigma: float
+
+
+def theorem1_sigma(epsilon: float, delta: float, *, steps: int, dataset_size: int) -> Theorem1Sigma:
+    """Theorem 1's sigma for (epsilon, delta) over N = ``steps`` iterations on m trajectories.
+
+    The theorem (privacy of Algorithm 1: one trajectory drawn uniformly per iteration,
+    neighbouring data sets of the same size m that differ in one whole trajectory, i.e.
+    *replace-one*) states sigma >= c2 sqrt(N log(1/delta)) / (m eps) without giving c2. Its
+    proof runs the moments accountant on Lemma 1's bound (the paper's large-sigma form, sigma^2 >=
+    1/ln 2): ``alpha(lambda) <= 4 lambda (lambda + 1) / (m^2 sigma^2)`` per iteration (the 4 is the
+    squared replace-one sensitivity 2h over the noise std sigma h). N iterations compose to
+    ``a lambda (lambda + 1)``, a = 4N / (m^2 sigma^2), and the tail bound gives delta =
+    min_lambda exp(a lambda (lambda + 1) - lambda eps). Minimising over a real lambda:
+    (eps - a)^2 / (4a) >= log(1/delta), i.e.
+
+        a <= eps + 2L - 2 sqrt(L (eps + L)),  L = log(1/delta),  sigma = 2 sqrt(N) / (m sqrt(a)),
+
+    which tends to sigma = 4 sqrt(N L) / (m eps) as eps / L -> 0 (so c2 = 4). Host-side Python.
+    """
+    for name, v in (("epsilon", epsilon), ("delta", delta)):
+        if not 0 < v < math.inf:
+            raise ValueError(f"{name} must be a finite number > 0; got {v!r}.")
+    if not delta < 1:
+        raise ValueError(f"delta must be < 1; got {delta!r}.")
+    log_inv_delta = math.log(1.0 / delta)
+    # eps + 2L - 2 sqrt(L (eps + L)) rewritten without the cancellation (product with the
+    # conjugate is eps^2).
+    a = epsilon**2 / (
+        epsilon + 2 * log_inv_delta + 2 * math.sqrt(log_inv_delta * (epsilon + log_inv_delta))
+    )
+    paper_sigma = 2 * math.sqrt(steps) / (dataset_size * math.sqrt(a))
+    asymptotic = 4 * math.sqrt(steps * log_inv_delta) / (dataset_size * epsilon)
+    return Theorem1Sigma(paper_sigma, paper_sigma / 2, asymptotic)
