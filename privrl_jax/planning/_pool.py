@@ -158,6 +158,7 @@ def _cell_sums(cells_h, values, num_cells):
     return jax.ops.segment_sum(values, ids, num_segments=num_cells + 1)[:num_cells]
 
 
+@jax.jit
 def exact_statistics(
     geom: ZoneGeometry, data: InventoryData, actions: jax.Array,
     q_tables: jax.Array,
@@ -200,7 +201,10 @@ def pessimistic_q(
     n = jnp.where(covered, counts, 1.0)
     n_lo = jnp.where(covered, counts - e_rho, 1.0)
     mean = jnp.clip(sums / n, 0.0, 1.0)
-    var = v_max**2 * jnp.maximum(jnp.clip(squares / n, 0.0, 1.0) - mean**2, 0.0)
+    # E[y^2] - E[y]^2 cancels in float32 (error ~1e-7) and sqrt(Var) would blow
+    # that up to ~1e-3 in Gamma; variances below 1e-6 (of y in [0, 1]) count as 0.
+    var_y = jnp.clip(squares / n, 0.0, 1.0) - mean**2
+    var = v_max**2 * jnp.where(var_y > 1e-6, var_y, 0.0)
     gamma = cfg.c1 * jnp.sqrt(var * iota / n_lo) + cfg.c2 * v_max * e_rho * iota / n_lo
     gamma = jnp.where(covered, gamma, cfg.c * horizon)
     return jnp.clip(v_max * mean - cfg.bonus_scale * gamma, 0.0, v_max)
