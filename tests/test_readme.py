@@ -72,7 +72,7 @@ def test_readme_cli_commands_reach_their_pipelines(captured, tmp_path, monkeypat
         results[sub] = (captured["cfg"], captured["out"])
     collect, out = results["data collect"]
     assert (collect.env, collect.size, collect.seed, out) == (
-        "maze2d-umaze", 200_000, 0, "data/umaze.hdf5")
+        "maze2d-umaze-v1", 200_000, 0, "data/umaze.hdf5")
     agent, out = results["agent train"]
     assert (agent.algo, agent.steps, agent.agent, out) == (
         "td3bc", 100_000, {"alpha": 2.5}, "runs/agent")

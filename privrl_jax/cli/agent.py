@@ -43,7 +43,7 @@ def train(
     ] = None,
     env: Annotated[
         str | None,
-        typer.Option(help="Evaluation env, e.g. maze2d-umaze (required)."),
+        typer.Option(help="Evaluation env, e.g. maze2d-umaze-v1 (required)."),
     ] = None,
     steps: Annotated[
         int | None,

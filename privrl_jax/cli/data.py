@@ -37,8 +37,8 @@ def collect(
     ],
     env: Annotated[
         str | None,
-        typer.Option(help=with_default("maze2d task, e.g. maze2d-medium.",
-                                       "maze2d-umaze")),
+        typer.Option(help=with_default("maze2d task, e.g. maze2d-medium-v1 (D4RL physics) or maze2d-medium-legacy.",
+                                       "maze2d-umaze-v1")),
     ] = None,
     size: Annotated[
         int | None,

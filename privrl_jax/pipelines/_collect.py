@@ -29,7 +29,7 @@ class CollectConfig:
       chunk_steps: steps per env per jitted call (the progress bar advances per chunk).
     """
 
-    env: str = "maze2d-umaze"
+    env: str = "maze2d-umaze-v1"
     size: int = 1_000_000
     seed: int = 0
     action_noise: float = 0.5

@@ -12,12 +12,13 @@ from privrl_jax.pipelines._config import ConfigSource, load_config
 class DataConfig:
     """Where the public and sensitive transitions come from.
 
-    Without files, both are collected from our JAX mazes with the noisy waypoint expert
-    (public = medium + large, sensitive = umaze, as in the paper).
+    Without files, both are collected from our JAX mazes (the ``-v1`` tasks: D4RL's MuJoCo point
+    mass, task settings and data protocol) with the noisy waypoint expert (public = medium + large,
+    sensitive = umaze, as in the paper). The ``-legacy`` mazes keep the first round's physics.
     """
 
-    sensitive_env: str = "maze2d-umaze-dense"
-    public_envs: tuple[str, ...] = ("maze2d-medium-dense", "maze2d-large-dense")
+    sensitive_env: str = "maze2d-umaze-dense-v1"
+    public_envs: tuple[str, ...] = ("maze2d-medium-dense-v1", "maze2d-large-dense-v1")
     sensitive_size: int = 20_000
     public_size: int = 20_000
     holdout_size: int = 2_000

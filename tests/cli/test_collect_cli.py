@@ -92,7 +92,7 @@ def test_small_size_lowers_the_number_of_streams(tmp_path, collected):
     result = collect("--size", "5000", "--out", str(out), "--json")
     assert result.exit_code == 0, result.output
     assert "note: num_envs lowered from 1000 to 16" in result.stderr
-    assert collected == [{"env": "maze2d-umaze", "size": 5000, "num_envs": 16}]
+    assert collected == [{"env": "maze2d-umaze-v1", "size": 5000, "num_envs": 16}]
     assert data.read_hdf5_metadata(out)["num_envs"] == 16
     assert json.loads(result.stdout)["num_envs"] == 16
     # Fewer transitions than one episode: one stream.
@@ -113,7 +113,7 @@ def test_json_is_a_flag(tmp_path, collected):
     result = collect("--size", "300", "--out", str(tmp_path / "d.hdf5"), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
-        "path": str(tmp_path / "d.hdf5"), "env": "maze2d-umaze", "size": 300,
+        "path": str(tmp_path / "d.hdf5"), "env": "maze2d-umaze-v1", "size": 300,
         "num_envs": 1, "seed": 0,
     }
     info = CliRunner().invoke(app, ["data", "info", str(tmp_path / "d.hdf5"), "--json"])

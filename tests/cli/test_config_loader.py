@@ -87,7 +87,7 @@ def test_shipped_configs_are_listed_and_load_by_name():
     text = pipelines.shipped_config("data/maze2d-large.yaml").read_text()
     assert yaml.safe_load(text)["size"] == 4_000_000
     cfg = load_config(CollectConfig, "data/maze2d-medium", ["seed=3"])
-    assert (cfg.env, cfg.size, cfg.seed) == ("maze2d-medium", 2_000_000, 3)
+    assert (cfg.env, cfg.size, cfg.seed) == ("maze2d-medium-v1", 2_000_000, 3)
     with pytest.raises(ValueError, match=r"no shipped config 'privorl_n/nope'"):
         pipelines.shipped_config("privorl_n/nope")
 

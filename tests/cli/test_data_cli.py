@@ -29,7 +29,7 @@ def test_collect_with_test_config_then_info(tmp_path):
     t = data.load_hdf5(out)
     assert len(t) == 1500  # the command-line size overrides the config's 2000
     meta = data.read_hdf5_metadata(out)
-    assert meta["env"] == "maze2d-umaze" and meta["size"] == 1500
+    assert meta["env"] == "maze2d-umaze-v1" and meta["size"] == 1500
     assert meta["num_envs"] == 5 and meta["chunk_steps"] == 250
     assert np.asarray(t.timeouts).sum() > 0
     info = runner.invoke(app, ["data", "info", str(out)])
@@ -96,5 +96,5 @@ def test_paper_configs_load():
     for name in ("umaze", "medium", "large"):
         cfg = pipelines.load_config(pipelines.CollectConfig, f"data/maze2d-{name}")
         sizes[name] = cfg.size
-        assert cfg.env == f"maze2d-{name}" and cfg.action_noise == 0.5
+        assert cfg.env == f"maze2d-{name}-v1" and cfg.action_noise == 0.5
     assert sizes == {"umaze": 1_000_000, "medium": 2_000_000, "large": 4_000_000}

@@ -52,4 +52,4 @@ def test_json_is_a_flag_and_shown_as_one(command):
 
 def test_help_rendering_keeps_the_defaults():
     text = CliRunner().invoke(app, ["data", "collect", "--help"]).output
-    assert "[default: maze2d-umaze]" in text and "--config test" in text
+    assert "[default: maze2d-umaze-v1]" in text and "--config test" in text
