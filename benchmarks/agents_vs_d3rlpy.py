@@ -293,7 +293,7 @@ def check_same_episodes(env, params, env_name: str) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", required=True, help="D4RL-format HDF5 file")
+    p.add_argument("--data", help="D4RL-format HDF5 file (not needed with --merge)")
     p.add_argument("--env", default="maze2d-umaze-dense")
     p.add_argument("--algos", nargs="+", default=["iql", "td3bc"])
     p.add_argument("--impls", nargs="+", default=["privrl_jax", "d3rlpy"])
@@ -319,6 +319,8 @@ def main() -> None:
         print(write(results, args))
         print(json.dumps(results["verdict"], indent=1))
         return
+    if not args.data:
+        p.error("--data is required (unless --merge)")
 
     env, params = envs.make(args.env)
     check_same_episodes(env, params, args.env)
