@@ -163,25 +163,31 @@ def main() -> None:
             "loop_speedup": prev / new, **{f"noise_{k}_ms": v for k, v in noise.items()},
         })
         print(rows[-1], flush=True)
-    load = os.getloadavg()[0]
+    for r in rows:
+        r |= {"steps": args.steps, "short_steps": max(2, args.steps // 4), "load_avg": os.getloadavg()[0]}
+    # Rows of configs not run this time are kept from the previous results file.
+    out_json = RESULTS / "dp_loop_speed.json"
+    if out_json.exists():
+        old = [r for r in json.loads(out_json.read_text())["rows"] if r["config"] not in args.configs]
+        rows = sorted(old + rows, key=lambda r: list(CONFIGS).index(r["config"]))
     lines = [
         f"DP step: PrivORL-n fine-tuning, N = {args.n}, q = 256/N, microbatch 64, vmap clipping; "
-        f"{args.steps} vs {max(2, args.steps // 4)} steps differenced. Load average at the end: {load:.1f} "
-        f"on {os.cpu_count()} CPUs.",
+        f"per-step time from two runs of different lengths, differenced. {os.cpu_count()} CPUs.",
         "",
-        "| config | params | previous loop (ms/step) | DP loop (ms/step) | previous / DP loop | noise: ours flat (ms) | per-leaf, default stream (jax-privacy) | per-leaf, original stream |",
-        "|---|---|---|---|---|---|---|---|",
+        "| config | params | steps (long/short) | load | previous loop (ms/step) | DP loop (ms/step) | previous / DP loop | noise: ours flat (ms) | per-leaf, default stream (jax-privacy) | per-leaf, original stream |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['config']} | {r['n_params']:,} | {r['previous_ms_per_step']:.1f} | {r['dp_loop_ms_per_step']:.1f} | "
+            f"| {r['config']} | {r['n_params']:,} | {r['steps']}/{r['short_steps']} | {r['load_avg']:.1f} | "
+            f"{r['previous_ms_per_step']:.1f} | {r['dp_loop_ms_per_step']:.1f} | "
             f"{r['loop_speedup']:.2f} | {r['noise_ours_flat_original_stream_ms']:.1f} | "
             f"{r['noise_per_leaf_default_stream_ms']:.1f} | {r['noise_per_leaf_original_stream_ms']:.1f} |"
         )
     table = "\n".join(lines)
     print(table)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "dp_loop_speed.json").write_text(json.dumps({"rows": rows, "load_avg": load}, indent=2))
+    out_json.write_text(json.dumps({"rows": rows}, indent=2))
     (RESULTS / "dp_loop_speed.md").write_text(f"# DP loop and noise draw speed\n\n{table}\n")
 
 
