@@ -1,0 +1,269 @@
+"""Scores a policy in D4RL's real MuJoCo point maze (the optional `mujoco` extra).
+
+The `maze2d-*-v1` tasks run in gymnasium-robotics' PointMaze model (the same MJCF as
+D4RL's maze2d), stepped as D4RL's `MazeEnv.step` does: clip the action to [-1, 1],
+clip the velocity to [-5, 5], one `mj_step`. The adapter (as in
+benchmarks/maze_vs_mujoco.py) maps gymnasium-robotics' frame (x right, y up, origin
+at the maze centre; its dict observation's `observation` is that frame's (x, y, vx,
+vy)) to D4RL's qpos frame (row, column of the cell whose centre is 0.2 behind), so
+the policy sees D4RL's 4-dim observation. Resets, the fixed evaluation goal (the 'G'
+cell index), rewards and episode lengths are D4RL's, taken from `make(name)`'s
+params; returns are normalised with D4RL's published reference returns.
+
+mujoco and gymnasium-robotics are imported inside functions, so `privrl_jax.envs`
+imports without the extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from privrl_jax.envs._point_mass import D4RL_FRAME_OFFSET
+from privrl_jax.envs._reference import normalized_score
+from privrl_jax.envs._registry import D4RL_MAZE_ENVS, make
+
+EVAL_BACKENDS: tuple[str, ...] = ("jax", "mujoco")
+MUJOCO_EVAL_ENVS: tuple[str, ...] = D4RL_MAZE_ENVS
+
+# maze name -> gymnasium-robotics env id (its map is checked against ours).
+_GYM_IDS = {
+    "umaze": "PointMaze_UMaze-v3",
+    "medium": "PointMaze_Medium-v3",
+    "large": "PointMaze_Large-v3",
+}
+
+BatchPolicy = Callable[[np.ndarray], np.ndarray]
+
+
+class MujocoExtraMissing(ImportError, ValueError):
+    """The `mujoco` extra is not installed (a ValueError too: the CLI's one line)."""
+
+
+def mujoco_available() -> bool:
+    """Whether mujoco and gymnasium-robotics can be imported."""
+    return all(
+        importlib.util.find_spec(m) is not None
+        for m in ("mujoco", "gymnasium_robotics")
+    )
+
+
+def require_mujoco() -> None:
+    """Raises `MujocoExtraMissing`, one line naming the fix, without the extra."""
+    missing = [
+        m
+        for m in ("mujoco", "gymnasium_robotics")
+        if importlib.util.find_spec(m) is None
+    ]
+    if missing:
+        raise MujocoExtraMissing(
+            f"the MuJoCo evaluation backend needs {' and '.join(missing)}: "
+            'pip install -e ".[mujoco]"'
+        )
+
+
+def check_eval_backend(
+    backend: str, env_name: str, *, key: str = "eval_backend"
+) -> None:
+    """`backend` is "jax" or "mujoco", and "mujoco" only for a maze2d-*-v1 task.
+
+    Raises:
+      ValueError: one line naming `key`, the value and the choices.
+    """
+    if backend not in EVAL_BACKENDS:
+        raise ValueError(f"{key}={backend!r}: expected one of {list(EVAL_BACKENDS)}")
+    if backend == "mujoco" and env_name not in MUJOCO_EVAL_ENVS:
+        raise ValueError(
+            f"{key}='mujoco' scores D4RL's maze2d-*-v1 tasks only, not env "
+            f"{env_name!r}; choose one of {list(MUJOCO_EVAL_ENVS)} or {key}='jax'"
+        )
+
+
+def _maze_of(env_name: str) -> str:
+    return env_name.split("-")[1]
+
+
+class MujocoPointMaze:
+    """A batch of D4RL maze2d MuJoCo models, in D4RL's qpos frame.
+
+    Args:
+      env_name: a `maze2d-*-v1` task.
+      batch: number of parallel (independent) simulations.
+    """
+
+    def __init__(self, env_name: str, batch: int):
+        check_eval_backend("mujoco", env_name, key="backend")
+        require_mujoco()
+        import gymnasium as gym
+        import gymnasium_robotics
+        import mujoco
+
+        gym.register_envs(gymnasium_robotics)
+        self._mujoco = mujoco
+        _, self.params = make(env_name)
+        walls = np.asarray(self.params.walls)
+        gym_env = gym.make(_GYM_IDS[_maze_of(env_name)])
+        try:
+            maze_map = np.asarray(gym_env.unwrapped.maze.maze_map) == 1
+            if maze_map.tolist() != walls.tolist():
+                raise RuntimeError(f"{gym_env.spec.id}'s map is not D4RL's layout")
+            self.model = gym_env.unwrapped.point_env.model
+        finally:
+            gym_env.close()
+        self.data = [mujoco.MjData(self.model) for _ in range(batch)]
+        self.h, self.w = walls.shape
+
+    # gymnasium-robotics: x = column + 0.5 - W/2, y = H/2 - row - 0.5 (cell centres);
+    # D4RL: qpos = (row, column) of the cell whose centre is 0.2 behind.
+    def _to_gym(self, q: np.ndarray) -> np.ndarray:
+        off = D4RL_FRAME_OFFSET + 0.5
+        return np.stack(
+            [q[..., 1] + off - self.w / 2, self.h / 2 - q[..., 0] - off], -1
+        )
+
+    def _from_gym(self, g: np.ndarray) -> np.ndarray:
+        off = D4RL_FRAME_OFFSET + 0.5
+        return np.stack(
+            [self.h / 2 - off - g[..., 1], g[..., 0] - off + self.w / 2], -1
+        )
+
+    def set_state(self, q: np.ndarray, v: np.ndarray) -> None:
+        """Puts every simulation at D4RL position `q` [B, 2], velocity `v` [B, 2]."""
+        gq, gv = self._to_gym(q), np.stack([v[:, 1], -v[:, 0]], -1)
+        for d, a, b in zip(self.data, gq, gv):
+            self._mujoco.mj_resetData(self.model, d)
+            d.qpos[:], d.qvel[:] = a, b
+
+    def reset(self, rng: np.random.Generator) -> np.ndarray:
+        """D4RL's reset_model: a free cell + U(-0.1, 0.1), velocity N(0, 0.1^2)."""
+        p, n = self.params, len(self.data)
+        cells = np.asarray(p.free_cells, np.float64)
+        noise = float(p.reset_noise)
+        q = cells[rng.integers(len(cells), size=n)] + rng.uniform(-noise, noise, (n, 2))
+        self.set_state(q, float(p.velocity_noise) * rng.standard_normal((n, 2)))
+        return self.obs()
+
+    def step(self, actions: np.ndarray) -> np.ndarray:
+        """D4RL's MazeEnv.step for every simulation; returns [B, 4] observations."""
+        a = np.asarray(actions, np.float64).reshape(len(self.data), 2)
+        ctrl = np.clip(np.stack([a[:, 1], -a[:, 0]], -1), -1.0, 1.0)
+        vmax = float(self.params.max_speed)
+        for d, c in zip(self.data, ctrl):
+            d.qvel[:] = np.clip(d.qvel, -vmax, vmax)
+            d.ctrl[:] = c
+            self._mujoco.mj_step(self.model, d)
+        return self.obs()
+
+    def obs(self) -> np.ndarray:
+        """[B, 4] D4RL observations (x, y, vx, vy) in the qpos frame."""
+        gq = np.array([d.qpos for d in self.data])
+        gv = np.array([d.qvel for d in self.data])
+        return np.concatenate(
+            [self._from_gym(gq), np.stack([-gv[:, 1], gv[:, 0]], -1)], -1
+        )
+
+    def reward(self, obs: np.ndarray) -> np.ndarray:
+        """D4RL's reward at the new observation: sparse indicator or exp(-distance)."""
+        p = self.params
+        dist = np.linalg.norm(obs[:, :2] - np.asarray(p.goal, np.float64), axis=-1)
+        if p.dense:
+            return np.exp(-dist)
+        return (dist <= float(p.goal_radius)).astype(np.float64)
+
+
+def mujoco_returns(
+    policy: BatchPolicy,
+    env_name: str,
+    *,
+    num_episodes: int,
+    seed: int = 0,
+    num_steps: int | None = None,
+) -> np.ndarray:
+    """Undiscounted returns of `num_episodes` MuJoCo episodes run side by side.
+
+    Args:
+      policy: `obs [n, 4] float64 -> action [n, 2]`.
+      env_name: a `maze2d-*-v1` task.
+      num_episodes: episodes (n).
+      seed: seeds the reset states (numpy).
+      num_steps: steps per episode; D4RL's episode length when None.
+
+    Returns:
+      [num_episodes] float64 returns.
+    """
+    sim = MujocoPointMaze(env_name, num_episodes)
+    steps = int(sim.params.max_steps_in_episode if num_steps is None else num_steps)
+    obs = sim.reset(np.random.default_rng(seed))
+    ret = np.zeros(num_episodes)
+    for _ in range(steps):  # D4RL's maze2d never terminates: time limit only
+        obs = sim.step(np.asarray(policy(obs)))
+        ret += sim.reward(obs)
+    return ret
+
+
+def evaluate_mujoco(
+    policy: BatchPolicy,
+    env_name: str,
+    *,
+    num_episodes: int = 100,
+    seed: int = 0,
+    num_steps: int | None = None,
+) -> dict[str, Any]:
+    """`agents.evaluate`'s result, with the episodes run in MuJoCo.
+
+    Returns:
+      {"returns", "return_mean", "return_std", "scores", "score_mean", "score_std"}
+      (scores: D4RL's normalisation with its published reference returns).
+
+    Raises:
+      ValueError: not a maze2d-*-v1 task, or a bad `num_episodes`.
+      MujocoExtraMissing: the extra is not installed.
+    """
+    if not (isinstance(num_episodes, int) and num_episodes > 0):
+        raise ValueError(f"num_episodes={num_episodes!r}: expected a positive int")
+    returns = mujoco_returns(
+        policy, env_name, num_episodes=num_episodes, seed=seed, num_steps=num_steps
+    )
+    scores = np.asarray(normalized_score(env_name, returns), np.float64)
+    return {
+        "returns": returns,
+        "return_mean": float(returns.mean()),
+        "return_std": float(returns.std()),
+        "scores": scores,
+        "score_mean": float(scores.mean()),
+        "score_std": float(scores.std()),
+    }
+
+
+def batch_policy(
+    act: Callable[[Any, jax.Array], jax.Array], agent_state: Any
+) -> BatchPolicy:
+    """A numpy batch policy from a per-observation JAX `act(agent_state, obs)`."""
+    batched = _batched(act)
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        return np.asarray(batched(agent_state, jnp.asarray(obs, jnp.float32)))
+
+    return policy
+
+
+def _batched(act: Callable) -> Callable:
+    # One jitted, vmapped function per `act` (agents' `act` are stable callables), so
+    # repeated evaluations during training do not recompile.
+    fn = _BATCHED.get(act)
+    if fn is None:
+        fn = _BATCHED[act] = jax.jit(jax.vmap(act, in_axes=(None, 0)))
+    return fn
+
+
+_BATCHED: dict[Callable, Callable] = {}
+
+
+def seed_from_key(key: jax.Array) -> int:
+    """A numpy seed drawn from a JAX PRNG key (so runs stay reproducible)."""
+    return int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
