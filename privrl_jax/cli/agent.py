@@ -75,6 +75,12 @@ def train(
         int | None,
         typer.Option(help=with_default("Episodes per evaluation.", 100)),
     ] = None,
+    eval_backend: Annotated[
+        str | None,
+        typer.Option(help=with_default(
+            "Where evaluations run: jax, or mujoco (D4RL's MuJoCo point maze, "
+            "maze2d-*-v1 envs; pip install -e \".[mujoco]\").", "jax")),
+    ] = None,
     config: Annotated[str | None, config_option(None)] = None,
     overrides: SetOption = None,
     overwrite: OverwriteFlag = False,
@@ -103,6 +109,7 @@ def train(
             chunk_size=chunk,
             eval_every=eval_every,
             eval_episodes=eval_episodes,
+            eval_backend=eval_backend,
         ),
     )
     # Passed only when given: tests/test_readme.py stubs the pipeline with

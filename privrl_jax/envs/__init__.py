@@ -60,6 +60,7 @@ from privrl_jax.envs._mujoco_eval import (
     evaluate_mujoco,
     mujoco_available,
     require_mujoco,
+    seed_from_key,
 )
 from privrl_jax.envs._reference import (
     D4RL_REFERENCE_RETURNS,
@@ -129,6 +130,7 @@ __all__ = [
     "reference_returns",
     "registered_envs",
     "require_mujoco",
+    "seed_from_key",
     "shortest_path_table",
     "waypoint_action",
     "waypoint_target",

@@ -60,6 +60,8 @@ class AgentTrainConfig:
       eval_every: evaluation period in updates (a multiple of the chunk); None:
         about ten evaluations per run.
       eval_episodes: episodes per evaluation.
+      eval_backend: "jax" (the JAX env) or "mujoco" (D4RL's MuJoCo point maze, for
+        the maze2d-*-v1 tasks; needs the `mujoco` extra).
       agent: fields of the algorithm's config (`agents.TD3BCConfig`, ...) that
         differ from CORL's defaults, e.g. {"alpha": 2.5}; `--set agent.alpha=2.5`
         on the command line.
@@ -74,9 +76,11 @@ class AgentTrainConfig:
     chunk_size: int = 1000
     eval_every: int | None = None
     eval_episodes: int = 100
+    eval_backend: str = "jax"
     agent: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        envs.check_eval_backend(self.eval_backend, self.env)
         if self.algo not in agents.ALGORITHMS:
             raise ValueError(
                 f"algo={self.algo!r}: expected one of {sorted(agents.ALGORITHMS)}"
@@ -175,6 +179,8 @@ def _check_out_dir(out_dir: str | os.PathLike, *, overwrite: bool) -> None:
 def _load_inputs(config: AgentTrainConfig) -> tuple[Any, Any, Transitions]:
     """The env and the dataset, checked against each other and the batch size."""
     env, env_params = envs.make(config.env)  # validates the env name
+    if config.eval_backend == "mujoco":
+        envs.require_mujoco()  # before anything is written or trained
     dataset = load_hdf5(config.dataset)
     check_dataset_for_env(dataset, config.env, env, env_params, source=config.dataset)
     if config.batch_size > len(dataset):
@@ -242,8 +248,15 @@ def _train(config: AgentTrainConfig, env: Any, env_params: Any, dataset: Transit
     agent = make_run_agent(config.algo, config.steps, **overrides)
 
     def eval_fn(state, key):
-        res = agents.evaluate(key, state, act=agent.act, env=env, env_params=env_params,
-                              num_episodes=config.eval_episodes, env_name=config.env)
+        if config.eval_backend == "mujoco":
+            res = envs.evaluate_mujoco(
+                envs.batch_policy(agent.act, state), config.env,
+                num_episodes=config.eval_episodes, seed=envs.seed_from_key(key))
+        else:
+            res = agents.evaluate(key, state, act=agent.act, env=env,
+                                  env_params=env_params,
+                                  num_episodes=config.eval_episodes,
+                                  env_name=config.env)
         return {k: v for k, v in res.items() if np.isscalar(v)}
 
     t0 = time.perf_counter()

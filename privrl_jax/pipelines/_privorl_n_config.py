@@ -114,6 +114,10 @@ class EvalConfig:
     the last ``final_evals`` chunks of ``agent_chunk`` updates; those scores are averaged per seed,
     then over ``agent_seeds`` seeds. One final evaluation of one seed swings by tens of points on
     maze2d, which would drown the synthetic-vs-real comparison.
+
+    ``backend`` is where the agents are scored: ``jax`` (the JAX env) or ``mujoco``
+    (D4RL's real MuJoCo point maze, for a ``maze2d-*-v1`` sensitive env;
+    ``pip install -e ".[mujoco]"``).
     """
 
     agents: tuple[str, ...] = ("td3bc",)
@@ -126,6 +130,13 @@ class EvalConfig:
     mia: bool = True
     mia_size: int = 1_000
     plots: bool = True
+    backend: str = "jax"
+
+    def __post_init__(self):
+        if self.backend not in ("jax", "mujoco"):
+            raise ValueError(
+                f"eval.backend={self.backend!r}: expected one of ['jax', 'mujoco']"
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -157,6 +168,12 @@ class PrivORLNConfig:
                 raise ValueError(f"{name}.curiosity_rate must be in [0, 1]; got {rate}.")
         if self.pretrain.steps % self.pretrain.chunk_steps or self.pretrain.steps_per_epoch % self.pretrain.chunk_steps:
             raise ValueError("pretrain.steps and pretrain.steps_per_epoch must be multiples of pretrain.chunk_steps.")
+        # Lazy: envs pulls in jax, which loading a config does not need otherwise.
+        from privrl_jax.envs import check_eval_backend
+
+        check_eval_backend(
+            self.eval.backend, self.data.sensitive_env, key="eval.backend"
+        )
         if self.eval.agent_updates % self.eval.agent_chunk:
             raise ValueError("eval.agent_updates must be a multiple of eval.agent_chunk.")
         if self.eval.agent_seeds < 1:

@@ -278,6 +278,8 @@ def _agent_scores(cfg, dataset: data.Transitions, key) -> dict[str, Any]:
     """Trains each of ``cfg.eval.agents`` on ``dataset`` and scores it as `EvalConfig` says."""
     env, env_params = envs.make(cfg.data.sensitive_env)
     ec = cfg.eval
+    if ec.backend == "mujoco":
+        envs.require_mujoco()  # fail before any agent is trained
     first_eval = ec.agent_updates - (ec.final_evals - 1) * ec.agent_chunk
     dataset = jax.tree_util.tree_map(jnp.asarray, dataset)
     out = {}
@@ -285,8 +287,14 @@ def _agent_scores(cfg, dataset: data.Transitions, key) -> dict[str, Any]:
         agent = make_run_agent(name, ec.agent_updates)
 
         def eval_fn(state, k, agent=agent):
-            ev = agents.evaluate(k, state, act=agent.act, env=env, env_params=env_params,
-                                 num_episodes=ec.eval_episodes, env_name=cfg.data.sensitive_env)
+            if ec.backend == "mujoco":  # D4RL's MuJoCo point maze (the mujoco extra)
+                ev = envs.evaluate_mujoco(
+                    envs.batch_policy(agent.act, state), cfg.data.sensitive_env,
+                    num_episodes=ec.eval_episodes, seed=envs.seed_from_key(k))
+            else:
+                ev = agents.evaluate(
+                    k, state, act=agent.act, env=env, env_params=env_params,
+                    num_episodes=ec.eval_episodes, env_name=cfg.data.sensitive_env)
             return {m: float(ev[m]) for m in ("return_mean", "score_mean") if m in ev}
 
         seeds = []
