@@ -289,3 +289,76 @@ def test_steps_and_chunk_follow_their_help(tmp_path, captured):
                                       "--eval-every", "1500"])
     assert result.exit_code == 2 and "--eval-every as a multiple of --chunk" in (
         result.stderr)
+
+
+# --- --eval-backend -------------------------------------------------------------------
+
+
+def v1_train(tmp_path, *extra):
+    return CliRunner().invoke(app, [
+        "agent", "train", "--algo", "td3bc", "--dataset",
+        str(_dataset(tmp_path / "d.hdf5")), "--env", "maze2d-umaze-v1", "--steps",
+        "20", "--chunk", "10", "--batch-size", "16", "--out", str(tmp_path / "run"),
+        *extra,
+    ])
+
+
+@pytest.mark.parametrize(("extra", "fragment"), [
+    (["--eval-backend", "gpu"],
+     "eval_backend='gpu': expected one of ['jax', 'mujoco']"),
+    (["--set", "eval_backend=gpu"], "eval_backend='gpu': expected one of"),
+    (["--eval-backend", "mujoco"], "scores D4RL's maze2d-*-v1 tasks only"),
+])
+def test_bad_eval_backend_is_a_one_line_error(tmp_path, trained, extra, fragment):
+    assert_error(train(tmp_path, *extra), fragment)  # env maze2d-umaze: legacy
+    assert not trained and not (tmp_path / "run").exists()
+
+
+def test_eval_backend_option_and_set_reach_the_config(tmp_path, captured):
+    base = ["agent", "train", "--algo", "td3bc", "--dataset", "d.hdf5", "--env",
+            "maze2d-umaze-v1", "--out", str(tmp_path / "o")]
+    assert CliRunner().invoke(app, base).exit_code == 0
+    assert captured["config"].eval_backend == "jax"
+    for extra in (["--eval-backend", "mujoco"], ["--set", "eval_backend=mujoco"]):
+        assert CliRunner().invoke(app, [*base, *extra]).exit_code == 0
+        assert captured["config"].eval_backend == "mujoco"
+
+
+def test_mujoco_backend_without_the_extra_is_refused_before_training(
+    tmp_path, trained, monkeypatch
+):
+    def missing():
+        raise envs.MujocoExtraMissing(
+            'the MuJoCo evaluation backend needs mujoco: pip install -e ".[mujoco]"')
+
+    monkeypatch.setattr(envs, "require_mujoco", missing)
+    assert_error(v1_train(tmp_path, "--eval-backend", "mujoco"),
+                 'pip install -e ".[mujoco]"')
+    assert not trained and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # ~9 s: the agent's init and act compile, the plot
+def test_mujoco_backend_scores_the_agent_in_mujoco(tmp_path, monkeypatch):
+    pytest.importorskip("mujoco", reason="the mujoco extra is not installed: "
+                        'pip install -e ".[mujoco]"')
+    seen = []
+
+    def fake_train(agent, dataset, *, key, num_updates, chunk_size, eval_fn,
+                   **kwargs):
+        # No updates (fast): evaluate the initial policy once, as train would.
+        state = agent.init(key, dataset)
+        evals = [{"step": num_updates, **eval_fn(state, key)}]
+        seen.append(evals[0])
+        steps = np.array([num_updates])
+        metrics = {"step": steps, "seconds": np.ones(1), "critic_loss": np.ones(1)}
+        return agents.TrainResult(state=state, metrics=metrics, evals=evals)
+
+    monkeypatch.setattr(agents, "train", fake_train)
+    result = v1_train(tmp_path, "--eval-backend", "mujoco", "--eval-episodes", "2",
+                      "--set", "agent.hidden_dims=[8,8]", "--json")
+    assert result.exit_code == 0, result.output
+    (final,) = seen
+    assert {"return_mean", "return_std", "score_mean", "score_std"} <= set(final)
+    lo, hi = envs.D4RL_REFERENCE_RETURNS["maze2d-umaze-v1"]
+    assert final["score_mean"] == pytest.approx(
+        100 * (final["return_mean"] - lo) / (hi - lo), rel=1e-5)

@@ -122,11 +122,19 @@ def test_rerun_with_other_config_is_refused(tmp_path):
         ("finetune.learning_rate=fast", "must be a number"),
         ("eval.final_evals=4", "eval.final_evals"),
         ("eval.agent_seeds=0", "eval.agent_seeds"),
+        ("eval.backend=gpu", r"eval.backend='gpu': expected one of \['jax', 'mujo"),
     ],
 )
 def test_bad_config_values(override, match):
     with pytest.raises(ValueError, match=match):
         _cfg(override)
+
+
+def test_eval_backend_mujoco_only_for_the_v1_mazes():
+    assert _cfg("eval.backend=mujoco").eval.backend == "mujoco"  # umaze-dense-v1
+    match = r"eval.backend='mujoco' scores D4RL's maze2d-\*-v1"
+    with pytest.raises(ValueError, match=match):
+        _cfg("eval.backend=mujoco", "data.sensitive_env=maze2d-umaze-dense")
 
 
 def test_exponent_without_dot_is_a_float():
