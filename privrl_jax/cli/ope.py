@@ -1,0 +1,35 @@
+"""`privrl ope ...`: differentially private off-policy evaluation (GPOPE)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from privrl_jax.cli._common import SetOption, config_option, load_or_fail
+
+app = typer.Typer(
+    help="Differentially private off-policy evaluation (GPOPE).",
+    no_args_is_help=True,
+)
+
+
+@app.command(name="run")
+def run_command(
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Run directory (rerun the same command to resume)."),
+    ],
+    config: Annotated[str | None, config_option("gpope")] = None,
+    overrides: SetOption = None,
+) -> None:
+    """GPOPE on the medical chain MDP: DP plan, noisy GTD2 steps, report and audit."""
+    from privrl_jax import pipelines  # here: keeps `privrl --help` fast
+    from privrl_jax.pipelines import gpope
+
+    spec = pipelines.qualify_config(config, "gpope")
+    cfg = load_or_fail(gpope.load, spec, overrides or [])
+    report = gpope.run(cfg, out)
+    typer.echo(gpope.render_markdown(report))
+    typer.echo(f"wrote {out}/report.md, report.json, weights.json, ledger.json")

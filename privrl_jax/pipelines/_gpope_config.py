@@ -1,0 +1,162 @@
+"""GPOPE's configuration: frozen dataclasses that ``configs/gpope/*.yaml`` load into."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from privrl_jax import privacy
+from privrl_jax.pipelines._config import ConfigSource, load_config
+
+SAMPLERS = ("uniform_one", "poisson")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChainConfig:
+    """The medical chain MDP (``privrl_jax.ope.medical_chain``) and its data.
+
+    ``behaviour_treat`` / ``target_treat`` give each health level's probability of
+    treating (one value: the same at every level). ``num_trajectories`` (m) and
+    ``max_length`` (T, the padded length) are public: the plan's dataset size and the
+    per-trajectory weight 1/T come from them.
+    """
+
+    num_states: int = 5
+    gamma: float = 0.9
+    treatment_cost: float = 0.1
+    behaviour_treat: tuple[float, ...] = (0.3,)
+    target_treat: tuple[float, ...] = (0.9, 0.8, 0.6, 0.4, 0.2)
+    num_trajectories: int = 1_000
+    max_length: int = 20
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GPOPEConfig:
+    """Algorithm 1: sampler, clip norm h, N steps, step size beta_j.
+
+    ``sampler``: ``uniform_one`` (the paper's one trajectory per step, replace-one,
+    sensitivity 2h) or ``poisson`` (expected ``batch_size`` b trajectories per step,
+    add/remove-one, sensitivity h). Step size:
+    ``beta_j = step_size / (1 + j / decay_steps) ** decay_power`` (constant when
+    ``decay_steps`` is empty).
+    """
+
+    sampler: str = "uniform_one"
+    batch_size: float = 10.0
+    microbatch_size: int = 16
+    l2_clip_norm: float = 0.5
+    steps: int = 2_000
+    step_size: float = 0.5
+    decay_steps: float | None = None
+    decay_power: float = 1.0
+    normalization: str = "horizon"
+    checkpoint_every: int = 200
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrivacyConfig:
+    """Target (epsilon, delta) over the N steps; epsilon = inf runs without noise.
+
+    ``noise_seed`` fixes the DP noise and the sampled trajectories for tests. Anyone
+    who reads it can recompute both, so such a run is NOT private and says so; left
+    empty, the secret comes from ``os.urandom`` and lives only in ``checkpoints/``.
+    """
+
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    accountant: str = "rdp"
+    noise_seed: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GPOPERunConfig:
+    """Everything a GPOPE run needs (``privrl ope run``); ``seed`` is public randomness:
+    the simulated data collection."""
+
+    seed: int = 0
+    env: ChainConfig = ChainConfig()
+    gpope: GPOPEConfig = GPOPEConfig()
+    privacy: PrivacyConfig = PrivacyConfig()
+
+    def __post_init__(self):
+        e, g, p = self.env, self.gpope, self.privacy
+        if e.num_states < 1 or e.num_trajectories < 2 or e.max_length < 1:
+            raise ValueError(
+                "env.num_states >= 1, env.num_trajectories >= 2 and env.max_length "
+                f">= 1 are required; got {e.num_states}, {e.num_trajectories}, "
+                f"{e.max_length}."
+            )
+        if not 0 <= e.gamma < 1:
+            raise ValueError(f"env.gamma must be in [0, 1); got {e.gamma}.")
+        for name in ("behaviour_treat", "target_treat"):
+            probs = getattr(e, name)
+            if len(probs) not in (1, e.num_states) or not all(
+                0 <= x <= 1 for x in probs
+            ):
+                raise ValueError(
+                    f"env.{name} must hold 1 or env.num_states={e.num_states} "
+                    f"probabilities in [0, 1]; got {list(probs)}."
+                )
+        beh, tgt = self.treat_probs("behaviour_treat"), self.treat_probs("target_treat")
+        # Importance ratios need pi_b(a|s) > 0 wherever pi(a|s) > 0.
+        if any((t > 0 and b == 0) or (t < 1 and b == 1) for b, t in zip(beh, tgt)):
+            raise ValueError(
+                "env.behaviour_treat must give every action the target takes a "
+                "probability "
+                f"> 0 (behaviour {list(beh)}, target {list(tgt)})."
+            )
+        if g.sampler not in SAMPLERS:
+            raise ValueError(
+                f"gpope.sampler must be one of {SAMPLERS}; got {g.sampler!r}."
+            )
+        if g.sampler == "poisson" and not 0 < g.batch_size <= e.num_trajectories:
+            raise ValueError(
+                f"gpope.batch_size (expected trajectories per step) must be in (0, "
+                f"env.num_trajectories={e.num_trajectories}]; got {g.batch_size}."
+            )
+        if g.microbatch_size < 1:
+            raise ValueError(
+                f"gpope.microbatch_size must be >= 1; got {g.microbatch_size}."
+            )
+        if not 0 < g.l2_clip_norm < math.inf:
+            raise ValueError(f"gpope.l2_clip_norm must be > 0; got {g.l2_clip_norm}.")
+        if g.steps < 1 or g.checkpoint_every < 1:
+            raise ValueError("gpope.steps and gpope.checkpoint_every must be >= 1.")
+        if not 0 < g.step_size < math.inf:
+            raise ValueError(f"gpope.step_size must be > 0; got {g.step_size}.")
+        if g.decay_steps is not None and not g.decay_steps > 0:
+            raise ValueError(
+                f"gpope.decay_steps must be > 0 or empty; got {g.decay_steps}."
+            )
+        if g.normalization not in ("horizon", "mean"):
+            raise ValueError(
+                "gpope.normalization must be 'horizon' or 'mean'; got "
+                f"{g.normalization!r}."
+            )
+        if not p.epsilon > 0:
+            raise ValueError(
+                f"privacy.epsilon must be > 0 (inf for no DP); got {p.epsilon}."
+            )
+        privacy.validate_delta(p.delta)
+        if p.accountant not in ("rdp", "pld"):
+            raise ValueError(
+                f"privacy.accountant must be 'rdp' or 'pld'; got {p.accountant!r}."
+            )
+        if p.accountant == "pld" and g.sampler == "uniform_one":
+            raise ValueError(
+                "privacy.accountant=pld cannot account gpope.sampler=uniform_one "
+                "(dp-accounting's PLD accountant refuses sampling without "
+                "replacement); "
+                "use rdp, or the poisson sampler."
+            )
+
+    def treat_probs(self, name: str) -> tuple[float, ...]:
+        """``env.<name>`` broadcast to one probability per health level."""
+        probs = getattr(self.env, name)
+        return probs * self.env.num_states if len(probs) == 1 else probs
+
+
+def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> GPOPERunConfig:
+    """Loads a GPOPE config: a YAML file or a shipped name (``"gpope/chain"``) plus
+    ``section.key=value`` overrides."""
+    return load_config(GPOPERunConfig, path, overrides)

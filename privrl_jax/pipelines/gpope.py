@@ -1,0 +1,456 @@
+"""GPOPE end to end on the medical chain MDP: data, plan, Algorithm 1, report, audit.
+
+``run(config, run_dir)`` writes into ``run_dir``:
+
+- the **release** (may be published): ``weights.json`` (theta, w; V(s) = theta .
+  phi(s)), ``ledger.json``, ``report.json`` (the plan, the calibrated sigma next to the
+  paper's Theorem-1 sigma, epsilon spent) and ``config.yaml``;
+- the **audit** (reads the sensitive trajectories without DP; never publish):
+  ``audit/audit.json``: the MSE of the release against the exact V^pi and against the
+  off-policy LSTD solution of the data;
+- ``checkpoints/`` (the secret noise key and sampling seed: never publish) and
+  ``report.md`` (both parts, labelled).
+
+GPOPE's iterations run in the library's one DP loop (``_dp_loop.run_dp_loop``): the
+unit is one trajectory (data ``[m, T, ...]``, item mask ``[m, T]``), its clipped
+direction is ``plan.clipped_sum`` of the per-transition direction (as in
+``privrl_jax.ope.gpope``), and the loop draws the secret batches and noise, records the
+ledger before each checkpoint, checks the budget and resumes. Rerunning the same
+command resumes and spends nothing twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import yaml
+
+from privrl_jax import ope, privacy
+from privrl_jax.pipelines._checkpoints import Checkpoints
+from privrl_jax.pipelines._config import to_dict
+from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
+from privrl_jax.pipelines._gpope_config import (
+    ChainConfig,
+    GPOPEConfig,
+    GPOPERunConfig,
+    PrivacyConfig,
+    load,
+)
+from privrl_jax.pipelines._rundir import (
+    LOCK_FILE,
+    RunLock,
+    atomic_write_text,
+    clean_stale_temp_files,
+)
+
+__all__ = [
+    "ChainConfig",
+    "GPOPEConfig",
+    "GPOPERunConfig",
+    "PrivacyConfig",
+    "load",
+    "make_plan",
+    "render_markdown",
+    "run",
+]
+
+DP_STEP = "GPOPE iteration"
+WEIGHTS_FILE = "weights.json"
+NOT_PRIVATE_SEED = (
+    "NOT PRIVATE: privacy.noise_seed is set, so anyone who reads config.yaml can "
+    "recompute the DP noise and the sampled trajectories. Use this run for tests and "
+    "reproduction only."
+)
+AUDIT_NOTICE = (
+    "NOT DIFFERENTIALLY PRIVATE. Everything in this folder was computed from the "
+    "sensitive trajectories without a DP mechanism (the off-policy LSTD solution of "
+    "the data and the errors against it; the exact values come from the MDP's model, "
+    "which a real data holder would not have). It audits the release for the data "
+    "owner; "
+    "never publish it.\n"
+)
+
+
+def make_plan(cfg: GPOPERunConfig) -> privacy.DPPlan:
+    """GPOPE's plan: the configured trajectory sampler, clip norm h, N steps, sigma."""
+    g, p = cfg.gpope, cfg.privacy
+    batch = g.batch_size if g.sampler == "poisson" else 1.0
+    return _calibrated_plan(
+        g.sampler,
+        cfg.env.num_trajectories,
+        batch,
+        g.microbatch_size,
+        g.l2_clip_norm,
+        g.steps,
+        p.epsilon,
+        p.delta,
+        p.accountant,
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _calibrated_plan(
+    sampler_name: str,
+    m: int,
+    batch: float,
+    microbatch: int,
+    clip: float,
+    steps: int,
+    epsilon: float,
+    delta: float,
+    accountant: str,
+) -> privacy.DPPlan:
+    # Cached: calibration is a deterministic search of seconds, and a rerun (resume)
+    # asks for the same plan again.
+    if sampler_name == "uniform_one":
+        sampler = privacy.UniformOneSampler(dataset_size=m)
+    else:
+        sampler = privacy.PoissonSampler(
+            dataset_size=m, sampling_rate=batch / m, microbatch_size=microbatch
+        )
+    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=clip, steps=steps)
+    return plan.calibrate(epsilon, delta, accountant)
+
+
+@functools.lru_cache(maxsize=8)
+def _mdp_and_policies(cfg: GPOPERunConfig):
+    # Cached: the chain is built by eager scatters (about a second cold), and run and
+    # audit both need it.
+    e = cfg.env
+    mdp = ope.medical_chain(
+        e.num_states, gamma=e.gamma, treatment_cost=e.treatment_cost
+    )
+    behaviour = ope.treatment_policy(cfg.treat_probs("behaviour_treat"))
+    target = ope.treatment_policy(cfg.treat_probs("target_treat"))
+    return mdp, behaviour, target, ope.one_hot_features(e.num_states)
+
+
+def _dataset_id(cfg: GPOPERunConfig) -> str:
+    """Names the sensitive data by their source, never by a hash of their contents."""
+    e = cfg.env
+    behaviour = list(cfg.treat_probs("behaviour_treat"))
+    return (
+        f"collected:medical_chain:S={e.num_states}:seed={cfg.seed}:"
+        f"m={e.num_trajectories}:T={e.max_length}:behaviour={behaviour}"
+    )
+
+
+def _step_size(g: GPOPEConfig) -> ope.StepSize:
+    return ope.StepSize(g.step_size, g.decay_steps, g.decay_power)
+
+
+def _gpope_steps(
+    cfg: GPOPERunConfig,
+    plan: privacy.DPPlan,
+    data: ope.TrajectoryData,
+    run_dir: Path,
+    ledger: privacy.Ledger,
+) -> tuple[dict[str, jax.Array], DPSecret]:
+    """Algorithm 1 through the DP loop; returns the final state and the run's secret."""
+    g, p = cfg.gpope, cfg.privacy
+    n = data.transitions.phi_tm1.shape[-1]
+    step_size = _step_size(g)
+    clip_fn = plan.clipped_sum(ope.weighted_transition_direction)
+    # The per-transition weights (1/T or 1/tau_i) are public or functions of the unit's
+    # own mask: precomputed once, they travel with the unit as item data.
+    units = ope.with_weights(data.transitions, data.mask, g.normalization)
+
+    def update(state, noisy_mean):
+        # The step index lives in the state: the loop passes only (state, noisy mean).
+        g_theta, g_w = noisy_mean
+        beta = step_size(state["step"])
+        return {
+            "theta": state["theta"] - beta * g_theta,
+            "w": state["w"] - beta * g_w,
+            "step": state["step"] + 1,
+        }
+
+    init = {"theta": jnp.zeros(n), "w": jnp.zeros(n), "step": jnp.zeros((), jnp.int32)}
+    secret = (
+        DPSecret.fresh() if p.noise_seed is None else DPSecret.from_seed(p.noise_seed)
+    )
+    return run_dp_loop(
+        plan,
+        clip_fn,
+        DPProgram(params=lambda s: (s["theta"], s["w"]), update=update),
+        init,
+        units,
+        ckpt=Checkpoints(run_dir / "checkpoints" / "dp"),
+        ledger=ledger,
+        what=DP_STEP,
+        secret=secret,
+        loss_key=jax.random.key(cfg.seed),
+        item_mask=data.mask,
+        checkpoint_every=g.checkpoint_every,
+        accountant=p.accountant,
+        desc=f"GPOPE (eps={p.epsilon:g})",
+        divergence_hint="lower gpope.step_size or raise gpope.l2_clip_norm's margin",
+    )
+
+
+def _theorem1(cfg: GPOPERunConfig, plan: privacy.DPPlan) -> dict[str, Any]:
+    p = cfg.privacy
+    out: dict[str, Any] = {
+        "assumes": "one trajectory drawn uniformly per step; replace-one neighbours "
+        "(sensitivity 2h); moments accountant with the paper's Lemma-1 bound",
+    }
+    if math.isinf(p.epsilon):
+        return out | {"paper_sigma": None, "noise_multiplier": None}
+    t1 = ope.theorem1_sigma(
+        p.epsilon, p.delta, steps=plan.steps, dataset_size=plan.dataset_size
+    )
+    return out | {
+        "paper_sigma": t1.paper_sigma,  # noise std / h, the paper's unit
+        "noise_multiplier": t1.noise_multiplier,  # noise std / 2h: comparable with ours
+        "noise_std": t1.paper_sigma * plan.l2_clip_norms[0],
+        "asymptotic_paper_sigma": t1.asymptotic_paper_sigma,
+        # The proof's Lemma-1 bound holds only for sigma^2 >= 1 / ln 2 (see
+        # ope.theorem1_sigma); below it the theorem's sigma is not a guarantee.
+        "lemma1_condition_holds": t1.paper_sigma**2 >= 1 / math.log(2),
+    }
+
+
+@functools.partial(jax.jit, static_argnames="normalization")
+def _references(
+    mdp: ope.ChainMDP, target: jax.Array, data: ope.TrajectoryData, normalization: str
+) -> tuple[jax.Array, jax.Array]:
+    """Exact V^pi (from the model) and the data's off-policy LSTD theta, in one jit."""
+    lstd, _ = ope.lstd_solution(ope.dataset_stats(data, normalization))
+    return ope.exact_values(mdp, target), lstd
+
+
+def _audit(
+    cfg: GPOPERunConfig, theta: np.ndarray, data: ope.TrajectoryData
+) -> dict[str, Any]:
+    """Errors of the release against the exact V^pi and the data's LSTD (NOT DP)."""
+    mdp, _, target, features = _mdp_and_policies(cfg)
+    exact, lstd = _references(mdp, target, data, cfg.gpope.normalization)
+    theta = jnp.asarray(theta)
+    out: dict[str, Any] = {
+        "notice": AUDIT_NOTICE.strip(),
+        "exact_values": np.asarray(exact).tolist(),
+        "estimated_values": np.asarray(features @ theta).tolist(),
+        "mse_vs_exact": float(ope.value_mse(theta, features, exact)),
+    }
+    if bool(jnp.all(jnp.isfinite(lstd))):
+        out |= {
+            "lstd_values": np.asarray(features @ lstd).tolist(),
+            "mse_vs_lstd": float(ope.value_mse(theta, features, features @ lstd)),
+            "lstd_mse_vs_exact": float(ope.value_mse(lstd, features, exact)),
+        }
+    else:  # a level never visited leaves A singular
+        out["lstd_values"] = None
+    return out
+
+
+def run(cfg: GPOPERunConfig, run_dir: str | Path) -> dict[str, Any]:
+    """Runs (or resumes) GPOPE into ``run_dir``; returns the report (+ ``audit``).
+
+    The directory is locked while the run is alive; every input is checked before
+    anything is written; a rerun with a different config is refused.
+    """
+    run_dir = Path(run_dir)
+    with RunLock(run_dir):
+        clean_stale_temp_files(run_dir)
+        return _run(cfg, run_dir)
+
+
+def _run(cfg: GPOPERunConfig, run_dir: Path) -> dict[str, Any]:
+    resolved = to_dict(cfg)
+    cfg_file = run_dir / "config.yaml"
+    if cfg_file.exists():
+        if (yaml.safe_load(cfg_file.read_text()) or {}) != resolved:
+            raise ValueError(
+                f"{run_dir} holds a run with a different config ({cfg_file}); resume "
+                "it with the same config or choose a new --out directory."
+            )
+    elif any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+        raise ValueError(
+            f"{run_dir} is not empty and holds no GPOPE run (no config.yaml); choose "
+            "an empty or new --out directory."
+        )
+    t0 = time.time()
+    plan = make_plan(cfg)  # validates delta against m before anything is written
+    atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
+
+    e = cfg.env
+    mdp, behaviour, target, features = _mdp_and_policies(cfg)
+    # Simulated sensitive data from a public seed (a data holder loads its records).
+    data = ope.collect(
+        jax.random.fold_in(jax.random.key(cfg.seed), 0),
+        mdp,
+        behaviour,
+        target,
+        features,
+        num_trajectories=e.num_trajectories,
+        max_length=e.max_length,
+    ).data
+
+    weights_file = run_dir / WEIGHTS_FILE
+    ledger = privacy.Ledger.open(
+        run_dir,
+        dataset_id=_dataset_id(cfg),
+        dataset_size=plan.dataset_size,
+        target_epsilon=cfg.privacy.epsilon,
+        target_delta=cfg.privacy.delta,
+        artifacts=[run_dir / "checkpoints" / "dp", weights_file],
+    )
+    if weights_file.exists():
+        head = json.loads(weights_file.read_text()).get("ledger_head", "")
+        ledger.require_head(str(head), f"the release {weights_file}")
+    state, secret = _gpope_steps(cfg, plan, data, run_dir, ledger)
+    theta, w = np.asarray(state["theta"]), np.asarray(state["w"])
+    private = plan.private and not secret.fixed
+    atomic_write_text(
+        weights_file,
+        json.dumps(
+            {
+                "method": "GPOPE",
+                "features": f"one_hot({e.num_states})",
+                "theta": theta.tolist(),
+                "w": w.tolist(),
+                "private": private,
+                "epsilon": cfg.privacy.epsilon,
+                "delta": cfg.privacy.delta,
+                "ledger_head": ledger.head,
+            },
+            indent=2,
+        ),
+    )
+
+    acc = cfg.privacy.accountant
+    spent = ledger.report()
+    report: dict[str, Any] = {
+        "config": resolved,
+        "gpope": {
+            **plan.describe(),
+            "noise_multiplier": plan.noise_multipliers[0],
+            "noise_std": plan.noise_stds[0],
+            "private": private,
+            "noise_secret": "fixed by privacy.noise_seed (not private)"
+            if secret.fixed
+            else "drawn from os.urandom; stored only in checkpoints/",
+            "dataset_size_source": "env.num_trajectories (declared, public)",
+        },
+        "theorem1": _theorem1(cfg, plan),
+        # From the ledger's own report: one accountant pass (about 0.4 s each for the
+        # sampled-without-replacement event).
+        "epsilon_spent": spent[acc].get("epsilon", math.inf)
+        if plan.private
+        else math.inf,
+        "accountant": acc,
+        "privacy": spent,
+        "weights": {"theta": theta.tolist(), "w": w.tolist()},
+        "release": {
+            "publishable": [WEIGHTS_FILE, "ledger.json", "report.json", "config.yaml"],
+            "never_publish": ["audit/", "checkpoints/"],
+        },
+    }
+    if not private:
+        report["warning"] = (
+            NOT_PRIVATE_SEED
+            if secret.fixed
+            else ("NOT PRIVATE: privacy.epsilon = inf runs without noise.")
+        )
+    report["wall_time_s"] = time.time() - t0
+
+    audit_dir = run_dir / "audit"
+    audit_dir.mkdir(exist_ok=True)
+    atomic_write_text(audit_dir / "NOT_DP_README.txt", AUDIT_NOTICE)
+    audit = _audit(cfg, theta, data)
+    atomic_write_text(
+        run_dir / "report.json", json.dumps(report, indent=2, default=float)
+    )
+    atomic_write_text(
+        audit_dir / "audit.json", json.dumps(audit, indent=2, default=float)
+    )
+    report["audit"] = audit
+    atomic_write_text(run_dir / "report.md", render_markdown(report))
+    return report
+
+
+def _num(x: float | None, fmt: str = ".4g") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """A short human-readable summary of a GPOPE report."""
+    g, t1, p = report["gpope"], report["theorem1"], report["privacy"]
+    audit = report.get("audit", {})
+    sigma = g["noise_multiplier"]
+    sigma_text = "0 (no noise: not private)" if sigma == 0 else _num(sigma)
+    theta = [round(x, 4) for x in report["weights"]["theta"]]
+    lines = ["# GPOPE report", ""]
+    if "warning" in report:
+        lines += [f"**{report['warning']}**", ""]
+    if p.get("over_budget"):
+        lines += ["**OVER BUDGET: the ledger records more than the budget.**", ""]
+    rows = [
+        (
+            "budget (epsilon, delta)",
+            f"({p['budget']['epsilon']:g}, {p['budget']['delta']:g})",
+        ),
+        (
+            f"epsilon spent ({report['accountant']}, ledger)",
+            _num(report["epsilon_spent"]),
+        ),
+        (
+            "sampling, neighbouring, m, expected batch",
+            (
+                f"{g['sampling']}, {g['neighboring']}, {g['dataset_size']}, "
+                f"{g['expected_batch_size']:g}"
+            ),
+        ),
+        ("steps N, clip norm h", f"{g['steps']}, {g['l2_clip_norms'][0]:g}"),
+        (
+            "calibrated sigma (noise std / sensitivity), noise std",
+            f"{sigma_text}, {_num(g['noise_std'])}",
+        ),
+        (
+            "Theorem-1 sigma (noise std / h), as noise std / 2h, noise std",
+            (
+                f"{_num(t1.get('paper_sigma'))}, {_num(t1.get('noise_multiplier'))}, "
+                f"{_num(t1.get('noise_std'))}"
+            ),
+        ),
+        ("theta (V = theta . phi)", str(theta)),
+    ]
+    if "mse_vs_exact" in audit:
+        rows.append(
+            (
+                "MSE vs exact V^pi / vs the data's LSTD (audit)",
+                f"{_num(audit['mse_vs_exact'])} / {_num(audit.get('mse_vs_lstd'))}",
+            )
+        )
+    lines += ["| quantity | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in rows]
+    theorem = (
+        f"Theorem 1 assumes {t1['assumes']}; under poisson sampling it is shown for "
+        "scale only."
+    )
+    if not t1.get("lemma1_condition_holds", True):
+        theorem += (
+            " Its sigma here is below the proof's Lemma-1 range (sigma^2 >= 1 / ln 2), "
+            "so it is no guarantee."
+        )
+    release = (
+        "**Release** (may be published): `weights.json`, `ledger.json`, `report.json`, "
+        "`config.yaml`."
+    )
+    audit_text = (
+        "**Audit** (`audit/`, NOT differentially private, never publish): the errors "
+        "against the exact values and the LSTD solution read the sensitive "
+        "trajectories without DP. `checkpoints/` hold the secret noise key and "
+        "sampling seed: never publish them."
+    )
+    lines += ["", theorem, "", release, "", audit_text, ""]
+    lines += [f"Wall time: {report['wall_time_s']:.1f} s.", ""]
+    return "\n".join(lines)

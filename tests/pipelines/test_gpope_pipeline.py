@@ -1,0 +1,200 @@
+"""GPOPE pipeline: end to end on the tiny test config, ledger, rerun, secrets, CLI."""
+
+import json
+
+import dp_accounting
+import jax
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from privrl_jax import ope, privacy
+from privrl_jax.cli.main import app
+from privrl_jax.pipelines import gpope
+from privrl_jax.pipelines._checkpoints import Checkpoints
+from privrl_jax.pipelines._dp_loop import DPSecret
+
+PUBLIC = ("config.yaml", "report.json", "report.md", "ledger.json", "weights.json")
+
+
+def _cfg(*overrides):
+    return gpope.load("gpope/test", list(overrides))
+
+
+def _secret(run_dir):
+    ckpt = Checkpoints(run_dir / "checkpoints" / "dp")
+    return DPSecret.from_tree(ckpt.mgr.restore(ckpt.latest())["secret"])
+
+
+def _check_ledger(run_dir, plan, event_type, delta):
+    ledger = privacy.Ledger.load(run_dir)
+    assert ledger.num_releases == plan.steps
+    assert {r.what for r in ledger.releases} == {gpope.DP_STEP}
+    assert all(
+        r.event == privacy.event_to_dict(plan.step_event()) for r in ledger.releases
+    )
+    assert isinstance(plan.step_event(), event_type)
+    assert ledger.epsilon("rdp").epsilon == pytest.approx(
+        plan.epsilon(delta).epsilon, rel=1e-9
+    )
+    return ledger
+
+
+def test_default_run_end_to_end_rerun_spends_nothing_and_hides_the_secret(tmp_path):
+    cfg = _cfg()
+    rep = gpope.run(cfg, tmp_path)
+    for name in (*PUBLIC, "audit/audit.json", "audit/NOT_DP_README.txt"):
+        assert (tmp_path / name).exists(), name
+    plan = gpope.make_plan(cfg)
+    ledger = _check_ledger(
+        tmp_path,
+        plan,
+        dp_accounting.SampledWithoutReplacementDpEvent,
+        cfg.privacy.delta,
+    )
+    eps = ledger.epsilon("rdp").epsilon
+    assert rep["epsilon_spent"] == pytest.approx(eps)
+    assert 0.95 * cfg.privacy.epsilon <= eps <= cfg.privacy.epsilon
+    # Uniform one-of-m is replace-one: noise std = sigma * 2h.
+    g = rep["gpope"]
+    assert g["neighboring"] == "REPLACE_ONE" and g["private"]
+    assert g["noise_std"] == pytest.approx(
+        2 * cfg.gpope.l2_clip_norm * g["noise_multiplier"]
+    )
+    t1 = ope.theorem1_sigma(
+        cfg.privacy.epsilon,
+        cfg.privacy.delta,
+        steps=plan.steps,
+        dataset_size=plan.dataset_size,
+    )
+    assert rep["theorem1"]["paper_sigma"] == pytest.approx(t1.paper_sigma)
+    assert (
+        "warning" not in rep
+        and "NOT PRIVATE" not in (tmp_path / "report.md").read_text()
+    )
+    # Release vs audit: what reads the data without DP is in audit/ only.
+    released = json.loads((tmp_path / "report.json").read_text())
+    assert "audit" not in released and "mse_vs_exact" not in json.dumps(released)
+    audit = json.loads((tmp_path / "audit" / "audit.json").read_text())
+    assert (
+        np.isfinite(audit["mse_vs_exact"]) and "NOT DIFFERENTIALLY" in audit["notice"]
+    )
+    weights = json.loads((tmp_path / "weights.json").read_text())
+    assert len(weights["theta"]) == cfg.env.num_states
+    # The secret is in the checkpoints and nowhere in the release.
+    secret = _secret(tmp_path)
+    assert not secret.fixed
+    public = "".join((tmp_path / f).read_text() for f in PUBLIC)
+    for word in [*map(str, secret.words), str(secret.sampling_seed)]:
+        assert word not in public
+    # A rerun into the same directory resumes at the end: nothing new is spent.
+    before = (tmp_path / "ledger.json").read_bytes()
+    rep2 = gpope.run(cfg, tmp_path)
+    assert (tmp_path / "ledger.json").read_bytes() == before
+    assert rep2["weights"] == rep["weights"]
+    # A different config into the same directory is refused.
+    with pytest.raises(ValueError, match="different config"):
+        gpope.run(_cfg("gpope.steps=41"), tmp_path)
+
+
+def test_poisson_run_records_poisson_events(tmp_path):
+    cfg = _cfg("gpope.sampler=poisson")
+    rep = gpope.run(cfg, tmp_path)
+    plan = gpope.make_plan(cfg)
+    _check_ledger(
+        tmp_path, plan, dp_accounting.PoissonSampledDpEvent, cfg.privacy.delta
+    )
+    g = rep["gpope"]
+    assert g["neighboring"] == "ADD_OR_REMOVE_ONE"
+    assert g["sampling_rate"] == pytest.approx(
+        cfg.gpope.batch_size / cfg.env.num_trajectories
+    )
+    assert g["noise_std"] == pytest.approx(
+        cfg.gpope.l2_clip_norm * g["noise_multiplier"]
+    )
+
+
+def test_fixed_noise_seed_reproduces_the_core_and_says_not_private(tmp_path):
+    cfg = _cfg("privacy.noise_seed=3")
+    reps = [gpope.run(cfg, tmp_path / name) for name in ("a", "b")]
+    wa, wb = (
+        json.loads((tmp_path / n / "weights.json").read_text()) for n in ("a", "b")
+    )
+    assert wa["theta"] == wb["theta"] and wa["w"] == wb["w"]
+    for name, rep in zip("ab", reps):
+        assert not rep["gpope"]["private"] and "NOT PRIVATE" in rep["warning"]
+        assert "NOT PRIVATE" in (tmp_path / name / "report.md").read_text()
+    # The loop runs Algorithm 1: the core's scan, given the same batches and noise
+    # key, agrees.
+    plan = gpope.make_plan(cfg)
+    secret = DPSecret.from_seed(3)
+    idx = np.stack(
+        [plan.sample(secret.sampling_seed, t).indices[0] for t in range(plan.steps)]
+    )
+    mdp, behaviour, target, features = gpope._mdp_and_policies(cfg)
+    data = ope.collect(
+        jax.random.fold_in(jax.random.key(cfg.seed), 0),
+        mdp,
+        behaviour,
+        target,
+        features,
+        num_trajectories=cfg.env.num_trajectories,
+        max_length=cfg.env.max_length,
+    ).data
+    res = ope.gpope(
+        plan,
+        data,
+        ope.IndexSchedule(idx.astype(np.int32), np.ones(idx.shape, bool)),
+        secret.noise_key,
+        step_size=ope.StepSize(cfg.gpope.step_size),
+    )
+    np.testing.assert_allclose(wa["theta"], np.asarray(res.theta), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("gpope.sampler=shuffle", "gpope.sampler"),
+        ("privacy.accountant=pld", "PLD"),
+        ("env.behaviour_treat=[0.0]", "behaviour_treat"),
+        ("privacy.epsilon=0", "privacy.epsilon"),
+        ("gpope.nonsense=1", "unknown config key"),
+    ],
+)
+def test_bad_config_values(override, match):
+    with pytest.raises(ValueError, match=match):
+        _cfg(override)
+
+
+def test_cli_runs_and_reports_errors_on_one_line(tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "run"
+    res = runner.invoke(
+        app,
+        [
+            "ope",
+            "run",
+            "--config",
+            "gpope/test",
+            "--out",
+            str(out),
+            "--set",
+            "privacy.noise_seed=1",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert (out / "weights.json").exists()
+    bad = runner.invoke(
+        app,
+        [
+            "ope",
+            "run",
+            "--config",
+            "test",
+            "--out",
+            str(out),
+            "--set",
+            "gpope.sampler=nope",
+        ],
+    )
+    assert bad.exit_code == 2 and "gpope.sampler" in bad.output
