@@ -357,6 +357,8 @@ def test_mujoco_backend_scores_the_agent_in_mujoco(tmp_path, monkeypatch):
     result = v1_train(tmp_path, "--eval-backend", "mujoco", "--eval-episodes", "2",
                       "--set", "agent.hidden_dims=[8,8]", "--json")
     assert result.exit_code == 0, result.output
+    # gymnasium-robotics' import notice goes to stderr: stdout stays one JSON object.
+    assert json.loads(result.stdout)["final"]["return_mean"] == seen[0]["return_mean"]
     (final,) = seen
     assert {"return_mean", "return_std", "score_mean", "score_std"} <= set(final)
     lo, hi = envs.D4RL_REFERENCE_RETURNS["maze2d-umaze-v1"]
