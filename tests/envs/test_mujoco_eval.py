@@ -132,7 +132,8 @@ def test_batch_policy_wraps_a_per_observation_act(mujoco):
     def act(state, obs):  # a linear policy with parameters, as an agent's act
         return jnp.tanh(state["w"] @ obs)
 
-    state = {"w": jnp.asarray(np.random.default_rng(0).normal(size=(2, 4)), jnp.float32)}
+    w = np.random.default_rng(0).normal(size=(2, 4))
+    state = {"w": jnp.asarray(w, jnp.float32)}
     policy = envs.batch_policy(act, state)
     obs = np.random.default_rng(1).normal(size=(5, 4))
     np.testing.assert_allclose(policy(obs), np.tanh(obs @ np.asarray(state["w"]).T),
@@ -148,7 +149,7 @@ def test_same_seed_same_returns(mujoco):
     np.testing.assert_array_equal(a["returns"], b["returns"])
 
 
-# --- errors (no MuJoCo needed) ---------------------------------------------------------
+# --- errors (no MuJoCo needed) ------------------------------------------------------
 
 
 @pytest.mark.parametrize(("backend", "env_name", "message"), [
