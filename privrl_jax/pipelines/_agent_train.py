@@ -18,7 +18,6 @@ import io
 import json
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from privrl_jax.pipelines._config import coerce_fields, to_dict
 from privrl_jax.pipelines._outputs import check_output_dir
 from privrl_jax.pipelines._rundir import (
     RunLock,
+    atomic_write_bytes,
     atomic_write_text,
     clean_stale_temp_files,
 )
@@ -300,24 +300,6 @@ def _clean_temp_files(out_dir: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write-then-rename with a normal file's permissions (as atomic_write_text)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _plot_curve(payload: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -342,4 +324,4 @@ def _plot_curve(payload: dict[str, Any], path: Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
-    _write_bytes_atomic(path, buf.getvalue())
+    atomic_write_bytes(path, buf.getvalue(), suffix=".tmp")

@@ -62,13 +62,13 @@ class RunLock:
             self._fd = None
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Writes ``text`` to ``path`` by write-then-rename: readers see the old file or the new one."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, suffix: str = ".txt.tmp") -> None:
+    """Writes ``data`` to ``path`` by write-then-rename: readers see the old file or the new one."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".txt.tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
@@ -79,6 +79,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Writes ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
+    atomic_write_bytes(path, text.encode())
 
 
 def clean_stale_temp_files(directory: str | os.PathLike) -> list[Path]:

@@ -12,7 +12,6 @@ from typing import Any, Callable, NamedTuple, Sequence
 import chex
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from privrl_jax.privacy._accounting import Neighboring
