@@ -192,7 +192,7 @@ def _gpope_steps(
         checkpoint_every=g.checkpoint_every,
         accountant=p.accountant,
         desc=f"GPOPE (eps={p.epsilon:g})",
-        divergence_hint="lower gpope.step_size or raise gpope.l2_clip_norm's margin",
+        divergence_hint="lower gpope.step_size (or use gpope.decay_steps)",
     )
 
 
