@@ -306,27 +306,48 @@ def calibrate_noise_multiplier(
     validate_delta(delta)
     validate_steps(steps)
     probe = dpsgd_event(1.0, sampling_rate, 1, sampling=sampling, dataset_size=dataset_size, capacity=capacity)
-    neighboring = neighboring_relation_for(probe)
 
     def make_event(sigma: float) -> dp_accounting.DpEvent:
         return dpsgd_event(
             sigma, sampling_rate, steps, sampling=sampling, dataset_size=dataset_size, capacity=capacity
         )
 
-    def calibrate(acc: Accountant, bracket) -> float:
-        with _quiet_absl():
-            return float(
-            dp_accounting.calibrate_dp_mechanism(
-                    lambda: make_accountant(acc, neighboring), make_event, target_epsilon, delta, bracket, tol=tol
-                )
-            )
+    return calibrate_sigma(
+        make_event, target_epsilon, delta, accountant=accountant,
+        neighboring=neighboring_relation_for(probe), tol=tol,
+    )
 
+
+def calibrate_sigma(
+    make_event,
+    target_epsilon: float,
+    delta: float,
+    *,
+    accountant: Accountant,
+    neighboring: dp_accounting.NeighboringRelation,
+    tol: float = 1e-3,
+) -> float:
+    """Smallest sigma with ``epsilon(make_event(sigma)) <= target_epsilon`` (dp-accounting's search).
+
+    The one calibration routine behind :func:`calibrate_noise_multiplier`, ``DPPlan.calibrate`` and
+    ``GaussianMechanism.calibrate``.
+    """
+    if accountant not in ("rdp", "pld"):
+        raise ValueError(f"accountant must be 'rdp' or 'pld'; got {accountant!r}.")
+
+    def search(acc: Accountant, bracket) -> float:
+        with _quiet_absl():
+            return float(dp_accounting.calibrate_dp_mechanism(
+                lambda: make_accountant(acc, neighboring), make_event, float(target_epsilon),
+                float(delta), bracket, tol=tol,
+            ))
+
+    sigma = search("rdp", dp_accounting.LowerEndpointAndGuess(1e-2, 1.0))
     if accountant == "pld":
         # PLD evaluations cost seconds each; RDP's sigma (an upper bound, since RDP epsilon >= PLD
         # epsilon) brackets the PLD answer tightly and saves most of the search.
-        upper = calibrate("rdp", dp_accounting.LowerEndpointAndGuess(1e-2, 1.0))
-        return calibrate("pld", dp_accounting.LowerEndpointAndGuess(upper / 2, upper))
-    return calibrate(accountant, dp_accounting.LowerEndpointAndGuess(1e-2, 1.0))
+        sigma = search("pld", dp_accounting.LowerEndpointAndGuess(sigma / 2, sigma))
+    return sigma
 
 
 @contextlib.contextmanager

@@ -293,7 +293,7 @@ class Ledger:
             if isinstance(r.count, bool) or not isinstance(r.count, int) or r.count < 1:
                 raise edited(f"entry {i} has count {r.count!r}")
             try:
-                recorded = r.dp_event()
+                r.dp_event()  # the recorded event must parse
                 expected = _plan.event_from_description(r.params)
             except (TypeError, ValueError, KeyError) as e:
                 raise edited(f"entry {i} ({r.what}) cannot be read ({e})") from e
@@ -302,7 +302,6 @@ class Ledger:
                     f"entry {i} ({r.what}) records {r.event} but its parameters give "
                     f"{event_to_dict(expected)}"
                 )
-            del recorded
             prev = r.hash
 
     def save(self) -> None:

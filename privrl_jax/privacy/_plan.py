@@ -251,24 +251,14 @@ class DPPlan:
             return dataclasses.replace(self, noise_multiplier=(0.0,) * self.num_blocks)
         _accounting._check_positive("target_epsilon", target_epsilon)
         _accounting.validate_delta(delta, dataset_size=self.dataset_size)
-        relation = self.neighboring.to_dp_accounting()
 
         def make_event(sigma: float) -> dp_accounting.DpEvent:
             return dp_accounting.SelfComposedDpEvent(self._step_event_for(sigma), self.steps)
 
-        def search(acc: Accountant, bracket) -> float:
-            with _accounting._quiet_absl():
-                return float(dp_accounting.calibrate_dp_mechanism(
-                    lambda: _accounting.make_accountant(acc, relation), make_event,
-                    float(target_epsilon), float(delta), bracket, tol=tol,
-                ))
-
-        sigma_eff = search("rdp", dp_accounting.LowerEndpointAndGuess(1e-2, 1.0))
-        if accountant == "pld":
-            # RDP's sigma is an upper bound of PLD's: it brackets the (slow) PLD search tightly.
-            sigma_eff = search("pld", dp_accounting.LowerEndpointAndGuess(sigma_eff / 2, sigma_eff))
-        elif accountant != "rdp":
-            raise ValueError(f"accountant must be 'rdp' or 'pld'; got {accountant!r}.")
+        sigma_eff = _accounting.calibrate_sigma(
+            make_event, target_epsilon, delta, accountant=accountant,
+            neighboring=self.neighboring.to_dp_accounting(), tol=tol,
+        )
         ratios = (
             self.noise_multipliers
             if self.noise_multiplier is not None and self.private
@@ -409,7 +399,7 @@ class GaussianMechanism:
     @property
     def rho(self) -> float:
         """Its zCDP parameter, 1 / (2 sigma^2)."""
-        return 0.5 / self.noise_std**2 * self.l2_sensitivity**2
+        return 0.5 / self.noise_multiplier**2
 
     def event(self) -> dp_accounting.DpEvent:
         """``GaussianDpEvent(sigma)``: what the ledger records per release."""
@@ -427,13 +417,10 @@ class GaussianMechanism:
         """A copy with the smallest sigma whose one release is (target_epsilon, delta)-DP."""
         _accounting._check_positive("target_epsilon", target_epsilon)
         _accounting.validate_delta(delta)
-        relation = self.neighboring.to_dp_accounting()
-        with _accounting._quiet_absl():
-            sigma = dp_accounting.calibrate_dp_mechanism(
-                lambda: _accounting.make_accountant(accountant, relation),
-                dp_accounting.GaussianDpEvent, float(target_epsilon), float(delta),
-                dp_accounting.LowerEndpointAndGuess(1e-3, 1.0), tol=tol,
-            )
+        sigma = _accounting.calibrate_sigma(
+            dp_accounting.GaussianDpEvent, target_epsilon, delta, accountant=accountant,
+            neighboring=self.neighboring.to_dp_accounting(), tol=tol,
+        )
         return dataclasses.replace(self, noise_multiplier=float(sigma))
 
     def release(self, key: jax.Array, value: PyTree) -> PyTree:
