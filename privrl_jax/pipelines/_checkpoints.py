@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 
 PyTree = Any
@@ -20,6 +21,12 @@ def _keys_to_data(tree: PyTree) -> PyTree:
     return jax.tree_util.tree_map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
 
 
+def _to_host(tree: PyTree) -> PyTree:
+    """NumPy copies of the leaves: orbax's multi-process checkpoints refuse process-local jax.Arrays,
+    and our states are replicated (every process holds the same values), so process 0 writes them."""
+    return jax.tree_util.tree_map(lambda x: np.asarray(jax.device_get(x)), tree)
+
+
 def _data_to_keys(tree: PyTree, like: PyTree) -> PyTree:
     return jax.tree_util.tree_map(
         lambda x, ref: jax.random.wrap_key_data(x) if _is_key(ref) else x, tree, like
@@ -28,6 +35,9 @@ def _data_to_keys(tree: PyTree, like: PyTree) -> PyTree:
 
 class Checkpoints:
     """An orbax manager over ``directory``; one checkpoint per step, the latest two kept.
+
+    On several processes (``jax.distributed``) every process takes part in each save and restore
+    (orbax synchronises them); the trees must be replicated, and are saved as NumPy arrays.
 
     Saves are synchronous (``wait_until_finished``) and atomic (orbax commits by rename), so a
     kill leaves either the previous or the new checkpoint, never half of one.
@@ -48,10 +58,16 @@ class Checkpoints:
 
     def save(self, step: int, tree: PyTree) -> None:
         """Saves ``tree`` (PRNG keys included) as ``step`` and waits until it is on disk."""
-        self.mgr.save(step, args=ocp.args.StandardSave(_keys_to_data(tree)), force=True)
+        tree = _keys_to_data(tree)
+        if jax.process_count() > 1:
+            tree = _to_host(tree)
+        self.mgr.save(step, args=ocp.args.StandardSave(tree), force=True)
         self.mgr.wait_until_finished()
 
     def restore(self, step: int, like: PyTree) -> PyTree:
         """Restores ``step`` into the structure (and key types) of ``like``."""
-        raw = self.mgr.restore(step, args=ocp.args.StandardRestore(_keys_to_data(like)))
+        target = _keys_to_data(like)
+        if jax.process_count() > 1:
+            target = _to_host(target)
+        raw = self.mgr.restore(step, args=ocp.args.StandardRestore(target))
         return _data_to_keys(raw, like)

@@ -9,6 +9,10 @@ A method is a :class:`~privrl_jax.privacy.DPPlan` plus a :class:`DPProgram`: how
 parameters from its state, how to update the state from the noisy mean, and optionally public
 rows added to the clipped sum (PrivORL's FineCur).
 
+Several processes (``jax.distributed``) run the same loop and make the same release as one
+process: see :mod:`privrl_jax.privacy._distributed` for the split, the collective and the
+single writer.
+
 Secrets (docs/design.md, contract 5): the noise key and the sampling seed come from the OS's
 entropy source (:meth:`DPSecret.fresh`) and are stored only in the checkpoints, which must never be
 published. :meth:`DPSecret.from_seed` exists for tests and reproducibility; a run using it is not
@@ -29,6 +33,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from privrl_jax import privacy
+from privrl_jax.privacy import _distributed as dist
 from privrl_jax.pipelines._checkpoints import Checkpoints
 
 PyTree = Any
@@ -107,6 +112,7 @@ class LoopStats:
     steps: int = 0
     noise_draws: int = 0
     sampled_units: list[int] = dataclasses.field(default_factory=list)
+    local_units: list[int] = dataclasses.field(default_factory=list)
 
 
 def make_accumulate(clip_fn: privacy.ClippedSumFn) -> Callable[..., PyTree]:
@@ -137,7 +143,7 @@ def run_dp_loop(
     data: PyTree,
     *,
     ckpt: Checkpoints,
-    ledger: privacy.Ledger,
+    ledger: privacy.Ledger | None,
     what: str,
     secret: DPSecret,
     loss_key: jax.Array,
@@ -148,6 +154,8 @@ def run_dp_loop(
     stats: LoopStats | None = None,
     max_abs_param: float = 1e6,
     divergence_hint: str = "lower the learning rate or the clip norm, or raise the batch size",
+    topology: dist.Topology | None = None,
+    data_parallel: bool = False,
 ) -> tuple[PyTree, DPSecret]:
     """Runs (or resumes) ``plan.steps`` DP steps; returns the final state and the run's secret.
 
@@ -156,19 +164,24 @@ def run_dp_loop(
       clip_fn: the per-unit clipped sum; it must clip to the plan's norms (checked).
       program: the method's params / update / public-rows functions.
       init_state: the method's state before step 0 (used when ``ckpt`` has no checkpoint).
-      data: the sensitive units, leaves ``[N, items, ...]`` with N = ``plan.dataset_size``.
+      data: the sensitive units, leaves ``[N, items, ...]`` with N = ``plan.dataset_size``; on
+        several processes, this process's block ``topology.local_block(all_units)``.
       ckpt: this phase's checkpoint manager (holds the state and the secret).
-      ledger: the run's ledger; steps are recorded before the checkpoint that contains them.
+      ledger: the run's ledger; steps are recorded before the checkpoint that contains them. On
+        several processes only process 0 has it (the others pass None).
       what: the ledger's name for one step of this loop.
       secret: used only when starting fresh; a resumed run continues with its checkpointed one.
       loss_key: the (public) randomness of the per-unit function, e.g. EDM noise levels.
-      item_mask: ``[N, items]`` bool (all True by default).
+      item_mask: ``[N, items]`` bool (all True by default; this process's block, like ``data``).
       checkpoint_every: steps between ledger records and checkpoints.
       accountant: for the budget check.
       desc: the progress bar's label.
       stats: filled with what ran, when given.
       max_abs_param: the divergence guard's bound on the noisy parameters' absolute values.
       divergence_hint: what the divergence error advises (name the method's config keys).
+      topology: which process this is, of how many (default: the running JAX runtime's).
+      data_parallel: split each microbatch over this process's local devices (the microbatch
+        size must be a multiple of their number).
 
     The divergence guard checks the *noisy* parameters (post-processing of released values: it
     costs no privacy) for non-finite values or values above ``max_abs_param``. It is read at each
@@ -183,50 +196,92 @@ def run_dp_loop(
       DivergenceError: see above.
     """
     plan.check_clipped(clip_fn)
+    topo = topology or dist.Topology.current()
     n = plan.dataset_size
+    lo, hi = topo.unit_range(n)
     leaves = jax.tree_util.tree_leaves(data)
-    if not leaves or any(x.shape[0] != n for x in leaves):
+    if hi == lo or not leaves or any(x.shape[0] != hi - lo for x in leaves):
+        mine = f"units [{lo}, {hi}) of {n} (process {topo.process_id} of {topo.num_processes})"
         raise ValueError(
-            f"the sensitive data must have {n} units (the plan's dataset_size) along axis 0; got "
-            f"{[tuple(x.shape) for x in leaves]}."
+            f"the sensitive data must hold {mine} along axis 0; got "
+            f"{[tuple(x.shape) for x in leaves]}. "
+            + ("Pass topology.local_block(data)." if topo.distributed else "")
         )
+    if topo.is_primary and ledger is None:
+        raise ValueError("process 0 writes the ledger: pass it (only the other processes pass None).")
     if item_mask is None:
         item_mask = jnp.ones(leaves[0].shape[:2], bool)
     data = jax.tree_util.tree_map(jnp.asarray, data)
     stats = stats if stats is not None else LoopStats()
+    writer = ledger if topo.is_primary else None
 
     start = 0
-    tree = {"state": init_state, "secret": secret.to_tree(), "ledger_head": _head_to_tree(ledger.head)}
+    head = _head_to_tree(writer.head) if writer is not None else np.zeros(32, np.uint8)
+    tree = {"state": init_state, "secret": secret.to_tree(), "ledger_head": head}
     latest = ckpt.latest()
     if latest is not None:
         tree = ckpt.restore(latest, tree)
         start = latest
-        ledger.require_head(_head_from_tree(tree["ledger_head"]), f"the checkpoint of DP step {start}")
+    if topo.distributed:
+        # Everyone has read the same latest checkpoint before anyone can write a newer one; a fresh
+        # run takes process 0's secret, so all processes draw the same batches and noise.
+        dist.barrier("privrl-dp-loop-restored")
+        if latest is None:
+            tree["secret"] = dist.broadcast_from_primary(tree["secret"])
     secret = DPSecret.from_tree(tree["secret"])
     state = tree["state"]
 
-    def checkpoint(step: int, state) -> None:
-        ckpt.save(step, {"state": state, "secret": secret.to_tree(),
-                         "ledger_head": _head_to_tree(ledger.head)})
-
     step_event = plan.step_event()
-    done = sum(r.count for r in ledger.releases if r.what == what)
-    if plan.private:
-        if done < start:
-            raise privacy.LedgerError(
-                f"the checkpoint is at DP step {start} but the ledger records only {done} steps of "
-                f"{what!r}: the privacy spend is unknown. Start a new run directory."
-            )
-        ledger.check(step_event, plan.steps - done, accountant=accountant)
-    elif not any(r.what == what for r in ledger.releases):
-        # A non-private run is a release too: the ledger must say the data were used without DP.
-        ledger.record(dp_accounting.NonPrivateDpEvent(), what=what, params=plan.describe())
-        done = plan.steps
+    done = 0
+    refusal: Exception | None = None
+    if writer is not None:
+        try:
+            if latest is not None:
+                writer.require_head(_head_from_tree(tree["ledger_head"]), f"the checkpoint of DP step {start}")
+            done = sum(r.count for r in writer.releases if r.what == what)
+            if plan.private:
+                if done < start:
+                    raise privacy.LedgerError(
+                        f"the checkpoint is at DP step {start} but the ledger records only {done} "
+                        f"steps of {what!r}: the privacy spend is unknown. Start a new run directory."
+                    )
+                writer.check(step_event, plan.steps - done, accountant=accountant)
+            elif not any(r.what == what for r in writer.releases):
+                # A non-private run is a release too: the ledger must say the data were used without DP.
+                writer.record(dp_accounting.NonPrivateDpEvent(), what=what, params=plan.describe())
+                done = plan.steps
+        except (privacy.LedgerError, privacy.BudgetExceededError) as e:
+            refusal = e
+    if topo.distributed and bool(dist.broadcast_from_primary(np.asarray(refusal is not None))):
+        if refusal is None:
+            raise RuntimeError("process 0 refused to run (see its error: the ledger or the budget); "
+                               "nothing was released.")
+    if refusal is not None:
+        raise refusal
+
+    def ledger_head() -> np.ndarray:
+        head = _head_to_tree(writer.head) if writer is not None else np.zeros(32, np.uint8)
+        return dist.broadcast_from_primary(head) if topo.distributed else head
+
+    def checkpoint(step: int, state) -> None:
+        ckpt.save(step, {"state": state, "secret": secret.to_tree(), "ledger_head": ledger_head()})
 
     if latest is None:
         # The secret is on disk before any noise is drawn, so a crash can never lead to a second,
         # differently-noised version of a recorded step.
         checkpoint(0, state)
+    sum_shapes = jax.eval_shape(
+        lambda s: clip_fn(program.params(s), jax.tree_util.tree_map(lambda x: x[:1], data),
+                          item_mask[:1], jax.random.key(0) if clip_fn.uses_key else None)[0],
+        state,
+    )
+    if data_parallel:
+        mesh = jax.sharding.Mesh(np.array(jax.local_devices()), ("data",))
+        size = plan.sampler.microbatch_size
+        if size % mesh.size:
+            raise ValueError(f"data_parallel splits each microbatch over {mesh.size} local devices: "
+                             f"use a microbatch size that is a multiple of {mesh.size} (got {size}).")
+        clip_fn = privacy.data_parallel(clip_fn, mesh)
     accumulate = make_accumulate(clip_fn)
 
     @jax.jit
@@ -236,11 +291,6 @@ def run_dp_loop(
         ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x) & (jnp.abs(x) <= max_abs_param)) for x in leaves]))
         return state, healthy & ok
 
-    sum_shapes = jax.eval_shape(
-        lambda s: clip_fn(program.params(s), jax.tree_util.tree_map(lambda x: x[:1], data),
-                          item_mask[:1], jax.random.key(0) if clip_fn.uses_key else None)[0],
-        state,
-    )
     # One jitted call per step; eager jnp.zeros dispatches one op per leaf (~18 ms per step on
     # the denoiser under load, measured).
     zero_sum = jax.jit(lambda: jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), sum_shapes))
@@ -248,15 +298,20 @@ def run_dp_loop(
     noise_key = secret.noise_key
     unrecorded = 0
     healthy = jnp.asarray(True)
-    with tqdm(total=plan.steps, initial=start, desc=desc, unit="step") as bar:
+    with tqdm(total=plan.steps, initial=start, desc=desc, unit="step", disable=not topo.is_primary) as bar:
         for t in range(start, plan.steps):
             batch = plan.sample(secret.sampling_seed, t)
             stats.sampled_units.append(batch.size)
+            if topo.distributed:
+                batch = dist.local_microbatches(batch, lo, hi)
+            stats.local_units.append(batch.size)
             acc = zero_sum()
             params = params_of(state)
             for j in range(batch.indices.shape[0]):
                 acc = accumulate(acc, params, data, item_mask, batch.indices[j], batch.mask[j],
                                  loss_key, np.int32(t), np.int32(j))
+            if topo.distributed:
+                acc = dist.sum_over_processes(acc)
             if program.public_rows is not None:
                 state, acc = program.public_rows(state, acc, t)
             state, healthy = release(state, acc, noise_key, np.int32(t), healthy)
@@ -264,23 +319,24 @@ def run_dp_loop(
             stats.noise_draws += 1
             unrecorded += 1
             if unrecorded == checkpoint_every or t == plan.steps - 1:
-                if plan.private and t + 1 > done:
+                if writer is not None and plan.private and t + 1 > done:
                     # Record before the checkpoint: a crash in between over-counts, never under.
                     new = t + 1 - done
-                    ledger.record(step_event, what=what, count=new, params=plan.describe())
+                    writer.record(step_event, what=what, count=new, params=plan.describe())
                     done += new
                 if not bool(healthy):
-                    spent = ledger.epsilon(accountant).epsilon
+                    spent = (f"epsilon = {writer.epsilon(accountant).epsilon:.4g} spent and recorded"
+                             if writer is not None else "the spend recorded by process 0")
                     raise DivergenceError(
                         f"DP training diverged: the noisy parameters became non-finite or larger "
                         f"than {max_abs_param:g} in steps {t + 2 - unrecorded}..{t + 1}; stopped "
-                        f"there with epsilon = {spent:.4g} spent and recorded. Likely cause: the "
+                        f"there with {spent}. Likely cause: the "
                         f"update is too large for the noise (sigma = {plan.noise_multipliers[0]:.3g}); "
                         f"{divergence_hint}, and use a new run directory."
                     )
                 checkpoint(t + 1, state)
                 unrecorded = 0
-                if plan.private:  # a public quantity only: never a loss on the private data
-                    bar.set_postfix(eps_spent=f"{ledger.epsilon(accountant).epsilon:.3g}")
+                if writer is not None and plan.private:  # a public quantity only: never a loss on the private data
+                    bar.set_postfix(eps_spent=f"{writer.epsilon(accountant).epsilon:.3g}")
             bar.update(1)
     return state, secret

@@ -1,0 +1,82 @@
+"""Local multi-process launches: N cooperating copies of a command on this machine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from typing import Mapping, Sequence
+
+from privrl_jax.privacy._distributed import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface (for a local coordinator)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ProcessFailedError(RuntimeError):
+    """A process of a local multi-process run exited with an error; the others were stopped."""
+
+
+def launch_local(
+    command: Sequence[str],
+    num_processes: int,
+    *,
+    devices_per_process: int | None = None,
+    env: Mapping[str, str] | None = None,
+    poll_s: float = 0.2,
+) -> None:
+    """Runs ``command`` as ``num_processes`` cooperating processes on this machine.
+
+    Each copy gets ``PRIVRL_COORDINATOR`` (a free loopback port), ``PRIVRL_NUM_PROCESSES`` and its
+    ``PRIVRL_PROCESS_ID``; with ``devices_per_process``, that many forced CPU devices. When one
+    process fails, the others are stopped (they would otherwise wait in a collective until the
+    heartbeat times out) and :class:`ProcessFailedError` says which one; the run directory keeps
+    its last checkpoint and ledger, so rerunning the same command resumes it.
+    """
+    if num_processes < 1:
+        raise ValueError(f"the number of processes must be >= 1; got {num_processes}.")
+    base = dict(os.environ if env is None else env)
+    base[ENV_COORDINATOR] = f"127.0.0.1:{free_port()}"
+    base[ENV_NUM_PROCESSES] = str(num_processes)
+    if devices_per_process is not None:
+        flags = base.get("XLA_FLAGS", "")
+        base["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices_per_process}".strip()
+        base.setdefault("JAX_PLATFORMS", "cpu")
+    procs = []
+    for pid in range(num_processes):
+        child = dict(base, **{ENV_PROCESS_ID: str(pid)})
+        procs.append(subprocess.Popen(list(command), env=child, start_new_session=True))
+    failed: tuple[int, int] | None = None
+    try:
+        while failed is None and any(p.poll() is None for p in procs):
+            for pid, p in enumerate(procs):
+                if p.poll() not in (None, 0):
+                    failed = (pid, p.returncode)
+                    break
+            time.sleep(poll_s)
+        if failed is None:
+            failed = next(((i, p.returncode) for i, p in enumerate(procs) if p.returncode), None)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    if failed is not None:
+        pid, code = failed
+        raise ProcessFailedError(
+            f"process {pid} of {num_processes} exited with code {code}; the others were stopped. "
+            f"Rerun the same command to resume from the last checkpoint (steps already in the "
+            f"ledger are not spent again)."
+        )
+
