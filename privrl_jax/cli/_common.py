@@ -109,7 +109,8 @@ def expected_error_message(err: BaseException) -> str | None:
     """
     own = _loaded_error_types(
         "privrl_jax.privacy._ledger", "BudgetExceededError"
-    ) + _loaded_error_types("privrl_jax.pipelines._dp_loop", "DivergenceError")
+    ) + _loaded_error_types("privrl_jax.pipelines._dp_loop", "DivergenceError") + _loaded_error_types(
+        "privrl_jax.pipelines._launch", "ProcessFailedError")
     yaml_errors = _loaded_error_types("yaml", "YAMLError")
     if isinstance(err, (ValueError, *own, *yaml_errors)):
         return one_line(err)

@@ -27,6 +27,8 @@ def _run(config: ConfigSource | None, overrides: list[str], out: Path) -> None:
 
     cfg = load_or_fail(privorl_n.load, config, overrides)
     report = privorl_n.run(cfg, out)
+    if "process_id" in report:  # another process of a multi-process run: process 0 reports
+        return
     typer.echo(privorl_n.render_markdown(report))
     typer.echo(f"wrote {out}/report.md, report.json, synthetic.hdf5, ledger.json")
 

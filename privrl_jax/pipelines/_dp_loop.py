@@ -115,21 +115,27 @@ class LoopStats:
     local_units: list[int] = dataclasses.field(default_factory=list)
 
 
-def make_accumulate(clip_fn: privacy.ClippedSumFn) -> Callable[..., PyTree]:
-    """``acc, params, data, item_mask, idx, unit_mask, loss_key, t, j -> acc + clipped sum``.
+def make_accumulate(clip_fn: privacy.ClippedSumFn, mesh: jax.sharding.Mesh | None = None) -> Callable[..., PyTree]:
+    """``acc, params, data, item_mask, idx, unit_mask, offset, loss_key, t -> acc + clipped sum``.
 
-    ``data`` leaves are ``[N, items, ...]`` and stay on the device; microbatch ``j`` of step ``t``
-    is gathered inside the jitted function, so only the (public-shaped) index vector crosses from
-    the host. Its key is ``fold_in(fold_in(loss_key, t), j)``, derived inside jit as well (eager
-    ``fold_in`` calls cost milliseconds each on CPU).
+    ``data`` leaves are ``[N, items, ...]`` and stay on the device; the microbatch ``idx`` is
+    gathered inside the jitted function, so only the (public-shaped) index vector crosses from the
+    host. Unit ``i`` (global index ``offset + idx``) of step ``t`` gets the key
+    ``fold_in(fold_in(loss_key, t), i)``, derived inside jit: a unit's randomness (e.g. its EDM
+    noise level) is the same however the batch is split into microbatches, devices or processes.
+    With ``mesh``, each microbatch is split over the mesh's devices (``privacy.data_parallel``).
     """
+    sum_fn = (clip_fn if mesh is None else privacy.data_parallel(clip_fn, mesh)).with_unit_keys
 
     @functools.partial(jax.jit, donate_argnums=0)
-    def accumulate(acc, params, data, item_mask, idx, unit_mask, loss_key, t, j):
+    def accumulate(acc, params, data, item_mask, idx, unit_mask, offset, loss_key, t):
         batch = jax.tree_util.tree_map(lambda x: x[idx], data)
         mask = item_mask[idx] & unit_mask[:, None]
-        key = jax.random.fold_in(jax.random.fold_in(loss_key, t), j)
-        clipped, _ = clip_fn(params, batch, mask, key)
+        unit_keys = None
+        if clip_fn.uses_key:
+            step_key = jax.random.fold_in(loss_key, t)
+            unit_keys = jax.vmap(lambda i: jax.random.fold_in(step_key, i))(offset + idx)
+        clipped, _ = sum_fn(params, batch, mask, unit_keys)
         return jax.tree_util.tree_map(jnp.add, acc, clipped)
 
     return accumulate
@@ -275,14 +281,14 @@ def run_dp_loop(
                           item_mask[:1], jax.random.key(0) if clip_fn.uses_key else None)[0],
         state,
     )
+    mesh = None
     if data_parallel:
         mesh = jax.sharding.Mesh(np.array(jax.local_devices()), ("data",))
         size = plan.sampler.microbatch_size
         if size % mesh.size:
             raise ValueError(f"data_parallel splits each microbatch over {mesh.size} local devices: "
                              f"use a microbatch size that is a multiple of {mesh.size} (got {size}).")
-        clip_fn = privacy.data_parallel(clip_fn, mesh)
-    accumulate = make_accumulate(clip_fn)
+    accumulate = make_accumulate(clip_fn, mesh)
 
     @jax.jit
     def release(state, acc, noise_key, t, healthy):
@@ -296,6 +302,7 @@ def run_dp_loop(
     zero_sum = jax.jit(lambda: jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), sum_shapes))
     params_of = jax.jit(program.params)
     noise_key = secret.noise_key
+    offset = np.int64(lo)
     unrecorded = 0
     healthy = jnp.asarray(True)
     with tqdm(total=plan.steps, initial=start, desc=desc, unit="step", disable=not topo.is_primary) as bar:
@@ -309,7 +316,7 @@ def run_dp_loop(
             params = params_of(state)
             for j in range(batch.indices.shape[0]):
                 acc = accumulate(acc, params, data, item_mask, batch.indices[j], batch.mask[j],
-                                 loss_key, np.int32(t), np.int32(j))
+                                 offset, loss_key, np.int32(t))
             if topo.distributed:
                 acc = dist.sum_over_processes(acc)
             if program.public_rows is not None:

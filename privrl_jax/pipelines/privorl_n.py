@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 from privrl_jax import agents, data, diffusion, envs, eval as evaluation, privacy, synth
 from privrl_jax.pipelines._agent_train import make_run_agent
 from privrl_jax.pipelines._checkpoints import Checkpoints
+from privrl_jax.privacy import _distributed as dist
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
 from privrl_jax.pipelines._rundir import LOCK_FILE, RunLock, atomic_write_text, clean_stale_temp_files
@@ -173,7 +174,7 @@ def make_plan(cfg: PrivORLNConfig, dataset_size: int) -> privacy.DPPlan:
     return plan.calibrate(pc.epsilon, pc.delta, pc.accountant)
 
 
-def _finetune(cfg, denoise, pre_params, sens_x, run_dir: Path, ledger, key, dim):
+def _finetune(cfg, denoise, pre_params, sens_x, run_dir: Path, ledger, key, dim, topo: dist.Topology):
     """DP-SGD fine-tuning on the sensitive transitions; returns (SynthState, DP info)."""
     fc, pc = cfg.finetune, cfg.privacy
     plan = make_plan(cfg, sens_x.shape[0])
@@ -202,12 +203,13 @@ def _finetune(cfg, denoise, pre_params, sens_x, run_dir: Path, ledger, key, dim)
     secret = DPSecret.fresh() if pc.noise_seed is None else DPSecret.from_seed(pc.noise_seed)
     tree, secret = run_dp_loop(
         plan, fns.clip, DPProgram(lambda t: t["state"].params, update, public_rows), tree,
-        sens_x[:, None],
+        topo.local_block(sens_x[:, None]),
         ckpt=Checkpoints(run_dir / "checkpoints" / "dp"), ledger=ledger, what=DP_STEP,
         secret=secret, loss_key=jax.random.fold_in(key, 3), checkpoint_every=fc.checkpoint_every,
         accountant=pc.accountant, desc=f"DP fine-tune (eps={pc.epsilon:g})",
         divergence_hint="lower finetune.learning_rate or finetune.l2_clip_norm, or raise "
         "finetune.batch_size",
+        topology=topo,
     )
     info = {
         **plan.describe(),
@@ -323,11 +325,20 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
     the reports are recomputed. Any other difference is refused. The directory is locked while the
     run is alive (a second run into it fails at once), and every input is checked before anything
     is written into it.
+
+    Under ``jax.distributed`` every process calls ``run`` with the same config and directory (on a
+    filesystem all see): each trains on its block of the sensitive transitions, process 0 alone
+    locks the directory, writes the ledger, samples the release and evaluates it; the others return
+    ``{"process_id": p}``.
     """
     run_dir = Path(run_dir)
+    topo = dist.Topology.current()
+    if not topo.is_primary:
+        # Another process of a jax.distributed run: it computes its share and writes nothing.
+        return _run(cfg, run_dir, topo)
     with RunLock(run_dir):
         clean_stale_temp_files(run_dir)
-        return _run(cfg, run_dir)
+        return _run(cfg, run_dir, topo)
 
 
 def _column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | None:
@@ -350,10 +361,12 @@ def _validate_inputs(cfg: PrivORLNConfig) -> None:
             raise ValueError(f"data file {f} does not exist; give the path of a D4RL-format HDF5 file.")
 
 
-def _run(cfg: PrivORLNConfig, run_dir: Path) -> dict[str, Any]:
+def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
-    if cfg_file.exists():
+    if not topo.is_primary:
+        pass  # process 0 checks and owns the directory
+    elif cfg_file.exists():
         previous = yaml.safe_load(cfg_file.read_text()) or {}
         if {k: v for k, v in previous.items() if k != "eval"} != {k: v for k, v in resolved.items() if k != "eval"}:
             raise ValueError(
@@ -385,7 +398,8 @@ def _run(cfg: PrivORLNConfig, run_dir: Path) -> dict[str, Any]:
     if sensitive.observations.shape[1] != obs_dim or sensitive.actions.shape[1] != act_dim:
         raise ValueError("public and sensitive data must have the same observation and action dimensions.")
     # Everything is validated: from here on the run writes into its directory.
-    atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
+    if topo.is_primary:
+        atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
     layout = diffusion.TransitionLayout(obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=cfg.model.next_obs_delta)
     pub_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, public), layout))
     sens_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, sensitive), layout))
@@ -404,7 +418,7 @@ def _run(cfg: PrivORLNConfig, run_dir: Path) -> dict[str, Any]:
         target_epsilon=cfg.privacy.epsilon,
         target_delta=cfg.privacy.delta,
         artifacts=[run_dir / "checkpoints" / "dp", syn_file],
-    )
+    ) if topo.is_primary else None
     m = cfg.model
     net = diffusion.ResidualMLP(width=m.width, depth=m.depth, fourier_dim=m.fourier_dim, layer_norm=m.layer_norm)
     denoise = diffusion.EDMDenoiser(net.apply)
@@ -415,7 +429,10 @@ def _run(cfg: PrivORLNConfig, run_dir: Path) -> dict[str, Any]:
         pre_state = _pretrain(cfg, denoise, params, pub_x, pre_ckpt, jax.random.fold_in(key, 100), dim)
         # Fine-tuning starts from the pre-trained EMA weights (what pre-training would sample with).
         params = pre_state.ema_params
-    state, dp_info = _finetune(cfg, denoise, params, sens_x, run_dir, ledger, jax.random.fold_in(key, 200), dim)
+    state, dp_info = _finetune(cfg, denoise, params, sens_x, run_dir, ledger, jax.random.fold_in(key, 200), dim,
+                               topo)
+    if not topo.is_primary:
+        return {"process_id": topo.process_id}
 
     if syn_file.exists():
         head = data.read_hdf5_metadata(syn_file).get("ledger_head", "")

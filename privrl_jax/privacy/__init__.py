@@ -33,6 +33,8 @@ from privrl_jax.privacy._aggregation import (
 )
 from privrl_jax.privacy._clip_core import ClipMetrics, clip_unit_blocks, clip_unit_grads
 from privrl_jax.privacy._clipping import ClippedGradFn, ClippedSumFn, clipped_grad, clipped_sum
+from privrl_jax.privacy._distributed import DistributedConfig, Topology
+from privrl_jax.privacy._distributed import initialize as initialize_distributed
 from privrl_jax.privacy._ledger import (
     LEDGER_FILE,
     BudgetExceededError,
@@ -61,6 +63,7 @@ __all__ = [
     "ClippedGradFn",
     "ClippedSumFn",
     "DPPlan",
+    "DistributedConfig",
     "DPStep",
     "DPTrainState",
     "EpsilonReport",
@@ -72,6 +75,7 @@ __all__ = [
     "Neighboring",
     "PoissonSampler",
     "Sampling",
+    "Topology",
     "UniformOneSampler",
     "add_gaussian_noise",
     "add_noise",
@@ -90,6 +94,7 @@ __all__ = [
     "effective_noise_multiplier",
     "event_from_dict",
     "event_to_dict",
+    "initialize_distributed",
     "make_dp_step",
     "standard_normal",
     "step_rng",

@@ -233,22 +233,28 @@ def data_parallel(
 
     out_specs = (P(), ClipMetrics(P(axis_name), P(), P(), P()))
 
-    def fn(params, batch, mask, key=None):
-        if clip_fn.uses_key and key is None:
-            raise ValueError("this clipped gradient's loss uses randomness; pass an explicit key.")
+    def with_unit_keys(params, batch, mask, unit_keys):
         n_dev = mesh.shape[axis_name]
         if mask.shape[0] % n_dev:
             raise ValueError(
                 f"{mask.shape[0]} units cannot be split evenly over {n_dev} devices; pad the batch "
                 f"with masked units to a multiple of {n_dev}."
             )
-        unit_keys = jax.random.split(key, mask.shape[0]) if clip_fn.uses_key else None
         in_specs = (P(), P(axis_name), P(axis_name), P(axis_name) if clip_fn.uses_key else None)
         sharded = jax.shard_map(
             local, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False
         )
         return sharded(params, batch, mask, unit_keys)
 
+    def fn(params, batch, mask, key=None):
+        if clip_fn.uses_key and key is None:
+            raise ValueError("this clipped gradient's loss uses randomness; pass an explicit key.")
+        unit_keys = jax.random.split(key, mask.shape[0]) if clip_fn.uses_key else None
+        return with_unit_keys(params, batch, mask, unit_keys)
+
+    # Callers that key each unit themselves (the DP loop keys units by their global index, so the
+    # result does not depend on how a batch is split into microbatches or processes).
+    fn.with_unit_keys = with_unit_keys
     return fn
 
 

@@ -40,8 +40,9 @@ def main():
     params = model.init(jax.random.key(1), jnp.zeros(DIM))
     die_pid, die_step = (int(v) for v in cfg.get("die", "-1:-1").split(":"))
 
-    def loss(p, item):
-        return (model.apply(p, item["x"]) - item["y"]) ** 2
+    def loss(p, item, key):  # randomised, like EDM's noise levels: each unit keeps its own key
+        x = item["x"] + 0.1 * jax.random.normal(key, item["x"].shape)
+        return (model.apply(p, x) - item["y"]) ** 2
 
     def public_rows(state, acc, t):  # no public rows: the hook only simulates a crash
         if TOPO.process_id == die_pid and t == die_step:
@@ -64,7 +65,7 @@ def main():
         # Only process 0's secret may count: the others are handed a different one on purpose.
         secret = DPSecret.from_seed(7 + 1000 * TOPO.process_id)
         state, used = run_dp_loop(
-            plan, plan.clipped_grad(loss, method=method), program, params,
+            plan, plan.clipped_grad(loss, method=method, uses_key=True), program, params,
             TOPO.local_block(data), ckpt=Checkpoints(out / "ckpt"), ledger=ledger, what="toy step",
             secret=secret, loss_key=jax.random.key(2), checkpoint_every=cfg["every"], stats=stats,
             topology=TOPO, data_parallel=cfg["data_parallel"],
