@@ -54,6 +54,7 @@ below 1), see docs/gpope_envs.md.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 
 import jax
@@ -249,3 +250,19 @@ class HIVTreatment(Environment[HIVState, HIVParams]):
 
     def action_space(self, params: HIVParams) -> spaces.Discrete:
         return spaces.Discrete(4)
+
+
+@dataclasses.dataclass(frozen=True)
+class ViralLoadRule:
+    """A simple structured-treatment-interruption rule: both drugs (action 3) while the
+    viral load exceeds 10^``log10_threshold`` copies/ml, none (action 0) otherwise.
+
+    A hand-written clinical heuristic (treat on viral rebound, interrupt when suppressed),
+    used to build OPE behaviour and target policies; not Ernst et al.'s learned policy.
+    Takes the log10 observation. Frozen, so usable as a static jit argument.
+    """
+
+    log10_threshold: float = 4.0
+
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        return jnp.where(obs[4] > self.log10_threshold, 3, 0).astype(jnp.int32)
