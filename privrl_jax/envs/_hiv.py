@@ -266,3 +266,10 @@ class ViralLoadRule:
 
     def __call__(self, obs: jax.Array) -> jax.Array:
         return jnp.where(obs[4] > self.log10_threshold, 3, 0).astype(jnp.int32)
+
+
+# Boxes for tile coding the log10 observations: the 0-100th percentiles of 256 x 60
+# steps of an epsilon-soft ViralLoadRule (eps 0.5) from the spread start, widened by
+# about half a decade (values outside are clipped to the box by the coder).
+OBS_LOG10_LOW = (4.5, -1.0, -0.5, -1.0, 0.0, 1.0)
+OBS_LOG10_HIGH = (6.0, 3.5, 5.5, 3.0, 6.5, 3.0)

@@ -30,6 +30,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from privrl_jax.envs import _hiv, _mountain_car
+
 
 @dataclasses.dataclass(frozen=True)
 class TileCoder:
@@ -155,3 +157,21 @@ class EpsilonSoft:
     def __call__(self, obs: jax.Array) -> jax.Array:
         one_hot = jax.nn.one_hot(self.greedy(obs), self.num_actions)
         return (1.0 - self.epsilon) * one_hot + self.epsilon / self.num_actions
+
+
+def mountain_car_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> FeatureMap:
+    """Tile coding of (position, velocity) over gym's box, plus a constant; unit norm."""
+    coder = TileCoder(
+        _mountain_car.OBS_LOW, _mountain_car.OBS_HIGH, tiles_per_dim, num_tilings
+    )
+    return FeatureMap((coder,), bias=True)
+
+
+def hiv_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> FeatureMap:
+    """One 1-D tile coder per log10 concentration (an additive value model), plus a
+    constant; unit norm. A joint 6-D tiling would need (tiles + 1)^6 tiles per tiling."""
+    coders = tuple(
+        TileCoder((lo,), (hi,), tiles_per_dim, num_tilings, dims=(i,))
+        for i, (lo, hi) in enumerate(zip(_hiv.OBS_LOG10_LOW, _hiv.OBS_LOG10_HIGH))
+    )
+    return FeatureMap(coders, bias=True)
