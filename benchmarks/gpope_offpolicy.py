@@ -112,7 +112,9 @@ def run_env(name: str, trials: int | None, seed: int) -> dict:
     base = gpope.load(s["config"])
     m_max = max([*s["ms"], base.env.num_trajectories])
     t0 = time.time()
-    data_all = gpope.collect_data(gpope.load(s["config"], [f"env.num_trajectories={m_max}"]))
+    data_all = gpope.collect_data(
+        gpope.load(s["config"], [f"env.num_trajectories={m_max}"])
+    )
     t_collect = time.time() - t0
     t0 = time.time()
     phi, values, mc_se2 = _truth(base)
@@ -126,7 +128,9 @@ def run_env(name: str, trials: int | None, seed: int) -> dict:
     def floors(m: int) -> dict:
         data = _prefix(data_all, m)
         if name == "chain":
-            theta = ope.lstd_solution(ope.dataset_stats(data, base.gpope.normalization))[0]
+            theta = ope.lstd_solution(
+                ope.dataset_stats(data, base.gpope.normalization)
+            )[0]
         else:
             theta = gpope.lstd_min_norm(data, base.gpope.normalization)
         noise_free = _mse_row(cfg_for(math.inf, m), data, phi, values, trials, seed)
@@ -144,7 +148,9 @@ def run_env(name: str, trials: int | None, seed: int) -> dict:
         for e in s["epsilons"]
     ]
     vs_m = [
-        _mse_row(cfg_for(s["m_epsilon"], m), _prefix(data_all, m), phi, values, trials, seed)
+        _mse_row(
+            cfg_for(s["m_epsilon"], m), _prefix(data_all, m), phi, values, trials, seed
+        )
         for m in s["ms"]
     ]
     ref = {m: floors(m) for m in sorted({m0, *s["ms"]})}
@@ -212,7 +218,9 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, len(results), figsize=(4.2 * len(results), 7), squeeze=False)
+    fig, axes = plt.subplots(
+        2, len(results), figsize=(4.2 * len(results), 7), squeeze=False
+    )
     for j, (name, r) in enumerate(results.items()):
         refs = {x["m"]: x for x in r["references"]}
         for i, (key, xkey, xlabel) in enumerate(
@@ -229,12 +237,18 @@ def plot(results: dict, path: Path) -> None:
                 capsize=3,
                 label="GPOPE (Poisson)",
             )
-            ax.plot(x, [refs[row["m"]]["gtd2_noise_free_mse"] for row in rows], "k--",
-                    label="GTD2, no noise")
+            ax.plot(
+                x,
+                [refs[row["m"]]["gtd2_noise_free_mse"] for row in rows],
+                "k--",
+                label="GTD2, no noise",
+            )
             ax.plot(x, [refs[row["m"]]["lstd_mse"] for row in rows], "g:", label="LSTD")
             ax.axhline(r["zero_predictor_mse"], color="grey", lw=0.8, label="V = 0")
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.set_xticks(x, [f"{v:g}" for v in x])
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_xlabel(xlabel)
             ax.set_ylabel("MSE of V-hat")
             fixed = f"m = {r['m_default']}" if i == 0 else f"eps = {r['m_epsilon']:g}"
@@ -245,6 +259,19 @@ def plot(results: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def check(results: dict) -> None:
+    """What the experiment must show: more privacy budget and more patients help."""
+    for name, r in results.items():
+        eps, ms = r["vs_epsilon"], r["vs_m"]
+        assert eps[-1]["mse_mean"] < eps[0]["mse_mean"], (
+            name,
+            "MSE must fall with epsilon",
+        )
+        assert ms[-1]["mse_mean"] < ms[0]["mse_mean"], (name, "MSE must fall with m")
+        # sigma for the same epsilon falls with m (the sampling rate b / m falls).
+        assert ms[-1]["noise_multiplier"] < ms[0]["noise_multiplier"], name
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -253,7 +280,16 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="gpope_offpolicy")
+    ap.add_argument(
+        "--replot", action="store_true", help="re-render the stored JSON; run nothing"
+    )
     args = ap.parse_args()
+    if args.replot:
+        results = json.loads((RESULTS / f"{args.name}.json").read_text())
+        (RESULTS / f"{args.name}.md").write_text(render_md(results))
+        plot(results, RESULTS / f"{args.name}.png")
+        check(results)
+        return
     results = {}
     for name in args.envs:
         t = time.time()
@@ -265,6 +301,7 @@ def main() -> None:
     (RESULTS / f"{args.name}.md").write_text(md)
     plot(results, RESULTS / f"{args.name}.png")
     print(md)
+    check(results)
 
 
 if __name__ == "__main__":
