@@ -575,7 +575,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     )
     audit_text = (
         "**Audit** (`audit/`, NOT differentially private, never publish): the errors "
-        "against the exact values and the LSTD solution read the sensitive "
+        "against the true values (exact or Monte Carlo) and the LSTD solution read the "
+        "sensitive "
         "trajectories without DP. `checkpoints/` hold the secret noise key and "
         "sampling seed: never publish them."
     )
