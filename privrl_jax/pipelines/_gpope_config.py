@@ -11,16 +11,33 @@ from privrl_jax.pipelines._config import ConfigSource, load_config
 SAMPLERS = ("uniform_one", "poisson")
 
 
+ENVS = ("chain", "mountain_car", "hiv")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ChainConfig:
-    """The medical chain MDP (``privrl_jax.ope.medical_chain``) and its data.
+    """The environment and its data: ``name`` is ``chain`` (the medical chain MDP,
+    ``privrl_jax.ope.medical_chain``), ``mountain_car`` (gymnax's MountainCar-v0) or
+    ``hiv`` (Adams et al.'s HIV simulator, Ernst et al.'s task).
 
-    ``behaviour_treat`` / ``target_treat`` give each health level's probability of
-    treating (one value: the same at every level). ``num_trajectories`` (m) and
-    ``max_length`` (T, the padded length) are public: the plan's dataset size and the
-    per-trajectory weight 1/T come from them.
+    Shared: ``gamma``, ``num_trajectories`` (m) and ``max_length`` (T, the padded
+    length) are public: the plan's dataset size and the per-trajectory weight 1/T come
+    from them.
+
+    Chain only: ``num_states``, ``treatment_cost``; ``behaviour_treat`` /
+    ``target_treat`` give each health level's probability of treating (one value: the
+    same at every level).
+
+    Mountain Car and HIV only: behaviour and target are epsilon-soft versions of one
+    hand-coded controller (energy pumping; for HIV both drugs while log10 V >
+    ``hiv_threshold_log10``) with ``behaviour_epsilon`` > ``target_epsilon``;
+    ``reward_scale`` multiplies rewards (a public unit change that keeps values O(1));
+    features are ``num_tilings`` tilings of ``tiles_per_dim`` tiles (Mountain Car: one
+    2-D coder; HIV: one 1-D coder per log10 concentration) plus a constant, scaled to
+    unit norm; ``hiv_init_log10_spread`` spreads HIV's start state.
     """
 
+    name: str = "chain"
     num_states: int = 5
     gamma: float = 0.9
     treatment_cost: float = 0.1
@@ -28,6 +45,32 @@ class ChainConfig:
     target_treat: tuple[float, ...] = (0.9, 0.8, 0.6, 0.4, 0.2)
     num_trajectories: int = 1_000
     max_length: int = 20
+    behaviour_epsilon: float = 0.5
+    target_epsilon: float = 0.1
+    reward_scale: float = 1.0
+    tiles_per_dim: int = 6
+    num_tilings: int = 4
+    hiv_threshold_log10: float = 4.0
+    hiv_init_log10_spread: float = 0.1
+
+
+EnvConfig = ChainConfig
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TruthConfig:
+    """Monte Carlo V^pi for the audit of the continuous envs (public seed, model access).
+
+    ``eval_states`` states from the env's start distribution, each rolled forward under
+    the target policy for U[0, ``eval_max_steps``) steps; ``rollouts`` rollouts of
+    ``horizon`` steps from each (``privrl_jax.ope._montecarlo``). The chain ignores it
+    (exact values by a linear solve).
+    """
+
+    eval_states: int = 64
+    eval_max_steps: int = 100
+    rollouts: int = 32
+    horizon: int = 300
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -77,9 +120,14 @@ class GPOPERunConfig:
     env: ChainConfig = ChainConfig()
     gpope: GPOPEConfig = GPOPEConfig()
     privacy: PrivacyConfig = PrivacyConfig()
+    truth: TruthConfig = TruthConfig()
 
     def __post_init__(self):
         e, g, p = self.env, self.gpope, self.privacy
+        if e.name not in ENVS:
+            raise ValueError(f"env.name must be one of {ENVS}; got {e.name!r}.")
+        if e.name != "chain":
+            self._check_continuous()
         if e.num_states < 1 or e.num_trajectories < 2 or e.max_length < 1:
             raise ValueError(
                 "env.num_states >= 1, env.num_trajectories >= 2 and env.max_length "
@@ -148,6 +196,28 @@ class GPOPERunConfig:
                 "(dp-accounting's PLD accountant refuses sampling without "
                 "replacement); "
                 "use rdp, or the poisson sampler."
+            )
+
+    def _check_continuous(self):
+        e, t = self.env, self.truth
+        if not 0 < e.behaviour_epsilon <= 1 or not 0 <= e.target_epsilon <= 1:
+            raise ValueError(
+                "env.behaviour_epsilon must be in (0, 1] (it must cover every action) "
+                f"and env.target_epsilon in [0, 1]; got {e.behaviour_epsilon}, "
+                f"{e.target_epsilon}."
+            )
+        if not 0 < e.reward_scale < math.inf:
+            raise ValueError(f"env.reward_scale must be > 0; got {e.reward_scale}.")
+        if e.tiles_per_dim < 1 or e.num_tilings < 1:
+            raise ValueError("env.tiles_per_dim and env.num_tilings must be >= 1.")
+        if e.hiv_init_log10_spread < 0:
+            raise ValueError(
+                f"env.hiv_init_log10_spread must be >= 0; got {e.hiv_init_log10_spread}."
+            )
+        if min(t.eval_states, t.rollouts, t.horizon) < 1 or t.eval_max_steps < 0:
+            raise ValueError(
+                "truth.eval_states, truth.rollouts and truth.horizon must be >= 1 and "
+                "truth.eval_max_steps >= 0."
             )
 
     def treat_probs(self, name: str) -> tuple[float, ...]:

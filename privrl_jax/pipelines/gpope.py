@@ -1,4 +1,5 @@
-"""GPOPE end to end on the medical chain MDP: data, plan, Algorithm 1, report, audit.
+"""GPOPE end to end on the medical chain MDP, Mountain Car or HIV: data, plan,
+Algorithm 1, report, audit.
 
 ``run(config, run_dir)`` writes into ``run_dir``:
 
@@ -6,8 +7,10 @@
   phi(s)), ``ledger.json``, ``report.json`` (the plan, the calibrated sigma next to the
   paper's Theorem-1 sigma, epsilon spent) and ``config.yaml``;
 - the **audit** (reads the sensitive trajectories without DP; never publish):
-  ``audit/audit.json``: the MSE of the release against the exact V^pi and against the
-  off-policy LSTD solution of the data;
+  ``audit/audit.json``: the MSE of the release against the true V^pi (chain: exact, by a
+  linear solve; Mountain Car and HIV: Monte Carlo rollouts of the target policy at
+  public evaluation states, ``privrl_jax.ope._montecarlo``) and against the off-policy
+  LSTD solution of the data;
 - ``checkpoints/`` (the secret noise key and sampling seed: never publish) and
   ``report.md`` (both parts, labelled).
 
@@ -34,6 +37,8 @@ import numpy as np
 import yaml
 
 from privrl_jax import ope, privacy
+from privrl_jax.envs import _hiv, _mountain_car
+from privrl_jax.ope import _features, _montecarlo
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
@@ -42,6 +47,7 @@ from privrl_jax.pipelines._gpope_config import (
     GPOPEConfig,
     GPOPERunConfig,
     PrivacyConfig,
+    TruthConfig,
     load,
 )
 from privrl_jax.pipelines._rundir import (
@@ -56,6 +62,7 @@ __all__ = [
     "GPOPEConfig",
     "GPOPERunConfig",
     "PrivacyConfig",
+    "TruthConfig",
     "load",
     "make_plan",
     "render_markdown",
@@ -133,13 +140,80 @@ def _mdp_and_policies(cfg: GPOPERunConfig):
     return mdp, behaviour, target, ope.one_hot_features(e.num_states)
 
 
+@functools.lru_cache(maxsize=8)
+def _continuous_task(cfg: GPOPERunConfig):
+    """(env, params, behaviour, target, features) of Mountain Car or HIV."""
+    e = cfg.env
+    if e.name == "mountain_car":
+        env, params = _mountain_car.mountain_car(max_steps_in_episode=e.max_length)
+        greedy, num_actions = _mountain_car.energy_pumping_action, _mountain_car.NUM_ACTIONS
+        features = _features.mountain_car_features(e.tiles_per_dim, e.num_tilings)
+    else:
+        env = _hiv.HIVTreatment()
+        params = env.default_params.replace(
+            init_log10_spread=e.hiv_init_log10_spread, max_steps_in_episode=e.max_length
+        )
+        greedy, num_actions = _hiv.ViralLoadRule(e.hiv_threshold_log10), env.num_actions
+        features = _features.hiv_features(e.tiles_per_dim, e.num_tilings)
+    behaviour = _features.EpsilonSoft(greedy, e.behaviour_epsilon, num_actions)
+    target = _features.EpsilonSoft(greedy, e.target_epsilon, num_actions)
+    return env, params, behaviour, target, features
+
+
+def _features_name(cfg: GPOPERunConfig) -> str:
+    e = cfg.env
+    if e.name == "chain":
+        return f"one_hot({e.num_states})"
+    layout = "2-D (position, velocity)" if e.name == "mountain_car" else "1-D per log10 state"
+    return (
+        f"tile coding {layout}: {e.num_tilings} tilings x {e.tiles_per_dim} tiles, plus a "
+        "constant, unit norm (privrl_jax.ope._features)"
+    )
+
+
+def collect_data(cfg: GPOPERunConfig) -> ope.TrajectoryData:
+    """The simulated sensitive data: m trajectories of the behaviour policy from a
+    public seed (a real data holder loads its records instead)."""
+    e = cfg.env
+    key = jax.random.fold_in(jax.random.key(cfg.seed), 0)
+    if e.name == "chain":
+        mdp, behaviour, target, features = _mdp_and_policies(cfg)
+        return ope.collect(
+            key,
+            mdp,
+            behaviour,
+            target,
+            features,
+            num_trajectories=e.num_trajectories,
+            max_length=e.max_length,
+        ).data
+    env, params, behaviour, target, features = _continuous_task(cfg)
+    return _montecarlo.collect_offpolicy(
+        key,
+        env,
+        params,
+        behaviour,
+        target,
+        features,
+        gamma=e.gamma,
+        reward_scale=e.reward_scale,
+        num_trajectories=e.num_trajectories,
+        max_length=e.max_length,
+    ).data
+
+
 def _dataset_id(cfg: GPOPERunConfig) -> str:
     """Names the sensitive data by their source, never by a hash of their contents."""
     e = cfg.env
-    behaviour = list(cfg.treat_probs("behaviour_treat"))
+    if e.name == "chain":
+        behaviour = list(cfg.treat_probs("behaviour_treat"))
+        return (
+            f"collected:medical_chain:S={e.num_states}:seed={cfg.seed}:"
+            f"m={e.num_trajectories}:T={e.max_length}:behaviour={behaviour}"
+        )
     return (
-        f"collected:medical_chain:S={e.num_states}:seed={cfg.seed}:"
-        f"m={e.num_trajectories}:T={e.max_length}:behaviour={behaviour}"
+        f"collected:{e.name}:seed={cfg.seed}:m={e.num_trajectories}:T={e.max_length}:"
+        f"behaviour_epsilon={e.behaviour_epsilon}"
     )
 
 
@@ -230,7 +304,9 @@ def _references(
 def _audit(
     cfg: GPOPERunConfig, theta: np.ndarray, data: ope.TrajectoryData
 ) -> dict[str, Any]:
-    """Errors of the release against the exact V^pi and the data's LSTD (NOT DP)."""
+    """Errors of the release against the true V^pi and the data's LSTD (NOT DP)."""
+    if cfg.env.name != "chain":
+        return _audit_continuous(cfg, theta, data)
     mdp, _, target, features = _mdp_and_policies(cfg)
     exact, lstd = _references(mdp, target, data, cfg.gpope.normalization)
     theta = jnp.asarray(theta)
@@ -249,6 +325,65 @@ def _audit(
     else:  # a level never visited leaves A singular
         out["lstd_values"] = None
     return out
+
+
+def true_values(cfg: GPOPERunConfig) -> tuple[jax.Array, _montecarlo.MCValues]:
+    """Features [K, n] of the public evaluation states and their Monte Carlo V^pi."""
+    e, t = cfg.env, cfg.truth
+    env, params, _, target, features = _continuous_task(cfg)
+    # Public seeds distinct from the data's (fold_in 0).
+    key = jax.random.key(cfg.seed)
+    obs, states = _montecarlo.evaluation_states(
+        jax.random.fold_in(key, 1),
+        env,
+        params,
+        num_states=t.eval_states,
+        policy=target,
+        max_steps=t.eval_max_steps,
+    )
+    mc = _montecarlo.mc_values(
+        jax.random.fold_in(key, 2),
+        env,
+        params,
+        target,
+        obs,
+        states,
+        gamma=e.gamma,
+        reward_scale=e.reward_scale,
+        horizon=t.horizon,
+        num_rollouts=t.rollouts,
+    )
+    return jax.vmap(features)(obs), mc
+
+
+def lstd_min_norm(data: ope.TrajectoryData, normalization: str) -> jax.Array:
+    """Off-policy LSTD theta of the data, the minimum-norm least-squares solution of
+    A theta = b (tiles the data never visit leave A singular; they get 0)."""
+    stats = _montecarlo.pooled_stats(data, normalization)
+    return jnp.linalg.lstsq(stats.a, stats.b)[0]
+
+
+def _audit_continuous(
+    cfg: GPOPERunConfig, theta: np.ndarray, data: ope.TrajectoryData
+) -> dict[str, Any]:
+    phi, mc = true_values(cfg)
+    theta = jnp.asarray(theta)
+    lstd = lstd_min_norm(data, cfg.gpope.normalization)
+    return {
+        "notice": AUDIT_NOTICE.strip(),
+        "metric": (
+            "mean over the evaluation states of (theta . phi(s) - V_MC(s))^2; V_MC from "
+            "Monte Carlo rollouts of the target policy (see truth.*)"
+        ),
+        "mc_values": np.asarray(mc.values).tolist(),
+        "mc_mean_squared_stderr": float(jnp.mean(mc.stderr**2)),
+        "estimated_values": np.asarray(phi @ theta).tolist(),
+        "mse_vs_exact": float(ope.value_mse(theta, phi, mc.values)),
+        "lstd_values": np.asarray(phi @ lstd).tolist(),
+        "mse_vs_lstd": float(ope.value_mse(theta, phi, phi @ lstd)),
+        "lstd_mse_vs_exact": float(ope.value_mse(lstd, phi, mc.values)),
+        "zero_predictor_mse": float(jnp.mean(mc.values**2)),
+    }
 
 
 def run(cfg: GPOPERunConfig, run_dir: str | Path) -> dict[str, Any]:
@@ -281,18 +416,7 @@ def _run(cfg: GPOPERunConfig, run_dir: Path) -> dict[str, Any]:
     plan = make_plan(cfg)  # validates delta against m before anything is written
     atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
 
-    e = cfg.env
-    mdp, behaviour, target, features = _mdp_and_policies(cfg)
-    # Simulated sensitive data from a public seed (a data holder loads its records).
-    data = ope.collect(
-        jax.random.fold_in(jax.random.key(cfg.seed), 0),
-        mdp,
-        behaviour,
-        target,
-        features,
-        num_trajectories=e.num_trajectories,
-        max_length=e.max_length,
-    ).data
+    data = collect_data(cfg)
 
     weights_file = run_dir / WEIGHTS_FILE
     ledger = privacy.Ledger.open(
@@ -314,7 +438,8 @@ def _run(cfg: GPOPERunConfig, run_dir: Path) -> dict[str, Any]:
         json.dumps(
             {
                 "method": "GPOPE",
-                "features": f"one_hot({e.num_states})",
+                "env": cfg.env.name,
+                "features": _features_name(cfg),
                 "theta": theta.tolist(),
                 "w": w.tolist(),
                 "private": private,
@@ -421,12 +546,15 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"{_num(t1.get('noise_std'))}"
             ),
         ),
-        ("theta (V = theta . phi)", str(theta)),
+        (
+            "theta (V = theta . phi)",
+            str(theta) if len(theta) <= 10 else f"{len(theta)} weights: weights.json",
+        ),
     ]
     if "mse_vs_exact" in audit:
         rows.append(
             (
-                "MSE vs exact V^pi / vs the data's LSTD (audit)",
+                "MSE vs true V^pi (chain exact, else Monte Carlo) / vs LSTD (audit)",
                 f"{_num(audit['mse_vs_exact'])} / {_num(audit.get('mse_vs_lstd'))}",
             )
         )
@@ -447,7 +575,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     )
     audit_text = (
         "**Audit** (`audit/`, NOT differentially private, never publish): the errors "
-        "against the exact values and the LSTD solution read the sensitive "
+        "against the true values (exact or Monte Carlo) and the LSTD solution read the "
+        "sensitive "
         "trajectories without DP. `checkpoints/` hold the secret noise key and "
         "sampling seed: never publish them."
     )

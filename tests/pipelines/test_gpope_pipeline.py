@@ -159,11 +159,44 @@ def test_fixed_noise_seed_reproduces_the_core_and_says_not_private(tmp_path):
         ("env.behaviour_treat=[0.0]", "behaviour_treat"),
         ("privacy.epsilon=0", "privacy.epsilon"),
         ("gpope.nonsense=1", "unknown config key"),
+        ("env.name=cartpole", "env.name"),
+        ("env.name=hiv env.behaviour_epsilon=0", "behaviour_epsilon"),
+        ("env.name=mountain_car env.reward_scale=0", "reward_scale"),
+        ("env.name=hiv truth.rollouts=0", "truth.rollouts"),
     ],
 )
 def test_bad_config_values(override, match):
     with pytest.raises(ValueError, match=match):
-        _cfg(override)
+        _cfg(*override.split())
+
+
+@pytest.mark.parametrize("name", ["chain", "chain_uniform", "mountain_car", "hiv"])
+def test_shipped_configs_load(name):
+    cfg = gpope.load(f"gpope/{name}")
+    assert cfg.env.name == name.removesuffix("_uniform")
+
+
+def test_mountain_car_run_audits_against_monte_carlo(tmp_path):
+    cfg = gpope.load("gpope/mc_test", ["privacy.noise_seed=3"])
+    rep = gpope.run(cfg, tmp_path)
+    w = json.loads((tmp_path / "weights.json").read_text())
+    assert w["env"] == "mountain_car" and not w["private"]
+    n = 1 + 2 * 5**2  # constant + 2 tilings of (4 + 1)^2 tiles
+    assert len(w["theta"]) == n
+    audit = json.loads((tmp_path / "audit" / "audit.json").read_text())
+    assert len(audit["mc_values"]) == cfg.truth.eval_states
+    # The audit's numbers recompute from its own parts.
+    est, mc = np.array(audit["estimated_values"]), np.array(audit["mc_values"])
+    assert audit["mse_vs_exact"] == pytest.approx(np.mean((est - mc) ** 2), rel=1e-5)
+    assert audit["zero_predictor_mse"] == pytest.approx(np.mean(mc**2), rel=1e-5)
+    # Values of -1 per step scaled by 0.02 with gamma 0.98 lie in (-1, 0).
+    assert np.all((mc < 0) & (mc > -1))
+    # The ledger holds the Poisson events of the run and matches the plan's epsilon.
+    _check_ledger(
+        tmp_path, gpope.make_plan(cfg), dp_accounting.PoissonSampledDpEvent, cfg.privacy.delta
+    )
+    assert "NOT PRIVATE" in (tmp_path / "report.md").read_text()
+    assert rep["audit"]["mse_vs_exact"] == audit["mse_vs_exact"]
 
 
 def test_cli_runs_and_reports_errors_on_one_line(tmp_path):
@@ -223,3 +256,29 @@ def test_interrupted_run_resumes_to_the_same_weights_and_spend(tmp_path, monkeyp
         json.loads((tmp_path / n / "weights.json").read_text()) for n in ("ref", "b")
     )
     assert got["theta"] == ref["theta"] and got["w"] == ref["w"]
+
+
+@pytest.mark.slow  # compiles the adaptive ODE solver for data, evaluation and truth
+def test_hiv_run_end_to_end(tmp_path):
+    cfg = gpope.load(
+        "gpope/hiv",
+        [
+            "env.num_trajectories=16",
+            "env.max_length=5",
+            "gpope.steps=10",
+            "gpope.batch_size=4",
+            "gpope.checkpoint_every=10",
+            "truth.eval_states=4",
+            "truth.rollouts=2",
+            "truth.horizon=20",
+            "truth.eval_max_steps=5",
+            "privacy.noise_seed=0",
+        ],
+    )
+    gpope.run(cfg, tmp_path)
+    w = json.loads((tmp_path / "weights.json").read_text())
+    assert w["env"] == "hiv" and len(w["theta"]) == 1 + 6 * 2 * 4
+    audit = json.loads((tmp_path / "audit" / "audit.json").read_text())
+    # Near the unhealthy state E ~ 24 dominates the reward: +1000 E - 0.1 V ~ +1.8e4 per
+    # step, 0.018 in units of 1e6, so 20-step values are positive and below 1.
+    assert all(0 < v < 1 for v in audit["mc_values"])
