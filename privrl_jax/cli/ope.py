@@ -24,12 +24,14 @@ def run_command(
     config: Annotated[str | None, config_option("gpope")] = None,
     overrides: SetOption = None,
 ) -> None:
-    """GPOPE on the medical chain MDP: DP plan, noisy GTD2 steps, report and audit."""
+    """GPOPE on the medical chain MDP, Mountain Car or the HIV simulator (env.name): DP plan, noisy GTD2 steps, report and audit."""
     from privrl_jax import pipelines  # here: keeps `privrl --help` fast
     from privrl_jax.pipelines import gpope
 
     spec = pipelines.qualify_config(config, "gpope")
     cfg = load_or_fail(gpope.load, spec, overrides or [])
     report = gpope.run(cfg, out)
+    if "process_id" in report:  # another process of a multi-process run: process 0 reports
+        return
     typer.echo(gpope.render_markdown(report))
     typer.echo(f"wrote {out}/report.md, report.json, weights.json, ledger.json")

@@ -42,6 +42,7 @@ from privrl_jax.ope import _features, _montecarlo
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
+from privrl_jax.privacy import _distributed as dist
 from privrl_jax.pipelines._gpope_config import (
     ChainConfig,
     GPOPEConfig,
@@ -226,7 +227,8 @@ def _gpope_steps(
     plan: privacy.DPPlan,
     data: ope.TrajectoryData,
     run_dir: Path,
-    ledger: privacy.Ledger,
+    ledger: privacy.Ledger | None,
+    topo: dist.Topology,
 ) -> tuple[dict[str, jax.Array], DPSecret]:
     """Algorithm 1 through the DP loop; returns the final state and the run's secret."""
     g, p = cfg.gpope, cfg.privacy
@@ -256,17 +258,18 @@ def _gpope_steps(
         clip_fn,
         DPProgram(params=lambda s: (s["theta"], s["w"]), update=update),
         init,
-        units,
+        topo.local_block(units),
         ckpt=Checkpoints(run_dir / "checkpoints" / "dp"),
         ledger=ledger,
         what=DP_STEP,
         secret=secret,
         loss_key=jax.random.key(cfg.seed),
-        item_mask=data.mask,
+        item_mask=topo.local_block(data.mask),
         checkpoint_every=g.checkpoint_every,
         accountant=p.accountant,
         desc=f"GPOPE (eps={p.epsilon:g})",
         divergence_hint="lower gpope.step_size (or use gpope.decay_steps)",
+        topology=topo,
     )
 
 
@@ -390,18 +393,26 @@ def run(cfg: GPOPERunConfig, run_dir: str | Path) -> dict[str, Any]:
     """Runs (or resumes) GPOPE into ``run_dir``; returns the report (+ ``audit``).
 
     The directory is locked while the run is alive; every input is checked before
-    anything is written; a rerun with a different config is refused.
+    anything is written; a rerun with a different config is refused. Under ``jax.distributed``
+    every process runs it with the same config and directory: each clips the trajectories of its
+    own block, process 0 alone locks the directory and writes the ledger, the weights and the
+    reports; the others return ``{"process_id": p}`` (docs/multihost.md).
     """
     run_dir = Path(run_dir)
+    topo = dist.Topology.current()
+    if not topo.is_primary:
+        return _run(cfg, run_dir, topo)
     with RunLock(run_dir):
         clean_stale_temp_files(run_dir)
-        return _run(cfg, run_dir)
+        return _run(cfg, run_dir, topo)
 
 
-def _run(cfg: GPOPERunConfig, run_dir: Path) -> dict[str, Any]:
+def _run(cfg: GPOPERunConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
-    if cfg_file.exists():
+    if not topo.is_primary:
+        pass  # process 0 checks and owns the directory
+    elif cfg_file.exists():
         if (yaml.safe_load(cfg_file.read_text()) or {}) != resolved:
             raise ValueError(
                 f"{run_dir} holds a run with a different config ({cfg_file}); resume "
@@ -414,23 +425,28 @@ def _run(cfg: GPOPERunConfig, run_dir: Path) -> dict[str, Any]:
         )
     t0 = time.time()
     plan = make_plan(cfg)  # validates delta against m before anything is written
-    atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
+    if topo.is_primary:
+        atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
 
     data = collect_data(cfg)
 
     weights_file = run_dir / WEIGHTS_FILE
-    ledger = privacy.Ledger.open(
-        run_dir,
-        dataset_id=_dataset_id(cfg),
-        dataset_size=plan.dataset_size,
-        target_epsilon=cfg.privacy.epsilon,
-        target_delta=cfg.privacy.delta,
-        artifacts=[run_dir / "checkpoints" / "dp", weights_file],
-    )
-    if weights_file.exists():
-        head = json.loads(weights_file.read_text()).get("ledger_head", "")
-        ledger.require_head(str(head), f"the release {weights_file}")
-    state, secret = _gpope_steps(cfg, plan, data, run_dir, ledger)
+    ledger = None
+    if topo.is_primary:
+        ledger = privacy.Ledger.open(
+            run_dir,
+            dataset_id=_dataset_id(cfg),
+            dataset_size=plan.dataset_size,
+            target_epsilon=cfg.privacy.epsilon,
+            target_delta=cfg.privacy.delta,
+            artifacts=[run_dir / "checkpoints" / "dp", weights_file],
+        )
+        if weights_file.exists():
+            head = json.loads(weights_file.read_text()).get("ledger_head", "")
+            ledger.require_head(str(head), f"the release {weights_file}")
+    state, secret = _gpope_steps(cfg, plan, data, run_dir, ledger, topo)
+    if not topo.is_primary:
+        return {"process_id": topo.process_id}
     theta, w = np.asarray(state["theta"]), np.asarray(state["w"])
     private = plan.private and not secret.fixed
     atomic_write_text(
