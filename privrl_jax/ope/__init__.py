@@ -1,9 +1,28 @@
-"""Differentially private off-policy evaluation: GTD2 and GPOPE on the DP plan.
+"""Differentially private off-policy evaluation: GTD2 and GPOPE on the DP plan; DP-LSW / DP-LSL.
 
 What runs where: the GTD2 maths, GPOPE's scan, the trials' vmap and the chain MDP are pure
 jitted JAX; drawing the index schedule and the paper's Theorem-1 sigma are host-side.
 """
 
+from privrl_jax.ope._balle import (
+    BalleRelease,
+    FirstVisits,
+    MonteCarloStats,
+    SmoothParams,
+    dp_lsl,
+    dp_lsw,
+    first_visits,
+    lsl_local_sensitivity,
+    lsl_smooth_sensitivity,
+    lsl_solution,
+    lsw_local_sensitivity,
+    lsw_operator_norm,
+    lsw_smooth_sensitivity,
+    lsw_solution,
+    monte_carlo_stats,
+    smooth_params,
+    trajectory_first_visits,
+)
 from privrl_jax.ope._chain import (
     ChainMDP,
     Collected,
@@ -43,11 +62,15 @@ from privrl_jax.ope._gtd2 import (
 )
 
 __all__ = [
+    "BalleRelease",
     "ChainMDP",
     "Collected",
+    "FirstVisits",
     "GPOPEResult",
     "GTD2Stats",
     "IndexSchedule",
+    "MonteCarloStats",
+    "SmoothParams",
     "StepSize",
     "Theorem1Sigma",
     "TrajectoryData",
@@ -55,18 +78,31 @@ __all__ = [
     "collect",
     "dataset_stats",
     "direction_from_stats",
+    "dp_lsl",
+    "dp_lsw",
     "exact_values",
+    "first_visits",
     "gpope",
     "gpope_trials",
     "gtd2",
     "gtd2_expected",
     "item_weights",
+    "lsl_local_sensitivity",
+    "lsl_smooth_sensitivity",
+    "lsl_solution",
     "lstd_solution",
+    "lsw_local_sensitivity",
+    "lsw_operator_norm",
+    "lsw_smooth_sensitivity",
+    "lsw_solution",
     "medical_chain",
+    "monte_carlo_stats",
     "one_hot_features",
     "sample_schedule",
+    "smooth_params",
     "theorem1_sigma",
     "trajectory_direction",
+    "trajectory_first_visits",
     "trajectory_stats",
     "transition_direction",
     "transition_stats",
