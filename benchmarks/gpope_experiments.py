@@ -41,7 +41,7 @@ S, GAMMA, M, T, DELTA = 5, 0.9, 1000, 20, 1e-5
 TARGET_TREAT = (0.9, 0.8, 0.6, 0.4, 0.2)
 # First-visit returns on the chain: at most one terminal reward (death -1, discharge +1) plus
 # treatment costs of at most 0.1 / (1 - gamma) = 1 in total, so every return is in [-2, 1].
-# A tighter public bound than the papers' R_max / (1 - gamma) (= 11 here): it favours the baselines.
+# Tighter than the papers' [r_min, r_max] / (1 - gamma) (21 wide here, 7x the noise): it favours the baselines.
 RETURN_BOUNDS = (-2.0, 1.0)
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
 POISSON_BATCH, POISSON_STEPS, MICROBATCH = 50, 2000, 64
