@@ -92,12 +92,18 @@ def step_size(mode: str, beta0: float) -> ope.StepSize:
     return ope.StepSize(beta0, 200.0 if mode == "poisson" else 500.0)
 
 
+@functools.lru_cache(maxsize=None)
+def _gpope_fn(plan, ss, with_init: bool):
+    # One compiled function per (plan, step size): the chunks of a long run reuse it.
+    if with_init:
+        return jax.jit(jax.vmap(lambda d, s, k, i: ope.gpope(plan, d, s, k, step_size=ss, init=i)))
+    return jax.jit(jax.vmap(lambda d, s, k: ope.gpope(plan, d, s, k, step_size=ss)))
+
+
 def run_gpope(plan, data, schedule, keys, ss, init=None) -> ope.GPOPEResult:
     if init is None:
-        fn = jax.vmap(lambda d, s, k: ope.gpope(plan, d, s, k, step_size=ss))
-        return jax.jit(fn)(data, schedule, keys)
-    fn = jax.vmap(lambda d, s, k, i: ope.gpope(plan, d, s, k, step_size=ss, init=i))
-    return jax.jit(fn)(data, schedule, keys, init)
+        return _gpope_fn(plan, ss, False)(data, schedule, keys)
+    return _gpope_fn(plan, ss, True)(data, schedule, keys, init)
 
 
 def mse(theta, phi, values) -> np.ndarray:
