@@ -270,7 +270,8 @@ def part_steps(trials: int, total: int, chunk: int, eps: float) -> dict:
     h = 0.1
     plan = plan_for("poisson", h, eps, total)  # sigma for the whole run
     sch = ope.sample_schedule(plan, 21, trials=trials)
-    chunk_plan = dataclasses.replace(plan, steps=chunk)
+    # Fine resolution early (where constant steps should lead), then every ``chunk`` steps.
+    ends = sorted({*range(chunk // 10, chunk, chunk // 10), *range(chunk, total + 1, chunk)})
     schedules = {"constant 2.0": ope.StepSize(2.0), "constant 0.5": ope.StepSize(0.5),
                  "diminishing 2 / (1 + j/200)": ope.StepSize(2.0, 200.0)}
     curves = {}
@@ -278,16 +279,16 @@ def part_steps(trials: int, total: int, chunk: int, eps: float) -> dict:
         params = (jnp.zeros((trials, S)), jnp.zeros((trials, S)))
         xs, ys = [0], [summary(mse(params[0], phi, values))]
         base = jax.random.split(jax.random.key(22), trials)
-        for c in range(total // chunk):
-            j0 = c * chunk
+        for c, (j0, j1) in enumerate(zip([0, *ends[:-1]], ends)):
+            chunk_plan = dataclasses.replace(plan, steps=j1 - j0)
             # beta / (1 + (j0 + j)/D) = [beta D / (D + j0)] / (1 + j / (D + j0)): the chunk's schedule exactly.
             cs = ss if ss.decay_steps is None else ope.StepSize(ss.beta * ss.decay_steps / (ss.decay_steps + j0),
                                                                  ss.decay_steps + j0)
-            sub = ope.IndexSchedule(sch.indices[:, j0:j0 + chunk], sch.mask[:, j0:j0 + chunk])
+            sub = ope.IndexSchedule(sch.indices[:, j0:j1], sch.mask[:, j0:j1])
             keys = jax.vmap(lambda k: jax.random.fold_in(k, c))(base)
             res = run_gpope(chunk_plan, ev.data, sub, keys, cs, init=params)
             params = (res.theta, res.w)
-            xs.append(j0 + chunk)
+            xs.append(j1)
             ys.append(summary(mse(res.theta, phi, values)))
         curves[name] = {"iteration": xs, "mse": ys}
         print(name, "final MSE", ys[-1]["mean"], f"[{time.time() - t0:.0f}s]", flush=True)
@@ -308,7 +309,7 @@ def plot_steps(res: dict, path: Path) -> None:
         ax.plot(c["iteration"], mean, label=name)
         ax.fill_between(c["iteration"], np.maximum(mean - sem, 1e-6), mean + sem, alpha=0.25)
     s = res["setting"]
-    ax.set(yscale="log", xlabel="iteration", ylabel="MSE of V (mean ± s.e.)",
+    ax.set(xscale="symlog", yscale="log", xlabel="iteration (symlog)", ylabel="MSE of V (mean ± s.e.)",
            title=f"GPOPE Poisson, eps = {s['epsilon']}, sigma = {s['noise_multiplier']:.3g}, {s['trials']} trials")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -323,30 +324,33 @@ def part_throughput(trials: int, steps: int, repeats: int) -> dict:
     mdp, pi, phi, values = setting()
     col = datasets(mdp, pi, phi, seed=3000, trials=1)
     data = jax.tree_util.tree_map(lambda x: x[0], col.data)
-    plan = plan_for("poisson", 0.1, 1.0, steps)
-    sch = ope.sample_schedule(plan, 31, trials=trials, pad_to="max")
     keys = jax.random.split(jax.random.key(32), trials)
-    ss = ope.StepSize(2.0, 200.0)
-    sampled = int(sch.mask.sum())  # trajectories processed over all trials and steps
-
-    vm = jax.jit(lambda s, k: ope.gpope_trials(plan, data, s, k, step_size=ss))
-    one = jax.jit(lambda s, k: ope.gpope(plan, data, s, k, step_size=ss))
-    jax.block_until_ready(vm(sch, keys))
-    jax.block_until_ready(one(ope.IndexSchedule(sch.indices[0], sch.mask[0]), keys[0]))
-    t_vmap, t_loop = [], []
-    for _ in range(repeats):
-        t = time.perf_counter()
+    rows = []
+    for mode, h, ss in (("poisson", 0.1, ope.StepSize(2.0, 200.0)), ("uniform", 0.05, ope.StepSize(0.1, 500.0))):
+        plan = plan_for(mode, h, 1.0, steps)
+        sch = ope.sample_schedule(plan, 31, trials=trials, pad_to="max")
+        sampled = int(sch.mask.sum())  # trajectories processed over all trials and steps
+        vm = jax.jit(lambda s, k: ope.gpope_trials(plan, data, s, k, step_size=ss))
+        one = jax.jit(lambda s, k: ope.gpope(plan, data, s, k, step_size=ss))
         jax.block_until_ready(vm(sch, keys))
-        t_vmap.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        for i in range(trials):
-            jax.block_until_ready(one(ope.IndexSchedule(sch.indices[i], sch.mask[i]), keys[i]))
-        t_loop.append(time.perf_counter() - t)
-    tv, tl = min(t_vmap), min(t_loop)
-    return {"trials": trials, "steps": steps, "expected_batch": POISSON_BATCH, "padded_width": int(sch.indices.shape[-1]),
-            "trajectories_processed": sampled, "vmap_seconds": tv, "loop_seconds": tl,
-            "vmap_trajectories_per_s": sampled / tv, "loop_trajectories_per_s": sampled / tl, "speedup": tl / tv,
-            "repeats": repeats, "device": str(jax.devices()[0]), "timing": "best of repeats, compile excluded"}
+        jax.block_until_ready(one(ope.IndexSchedule(sch.indices[0], sch.mask[0]), keys[0]))
+        t_vmap, t_loop = [], []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            jax.block_until_ready(vm(sch, keys))
+            t_vmap.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            for i in range(trials):
+                jax.block_until_ready(one(ope.IndexSchedule(sch.indices[i], sch.mask[i]), keys[i]))
+            t_loop.append(time.perf_counter() - t)
+        tv, tl = min(t_vmap), min(t_loop)
+        rows.append({"mode": mode, "trials": trials, "steps": steps, "padded_width": int(sch.indices.shape[-1]),
+                     "trajectories_processed": sampled, "vmap_seconds": tv, "loop_seconds": tl,
+                     "vmap_trajectories_per_s": sampled / tv, "loop_trajectories_per_s": sampled / tl,
+                     "speedup": tl / tv, "all_vmap_seconds": t_vmap, "all_loop_seconds": t_loop})
+        print(rows[-1], flush=True)
+    return {"rows": rows, "repeats": repeats, "device": str(jax.devices()[0]),
+            "timing": "best of repeats, compile excluded; 2 CPU cores shared with other jobs"}
 
 
 def main() -> None:
@@ -388,16 +392,18 @@ def main() -> None:
         md = "| iteration | " + " | ".join(res["curves"]) + " |\n|---:|" + "---:|" * len(res["curves"]) + "\n"
         its = next(iter(res["curves"].values()))["iteration"]
         for i, it in enumerate(its):
-            if it % (args.total_steps // 10) == 0 or i == 1:
+            if it % (args.total_steps // 10) == 0 or it < args.chunk:
                 md += f"| {it} | " + " | ".join(f"{c['mse'][i]['mean']:.3g} ± {c['mse'][i]['sem']:.2g}"
                                                  for c in res["curves"].values()) + " |\n"
     else:
         res = part_throughput(args.trials, args.steps, args.repeats)
-        md = ("| trials | steps | trajectories processed | vmap (one jit) traj/s | Python loop traj/s | speed-up |\n"
-              "|---:|---:|---:|---:|---:|---:|\n"
-              f"| {res['trials']} | {res['steps']} | {res['trajectories_processed']} | "
-              f"{res['vmap_trajectories_per_s']:.3g} | {res['loop_trajectories_per_s']:.3g} | {res['speedup']:.2f}x |\n")
-        assert res["speedup"] > 1.0, "one jit over vmapped trials should beat a Python loop over trials"
+        md = ("| sampling | trials | steps | padded batch | trajectories processed | vmap (one jit) traj/s "
+              "| Python loop traj/s | speed-up |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+        for r in res["rows"]:
+            md += (f"| {r['mode']} | {r['trials']} | {r['steps']} | {r['padded_width']} | {r['trajectories_processed']} | "
+                   f"{r['vmap_trajectories_per_s']:.3g} | {r['loop_trajectories_per_s']:.3g} | {r['speedup']:.2f}x |\n")
+        # No assertion on the ratio: on a shared 2-core CPU both runs do the same arithmetic, and
+        # the loop's per-trial dispatch is one call per 500-step scan (see benchmarks/README.md).
     stem.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str))
     stem.with_suffix(".md").write_text(md)
     print(md)
