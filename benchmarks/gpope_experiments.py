@@ -69,7 +69,7 @@ def mc_stats(cols: ope.Collected) -> ope.MonteCarloStats:
     return jax.vmap(ope.monte_carlo_stats)(fv)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sigma(mode: str, eps: float, steps: int) -> float:
     # sigma (noise std / sensitivity) does not depend on the clip norm: calibrate once per setting.
     return _plan(mode, 1.0, steps, None).calibrate(eps, DELTA, "rdp").noise_multiplier
@@ -92,7 +92,7 @@ def step_size(mode: str, beta0: float) -> ope.StepSize:
     return ope.StepSize(beta0, 200.0 if mode == "poisson" else 500.0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _gpope_fn(plan, ss, with_init: bool):
     # One compiled function per (plan, step size): the chunks of a long run reuse it.
     if with_init:
@@ -113,7 +113,7 @@ def mse(theta, phi, values) -> np.ndarray:
 def summary(x: np.ndarray) -> dict:
     x = np.asarray(x, np.float64)
     return {"mean": float(x.mean()), "std": float(x.std(ddof=1)), "sem": float(x.std(ddof=1) / math.sqrt(len(x))),
-            "median": float(np.median(x)), "n": int(len(x))}
+            "median": float(np.median(x)), "n": len(x)}
 
 
 def lsl_batch(keys, stats, phi, eps, lam):
@@ -160,7 +160,7 @@ def part_eps(trials: int, select_trials: int, epsilons) -> dict:
         r = lsl_batch(jax.random.split(jax.random.key(int(eps * 1000) + 2), trials), ev_stats, phi, eps, lam)
         row["DP-LSL"] = summary(mse(r.theta, phi, values)) | {
             "lambda": lam, "noise_std_median": float(np.median(np.asarray(r.noise_std)))}
-        row["LSL, no noise"] = summary(mse(jax.vmap(lambda st: ope.lsl_solution(st, phi, rho, lam))(ev_stats),
+        row["LSL, no noise"] = summary(mse(jax.vmap(lambda st, lam=lam: ope.lsl_solution(st, phi, rho, lam))(ev_stats),
                                            phi, values))
         # GPOPE, both sampling modes.
         for mode, grid, steps in (("poisson", POISSON_GRID, POISSON_STEPS), ("uniform", UNIFORM_GRID, UNIFORM_STEPS)):
@@ -184,7 +184,8 @@ def part_eps(trials: int, select_trials: int, epsilons) -> dict:
                 "clipped_fraction": float(np.mean(np.asarray(res.clipped_fraction))),
             }
             if mode == "poisson":
-                theta_gtd2 = jax.vmap(lambda d, s: ope.gtd2(d, s, step_size=step_size(mode, b0))[0])(ev.data, sch)
+                gtd2_ss = step_size(mode, b0)
+                theta_gtd2 = jax.vmap(lambda d, s, ss=gtd2_ss: ope.gtd2(d, s, step_size=ss)[0])(ev.data, sch)
                 row["GTD2, no noise (Poisson schedule)"] = summary(mse(theta_gtd2, phi, values))
             if mode == "uniform":
                 t1 = ope.theorem1_sigma(eps, DELTA, steps=steps, dataset_size=M)
@@ -223,8 +224,8 @@ def render_eps(res: dict) -> str:
             f"{r[c]['mean']:.3g} ± {r[c]['sem']:.2g}" for c in cols) + " |")
     out += ["", "References (MSE, mean over trials): " + ", ".join(
         f"{k} {v['mean']:.3g}" for k, v in res["references"].items()), "",
-        "| epsilon | Poisson h, beta0, sigma | uniform-one h, beta0, sigma | Theorem 1 sigma (noise std / 2h) "
-        "| Theorem 1 paper sigma (std / h) | DP-LSL lambda | DP-LSW noise std (median) | DP-LSL noise std (median) |",
+        ("| epsilon | Poisson h, beta0, sigma | uniform-one h, beta0, sigma | Theorem 1 sigma (noise std / 2h) "
+         "| Theorem 1 paper sigma (std / h) | DP-LSL lambda | DP-LSW noise std (median) | DP-LSL noise std (median) |"),
         "|---:|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         p, u, t = r["GPOPE Poisson"], r["GPOPE uniform-one"], r["theorem1"]
@@ -285,7 +286,7 @@ def part_steps(trials: int, total: int, chunk: int, eps: float) -> dict:
             cs = ss if ss.decay_steps is None else ope.StepSize(ss.beta * ss.decay_steps / (ss.decay_steps + j0),
                                                                  ss.decay_steps + j0)
             sub = ope.IndexSchedule(sch.indices[:, j0:j1], sch.mask[:, j0:j1])
-            keys = jax.vmap(lambda k: jax.random.fold_in(k, c))(base)
+            keys = jax.vmap(lambda k, c=c: jax.random.fold_in(k, c))(base)
             res = run_gpope(chunk_plan, ev.data, sub, keys, cs, init=params)
             params = (res.theta, res.w)
             xs.append(j1)
@@ -321,7 +322,7 @@ def plot_steps(res: dict, path: Path) -> None:
 
 
 def part_throughput(trials: int, steps: int, repeats: int) -> dict:
-    mdp, pi, phi, values = setting()
+    mdp, pi, phi, _ = setting()
     col = datasets(mdp, pi, phi, seed=3000, trials=1)
     data = jax.tree_util.tree_map(lambda x: x[0], col.data)
     keys = jax.random.split(jax.random.key(32), trials)
@@ -330,8 +331,8 @@ def part_throughput(trials: int, steps: int, repeats: int) -> dict:
         plan = plan_for(mode, h, 1.0, steps)
         sch = ope.sample_schedule(plan, 31, trials=trials, pad_to="max")
         sampled = int(sch.mask.sum())  # trajectories processed over all trials and steps
-        vm = jax.jit(lambda s, k: ope.gpope_trials(plan, data, s, k, step_size=ss))
-        one = jax.jit(lambda s, k: ope.gpope(plan, data, s, k, step_size=ss))
+        vm = jax.jit(functools.partial(ope.gpope_trials, plan, data, step_size=ss))
+        one = jax.jit(functools.partial(ope.gpope, plan, data, step_size=ss))
         jax.block_until_ready(vm(sch, keys))
         jax.block_until_ready(one(ope.IndexSchedule(sch.indices[0], sch.mask[0]), keys[0]))
         t_vmap, t_loop = [], []

@@ -51,13 +51,13 @@ from privrl_jax.ope._gtd2 import (
     Transitions,
     dataset_stats,
     direction_from_stats,
+    item_weights,
     lstd_solution,
     trajectory_direction,
     trajectory_stats,
     transition_direction,
     transition_stats,
     weighted_transition_direction,
-    item_weights,
     with_weights,
 )
 

@@ -160,7 +160,7 @@ def test_one_trajectory_moves_theta_by_at_most_the_local_sensitivity(method):
     phi = jnp.asarray(rng.normal(size=(s, d)), jnp.float32)
     rho = jnp.asarray(rng.dirichlet(np.ones(s)), jnp.float32)
     beta = ope.smooth_params(EPS, DELTA, d).beta
-    kw = dict(return_bounds=(lo, hi))
+    kw = {"return_bounds": (lo, hi)}
     if method == "lsw":
         solve = lambda st: ope.lsw_solution(st, phi, rho)
         local = lambda st: ope.lsw_local_sensitivity(st.counts, phi, rho, **kw)
