@@ -26,7 +26,8 @@ Privacy: smooth sensitivity (Nissim, Raskhodnikova & Smith 2007, "NRS07"). With 
 beta-smooth upper bound on the local L2 sensitivity of theta at the data X (S(X) >= LS(X) and
 S(X) <= e^beta S(X') for neighbours), the release ``theta + S(X) / a * Z``, Z ~ N(0, I_d), is
 (eps, delta)-DP for a = eps / (5 sqrt(2 ln(2/delta))) and beta = eps / (4 (d + ln(2/delta)))
-(NRS07, Lemma 2.10: the d-dimensional Gaussian is (a, beta)-admissible). These are the constants
+(NRS07's admissibility lemma for the d-dimensional Gaussian, Lemma 2.10 in the version we recall;
+the lemma number is unchecked, the constants match the authors' code). These are the constants
 of the authors' released code for both algorithms (α = 5 sqrt(2 ln(2/δ)) / ε there is our 1/a).
 Neighbours are data sets of the same size m that differ in one whole trajectory (replace-one, the
 paper's relation); the bounds below also hold for add/remove-one except LSL's cap n_s + k <= m.
