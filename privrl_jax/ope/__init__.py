@@ -1,9 +1,28 @@
-"""Differentially private off-policy evaluation: GTD2 and GPOPE on the DP plan.
+"""Differentially private off-policy evaluation: GTD2 and GPOPE on the DP plan; DP-LSW / DP-LSL.
 
 What runs where: the GTD2 maths, GPOPE's scan, the trials' vmap and the chain MDP are pure
 jitted JAX; drawing the index schedule and the paper's Theorem-1 sigma are host-side.
 """
 
+from privrl_jax.ope._balle import (
+    BalleRelease,
+    FirstVisits,
+    MonteCarloStats,
+    SmoothParams,
+    dp_lsl,
+    dp_lsw,
+    first_visits,
+    lsl_local_sensitivity,
+    lsl_smooth_sensitivity,
+    lsl_solution,
+    lsw_local_sensitivity,
+    lsw_operator_norm,
+    lsw_smooth_sensitivity,
+    lsw_solution,
+    monte_carlo_stats,
+    smooth_params,
+    trajectory_first_visits,
+)
 from privrl_jax.ope._chain import (
     ChainMDP,
     Collected,
@@ -32,16 +51,15 @@ from privrl_jax.ope._gtd2 import (
     Transitions,
     dataset_stats,
     direction_from_stats,
+    item_weights,
     lstd_solution,
     trajectory_direction,
     trajectory_stats,
     transition_direction,
     transition_stats,
     weighted_transition_direction,
-    item_weights,
     with_weights,
 )
-
 from privrl_jax.ope._features import EpsilonSoft, FeatureMap, TileCoder, hiv_features, mountain_car_features
 from privrl_jax.ope._montecarlo import (
     ContinuousCollected,
@@ -54,15 +72,19 @@ from privrl_jax.ope._montecarlo import (
 )
 
 __all__ = [
+    "BalleRelease",
     "ChainMDP",
     "Collected",
     "ContinuousCollected",
     "EpsilonSoft",
     "FeatureMap",
+    "FirstVisits",
     "GPOPEResult",
     "GTD2Stats",
     "IndexSchedule",
     "MCValues",
+    "MonteCarloStats",
+    "SmoothParams",
     "StepSize",
     "Theorem1Sigma",
     "TileCoder",
@@ -72,8 +94,11 @@ __all__ = [
     "collect_offpolicy",
     "dataset_stats",
     "direction_from_stats",
+    "dp_lsl",
+    "dp_lsw",
     "evaluation_states",
     "exact_values",
+    "first_visits",
     "gpope",
     "gpope_trials",
     "gtd2",
@@ -81,15 +106,25 @@ __all__ = [
     "hiv_features",
     "importance_ratio",
     "item_weights",
+    "lsl_local_sensitivity",
+    "lsl_smooth_sensitivity",
+    "lsl_solution",
     "lstd_solution",
+    "lsw_local_sensitivity",
+    "lsw_operator_norm",
+    "lsw_smooth_sensitivity",
+    "lsw_solution",
     "mc_values",
     "medical_chain",
+    "monte_carlo_stats",
     "mountain_car_features",
     "one_hot_features",
     "pooled_stats",
     "sample_schedule",
+    "smooth_params",
     "theorem1_sigma",
     "trajectory_direction",
+    "trajectory_first_visits",
     "trajectory_stats",
     "transition_direction",
     "transition_stats",
