@@ -114,9 +114,11 @@ class PrivacyConfig:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GPOPERunConfig:
     """Everything a GPOPE run needs (``privrl ope run``); ``seed`` is public randomness:
-    the simulated data collection."""
+    the simulated data collection. ``plots`` writes ``values.png`` (release) and
+    ``audit/values_vs_truth.png`` (audit)."""
 
     seed: int = 0
+    plots: bool = True
     env: ChainConfig = ChainConfig()
     gpope: GPOPEConfig = GPOPEConfig()
     privacy: PrivacyConfig = PrivacyConfig()
@@ -124,6 +126,9 @@ class GPOPERunConfig:
 
     def __post_init__(self):
         e, g, p = self.env, self.gpope, self.privacy
+        if not isinstance(self.plots, bool):
+            # ValueError like every other key: the CLI reports it on one line.
+            raise ValueError(f"plots must be true or false; got {self.plots!r}.")  # noqa: TRY004
         if e.name not in ENVS:
             raise ValueError(f"env.name must be one of {ENVS}; got {e.name!r}.")
         if e.name != "chain":

@@ -11,6 +11,10 @@ Algorithm 1, report, audit.
   linear solve; Mountain Car and HIV: Monte Carlo rollouts of the target policy at
   public evaluation states, ``privrl_jax.ope._montecarlo``) and against the off-policy
   LSTD solution of the data;
+- with ``plots`` on: ``values.png`` in the release (the estimate V(s) = theta . phi(s)
+  per chain state, or sorted over the public evaluation states; from the DP weights and
+  public features only) and ``audit/values_vs_truth.png`` in the audit (the estimate
+  against the true V^pi and the LSTD solution, MSEs in the legend);
 - ``checkpoints/`` (the secret noise key and sampling seed: never publish) and
   ``report.md`` (both parts, labelled).
 
@@ -25,6 +29,7 @@ command resumes and spends nothing twice.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import time
@@ -42,7 +47,6 @@ from privrl_jax.ope import _features, _montecarlo
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
-from privrl_jax.privacy import _distributed as dist
 from privrl_jax.pipelines._gpope_config import (
     ChainConfig,
     GPOPEConfig,
@@ -54,9 +58,11 @@ from privrl_jax.pipelines._gpope_config import (
 from privrl_jax.pipelines._rundir import (
     LOCK_FILE,
     RunLock,
+    atomic_write_bytes,
     atomic_write_text,
     clean_stale_temp_files,
 )
+from privrl_jax.privacy import _distributed as dist
 
 __all__ = [
     "ChainConfig",
@@ -66,12 +72,15 @@ __all__ = [
     "TruthConfig",
     "load",
     "make_plan",
+    "release_values",
     "render_markdown",
     "run",
 ]
 
 DP_STEP = "GPOPE iteration"
 WEIGHTS_FILE = "weights.json"
+VALUES_PLOT = "values.png"  # release: from the DP weights and public features only
+AUDIT_PLOT = "audit/values_vs_truth.png"  # audit: reads the truth and the data's LSTD
 NOT_PRIVATE_SEED = (
     "NOT PRIVATE: privacy.noise_seed is set, so anyone who reads config.yaml can "
     "recompute the DP noise and the sampled trajectories. Use this run for tests and "
@@ -330,20 +339,30 @@ def _audit(
     return out
 
 
-def true_values(cfg: GPOPERunConfig) -> tuple[jax.Array, _montecarlo.MCValues]:
-    """Features [K, n] of the public evaluation states and their Monte Carlo V^pi."""
-    e, t = cfg.env, cfg.truth
-    env, params, _, target, features = _continuous_task(cfg)
-    # Public seeds distinct from the data's (fold_in 0).
-    key = jax.random.key(cfg.seed)
-    obs, states = _montecarlo.evaluation_states(
-        jax.random.fold_in(key, 1),
+@functools.lru_cache(maxsize=8)
+def _evaluation_states(cfg: GPOPERunConfig):
+    """(obs, states) of the public evaluation states: drawn from the env's start
+    distribution and the target policy with a public seed, never from the data, so
+    the release plot may use them. Cached: the release plot and the audit share them."""
+    t = cfg.truth
+    env, params, _, target, _ = _continuous_task(cfg)
+    # Public seed distinct from the data's (fold_in 0).
+    return _montecarlo.evaluation_states(
+        jax.random.fold_in(jax.random.key(cfg.seed), 1),
         env,
         params,
         num_states=t.eval_states,
         policy=target,
         max_steps=t.eval_max_steps,
     )
+
+
+def true_values(cfg: GPOPERunConfig) -> tuple[jax.Array, _montecarlo.MCValues]:
+    """Features [K, n] of the public evaluation states and their Monte Carlo V^pi."""
+    e, t = cfg.env, cfg.truth
+    env, params, _, target, features = _continuous_task(cfg)
+    key = jax.random.key(cfg.seed)
+    obs, states = _evaluation_states(cfg)
     mc = _montecarlo.mc_values(
         jax.random.fold_in(key, 2),
         env,
@@ -379,6 +398,7 @@ def _audit_continuous(
             "Monte Carlo rollouts of the target policy (see truth.*)"
         ),
         "mc_values": np.asarray(mc.values).tolist(),
+        "mc_stderr": np.asarray(mc.stderr).tolist(),
         "mc_mean_squared_stderr": float(jnp.mean(mc.stderr**2)),
         "estimated_values": np.asarray(phi @ theta).tolist(),
         "mse_vs_exact": float(ope.value_mse(theta, phi, mc.values)),
@@ -491,9 +511,13 @@ def _run(cfg: GPOPERunConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
         "privacy": spent,
         "weights": {"theta": theta.tolist(), "w": w.tolist()},
         "release": {
-            "publishable": [WEIGHTS_FILE, "ledger.json", "report.json", "config.yaml"],
+            "publishable": [WEIGHTS_FILE, "ledger.json", "report.json", "config.yaml"]
+            + ([VALUES_PLOT] if cfg.plots else []),
             "never_publish": ["audit/", "checkpoints/"],
         },
+        "plots": {"release": [VALUES_PLOT], "audit": [AUDIT_PLOT]}
+        if cfg.plots
+        else {"release": [], "audit": []},
     }
     if not private:
         report["warning"] = (
@@ -507,6 +531,11 @@ def _run(cfg: GPOPERunConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
     audit_dir.mkdir(exist_ok=True)
     atomic_write_text(audit_dir / "NOT_DP_README.txt", AUDIT_NOTICE)
     audit = _audit(cfg, theta, data)
+    if cfg.plots:
+        # Release first, from theta and public features only; the audit plot reads
+        # the audit dict (truth and the data's LSTD).
+        _plot_release_values(cfg, theta, report["gpope"], run_dir / VALUES_PLOT)
+        _plot_audit_values(cfg, audit, run_dir / AUDIT_PLOT)
     atomic_write_text(
         run_dir / "report.json", json.dumps(report, indent=2, default=float)
     )
@@ -516,6 +545,104 @@ def _run(cfg: GPOPERunConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
     report["audit"] = audit
     atomic_write_text(run_dir / "report.md", render_markdown(report))
     return report
+
+
+def _write_png(fig, path: Path) -> None:
+    """Renders a matplotlib Figure to PNG and writes it atomically."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _new_axes(figsize=(6.0, 3.8)):
+    # matplotlib.figure.Figure directly (not pyplot): no backend, no global state;
+    # imported here so that importing the pipeline stays light.
+    import matplotlib.figure
+
+    fig = matplotlib.figure.Figure(figsize=figsize)
+    return fig, fig.add_subplot()
+
+
+def _values_title(cfg: GPOPERunConfig, g: dict[str, Any]) -> str:
+    p = cfg.privacy
+    title = (
+        f"GPOPE on {cfg.env.name}: eps={p.epsilon:g}, delta={p.delta:g}, "
+        f"noise multiplier={g['noise_multiplier']:.3g}"
+    )
+    return title if g["private"] else title + " (NOT PRIVATE)"
+
+
+def release_values(cfg: GPOPERunConfig, theta: np.ndarray) -> np.ndarray:
+    """The values ``values.png`` shows: theta . phi(s) at every chain state, or sorted
+    ascending over the public evaluation states (Mountain Car, HIV). Public inputs only:
+    the DP theta, the features and states from public seeds."""
+    theta = jnp.asarray(theta)
+    if cfg.env.name == "chain":
+        *_, features = _mdp_and_policies(cfg)
+        return np.asarray(features @ theta)
+    features = _continuous_task(cfg)[-1]
+    obs, _ = _evaluation_states(cfg)
+    return np.sort(np.asarray(jax.vmap(features)(obs) @ theta))
+
+
+def _plot_release_values(
+    cfg: GPOPERunConfig, theta: np.ndarray, g: dict[str, Any], path: Path
+) -> None:
+    """Release plot: V(s) = theta . phi(s) per chain state, or sorted over the public
+    evaluation states of Mountain Car / HIV. Reads only the DP theta and public
+    features (the evaluation states come from a public seed, not the data)."""
+    v = release_values(cfg, theta)
+    fig, ax = _new_axes()
+    if cfg.env.name == "chain":
+        ax.bar(np.arange(v.size), v, color="tab:blue", label="GPOPE estimate (DP)")
+        ax.set_xticks(np.arange(v.size))
+        ax.set_xlabel("chain state (health level)")
+    else:
+        ax.plot(np.arange(v.size), v, marker=".", color="tab:blue", label="GPOPE estimate (DP)")
+        ax.set_xlabel("public evaluation state (sorted by estimate)")
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    ax.set_ylabel("estimated V(s) = theta . phi(s)")
+    ax.set_title(_values_title(cfg, g), fontsize=9)
+    ax.legend(fontsize=8)
+    _write_png(fig, path)
+
+
+def _plot_audit_values(cfg: GPOPERunConfig, audit: dict[str, Any], path: Path) -> None:
+    """Audit plot (NOT DP): the estimate against the true V^pi and the data's LSTD,
+    with each one's MSE against the truth in the legend. Continuous envs: states
+    sorted by their Monte Carlo value, with +-2 standard errors shaded."""
+    chain = cfg.env.name == "chain"
+    truth = np.asarray(audit["exact_values" if chain else "mc_values"])
+    est = np.asarray(audit["estimated_values"])
+    lstd = None if audit.get("lstd_values") is None else np.asarray(audit["lstd_values"])
+    order = np.arange(truth.size) if chain else np.argsort(truth)
+    x = np.arange(truth.size)
+    fig, ax = _new_axes()
+    truth_name = "true V^pi (exact)" if chain else "true V^pi (Monte Carlo)"
+    ax.plot(x, truth[order], "k-o", ms=3, label=truth_name)
+    if not chain and audit.get("mc_stderr") is not None:
+        se = 2 * np.asarray(audit["mc_stderr"])[order]
+        ax.fill_between(
+            x, truth[order] - se, truth[order] + se, color="0.8", lw=0, label="+-2 s.e."
+        )
+    ax.plot(
+        x, est[order], "-s", ms=3, color="tab:blue",
+        label=f"GPOPE (DP), MSE vs truth {audit['mse_vs_exact']:.3g}",
+    )
+    if lstd is not None:
+        ax.plot(
+            x, lstd[order], "--^", ms=3, color="tab:orange",
+            label=f"LSTD (no DP), MSE vs truth {audit['lstd_mse_vs_exact']:.3g}",
+        )
+    if chain:
+        ax.set_xticks(x)
+        ax.set_xlabel("chain state (health level)")
+    else:
+        ax.set_xlabel("evaluation state (sorted by Monte Carlo value)")
+    ax.set_ylabel("V(s)")
+    ax.set_title("AUDIT, NOT DIFFERENTIALLY PRIVATE: estimate vs truth", fontsize=9)
+    ax.legend(fontsize=8)
+    _write_png(fig, path)
 
 
 def _num(x: float | None, fmt: str = ".4g") -> str:
@@ -585,10 +712,16 @@ def render_markdown(report: dict[str, Any]) -> str:
             " Its sigma here is below the proof's Lemma-1 range (sigma^2 >= 1 / ln 2), "
             "so it is no guarantee."
         )
+    plots = report.get("plots", {"release": [], "audit": []})
     release = (
-        "**Release** (may be published): `weights.json`, `ledger.json`, `report.json`, "
-        "`config.yaml`."
+        "**Release** (may be published): "
+        + ", ".join(
+            f"`{f}`" for f in report["release"]["publishable"] if f not in plots["release"]
+        )
+        + "."
     )
+    if plots["release"]:
+        release += " Release plots: " + ", ".join(f"`{f}`" for f in plots["release"]) + "."
     audit_text = (
         "**Audit** (`audit/`, NOT differentially private, never publish): the errors "
         "against the true values (exact or Monte Carlo) and the LSTD solution read the "
@@ -596,6 +729,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         "trajectories without DP. `checkpoints/` hold the secret noise key and "
         "sampling seed: never publish them."
     )
+    if plots["audit"]:
+        audit_text += " Audit plots: " + ", ".join(f"`{f}`" for f in plots["audit"]) + "."
     lines += ["", theorem, "", release, "", audit_text, ""]
     lines += [f"Wall time: {report['wall_time_s']:.1f} s.", ""]
     return "\n".join(lines)

@@ -15,6 +15,32 @@ from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._dp_loop import DPSecret
 
 PUBLIC = ("config.yaml", "report.json", "report.md", "ledger.json", "weights.json")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _check_plots(run_dir):
+    """Both PNGs exist where they belong (release vs audit), are valid and not empty."""
+    release, audit = run_dir / gpope.VALUES_PLOT, run_dir / gpope.AUDIT_PLOT
+    assert release.parent == run_dir and audit.parent == run_dir / "audit"
+    for png in (release, audit):
+        data = png.read_bytes()
+        assert data[:8] == PNG_MAGIC and len(data) > 5_000, png
+    # Neither is on the other side of the release/audit split.
+    assert not (run_dir / "audit" / release.name).exists()
+    assert not (run_dir / audit.name).exists()
+    assert {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*.png")} == {
+        gpope.VALUES_PLOT,
+        gpope.AUDIT_PLOT,
+    }
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["plots"] == {"release": [gpope.VALUES_PLOT], "audit": [gpope.AUDIT_PLOT]}
+    assert gpope.VALUES_PLOT in report["release"]["publishable"]
+    assert not any("audit" in f for f in report["release"]["publishable"])
+    md = (run_dir / "report.md").read_text()
+    release_par = next(x for x in md.split("\n\n") if x.startswith("**Release**"))
+    audit_par = next(x for x in md.split("\n\n") if x.startswith("**Audit**"))
+    assert f"`{gpope.VALUES_PLOT}`" in release_par and gpope.AUDIT_PLOT not in release_par
+    assert f"`{gpope.AUDIT_PLOT}`" in audit_par
 
 
 def _cfg(*overrides):
@@ -45,6 +71,10 @@ def test_default_run_end_to_end_rerun_spends_nothing_and_hides_the_secret(tmp_pa
     rep = gpope.run(cfg, tmp_path)
     for name in (*PUBLIC, "audit/audit.json", "audit/NOT_DP_README.txt"):
         assert (tmp_path / name).exists(), name
+    # plots: false in gpope/test: no PNG anywhere, none listed.
+    assert not cfg.plots and not list(tmp_path.rglob("*.png"))
+    assert rep["plots"] == {"release": [], "audit": []}
+    assert ".png" not in (tmp_path / "report.md").read_text()
     plan = gpope.make_plan(cfg)
     ledger = _check_ledger(
         tmp_path,
@@ -114,6 +144,19 @@ def test_poisson_run_records_poisson_events(tmp_path):
     )
 
 
+def test_plots_on_writes_the_release_and_audit_pngs_apart(tmp_path):
+    cfg = _cfg("plots=true", "privacy.noise_seed=3")
+    assert gpope.load("gpope/chain").plots  # on by default in the shipped configs
+    gpope.run(cfg, tmp_path)
+    _check_plots(tmp_path)
+    # The release plot shows theta . phi(s): with one-hot chain features, theta itself.
+    theta = np.array(json.loads((tmp_path / "weights.json").read_text())["theta"])
+    np.testing.assert_allclose(gpope.release_values(cfg, theta), theta, rtol=1e-6)
+    # The audit plot's curves are the audit's own numbers (checked there).
+    audit = json.loads((tmp_path / "audit" / "audit.json").read_text())
+    np.testing.assert_allclose(audit["estimated_values"], theta, rtol=1e-5, atol=1e-7)
+
+
 def test_fixed_noise_seed_reproduces_the_core_and_says_not_private(tmp_path):
     cfg = _cfg("privacy.noise_seed=3")
     reps = [gpope.run(cfg, tmp_path / name) for name in ("a", "b")]
@@ -163,6 +206,7 @@ def test_fixed_noise_seed_reproduces_the_core_and_says_not_private(tmp_path):
         ("env.name=hiv env.behaviour_epsilon=0", "behaviour_epsilon"),
         ("env.name=mountain_car env.reward_scale=0", "reward_scale"),
         ("env.name=hiv truth.rollouts=0", "truth.rollouts"),
+        ("plots=maybe", "plots"),
     ],
 )
 def test_bad_config_values(override, match):
@@ -177,8 +221,9 @@ def test_shipped_configs_load(name):
 
 
 def test_mountain_car_run_audits_against_monte_carlo(tmp_path):
-    cfg = gpope.load("gpope/mc_test", ["privacy.noise_seed=3"])
+    cfg = gpope.load("gpope/mc_test", ["privacy.noise_seed=3", "plots=true"])
     rep = gpope.run(cfg, tmp_path)
+    _check_plots(tmp_path)
     w = json.loads((tmp_path / "weights.json").read_text())
     assert w["env"] == "mountain_car" and not w["private"]
     n = 1 + 2 * 5**2  # constant + 2 tilings of (4 + 1)^2 tiles
@@ -197,6 +242,11 @@ def test_mountain_car_run_audits_against_monte_carlo(tmp_path):
     )
     assert "NOT PRIVATE" in (tmp_path / "report.md").read_text()
     assert rep["audit"]["mse_vs_exact"] == audit["mse_vs_exact"]
+    # The release plot's values: theta . phi over the public evaluation states, sorted;
+    # the same states the audit's estimates are taken at.
+    v = gpope.release_values(cfg, np.array(w["theta"]))
+    np.testing.assert_allclose(v, np.sort(est), rtol=1e-5, atol=1e-6)
+    assert len(audit["mc_stderr"]) == cfg.truth.eval_states
 
 
 def test_cli_runs_and_reports_errors_on_one_line(tmp_path):
