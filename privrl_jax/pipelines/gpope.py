@@ -592,13 +592,14 @@ def _plot_release_values(
     evaluation states of Mountain Car / HIV. Reads only the DP theta and public
     features (the evaluation states come from a public seed, not the data)."""
     v = release_values(cfg, theta)
+    label = "GPOPE estimate (DP)" if g["private"] else "GPOPE estimate (not private)"
     fig, ax = _new_axes()
     if cfg.env.name == "chain":
-        ax.bar(np.arange(v.size), v, color="tab:blue", label="GPOPE estimate (DP)")
+        ax.bar(np.arange(v.size), v, color="tab:blue", label=label)
         ax.set_xticks(np.arange(v.size))
         ax.set_xlabel("chain state (health level)")
     else:
-        ax.plot(np.arange(v.size), v, marker=".", color="tab:blue", label="GPOPE estimate (DP)")
+        ax.plot(np.arange(v.size), v, marker=".", color="tab:blue", label=label)
         ax.set_xlabel("public evaluation state (sorted by estimate)")
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.set_ylabel("estimated V(s) = theta . phi(s)")
@@ -627,7 +628,7 @@ def _plot_audit_values(cfg: GPOPERunConfig, audit: dict[str, Any], path: Path) -
         )
     ax.plot(
         x, est[order], "-s", ms=3, color="tab:blue",
-        label=f"GPOPE (DP), MSE vs truth {audit['mse_vs_exact']:.3g}",
+        label=f"GPOPE, MSE vs truth {audit['mse_vs_exact']:.3g}",
     )
     if lstd is not None:
         ax.plot(

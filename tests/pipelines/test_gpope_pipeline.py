@@ -144,7 +144,7 @@ def test_poisson_run_records_poisson_events(tmp_path):
     )
 
 
-def test_plots_on_writes_the_release_and_audit_pngs_apart(tmp_path):
+def test_plots_on_writes_the_release_and_audit_pngs_apart(tmp_path, monkeypatch):
     cfg = _cfg("plots=true", "privacy.noise_seed=3")
     assert gpope.load("gpope/chain").plots  # on by default in the shipped configs
     gpope.run(cfg, tmp_path)
@@ -152,6 +152,17 @@ def test_plots_on_writes_the_release_and_audit_pngs_apart(tmp_path):
     # The release plot shows theta . phi(s): with one-hot chain features, theta itself.
     theta = np.array(json.loads((tmp_path / "weights.json").read_text())["theta"])
     np.testing.assert_allclose(gpope.release_values(cfg, theta), theta, rtol=1e-6)
+    # The release plot reads no sensitive data and no truth: it renders with every
+    # such source disabled.
+    def forbidden(*a, **k):
+        raise AssertionError("the release plot read the data or the truth")
+
+    for name in ("collect_data", "_references", "true_values", "lstd_min_norm", "_audit"):
+        monkeypatch.setattr(gpope, name, forbidden)
+    out = tmp_path / "again.png"
+    rep = json.loads((tmp_path / "report.json").read_text())
+    gpope._plot_release_values(cfg, theta, rep["gpope"], out)
+    assert out.read_bytes()[:8] == PNG_MAGIC
     # The audit plot's curves are the audit's own numbers (checked there).
     audit = json.loads((tmp_path / "audit" / "audit.json").read_text())
     np.testing.assert_allclose(audit["estimated_values"], theta, rtol=1e-5, atol=1e-7)
