@@ -95,7 +95,8 @@ def check_eval_backend(
         )
     if backend == "mujoco" and env_name not in D4RL_MAZE_ENVS and not mujoco_only:
         raise ValueError(
-            f"{key}='mujoco' scores {', '.join(D4RL_MAZE_ENVS)} and "
+            f"{key}='mujoco' scores D4RL's maze2d-*-v1 tasks "
+            f"({', '.join(D4RL_MAZE_ENVS)}) and the MuJoCo tasks "
             f"{_mujoco_tasks.NAME_FORMS}, not env {env_name!r}; choose one of those "
             f"or {key}='jax'"
         )
