@@ -109,6 +109,7 @@ def train_ours(
 ) -> list[dict[str, Any]]:
     """Trains our agent; the evaluation after every chunk."""
     overrides = {"actor_decay_steps": args.updates} if algo == "iql" else {}
+    overrides.update(parse_sets(args.ours_set))
     agent = agents.make_agent(algo, **overrides)
 
     def eval_fn(state, _key):
@@ -124,6 +125,19 @@ def train_ours(
         chunk_size=args.chunk, eval_fn=eval_fn, eval_every=args.chunk, progress=False,
     )
     return res.evals
+
+
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """`KEY=VALUE` agent-config overrides of our side (values parsed as YAML)."""
+    import yaml
+
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--ours-set {item!r}: expected KEY=VALUE")
+        out[key] = yaml.safe_load(value)
+    return out
 
 
 def d3rlpy_dataset(data: Transitions):
@@ -305,14 +319,21 @@ def main() -> None:
     p.add_argument("--tag", default="agents_vs_d3rlpy")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="small MLPs: more threads only add contention on a busy CPU")
-    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
-                   help="only merge the runs of earlier result files into --tag")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON[:IMPL]",
+                   help="only merge the runs of earlier result files into --tag "
+                   "(FILE:d3rlpy keeps only that file's d3rlpy runs)")
+    p.add_argument("--ours-set", nargs="+", default=None, metavar="KEY=VALUE",
+                   help="agent-config overrides of our side, e.g. "
+                   "log_std_param=sigmoid advantage_from=new_v (IQL: d3rlpy's choices)")
     args = p.parse_args()
     if args.merge:
         merged = []
-        for name in args.merge:
+        for item in args.merge:
+            name, _, impl = item.partition(":")
             with open(name) as f:
-                merged.append(json.load(f))
+                m = json.load(f)
+            m["runs"] = [r for r in m["runs"] if not impl or r["impl"] == impl]
+            merged.append(m)
         results = {**merged[0], "runs": [r for m in merged for r in m["runs"]],
                    "merged_from": args.merge}
         results["config"]["seeds"] = sorted({r["seed"] for r in results["runs"]})

@@ -44,6 +44,11 @@ class IQLConfig:
         to their own step count.
       max_action: actions lie in [-max_action, max_action] (1.0).
       normalize_states: fit a state normaliser on the training data (True).
+      log_std_param: the policy's log-std: "clamp" (CORL: a parameter starting at 0,
+        clamped to [-20, 2]) or "sigmoid" (d3rlpy 2.x: -5 + 7 sigmoid(p), starting
+        at -1.5).
+      advantage_from: the V in the policy's advantage Q - V: "old_v" (CORL: V before
+        this update's step) or "new_v" (d3rlpy 2.x: V after it).
     """
 
     actor_lr: float = 3e-4
@@ -57,8 +62,16 @@ class IQLConfig:
     actor_decay_steps: int = 1_000_000
     max_action: float = 1.0
     normalize_states: bool = True
+    log_std_param: str = "clamp"
+    advantage_from: str = "old_v"
 
     def __post_init__(self):
+        for name, choices in (("log_std_param", ("clamp", "sigmoid")),
+                              ("advantage_from", ("old_v", "new_v"))):
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r}: expected one of {list(choices)}"
+                )
         for name in ("actor_lr", "critic_lr", "value_lr", "max_action", "beta"):
             _common.check_positive(name, getattr(self, name))
         _common.check_unit_interval("discount", self.discount)
@@ -102,7 +115,8 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
     two MSEs), with V(s') from V before its step (CORL computes it first); the target
     Qs move by Polyak averaging; the policy maximises
     exp(beta * (Q - V)) (capped at 100) weighted log-likelihood of the data actions,
-    using the advantage computed before V's step. Evaluation acts with the mean.
+    using the advantage computed before V's step (after it with
+    `advantage_from="new_v"`, as d3rlpy). Evaluation acts with the mean.
 
     Args:
       config: hyper-parameters; CORL's defaults when None.
@@ -118,6 +132,11 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
     value_opt = optax.adam(cfg.value_lr)
 
     def make_actor(action_dim: int) -> _networks.GaussianPolicy:
+        if cfg.log_std_param == "sigmoid":  # d3rlpy's IQL policy: log-std in [-5, 2]
+            return _networks.GaussianPolicy(
+                tuple(cfg.hidden_dims), action_dim, log_std_min=-5.0,
+                log_std_max=2.0, log_std_mode="sigmoid",
+            )
         return _networks.GaussianPolicy(tuple(cfg.hidden_dims), action_dim)
 
     def init(key: jax.Array, dataset: Transitions) -> IQLState:
@@ -180,7 +199,10 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
         updates, critic_opt_state = critic_opt.update(grads, state.critic_opt_state)
         critic_params = optax.apply_updates(state.critic_params, updates)
 
-        # 3) Policy: advantage-weighted regression with the pre-update advantage.
+        # 3) Policy: advantage-weighted regression with the pre-update advantage
+        # (CORL), or with V after its step (d3rlpy).
+        if cfg.advantage_from == "new_v":
+            adv = target_q - value.apply(value_params, b.observations)
         weights = jnp.minimum(jnp.exp(cfg.beta * adv), EXP_ADV_MAX)
 
         def actor_loss_fn(params):

@@ -158,7 +158,10 @@ class GaussianPolicy(nn.Module):
     """N(tanh(MLP(s)), diag(exp(log_std))) with a state-independent log-std (IQL).
 
     PyTorch-default init and log_std = 0, as CORL's IQL `GaussianPolicy`; the
-    defaults of the log-std clamp are CORL's IQL constants.
+    defaults of the log-std clamp are CORL's IQL constants. With
+    `log_std_mode="sigmoid"`, d3rlpy's `NormalPolicy(use_std_parameter=True)` instead:
+    log_std = min + sigmoid(p) * (max - min), p starting at 0 (so log_std starts at
+    the middle of [min, max]; d3rlpy's IQL uses [-5, 2], i.e. -1.5).
     Returns (mean, log_std), each [..., action_dim] (log_std broadcast from [A]).
     """
 
@@ -166,11 +169,15 @@ class GaussianPolicy(nn.Module):
     action_dim: int
     log_std_min: float = -20.0
     log_std_max: float = 2.0
+    log_std_mode: str = "clamp"
 
     @nn.compact
     def __call__(self, observations: jax.Array) -> tuple[jax.Array, jax.Array]:
         mean = jnp.tanh(MLP(self.hidden_dims, self.action_dim)(observations))
         log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        if self.log_std_mode == "sigmoid":
+            span = self.log_std_max - self.log_std_min
+            return mean, self.log_std_min + span * jax.nn.sigmoid(log_std)
         return mean, jnp.clip(log_std, self.log_std_min, self.log_std_max)
 
 

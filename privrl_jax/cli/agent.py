@@ -43,7 +43,8 @@ def train(
     ] = None,
     env: Annotated[
         str | None,
-        typer.Option(help="Evaluation env, e.g. maze2d-umaze-v1 (required)."),
+        typer.Option(help="Evaluation env, e.g. maze2d-umaze-v1, or a MuJoCo task "
+                     "such as halfcheetah-medium-v2 (required)."),
     ] = None,
     steps: Annotated[
         int | None,
@@ -78,8 +79,10 @@ def train(
     eval_backend: Annotated[
         str | None,
         typer.Option(help=with_default(
-            "Where evaluations run: jax, or mujoco (D4RL's MuJoCo point maze, "
-            "maze2d-*-v1 envs; pip install -e \".[mujoco]\").", "jax")),
+            "Where evaluations run: jax, or mujoco (real MuJoCo, pip install -e "
+            "\".[mujoco]\": D4RL's point maze for maze2d-*-v1, and the only backend "
+            "of the locomotion and kitchen tasks, e.g. hopper-medium-v2, "
+            "kitchen-mixed-v0).", "jax")),
     ] = None,
     config: Annotated[str | None, config_option(None)] = None,
     overrides: SetOption = None,

@@ -1,4 +1,5 @@
-"""Scores a policy in D4RL's real MuJoCo point maze (the optional `mujoco` extra).
+"""Scores a policy in real MuJoCo (the optional `mujoco` extra): D4RL's point maze,
+gymnasium's locomotion tasks and gymnasium-robotics' FrankaKitchen.
 
 The `maze2d-*-v1` tasks run in gymnasium-robotics' PointMaze model (the same MJCF as
 D4RL's maze2d), stepped as D4RL's `MazeEnv.step` does: clip the action to [-1, 1],
@@ -9,6 +10,12 @@ vy)) to D4RL's qpos frame (row, column of the cell whose centre is 0.2 behind), 
 the policy sees D4RL's 4-dim observation. Resets, the fixed evaluation goal (the 'G'
 cell index), rewards and episode lengths are D4RL's, taken from `make(name)`'s
 params; returns are normalised with D4RL's published reference returns.
+
+The locomotion (HalfCheetah, Hopper, Walker2d) and FrankaKitchen tasks, for a user
+with D4RL or Minari files of them on disk, are in `_mujoco_tasks.py` (task table,
+observation adapters, reference returns); `evaluate_mujoco` dispatches on the name.
+docs/evaluator.md lists the observation-layout differences between D4RL's env
+versions and gymnasium's.
 
 mujoco and gymnasium-robotics are imported inside functions, so `privrl_jax.envs`
 imports without the extra.
@@ -24,12 +31,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from privrl_jax.envs import _mujoco_tasks
 from privrl_jax.envs._point_mass import D4RL_FRAME_OFFSET
 from privrl_jax.envs._reference import normalized_score
 from privrl_jax.envs._registry import D4RL_MAZE_ENVS, make
 
 EVAL_BACKENDS: tuple[str, ...] = ("jax", "mujoco")
-MUJOCO_EVAL_ENVS: tuple[str, ...] = D4RL_MAZE_ENVS
+# Exact names; the locomotion / kitchen names are patterns (`_mujoco_tasks.NAME_FORMS`).
+MUJOCO_EVAL_ENVS: tuple[str, ...] = D4RL_MAZE_ENVS + _mujoco_tasks.D4RL_TASK_NAMES
 
 # maze name -> gymnasium-robotics env id (its map is checked against ours).
 _GYM_IDS = {
@@ -70,18 +79,29 @@ def require_mujoco() -> None:
 def check_eval_backend(
     backend: str, env_name: str, *, key: str = "eval_backend"
 ) -> None:
-    """`backend` is "jax" or "mujoco", and "mujoco" only for a maze2d-*-v1 task.
+    """`backend` is "jax" or "mujoco"; "mujoco" for a maze2d-*-v1 task or a MuJoCo
+    locomotion / kitchen task, which in turn run only with "mujoco".
 
     Raises:
       ValueError: one line naming `key`, the value and the choices.
     """
     if backend not in EVAL_BACKENDS:
         raise ValueError(f"{key}={backend!r}: expected one of {list(EVAL_BACKENDS)}")
-    if backend == "mujoco" and env_name not in MUJOCO_EVAL_ENVS:
+    mujoco_only = _mujoco_tasks.is_mujoco_task_name(env_name)
+    if backend == "jax" and mujoco_only:
         raise ValueError(
-            f"{key}='mujoco' scores D4RL's maze2d-*-v1 tasks only, not env "
-            f"{env_name!r}; choose one of {list(MUJOCO_EVAL_ENVS)} or {key}='jax'"
+            f"env {env_name!r} runs only in MuJoCo (there is no JAX version of it); "
+            f"set {key}='mujoco'"
         )
+    if backend == "mujoco" and env_name not in D4RL_MAZE_ENVS and not mujoco_only:
+        raise ValueError(
+            f"{key}='mujoco' scores D4RL's maze2d-*-v1 tasks "
+            f"({', '.join(D4RL_MAZE_ENVS)}) and the MuJoCo tasks "
+            f"{_mujoco_tasks.NAME_FORMS}, not env {env_name!r}; choose one of those "
+            f"or {key}='jax'"
+        )
+    if mujoco_only:
+        _mujoco_tasks.mujoco_task(env_name)  # a bad dataset / task part: its own line
 
 
 def _maze_of(env_name: str) -> str:
@@ -187,15 +207,24 @@ def mujoco_returns(
     """Undiscounted returns of `num_episodes` MuJoCo episodes run side by side.
 
     Args:
-      policy: `obs [n, 4] float64 -> action [n, 2]`.
-      env_name: a `maze2d-*-v1` task.
+      policy: `obs [n, obs_dim] float64 -> action [n, act_dim]`.
+      env_name: a `maze2d-*-v1` task, or a locomotion / kitchen task
+        (`_mujoco_tasks.mujoco_task`).
       num_episodes: episodes (n).
-      seed: seeds the reset states (numpy).
-      num_steps: steps per episode; D4RL's episode length when None.
+      seed: seeds the reset states (maze: numpy; other tasks: episode i resets
+        gymnasium's env with seed + i).
+      num_steps: steps per episode (at most); the task's episode length when None.
+        Locomotion and kitchen episodes also end when gymnasium's env terminates.
 
     Returns:
       [num_episodes] float64 returns.
     """
+    if _mujoco_tasks.is_mujoco_task_name(env_name):
+        require_mujoco()
+        return _mujoco_tasks.task_returns(
+            policy, _mujoco_tasks.mujoco_task(env_name), num_episodes=num_episodes,
+            seed=seed, num_steps=num_steps,
+        )
     sim = MujocoPointMaze(env_name, num_episodes)
     steps = int(sim.params.max_steps_in_episode if num_steps is None else num_steps)
     obs = sim.reset(np.random.default_rng(seed))
@@ -221,15 +250,20 @@ def evaluate_mujoco(
       (scores: D4RL's normalisation with its published reference returns).
 
     Raises:
-      ValueError: not a maze2d-*-v1 task, or a bad `num_episodes`.
+      ValueError: not a maze2d-*-v1, locomotion or kitchen task, or a bad
+        `num_episodes`.
       MujocoExtraMissing: the extra is not installed.
     """
     if not (isinstance(num_episodes, int) and num_episodes > 0):
         raise ValueError(f"num_episodes={num_episodes!r}: expected a positive int")
+    check_eval_backend("mujoco", env_name, key="backend")
     returns = mujoco_returns(
         policy, env_name, num_episodes=num_episodes, seed=seed, num_steps=num_steps
     )
-    scores = np.asarray(normalized_score(env_name, returns), np.float64)
+    if _mujoco_tasks.is_mujoco_task_name(env_name):
+        scores = _mujoco_tasks.normalized_task_score(env_name, returns)
+    else:
+        scores = np.asarray(normalized_score(env_name, returns), np.float64)
     return {
         "returns": returns,
         "return_mean": float(returns.mean()),

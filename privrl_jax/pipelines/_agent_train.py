@@ -28,6 +28,7 @@ import yaml
 
 from privrl_jax import agents, envs
 from privrl_jax.data import Transitions, load_hdf5
+from privrl_jax.envs import _mujoco_tasks
 from privrl_jax.pipelines._config import coerce_fields, to_dict
 from privrl_jax.pipelines._outputs import check_output_dir
 from privrl_jax.pipelines._rundir import (
@@ -60,8 +61,10 @@ class AgentTrainConfig:
       eval_every: evaluation period in updates (a multiple of the chunk); None:
         about ten evaluations per run.
       eval_episodes: episodes per evaluation.
-      eval_backend: "jax" (the JAX env) or "mujoco" (D4RL's MuJoCo point maze, for
-        the maze2d-*-v1 tasks; needs the `mujoco` extra).
+      eval_backend: "jax" (the JAX env) or "mujoco" (real MuJoCo, needs the
+        `mujoco` extra: D4RL's point maze for the maze2d-*-v1 tasks, and the only
+        backend of the locomotion / kitchen tasks, e.g. "hopper-medium-v2" or
+        "kitchen-mixed-v0"; `envs._mujoco_tasks`).
       agent: fields of the algorithm's config (`agents.TD3BCConfig`, ...) that
         differ from CORL's defaults, e.g. {"alpha": 2.5}; `--set agent.alpha=2.5`
         on the command line.
@@ -171,18 +174,41 @@ def check_dataset_for_env(
             )
 
 
+def _check_dataset_for_task(dataset: Transitions, task: Any, *, source: str) -> None:
+    want = {"observations": task.obs_dim, "actions": task.act_dim}
+    for key in ("observations", "actions"):
+        have = int(getattr(dataset, key).shape[1])
+        if have != want[key]:
+            raise ValueError(
+                f"dataset {source!r} has {key} of dimension {have} but task "
+                f"{task.name!r} has {want[key]} (D4RL's layout); train on a dataset of "
+                f"{task.name} or give the --env the dataset was collected in."
+            )
+
+
 def _check_out_dir(out_dir: str | os.PathLike, *, overwrite: bool) -> None:
     check_output_dir(out_dir, owned=OWNED_FILES, finished=RESULT_FILE,
                      overwrite=overwrite, job="agent train")
 
 
 def _load_inputs(config: AgentTrainConfig) -> tuple[Any, Any, Transitions]:
-    """The env and the dataset, checked against each other and the batch size."""
-    env, env_params = envs.make(config.env)  # validates the env name
+    """The env and the dataset, checked against each other and the batch size.
+
+    A MuJoCo locomotion / kitchen task has no JAX env: `(None, task)` is returned
+    and the dataset is checked against the task's observation and action widths.
+    """
+    if _mujoco_tasks.is_mujoco_task_name(config.env):
+        env, env_params = None, _mujoco_tasks.mujoco_task(config.env)
+    else:
+        env, env_params = envs.make(config.env)  # validates the env name
     if config.eval_backend == "mujoco":
         envs.require_mujoco()  # before anything is written or trained
     dataset = load_hdf5(config.dataset)
-    check_dataset_for_env(dataset, config.env, env, env_params, source=config.dataset)
+    if env is None:
+        _check_dataset_for_task(dataset, env_params, source=config.dataset)
+    else:
+        check_dataset_for_env(dataset, config.env, env, env_params,
+                              source=config.dataset)
     if config.batch_size > len(dataset):
         raise ValueError(
             f"batch_size={config.batch_size} is larger than the dataset "

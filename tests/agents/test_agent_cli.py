@@ -307,7 +307,7 @@ def v1_train(tmp_path, *extra):
     (["--eval-backend", "gpu"],
      "eval_backend='gpu': expected one of ['jax', 'mujoco']"),
     (["--set", "eval_backend=gpu"], "eval_backend='gpu': expected one of"),
-    (["--eval-backend", "mujoco"], "scores D4RL's maze2d-*-v1 tasks only"),
+    (["--eval-backend", "mujoco"], "not env 'maze2d-umaze'; choose one of those"),
 ])
 def test_bad_eval_backend_is_a_one_line_error(tmp_path, trained, extra, fragment):
     assert_error(train(tmp_path, *extra), fragment)  # env maze2d-umaze: legacy
@@ -364,3 +364,55 @@ def test_mujoco_backend_scores_the_agent_in_mujoco(tmp_path, monkeypatch):
     lo, hi = envs.D4RL_REFERENCE_RETURNS["maze2d-umaze-v1"]
     assert final["score_mean"] == pytest.approx(
         100 * (final["return_mean"] - lo) / (hi - lo), rel=1e-5)
+
+
+# --- MuJoCo-only tasks (locomotion, kitchen) --------------------------------------------
+
+
+def hopper_train(tmp_path, *extra, obs_dim=11, act_dim=3):
+    return CliRunner().invoke(app, [
+        "agent", "train", "--algo", "iql", "--dataset",
+        str(_dataset(tmp_path / "d.hdf5", obs_dim=obs_dim, act_dim=act_dim)),
+        "--env", "hopper-medium-v2", "--steps", "20", "--chunk", "10",
+        "--batch-size", "16", "--out", str(tmp_path / "run"), *extra,
+    ])
+
+
+def test_mujoco_only_task_needs_the_mujoco_backend(tmp_path, trained):
+    assert_error(hopper_train(tmp_path),
+                 "env 'hopper-medium-v2' runs only in MuJoCo", "eval_backend='mujoco'")
+    assert_error(hopper_train(tmp_path, "--eval-backend", "mujoco", "--env",
+                              "hopper-mediumish-v2"), "unknown MuJoCo task")
+    assert not trained and not (tmp_path / "run").exists()
+
+
+def test_dataset_of_another_layout_is_refused_for_a_mujoco_task(tmp_path, trained):
+    assert_error(hopper_train(tmp_path, "--eval-backend", "mujoco", obs_dim=4),
+                 "observations of dimension 4", "'hopper-medium-v2' has 11")
+    assert not trained and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # ~6 s: the agent's init and act compile, the plot
+def test_mujoco_task_scores_the_agent_with_d4rl_references(tmp_path, monkeypatch):
+    pytest.importorskip("mujoco", reason="the mujoco extra is not installed: "
+                        'pip install -e ".[mujoco]"')
+    seen = []
+
+    def fake_train(agent, dataset, *, key, num_updates, chunk_size, eval_fn,
+                   **kwargs):
+        state = agent.init(key, dataset)
+        evals = [{"step": num_updates, **eval_fn(state, key)}]
+        seen.append(evals[0])
+        metrics = {"step": np.array([num_updates]), "seconds": np.ones(1),
+                   "critic_loss": np.ones(1)}
+        return agents.TrainResult(state=state, metrics=metrics, evals=evals)
+
+    monkeypatch.setattr(agents, "train", fake_train)
+    result = hopper_train(tmp_path, "--eval-backend", "mujoco", "--eval-episodes",
+                          "2", "--set", "agent.hidden_dims=[8,8]", "--json")
+    assert result.exit_code == 0, result.output
+    (final,) = seen
+    assert json.loads(result.stdout)["final"]["return_mean"] == final["return_mean"]
+    # D4RL's hopper references (d4rl/infos.py), typed in by hand.
+    assert final["score_mean"] == pytest.approx(
+        100 * (final["return_mean"] + 20.272305) / (3234.3 + 20.272305), rel=1e-9)

@@ -94,3 +94,52 @@ def test_iql_q_target_uses_v_before_its_step():
                                  data.actions)
     expected = ((q - target) ** 2).mean(1).mean()
     assert float(metrics["critic_loss"]) == pytest.approx(float(expected), rel=1e-5)
+
+
+@pytest.mark.parametrize("advantage_from", ["old_v", "new_v"])
+def test_iql_actor_loss_uses_the_chosen_v(advantage_from):
+    # CORL: exp(beta * (Q_target - V_before)); d3rlpy: V after its step.
+    data = bandit_dataset(jax.random.key(0), n=32)
+    agent = agents.make_agent("iql", hidden_dims=(8, 8), normalize_states=False,
+                              advantage_from=advantage_from)
+    state = agent.init(jax.random.key(1), data)
+    new, metrics = agent.update(state, data, jax.random.key(2))
+    value = _networks.ValueNetwork((8, 8))
+    critic = _networks.QNetwork((8, 8))
+    v_params = new.value_params if advantage_from == "new_v" else state.value_params
+    q_t = _networks.apply_ensemble(critic, state.critic_target_params,
+                                   data.observations, data.actions).min(0)
+    w = np.minimum(np.exp(3.0 * (q_t - value.apply(v_params, data.observations))), 100)
+    mean, log_std = _networks.GaussianPolicy((8, 8), 2).apply(state.actor_params,
+                                                              data.observations)
+    logp = _networks.gaussian_log_prob(mean, log_std, data.actions)
+    expected = float(np.mean(w * -np.asarray(logp)))
+    assert float(metrics["actor_loss"]) == pytest.approx(expected, rel=1e-5)
+    # The other V gives another loss on this data (V moved in the step).
+    other = new.value_params if advantage_from == "old_v" else state.value_params
+    w2 = np.minimum(np.exp(3.0 * (q_t - value.apply(other, data.observations))), 100)
+    assert abs(float(np.mean(w2 * -np.asarray(logp))) - expected) > 1e-4 * abs(expected)
+
+
+def test_iql_sigmoid_log_std_is_d3rlpys():
+    # d3rlpy 2.x NormalPolicy(use_std_parameter=True): -5 + 7 * sigmoid(p), p = 0.
+    pol = _networks.GaussianPolicy((4,), 2, log_std_min=-5.0, log_std_max=2.0,
+                                   log_std_mode="sigmoid")
+    obs = jnp.zeros((3, 2))
+    params = pol.init(jax.random.key(0), obs)
+    _, log_std = pol.apply(params, obs)
+    np.testing.assert_allclose(log_std, -1.5, atol=1e-7)
+    params["params"]["log_std"] = jnp.array([2.0, -30.0])
+    _, log_std = pol.apply(params, obs)
+    np.testing.assert_allclose(log_std, [-5 + 7 / (1 + np.exp(-2.0)), -5.0],
+                               rtol=1e-6)
+    agent = agents.make_agent("iql", hidden_dims=(8, 8), log_std_param="sigmoid")
+    state = agent.init(jax.random.key(1), bandit_dataset(jax.random.key(0), n=8))
+    assert state.actor_params["params"]["log_std"].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(("field", "value"), [("log_std_param", "softplus"),
+                                              ("advantage_from", "v")])
+def test_iql_variant_fields_are_checked(field, value):
+    with pytest.raises(ValueError, match=f"{field}='{value}': expected one of"):
+        agents.IQLConfig(**{field: value})
