@@ -222,7 +222,12 @@ def pessimistic_q(
     counts: jax.Array, sums: jax.Array, squares: jax.Array, v_max: jax.Array,
     e_rho: float, iota: float, horizon: int, cfg: PoolConfig,
 ) -> jax.Array:
-    """Lines 7-10 of Algorithm 1 on the cells of one stage ([K] arrays)."""
+    """Lines 7-10 of Algorithm 1 on the cells of one stage ([K] arrays).
+
+    ``bonus_scale`` scales Gamma on covered cells only: a cell with n~ <= E_rho
+    gets Gamma = C H > v_max, i.e. Q = 0, at every scale (scaling that fallback
+    would let an empty cell's noise-only mean through).
+    """
     covered = counts > e_rho
     n = jnp.where(covered, counts, 1.0)
     n_lo = jnp.where(covered, counts - e_rho, 1.0)
@@ -232,8 +237,8 @@ def pessimistic_q(
     var_y = jnp.clip(squares / n, 0.0, 1.0) - mean**2
     var = v_max**2 * jnp.where(var_y > 1e-6, var_y, 0.0)
     gamma = cfg.c1 * jnp.sqrt(var * iota / n_lo) + cfg.c2 * v_max * e_rho * iota / n_lo
-    gamma = jnp.where(covered, gamma, cfg.c * horizon)
-    return jnp.clip(v_max * mean - cfg.bonus_scale * gamma, 0.0, v_max)
+    gamma = jnp.where(covered, cfg.bonus_scale * gamma, cfg.c * horizon)
+    return jnp.clip(v_max * mean - gamma, 0.0, v_max)
 
 
 @partial(jax.jit, static_argnames=("mechanism", "cfg"))
