@@ -65,17 +65,17 @@ class Bench:
         return self.gap(planning.greedy_policy(geom, q, self.actions))
 
 
-def experiment1(b: Bench, runs: int, episodes: int) -> dict:
+def experiment1(b: Bench, runs: int, episodes: int, rhos=RHOS) -> dict:
     methods = {"NonPrivate": ("non_private", {}), "POOL": ("pool", {}),
                "POOL (paper constants)": ("pool", {"bonus_scale": 1.0}),
                "IP": ("input_perturbation", {}), "OP": ("output_perturbation", {})}
     out = {"setting": "w=d=1, H=5, lambda=0.9, synthetic weekly demand, M=10 affine zones, "
                       f"{episodes} episodes, behaviour base-stock 0.5 + N(0, 0.35^2)",
            "c_star": b.c_star, "saa_levels": b.saa_levels, "behaviour_gap": b.behaviour_gap,
-           "runs": runs, "rhos": list(RHOS), "gaps": {}}
+           "runs": runs, "rhos": list(rhos), "gaps": {}}
     for name, (method, algo) in methods.items():
         rows = []
-        for rho in (RHOS if method != "non_private" else (None,)):
+        for rho in (rhos if method != "non_private" else (None,)):
             cfg = _cfg(method, rho or 1.0, episodes, 0, **algo)
             gaps = [b.run(cfg, b.geom, r) for r in range(runs)]
             rows.append({"rho": rho, "mean": float(np.mean(gaps)), "std": float(np.std(gaps)),
@@ -190,6 +190,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=2000)
     ap.add_argument("--eval-episodes", type=int, default=4000)
     ap.add_argument("--only", choices=("1", "3"), default=None)
+    ap.add_argument("--rhos", type=float, nargs="*", default=list(RHOS))
     args = ap.parse_args()
     RESULTS.mkdir(exist_ok=True)
     b = Bench(args.episodes, args.eval_episodes)
@@ -199,7 +200,7 @@ def main() -> None:
         (RESULTS / "pool_exp3.md").write_text(_md3(r3))
         _plot3(r3, RESULTS / "pool_exp3.png")
     if args.only in (None, "1"):
-        r1 = experiment1(b, args.runs, args.episodes)
+        r1 = experiment1(b, args.runs, args.episodes, tuple(args.rhos))
         (RESULTS / "pool_exp1.json").write_text(json.dumps(r1, indent=2))
         (RESULTS / "pool_exp1.md").write_text(_md1(r1))
         _plot1(r1, RESULTS / "pool_exp1.png")
