@@ -62,7 +62,12 @@ class Bench:
         # Benchmark noise from a public key: NOT PRIVATE, for measurement only.
         q = pool.plan(cfg, data, self.params, geom, self.actions, mech,
                       jax.random.key(1000 + run))
-        return self.gap(planning.greedy_policy(geom, q, self.actions))
+        return self.greedy_gap(geom, q)
+
+    def greedy_gap(self, geom, q) -> float:
+        cost = float(planning.greedy_policy_cost(self.ek, self.params, geom, q, self.actions,
+                                                 self.n_eval))
+        return planning.relative_gap(cost, self.c_star)
 
 
 def experiment1(b: Bench, runs: int, episodes: int, rhos=RHOS) -> dict:
@@ -109,7 +114,7 @@ def experiment3(b: Bench, runs: int, episodes: int, ms=(5, 10, 20, 40)) -> dict:
                 q = planning.pool_plan(jax.random.key(0), data, geom, b.actions, None, pc
                                        ).q_tables.block_until_ready()
                 times.append(time.perf_counter() - t)
-                gaps.append(b.gap(planning.greedy_policy(geom, q, b.actions)))
+                gaps.append(b.greedy_gap(geom, q))
                 del npcfg
             row = {"M": m, "cells": int(geom.num_cells), "gap_mean": float(np.mean(gaps)),
                    "gap_std": float(np.std(gaps)), "time_s": float(np.median(times))}
@@ -117,6 +122,35 @@ def experiment3(b: Bench, runs: int, episodes: int, ms=(5, 10, 20, 40)) -> dict:
             print(f"{kind:5s} M={m:3d} cells={row['cells']:5d} gap {row['gap_mean']:.3f} +- "
                   f"{row['gap_std']:.3f} time {row['time_s']:.3f}s", flush=True)
     return out
+
+
+def experiment_data(b: Bench, runs: int, ns=(500, 2000, 8000, 32000), ms=(10, 20)) -> dict:
+    """NonPrivate POOL vs data size: does the gap fall towards the SAA benchmark?"""
+    out = {"setting": "non-private POOL (bonus_scale 0.05), affine zones", "N": list(ns),
+           "M": list(ms), "behaviour_gap": b.behaviour_gap, "rows": []}
+    for m in ms:
+        cfg = pool.load("pool/default", ["pool.method=non_private", "privacy.rho=.inf",
+                                         f"pool.num_zones={m}"])
+        _, _, geom, _ = pool.build(cfg)
+        for n in ns:
+            cfg_n = pool.load("pool/default", ["pool.method=non_private", "privacy.rho=.inf",
+                                               f"pool.num_zones={m}", f"env.num_episodes={n}"])
+            gaps = [b.run(cfg_n, geom, r) for r in range(runs)]
+            out["rows"].append({"M": m, "N": n, "mean": float(np.mean(gaps)),
+                                "std": float(np.std(gaps))})
+            print(f"data M={m} N={n} gap {np.mean(gaps):.3f} +- {np.std(gaps):.3f}", flush=True)
+    return out
+
+
+def _md_data(r: dict) -> str:
+    lines = ["# POOL: non-private gap vs data size", "", r["setting"] +
+             f"; behaviour gap {r['behaviour_gap']:.3f}.", "",
+             "| M | " + " | ".join(f"N={n}" for n in r["N"]) + " |",
+             "|---|" + "---|" * len(r["N"])]
+    for m in r["M"]:
+        cells = [f"{x['mean']:.3f} +- {x['std']:.3f}" for x in r["rows"] if x["M"] == m]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _md1(r: dict) -> str:
@@ -189,11 +223,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--episodes", type=int, default=2000)
     ap.add_argument("--eval-episodes", type=int, default=4000)
-    ap.add_argument("--only", choices=("1", "3"), default=None)
+    ap.add_argument("--only", choices=("1", "3", "data"), default=None)
     ap.add_argument("--rhos", type=float, nargs="*", default=list(RHOS))
     args = ap.parse_args()
     RESULTS.mkdir(exist_ok=True)
     b = Bench(args.episodes, args.eval_episodes)
+    if args.only in (None, "data"):
+        rd = experiment_data(b, max(2, args.runs // 2))
+        (RESULTS / "pool_data.json").write_text(json.dumps(rd, indent=2))
+        (RESULTS / "pool_data.md").write_text(_md_data(rd))
     if args.only in (None, "3"):
         r3 = experiment3(b, max(1, args.runs // 3), args.episodes)
         (RESULTS / "pool_exp3.json").write_text(json.dumps(r3, indent=2))

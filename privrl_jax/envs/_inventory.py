@@ -359,6 +359,16 @@ def inventory_returns(
     return out.reward.sum(-1)
 
 
+def rollout_costs(
+    key: jax.Array, params: InventoryParams, policy: StagePolicy, num_episodes: int
+) -> jax.Array:
+    """[num_episodes] total costs over H stages (vmapped; not jitted, for use under jit)."""
+    _, _, out, _ = jax.vmap(lambda k: _episode(k, params, policy))(
+        jax.random.split(key, num_episodes)
+    )
+    return out.cost.sum(-1)
+
+
 @partial(jax.jit, static_argnames=("policy", "num_episodes"))
 def inventory_costs(
     key: jax.Array,
@@ -370,7 +380,4 @@ def inventory_costs(
 
     Set ``params.init_high = 0`` for the paper's zero initial inventory (Sec. 5.1).
     """
-    _, _, out, _ = jax.vmap(lambda k: _episode(k, params, policy))(
-        jax.random.split(key, num_episodes)
-    )
-    return out.cost.sum(-1)
+    return rollout_costs(key, params, policy, num_episodes)

@@ -16,6 +16,7 @@ from privrl_jax.planning._baselines import (
 )
 from privrl_jax.planning._benchmark import (
     SAAResult,
+    greedy_policy_cost,
     policy_cost,
     relative_gap,
     saa_base_stock,
@@ -67,6 +68,7 @@ __all__ = [
     "geometry_value",
     "gram_schmidt",
     "greedy_policy",
+    "greedy_policy_cost",
     "grid_cell",
     "grid_value",
     "input_mechanism",

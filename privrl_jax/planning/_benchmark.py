@@ -29,6 +29,7 @@ from privrl_jax.envs._inventory import (
     base_stock_policy,
     inventory_costs,
     inventory_stage,
+    rollout_costs,
     sample_demand,
 )
 
@@ -83,6 +84,22 @@ def policy_cost(
 ) -> float:
     """Mean H-stage cost from zero initial inventory (vmapped rollouts)."""
     return float(inventory_costs(key, zero_start(params), policy, num_episodes).mean())
+
+
+@partial(jax.jit, static_argnames="num_episodes")
+def greedy_policy_cost(
+    key: jax.Array, params: InventoryParams, geom, q_tables: jax.Array,
+    actions: jax.Array, num_episodes: int,
+) -> jax.Array:
+    """Mean cost of ``greedy_policy(geom, q_tables, actions)`` from zero inventory.
+
+    One compilation per geometry shape: q_tables are traced, so sweeps over runs
+    and rho do not recompile the rollouts (``policy_cost`` does, per policy).
+    """
+    from privrl_jax.planning._pool import greedy_policy
+
+    policy = greedy_policy(geom, q_tables, actions)
+    return rollout_costs(key, zero_start(params), policy, num_episodes).mean()
 
 
 def saa_policy(result: SAAResult) -> StagePolicy:

@@ -145,8 +145,11 @@ def _select_basis(
     for e in _orthonormal(spans):
         resid = resid - np.outer(resid @ e, e)
     while len(chosen) < total:
-        norms = np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)
-        scores = np.linalg.norm(resid, axis=1) / norms
+        if affine:  # farthest from the affine span so far: a spread, max-volume simplex
+            scores = np.linalg.norm(resid, axis=1) / max(np.linalg.norm(resid, axis=1).max(), 1e-12)
+        else:
+            norms = np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)
+            scores = np.linalg.norm(resid, axis=1) / norms
         best = int(np.argmax(scores))
         if scores[best] < 1e-3:  # the zone's points span fewer than n dims
             return None
