@@ -39,8 +39,8 @@ def _cfg(method: str, rho: float, episodes: int, seed: int, **algo):
 
 
 class Bench:
-    def __init__(self, episodes: int, eval_episodes: int):
-        cfg = _cfg("pool", 1.0, episodes, 0)
+    def __init__(self, episodes: int, eval_episodes: int, cfg=None):
+        cfg = cfg if cfg is not None else _cfg("pool", 1.0, episodes, 0)
         self.params, self.behaviour, self.geom, self.actions = pool.build(cfg)
         key = jax.random.key(12345)
         saa = planning.saa_base_stock(jax.random.fold_in(key, 0), self.params, 10_000, 101)
@@ -50,6 +50,10 @@ class Bench:
                                            eval_episodes)
         self.saa_levels = np.asarray(saa.levels).tolist()
         self.behaviour_gap = self.gap(self.behaviour)
+
+    @classmethod
+    def from_config(cls, cfg, eval_episodes: int) -> "Bench":
+        return cls(cfg.env.num_episodes, eval_episodes, cfg)
 
     def gap(self, policy) -> float:
         return planning.relative_gap(
@@ -153,6 +157,43 @@ def _md_data(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def experiment2(runs: int, episodes: int, eval_episodes: int, rho: float = 10.0) -> dict:
+    """Sweeps of POOL at one rho: H, |lambda|, w + d, M, and the bonus scale."""
+    sweeps = {
+        "H": [(f"env.horizon={h}",) for h in (5, 10, 15, 20)],
+        "lambda": [(f"env.boundary={x}",) for x in (0.5, 0.6, 0.7, 0.8, 0.9, 1.5)],
+        "w+d": [(f"env.num_products={w}", f"pool.action_levels={lv}")
+                for w, lv in ((1, 11), (2, 6), (3, 4))],
+        "M": [(f"pool.num_zones={m}",) for m in (5, 10, 20, 40)],
+        "bonus_scale": [(f"pool.bonus_scale={x}",) for x in (0.0, 0.01, 0.05, 0.2, 1.0)],
+    }
+    out = {"setting": f"POOL at rho={rho}, {episodes} episodes, {runs} runs; other settings as "
+                      "pool/default", "rho": rho, "sweeps": {}}
+    for name, variants in sweeps.items():
+        rows = []
+        for over in variants:
+            cfg = pool.load("pool/default", ["pool.method=pool", f"privacy.rho={rho}",
+                                             f"env.num_episodes={episodes}", *over])
+            b = Bench.from_config(cfg, eval_episodes)
+            gaps = [b.run(cfg, b.geom, r) for r in range(runs)]
+            rows.append({"setting": ", ".join(over), "mean": float(np.mean(gaps)),
+                         "std": float(np.std(gaps)), "behaviour_gap": b.behaviour_gap})
+            print(f"exp2 {name}: {', '.join(over)} gap {np.mean(gaps):.3f} +- "
+                  f"{np.std(gaps):.3f} (behaviour {b.behaviour_gap:.3f})", flush=True)
+        out["sweeps"][name] = rows
+    return out
+
+
+def _md2(r: dict) -> str:
+    lines = ["# POOL experiment 2: sweeps", "", r["setting"] + ".", "",
+             "| sweep | setting | POOL gap | behaviour gap |", "|---|---|---|---|"]
+    for name, rows in r["sweeps"].items():
+        for x in rows:
+            lines.append(f"| {name} | {x['setting']} | {x['mean']:.3f} +- {x['std']:.3f} | "
+                         f"{x['behaviour_gap']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 def _md1(r: dict) -> str:
     lines = ["# POOL experiment 1: relative optimality gap vs rho", "", r["setting"] + ".",
              f"c* = {r['c_star']:.4f} (SAA base-stock levels {r['saa_levels']}); behaviour gap "
@@ -223,11 +264,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--episodes", type=int, default=2000)
     ap.add_argument("--eval-episodes", type=int, default=4000)
-    ap.add_argument("--only", choices=("1", "3", "data"), default=None)
+    ap.add_argument("--only", choices=("1", "2", "3", "data"), default=None)
     ap.add_argument("--rhos", type=float, nargs="*", default=list(RHOS))
     args = ap.parse_args()
     RESULTS.mkdir(exist_ok=True)
     b = Bench(args.episodes, args.eval_episodes)
+    if args.only in (None, "2"):
+        r2 = experiment2(max(2, args.runs // 3), args.episodes, args.eval_episodes)
+        (RESULTS / "pool_exp2.json").write_text(json.dumps(r2, indent=2))
+        (RESULTS / "pool_exp2.md").write_text(_md2(r2))
     if args.only in (None, "data"):
         rd = experiment_data(b, max(2, args.runs // 2))
         (RESULTS / "pool_data.json").write_text(json.dumps(rd, indent=2))
