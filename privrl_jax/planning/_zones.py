@@ -18,9 +18,19 @@ by the points already chosen), which keeps R well conditioned; the paper only as
 for independence. All of this is public geometry (no data), built once on the
 host with NumPy from a public seed.
 
-Interpolation. Q_bar_h(b) = sum_j m_j Q_h(b^j_m) for b < lambda_h; beyond the
-boundary the constant Q_bar_h(lambda_h) (Algorithm 1, line 15). It is exact for
-functions linear in b (homogeneous: b -> g . b) inside a zone.
+Interpolation. The paper's form is linear: Q_bar_h(b) = sum_j m_j Q_h(b^j_m)
+for b < lambda_h (line 13), beyond the boundary the constant Q_bar_h(lambda_h)
+(line 15). That is affine interpolation through an implicit anchor at the origin
+with Q = 0: it cannot represent a constant Q, and its coefficients are unbounded
+in a thin shell, so it extrapolated to values far above H - h that the greedy
+max then picked (the non-private policy scored below the behaviour policy). The
+default here (``affine=True``) takes n + 1 points per zone, an anchor b^0 and n
+points with b^j - b^0 independent (Gram-Schmidt on the differences), and
+Q_bar(b) = Q(b^0) + sum_j m_j (Q(b^j) - Q(b^0)): exact for affine functions. The
+points form a spread simplex (each next one the candidate farthest from the
+affine span so far). ``limiter=True`` clips Q_bar to the [min, max] of its
+zone's basis values, the usual limiter against overshoot of piecewise-linear
+reconstruction. ``affine=False, limiter=False`` is the paper's scheme.
 """
 
 from __future__ import annotations
