@@ -22,6 +22,7 @@ ledger entry recomputes the same release from the stored secret.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -113,8 +114,13 @@ def build_params(env: InventoryEnvConfig) -> InventoryParams:
     )
 
 
+@functools.lru_cache(maxsize=16)
 def build(cfg: PoolRunConfig):
-    """(params, behaviour policy, geometry, candidate actions) of a config (public)."""
+    """(params, behaviour policy, geometry, candidate actions) of a config (public).
+
+    Cached: the geometry is a host-side search, and the same behaviour closure lets
+    the jitted collection and rollouts reuse their compilations on a rerun.
+    """
     e, a = cfg.env, cfg.pool
     params = build_params(e)
     behaviour = base_stock_policy(jnp.full((e.num_products,), e.behaviour_level),
@@ -166,9 +172,9 @@ def evaluate(cfg: PoolRunConfig, params, behaviour, geom, actions, q_tables) -> 
     saa = planning.saa_base_stock(jax.random.fold_in(key, 0), params, v.saa_samples,
                                   v.saa_levels)
     ek = jax.random.fold_in(key, 1)  # common random numbers for every policy
-    c_star = planning.policy_cost(ek, params, planning.saa_policy(saa), v.eval_episodes)
-    policy = planning.greedy_policy(geom, q_tables, actions)
-    cost = planning.policy_cost(ek, params, policy, v.eval_episodes)
+    c_star = float(planning.base_stock_cost(ek, params, saa.levels, v.eval_episodes))
+    cost = float(planning.greedy_policy_cost(ek, params, geom, q_tables, actions,
+                                             v.eval_episodes))
     c_beh = planning.policy_cost(ek, params, behaviour, v.eval_episodes)
     return {
         "policy_class_of_benchmark": "stationary base-stock, levels searched on a grid of "
@@ -374,14 +380,12 @@ def _plots(run_dir: Path, cfg, geom, actions, q_tables, evaluation) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     atomic_write_bytes(out / "gaps.png", buf.getvalue(), suffix=".json.tmp")
-    w = cfg.env.num_products
-    policy = planning.greedy_policy(geom, q_tables, actions)
     levels = jnp.linspace(0.0, 0.95, 20)
+    orders = np.asarray(_policy_grid(geom, q_tables, actions, levels))  # [H, 20]
     fig = Figure(figsize=(4, 3))
     ax = fig.subplots()
     for h in range(cfg.env.horizon):
-        orders = jax.vmap(lambda s: policy(None, h, jnp.full((w,), s)))(levels)[:, 0]
-        ax.plot(levels, levels + orders, label=f"h={h + 1}")
+        ax.plot(levels, levels + orders[h], label=f"h={h + 1}")
     ax.set_xlabel("inventory of product 1")
     ax.set_ylabel("post-order level")
     ax.legend(fontsize=6)
@@ -389,6 +393,15 @@ def _plots(run_dir: Path, cfg, geom, actions, q_tables, evaluation) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     atomic_write_bytes(out / "policy.png", buf.getvalue(), suffix=".json.tmp")
+
+
+@jax.jit
+def _policy_grid(geom, q_tables, actions, levels):
+    # Product 1's order at every stage and level (all products at the same level).
+    policy = planning.greedy_policy(geom, q_tables, actions)
+    hs = jnp.arange(q_tables.shape[0])
+    return jax.vmap(lambda h: jax.vmap(
+        lambda s: policy(None, h, jnp.full((actions.shape[-1],), s))[0])(levels))(hs)
 
 
 def render_markdown(report: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from privrl_jax.planning._baselines import (
 )
 from privrl_jax.planning._benchmark import (
     SAAResult,
+    base_stock_cost,
     greedy_policy_cost,
     policy_cost,
     relative_gap,
@@ -61,6 +62,7 @@ __all__ = [
     "SAAResult",
     "ZoneGeometry",
     "action_grid",
+    "base_stock_cost",
     "cell_index",
     "data_cells",
     "exact_statistics",

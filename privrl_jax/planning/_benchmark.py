@@ -102,6 +102,15 @@ def greedy_policy_cost(
     return rollout_costs(key, zero_start(params), policy, num_episodes).mean()
 
 
+@partial(jax.jit, static_argnames="num_episodes")
+def base_stock_cost(
+    key: jax.Array, params: InventoryParams, levels: jax.Array, num_episodes: int
+) -> jax.Array:
+    """Mean cost of the noiseless base-stock policy ``levels`` [w] from zero inventory."""
+    return rollout_costs(key, zero_start(params), base_stock_policy(levels, 0.0),
+                         num_episodes).mean()
+
+
 def saa_policy(result: SAAResult) -> StagePolicy:
     """The SAA base-stock policy (no noise)."""
     return base_stock_policy(result.levels, 0.0)

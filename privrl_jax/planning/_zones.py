@@ -141,8 +141,9 @@ def _select_basis(
 
     Linear: n points whose vectors b^j are independent. Affine: the first point is
     the anchor b^0 and the next n make b^j - b^0 independent. Each next point is
-    the candidate least explained (relative residual) by the span so far, which
-    keeps R well conditioned; the paper asks only for independence.
+    the candidate least explained by the span so far: relative residual (linear,
+    keeps R well conditioned) or absolute residual (affine: the farthest from the
+    affine span, a spread simplex). The paper asks only for independence.
     """
     total = n + int(affine)
     if cands.shape[0] < total:
