@@ -52,7 +52,7 @@ class Bench:
         self.behaviour_gap = self.gap(self.behaviour)
 
     @classmethod
-    def from_config(cls, cfg, eval_episodes: int) -> "Bench":
+    def from_config(cls, cfg, eval_episodes: int) -> Bench:
         return cls(cfg.env.num_episodes, eval_episodes, cfg)
 
     def gap(self, policy) -> float:
@@ -196,8 +196,8 @@ def _md2(r: dict) -> str:
 
 def _md1(r: dict) -> str:
     lines = ["# POOL experiment 1: relative optimality gap vs rho", "", r["setting"] + ".",
-             f"c* = {r['c_star']:.4f} (SAA base-stock levels {r['saa_levels']}); behaviour gap "
-             f"{r['behaviour_gap']:.3f}; mean +- std over {r['runs']} runs.", "",
+             (f"c* = {r['c_star']:.4f} (SAA base-stock levels {r['saa_levels']}); behaviour "
+              f"gap {r['behaviour_gap']:.3f}; mean +- std over {r['runs']} runs."), "",
              "| method | " + " | ".join(f"rho={x:g}" for x in r["rhos"]) + " |",
              "|---|" + "---|" * len(r["rhos"])]
     for name, rows in r["gaps"].items():

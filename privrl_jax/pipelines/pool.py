@@ -416,14 +416,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         ("rho (zCDP, ledger) / budget", f"{p['rho']:.4g} / {p['rho_budget']:.4g}"),
         (f"epsilon at delta={p['delta']:g} (dp-accounting RDP)", f"{p['epsilon']:.4g}"),
         ("noise std", f"{p['noise_std']:.4g}"),
-        ("benchmark c* (SAA base-stock, levels)", f"{ev['benchmark_cost']:.4f} "
-         f"({', '.join(f'{x:.2f}' for x in ev['saa_levels'])})"),
+        ("benchmark c* (SAA base-stock, levels)", (
+            f"{ev['benchmark_cost']:.4f} "
+            f"({', '.join(f'{x:.2f}' for x in ev['saa_levels'])})")),
         ("policy cost / gap", f"{ev['policy_cost']:.4f} / {ev['gap']:.3f}"),
         ("behaviour cost / gap", f"{ev['behaviour_cost']:.4f} / {ev['behaviour_gap']:.3f}"),
     ]
     lines += ["| quantity | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
-    lines += ["", "**Release** (may be published): `policy.npz`, `policy.json`, `ledger.json`, "
-              "`report.json`, `report.md`, `config.yaml`, `plots/`. `checkpoints/` holds the "
-              "secret noise key: never publish it.", "",
+    lines += ["", ("**Release** (may be published): `policy.npz`, `policy.json`, "
+                   "`ledger.json`, `report.json`, `report.md`, `config.yaml`, `plots/`. "
+                   "`checkpoints/` holds the secret noise key: never publish it."), "",
               f"Wall time: {report['wall_time_s']:.1f} s.", ""]
     return "\n".join(lines)

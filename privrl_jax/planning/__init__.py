@@ -24,7 +24,12 @@ from privrl_jax.planning._benchmark import (
     saa_policy,
     zero_start,
 )
-from privrl_jax.planning._grid import GridGeometry, grid_cell, grid_value, make_grid_geometry
+from privrl_jax.planning._grid import (
+    GridGeometry,
+    grid_cell,
+    grid_value,
+    make_grid_geometry,
+)
 from privrl_jax.planning._pool import (
     Geometry,
     PoolConfig,

@@ -243,7 +243,7 @@ def make_zone_geometry(
         for m, (sel, q, c, o, ok) in enumerate(cache[key]):
             points[h, m], ortho[h, m], coef[h, m], origin[h, m], valid[h, m] = (
                 sel, q, c, o, ok)
-    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    f32 = lambda x: jnp.asarray(x, jnp.float32)
     return ZoneGeometry(
         points=f32(points), ortho=f32(ortho), coef=f32(coef), origin=f32(origin),
         boundary=f32(lam), valid=jnp.asarray(valid), width=float(width),

@@ -33,7 +33,7 @@ def test_cost_to_reward_by_hand_and_range():
         k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
         s, a = jax.random.uniform(k1, (4096, 3)), jax.random.uniform(k2, (4096, 3))
         d = q.demand_max * jax.random.uniform(k3, (4096, 3))
-        r = jax.vmap(lambda s, a, d: inventory_stage(s, a, d, q).reward)(s, a, d)
+        r = jax.vmap(lambda s, a, d, q=q: inventory_stage(s, a, d, q).reward)(s, a, d)
         assert float(r.min()) >= 0.0 and float(r.max()) <= 1.0
         assert float(r.max() - r.min()) > 0.3  # the map is not degenerate
 
@@ -105,7 +105,8 @@ def test_empirical_demand_draws_the_weekday_of_the_stage():
     p = make_inventory_params(1, 9, demand_series=series)
     assert p.demand == "empirical" and p.demand_table.shape == (7, 3, 1)
     for h in range(9):
-        d = jax.vmap(lambda k: sample_demand(k, p, h))(jax.random.split(jax.random.key(h), 64))
+        d = jax.vmap(lambda k, h=h: sample_demand(k, p, h))(
+            jax.random.split(jax.random.key(h), 64))
         np.testing.assert_allclose(np.asarray(d)[:, 0], (h % 7) / 10, atol=1.5e-3)
     with pytest.raises(ValueError, match="demand_series of shape"):
         make_inventory_params(2, 3, demand_series=series)

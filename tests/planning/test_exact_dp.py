@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from privrl_jax import planning
-from privrl_jax.envs._inventory import InventoryData, inventory_stage, make_inventory_params
+from privrl_jax.envs._inventory import (
+    InventoryData,
+    inventory_stage,
+    make_inventory_params,
+)
 
 H = 3
 LEVELS = (0.0, 0.5)  # states and actions; demand in {0.5, 1.0} keeps s' in LEVELS
@@ -27,7 +31,7 @@ def _data(n, seed):
         obs[:, h], act[:, h], rew[:, h] = s, a, np.asarray(out.reward)
         nxt[:, h] = np.asarray(out.next_level)[:, 0]
         s = nxt[:, h]
-    f32 = lambda x: jnp.asarray(x, jnp.float32)[..., None]  # noqa: E731
+    f32 = lambda x: jnp.asarray(x, jnp.float32)[..., None]
     data = InventoryData(f32(obs), f32(act), jnp.asarray(rew, jnp.float32), f32(nxt),
                          jnp.zeros((n, H, 1)), jnp.ones((n, H), bool))
     return p, data, (obs, act, rew, nxt)

@@ -111,7 +111,7 @@ def test_backward_induction_equals_a_hand_computation():
                                       affine=False, limiter=False)
     b1, b2 = np.asarray(geom.points[0, 0], np.float64)
     a_star = jnp.array([[0.5]])  # the only candidate action
-    ep = lambda p0, r0, s1, p1, r1: InventoryData(  # noqa: E731
+    ep = lambda p0, r0, s1, p1, r1: InventoryData(
         observations=jnp.array([[p0[0]], [p1[0]]]), actions=jnp.array([[p0[1]], [p1[1]]]),
         rewards=jnp.array([r0, r1]), next_observations=jnp.array([[s1], [0.0]]),
         sales=jnp.zeros((2, 1)), feedback=jnp.ones(2, bool))
@@ -126,7 +126,7 @@ def test_backward_induction_equals_a_hand_computation():
     np.testing.assert_allclose(res.q_tables[1], q2, atol=1e-5)
     # V_2(s) = clip(Q_bar_2(s, 0.5)): coefficients m solve [b1 b2] m = (s, 0.5).
     basis = np.stack([b1, b2], 1)
-    v2 = lambda s: float(np.clip(np.linalg.solve(basis, [s, 0.5]) @ q2, 0, 1))  # noqa
+    v2 = lambda s: float(np.clip(np.linalg.solve(basis, [s, 0.5]) @ q2, 0, 1))
     y1 = np.array([0.4 + v2(0.3), 0.8 + v2(0.6)]) / 2  # stage 1 targets at b1
     y2 = min((1.0 + v2(0.6)) / 2, 1.0)
     var1 = 4 * (np.mean(y1**2) - np.mean(y1) ** 2)
