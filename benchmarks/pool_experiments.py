@@ -76,6 +76,7 @@ class Bench:
 
 def experiment1(b: Bench, runs: int, episodes: int, rhos=RHOS) -> dict:
     methods = {"NonPrivate": ("non_private", {}), "POOL": ("pool", {}),
+               "POOL (bonus_scale 0.01)": ("pool", {"bonus_scale": 0.01}),
                "POOL (paper constants)": ("pool", {"bonus_scale": 1.0}),
                "IP": ("input_perturbation", {}), "OP": ("output_perturbation", {})}
     out = {"setting": "w=d=1, H=5, lambda=0.9, synthetic weekly demand, M=10 affine zones, "
