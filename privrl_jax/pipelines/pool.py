@@ -73,7 +73,6 @@ __all__ = [
     "run",
 ]
 
-DP_RELEASE = "POOL statistics"
 POLICY_FILE = "policy.npz"
 POLICY_META = "policy.json"
 SECRET_FILE = "secret.npz"
