@@ -47,7 +47,7 @@ from gymnax.environments import spaces
 
 from privrl_jax.envs._base import Environment
 
-DEMAND_DISTRIBUTIONS = ("uniform", "exponential", "truncnormal")
+DEMAND_DISTRIBUTIONS = ("uniform", "exponential", "truncnormal", "empirical")
 
 
 @struct.dataclass
@@ -71,8 +71,12 @@ class InventoryParams:
       demand_max: public upper bound on the demand (clip), enters cost_max.
       holding_cost, lost_sales_cost, order_cost: [w] per-unit costs >= 0.
       init_high: initial levels are uniform on [0, init_high]^w (0: empty).
+      demand_table: [7, W, w] daily demands by weekday (``demand="empirical"``),
+        else None. Stage h draws one of the W days with weekday h mod 7
+        uniformly: episodes start on weekday 0 and the demand is independent
+        across stages with the series' weekly seasonality.
       max_steps_in_episode: H (static).
-      demand: "uniform", "exponential" or "truncnormal" (static).
+      demand: "uniform", "exponential", "truncnormal" or "empirical" (static).
     """
 
     boundary: jax.Array
@@ -83,6 +87,7 @@ class InventoryParams:
     lost_sales_cost: jax.Array
     order_cost: jax.Array
     init_high: float = 0.5
+    demand_table: jax.Array | None = None
     max_steps_in_episode: int = struct.field(pytree_node=False, default=5)
     demand: str = struct.field(pytree_node=False, default="uniform")
 
@@ -113,13 +118,29 @@ def make_inventory_params(
     lost_sales_cost: float | jax.Array = 1.0,
     order_cost: float | jax.Array = 0.3,
     init_high: float = 0.5,
+    demand_series: jax.Array | None = None,
 ) -> InventoryParams:
-    """Params with scalars broadcast: boundary to [H, 2w], costs/demand to [w]."""
+    """Params with scalars broadcast: boundary to [H, 2w], costs/demand to [w].
+
+    ``demand_series`` [T, w] (daily demands in capacity units, day 0 a weekday 0,
+    T >= 7) selects ``demand="empirical"``: see ``InventoryParams.demand_table``.
+    """
+    if demand_series is not None:
+        demand = "empirical"
     if demand not in DEMAND_DISTRIBUTIONS:
         raise ValueError(f"demand must be one of {DEMAND_DISTRIBUTIONS}; got {demand!r}")
     if num_products < 1 or horizon < 1:
         raise ValueError("num_products and horizon must be >= 1")
     w = num_products
+    table = None
+    if demand == "empirical":
+        series = jnp.asarray(demand_series, jnp.float32) if demand_series is not None else None
+        if series is None or series.ndim != 2 or series.shape[1] != w or series.shape[0] < 7:
+            raise ValueError(
+                f"demand='empirical' needs demand_series of shape [T >= 7, {w}]; got "
+                f"{None if series is None else tuple(series.shape)}")
+        weeks = series.shape[0] // 7
+        table = jnp.transpose(series[: 7 * weeks].reshape(weeks, 7, w), (1, 0, 2))
 
     def vec(x) -> jax.Array:
         return jnp.broadcast_to(jnp.asarray(x, jnp.float32), (w,))
@@ -134,16 +155,23 @@ def make_inventory_params(
         lost_sales_cost=vec(lost_sales_cost),
         order_cost=vec(order_cost),
         init_high=float(init_high),
+        demand_table=table,
         max_steps_in_episode=int(horizon),
         demand=demand,
     )
 
 
-def sample_demand(key: jax.Array, params: InventoryParams) -> jax.Array:
-    """[w] demand of one stage, clipped to [0, demand_max]."""
+def sample_demand(
+    key: jax.Array, params: InventoryParams, h: jax.Array | int = 0
+) -> jax.Array:
+    """[w] demand of stage h (0-based), clipped to [0, demand_max]."""
     mean, scale = params.demand_mean, params.demand_scale
     shape = mean.shape
-    if params.demand == "uniform":
+    if params.demand == "empirical":
+        table = params.demand_table
+        k = jax.random.randint(key, (), 0, table.shape[1])
+        d = table[jnp.asarray(h) % 7, k]
+    elif params.demand == "uniform":
         d = mean + scale * jax.random.uniform(key, shape, minval=-1.0, maxval=1.0)
     elif params.demand == "exponential":
         d = mean * jax.random.exponential(key, shape)
@@ -161,6 +189,7 @@ class StageOutcome(NamedTuple):
     lost_sales: jax.Array  # [w] (D - y)^+, never observed
     stockout: jax.Array  # [w] bool, D >= y: the demand is censored
     cost: jax.Array  # scalar
+    product_costs: jax.Array  # [w], sum = cost (products are separable)
 
 
 def inventory_stage(
@@ -172,13 +201,14 @@ def inventory_stage(
     sales = jnp.minimum(y, demand)
     lost = jnp.maximum(demand - y, 0.0)
     nxt = y - sales
-    cost = jnp.sum(
+    costs = (
         params.order_cost * order
         + params.holding_cost * nxt
         + params.lost_sales_cost * lost
     )
+    cost = jnp.sum(costs)
     reward = jnp.clip(1.0 - cost / params.cost_max, 0.0, 1.0)
-    return StageOutcome(nxt, reward, sales, lost, demand >= y, cost)
+    return StageOutcome(nxt, reward, sales, lost, demand >= y, cost, costs)
 
 
 def observable(
@@ -224,7 +254,7 @@ class InventoryControl(Environment[InventoryState, InventoryParams]):
         return level, InventoryState(level=level, time=jnp.int32(0))
 
     def step_env(self, key, state, action, params):
-        demand = sample_demand(key, params)
+        demand = sample_demand(key, params, state.time)
         out = inventory_stage(state.level, action, demand, params)
         lam = params.boundary[jnp.minimum(state.time, params.boundary.shape[0] - 1)]
         info = {
@@ -283,7 +313,7 @@ def _episode(key, params: InventoryParams, policy: StagePolicy):
         h, k = inp
         k_act, k_dem = jax.random.split(k)
         action = jnp.clip(policy(k_act, h, level), 0.0, 1.0)
-        out = inventory_stage(level, action, sample_demand(k_dem, params), params)
+        out = inventory_stage(level, action, sample_demand(k_dem, params, h), params)
         return out.next_level, (level, action, out, params.boundary[h])
 
     hs = jnp.arange(params.max_steps_in_episode)
@@ -327,3 +357,27 @@ def inventory_returns(
         jax.random.split(key, num_episodes)
     )
     return out.reward.sum(-1)
+
+
+def rollout_costs(
+    key: jax.Array, params: InventoryParams, policy: StagePolicy, num_episodes: int
+) -> jax.Array:
+    """[num_episodes] total costs over H stages (vmapped; not jitted, for use under jit)."""
+    _, _, out, _ = jax.vmap(lambda k: _episode(k, params, policy))(
+        jax.random.split(key, num_episodes)
+    )
+    return out.cost.sum(-1)
+
+
+@partial(jax.jit, static_argnames=("policy", "num_episodes"))
+def inventory_costs(
+    key: jax.Array,
+    params: InventoryParams,
+    policy: StagePolicy,
+    num_episodes: int,
+) -> jax.Array:
+    """[num_episodes] total costs over H stages (vmapped Monte Carlo rollouts).
+
+    Set ``params.init_high = 0`` for the paper's zero initial inventory (Sec. 5.1).
+    """
+    return rollout_costs(key, params, policy, num_episodes)

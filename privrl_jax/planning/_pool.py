@@ -1,7 +1,7 @@
 """POOL: private statistics and pessimistic backward induction (pool.txt, Alg. 1).
 
-Statistics. Cells are the basis points of the zones (K = M n, see
-:func:`cell_index`). For stage h (0-based, v_max_h = H - h is the largest value
+Statistics. Cells are the basis points of the zones (K = M P, see
+:func:`cell_index`), or the cells of a :class:`GridGeometry` (the grid baseline). For stage h (0-based, v_max_h = H - h is the largest value
 to go, the paper's H - h + 1) and each transition i of the data whose pair
 b = (s_h, a_h) has feedback (b < lambda_h, Definition 2), the target is
 
@@ -49,30 +49,52 @@ bound on every count's noise and iota = log(H K / delta):
     (Gamma = C H when n~ <= E_rho),  Q = clip(Q~ - Gamma, 0, v_max).
 
 This is the Bernstein-plus-privacy bonus of Qiao & Wang's DP-APVI (2023,
-Algorithm 2, bonus Gamma_h with C1 = sqrt 2, C2 = 16 as pool.txt's Algorithm 1
-states), recalled, not copied: their S H factor of the privacy term becomes
-v_max, because their S comes from an S-dimensional noisy P_tilde (an L1 error
-over S next states) while we release one scalar sum per cell, and H is the range
-of the value at stage h. E_rho = noise_std sqrt(2 log(2 H K / delta)) (Gaussian
-tail and a union bound over the H K counts), the role of their E_rho. Non-private
-(no mechanism), E_rho = 0 and Gamma is the variance term alone.
-``bonus_scale`` multiplies Gamma (1: the paper; the theory constants are
-conservative for small data).
+Algorithm 2: Gamma_h(s, a) = C1 sqrt(Var_P~(V~_{h+1}) iota / (n~ - E_rho)) +
+C2 S H E_rho iota / (n~ - E_rho), with Gamma = C H where n~ <= E_rho; pool.txt
+Algorithm 1 lines 8-9 keep that form, "(or CH if n <= E_rho)", and fix C1 = sqrt 2,
+C2 = 16). Our S H becomes v_max: their S is the L1 error of an S-dimensional noisy
+P~ (S next states), while we release one scalar sum of next values per cell, and
+H is the range of the value, v_max at stage h. E_rho = noise_std sqrt(2 log(2 H K
+/ delta)) bounds every count's noise w.p. 1 - delta (Gaussian tail and a union
+bound over the H K counts), the role of their E_rho. Non-private (no mechanism),
+E_rho = 0 and Gamma is the variance term alone. ``bonus_scale`` multiplies Gamma
+(1: the paper's constants, which at rho <= 40 and n <= 10^4 episodes push every
+covered cell's Q to 0 -- see docs/pool.md; 0: plain backward induction).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from functools import partial
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from privrl_jax.envs._inventory import InventoryData
-from privrl_jax.planning._zones import ZoneGeometry, cell_index, interpolate
+from privrl_jax.planning._grid import GridGeometry, grid_cell, grid_value
+from privrl_jax.planning._zones import ZoneGeometry, cell_index, zone_value
 from privrl_jax.privacy import GaussianMechanism
+
+Geometry = ZoneGeometry | GridGeometry
+
+
+def geometry_cell(geom: Geometry, h: jax.Array, b: jax.Array) -> jax.Array:
+    """Statistics cell of one pair b [n] at stage h (zones or grid)."""
+    if isinstance(geom, GridGeometry):
+        return grid_cell(geom, h, b)
+    return cell_index(geom, h, b)
+
+
+def geometry_value(
+    geom: Geometry, h: jax.Array, q_flat: jax.Array, b: jax.Array
+) -> jax.Array:
+    """Q_bar_h(b) from the stage's flat table [K] (unclipped)."""
+    if isinstance(geom, GridGeometry):
+        return grid_value(geom, h, q_flat, b)
+    return zone_value(geom, h, q_flat, b)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +111,8 @@ class PoolConfig:
 class PoolResult(NamedTuple):
     """What POOL releases: Q at the basis points and the noisy statistics.
 
-    q_tables: [H, M, n] pessimistic Q_h(b^j_m) in [0, H - h].
+    q_tables: [H, K] pessimistic Q_h at the cells (zones: K = M P, row-major
+      [M, P]: Q_h(b^j_m)) in [0, H - h].
     counts, sums, squares: [H, K] the released (noisy) n, S, S2.
     noise_bound: E_rho (0 without noise).
     """
@@ -117,26 +140,30 @@ def action_grid(action_dim: int, levels: int) -> jax.Array:
     return jnp.stack([g.ravel() for g in jnp.meshgrid(*axes, indexing="ij")], -1)
 
 
-def data_cells(geom: ZoneGeometry, data: InventoryData) -> jax.Array:
+def data_cells(geom: Geometry, data: InventoryData) -> jax.Array:
     """[N, H] cell of every pair, -1 where it has no feedback."""
     b = jnp.concatenate([data.observations, data.actions], -1)  # [N, H, n]
     hs = jnp.arange(b.shape[1])
-    cells = jax.vmap(jax.vmap(lambda h, x: cell_index(geom, h, x), (0, 0)), (None, 0))(
+    cells = jax.vmap(jax.vmap(lambda h, x: geometry_cell(geom, h, x), (0, 0)), (None, 0))(
         hs, b
     )
     return jnp.where(data.feedback, cells, -1)
 
 
 def state_values(
-    geom: ZoneGeometry, h: jax.Array, q_table: jax.Array, states: jax.Array,
+    geom: Geometry, h: jax.Array, q_table: jax.Array, states: jax.Array,
     actions: jax.Array,
 ) -> jax.Array:
-    """V_bar_h(s) = max_k clip(Q_bar_h(s, a_k), 0, H - h) for states [N, w]."""
+    """V_bar_h(s) = max_k clip(Q_bar_h(s, a_k), 0, H - h) for states [N, w].
+
+    ``q_table`` is stage h's flat table [K]. Algorithm 1 line 17 takes the
+    expectation under the greedy pi_h, i.e. this max over the public candidates.
+    """
     v_max = geom.horizon - h
 
     def one(s):
         qs = jax.vmap(
-            lambda a: interpolate(geom, h, q_table, jnp.concatenate([s, a]))
+            lambda a: geometry_value(geom, h, q_table, jnp.concatenate([s, a]))
         )(actions)
         return jnp.max(jnp.clip(qs, 0.0, v_max))
 
@@ -160,7 +187,7 @@ def _cell_sums(cells_h, values, num_cells):
 
 @jax.jit
 def exact_statistics(
-    geom: ZoneGeometry, data: InventoryData, actions: jax.Array,
+    geom: Geometry, data: InventoryData, actions: jax.Array,
     q_tables: jax.Array,
 ) -> jax.Array:
     """[3, H, K] exact (n, S, S2) with targets from the given value tables.
@@ -196,7 +223,12 @@ def pessimistic_q(
     counts: jax.Array, sums: jax.Array, squares: jax.Array, v_max: jax.Array,
     e_rho: float, iota: float, horizon: int, cfg: PoolConfig,
 ) -> jax.Array:
-    """Lines 7-10 of Algorithm 1 on the cells of one stage ([K] arrays)."""
+    """Lines 7-10 of Algorithm 1 on the cells of one stage ([K] arrays).
+
+    ``bonus_scale`` scales Gamma on covered cells only: a cell with n~ <= E_rho
+    gets Gamma = C H > v_max, i.e. Q = 0, at every scale (scaling that fallback
+    would let an empty cell's noise-only mean through).
+    """
     covered = counts > e_rho
     n = jnp.where(covered, counts, 1.0)
     n_lo = jnp.where(covered, counts - e_rho, 1.0)
@@ -206,15 +238,15 @@ def pessimistic_q(
     var_y = jnp.clip(squares / n, 0.0, 1.0) - mean**2
     var = v_max**2 * jnp.where(var_y > 1e-6, var_y, 0.0)
     gamma = cfg.c1 * jnp.sqrt(var * iota / n_lo) + cfg.c2 * v_max * e_rho * iota / n_lo
-    gamma = jnp.where(covered, gamma, cfg.c * horizon)
-    return jnp.clip(v_max * mean - cfg.bonus_scale * gamma, 0.0, v_max)
+    gamma = jnp.where(covered, cfg.bonus_scale * gamma, cfg.c * horizon)
+    return jnp.clip(v_max * mean - gamma, 0.0, v_max)
 
 
 @partial(jax.jit, static_argnames=("mechanism", "cfg"))
 def pool_plan(
     key: jax.Array,
     data: InventoryData,
-    geom: ZoneGeometry,
+    geom: Geometry,
     actions: jax.Array,
     mechanism: GaussianMechanism | None,
     cfg: PoolConfig = PoolConfig(),
@@ -257,23 +289,26 @@ def pool_plan(
                                          _cell_sums(cells[:, h], y * y, k)]))
         q = pessimistic_q(counts[h], sums[0], sums[1], (horizon - h).astype(jnp.float32),
                           e_rho, iota, horizon, cfg)
-        q = q.reshape(geom.num_zones, geom.dim)
         return q, (q, sums)
 
-    q0 = jnp.zeros((geom.num_zones, geom.dim), jnp.float32)
+    q0 = jnp.zeros((k,), jnp.float32)
     _, (q_tables, sums) = jax.lax.scan(body, q0, jnp.arange(horizon), reverse=True)
     return PoolResult(q_tables, counts, sums[:, 0], sums[:, 1], jnp.float32(e_rho))
 
 
 def greedy_policy(
-    geom: ZoneGeometry, q_tables: jax.Array, actions: jax.Array
+    geom: Geometry, q_tables: jax.Array, actions: jax.Array
 ) -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
-    """pi_h(s) = argmax_k Q_bar_h(s, a_k) (Alg. 1, line 16), as policy(key, h, s)."""
+    """pi_h(s) = argmax_k Q_bar_h(s, a_k) (Alg. 1, line 16), as policy(key, h, s).
+
+    Ties (e.g. several candidates clipped to the same value) go to the first
+    candidate, the smallest order on the row-major action grid.
+    """
 
     def policy(key, h, s):
         del key
         qs = jax.vmap(
-            lambda a: interpolate(geom, h, q_tables[h], jnp.concatenate([s, a]))
+            lambda a: geometry_value(geom, h, q_tables[h], jnp.concatenate([s, a]))
         )(actions)
         return actions[jnp.argmax(jnp.clip(qs, 0.0, geom.horizon - h))]
 

@@ -33,7 +33,7 @@ def test_cost_to_reward_by_hand_and_range():
         k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
         s, a = jax.random.uniform(k1, (4096, 3)), jax.random.uniform(k2, (4096, 3))
         d = q.demand_max * jax.random.uniform(k3, (4096, 3))
-        r = jax.vmap(lambda s, a, d: inventory_stage(s, a, d, q).reward)(s, a, d)
+        r = jax.vmap(lambda s, a, d, q=q: inventory_stage(s, a, d, q).reward)(s, a, d)
         assert float(r.min()) >= 0.0 and float(r.max()) <= 1.0
         assert float(r.max() - r.min()) > 0.3  # the map is not degenerate
 
@@ -95,3 +95,62 @@ def test_gymnax_step_reports_censoring_and_resets_after_h():
         np.testing.assert_allclose(info["sales"], jnp.minimum(info["sales"] + info[
             "final_observation"], info["demand"]), atol=1e-6)
     assert bool(done) and bool(info["truncated"]) and int(state.time) == 0
+
+
+def test_empirical_demand_draws_the_weekday_of_the_stage():
+    from privrl_jax.envs._inventory import sample_demand
+
+    series = np.tile(np.arange(7, dtype=np.float32)[:, None] / 10, (3, 1))  # day d: d/10
+    series[7:14] += 0.001  # week 2 differs a little
+    p = make_inventory_params(1, 9, demand_series=series)
+    assert p.demand == "empirical" and p.demand_table.shape == (7, 3, 1)
+    for h in range(9):
+        d = jax.vmap(lambda k, h=h: sample_demand(k, p, h))(
+            jax.random.split(jax.random.key(h), 64))
+        np.testing.assert_allclose(np.asarray(d)[:, 0], (h % 7) / 10, atol=1.5e-3)
+    with pytest.raises(ValueError, match="demand_series of shape"):
+        make_inventory_params(2, 3, demand_series=series)
+
+
+def test_synthetic_demand_is_deterministic_with_weekly_seasonality():
+    from privrl_jax.data._demand import WEEKLY_PROFILE, synthetic_demand
+
+    a, b = synthetic_demand(364, 2, seed=0), synthetic_demand(364, 2, seed=0)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(a.mean(0), 0.4, rtol=1e-5)
+    by_day = a[:, 0].reshape(-1, 7).mean(0)
+    assert np.argmax(by_day) == int(np.argmax(WEEKLY_PROFILE))  # Saturday peak
+    assert np.argmin(by_day) == int(np.argmin(WEEKLY_PROFILE))
+    assert np.argmax(a[:, 1].reshape(-1, 7).mean(0)) == (int(np.argmax(WEEKLY_PROFILE)) + 1) % 7
+
+
+def test_rossmann_loader_reads_the_format_and_rejects_bad_files(tmp_path):
+    import datetime
+
+    from privrl_jax.data._demand import load_rossmann
+
+    rows = ["Store,DayOfWeek,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday"]
+    start = datetime.date(2015, 1, 4)  # a Sunday: the loader starts on the Monday after
+    for i in range(22):
+        day = start + datetime.timedelta(days=i)
+        for store, base in ((1, 100.0), (2, 300.0)):
+            open_ = 0 if (store == 1 and i == 10) else 1
+            sales = 0 if open_ == 0 else base * (1 + day.weekday() / 10)
+            rows.append(f"{store},{day.isoweekday()},{day.isoformat()},{sales},1,{open_},0,0,0")
+    f = tmp_path / "train.csv"
+    f.write_text("\n".join(rows[:1] + rows[1:][::-1]) + "\n")  # Kaggle's file is newest-first
+    s = load_rossmann(f, (1, 2), target_mean=0.4)
+    assert s.shape == (20, 2)  # 21 days from Monday, minus day 10 (store 1 closed)
+    np.testing.assert_allclose(s.mean(0), 0.4, rtol=1e-5)
+    np.testing.assert_allclose(s[1] / s[0], [1.1 / 1.0] * 2, rtol=1e-5)  # Tue / Mon
+    bad = tmp_path / "bad.csv"
+    bad.write_text("Store,Date\n1,2015-01-01\n")
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['Sales'\]"):
+        load_rossmann(bad)
+    bad.write_text("Store,Date,Sales\n1,yesterday,5\n")
+    with pytest.raises(ValueError, match="line 2 is not a Rossmann row"):
+        load_rossmann(bad)
+    with pytest.raises(ValueError, match="no rows for store"):
+        load_rossmann(f, (7,))
+    with pytest.raises(ValueError, match="no Rossmann CSV"):
+        load_rossmann(tmp_path / "missing.csv")

@@ -37,7 +37,7 @@ def test_one_episode_moves_the_statistics_by_at_most_sqrt_3h(setup):
     delta = planning.statistics_sensitivity(H)
     assert delta == pytest.approx(math.sqrt(3 * H))
     # Fixed value tables (the past releases), huge so V_{h+1} = its cap v_max.
-    q = jnp.full((H, geom.num_zones, geom.dim), 1e3)
+    q = jnp.full((H, geom.num_cells), 1e3)
     base = planning.exact_statistics(geom, data, acts, q)
     # Worst case: feedback at every stage, reward 1, next value at its cap: y = 1.
     worst = InventoryData(
@@ -101,16 +101,17 @@ def test_infinite_rho_gives_the_non_private_statistics_and_q(setup):
                               planning.pool_mechanism(1e20, H))
     assert 0 < float(near.noise_bound) < 1e-8 and float(exact.noise_bound) == 0
     for a, b in zip(near[:4], exact[:4]):
-        np.testing.assert_allclose(a, b, atol=2e-4)  # float32 rounding only
+        np.testing.assert_allclose(a, b, atol=5e-4)  # float32 rounding only
     assert float(exact.counts.sum()) == float(data.feedback.sum())
 
 
 def test_backward_induction_equals_a_hand_computation():
     # w = d = 1, H = 2, one zone holding two basis points b1, b2; full feedback.
-    geom = planning.make_zone_geometry(np.full((2, 2), 1.5), 1, radius=2.0, seed=1)
+    geom = planning.make_zone_geometry(np.full((2, 2), 1.5), 1, radius=2.0, seed=1,
+                                      affine=False, limiter=False)
     b1, b2 = np.asarray(geom.points[0, 0], np.float64)
     a_star = jnp.array([[0.5]])  # the only candidate action
-    ep = lambda p0, r0, s1, p1, r1: InventoryData(  # noqa: E731
+    ep = lambda p0, r0, s1, p1, r1: InventoryData(
         observations=jnp.array([[p0[0]], [p1[0]]]), actions=jnp.array([[p0[1]], [p1[1]]]),
         rewards=jnp.array([r0, r1]), next_observations=jnp.array([[s1], [0.0]]),
         sales=jnp.zeros((2, 1)), feedback=jnp.ones(2, bool))
@@ -122,15 +123,15 @@ def test_backward_induction_equals_a_hand_computation():
     # Stage 2 (v_max 1): b1 sees y = 0.2, 0.6 (mean 0.4, variance 0.04); b2 sees 0.5.
     q2 = np.array([0.4 - math.sqrt(2) * math.sqrt(0.04 * iota / 2), 0.5])
     q2 = np.clip(q2, 0, 1)
-    np.testing.assert_allclose(res.q_tables[1, 0], q2, atol=1e-5)
+    np.testing.assert_allclose(res.q_tables[1], q2, atol=1e-5)
     # V_2(s) = clip(Q_bar_2(s, 0.5)): coefficients m solve [b1 b2] m = (s, 0.5).
     basis = np.stack([b1, b2], 1)
-    v2 = lambda s: float(np.clip(np.linalg.solve(basis, [s, 0.5]) @ q2, 0, 1))  # noqa
+    v2 = lambda s: float(np.clip(np.linalg.solve(basis, [s, 0.5]) @ q2, 0, 1))
     y1 = np.array([0.4 + v2(0.3), 0.8 + v2(0.6)]) / 2  # stage 1 targets at b1
     y2 = min((1.0 + v2(0.6)) / 2, 1.0)
     var1 = 4 * (np.mean(y1**2) - np.mean(y1) ** 2)
     q1 = np.clip([2 * np.mean(y1) - math.sqrt(2) * math.sqrt(var1 * iota / 2), 2 * y2], 0, 2)
-    np.testing.assert_allclose(res.q_tables[0, 0], q1, atol=1e-5)
+    np.testing.assert_allclose(res.q_tables[0], q1, atol=1e-5)
     # Exact counts; a cell without data gets Q = 0 (Gamma = C H).
     np.testing.assert_array_equal(res.counts, [[2, 1], [2, 1]])
     assert float(planning.pessimistic_q(jnp.zeros(1), jnp.zeros(1), jnp.zeros(1),

@@ -12,7 +12,8 @@ N = 4  # w + d
 
 @pytest.fixture(scope="module")
 def geom():
-    return planning.make_zone_geometry(np.full((2, N), 0.8), 6, radius=1.6, seed=3)
+    return planning.make_zone_geometry(np.full((2, N), 0.8), 6, radius=1.6, seed=3,
+                                       affine=False, limiter=False)
 
 
 def test_zone_index_as_written():

@@ -1,0 +1,35 @@
+"""`privrl pool ...`: private offline RL with one-sided feedback (POOL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from privrl_jax.cli._common import SetOption, config_option, load_or_fail
+
+app = typer.Typer(
+    help="Private offline RL with one-sided feedback (POOL) on lost-sales inventory.",
+    no_args_is_help=True,
+)
+
+
+@app.command(name="run")
+def run_command(
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Run directory (a rerun of a finished run spends nothing)."),
+    ],
+    config: Annotated[str | None, config_option("pool")] = None,
+    overrides: SetOption = None,
+) -> None:
+    """POOL (or a baseline): private statistics, pessimistic backward induction, report."""
+    from privrl_jax import pipelines  # here: keeps `privrl --help` fast
+    from privrl_jax.pipelines import pool
+
+    spec = pipelines.qualify_config(config, "pool")
+    cfg = load_or_fail(pool.load, spec, overrides or [])
+    report = pool.run(cfg, out)
+    typer.echo(pool.render_markdown(report))
+    typer.echo(f"wrote {out}/report.md, report.json, policy.npz, policy.json, ledger.json")

@@ -1,0 +1,121 @@
+"""Daily demand series for the inventory simulator (POOL, pool.txt Sec. 5.1).
+
+POOL's experiments use synthetic demand and the Rossmann store-sales data (Kaggle
+"Rossmann Store Sales", train.csv: Store, DayOfWeek, Date, Sales, Customers, Open,
+Promo, StateHoliday, SchoolHoliday). Nothing is downloaded: :func:`load_rossmann`
+reads a file the user has; :func:`synthetic_demand` is the deterministic default
+with weekly seasonality. Both return a [T, w] float array whose day 0 is weekday
+0, scaled by :func:`scale_demand` into capacity units (mean ``target_mean`` per
+product). The series parameterise the simulator (its demand law); they are not
+the private episodes.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import os
+from pathlib import Path
+
+import numpy as np
+
+# Relative demand Monday..Sunday: a retail week that peaks on Friday/Saturday.
+WEEKLY_PROFILE = (0.85, 0.9, 0.95, 1.0, 1.2, 1.35, 0.75)
+ROSSMANN_COLUMNS = ("Store", "Date", "Sales")
+
+
+def synthetic_demand(
+    num_days: int = 364, num_products: int = 1, *, noise: float = 0.25, seed: int = 0,
+    target_mean: float = 0.4,
+) -> np.ndarray:
+    """[num_days, w] daily demand: weekly profile x lognormal noise, deterministic.
+
+    Product i gets the profile rotated by i days (so products peak on different
+    days) and a mild upward trend of 10% over the series; ``seed`` fixes the noise.
+    """
+    if num_days < 7 or num_products < 1:
+        raise ValueError("synthetic_demand needs num_days >= 7 and num_products >= 1")
+    rng = np.random.default_rng(seed)
+    days = np.arange(num_days)
+    cols = []
+    for i in range(num_products):
+        profile = np.roll(np.asarray(WEEKLY_PROFILE), i)[days % 7]
+        trend = 1.0 + 0.1 * days / num_days
+        eps = rng.lognormal(-0.5 * noise**2, noise, num_days)
+        cols.append(profile * trend * eps)
+    return scale_demand(np.stack(cols, 1), target_mean)
+
+
+def scale_demand(series: np.ndarray, target_mean: float = 0.4) -> np.ndarray:
+    """Each column divided by its mean, times ``target_mean`` (capacity units)."""
+    series = np.asarray(series, np.float64)
+    mean = series.mean(0, keepdims=True)
+    if np.any(mean <= 0):
+        raise ValueError("a demand series has mean <= 0; it cannot be scaled")
+    return (series / mean * target_mean).astype(np.float32)
+
+
+def load_rossmann(
+    path: str | os.PathLike, stores: tuple[int, ...] | list[int] = (1,), *,
+    open_days_only: bool = True, target_mean: float = 0.4,
+) -> np.ndarray:
+    """[T, w] daily sales of ``stores`` from a Rossmann train.csv, scaled.
+
+    Days are aligned so that day 0 is a Monday (weekday 0, ``WEEKLY_PROFILE``'s
+    order) and only dates every store has are kept; with ``open_days_only``,
+    dates on which any chosen store was closed (Open = 0, or Sales = 0 without an
+    Open column) are dropped -- then "weekday h mod 7" counts open days.
+
+    Raises:
+      ValueError: one line saying what is wrong with the file and how to fix it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no Rossmann CSV at {path}; pass the path of train.csv from the "
+                         "Kaggle 'Rossmann Store Sales' data")
+    wanted = {int(s) for s in stores}
+    if not wanted:
+        raise ValueError("choose at least one store (env.stores)")
+    sales: dict[int, dict[_dt.date, float]] = {s: {} for s in wanted}
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in ROSSMANN_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(
+                    f"{path} lacks the column(s) {missing}; a Rossmann train.csv has "
+                    f"{', '.join(ROSSMANN_COLUMNS)}, ... in its header row")
+            for i, row in enumerate(reader, start=2):
+                try:
+                    store = int(row["Store"])
+                    if store not in wanted:
+                        continue
+                    day = _dt.date.fromisoformat(row["Date"])
+                    value = float(row["Sales"])
+                    is_open = row.get("Open")
+                    closed = (is_open is not None and is_open.strip() == "0") or (
+                        is_open is None and value == 0)
+                except (TypeError, ValueError) as e:
+                    raise ValueError(
+                        f"{path} line {i} is not a Rossmann row (Store int, Date YYYY-MM-DD, "
+                        f"Sales number): {e}") from None
+                if value < 0:
+                    raise ValueError(f"{path} line {i}: negative Sales {value}")
+                if open_days_only and closed:
+                    sales[store][day] = np.nan
+                else:
+                    sales[store][day] = value
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a text CSV file; pass Rossmann's train.csv") from None
+    empty = sorted(s for s, d in sales.items() if not d)
+    if empty:
+        raise ValueError(f"{path} has no rows for store(s) {empty}; choose stores it holds")
+    dates = sorted(set.intersection(*(set(d) for d in sales.values())))
+    while dates and dates[0].weekday() != 0:  # start on a Monday
+        dates = dates[1:]
+    table = np.array([[sales[s][d] for s in sorted(wanted)] for d in dates], np.float64)
+    table = table[~np.isnan(table).any(1)] if len(table) else table
+    if table.shape[0] < 7:
+        raise ValueError(f"{path} gives only {table.shape[0]} usable days for stores "
+                         f"{sorted(wanted)}; at least 7 are needed")
+    return scale_demand(table, target_mean)

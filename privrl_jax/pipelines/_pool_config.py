@@ -1,0 +1,143 @@
+"""POOL's configuration: frozen dataclasses that ``configs/pool/*.yaml`` load into."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from privrl_jax import privacy
+from privrl_jax.pipelines._config import ConfigSource, load_config
+
+METHODS = ("pool", "grid", "input_perturbation", "output_perturbation", "non_private")
+DEMANDS = ("synthetic", "rossmann", "uniform", "exponential", "truncnormal")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InventoryEnvConfig:
+    """The lost-sales inventory MDP, its demand and the simulated sensitive episodes.
+
+    ``demand``: ``synthetic`` (the shipped weekly series), ``rossmann`` (reads
+    ``demand_file``, stores ``stores``), or a parametric law. ``boundary`` is
+    lambda_h in every coordinate (above 1: full feedback). The behaviour policy
+    (unknown to the learner) is base-stock ``behaviour_level`` plus Gaussian noise
+    ``behaviour_noise``.
+    """
+
+    num_products: int = 1
+    horizon: int = 5
+    boundary: float = 0.9
+    demand: str = "synthetic"
+    demand_file: str | None = None
+    stores: tuple[int, ...] = (1,)
+    demand_mean: float = 0.4
+    demand_scale: float = 0.3
+    holding_cost: float = 0.2
+    lost_sales_cost: float = 1.0
+    order_cost: float = 0.3
+    init_high: float = 0.5
+    behaviour_level: float = 0.5
+    behaviour_noise: float = 0.35
+    num_episodes: int = 2000
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PoolAlgoConfig:
+    """Algorithm 1 and the baselines.
+
+    ``method``: ``pool`` (zones), ``grid`` (``grid_bins`` per dimension, same
+    private statistics), ``input_perturbation``, ``output_perturbation``,
+    ``non_private``. ``bonus_scale`` multiplies Gamma (1: the paper's C1 = sqrt 2,
+    C2 = 16, which zero every Q at these data sizes; see docs/pool.md).
+    """
+
+    method: str = "pool"
+    num_zones: int = 10
+    radius: float | None = None  # default: |lambda| = ||min(lambda, 1)||_2
+    affine: bool = True
+    limiter: bool = True
+    grid_bins: int = 8
+    action_levels: int = 11
+    bonus_scale: float = 0.05
+    failure_prob: float = 0.05
+    geometry_seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvalConfig:
+    """SAA benchmark (n samples, base-stock grid) and Monte Carlo rollouts."""
+
+    saa_samples: int = 10_000
+    saa_levels: int = 101
+    eval_episodes: int = 10_000
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PoolPrivacyConfig:
+    """rho-zCDP spent by this run, the run directory's budget, and delta for epsilon.
+
+    ``rho_budget`` (default: ``rho``) is the total the run directory may spend; a
+    run that would exceed it is refused before any noise is drawn. ``noise_seed``
+    fixes the noise for tests: such a run is NOT PRIVATE and says so.
+    """
+
+    rho: float = 1.0
+    rho_budget: float | None = None
+    delta: float = 1e-5
+    noise_seed: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PoolRunConfig:
+    """Everything a POOL run needs (``privrl pool run``); ``seed`` is public
+    randomness: the simulated data collection and the evaluation rollouts."""
+
+    seed: int = 0
+    env: InventoryEnvConfig = InventoryEnvConfig()
+    pool: PoolAlgoConfig = PoolAlgoConfig()
+    eval: EvalConfig = EvalConfig()
+    privacy: PoolPrivacyConfig = PoolPrivacyConfig()
+
+    def __post_init__(self):
+        e, a, v, p = self.env, self.pool, self.eval, self.privacy
+        if e.num_products < 1 or e.horizon < 1 or e.num_episodes < 2:
+            raise ValueError("env.num_products >= 1, env.horizon >= 1 and env.num_episodes >= 2 "
+                             f"are required; got {e.num_products}, {e.horizon}, {e.num_episodes}.")
+        if e.demand not in DEMANDS:
+            raise ValueError(f"env.demand must be one of {DEMANDS}; got {e.demand!r}.")
+        if e.demand == "rossmann" and not e.demand_file:
+            raise ValueError("env.demand=rossmann needs env.demand_file (the path of "
+                             "Rossmann's train.csv).")
+        if not e.boundary > 0:
+            raise ValueError(f"env.boundary must be > 0; got {e.boundary}.")
+        if a.method not in METHODS:
+            raise ValueError(f"pool.method must be one of {METHODS}; got {a.method!r}.")
+        if a.num_zones < 1 or a.grid_bins < 1 or a.action_levels < 2:
+            raise ValueError("pool.num_zones >= 1, pool.grid_bins >= 1 and pool.action_levels "
+                             ">= 2 are required.")
+        if not a.bonus_scale >= 0:
+            raise ValueError(f"pool.bonus_scale must be >= 0; got {a.bonus_scale}.")
+        if not 0 < a.failure_prob < 1:
+            raise ValueError(f"pool.failure_prob must be in (0, 1); got {a.failure_prob}.")
+        if v.saa_samples < 1 or v.eval_episodes < 1 or v.saa_levels < 2:
+            raise ValueError("eval.saa_samples, eval.eval_episodes >= 1 and eval.saa_levels >= 2.")
+        if not p.rho > 0:
+            raise ValueError(f"privacy.rho must be > 0 (inf for no DP); got {p.rho}.")
+        if p.rho_budget is not None and not p.rho_budget > 0:
+            raise ValueError(f"privacy.rho_budget must be > 0; got {p.rho_budget}.")
+        privacy.validate_delta(p.delta)
+        if a.method == "non_private" and not math.isinf(p.rho):
+            raise ValueError("pool.method=non_private spends no privacy: set privacy.rho=.inf.")
+        if math.isinf(p.rho) and a.method != "non_private":
+            raise ValueError("privacy.rho=.inf means no noise: use pool.method=non_private.")
+
+    @property
+    def rho_budget(self) -> float:
+        """The run directory's budget (``privacy.rho_budget`` or ``privacy.rho``)."""
+        p = self.privacy
+        return p.rho if p.rho_budget is None else p.rho_budget
+
+
+def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> PoolRunConfig:
+    """Loads a POOL config: a YAML file or a shipped name (``"pool/test"``) plus
+    ``section.key=value`` overrides."""
+    return load_config(PoolRunConfig, path, overrides)

@@ -1,0 +1,105 @@
+"""POOL pipeline: ledger and epsilon vs dp-accounting, budget guard, NOT PRIVATE, secrets."""
+
+import json
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from privrl_jax import planning, privacy
+from privrl_jax.pipelines import pool
+
+PUBLIC = ("config.yaml", "report.json", "report.md", "ledger.json", "policy.json")
+
+
+def _cfg(*overrides):
+    return pool.load("pool/test", list(overrides))
+
+
+@pytest.fixture(scope="module")
+def seeded_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("pool") / "run"
+    cfg = _cfg("privacy.noise_seed=3")
+    return cfg, run_dir, pool.run(cfg, run_dir)
+
+
+def test_ledger_event_and_epsilon_equal_dp_accountings(seeded_run):
+    cfg, run_dir, report = seeded_run
+    ledger = privacy.Ledger.load(run_dir)
+    assert ledger.num_releases == 1
+    (rel,) = ledger.releases
+    # One Gaussian mechanism of sensitivity sqrt(3H), sigma = 1/sqrt(2 rho).
+    mech = planning.pool_mechanism(cfg.privacy.rho, cfg.env.horizon)
+    assert rel.params["l2_sensitivity"] == pytest.approx(math.sqrt(3 * cfg.env.horizon))
+    assert rel.event == privacy.event_to_dict(dp_accounting.GaussianDpEvent(
+        pytest.approx(1 / math.sqrt(2 * cfg.privacy.rho))))
+    assert mech.rho == pytest.approx(cfg.privacy.rho)
+    # epsilon of the ledger == dp-accounting's RDP conversion of ZCDpEvent(rho).
+    acc = dp_accounting.rdp.RdpAccountant()
+    acc.compose(dp_accounting.ZCDpEvent(cfg.privacy.rho))
+    eps = acc.get_epsilon(cfg.privacy.delta)
+    assert report["privacy"]["epsilon"] == pytest.approx(eps, rel=1e-9)
+    assert report["privacy"]["epsilon_of_rho_zcdp"] == pytest.approx(eps, rel=1e-9)
+    assert report["privacy"]["rho"] == pytest.approx(cfg.privacy.rho)
+    # and below Bun & Steinke's rho + 2 sqrt(rho log 1/delta).
+    assert eps <= privacy.zcdp_to_epsilon(cfg.privacy.rho, cfg.privacy.delta)
+
+
+def test_seeded_noise_says_not_private_everywhere(seeded_run):
+    _, run_dir, report = seeded_run
+    assert report["privacy"]["private"] is False
+    assert report["warning"].startswith("NOT PRIVATE")
+    assert "NOT PRIVATE" in (run_dir / "report.md").read_text()
+    assert json.loads((run_dir / "policy.json").read_text())["private"] is False
+
+
+def test_q_tables_in_range_and_gap_is_consistent(seeded_run):
+    cfg, run_dir, report = seeded_run
+    with np.load(run_dir / "policy.npz") as z:
+        q = z["q_tables"]
+    for h in range(cfg.env.horizon):
+        assert q[h].min() >= 0 and q[h].max() <= cfg.env.horizon - h
+    ev = report["evaluation"]
+    assert ev["gap"] == pytest.approx((ev["policy_cost"] - ev["benchmark_cost"])
+                                      / ev["benchmark_cost"])
+    assert (run_dir / "plots" / "gaps.png").stat().st_size > 1000
+
+
+def test_rerun_spends_nothing_and_budget_guard_refuses_before_noise(seeded_run, monkeypatch):
+    cfg, run_dir, report = seeded_run
+    before = (run_dir / "ledger.json").read_text()
+    again = pool.run(cfg, run_dir)
+    assert privacy.Ledger.load(run_dir).num_releases == 1
+    assert again["evaluation"]["policy_cost"] == report["evaluation"]["policy_cost"]
+    assert json.loads(before)["releases"] == json.loads(
+        (run_dir / "ledger.json").read_text())["releases"]
+
+
+def test_budget_guard_refuses_before_any_noise(tmp_path, monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("noise drawn")
+
+    monkeypatch.setattr(pool, "plan", boom)
+    monkeypatch.setattr(pool, "_secret", boom)
+    cfg = _cfg("privacy.rho=2.0", "privacy.rho_budget=1.0")
+    with pytest.raises(privacy.BudgetExceededError, match="Nothing was released"):
+        pool.run(cfg, tmp_path / "r")
+    ledger = privacy.Ledger.load(tmp_path / "r")
+    assert ledger.num_releases == 0
+    assert not (tmp_path / "r" / "policy.npz").exists()
+    assert not (tmp_path / "r" / "checkpoints").exists()
+
+
+def test_fresh_secret_stays_out_of_public_files(tmp_path):
+    run_dir = tmp_path / "run"
+    report = pool.run(_cfg(), run_dir)
+    assert report["privacy"]["private"] is True and "warning" not in report
+    with np.load(run_dir / "checkpoints" / pool.SECRET_FILE) as z:
+        words = z["words"]
+    needles = {str(int(x)) for x in words} | {words.tobytes().hex()}
+    for name in PUBLIC:
+        text = (run_dir / name).read_text()
+        assert not any(n in text for n in needles), name
+    blob = (run_dir / "policy.npz").read_bytes()
+    assert words.tobytes() not in blob
