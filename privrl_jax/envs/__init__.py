@@ -86,6 +86,13 @@ from privrl_jax.envs._hiv import (
     HIVTreatment,
     ViralLoadRule,
 )
+from privrl_jax.envs._mujoco_tasks import REFERENCE_RETURNS as MUJOCO_REFERENCE_RETURNS
+from privrl_jax.envs._mujoco_tasks import (
+    MujocoTask,
+    is_mujoco_task_name,
+    kitchen_observation,
+    mujoco_task,
+)
 from privrl_jax.envs._mountain_car import energy_pumping_action, mountain_car
 
 __all__ = [
@@ -108,10 +115,12 @@ __all__ = [
     "MEASURED_D4RL_RETURNS",
     "MEDIUM_MAZE",
     "MUJOCO_EVAL_ENVS",
+    "MUJOCO_REFERENCE_RETURNS",
     "MazeParams",
     "MazeState",
     "MujocoExtraMissing",
     "MujocoPointMaze",
+    "MujocoTask",
     "PointMaze",
     "Policy",
     "REFERENCE_RETURNS",
@@ -136,6 +145,8 @@ __all__ = [
     "init_collect_state",
     "init_d4rl_collect_state",
     "init_d4rl_controller_state",
+    "is_mujoco_task_name",
+    "kitchen_observation",
     "make",
     "make_maze_params",
     "make_waypoint_controller",
@@ -143,6 +154,7 @@ __all__ = [
     "maze_reward",
     "mountain_car",
     "mujoco_available",
+    "mujoco_task",
     "normalized_score",
     "parse_layout",
     "reference_returns",

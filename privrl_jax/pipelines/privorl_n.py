@@ -278,7 +278,9 @@ def _synthesize(cfg, denoise, params, layout, norm, key, dim) -> data.Transition
 
 def _agent_scores(cfg, dataset: data.Transitions, key) -> dict[str, Any]:
     """Trains each of ``cfg.eval.agents`` on ``dataset`` and scores it as `EvalConfig` says."""
-    env, env_params = envs.make(cfg.data.sensitive_env)
+    # MuJoCo-only tasks (locomotion, kitchen) have no JAX env: they are scored by the mujoco backend.
+    mujoco_only = envs.is_mujoco_task_name(cfg.data.sensitive_env)
+    env, env_params = (None, None) if mujoco_only else envs.make(cfg.data.sensitive_env)
     ec = cfg.eval
     if ec.backend == "mujoco":
         envs.require_mujoco()  # fail before any agent is trained
@@ -354,8 +356,17 @@ def _column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | N
 def _validate_inputs(cfg: PrivORLNConfig) -> None:
     """Checks what can be checked before any data is loaded or written (one clear line each)."""
     d = cfg.data
-    for name in (d.sensitive_env, *(() if d.public_files else d.public_envs)):
-        envs.make(name)  # an unknown name raises a ValueError that lists the valid ones
+    for name, has_file in ((d.sensitive_env, bool(d.sensitive_file)),
+                           *((n, bool(d.public_files)) for n in d.public_envs)):
+        if has_file and name != d.sensitive_env:
+            continue
+        if not envs.is_mujoco_task_name(name):
+            envs.make(name)  # an unknown name raises a ValueError that lists the valid ones
+        elif not has_file:
+            raise ValueError(
+                f"{name} is a MuJoCo task with no JAX env to collect from; give its D4RL or Minari data "
+                "as data.sensitive_file and data.public_files (it is scored with eval.backend: mujoco)."
+            )
     for f in (*([d.sensitive_file] if d.sensitive_file else []), *d.public_files):
         if not Path(f).is_file():
             raise ValueError(f"data file {f} does not exist; give the path of a D4RL-format HDF5 file.")
