@@ -4,6 +4,13 @@ Everything here runs on the host (NumPy / h5py) except the `Normalizer`, which i
 jittable pytree.
 """
 
+from privrl_jax.data._fragments import (
+    STEP_FIELDS,
+    Fragments,
+    fragments_to_trajectories,
+    link_consistency,
+    trajectories_to_fragments,
+)
 from privrl_jax.data._hdf5 import (
     derive_next_observations,
     load_hdf5,
@@ -25,6 +32,11 @@ from privrl_jax.data._types import TRANSITION_FIELDS, Trajectories, Transitions
 from privrl_jax.data._validation import validate_transitions
 
 __all__ = [
+    "STEP_FIELDS",
+    "Fragments",
+    "fragments_to_trajectories",
+    "link_consistency",
+    "trajectories_to_fragments",
     "DEFAULT_MIN_SCALE",
     "TRANSITION_FIELDS",
     "Normalizer",
