@@ -19,6 +19,14 @@ from privrl_jax.diffusion._edm import (
     karras_sigmas,
     sample_training_sigma,
 )
+from privrl_jax.diffusion._fragment_transformer import (
+    ComponentMLP,
+    FragmentDenoiser,
+    FragmentTransformer,
+    MaskedTransformerBlock,
+    fragment_edm_loss,
+    sample_fragments,
+)
 from privrl_jax.diffusion._networks import (
     RandomFourierFeatures,
     ResidualBlock,
@@ -40,6 +48,12 @@ from privrl_jax.diffusion._transitions import (
 )
 
 __all__ = [
+    "ComponentMLP",
+    "FragmentDenoiser",
+    "FragmentTransformer",
+    "MaskedTransformerBlock",
+    "fragment_edm_loss",
+    "sample_fragments",
     "ApplyFn",
     "DenoiseFn",
     "DiffusionTransformer",
