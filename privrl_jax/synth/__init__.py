@@ -11,8 +11,26 @@ from privrl_jax.synth._curiosity import (
     rnd_update,
     sample_candidates,
 )
+from privrl_jax.synth._privorl_j import (
+    GeneratedFragments,
+    generate_fragments,
+    make_fragment_pretrain_chunk,
+    make_trajectory_dp_finetune,
+    pack_rows,
+    sample_pool_rows,
+    stitched_lengths,
+    unpack_rows,
+)
 
 __all__ = [
+    "GeneratedFragments",
+    "generate_fragments",
+    "make_fragment_pretrain_chunk",
+    "make_trajectory_dp_finetune",
+    "pack_rows",
+    "sample_pool_rows",
+    "stitched_lengths",
+    "unpack_rows",
     "MLP",
     "RNDConfig",
     "RNDState",
