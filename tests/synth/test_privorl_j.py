@@ -15,11 +15,20 @@ D = sum(SIZES)
 H = 2
 
 
+def _linear_net(params, x, c_noise, link, has_link, step_mask):
+    """A stand-in network with the transformer's signature and masking, cheap to compile: these
+    tests are about the clipping, batching and generation paths, which do not depend on the
+    network (the transformer's own tests are in tests/diffusion/test_fragment_transformer.py)."""
+    lk = jnp.where(has_link[..., None], link @ params["v"], params["no_link"])
+    out = x @ params["w"] + lk + c_noise[..., None] * params["b"]
+    return out * jnp.repeat(step_mask, D, axis=-1)
+
+
 def _den():
-    net = diffusion.FragmentTransformer(SIZES, H, num_layers=1, num_heads=1, embed_dim=8)
-    z = jnp.zeros((H * D,))
-    params = jax.jit(net.init)(jax.random.key(0), z, jnp.zeros(()), jnp.zeros(D), jnp.array(True), jnp.ones(H, bool))
-    return diffusion.FragmentDenoiser(net.apply), params
+    k1, k2 = jax.random.split(jax.random.key(0))
+    params = {"w": 0.1 * jax.random.normal(k1, (H * D, H * D)), "v": 0.1 * jax.random.normal(k2, (D, H * D)),
+              "no_link": jnp.zeros(H * D), "b": jnp.zeros(H * D)}
+    return diffusion.FragmentDenoiser(_linear_net), params
 
 
 def _units(num_fragments, rng, f=50):
@@ -147,7 +156,7 @@ def test_generation_with_a_tiny_trained_model():
     lengths, _ = synth.stitched_lengths(jnp.zeros(steps.shape[:2]) * (steps[..., 4] > 10), requested)
     np.testing.assert_array_equal(lengths, requested)
     # Stitching: a fragment's first state follows its link's next state (trained: s = s'_link),
-    # closer than an unrelated pairing (measured 0.70 vs 1.27 after 300 updates).
+    # closer than an unrelated pairing.
     first_s = np.asarray(gen.fragments[:, 1:, 0, 0])
     link_next = np.asarray(gen.links[:, 1:, 3])
     gap = np.mean(np.abs(first_s - link_next))
