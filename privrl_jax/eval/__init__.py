@@ -9,9 +9,21 @@ from privrl_jax.eval._membership import (
     tpr_at_fpr,
 )
 from privrl_jax.eval._plots import plot_marginals, plot_tsne
+from privrl_jax.eval._trajscore import (
+    TrajEncoder,
+    fit_trajectory_encoder,
+    trajectory_windows,
+    trajscore,
+    trajscore_from_embeddings,
+)
 
 __all__ = [
     "DEFAULT_MIA_SIGMAS",
+    "TrajEncoder",
+    "fit_trajectory_encoder",
+    "trajectory_windows",
+    "trajscore",
+    "trajscore_from_embeddings",
     "correlation_score",
     "ks_statistics",
     "loss_threshold_attack",

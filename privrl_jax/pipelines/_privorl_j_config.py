@@ -112,6 +112,9 @@ class EvalConfig:
     eval_episodes: int = 50
     train_real_agents: bool = True
     backend: str = "jax"
+    # TrajScore (audit): window = data.horizon steps, MLP autoencoder trained on public windows.
+    trajscore: bool = True
+    trajscore_steps: int = 2_000
 
     def __post_init__(self):
         if self.backend not in ("jax", "mujoco"):

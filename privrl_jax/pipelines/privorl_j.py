@@ -266,6 +266,16 @@ def _stitch(gen: core.GeneratedFragments, n: int, length: int, layout, norm, bou
     return jax.tree_util.tree_map(np.asarray, data.trajectories_to_transitions(traj))
 
 
+def _windows(transitions: data.Transitions, layout, norm, window: int) -> np.ndarray:
+    """Normalised encoded steps of each trajectory in windows of ``window`` steps (TrajScore)."""
+    traj = data.transitions_to_trajectories(transitions)
+    b, t = np.asarray(traj.mask).shape
+    flat = data.Transitions(**{k: np.asarray(getattr(traj, k)).reshape((b * t,) + np.asarray(getattr(traj, k)).shape[2:])
+                               for k in data.TRANSITION_FIELDS})
+    x = np.asarray(diffusion.normalise(norm, diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, flat), layout)))
+    return evaluation.trajectory_windows(x.reshape(b, t, -1), np.asarray(traj.lengths), window)
+
+
 def stitching_gaps(transitions: data.Transitions, horizon: int) -> dict[str, float]:
     """Mean L2 gaps ||s_{t+1} - s'_t|| inside trajectories: at fragment boundaries (t + 1 a
     multiple of ``horizon``: the stitch) and inside fragments (the rest). Real maze data give ~0
@@ -403,6 +413,15 @@ def _run(cfg: PrivORLJConfig, run_dir: Path) -> dict[str, Any]:
         "real_stitching": stitching_gaps(real, d.horizon),
         "truncated_trajectories": int(np.sum(np.asarray(sensitive.lengths) > d.horizon * d.max_fragments)),
     }
+    if cfg.eval.trajscore:
+        pub_w = _windows(pub_t, layout, norm, d.horizon)
+        real_w, syn_w = _windows(real, layout, norm, d.horizon), _windows(synthetic, layout, norm, d.horizon)
+        if len(pub_w) and len(real_w) and len(syn_w):
+            enc = evaluation.fit_trajectory_encoder(jax.random.fold_in(key, 600), pub_w, window=d.horizon,
+                                                    steps=cfg.eval.trajscore_steps)
+            audit["trajscore"] = evaluation.trajscore(enc, real_w, syn_w)
+        else:
+            audit["trajscore"] = {"f1": None, "note": f"no trajectory of {d.horizon} steps in one of the sets"}
     if cfg.eval.agents and cfg.eval.train_real_agents:
         audit["agents_real"] = _agent_scores(cfg, real, jax.random.fold_in(key, 400))
     report["wall_time_s"] = time.time() - t0
@@ -443,6 +462,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         seeds = len(res.get("per_seed", [])) or 1
         lines.append(f"| {name} normalised score: synthetic / real (audit) | {_score_text(res, seeds)} / "
                      f"{_score_text(real, seeds) if real else 'not trained'} |")
+    if audit.get("trajscore", {}).get("f1") is not None:
+        ts = audit["trajscore"]
+        lines.append(f"| TrajScore (audit): F1 / precision / recall | {ts['f1']:.3f} / {ts['precision']:.3f} / {ts['recall']:.3f} |")
     if "fidelity" in audit:
         fid = audit["fidelity"]
         lines.append(f"| fidelity (audit): marginal / correlation | {fid['marginal']:.3f} / {fid['correlation']:.3f} |")

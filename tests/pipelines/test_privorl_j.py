@@ -56,6 +56,8 @@ def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path):
     assert not {"fidelity", "agents_real", "audit", "real_stitching"} & set(released)
     assert set(rep["agents_synthetic"]) == {"td3bc"}
     assert rep["synthetic"]["stitching"]["num_boundaries"] > 0
+    ts = rep["audit"]["trajscore"]  # audit only: it compares with the sensitive trajectories
+    assert -1 <= ts["f1"] <= 1 and ts["num_synthetic"] == 2 * cfg.synthesis.num_trajectories  # 20 steps = 2 windows of 8
 
 
 def test_default_run_draws_a_secret_and_is_private(tmp_path):
