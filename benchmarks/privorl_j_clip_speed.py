@@ -41,7 +41,7 @@ def measure(h, f, mb, layers, heads, width, repeats):
              "link": jnp.asarray(rng.normal(size=(mb, f, d)), jnp.float32),
              "has_link": jnp.asarray(fmask & (np.arange(f) > 0)),
              "step_mask": jnp.asarray(np.repeat(fmask[..., None], h, -1))}
-    plan = privacy.DPPlan(sampler=privacy.PoissonSampler(dataset_size=1000, sampling_rate=0.01),
+    plan = privacy.DPPlan(sampler=privacy.PoissonSampler(dataset_size=1000, sampling_rate=0.01, microbatch_size=mb),
                           l2_clip_norm=1.0, steps=1, noise_multiplier=1.0)
     fns = {m: jax.jit(synth.make_trajectory_dp_finetune(den, plan, learning_rate=1e-3, clip_method=m).clip)
            for m in ("vmap", "ghost")}

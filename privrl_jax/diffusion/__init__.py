@@ -27,6 +27,7 @@ from privrl_jax.diffusion._fragment_transformer import (
     fragment_edm_loss,
     sample_fragments,
 )
+from privrl_jax.diffusion._fragment_unet import FragmentUNet
 from privrl_jax.diffusion._networks import (
     RandomFourierFeatures,
     ResidualBlock,
@@ -51,6 +52,7 @@ __all__ = [
     "ComponentMLP",
     "FragmentDenoiser",
     "FragmentTransformer",
+    "FragmentUNet",
     "MaskedTransformerBlock",
     "fragment_edm_loss",
     "sample_fragments",

@@ -38,8 +38,11 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """The fragment transformer (paper scale: 6 layers, 4 heads)."""
+    """The fragment denoiser: ``kind: transformer`` (PrivORL-j; paper scale 6 layers, 4 heads) or
+    ``kind: unet`` (the PrivORL-j-U baseline: a 1-D temporal U-Net of width ``unet_channels``)."""
 
+    kind: str = "transformer"
+    unet_channels: int = 32
     num_layers: int = 2
     num_heads: int = 4
     embed_dim: int = 64
@@ -159,6 +162,10 @@ class PrivORLJConfig:
             raise ValueError(f"pretrain.curiosity_rate must be in [0, 1]; got {self.pretrain.curiosity_rate}.")
         if self.pretrain.steps % self.pretrain.chunk_steps or self.pretrain.steps_per_epoch % self.pretrain.chunk_steps:
             raise ValueError("pretrain.steps and pretrain.steps_per_epoch must be multiples of pretrain.chunk_steps.")
+        if self.model.kind not in ("transformer", "unet"):
+            raise ValueError(f"model.kind must be 'transformer' or 'unet'; got {self.model.kind!r}.")
+        if self.model.kind == "unet" and d.horizon % 2:
+            raise ValueError(f"model.kind=unet needs an even data.horizon; got {d.horizon}.")
         if self.model.embed_dim % self.model.num_heads:
             raise ValueError(f"model.embed_dim={self.model.embed_dim} must be divisible by model.num_heads.")
         bounds = s.action_bounds

@@ -363,8 +363,12 @@ def _run(cfg: PrivORLJConfig, run_dir: Path) -> dict[str, Any]:
                                  artifacts=[run_dir / "checkpoints" / "dp", syn_file])
     m = cfg.model
     sizes = (obs_dim, act_dim, 1, obs_dim, dim - 2 * obs_dim - act_dim - 1)
-    net = diffusion.FragmentTransformer(sizes, d.horizon, num_layers=m.num_layers, num_heads=m.num_heads,
-                                        embed_dim=m.embed_dim, fourier_dim=m.fourier_dim, causal=m.causal)
+    if m.kind == "unet":  # the PrivORL-j-U baseline: everything else unchanged
+        net = diffusion.FragmentUNet(dim, d.horizon, channels=m.unet_channels, embed_dim=m.embed_dim,
+                                     fourier_dim=m.fourier_dim)
+    else:
+        net = diffusion.FragmentTransformer(sizes, d.horizon, num_layers=m.num_layers, num_heads=m.num_heads,
+                                            embed_dim=m.embed_dim, fourier_dim=m.fourier_dim, causal=m.causal)
     denoise = diffusion.FragmentDenoiser(net.apply)
     params = jax.jit(net.init)(jax.random.fold_in(key, 0), jnp.zeros(d.horizon * dim), jnp.zeros(()),
                                jnp.zeros(dim), jnp.array(False), jnp.ones(d.horizon, bool))

@@ -121,3 +121,17 @@ def test_sampler_shape_and_determinism():
     b = diffusion.sample_fragments(jax.random.key(2), den, params, link, has, horizon=H, num_steps=3)
     assert a.shape == (3, H * D) and np.all(np.isfinite(a))
     np.testing.assert_array_equal(a, b)
+
+
+def test_unet_baseline_shape_and_padding():
+    net = diffusion.FragmentUNet(D, H, channels=4, embed_dim=8)
+    x, c, link, has, mask = _inputs()
+    params = jax.jit(net.init)(jax.random.key(0), x, c, link, has, mask)
+    apply = jax.jit(net.apply)
+    out = np.asarray(apply(params, x, c, link, has, mask)).reshape(3, H, D)
+    assert np.all(out[~np.asarray(mask)] == 0.0)
+    pad = np.repeat(~np.asarray(mask), D, axis=1)
+    out2 = np.asarray(apply(params, jnp.where(pad, x + 100.0, x), c, link, has, mask)).reshape(3, H, D)
+    np.testing.assert_array_equal(out2, out)
+    out3 = np.asarray(apply(params, x, c, link + 1.0, has, mask)).reshape(3, H, D)
+    assert np.abs(out3[1] - out[1]).max() == 0.0 and np.abs(out3[0] - out[0]).max() > 1e-5
