@@ -20,11 +20,8 @@ from privrl_jax.eval._trajscore import (
 __all__ = [
     "DEFAULT_MIA_SIGMAS",
     "TrajEncoder",
-    "fit_trajectory_encoder",
-    "trajectory_windows",
-    "trajscore",
-    "trajscore_from_embeddings",
     "correlation_score",
+    "fit_trajectory_encoder",
     "ks_statistics",
     "loss_threshold_attack",
     "marginal_score",
@@ -33,4 +30,7 @@ __all__ = [
     "plot_marginals",
     "plot_tsne",
     "tpr_at_fpr",
+    "trajectory_windows",
+    "trajscore",
+    "trajscore_from_embeddings",
 ]

@@ -136,13 +136,13 @@ def trajscore_from_embeddings(real: jax.typing.ArrayLike, synthetic: jax.typing.
     s = np.asarray(synthetic, np.float64)
     if r.ndim != 2 or s.ndim != 2 or not len(r) or not len(s) or r.shape[1] != s.shape[1]:
         raise ValueError(f"need two non-empty [n, k] embedding sets; got {r.shape} and {s.shape}.")
-    unit = lambda a: a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)  # noqa: E731
+    unit = lambda a: a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
     cos = unit(r) @ unit(s).T
     recall = float(cos.max(axis=1).mean())
     precision = float(cos.max(axis=0).mean())
     f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
     return {"precision": precision, "recall": recall, "f1": float(min(f1, 1.0)),
-            "num_real": int(len(r)), "num_synthetic": int(len(s))}
+            "num_real": len(r), "num_synthetic": len(s)}
 
 
 def trajscore(encoder: TrajEncoder, real_windows: np.ndarray, synthetic_windows: np.ndarray) -> dict[str, float]:

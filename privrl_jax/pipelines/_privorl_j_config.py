@@ -171,7 +171,8 @@ class PrivORLJConfig:
         bounds = s.action_bounds
         if bounds and (len(bounds) != 2 or not bounds[0] < bounds[1]):
             raise ValueError(f"synthesis.action_bounds must be [low, high] with low < high, or []; got {list(bounds)}.")
-        from privrl_jax.envs import check_eval_backend  # lazy: loading a config needs no jax
+        # Lazy: loading a config needs no jax otherwise.
+        from privrl_jax.envs import check_eval_backend
 
         check_eval_backend(self.eval.backend, d.sensitive_env, key="eval.backend")
         if self.eval.agent_updates % self.eval.agent_chunk:

@@ -32,7 +32,8 @@ import optax
 import yaml
 from tqdm.auto import tqdm
 
-from privrl_jax import data, diffusion, envs, eval as evaluation, privacy, synth
+from privrl_jax import data, diffusion, envs, privacy, synth
+from privrl_jax import eval as evaluation
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
@@ -46,8 +47,18 @@ from privrl_jax.pipelines._privorl_j_config import (
     SynthesisConfig,
     load,
 )
-from privrl_jax.pipelines._rundir import LOCK_FILE, RunLock, atomic_write_text, clean_stale_temp_files
-from privrl_jax.pipelines.privorl_n import AUDIT_NOTICE, _agent_scores, _sigma_text, _score_text
+from privrl_jax.pipelines._rundir import (
+    LOCK_FILE,
+    RunLock,
+    atomic_write_text,
+    clean_stale_temp_files,
+)
+from privrl_jax.pipelines.privorl_n import (
+    AUDIT_NOTICE,
+    _agent_scores,
+    _score_text,
+    _sigma_text,
+)
 from privrl_jax.synth import _privorl_j as core
 from privrl_jax.synth._privorl_n import init_synth_state
 
@@ -98,7 +109,7 @@ def _load(cfg: PrivORLJConfig) -> tuple[data.Trajectories, data.Trajectories, da
     # The holdout is a fixed function of the seed, not of the data.
     perm = np.random.default_rng([cfg.seed, 7]).permutation(n)
     hold, mem = np.sort(perm[: d.holdout_trajectories]), np.sort(perm[d.holdout_trajectories:])
-    take = lambda t, idx: jax.tree_util.tree_map(lambda x: np.asarray(x)[idx], t)  # noqa: E731
+    take = lambda t, idx: jax.tree_util.tree_map(lambda x: np.asarray(x)[idx], t)
     return pub, take(sens, mem), take(sens, hold)
 
 
@@ -247,7 +258,7 @@ def _synthesize(cfg, denoise, params, layout, norm, key, dim) -> data.Transition
 
 def _stitch(gen: core.GeneratedFragments, n: int, length: int, layout, norm, bounds,
             stop_at_terminal: bool) -> data.Transitions:
-    b, f, h, d = gen.fragments.shape
+    _, f, h, d = gen.fragments.shape
     steps = diffusion.denormalise(norm, gen.fragments[:n].reshape(n * f * h, d))
     t = jax.tree_util.tree_map(lambda x: np.asarray(x).reshape((n, f * h) + np.asarray(x).shape[1:]),
                                diffusion.unflatten_transitions(steps, layout))
@@ -288,7 +299,7 @@ def stitching_gaps(transitions: data.Transitions, horizon: int) -> dict[str, flo
         boundary = (np.arange(1, length) % horizon) == 0
         at.append(gap[boundary])
         inside.append(gap[~boundary])
-    cat = lambda x: np.concatenate(x) if x else np.zeros(0)  # noqa: E731
+    cat = lambda x: np.concatenate(x) if x else np.zeros(0)
     a, i = cat(at), cat(inside)
     return {"at_fragment_boundaries": float(a.mean()) if a.size else float("nan"),
             "inside_fragments": float(i.mean()) if i.size else float("nan"),
@@ -335,7 +346,7 @@ def _run(cfg: PrivORLJConfig, run_dir: Path) -> dict[str, Any]:
     key = jax.random.key(cfg.seed)  # public randomness only
     d = cfg.data
 
-    public, sensitive, holdout = _load(cfg)
+    public, sensitive, _holdout = _load(cfg)  # the holdout is kept out of training (no MIA yet)
     n = len(sensitive)
     if cfg.privacy.dataset_size is not None and cfg.privacy.dataset_size != n:
         raise ValueError(f"privacy.dataset_size={cfg.privacy.dataset_size} is declared, but the sensitive "
@@ -387,12 +398,12 @@ def _run(cfg: PrivORLJConfig, run_dir: Path) -> dict[str, Any]:
             "generator": "PrivORL-j", "epsilon": cfg.privacy.epsilon, "delta": cfg.privacy.delta,
             "private": dp_info["private"], "ledger_head": ledger.head, "horizon": d.horizon,
         })
-    syn_starts, syn_lengths = data.episode_boundaries(synthetic)
+    _, syn_lengths = data.episode_boundaries(synthetic)
     report: dict[str, Any] = {
         "config": resolved,
         "finetune": dp_info,
         "privacy": ledger.report(),
-        "synthetic": {"num_trajectories": int(len(syn_lengths)), "num_transitions": int(len(synthetic)),
+        "synthetic": {"num_trajectories": len(syn_lengths), "num_transitions": len(synthetic),
                       "mean_length": float(np.mean(syn_lengths)),
                       "stitching": stitching_gaps(synthetic, d.horizon)},
         "release": {"publishable": ["synthetic.hdf5", "ledger.json", "report.json", "config.yaml"],
@@ -442,7 +453,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     budget = p["budget"]
     eps_rdp = p.get("rdp", {}).get("epsilon")
     eps_pld = p.get("pld", {}).get("epsilon")
-    fmt = lambda e: "n/a" if e is None else f"{e:.3f}"  # noqa: E731
+    fmt = lambda e: "n/a" if e is None else f"{e:.3f}"
     syn = report["synthetic"]
     lines = ["# PrivORL-j report (unit of privacy: one trajectory)", ""]
     if "warning" in report:

@@ -20,16 +20,33 @@ functions apply unchanged.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from privrl_jax import privacy
-from privrl_jax.diffusion import EDMConfig, FragmentDenoiser, fragment_edm_loss, sample_fragments
-from privrl_jax.synth._curiosity import RNDState, curiosity_replace, curiosity_score, rnd_update, sample_candidates
-from privrl_jax.synth._privorl_n import DPFinetune, PretrainMetrics, SynthState, ema_update
+from privrl_jax.diffusion import (
+    EDMConfig,
+    FragmentDenoiser,
+    fragment_edm_loss,
+    sample_fragments,
+)
+from privrl_jax.synth._curiosity import (
+    RNDState,
+    curiosity_replace,
+    curiosity_score,
+    rnd_update,
+    sample_candidates,
+)
+from privrl_jax.synth._privorl_n import (
+    DPFinetune,
+    PretrainMetrics,
+    SynthState,
+    ema_update,
+)
 
 PyTree = Any
 
@@ -207,7 +224,7 @@ def generate_fragments(
 
     init = (jnp.zeros((num, dim)), jnp.zeros((num,), bool))
     _, (frags, links, has) = jax.lax.scan(body, init, jax.random.split(key, num_fragments))
-    swap = lambda a: jnp.swapaxes(a, 0, 1)  # noqa: E731
+    swap = lambda a: jnp.swapaxes(a, 0, 1)
     return GeneratedFragments(swap(frags), swap(links), swap(has))
 
 

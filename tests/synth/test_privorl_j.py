@@ -4,7 +4,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import pytest
 
 from privrl_jax import diffusion, privacy, synth
 from privrl_jax.pipelines._dp_loop import make_accumulate
@@ -59,7 +58,7 @@ def test_a_trajectory_moves_the_pre_noise_sum_by_at_most_c():
     keys = jax.random.split(key, 4)
     full, metrics = clip(params, items, mask, keys)
     assert float(jnp.min(metrics.per_unit_norms)) > 100 * c
-    flat = lambda t: np.concatenate([np.ravel(x) for x in jax.tree_util.tree_leaves(t)])  # noqa: E731
+    flat = lambda t: np.concatenate([np.ravel(x) for x in jax.tree_util.tree_leaves(t)])
     for drop in (0, 1):  # the 50-fragment and the 1-fragment trajectory
         keep = np.array([i != drop for i in range(4)])
         without, _ = clip(params, items, mask & jnp.asarray(keep)[:, None], keys)
