@@ -17,6 +17,33 @@ def _cfg(*overrides):
     return privorl_j.load(TEST_CONFIG, list(overrides))
 
 
+def _walks(path, num, seed):
+    """Point-mass-like random walks (obs 4, act 2) in D4RL format, episodes of 5-40 steps."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for _ in range(num):
+        n = int(rng.integers(5, 41))
+        act = rng.uniform(-1, 1, size=(n, 2)).astype(np.float32)
+        pos = np.cumsum(0.1 * act, axis=0) + rng.uniform(0, 3, size=2)
+        vel = act.copy()
+        obs = np.concatenate([pos, vel], 1).astype(np.float32)
+        nxt = np.concatenate([obs[1:], obs[-1:] + 0.1], 0)
+        tout = np.zeros(n, np.float32)
+        tout[-1] = 1
+        parts.append((obs, act, rng.random(n).astype(np.float32), nxt, np.zeros(n, np.float32), tout))
+    cols = [np.concatenate(c) for c in zip(*parts)]
+    data.save_hdf5(path, data.Transitions(*cols))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Small D4RL-format files, so the default test compiles no collector (CPU time)."""
+    d = tmp_path_factory.mktemp("pj_data")
+    return (f"data.sensitive_file={_walks(d / 'sens.hdf5', 20, 0)}",
+            f"data.public_files=[{_walks(d / 'pub.hdf5', 30, 1)}]")
+
+
 def _secret(run_dir):
     from privrl_jax.pipelines._checkpoints import Checkpoints
     from privrl_jax.pipelines._dp_loop import DPSecret
@@ -25,10 +52,12 @@ def _secret(run_dir):
     return DPSecret.from_tree(ckpt.mgr.restore(ckpt.latest())["secret"])
 
 
-@pytest.mark.parametrize("full", [False, pytest.param(True, marks=pytest.mark.slow)])
-def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path, full):
-    """Default: no pre-training, agents or TrajScore (compile time); slow: test.yaml as shipped."""
-    cfg = _cfg("privacy.noise_seed=3", "eval.train_real_agents=false", *(() if full else FAST))
+@pytest.mark.slow  # about 50 s CPU (compilation) even with data files and no pre-training
+@pytest.mark.parametrize("full", [False, True])
+def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path, files, full):
+    """Default: data from files, no pre-training, agents or TrajScore (compile time); slow:
+    test.yaml as shipped (collected mazes, curiosity pre-training, an agent, TrajScore)."""
+    cfg = _cfg("privacy.noise_seed=3", "eval.train_real_agents=false", *(() if full else FAST + files))
     rep = privorl_j.run(cfg, tmp_path)
     for name in ("config.yaml", "ledger.json", "synthetic.hdf5", "report.json", "report.md", "audit/audit.json"):
         assert (tmp_path / name).exists(), name
@@ -62,6 +91,18 @@ def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path, full)
     assert set(rep["agents_synthetic"]) == {"td3bc"}
     ts = rep["audit"]["trajscore"]  # audit only: it compares with the sensitive trajectories
     assert -1 <= ts["f1"] <= 1 and ts["num_synthetic"] == 2 * cfg.synthesis.num_trajectories  # 20 steps = 2 windows of 8
+
+
+def test_plan_and_items_count_trajectories(files):
+    """The DP data the loop gets: one unit per sensitive trajectory, its fragments as items."""
+    cfg = _cfg(*FAST, *files)
+    _, sensitive, holdout = privorl_j._load(cfg)
+    assert len(sensitive) + len(holdout) == 20 and len(holdout) == cfg.data.holdout_trajectories
+    plan = privorl_j.make_plan(cfg, len(sensitive))
+    assert plan.dataset_size == 16 and plan.sampling_rate == pytest.approx(8 / 16)
+    assert plan.steps == 2 and plan.private  # ceil(1 epoch / q)
+    frags = data.trajectories_to_fragments(sensitive, horizon=8, max_fragments=8)
+    np.testing.assert_array_equal(frags.fragment_mask.sum(1), -(-np.asarray(sensitive.lengths) // 8))
 
 
 @pytest.mark.slow
