@@ -1,5 +1,7 @@
 """PrivORL-j's fragment transformer: shapes, padding masks, attention direction, loss, sampler."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +18,17 @@ def _net(causal=False):
     return diffusion.FragmentTransformer(SIZES, H, num_layers=1, num_heads=2, embed_dim=8, causal=causal)
 
 
+@functools.cache
+def _apply(causal=False):
+    """One jitted apply per network, shared by the tests (compilation dominates their time)."""
+    return jax.jit(_net(causal).apply)
+
+
+@functools.cache
+def _init(causal=False):
+    return jax.jit(_net(causal).init)
+
+
 def _inputs(seed=0, b=3):
     rng = np.random.default_rng(seed)
     x = jnp.asarray(rng.normal(size=(b, H * D)), jnp.float32)
@@ -30,8 +43,8 @@ def test_shape_token_count_and_zero_padding_outputs():
     net = _net()
     assert net.num_tokens == 5 * H + 6
     x, c, link, has, mask = _inputs()
-    params = jax.jit(net.init)(jax.random.key(0), x, c, link, has, mask)
-    out = jax.jit(net.apply)(params, x, c, link, has, mask)
+    params = _init(net.causal)(jax.random.key(0), x, c, link, has, mask)
+    out = _apply(net.causal)(params, x, c, link, has, mask)
     assert out.shape == x.shape
     per_step = np.asarray(out).reshape(3, H, D)
     assert np.all(per_step[~np.asarray(mask)] == 0.0)
@@ -42,12 +55,12 @@ def test_shape_token_count_and_zero_padding_outputs():
 def test_padded_token_does_not_change_real_predictions(causal):
     net = _net(causal)
     x, c, link, has, mask = _inputs()
-    params = jax.jit(net.init)(jax.random.key(0), x, c, link, has, mask)
-    out = np.asarray(jax.jit(net.apply)(params, x, c, link, has, mask)).reshape(3, H, D)
+    params = _init(net.causal)(jax.random.key(0), x, c, link, has, mask)
+    out = np.asarray(_apply(net.causal)(params, x, c, link, has, mask)).reshape(3, H, D)
     # Change every padded step's values by a lot.
     pad = np.repeat(~np.asarray(mask), D, axis=1)
     x2 = jnp.where(pad, x + 100.0, x)
-    out2 = np.asarray(jax.jit(net.apply)(params, x2, c, link, has, mask)).reshape(3, H, D)
+    out2 = np.asarray(_apply(net.causal)(params, x2, c, link, has, mask)).reshape(3, H, D)
     np.testing.assert_array_equal(out2, out)  # bitwise: the padded keys are masked out
 
 
@@ -55,7 +68,7 @@ def test_padded_steps_get_no_gradient_and_loss_ignores_them():
     net = _net()
     den = diffusion.FragmentDenoiser(net.apply)
     x, c, link, has, mask = _inputs()
-    params = jax.jit(net.init)(jax.random.key(0), x, c, link, has, mask)
+    params = _init(net.causal)(jax.random.key(0), x, c, link, has, mask)
     item = {"x": x[2], "link": link[2], "has_link": has[2], "step_mask": mask[2]}
     key = jax.random.key(5)
 
@@ -93,10 +106,10 @@ def test_attention_direction():
     full = jnp.ones_like(mask)
     for causal, moves in ((False, True), (True, False)):
         net = _net(causal)
-        params = jax.jit(net.init)(jax.random.key(1), x, c, link, has, full)
-        out = np.asarray(jax.jit(net.apply)(params, x, c, link, has, full)).reshape(3, H, D)
+        params = _init(net.causal)(jax.random.key(1), x, c, link, has, full)
+        out = np.asarray(_apply(net.causal)(params, x, c, link, has, full)).reshape(3, H, D)
         x2 = x.at[:, -D:].add(3.0)  # change the last step only
-        out2 = np.asarray(jax.jit(net.apply)(params, x2, c, link, has, full)).reshape(3, H, D)
+        out2 = np.asarray(_apply(net.causal)(params, x2, c, link, has, full)).reshape(3, H, D)
         # Bidirectional: step 0 sees the last step; causal: it does not.
         assert (np.abs(out2[:, 0] - out[:, 0]).max() > 1e-4) == moves
 
@@ -104,9 +117,9 @@ def test_attention_direction():
 def test_link_and_no_link():
     net = _net()
     x, c, link, has, mask = _inputs()
-    params = jax.jit(net.init)(jax.random.key(0), x, c, link, has, mask)
-    out = jax.jit(net.apply)(params, x, c, link, has, mask)
-    out2 = jax.jit(net.apply)(params, x, c, link + 1.0, has, mask)
+    params = _init(net.causal)(jax.random.key(0), x, c, link, has, mask)
+    out = _apply(net.causal)(params, x, c, link, has, mask)
+    out2 = _apply(net.causal)(params, x, c, link + 1.0, has, mask)
     diff = np.abs(np.asarray(out2 - out)).max(-1)
     assert diff[1] == 0.0  # has_link False: the link's value is ignored
     assert diff[0] > 1e-4 and diff[2] > 1e-4
@@ -116,7 +129,7 @@ def test_sampler_shape_and_determinism():
     net = _net()
     den = diffusion.FragmentDenoiser(net.apply)
     x, c, link, has, mask = _inputs()
-    params = jax.jit(net.init)(jax.random.key(0), x, c, link, has, mask)
+    params = _init(net.causal)(jax.random.key(0), x, c, link, has, mask)
     a = diffusion.sample_fragments(jax.random.key(2), den, params, link, has, horizon=H, num_steps=3)
     b = diffusion.sample_fragments(jax.random.key(2), den, params, link, has, horizon=H, num_steps=3)
     assert a.shape == (3, H * D) and np.all(np.isfinite(a))
