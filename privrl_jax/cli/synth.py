@@ -63,3 +63,22 @@ def quickstart(
 ) -> None:
     """CPU-sized PrivORL-n on the embedded mazes (public: medium + large, sensitive: umaze), eps = 10."""
     _run(quickstart_config(), overrides or [], out)
+
+
+@app.command()
+def trajectories(
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Run directory (rerun the same command to resume)."),
+    ],
+    config: Annotated[str | None, config_option("privorl_j")] = None,
+    overrides: SetOption = None,
+) -> None:
+    """PrivORL-j: trajectory-level DP synthesis (fragments + a conditional diffusion transformer)."""
+    from privrl_jax import pipelines
+    from privrl_jax.pipelines import privorl_j  # here: keeps `privrl --help` fast
+
+    cfg = load_or_fail(privorl_j.load, pipelines.qualify_config(config, "privorl_j"), overrides or [])
+    report = privorl_j.run(cfg, out)
+    typer.echo(privorl_j.render_markdown(report))
+    typer.echo(f"wrote {out}/report.md, report.json, synthetic.hdf5, ledger.json")

@@ -4,6 +4,13 @@ Everything here runs on the host (NumPy / h5py) except the `Normalizer`, which i
 jittable pytree.
 """
 
+from privrl_jax.data._fragments import (
+    STEP_FIELDS,
+    Fragments,
+    fragments_to_trajectories,
+    link_consistency,
+    trajectories_to_fragments,
+)
 from privrl_jax.data._hdf5 import (
     derive_next_observations,
     load_hdf5,
@@ -26,17 +33,22 @@ from privrl_jax.data._validation import validate_transitions
 
 __all__ = [
     "DEFAULT_MIN_SCALE",
+    "STEP_FIELDS",
     "TRANSITION_FIELDS",
+    "Fragments",
     "Normalizer",
     "Trajectories",
     "Transitions",
     "derive_next_observations",
     "episode_boundaries",
     "fit_normalizer",
+    "fragments_to_trajectories",
+    "link_consistency",
     "load_hdf5",
     "normalizer_from_bounds",
     "read_hdf5_metadata",
     "save_hdf5",
+    "trajectories_to_fragments",
     "trajectories_to_transitions",
     "transitions_to_trajectories",
     "validate_transitions",

@@ -19,6 +19,15 @@ from privrl_jax.diffusion._edm import (
     karras_sigmas,
     sample_training_sigma,
 )
+from privrl_jax.diffusion._fragment_transformer import (
+    ComponentMLP,
+    FragmentDenoiser,
+    FragmentTransformer,
+    MaskedTransformerBlock,
+    fragment_edm_loss,
+    sample_fragments,
+)
+from privrl_jax.diffusion._fragment_unet import FragmentUNet
 from privrl_jax.diffusion._networks import (
     RandomFourierFeatures,
     ResidualBlock,
@@ -41,11 +50,16 @@ from privrl_jax.diffusion._transitions import (
 
 __all__ = [
     "ApplyFn",
+    "ComponentMLP",
     "DenoiseFn",
     "DiffusionTransformer",
     "DiscreteDim",
     "EDMConfig",
     "EDMDenoiser",
+    "FragmentDenoiser",
+    "FragmentTransformer",
+    "FragmentUNet",
+    "MaskedTransformerBlock",
     "Normaliser",
     "Preconditioning",
     "RandomFourierFeatures",
@@ -63,9 +77,11 @@ __all__ = [
     "encode_flat",
     "fit_normaliser_on_public",
     "flatten_transitions",
+    "fragment_edm_loss",
     "karras_sigmas",
     "normalise",
     "normaliser_from_bounds",
+    "sample_fragments",
     "sample_training_sigma",
     "unflatten_transitions",
 ]

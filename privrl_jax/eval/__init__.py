@@ -9,10 +9,19 @@ from privrl_jax.eval._membership import (
     tpr_at_fpr,
 )
 from privrl_jax.eval._plots import plot_marginals, plot_tsne
+from privrl_jax.eval._trajscore import (
+    TrajEncoder,
+    fit_trajectory_encoder,
+    trajectory_windows,
+    trajscore,
+    trajscore_from_embeddings,
+)
 
 __all__ = [
     "DEFAULT_MIA_SIGMAS",
+    "TrajEncoder",
     "correlation_score",
+    "fit_trajectory_encoder",
     "ks_statistics",
     "loss_threshold_attack",
     "marginal_score",
@@ -21,4 +30,7 @@ __all__ = [
     "plot_marginals",
     "plot_tsne",
     "tpr_at_fpr",
+    "trajectory_windows",
+    "trajscore",
+    "trajscore_from_embeddings",
 ]

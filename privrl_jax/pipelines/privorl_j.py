@@ -1,0 +1,496 @@
+"""PrivORL-j end to end: fragments, curiosity pre-training on public trajectories, trajectory-level
+DP fine-tuning, stitched trajectory synthesis, evaluation.
+
+``run(config, run_dir)`` writes the same run directory as PrivORL-n (``privorl_n.py``):
+
+- the **release** (may be published): ``synthetic.hdf5`` (D4RL format, whole trajectories with
+  ``timeouts``), ``ledger.json``, ``report.json`` (DP plan, spend, agents trained on the synthetic
+  data, stitching quality of the synthetic trajectories) and ``config.yaml``;
+- the **audit** (``audit/``, reads the sensitive data without DP; never publish): fidelity against
+  the sensitive steps, agents trained on the real trajectories, stitching quality of the real ones;
+- ``checkpoints/`` (hold the secret noise key: never publish) and ``report.md``.
+
+Privacy (docs/design.md, contracts 2-6 and 8; PrivORL Sec. VII): the unit is one sensitive
+trajectory. Its fragments are the unit's items; ``run_dp_loop`` Poisson-samples trajectories with
+q = batch trajectories / N trajectories, the plan clips each trajectory's whole gradient (summed
+over its fragments) once, noise is added once, every step is in the ledger before its checkpoint.
+The normaliser is fitted on public data only; ``max_fragments`` and ``horizon`` are config values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import yaml
+from tqdm.auto import tqdm
+
+from privrl_jax import data, diffusion, envs, privacy, synth
+from privrl_jax import eval as evaluation
+from privrl_jax.pipelines._checkpoints import Checkpoints
+from privrl_jax.pipelines._config import to_dict
+from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
+from privrl_jax.pipelines._privorl_j_config import (
+    DataConfig,
+    EvalConfig,
+    FinetuneConfig,
+    ModelConfig,
+    PretrainConfig,
+    PrivORLJConfig,
+    SynthesisConfig,
+    load,
+)
+from privrl_jax.pipelines._rundir import (
+    LOCK_FILE,
+    RunLock,
+    atomic_write_text,
+    clean_stale_temp_files,
+)
+from privrl_jax.pipelines.privorl_n import (
+    AUDIT_NOTICE,
+    _agent_scores,
+    _score_text,
+    _sigma_text,
+)
+from privrl_jax.synth import _privorl_j as core
+from privrl_jax.synth._privorl_n import init_synth_state
+
+__all__ = [
+    "DataConfig",
+    "EvalConfig",
+    "FinetuneConfig",
+    "ModelConfig",
+    "PretrainConfig",
+    "PrivORLJConfig",
+    "SynthesisConfig",
+    "load",
+    "make_plan",
+    "render_markdown",
+    "run",
+]
+
+DP_STEP = "PrivORL-j DP-SGD step (one unit = one trajectory)"
+NOT_PRIVATE_SEED = (
+    "NOT PRIVATE: privacy.noise_seed is set, so anyone who reads config.yaml can recompute the DP "
+    "noise and the batches. Use this run for tests and reproduction only."
+)
+
+
+# ---------------------------------------------------------------------------------------- data
+def _collect(cfg: PrivORLJConfig, env_name: str, size: int, seed: int) -> data.Transitions:
+    d = cfg.data
+    t = envs.collect_dataset(jax.random.key(seed), env_name, size, action_noise=d.action_noise,
+                             num_envs=d.num_envs)
+    return jax.tree_util.tree_map(np.asarray, t)
+
+
+def _load(cfg: PrivORLJConfig) -> tuple[data.Trajectories, data.Trajectories, data.Trajectories]:
+    """(public, sensitive members, sensitive holdout) as padded trajectories."""
+    d = cfg.data
+    if d.public_files:
+        public = [jax.tree_util.tree_map(np.asarray, data.load_hdf5(f)) for f in d.public_files]
+    else:
+        public = [_collect(cfg, e, d.public_size, cfg.seed * 1000 + 1 + i) for i, e in enumerate(d.public_envs)]
+    full = (jax.tree_util.tree_map(np.asarray, data.load_hdf5(d.sensitive_file)) if d.sensitive_file
+            else _collect(cfg, d.sensitive_env, d.sensitive_size, cfg.seed * 1000))
+    pub = [data.transitions_to_trajectories(p) for p in public]
+    sens = data.transitions_to_trajectories(full)
+    n = len(sens)
+    if n <= d.holdout_trajectories + 1:
+        raise ValueError(f"the sensitive data hold {n} trajectories, too few for a holdout of "
+                         f"{d.holdout_trajectories}; collect more or lower data.holdout_trajectories.")
+    # The holdout is a fixed function of the seed, not of the data.
+    perm = np.random.default_rng([cfg.seed, 7]).permutation(n)
+    hold, mem = np.sort(perm[: d.holdout_trajectories]), np.sort(perm[d.holdout_trajectories:])
+    take = lambda t, idx: jax.tree_util.tree_map(lambda x: np.asarray(x)[idx], t)
+    return pub, take(sens, mem), take(sens, hold)
+
+
+def _dataset_id(cfg: PrivORLJConfig) -> str:
+    """Names the sensitive dataset by its source, never by a hash of its contents (contract 5)."""
+    d = cfg.data
+    if d.sensitive_file:
+        return f"file:{Path(d.sensitive_file).resolve()}"
+    return (f"collected:{d.sensitive_env}:seed={cfg.seed}:size={d.sensitive_size}:noise={d.action_noise}"
+            f":num_envs={d.num_envs}")
+
+
+def _encode_steps(frags: data.Fragments, layout, norm) -> tuple[np.ndarray, np.ndarray]:
+    """Normalised encoded steps [U, F, H, d] (zero on padding) and links [U, F, d] (zero if none)."""
+    u, f, h = frags.step_mask.shape
+    flat = data.Transitions(**{k: np.asarray(getattr(frags, k)).reshape((u * f * h,) + np.asarray(getattr(frags, k)).shape[3:])
+                               for k in data.STEP_FIELDS}, timeouts=np.zeros(u * f * h, np.float32))
+    x = np.asarray(diffusion.normalise(norm, diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, flat), layout)))
+    x = np.where(np.asarray(frags.step_mask).reshape(-1, 1), x, 0.0).reshape(u, f, h, -1)
+    link = data.Transitions(**{k: np.asarray(frags.link[k]).reshape((u * f,) + np.asarray(frags.link[k]).shape[2:])
+                               for k in data.STEP_FIELDS}, timeouts=np.zeros(u * f, np.float32))
+    lk = np.asarray(diffusion.normalise(norm, diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, link), layout)))
+    lk = np.where(np.asarray(frags.has_link).reshape(-1, 1), lk, 0.0).reshape(u, f, -1)
+    return x.astype(np.float32), lk.astype(np.float32)
+
+
+def _items(frags: data.Fragments, layout, norm) -> dict[str, np.ndarray]:
+    x, link = _encode_steps(frags, layout, norm)
+    u, f, h, d = x.shape
+    return {"x": x.reshape(u, f, h * d), "link": link, "has_link": np.asarray(frags.has_link),
+            "step_mask": np.asarray(frags.step_mask)}
+
+
+def _public_rows(public: list[data.Trajectories], cfg, layout, norm) -> np.ndarray:
+    """Every real public fragment as a packed row (public: its own maximum fragment count)."""
+    h = cfg.data.horizon
+    rows = []
+    for traj in public:
+        f = -(-int(np.max(traj.lengths)) // h)
+        frags = data.trajectories_to_fragments(traj, horizon=h, max_fragments=f)
+        items = _items(frags, layout, norm)
+        keep = np.asarray(frags.fragment_mask)
+        rows.append(np.asarray(core.pack_rows({k: jnp.asarray(v[keep]) for k, v in items.items()})))
+    return np.concatenate(rows)
+
+
+def _transitions_of(trajs: list[data.Trajectories] | data.Trajectories) -> data.Transitions:
+    trajs = trajs if isinstance(trajs, list) else [trajs]
+    parts = [jax.tree_util.tree_map(np.asarray, data.trajectories_to_transitions(t)) for t in trajs]
+    return jax.tree_util.tree_map(lambda *x: np.concatenate(x), *parts)
+
+
+# ---------------------------------------------------------------------------------------- training
+def _pretrain(cfg, denoise, params, rows, ckpt: Checkpoints, key, dim):
+    pc, h = cfg.pretrain, cfg.data.horizon
+    tx = optax.adam(optax.cosine_decay_schedule(pc.learning_rate, pc.steps))
+    chunk = core.make_fragment_pretrain_chunk(
+        denoise, tx, horizon=h, dim=dim, batch_size=pc.batch_size, chunk_steps=pc.chunk_steps,
+        ema_decay=cfg.synthesis.ema_decay, curiosity_rate=pc.curiosity_rate)
+    width = rows.shape[1]
+    tree = {"state": init_synth_state(params, tx), "rnd": synth.init_rnd(jax.random.fold_in(key, 1), width),
+            "pool": jnp.zeros((pc.pool_size, width)), "scores": jnp.zeros(pc.pool_size)}
+    start = 0
+    latest = ckpt.latest()
+    if latest is not None:
+        tree, start = ckpt.restore(latest, tree), latest
+    rows_dev = jnp.asarray(rows)
+    with tqdm(total=pc.steps, initial=start, desc="pre-train (public fragments)", unit="step") as bar:
+        for s in range(start, pc.steps, pc.chunk_steps):
+            if pc.curiosity_rate > 0 and s % pc.steps_per_epoch == 0:
+                k = jax.random.fold_in(key, 10_000 + s)
+                cond = rows_dev[jax.random.randint(k, (pc.pool_size,), 0, rows_dev.shape[0])]
+                pool = core.sample_pool_rows(jax.random.fold_in(k, 1), denoise, tree["state"].ema_params, cond,
+                                             horizon=h, num_steps=pc.num_sampling_steps)
+                tree = {**tree, "pool": pool, "scores": synth.curiosity_score(tree["rnd"], pool)}
+            st, rnd, m = chunk(tree["state"], tree["rnd"], rows_dev, tree["pool"], tree["scores"],
+                               jax.random.fold_in(key, s))
+            tree = {**tree, "state": st, "rnd": rnd}
+            ckpt.save(s + pc.chunk_steps, tree)
+            bar.update(pc.chunk_steps)
+            bar.set_postfix(loss=f"{float(m.loss):.3f}")
+    return tree["state"]
+
+
+def make_plan(cfg: PrivORLJConfig, num_trajectories: int) -> privacy.DPPlan:
+    """PrivORL-j's plan: Poisson over trajectories, q = batch / N trajectories, steps =
+    ceil(epochs / q), C, sigma calibrated for (epsilon, delta) at trajectory level."""
+    fc, pc = cfg.finetune, cfg.privacy
+    q = min(1.0, fc.batch_size / num_trajectories)
+    sampler = privacy.PoissonSampler(dataset_size=num_trajectories, sampling_rate=q,
+                                     microbatch_size=fc.microbatch_size)
+    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=fc.l2_clip_norm, steps=max(1, math.ceil(fc.epochs / q)))
+    return plan.calibrate(pc.epsilon, pc.delta, pc.accountant)
+
+
+def _finetune(cfg, denoise, pre_params, items, run_dir: Path, ledger, key):
+    fc, pc = cfg.finetune, cfg.privacy
+    n = items["x"].shape[0]
+    plan = make_plan(cfg, n)
+    fns = core.make_trajectory_dp_finetune(denoise, plan, learning_rate=fc.learning_rate,
+                                           ema_decay=cfg.synthesis.ema_decay, clip_method=fc.clip_method)
+    secret = DPSecret.fresh() if pc.noise_seed is None else DPSecret.from_seed(pc.noise_seed)
+    item_mask = jnp.asarray(items["step_mask"][:, :, 0])
+
+    def update(tree, noisy_mean):
+        return {**tree, "state": fns.update(tree["state"], noisy_mean)}
+
+    tree, secret = run_dp_loop(
+        plan, fns.clip, DPProgram(lambda t: t["state"].params, update), {"state": fns.init(pre_params)},
+        {k: jnp.asarray(v) for k, v in items.items()}, item_mask=item_mask,
+        ckpt=Checkpoints(run_dir / "checkpoints" / "dp"), ledger=ledger, what=DP_STEP, secret=secret,
+        loss_key=jax.random.fold_in(key, 3), checkpoint_every=fc.checkpoint_every,
+        accountant=pc.accountant, desc=f"DP fine-tune (eps={pc.epsilon:g}, trajectories)",
+        divergence_hint="lower finetune.learning_rate or finetune.l2_clip_norm, or raise finetune.batch_size",
+    )
+    info = {
+        **plan.describe(),
+        "unit": "trajectory",
+        "noise_multiplier": plan.noise_multipliers[0],
+        "clip_method": fc.clip_method,
+        "private": plan.private and not secret.fixed,
+        "noise_secret": "fixed by privacy.noise_seed (not private)" if secret.fixed
+        else "drawn from os.urandom; stored only in checkpoints/",
+        "dataset_size_source": "privacy.dataset_size (declared)" if pc.dataset_size is not None
+        else "number of sensitive trajectories, read from the data and treated as public",
+    }
+    return tree["state"], info
+
+
+# ---------------------------------------------------------------------------------------- synthesis
+def _synthesize(cfg, denoise, params, layout, norm, key, dim) -> data.Transitions:
+    """Stitched synthetic trajectories as flat D4RL rows (``timeouts`` = 1 at a length cut)."""
+    sc, h = cfg.synthesis, cfg.data.horizon
+    num_fragments = -(-sc.episode_length // h)
+    out = []
+    with tqdm(total=sc.num_trajectories, desc="synthesize", unit="trajectory") as bar:
+        for i, start in enumerate(range(0, sc.num_trajectories, sc.batch_size)):
+            n = min(sc.batch_size, sc.num_trajectories - start)
+            gen = core.generate_fragments(jax.random.fold_in(key, i), denoise, params, num=sc.batch_size,
+                                          num_fragments=num_fragments, horizon=h, dim=dim,
+                                          num_steps=sc.num_sampling_steps)
+            out.append(_stitch(gen, n, sc.episode_length, layout, norm, sc.action_bounds, sc.stop_at_terminal))
+            bar.update(n)
+    return jax.tree_util.tree_map(lambda *x: np.concatenate(x), *out)
+
+
+def _stitch(gen: core.GeneratedFragments, n: int, length: int, layout, norm, bounds,
+            stop_at_terminal: bool) -> data.Transitions:
+    _, f, h, d = gen.fragments.shape
+    steps = diffusion.denormalise(norm, gen.fragments[:n].reshape(n * f * h, d))
+    t = jax.tree_util.tree_map(lambda x: np.asarray(x).reshape((n, f * h) + np.asarray(x).shape[1:]),
+                               diffusion.unflatten_transitions(steps, layout))
+    if not stop_at_terminal:
+        t = t.replace(terminals=np.zeros_like(t.terminals))
+    lengths, ended = core.stitched_lengths(jnp.asarray(t.terminals), jnp.full((n,), length, jnp.int32))
+    lengths, ended = np.asarray(lengths), np.asarray(ended)
+    mask = np.arange(f * h)[None, :] < lengths[:, None]
+    timeouts = np.zeros((n, f * h), np.float32)
+    timeouts[np.arange(n)[~ended], lengths[~ended] - 1] = 1.0
+    actions = np.clip(t.actions, *bounds) if bounds else t.actions
+    terminals = np.where(mask, t.terminals, 0.0)
+    traj = data.Trajectories(observations=t.observations, actions=actions, rewards=t.rewards,
+                             next_observations=t.next_observations, terminals=terminals, timeouts=timeouts,
+                             mask=mask.astype(np.float32), lengths=lengths)
+    return jax.tree_util.tree_map(np.asarray, data.trajectories_to_transitions(traj))
+
+
+def _windows(transitions: data.Transitions, layout, norm, window: int) -> np.ndarray:
+    """Normalised encoded steps of each trajectory in windows of ``window`` steps (TrajScore)."""
+    traj = data.transitions_to_trajectories(transitions)
+    b, t = np.asarray(traj.mask).shape
+    flat = data.Transitions(**{k: np.asarray(getattr(traj, k)).reshape((b * t,) + np.asarray(getattr(traj, k)).shape[2:])
+                               for k in data.TRANSITION_FIELDS})
+    x = np.asarray(diffusion.normalise(norm, diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, flat), layout)))
+    return evaluation.trajectory_windows(x.reshape(b, t, -1), np.asarray(traj.lengths), window)
+
+
+def stitching_gaps(transitions: data.Transitions, horizon: int) -> dict[str, float]:
+    """Mean L2 gaps ||s_{t+1} - s'_t|| inside trajectories: at fragment boundaries (t + 1 a
+    multiple of ``horizon``: the stitch) and inside fragments (the rest). Real maze data give ~0
+    for both; a synthesizer whose stitches are worse than its fragments shows a larger first."""
+    starts, lengths = data.episode_boundaries(transitions)
+    obs, nxt = np.asarray(transitions.observations), np.asarray(transitions.next_observations)
+    at, inside = [], []
+    for s, length in zip(starts, lengths):
+        gap = np.linalg.norm(obs[s + 1 : s + length] - nxt[s : s + length - 1], axis=-1)
+        boundary = (np.arange(1, length) % horizon) == 0
+        at.append(gap[boundary])
+        inside.append(gap[~boundary])
+    cat = lambda x: np.concatenate(x) if x else np.zeros(0)
+    a, i = cat(at), cat(inside)
+    return {"at_fragment_boundaries": float(a.mean()) if a.size else float("nan"),
+            "inside_fragments": float(i.mean()) if i.size else float("nan"),
+            "num_boundaries": int(a.size)}
+
+
+# ---------------------------------------------------------------------------------------- run
+def run(cfg: PrivORLJConfig, run_dir: str | Path) -> dict[str, Any]:
+    """Runs (or resumes) PrivORL-j into ``run_dir``; returns the report (release + ``audit``).
+
+    Same contract as ``privorl_n.run``: locked directory, inputs checked before anything is
+    written, resume from checkpoints without spending twice, only the ``eval`` section may change
+    on a rerun (the release is reused and re-audited).
+    """
+    run_dir = Path(run_dir)
+    with RunLock(run_dir):
+        clean_stale_temp_files(run_dir)
+        return _run(cfg, run_dir)
+
+
+def _validate_inputs(cfg: PrivORLJConfig) -> None:
+    d = cfg.data
+    for name in (d.sensitive_env, *(() if d.public_files else d.public_envs)):
+        envs.make(name)
+    for f in (*([d.sensitive_file] if d.sensitive_file else []), *d.public_files):
+        if not Path(f).is_file():
+            raise ValueError(f"data file {f} does not exist; give the path of a D4RL-format HDF5 file.")
+
+
+def _run(cfg: PrivORLJConfig, run_dir: Path) -> dict[str, Any]:
+    resolved = to_dict(cfg)
+    cfg_file = run_dir / "config.yaml"
+    if cfg_file.exists():
+        previous = yaml.safe_load(cfg_file.read_text()) or {}
+        if {k: v for k, v in previous.items() if k != "eval"} != {k: v for k, v in resolved.items() if k != "eval"}:
+            raise ValueError(
+                f"{run_dir} holds a run with a different config ({cfg_file}); resume it with the same "
+                "config (only the eval section may change) or choose a new --out directory.")
+    elif any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+        raise ValueError(f"{run_dir} is not empty and holds no PrivORL-j run (no config.yaml); choose an "
+                         "empty or new --out directory.")
+    _validate_inputs(cfg)
+    t0 = time.time()
+    key = jax.random.key(cfg.seed)  # public randomness only
+    d = cfg.data
+
+    public, sensitive, _holdout = _load(cfg)  # the holdout is kept out of training (no MIA yet)
+    n = len(sensitive)
+    if cfg.privacy.dataset_size is not None and cfg.privacy.dataset_size != n:
+        raise ValueError(f"privacy.dataset_size={cfg.privacy.dataset_size} is declared, but the sensitive "
+                         f"data hold {n} trajectories (after the holdout); declare that or leave it empty.")
+    if cfg.finetune.batch_size > n:
+        raise ValueError(f"finetune.batch_size={cfg.finetune.batch_size} exceeds the {n} sensitive "
+                         "trajectories (q would exceed 1); lower finetune.batch_size.")
+    obs_dim, act_dim = public[0].observations.shape[-1], public[0].actions.shape[-1]
+    if sensitive.observations.shape[-1] != obs_dim or sensitive.actions.shape[-1] != act_dim:
+        raise ValueError("public and sensitive data must have the same observation and action dimensions.")
+    atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
+
+    layout = diffusion.TransitionLayout(obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=cfg.model.next_obs_delta)
+    pub_t = _transitions_of(public)
+    pub_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, pub_t), layout))
+    norm = diffusion.fit_normaliser_on_public(pub_flat, one_hot_mask=layout.one_hot_mask())  # contract 5
+    dim = pub_flat.shape[1]
+    rows = _public_rows(public, cfg, layout, norm)
+    frags = data.trajectories_to_fragments(sensitive, horizon=d.horizon, max_fragments=d.max_fragments)
+    items = _items(frags, layout, norm)
+
+    syn_file = run_dir / "synthetic.hdf5"
+    ledger = privacy.Ledger.open(run_dir, dataset_id=_dataset_id(cfg), dataset_size=n,
+                                 target_epsilon=cfg.privacy.epsilon, target_delta=cfg.privacy.delta,
+                                 artifacts=[run_dir / "checkpoints" / "dp", syn_file])
+    m = cfg.model
+    sizes = (obs_dim, act_dim, 1, obs_dim, dim - 2 * obs_dim - act_dim - 1)
+    if m.kind == "unet":  # the PrivORL-j-U baseline: everything else unchanged
+        net = diffusion.FragmentUNet(dim, d.horizon, channels=m.unet_channels, embed_dim=m.embed_dim,
+                                     fourier_dim=m.fourier_dim)
+    else:
+        net = diffusion.FragmentTransformer(sizes, d.horizon, num_layers=m.num_layers, num_heads=m.num_heads,
+                                            embed_dim=m.embed_dim, fourier_dim=m.fourier_dim, causal=m.causal)
+    denoise = diffusion.FragmentDenoiser(net.apply)
+    params = jax.jit(net.init)(jax.random.fold_in(key, 0), jnp.zeros(d.horizon * dim), jnp.zeros(()),
+                               jnp.zeros(dim), jnp.array(False), jnp.ones(d.horizon, bool))
+    if cfg.pretrain.steps > 0:
+        pre = _pretrain(cfg, denoise, params, rows, Checkpoints(run_dir / "checkpoints" / "pretrain"),
+                        jax.random.fold_in(key, 100), dim)
+        params = pre.ema_params
+    state, dp_info = _finetune(cfg, denoise, params, items, run_dir, ledger, jax.random.fold_in(key, 200))
+
+    if syn_file.exists():
+        ledger.require_head(str(data.read_hdf5_metadata(syn_file).get("ledger_head", "")), f"the release {syn_file}")
+        synthetic = jax.tree_util.tree_map(np.asarray, data.load_hdf5(syn_file))
+    else:
+        synthetic = _synthesize(cfg, denoise, state.ema_params, layout, norm, jax.random.fold_in(key, 300), dim)
+        data.save_hdf5(syn_file, synthetic, metadata={
+            "generator": "PrivORL-j", "epsilon": cfg.privacy.epsilon, "delta": cfg.privacy.delta,
+            "private": dp_info["private"], "ledger_head": ledger.head, "horizon": d.horizon,
+        })
+    _, syn_lengths = data.episode_boundaries(synthetic)
+    report: dict[str, Any] = {
+        "config": resolved,
+        "finetune": dp_info,
+        "privacy": ledger.report(),
+        "synthetic": {"num_trajectories": len(syn_lengths), "num_transitions": len(synthetic),
+                      "mean_length": float(np.mean(syn_lengths)),
+                      "stitching": stitching_gaps(synthetic, d.horizon)},
+        "release": {"publishable": ["synthetic.hdf5", "ledger.json", "report.json", "config.yaml"],
+                    "never_publish": ["audit/", "checkpoints/"]},
+    }
+    if not dp_info["private"]:
+        report["warning"] = NOT_PRIVATE_SEED if cfg.privacy.noise_seed is not None else (
+            "NOT PRIVATE: privacy.epsilon = inf trains without noise.")
+    if cfg.eval.agents:
+        report["agents_synthetic"] = _agent_scores(cfg, synthetic, jax.random.fold_in(key, 400))
+
+    audit_dir = run_dir / "audit"
+    audit_dir.mkdir(exist_ok=True)
+    atomic_write_text(audit_dir / "NOT_DP_README.txt", AUDIT_NOTICE)
+    real = _transitions_of(sensitive)
+    real_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, real), layout))
+    syn_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, synthetic), layout))
+    audit: dict[str, Any] = {
+        "notice": AUDIT_NOTICE.strip(),
+        "fidelity": {"marginal": evaluation.marginal_score(real_flat, syn_flat),
+                     "correlation": evaluation.correlation_score(real_flat, syn_flat)},
+        "real_stitching": stitching_gaps(real, d.horizon),
+        "truncated_trajectories": int(np.sum(np.asarray(sensitive.lengths) > d.horizon * d.max_fragments)),
+    }
+    if cfg.eval.trajscore:
+        pub_w = _windows(pub_t, layout, norm, d.horizon)
+        real_w, syn_w = _windows(real, layout, norm, d.horizon), _windows(synthetic, layout, norm, d.horizon)
+        if len(pub_w) and len(real_w) and len(syn_w):
+            enc = evaluation.fit_trajectory_encoder(jax.random.fold_in(key, 600), pub_w, window=d.horizon,
+                                                    steps=cfg.eval.trajscore_steps)
+            audit["trajscore"] = evaluation.trajscore(enc, real_w, syn_w)
+        else:
+            audit["trajscore"] = {"f1": None, "note": f"no trajectory of {d.horizon} steps in one of the sets"}
+    if cfg.eval.agents and cfg.eval.train_real_agents:
+        audit["agents_real"] = _agent_scores(cfg, real, jax.random.fold_in(key, 400))
+    report["wall_time_s"] = time.time() - t0
+    atomic_write_text(run_dir / "report.json", json.dumps(report, indent=2, default=float))
+    atomic_write_text(audit_dir / "audit.json", json.dumps(audit, indent=2, default=float))
+    report["audit"] = audit
+    atomic_write_text(run_dir / "report.md", render_markdown(report))
+    return report
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """A short human-readable summary of a PrivORL-j report."""
+    p, fin, audit = report["privacy"], report["finetune"], report.get("audit", {})
+    budget = p["budget"]
+    eps_rdp = p.get("rdp", {}).get("epsilon")
+    eps_pld = p.get("pld", {}).get("epsilon")
+    fmt = lambda e: "n/a" if e is None else f"{e:.3f}"
+    syn = report["synthetic"]
+    lines = ["# PrivORL-j report (unit of privacy: one trajectory)", ""]
+    if "warning" in report:
+        lines += [f"**{report['warning']}**", ""]
+    if p.get("over_budget"):
+        lines += ["**OVER BUDGET: the ledger records more than the budget's epsilon.**", ""]
+    lines += [
+        "| quantity | value |",
+        "|---|---|",
+        f"| budget (epsilon, delta) | ({budget['epsilon']:g}, {budget['delta']:g}) |",
+        f"| epsilon spent (RDP / PLD) | {fmt(eps_rdp)} / {fmt(eps_pld)} |",
+        f"| DP steps, noise multiplier, q (trajectories) | {fin['steps']}, {_sigma_text(fin['noise_multiplier'])}, {fin['sampling_rate']:.4f} |",
+        f"| synthetic trajectories / transitions / mean length | {syn['num_trajectories']} / {syn['num_transitions']} / {syn['mean_length']:.1f} |",
+        f"| stitching gap, synthetic: at fragment boundaries / inside fragments | {syn['stitching']['at_fragment_boundaries']:.4f} / {syn['stitching']['inside_fragments']:.4f} |",
+    ]
+    if "real_stitching" in audit:
+        rs = audit["real_stitching"]
+        lines.append(f"| stitching gap, real (audit) | {rs['at_fragment_boundaries']:.4f} / {rs['inside_fragments']:.4f} |")
+    for name, res in report.get("agents_synthetic", {}).items():
+        real = audit.get("agents_real", {}).get(name, {})
+        seeds = len(res.get("per_seed", [])) or 1
+        lines.append(f"| {name} normalised score: synthetic / real (audit) | {_score_text(res, seeds)} / "
+                     f"{_score_text(real, seeds) if real else 'not trained'} |")
+    if audit.get("trajscore", {}).get("f1") is not None:
+        ts = audit["trajscore"]
+        lines.append(f"| TrajScore (audit): F1 / precision / recall | {ts['f1']:.3f} / {ts['precision']:.3f} / {ts['recall']:.3f} |")
+    if "fidelity" in audit:
+        fid = audit["fidelity"]
+        lines.append(f"| fidelity (audit): marginal / correlation | {fid['marginal']:.3f} / {fid['correlation']:.3f} |")
+    lines += [
+        "",
+        "**Release** (may be published): `synthetic.hdf5`, `ledger.json`, `report.json`, `config.yaml`.",
+        "",
+        "**Audit** (`audit/`, NOT differentially private, never publish). `checkpoints/` hold the secret "
+        "noise key: never publish them.",
+        "",
+        f"Wall time: {report['wall_time_s']:.0f} s.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,242 @@
+"""PrivORL-j's steps: fragment pre-training with curiosity, trajectory-level DP fine-tuning, and
+trajectory generation by conditioned, stitched fragments.
+
+Pure, jitted functions over pytrees; the pipeline (``privrl_jax.pipelines.privorl_j``) owns data,
+files, progress bars, checkpoints and the ledger.
+
+Reference: PrivORL (``papers/privorl.txt``), Sections VI-VII and Appendix F-A. The unit of privacy
+is the trajectory: DP data are laid out ``[trajectories, fragments, ...]`` (items = fragments, an
+item mask marks the padding fragments), so ``plan.clipped_grad`` sums a trajectory's fragment
+losses and clips the trajectory's whole gradient once, and the plan's Poisson sampler draws whole
+trajectories with rate q = batch trajectories / total trajectories (Sec. VII).
+
+Layout of one fragment item (normalised space): ``x [H d]`` (steps in order, each step's
+components s, a, r, s', d), ``link [d]``, ``has_link []`` and ``step_mask [H]``. For the
+curiosity module and public batches a fragment is packed into one flat row
+``[x, link, has_link, step_mask]`` (:func:`pack_rows`), so PrivORL-n's RND and replacement
+functions apply unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from privrl_jax import privacy
+from privrl_jax.diffusion import (
+    EDMConfig,
+    FragmentDenoiser,
+    fragment_edm_loss,
+    sample_fragments,
+)
+from privrl_jax.synth._curiosity import (
+    RNDState,
+    curiosity_replace,
+    curiosity_score,
+    rnd_update,
+    sample_candidates,
+)
+from privrl_jax.synth._privorl_n import (
+    DPFinetune,
+    PretrainMetrics,
+    SynthState,
+    ema_update,
+)
+
+PyTree = Any
+
+
+def pack_rows(items: dict[str, jax.Array]) -> jax.Array:
+    """Fragment items ``{x [..., H d], link [..., d], has_link [...], step_mask [..., H]}`` ->
+    rows ``[..., H d + d + 1 + H]`` (float)."""
+    x = items["x"]
+    return jnp.concatenate(
+        [x, items["link"].astype(x.dtype), items["has_link"][..., None].astype(x.dtype),
+         items["step_mask"].astype(x.dtype)], axis=-1)
+
+
+def unpack_rows(rows: jax.Array, *, horizon: int, dim: int) -> dict[str, jax.Array]:
+    """Inverse of :func:`pack_rows` (masks back to bool)."""
+    hd = horizon * dim
+    return {
+        "x": rows[..., :hd],
+        "link": rows[..., hd : hd + dim],
+        "has_link": rows[..., hd + dim] > 0.5,
+        "step_mask": rows[..., hd + dim + 1 :] > 0.5,
+    }
+
+
+def make_fragment_pretrain_chunk(
+    denoise_fn: FragmentDenoiser,
+    tx: optax.GradientTransformation,
+    *,
+    horizon: int,
+    dim: int,
+    batch_size: int,
+    chunk_steps: int,
+    ema_decay: float = 0.995,
+    edm_config: EDMConfig = EDMConfig(),
+    curiosity_rate: float = 0.3,
+) -> Callable[..., tuple[SynthState, RNDState, PretrainMetrics]]:
+    """Non-private pre-training on public fragments, ``chunk_steps`` updates per jitted call.
+
+    ``chunk(state, rnd, rows, pool, pool_scores, key)``: each update draws ``batch_size`` public
+    fragment rows (:func:`pack_rows`) uniformly, replaces round(p B) of them by the most curious
+    synthetic fragments of the pool (PrivORL Sec. V-B; the RND module sees whole packed rows),
+    takes an Adam step on the mean fragment EDM loss, updates the EMA and trains the RND
+    predictor on the candidates: PrivORL-n's pre-training (``make_pretrain_chunk``) on fragments.
+    """
+
+    def row_loss(params, row, key):
+        item = unpack_rows(row, horizon=horizon, dim=dim)
+        return fragment_edm_loss(denoise_fn, params, item, key, config=edm_config)
+
+    def update(carry, key, rows, pool, pool_scores):
+        state, rnd = carry
+        k_idx, k_cand, k_loss = jax.random.split(key, 3)
+        batch = rows[jax.random.randint(k_idx, (batch_size,), 0, rows.shape[0])]
+        if curiosity_rate > 0:
+            cands, scores = sample_candidates(k_cand, pool, pool_scores, num=batch_size)
+            batch, replaced = curiosity_replace(batch, cands, scores, rate=curiosity_rate)
+            rnd, rnd_metrics = rnd_update(rnd, cands)
+            rnd_loss = rnd_metrics["rnd_loss"]
+            cur = jnp.sum(jnp.where(replaced, curiosity_score(rnd, batch), 0.0)) / jnp.maximum(replaced.sum(), 1)
+        else:
+            rnd_loss = cur = jnp.zeros([])
+        keys = jax.random.split(k_loss, batch_size)
+        loss, grads = jax.value_and_grad(
+            lambda p: jnp.mean(jax.vmap(row_loss, (None, 0, 0))(p, batch, keys))
+        )(state.params)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        state = SynthState(params, ema_update(state.ema_params, params, ema_decay), opt_state, state.step + 1)
+        return (state, rnd), PretrainMetrics(loss, rnd_loss, cur)
+
+    @jax.jit
+    def chunk(state, rnd, rows, pool, pool_scores, key):
+        body = functools.partial(update, rows=rows, pool=pool, pool_scores=pool_scores)
+        (state, rnd), metrics = jax.lax.scan(body, (state, rnd), jax.random.split(key, chunk_steps))
+        return state, rnd, jax.tree_util.tree_map(jnp.mean, metrics)
+
+    return chunk
+
+
+@functools.partial(jax.jit, static_argnames=("denoise_fn", "horizon", "num_steps", "config"))
+def sample_pool_rows(
+    key: jax.Array,
+    denoise_fn: FragmentDenoiser,
+    params: PyTree,
+    public_rows: jax.Array,
+    *,
+    horizon: int,
+    num_steps: int,
+    config: EDMConfig = EDMConfig(),
+) -> jax.Array:
+    """Synthetic fragment rows for the curiosity pool, one per row of ``public_rows``.
+
+    Each synthetic fragment is conditioned on the link (and ``has_link``) of a public fragment, so
+    the pool covers first and later fragments in the public proportions; its mask is all ones.
+    """
+    dim = (public_rows.shape[-1] - 1 - horizon) // (horizon + 1)
+    cond = unpack_rows(public_rows, horizon=horizon, dim=dim)
+    x = sample_fragments(key, denoise_fn, params, cond["link"], cond["has_link"],
+                         horizon=horizon, num_steps=num_steps, config=config)
+    return pack_rows({"x": x, "link": cond["link"], "has_link": cond["has_link"],
+                      "step_mask": jnp.ones(x.shape[:-1] + (horizon,), bool)})
+
+
+def make_trajectory_dp_finetune(
+    denoise_fn: FragmentDenoiser,
+    plan: privacy.DPPlan,
+    *,
+    learning_rate: float,
+    ema_decay: float = 0.995,
+    edm_config: EDMConfig = EDMConfig(),
+    clip_method: str = "vmap",
+) -> DPFinetune:
+    """DP-SGD fine-tuning under ``plan`` with one trajectory = one privacy unit.
+
+    ``clip(params, items [units, F, ...], fragment_mask [units, F], key)`` is the plan's clipped
+    gradient sum of the per-fragment EDM loss: the privacy core sums a trajectory's valid fragment
+    losses, takes that sum's gradient and clips it to C once, so a trajectory of 50 fragments
+    moves the sum by at most C, as one of 1 fragment does. ``update`` takes an Adam step on the
+    plan's noisy mean (noisy sum / q N, N = number of trajectories) and updates the EMA.
+    """
+
+    def item_loss(params, item, key):
+        return fragment_edm_loss(denoise_fn, params, item, key, config=edm_config)
+
+    clip = plan.clipped_grad(item_loss, uses_key=True, method=clip_method)
+    tx = optax.adam(learning_rate)
+
+    def init(params: PyTree) -> SynthState:
+        return SynthState(params, params, tx.init(params), jnp.zeros([], jnp.int32))
+
+    def update(state: SynthState, noisy_mean: PyTree) -> SynthState:
+        updates, opt_state = tx.update(noisy_mean, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        return SynthState(params, ema_update(state.ema_params, params, ema_decay), opt_state, state.step + 1)
+
+    return DPFinetune(tx, clip, init, update)
+
+
+class GeneratedFragments(NamedTuple):
+    """Fragments drawn one after another; ``link[:, k + 1] == fragments[:, k, -1]`` exactly."""
+
+    fragments: jax.Array  # [B, F, H, d]
+    links: jax.Array  # [B, F, d]
+    has_link: jax.Array  # [B, F]
+
+
+@functools.partial(
+    jax.jit, static_argnames=("denoise_fn", "num", "num_fragments", "horizon", "dim", "num_steps", "config")
+)
+def generate_fragments(
+    key: jax.Array,
+    denoise_fn: FragmentDenoiser,
+    params: PyTree,
+    *,
+    num: int,
+    num_fragments: int,
+    horizon: int,
+    dim: int,
+    num_steps: int,
+    config: EDMConfig = EDMConfig(),
+) -> GeneratedFragments:
+    """Draws ``num`` trajectories of ``num_fragments`` fragments (PrivORL Sec. VI-C), jitted.
+
+    The first fragment is conditioned on no link (the zero link of training, ``has_link =
+    False``); fragment k + 1 on the last transition of fragment k. The loop over fragments is a
+    ``lax.scan``; cutting at a terminal or at the requested length is :func:`stitched_lengths`.
+    """
+
+    def body(carry, k):
+        link, has_link = carry
+        frag = sample_fragments(k, denoise_fn, params, link, has_link,
+                                horizon=horizon, num_steps=num_steps, config=config)
+        frag = frag.reshape(num, horizon, dim)
+        return (frag[:, -1], jnp.ones((num,), bool)), (frag, link, has_link)
+
+    init = (jnp.zeros((num, dim)), jnp.zeros((num,), bool))
+    _, (frags, links, has) = jax.lax.scan(body, init, jax.random.split(key, num_fragments))
+    swap = lambda a: jnp.swapaxes(a, 0, 1)
+    return GeneratedFragments(swap(frags), swap(links), swap(has))
+
+
+@jax.jit
+def stitched_lengths(terminals: jax.Array, requested: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Length of each stitched trajectory and whether it ended in a terminal.
+
+    A trajectory stops at its first step with d = 1 (inclusive) or after ``requested`` steps,
+    whichever comes first. ``terminals``: [B, T] in {0, 1}; ``requested``: [B] int <= T.
+    """
+    t = terminals.shape[1]
+    steps = jnp.arange(t)
+    first = jnp.min(jnp.where(terminals > 0.5, steps, t), axis=1)
+    ends_terminal = first < requested
+    return jnp.where(ends_terminal, first + 1, requested).astype(jnp.int32), ends_terminal

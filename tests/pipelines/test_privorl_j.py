@@ -1,0 +1,187 @@
+"""PrivORL-j pipeline: tiny run, ledger vs plan, trajectories in the release, resume, secrets."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privrl_jax import data, privacy
+from privrl_jax.pipelines import privorl_j
+
+TEST_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "privorl_j" / "test.yaml"
+FAST = ("pretrain.steps=0", "eval.agents=[]", "eval.trajscore=false")
+
+
+def _cfg(*overrides):
+    return privorl_j.load(TEST_CONFIG, list(overrides))
+
+
+def _walks(path, num, seed):
+    """Point-mass-like random walks (obs 4, act 2) in D4RL format, episodes of 5-40 steps."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for _ in range(num):
+        n = int(rng.integers(5, 41))
+        act = rng.uniform(-1, 1, size=(n, 2)).astype(np.float32)
+        pos = np.cumsum(0.1 * act, axis=0) + rng.uniform(0, 3, size=2)
+        vel = act.copy()
+        obs = np.concatenate([pos, vel], 1).astype(np.float32)
+        nxt = np.concatenate([obs[1:], obs[-1:] + 0.1], 0)
+        tout = np.zeros(n, np.float32)
+        tout[-1] = 1
+        parts.append((obs, act, rng.random(n).astype(np.float32), nxt, np.zeros(n, np.float32), tout))
+    cols = [np.concatenate(c) for c in zip(*parts)]
+    data.save_hdf5(path, data.Transitions(*cols))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Small D4RL-format files, so the default test compiles no collector (CPU time)."""
+    d = tmp_path_factory.mktemp("pj_data")
+    return (f"data.sensitive_file={_walks(d / 'sens.hdf5', 20, 0)}",
+            f"data.public_files=[{_walks(d / 'pub.hdf5', 30, 1)}]")
+
+
+def _secret(run_dir):
+    from privrl_jax.pipelines._checkpoints import Checkpoints
+    from privrl_jax.pipelines._dp_loop import DPSecret
+
+    ckpt = Checkpoints(run_dir / "checkpoints" / "dp")
+    return DPSecret.from_tree(ckpt.mgr.restore(ckpt.latest())["secret"])
+
+
+@pytest.mark.slow  # about 50 s CPU (compilation) even with data files and no pre-training
+@pytest.mark.parametrize("full", [False, True])
+def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path, files, full):
+    """Default: data from files, no pre-training, agents or TrajScore (compile time); slow:
+    test.yaml as shipped (collected mazes, curiosity pre-training, an agent, TrajScore)."""
+    cfg = _cfg("privacy.noise_seed=3", "eval.train_real_agents=false", *(() if full else FAST + files))
+    rep = privorl_j.run(cfg, tmp_path)
+    for name in ("config.yaml", "ledger.json", "synthetic.hdf5", "report.json", "report.md", "audit/audit.json"):
+        assert (tmp_path / name).exists(), name
+    # The release: whole stitched trajectories, each ending in a timeout (or a terminal).
+    syn = data.load_hdf5(tmp_path / "synthetic.hdf5")
+    starts, lengths = data.episode_boundaries(syn)
+    assert len(lengths) == cfg.synthesis.num_trajectories
+    assert np.all(lengths == cfg.synthesis.episode_length)  # maze2d: no terminals (stop_at_terminal: false)
+    ends = np.asarray(syn.timeouts) + np.asarray(syn.terminals)
+    assert np.array_equal(np.flatnonzero(ends > 0), starts + lengths - 1)
+    # The plan: Poisson over trajectories; the ledger holds exactly its steps, at its epsilon.
+    info = rep["finetune"]
+    n = info["dataset_size"]
+    assert info["unit"] == "trajectory"
+    assert info["sampling_rate"] == pytest.approx(cfg.finetune.batch_size / n)
+    plan = privorl_j.make_plan(cfg, n)
+    ledger = privacy.Ledger.load(tmp_path)
+    assert ledger.num_releases == plan.steps == info["steps"] == int(np.ceil(cfg.finetune.epochs * n / cfg.finetune.batch_size))
+    assert rep["privacy"]["rdp"]["epsilon"] == pytest.approx(plan.epsilon(cfg.privacy.delta).epsilon, rel=1e-12)
+    assert 0.9 * cfg.privacy.epsilon <= rep["privacy"]["rdp"]["epsilon"] <= cfg.privacy.epsilon
+    # The number of trajectories is what the ledger's header counts (delta < 1/N is about them).
+    assert json.loads((tmp_path / "ledger.json").read_text())["dataset_size"] == n
+    # A fixed noise seed: every report says NOT PRIVATE.
+    assert not info["private"] and "NOT PRIVATE" in rep["warning"]
+    assert "NOT PRIVATE" in (tmp_path / "report.md").read_text()
+    released = json.loads((tmp_path / "report.json").read_text())
+    assert not {"fidelity", "agents_real", "audit", "real_stitching", "trajscore"} & set(released)
+    assert rep["synthetic"]["stitching"]["num_boundaries"] == 2 * cfg.synthesis.num_trajectories
+    if not full:
+        return
+    assert set(rep["agents_synthetic"]) == {"td3bc"}
+    ts = rep["audit"]["trajscore"]  # audit only: it compares with the sensitive trajectories
+    assert -1 <= ts["f1"] <= 1 and ts["num_synthetic"] == 2 * cfg.synthesis.num_trajectories  # 20 steps = 2 windows of 8
+
+
+def test_plan_and_items_count_trajectories(files):
+    """The DP data the loop gets: one unit per sensitive trajectory, its fragments as items."""
+    cfg = _cfg(*FAST, *files)
+    _, sensitive, holdout = privorl_j._load(cfg)
+    assert len(sensitive) + len(holdout) == 20 and len(holdout) == cfg.data.holdout_trajectories
+    plan = privorl_j.make_plan(cfg, len(sensitive))
+    assert plan.dataset_size == 16 and plan.sampling_rate == pytest.approx(8 / 16)
+    assert plan.steps == 2 and plan.private  # ceil(1 epoch / q)
+    frags = data.trajectories_to_fragments(sensitive, horizon=8, max_fragments=8)
+    np.testing.assert_array_equal(frags.fragment_mask.sum(1), -(-np.asarray(sensitive.lengths) // 8))
+
+
+@pytest.mark.slow
+def test_default_run_draws_a_secret_and_is_private(tmp_path):
+    rep = privorl_j.run(_cfg(*FAST), tmp_path)
+    assert rep["finetune"]["private"] and "warning" not in rep
+    assert "NOT PRIVATE" not in (tmp_path / "report.md").read_text()
+    secret = _secret(tmp_path)
+    public = "".join((tmp_path / f).read_text() for f in ("config.yaml", "report.json", "report.md", "ledger.json"))
+    for word in [*map(str, secret.words), str(secret.sampling_seed)]:
+        assert word not in public
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    # 2 pre-training chunks, then 4 DP steps (q = 8 / 16, 2 epochs) checkpointed every 2.
+    overrides = ("eval.agents=[]", "eval.trajscore=false", "pretrain.steps=20", "finetune.epochs=2",
+                 "privacy.noise_seed=5")
+    full = privorl_j.run(_cfg(*overrides), tmp_path / "full")
+    from privrl_jax.pipelines._checkpoints import Checkpoints
+
+    real_save, calls = Checkpoints.save, {"n": 0}
+
+    def crashing_save(self, step, tree):
+        real_save(self, step, tree)
+        calls["n"] += 1
+        if calls["n"] == 4:  # 2 pre-training chunks, the DP secret, the DP checkpoint of step 2 of 4
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Checkpoints, "save", crashing_save)
+    with pytest.raises(KeyboardInterrupt):
+        privorl_j.run(_cfg(*overrides), tmp_path / "resumed")
+    monkeypatch.setattr(Checkpoints, "save", real_save)
+    resumed = privorl_j.run(_cfg(*overrides), tmp_path / "resumed")
+    a = data.load_hdf5(tmp_path / "full" / "synthetic.hdf5")
+    b = data.load_hdf5(tmp_path / "resumed" / "synthetic.hdf5")
+    np.testing.assert_array_equal(np.asarray(a.observations), np.asarray(b.observations))
+    la, lb = privacy.Ledger.load(tmp_path / "full"), privacy.Ledger.load(tmp_path / "resumed")
+    assert lb.num_releases == la.num_releases == full["finetune"]["steps"] == 4
+    assert lb.report()["releases"] == la.report()["releases"]
+    assert resumed["privacy"]["rdp"]["epsilon"] == pytest.approx(full["privacy"]["rdp"]["epsilon"])
+
+
+def test_rerun_with_other_config_is_refused(tmp_path):
+    (tmp_path / "config.yaml").write_text("seed: 123\n")
+    with pytest.raises(ValueError, match="different config"):
+        privorl_j.run(_cfg(), tmp_path)
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("privacy.epsilon=0", "privacy.epsilon"),
+        ("data.horizon=0", "data.horizon"),
+        ("finetune.clip_method=fast", "clip_method"),
+        ("model.embed_dim=15", "divisible"),
+        ("finetune.nonsense=1", "unknown config key"),
+    ],
+)
+def test_bad_config_values(override, match):
+    with pytest.raises(ValueError, match=match):
+        _cfg(override)
+
+
+def test_stitching_gaps_hand_example():
+    # One trajectory of 4 steps, H = 2: gaps s1 - s'0 = 0, s2 - s'1 = 3 (the stitch), s3 - s'2 = 1.
+    obs = np.array([[0.0], [1.0], [5.0], [7.0]], np.float32)
+    nxt = np.array([[1.0], [2.0], [6.0], [8.0]], np.float32)
+    t = data.Transitions(observations=obs, actions=np.zeros((4, 1)), rewards=np.zeros(4), next_observations=nxt,
+                         terminals=np.zeros(4), timeouts=np.array([0, 0, 0, 1.0]))
+    gaps = privorl_j.stitching_gaps(t, 2)
+    assert gaps["at_fragment_boundaries"] == pytest.approx(3.0)
+    assert gaps["inside_fragments"] == pytest.approx(0.5)
+
+
+def test_cli_lists_the_command():
+    from typer.testing import CliRunner
+
+    from privrl_jax.cli.main import app
+
+    res = CliRunner().invoke(app, ["synth", "trajectories", "--help"])
+    assert res.exit_code == 0 and "PrivORL-j" in res.output
