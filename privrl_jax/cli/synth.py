@@ -80,5 +80,7 @@ def trajectories(
 
     cfg = load_or_fail(privorl_j.load, pipelines.qualify_config(config, "privorl_j"), overrides or [])
     report = privorl_j.run(cfg, out)
+    if "process_id" in report:  # another process of a multi-process run: process 0 reports
+        return
     typer.echo(privorl_j.render_markdown(report))
     typer.echo(f"wrote {out}/report.md, report.json, synthetic.hdf5, ledger.json")

@@ -37,6 +37,7 @@ from privrl_jax import eval as evaluation
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
+from privrl_jax.privacy import _distributed as dist
 from privrl_jax.pipelines._privorl_j_config import (
     DataConfig,
     EvalConfig,
@@ -205,7 +206,7 @@ def make_plan(cfg: PrivORLJConfig, num_trajectories: int) -> privacy.DPPlan:
     return plan.calibrate(pc.epsilon, pc.delta, pc.accountant)
 
 
-def _finetune(cfg, denoise, pre_params, items, run_dir: Path, ledger, key):
+def _finetune(cfg, denoise, pre_params, items, run_dir: Path, ledger, key, topo: dist.Topology):
     fc, pc = cfg.finetune, cfg.privacy
     n = items["x"].shape[0]
     plan = make_plan(cfg, n)
@@ -219,11 +220,12 @@ def _finetune(cfg, denoise, pre_params, items, run_dir: Path, ledger, key):
 
     tree, secret = run_dp_loop(
         plan, fns.clip, DPProgram(lambda t: t["state"].params, update), {"state": fns.init(pre_params)},
-        {k: jnp.asarray(v) for k, v in items.items()}, item_mask=item_mask,
+        topo.local_block({k: jnp.asarray(v) for k, v in items.items()}), item_mask=topo.local_block(item_mask),
         ckpt=Checkpoints(run_dir / "checkpoints" / "dp"), ledger=ledger, what=DP_STEP, secret=secret,
         loss_key=jax.random.fold_in(key, 3), checkpoint_every=fc.checkpoint_every,
         accountant=pc.accountant, desc=f"DP fine-tune (eps={pc.epsilon:g}, trajectories)",
         divergence_hint="lower finetune.learning_rate or finetune.l2_clip_norm, or raise finetune.batch_size",
+        topology=topo,
     )
     info = {
         **plan.describe(),
@@ -312,12 +314,17 @@ def run(cfg: PrivORLJConfig, run_dir: str | Path) -> dict[str, Any]:
 
     Same contract as ``privorl_n.run``: locked directory, inputs checked before anything is
     written, resume from checkpoints without spending twice, only the ``eval`` section may change
-    on a rerun (the release is reused and re-audited).
+    on a rerun (the release is reused and re-audited). Under ``jax.distributed`` every process runs
+    it: each clips the trajectories of its own block, process 0 alone locks the directory, writes
+    the ledger and the release; the others return ``{"process_id": p}`` (docs/multihost.md).
     """
     run_dir = Path(run_dir)
+    topo = dist.Topology.current()
+    if not topo.is_primary:
+        return _run(cfg, run_dir, topo)
     with RunLock(run_dir):
         clean_stale_temp_files(run_dir)
-        return _run(cfg, run_dir)
+        return _run(cfg, run_dir, topo)
 
 
 def _validate_inputs(cfg: PrivORLJConfig) -> None:
@@ -329,10 +336,12 @@ def _validate_inputs(cfg: PrivORLJConfig) -> None:
             raise ValueError(f"data file {f} does not exist; give the path of a D4RL-format HDF5 file.")
 
 
-def _run(cfg: PrivORLJConfig, run_dir: Path) -> dict[str, Any]:
+def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
-    if cfg_file.exists():
+    if not topo.is_primary:
+        pass  # process 0 checks and owns the directory
+    elif cfg_file.exists():
         previous = yaml.safe_load(cfg_file.read_text()) or {}
         if {k: v for k, v in previous.items() if k != "eval"} != {k: v for k, v in resolved.items() if k != "eval"}:
             raise ValueError(
@@ -357,7 +366,8 @@ def _run(cfg: PrivORLJConfig, run_dir: Path) -> dict[str, Any]:
     obs_dim, act_dim = public[0].observations.shape[-1], public[0].actions.shape[-1]
     if sensitive.observations.shape[-1] != obs_dim or sensitive.actions.shape[-1] != act_dim:
         raise ValueError("public and sensitive data must have the same observation and action dimensions.")
-    atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
+    if topo.is_primary:
+        atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
 
     layout = diffusion.TransitionLayout(obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=cfg.model.next_obs_delta)
     pub_t = _transitions_of(public)
@@ -371,7 +381,7 @@ def _run(cfg: PrivORLJConfig, run_dir: Path) -> dict[str, Any]:
     syn_file = run_dir / "synthetic.hdf5"
     ledger = privacy.Ledger.open(run_dir, dataset_id=_dataset_id(cfg), dataset_size=n,
                                  target_epsilon=cfg.privacy.epsilon, target_delta=cfg.privacy.delta,
-                                 artifacts=[run_dir / "checkpoints" / "dp", syn_file])
+                                 artifacts=[run_dir / "checkpoints" / "dp", syn_file]) if topo.is_primary else None
     m = cfg.model
     sizes = (obs_dim, act_dim, 1, obs_dim, dim - 2 * obs_dim - act_dim - 1)
     if m.kind == "unet":  # the PrivORL-j-U baseline: everything else unchanged
@@ -387,7 +397,9 @@ def _run(cfg: PrivORLJConfig, run_dir: Path) -> dict[str, Any]:
         pre = _pretrain(cfg, denoise, params, rows, Checkpoints(run_dir / "checkpoints" / "pretrain"),
                         jax.random.fold_in(key, 100), dim)
         params = pre.ema_params
-    state, dp_info = _finetune(cfg, denoise, params, items, run_dir, ledger, jax.random.fold_in(key, 200))
+    state, dp_info = _finetune(cfg, denoise, params, items, run_dir, ledger, jax.random.fold_in(key, 200), topo)
+    if not topo.is_primary:
+        return {"process_id": topo.process_id}
 
     if syn_file.exists():
         ledger.require_head(str(data.read_hdf5_metadata(syn_file).get("ledger_head", "")), f"the release {syn_file}")
