@@ -82,9 +82,10 @@ def test_the_loop_gathers_whole_trajectories():
     acc0 = jax.tree_util.tree_map(jnp.zeros_like, params)
     loss_key = jax.random.key(9)
     got = make_accumulate(fns.clip)(acc0, params, items, mask, jnp.array([0]), jnp.array([True]),
-                                    loss_key, np.int32(4), np.int32(0))
-    # Reference: the gradient of the trajectory's summed fragment losses, clipped to C by hand.
-    unit_key = jax.random.split(jax.random.fold_in(jax.random.fold_in(loss_key, 4), 0), 1)[0]
+                                    np.int64(0), loss_key, np.int32(4))
+    # Reference: the gradient of the trajectory's summed fragment losses, clipped to C by hand;
+    # unit 0 of step 4 is keyed by (step, global index).
+    unit_key = jax.random.fold_in(jax.random.fold_in(loss_key, 4), 0)
     frag_keys = jax.random.split(unit_key, 6)
 
     def traj_loss(p):
