@@ -3,12 +3,12 @@
 PrivORL-n's small denoiser (EDM residual MLP, dim 12, width 256, depth 3), Poisson q = 256 / N,
 microbatches of 64, vmap clipping, Adam. Each configuration runs as its own launch
 (``pipelines._launch.launch_local``, one forced CPU device per process); the per-step time is the
-difference between a run of ``--steps`` and one of ``--steps // 4`` steps divided by the step
-difference, so start-up, compilation and checkpoints cancel. On a 2-core machine P = 2 cannot be
+time from the end of step ``--warmup`` to the end of the run (its final checkpoint included, which
+waits for the last step) divided by the steps in between, so start-up and compilation drop out. On a 2-core machine P = 2 cannot be
 faster: the table shows the overhead of the collective and of the per-process gather, and that the
 release is the same (largest parameter difference to the 1-process run).
 
-    python benchmarks/multihost_speed.py [--steps 40] [--processes 1 2]
+    python benchmarks/multihost_speed.py [--steps 60] [--warmup 10] [--processes 1 2]
 
 Writes benchmarks/results/multihost_speed.{json,md} and prints the table.
 """
@@ -26,7 +26,7 @@ RESULTS = Path(__file__).parent / "results"
 N = 4096
 
 
-def worker(steps: int, out: Path) -> None:
+def worker(steps: int, warmup: int, out: Path) -> None:
     """One process of a launch: the DP loop for ``steps`` steps, its wall time and final params."""
     from privrl_jax.privacy import _distributed as dist  # noqa: PLC0415
 
@@ -37,7 +37,7 @@ def worker(steps: int, out: Path) -> None:
 
     from privrl_jax import diffusion, privacy  # noqa: PLC0415
     from privrl_jax.pipelines._checkpoints import Checkpoints  # noqa: PLC0415
-    from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop  # noqa: PLC0415
+    from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, LoopStats, run_dp_loop  # noqa: PLC0415
     from privrl_jax.synth import _privorl_n as core  # noqa: PLC0415
 
     net = diffusion.ResidualMLP(width=256, depth=3)
@@ -52,47 +52,50 @@ def worker(steps: int, out: Path) -> None:
         ledger = privacy.Ledger.open(out, dataset_id="bench", dataset_size=N, target_epsilon=1e9,
                                      target_delta=1e-5)
     program = DPProgram(params=lambda s: s.params, update=fns.update)
-    t0 = time.perf_counter()
+    stats = LoopStats()
     state, _ = run_dp_loop(
         plan, fns.clip, program, fns.init(params), topo.local_block(data),
         ckpt=Checkpoints(out / "ckpt"), ledger=ledger, what="bench step",
         secret=DPSecret.from_seed(0), loss_key=jax.random.key(2), checkpoint_every=10**9,
-        topology=topo,
+        topology=topo, stats=stats,
     )
-    wall = time.perf_counter() - t0
+    per_step = (time.perf_counter() - stats.step_end_s[warmup - 1]) / (steps - warmup)
     if topo.is_primary:
         leaves = [np.asarray(x).ravel() for x in jax.tree_util.tree_leaves(state.params)]
-        (out / "timing.json").write_text(json.dumps({"wall_s": wall, "params": np.concatenate(leaves).tolist()}))
+        (out / "timing.json").write_text(json.dumps({"per_step_s": per_step, "params": np.concatenate(leaves).tolist()}))
 
 
-def _launch(processes: int, steps: int) -> dict:
+def _launch(processes: int, steps: int, warmup: int) -> dict:
     from privrl_jax.pipelines import _launch  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
-        _launch.launch_local([sys.executable, __file__, "--worker", "--steps", str(steps), "--out", str(out)],
+        _launch.launch_local([sys.executable, __file__, "--worker", "--steps", str(steps),
+                              "--warmup", str(warmup), "--out", str(out)],
                              processes, devices_per_process=1)
         return json.loads((out / "timing.json").read_text())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.steps, args.out)
+        worker(args.steps, args.warmup, args.out)
         return
     import numpy as np  # noqa: PLC0415
 
-    short = max(1, args.steps // 4)
+    if not 0 < args.warmup < args.steps:
+        parser.error("--warmup must be between 1 and --steps - 1.")
     rows, reference = [], None
     for p in args.processes:
-        long_run, short_run = _launch(p, args.steps), _launch(p, short)
-        per_step = (long_run["wall_s"] - short_run["wall_s"]) / (args.steps - short)
-        params = np.asarray(long_run["params"])
+        run = _launch(p, args.steps, args.warmup)
+        per_step = run["per_step_s"]
+        params = np.asarray(run["params"])
         reference = params if reference is None else reference
         rows.append({"processes": p, "steps_per_s": 1.0 / per_step, "ms_per_step": 1e3 * per_step,
                      "max_param_diff_vs_first": float(np.max(np.abs(params - reference)))})
@@ -106,7 +109,7 @@ def main() -> None:
               f"{r['speed_vs_first']:.2f}x | {r['max_param_diff_vs_first']:.2e} |" for r in rows]
     table = "\n".join(lines)
     RESULTS.mkdir(exist_ok=True)
-    meta = {"steps": args.steps, "dataset_size": N, "model": "ResidualMLP(256, 3), dim 12",
+    meta = {"steps": args.steps, "warmup": args.warmup, "dataset_size": N, "model": "ResidualMLP(256, 3), dim 12",
             "devices_per_process": 1}
     (RESULTS / "multihost_speed.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     (RESULTS / "multihost_speed.md").write_text(table + "\n")

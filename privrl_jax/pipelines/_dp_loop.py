@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import time
 from typing import Any, Callable, NamedTuple
 
 import dp_accounting
@@ -113,6 +114,7 @@ class LoopStats:
     noise_draws: int = 0
     sampled_units: list[int] = dataclasses.field(default_factory=list)
     local_units: list[int] = dataclasses.field(default_factory=list)
+    step_end_s: list[float] = dataclasses.field(default_factory=list)  # perf_counter after each step
 
 
 def make_accumulate(clip_fn: privacy.ClippedSumFn, mesh: jax.sharding.Mesh | None = None) -> Callable[..., PyTree]:
@@ -322,6 +324,7 @@ def run_dp_loop(
             if program.public_rows is not None:
                 state, acc = program.public_rows(state, acc, t)
             state, healthy = release(state, acc, noise_key, np.int32(t), healthy)
+            stats.step_end_s.append(time.perf_counter())
             stats.steps += 1
             stats.noise_draws += 1
             unrecorded += 1

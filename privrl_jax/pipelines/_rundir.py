@@ -11,7 +11,13 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+from privrl_jax.privacy._distributed import Topology
+
+T = TypeVar("T")
 
 LOCK_FILE = ".lock"
 # What our atomic writers leave behind when killed mid-write (ledger JSON, HDF5, text).
@@ -99,3 +105,42 @@ def clean_stale_temp_files(directory: str | os.PathLike) -> list[Path]:
                 p.unlink(missing_ok=True)
                 removed.append(p)
     return removed
+
+
+def refuse_other_run(run_dir: Path, resolved: dict, method: str, mutable: tuple[str, ...] = ()) -> None:
+    """Raises unless ``run_dir`` is empty or holds a run of ``method`` with the config ``resolved``.
+
+    Sections named in ``mutable`` (e.g. ``eval``, which only re-reads a finished release) may
+    differ; anything else would mix two runs' checkpoints and ledger in one directory.
+    """
+    import yaml  # noqa: PLC0415 -- keeps this module's import light
+
+    cfg_file = run_dir / "config.yaml"
+    if cfg_file.exists():
+        previous = yaml.safe_load(cfg_file.read_text()) or {}
+        fixed = lambda d: {k: v for k, v in d.items() if k not in mutable}  # noqa: E731
+        if fixed(previous) != fixed(resolved):
+            may = f" (only the {' and '.join(mutable)} section may change)" if mutable else ""
+            raise ValueError(
+                f"{run_dir} holds a run with a different config ({cfg_file}); resume it with the same "
+                f"config{may} or choose a new --out directory."
+            )
+    elif any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+        raise ValueError(
+            f"{run_dir} is not empty and holds no {method} run (no config.yaml); choose an empty or "
+            "new --out directory."
+        )
+
+
+def run_in_dir(run_dir: Path, body: Callable[[Path, Topology], T]) -> T:
+    """``body(run_dir, topology)`` with the directory locked, on process 0 of a multi-process run.
+
+    The other processes of a ``jax.distributed`` run compute their share without the lock (they
+    write nothing; process 0 owns the directory): see docs/multihost.md.
+    """
+    topo = Topology.current()
+    if not topo.is_primary:
+        return body(run_dir, topo)
+    with RunLock(run_dir):
+        clean_stale_temp_files(run_dir)
+        return body(run_dir, topo)

@@ -56,11 +56,10 @@ from privrl_jax.pipelines._gpope_config import (
     load,
 )
 from privrl_jax.pipelines._rundir import (
-    LOCK_FILE,
-    RunLock,
     atomic_write_bytes,
     atomic_write_text,
-    clean_stale_temp_files,
+    refuse_other_run,
+    run_in_dir,
 )
 from privrl_jax.privacy import _distributed as dist
 
@@ -418,31 +417,14 @@ def run(cfg: GPOPERunConfig, run_dir: str | Path) -> dict[str, Any]:
     own block, process 0 alone locks the directory and writes the ledger, the weights and the
     reports; the others return ``{"process_id": p}`` (docs/multihost.md).
     """
-    run_dir = Path(run_dir)
-    topo = dist.Topology.current()
-    if not topo.is_primary:
-        return _run(cfg, run_dir, topo)
-    with RunLock(run_dir):
-        clean_stale_temp_files(run_dir)
-        return _run(cfg, run_dir, topo)
+    return run_in_dir(Path(run_dir), lambda d, topo: _run(cfg, d, topo))
 
 
 def _run(cfg: GPOPERunConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
-    if not topo.is_primary:
-        pass  # process 0 checks and owns the directory
-    elif cfg_file.exists():
-        if (yaml.safe_load(cfg_file.read_text()) or {}) != resolved:
-            raise ValueError(
-                f"{run_dir} holds a run with a different config ({cfg_file}); resume "
-                "it with the same config or choose a new --out directory."
-            )
-    elif any(p.name != LOCK_FILE for p in run_dir.iterdir()):
-        raise ValueError(
-            f"{run_dir} is not empty and holds no GPOPE run (no config.yaml); choose "
-            "an empty or new --out directory."
-        )
+    if topo.is_primary:  # process 0 checks and owns the directory
+        refuse_other_run(run_dir, resolved, "GPOPE")
     t0 = time.time()
     plan = make_plan(cfg)  # validates delta against m before anything is written
     if topo.is_primary:

@@ -54,11 +54,11 @@ from privrl_jax.pipelines._pool_config import (
     load,
 )
 from privrl_jax.pipelines._rundir import (
-    LOCK_FILE,
     RunLock,
     atomic_write_bytes,
     atomic_write_text,
     clean_stale_temp_files,
+    refuse_other_run,
 )
 
 __all__ = [
@@ -258,13 +258,7 @@ def _secret(cfg: PoolRunConfig, path: Path) -> DPSecret:
 def _run(cfg: PoolRunConfig, run_dir: Path) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
-    if cfg_file.exists():
-        if (yaml.safe_load(cfg_file.read_text()) or {}) != resolved:
-            raise ValueError(f"{run_dir} holds a run with a different config ({cfg_file}); "
-                             "rerun it with the same config or choose a new --out directory.")
-    elif any(p.name != LOCK_FILE for p in run_dir.iterdir()):
-        raise ValueError(f"{run_dir} is not empty and holds no POOL run (no config.yaml); "
-                         "choose an empty or new --out directory.")
+    refuse_other_run(run_dir, resolved, "POOL")
     t0 = time.time()
     params, behaviour, geom, actions = build(cfg)  # validates the demand file first
     mechanism = make_mechanism(cfg, geom)

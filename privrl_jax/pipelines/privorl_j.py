@@ -49,10 +49,9 @@ from privrl_jax.pipelines._privorl_j_config import (
     load,
 )
 from privrl_jax.pipelines._rundir import (
-    LOCK_FILE,
-    RunLock,
     atomic_write_text,
-    clean_stale_temp_files,
+    refuse_other_run,
+    run_in_dir,
 )
 from privrl_jax.pipelines.privorl_n import (
     AUDIT_NOTICE,
@@ -318,13 +317,7 @@ def run(cfg: PrivORLJConfig, run_dir: str | Path) -> dict[str, Any]:
     it: each clips the trajectories of its own block, process 0 alone locks the directory, writes
     the ledger and the release; the others return ``{"process_id": p}`` (docs/multihost.md).
     """
-    run_dir = Path(run_dir)
-    topo = dist.Topology.current()
-    if not topo.is_primary:
-        return _run(cfg, run_dir, topo)
-    with RunLock(run_dir):
-        clean_stale_temp_files(run_dir)
-        return _run(cfg, run_dir, topo)
+    return run_in_dir(Path(run_dir), lambda d, topo: _run(cfg, d, topo))
 
 
 def _validate_inputs(cfg: PrivORLJConfig) -> None:
@@ -339,17 +332,8 @@ def _validate_inputs(cfg: PrivORLJConfig) -> None:
 def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
-    if not topo.is_primary:
-        pass  # process 0 checks and owns the directory
-    elif cfg_file.exists():
-        previous = yaml.safe_load(cfg_file.read_text()) or {}
-        if {k: v for k, v in previous.items() if k != "eval"} != {k: v for k, v in resolved.items() if k != "eval"}:
-            raise ValueError(
-                f"{run_dir} holds a run with a different config ({cfg_file}); resume it with the same "
-                "config (only the eval section may change) or choose a new --out directory.")
-    elif any(p.name != LOCK_FILE for p in run_dir.iterdir()):
-        raise ValueError(f"{run_dir} is not empty and holds no PrivORL-j run (no config.yaml); choose an "
-                         "empty or new --out directory.")
+    if topo.is_primary:  # process 0 checks and owns the directory
+        refuse_other_run(run_dir, resolved, "PrivORL-j", mutable=("eval",))
     _validate_inputs(cfg)
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only

@@ -41,7 +41,7 @@ from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.privacy import _distributed as dist
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
-from privrl_jax.pipelines._rundir import LOCK_FILE, RunLock, atomic_write_text, clean_stale_temp_files
+from privrl_jax.pipelines._rundir import atomic_write_text, refuse_other_run, run_in_dir
 from privrl_jax.pipelines._privorl_n_config import (
     DataConfig,
     EvalConfig,
@@ -333,14 +333,7 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
     locks the directory, writes the ledger, samples the release and evaluates it; the others return
     ``{"process_id": p}``.
     """
-    run_dir = Path(run_dir)
-    topo = dist.Topology.current()
-    if not topo.is_primary:
-        # Another process of a jax.distributed run: it computes its share and writes nothing.
-        return _run(cfg, run_dir, topo)
-    with RunLock(run_dir):
-        clean_stale_temp_files(run_dir)
-        return _run(cfg, run_dir, topo)
+    return run_in_dir(Path(run_dir), lambda d, topo: _run(cfg, d, topo))
 
 
 def _column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | None:
@@ -375,20 +368,8 @@ def _validate_inputs(cfg: PrivORLNConfig) -> None:
 def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
-    if not topo.is_primary:
-        pass  # process 0 checks and owns the directory
-    elif cfg_file.exists():
-        previous = yaml.safe_load(cfg_file.read_text()) or {}
-        if {k: v for k, v in previous.items() if k != "eval"} != {k: v for k, v in resolved.items() if k != "eval"}:
-            raise ValueError(
-                f"{run_dir} holds a run with a different config ({cfg_file}); resume it with the same "
-                "config (only the eval section may change) or choose a new --out directory."
-            )
-    elif any(p.name not in (LOCK_FILE,) for p in run_dir.iterdir()):
-        raise ValueError(
-            f"{run_dir} is not empty and holds no PrivORL-n run (no config.yaml); choose an empty or "
-            "new --out directory."
-        )
+    if topo.is_primary:  # process 0 checks and owns the directory
+        refuse_other_run(run_dir, resolved, "PrivORL-n", mutable=("eval",))
     _validate_inputs(cfg)
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only: data split, pre-training, losses

@@ -36,16 +36,13 @@ from privrl_jax.diffusion import (
 )
 from privrl_jax.synth._curiosity import (
     RNDState,
-    curiosity_replace,
-    curiosity_score,
-    rnd_update,
-    sample_candidates,
 )
 from privrl_jax.synth._privorl_n import (
     DPFinetune,
     PretrainMetrics,
     SynthState,
     ema_update,
+    make_curious_pretrain_chunk,
 )
 
 PyTree = Any
@@ -96,34 +93,8 @@ def make_fragment_pretrain_chunk(
         item = unpack_rows(row, horizon=horizon, dim=dim)
         return fragment_edm_loss(denoise_fn, params, item, key, config=edm_config)
 
-    def update(carry, key, rows, pool, pool_scores):
-        state, rnd = carry
-        k_idx, k_cand, k_loss = jax.random.split(key, 3)
-        batch = rows[jax.random.randint(k_idx, (batch_size,), 0, rows.shape[0])]
-        if curiosity_rate > 0:
-            cands, scores = sample_candidates(k_cand, pool, pool_scores, num=batch_size)
-            batch, replaced = curiosity_replace(batch, cands, scores, rate=curiosity_rate)
-            rnd, rnd_metrics = rnd_update(rnd, cands)
-            rnd_loss = rnd_metrics["rnd_loss"]
-            cur = jnp.sum(jnp.where(replaced, curiosity_score(rnd, batch), 0.0)) / jnp.maximum(replaced.sum(), 1)
-        else:
-            rnd_loss = cur = jnp.zeros([])
-        keys = jax.random.split(k_loss, batch_size)
-        loss, grads = jax.value_and_grad(
-            lambda p: jnp.mean(jax.vmap(row_loss, (None, 0, 0))(p, batch, keys))
-        )(state.params)
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        state = SynthState(params, ema_update(state.ema_params, params, ema_decay), opt_state, state.step + 1)
-        return (state, rnd), PretrainMetrics(loss, rnd_loss, cur)
-
-    @jax.jit
-    def chunk(state, rnd, rows, pool, pool_scores, key):
-        body = functools.partial(update, rows=rows, pool=pool, pool_scores=pool_scores)
-        (state, rnd), metrics = jax.lax.scan(body, (state, rnd), jax.random.split(key, chunk_steps))
-        return state, rnd, jax.tree_util.tree_map(jnp.mean, metrics)
-
-    return chunk
+    return make_curious_pretrain_chunk(row_loss, tx, batch_size=batch_size, chunk_steps=chunk_steps,
+                                       ema_decay=ema_decay, curiosity_rate=curiosity_rate)
 
 
 @functools.partial(jax.jit, static_argnames=("denoise_fn", "horizon", "num_steps", "config"))

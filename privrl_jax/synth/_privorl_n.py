@@ -77,6 +77,25 @@ def make_pretrain_chunk(
     def item_loss(params, x, key):
         return edm_loss(denoise_fn, params, x, key, config=edm_config, num_noise=num_noise)
 
+    return make_curious_pretrain_chunk(item_loss, tx, batch_size=batch_size, chunk_steps=chunk_steps,
+                                       ema_decay=ema_decay, curiosity_rate=curiosity_rate)
+
+
+def make_curious_pretrain_chunk(
+    row_loss: Callable[[Any, jax.Array, jax.Array], jax.Array],
+    tx: optax.GradientTransformation,
+    *,
+    batch_size: int,
+    chunk_steps: int,
+    ema_decay: float = 0.995,
+    curiosity_rate: float = 0.3,
+) -> Callable[..., tuple[SynthState, RNDState, PretrainMetrics]]:
+    """Curiosity-driven pre-training of any row loss ``row_loss(params, row, key)`` on public rows.
+
+    The loop of :func:`make_pretrain_chunk` (PrivORL Sec. V-B) for any row format: transitions
+    (PrivORL-n) or packed fragments (PrivORL-j); the RND module sees whole rows.
+    """
+
     def update(carry, key, data, pool, pool_scores):
         state, rnd = carry
         k_idx, k_cand, k_loss = jax.random.split(key, 3)
@@ -91,7 +110,7 @@ def make_pretrain_chunk(
             rnd_loss = cur = jnp.zeros([])
         keys = jax.random.split(k_loss, batch_size)
         loss, grads = jax.value_and_grad(
-            lambda p: jnp.mean(jax.vmap(item_loss, (None, 0, 0))(p, batch, keys))
+            lambda p: jnp.mean(jax.vmap(row_loss, (None, 0, 0))(p, batch, keys))
         )(state.params)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
