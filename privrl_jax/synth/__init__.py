@@ -23,8 +23,8 @@ from privrl_jax.synth._privorl_j import (
 )
 
 __all__ = [
-    "MLP",
     "GeneratedFragments",
+    "MLP",
     "RNDConfig",
     "RNDState",
     "curiosity_replace",
