@@ -58,6 +58,7 @@ from privrl_jax.pipelines.privorl_n import (
     _agent_scores,
     _score_text,
     _sigma_text,
+    validate_data_sources,
 )
 from privrl_jax.synth import _privorl_j as core
 from privrl_jax.synth._privorl_n import init_synth_state
@@ -320,21 +321,12 @@ def run(cfg: PrivORLJConfig, run_dir: str | Path) -> dict[str, Any]:
     return run_in_dir(Path(run_dir), lambda d, topo: _run(cfg, d, topo))
 
 
-def _validate_inputs(cfg: PrivORLJConfig) -> None:
-    d = cfg.data
-    for name in (d.sensitive_env, *(() if d.public_files else d.public_envs)):
-        envs.make(name)
-    for f in (*([d.sensitive_file] if d.sensitive_file else []), *d.public_files):
-        if not Path(f).is_file():
-            raise ValueError(f"data file {f} does not exist; give the path of a D4RL-format HDF5 file.")
-
-
 def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
     if topo.is_primary:  # process 0 checks and owns the directory
         refuse_other_run(run_dir, resolved, "PrivORL-j", mutable=("eval",))
-    _validate_inputs(cfg)
+    validate_data_sources(cfg.data)
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only
     d = cfg.data

@@ -348,7 +348,14 @@ def _column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | N
 
 def _validate_inputs(cfg: PrivORLNConfig) -> None:
     """Checks what can be checked before any data is loaded or written (one clear line each)."""
-    d = cfg.data
+    validate_data_sources(cfg.data)
+
+
+def validate_data_sources(d: Any) -> None:
+    """The env names and data files of a synthesis config's ``data`` section (PrivORL-n and -j).
+
+    Env names must exist (MuJoCo-only tasks need data files); files must exist. One line each.
+    """
     for name, has_file in ((d.sensitive_env, bool(d.sensitive_file)),
                            *((n, bool(d.public_files)) for n in d.public_envs)):
         if has_file and name != d.sensitive_env:
