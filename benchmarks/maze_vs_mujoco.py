@@ -46,73 +46,13 @@ from privrl_jax.envs._d4rl_expert import (
     init_d4rl_controller_state,
 )
 
-MAZES = {
-    "umaze": "PointMaze_UMaze-v3",
-    "medium": "PointMaze_Medium-v3",
-    "large": "PointMaze_Large-v3",
-}
+MAZES = ("umaze", "medium", "large")  # gymnasium-robotics PointMaze_*-v3 under the hood
 OFFSET = 0.2  # D4RL qpos (i, j) = centre of cell (i, j) + 0.2 per axis
 
 
-class MujocoMaze:
-    """A batch of gymnasium-robotics PointMaze models, in D4RL's qpos frame."""
-
-    def __init__(self, gym_id: str, walls: np.ndarray, batch: int):
-        import gymnasium as gym
-        import gymnasium_robotics
-        import mujoco
-
-        gym.register_envs(gymnasium_robotics)
-        self._mujoco = mujoco
-        env = gym.make(gym_id)
-        maze = env.unwrapped.maze
-        if not (np.array(maze.maze_map) == 1).tolist() == walls.tolist():
-            raise RuntimeError(f"{gym_id}'s map is not D4RL's layout")
-        self.model = env.unwrapped.point_env.model
-        self.data = [mujoco.MjData(self.model) for _ in range(batch)]
-        self.h, self.w = walls.shape
-
-    # gymnasium-robotics: x = column + 0.5 - W/2, y = H/2 - row - 0.5 (cell centres);
-    # D4RL: qpos = (row, column) index of the cell whose centre is 0.2 behind.
-    def _to_gym(self, q: np.ndarray) -> np.ndarray:
-        return np.stack(
-            [
-                q[..., 1] + OFFSET + 0.5 - self.w / 2,
-                self.h / 2 - q[..., 0] - OFFSET - 0.5,
-            ],
-            -1,
-        )
-
-    def _from_gym(self, g: np.ndarray) -> np.ndarray:
-        return np.stack(
-            [
-                self.h / 2 - OFFSET - 0.5 - g[..., 1],
-                g[..., 0] - OFFSET - 0.5 + self.w / 2,
-            ],
-            -1,
-        )
-
-    def set_state(self, q: np.ndarray, v: np.ndarray) -> None:
-        gq, gv = self._to_gym(q), np.stack([v[:, 1], -v[:, 0]], -1)
-        for d, a, b in zip(self.data, gq, gv):
-            self._mujoco.mj_resetData(self.model, d)
-            d.qpos[:], d.qvel[:] = a, b
-
-    def step(self, actions: np.ndarray) -> np.ndarray:
-        """D4RL's MazeEnv.step for every env; returns [B, 4] observations."""
-        ctrl = np.clip(np.stack([actions[:, 1], -actions[:, 0]], -1), -1.0, 1.0)
-        for d, c in zip(self.data, ctrl):
-            d.qvel[:] = np.clip(d.qvel, -5.0, 5.0)
-            d.ctrl[:] = c
-            self._mujoco.mj_step(self.model, d)
-        return self.obs()
-
-    def obs(self) -> np.ndarray:
-        gq = np.array([d.qpos for d in self.data])
-        gv = np.array([d.qvel for d in self.data])
-        return np.concatenate(
-            [self._from_gym(gq), np.stack([-gv[:, 1], gv[:, 0]], -1)], -1
-        )
+def MujocoMaze(name: str, batch: int) -> envs.MujocoPointMaze:
+    """`batch` copies of D4RL's MuJoCo model of maze2d-`name`, in D4RL's qpos frame."""
+    return envs.MujocoPointMaze(f"maze2d-{name}-v1", batch)
 
 
 def d4rl_reset(rng: np.random.Generator, params, n: int) -> tuple[np.ndarray, ...]:
@@ -122,14 +62,13 @@ def d4rl_reset(rng: np.random.Generator, params, n: int) -> tuple[np.ndarray, ..
     return q, 0.1 * rng.standard_normal((n, 2))
 
 
-def dynamics_gaps(name: str, gym_id: str, num_starts: int, seed: int) -> list[dict]:
+def dynamics_gaps(name: str, num_starts: int, seed: int) -> list[dict]:
     rows = []
     _, params = envs.make(f"maze2d-{name}-v1")
     _, legacy = envs.make(f"maze2d-{name}")
-    walls = np.asarray(params.walls)
     rng = np.random.default_rng(seed)
     q0, v0 = d4rl_reset(rng, params, num_starts)
-    sim = MujocoMaze(gym_id, walls, num_starts)
+    sim = MujocoMaze(name, num_starts)
     for kind in ("constant", "random"):
         if kind == "constant":
             acts = np.repeat(rng.uniform(-1, 1, (1, num_starts, 2)), 300, 0)
@@ -180,15 +119,15 @@ def _rewards(q: np.ndarray, goal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mujoco_returns(
-    name: str, gym_id: str, episodes: int, controllers: int, seed: int
+    name: str, episodes: int, controllers: int, seed: int
 ) -> dict[str, np.ndarray]:
     """Random and expert returns (sparse, dense) in MuJoCo under D4RL's protocol."""
     env, params = envs.make(f"maze2d-{name}-v1")
-    walls, goal = np.asarray(params.walls), np.asarray(params.goal, np.float64)
+    goal = np.asarray(params.goal, np.float64)
     steps = int(params.max_steps_in_episode)
     rng = np.random.default_rng(seed)
     out = {}
-    sim = MujocoMaze(gym_id, walls, episodes)
+    sim = MujocoMaze(name, episodes)
     sim.set_state(*d4rl_reset(rng, params, episodes))
     sparse, dense = np.zeros(episodes), np.zeros(episodes)
     for _ in range(steps):
@@ -207,7 +146,7 @@ def mujoco_returns(
         jnp.arange(controllers)
     )
     per = episodes // controllers
-    sim = MujocoMaze(gym_id, walls, controllers)
+    sim = MujocoMaze(name, controllers)
     key = jax.random.key(seed)
     sparse, dense = np.zeros((controllers, per)), np.zeros((controllers, per))
     for e in range(per):
@@ -296,7 +235,7 @@ def _data_stats(
     }, hist.ravel() / hist.sum()
 
 
-def data_protocol(name: str, gym_id: str, num_envs: int, steps: int, seed: int) -> dict:
+def data_protocol(name: str, num_envs: int, steps: int, seed: int) -> dict:
     """D4RL's dataset protocol (noise 0.5): JAX collector vs the same in MuJoCo."""
     env, params = envs.make(f"maze2d-{name}-v1")
     walls = np.asarray(params.walls)
@@ -328,7 +267,7 @@ def data_protocol(name: str, gym_id: str, num_envs: int, steps: int, seed: int) 
     cstate = jax.vmap(lambda _: envs.init_d4rl_controller_state(controller))(
         jnp.arange(num_envs)
     )
-    sim = MujocoMaze(gym_id, walls, num_envs)
+    sim = MujocoMaze(name, num_envs)
     sim.set_state(*d4rl_reset(rng, params, num_envs))
     seen, goal = sim.obs(), goals(num_envs)
     ts = np.zeros(num_envs, int)
@@ -393,14 +332,14 @@ def main() -> None:
     t_start = time.perf_counter()
     gaps = [
         r
-        for name, gid in MAZES.items()
-        for r in dynamics_gaps(name, gid, args.starts, args.seed)
+        for name in MAZES
+        for r in dynamics_gaps(name, args.starts, args.seed)
     ]
     returns = []
-    for name, gid in MAZES.items():
+    for name in MAZES:
         ours = jax_returns(name, args.episodes, args.controllers, args.seed)
         theirs = mujoco_returns(
-            name, gid, args.episodes, args.controllers, args.seed + 1
+            name, args.episodes, args.controllers, args.seed + 1
         )
         for reward in ("sparse", "dense"):
             task = f"maze2d-{name}{'-dense' if reward == 'dense' else ''}-v1"
@@ -426,8 +365,8 @@ def main() -> None:
                     }
                 )
     data = [
-        data_protocol(name, gid, args.data_envs, args.data_steps, args.seed)
-        for name, gid in MAZES.items()
+        data_protocol(name, args.data_envs, args.data_steps, args.seed)
+        for name in MAZES
     ]
     speed = throughput(args.num_envs, 200, 3)
     legacy = {r["env"]: r["steps_per_s"] for r in speed}
