@@ -21,12 +21,11 @@ Inventory names (see `_inventory.py`, POOL's task):
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any
 
 import gymnax
-
-import inspect
-import re
 
 from privrl_jax.envs._base import Environment, GymnaxAdapter
 from privrl_jax.envs._inventory import InventoryControl, make_inventory_params

@@ -60,6 +60,7 @@ class PoolAlgoConfig:
     limiter: bool = True
     grid_bins: int = 8
     action_levels: int = 11
+    max_actions: int = 256  # above levels^d: diagonal + public random orders
     bonus_scale: float = 0.01
     failure_prob: float = 0.05
     geometry_seed: int = 0
@@ -117,6 +118,9 @@ class PoolRunConfig:
         if a.num_zones < 1 or a.grid_bins < 1 or a.action_levels < 2:
             raise ValueError("pool.num_zones >= 1, pool.grid_bins >= 1 and pool.action_levels "
                              ">= 2 are required.")
+        if a.max_actions < a.action_levels:
+            raise ValueError(f"pool.max_actions must be >= pool.action_levels; got "
+                             f"{a.max_actions} < {a.action_levels}.")
         if not a.bonus_scale >= 0:
             raise ValueError(f"pool.bonus_scale must be >= 0; got {a.bonus_scale}.")
         if not 0 < a.failure_prob < 1:

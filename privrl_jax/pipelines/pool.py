@@ -133,7 +133,7 @@ def build(cfg: PoolRunConfig):
         geom = planning.make_zone_geometry(
             params.boundary, a.num_zones, radius=radius, affine=a.affine,
             limiter=a.limiter, seed=a.geometry_seed)
-    actions = planning.action_grid(e.num_products, a.action_levels)
+    actions = planning.action_candidates(e.num_products, a.action_levels, a.max_actions)
     return params, behaviour, geom, actions
 
 

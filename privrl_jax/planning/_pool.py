@@ -89,6 +89,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from privrl_jax.envs._inventory import InventoryData
 from privrl_jax.planning._grid import GridGeometry, grid_cell, grid_value
@@ -155,6 +156,30 @@ def action_grid(action_dim: int, levels: int) -> jax.Array:
     """[levels^d, d] candidate actions on a regular grid of [0, 1]^d."""
     axes = [jnp.linspace(0.0, 1.0, levels)] * action_dim
     return jnp.stack([g.ravel() for g in jnp.meshgrid(*axes, indexing="ij")], -1)
+
+
+def action_candidates(
+    action_dim: int, levels: int, max_candidates: int = 256, seed: int = 0
+) -> jax.Array:
+    """[K_a, d] public candidate orders for max_a Q_bar (Alg. 1 line 16).
+
+    The full grid (``levels`` per dimension) while levels^d <= max_candidates;
+    above that (d >= 3 at 11 levels) the grid's ``levels`` diagonal orders
+    (a, ..., a) plus pseudo-random uniform orders from the public ``seed`` up to
+    ``max_candidates``: a fixed, data-independent set whose size does not grow
+    as levels^d. The paper maximises over the continuous action box and does
+    not say how; a random candidate set is the usual cheap stand-in.
+    """
+    if action_dim < 1 or levels < 2 or max_candidates < levels:
+        raise ValueError("action_candidates needs action_dim >= 1, levels >= 2 and "
+                         f"max_candidates >= levels; got {action_dim}, {levels}, "
+                         f"{max_candidates}")
+    if levels**action_dim <= max_candidates:
+        return action_grid(action_dim, levels)
+    diag = np.repeat(np.linspace(0.0, 1.0, levels)[:, None], action_dim, 1)
+    rng = np.random.default_rng(seed)
+    extra = rng.uniform(0.0, 1.0, (max_candidates - levels, action_dim))
+    return jnp.asarray(np.concatenate([diag, extra]), jnp.float32)
 
 
 def data_cells(geom: Geometry, data: InventoryData) -> jax.Array:

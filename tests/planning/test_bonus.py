@@ -55,3 +55,19 @@ def test_noise_bound_and_the_samples_the_paper_constants_need():
     assert 1e4 < n < 2e4  # ~1.55e4 samples per cell: vacuous at 2000 episodes
     q = _q(n, n, n, 4.0, e_rho, iota, planning.PoolConfig())
     assert q == pytest.approx(4.0 * 0.9, rel=1e-4)
+
+
+def test_action_candidates_grid_then_a_fixed_public_set():
+    g = planning.action_candidates(2, 11, 256)
+    assert g.shape == (121, 2)  # 11^2 <= 256: the full grid
+    import numpy as np
+
+    np.testing.assert_allclose(g, planning.action_grid(2, 11))
+    c = planning.action_candidates(3, 11, 256, seed=0)
+    assert c.shape == (256, 3) and float(c.min()) >= 0 and float(c.max()) <= 1
+    np.testing.assert_allclose(c[:11], np.repeat(np.linspace(0, 1, 11)[:, None], 3, 1),
+                               atol=1e-7)  # the diagonal orders come first
+    np.testing.assert_array_equal(c, planning.action_candidates(3, 11, 256, seed=0))
+    assert not np.array_equal(c, planning.action_candidates(3, 11, 256, seed=1))
+    with pytest.raises(ValueError, match="max_candidates >= levels"):
+        planning.action_candidates(3, 11, 5)
