@@ -158,7 +158,7 @@ def experiment3(runs: int, episodes: int, eval_episodes: int,
 
 def experiment_data(b: Bench, runs: int, ns=(500, 2000, 8000, 32000), ms=(10, 20)) -> dict:
     """NonPrivate POOL vs data size: does the gap fall towards the SAA benchmark?"""
-    out = {"setting": "non-private POOL (bonus_scale 0.05), affine zones", "N": list(ns),
+    out = {"setting": "non-private POOL (bonus_scale 0.01), affine zones", "N": list(ns),
            "M": list(ms), "behaviour_gap": b.behaviour_gap, "rows": []}
     for m in ms:
         cfg = pool.load("pool/default", ["pool.method=non_private", "privacy.rho=.inf",
@@ -235,6 +235,11 @@ SWEEPS = {
     "lambda": [((f"env.boundary={x}",), 2000) for x in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.5)],
     "w+d": [((f"env.num_products={w}",), 2000) for w in (1, 2, 3, 4, 8)],
     "M": [((f"pool.num_zones={m}",), 40 * m) for m in (50, 100, 200, 400, 800)],
+    # The same zones with 10x the data (about 130 pairs per cell and stage).
+    "M400": [((f"pool.num_zones={m}",), 400 * m) for m in (50, 100, 200, 400, 800)],
+    # H = 40 with more data, and without noise: is the H = 40 failure privacy or horizon?
+    "H40": [(("env.horizon=40",), n) for n in (8000, 32000)]
+    + [(("env.horizon=40", "pool.method=non_private", "privacy.rho=.inf"), 2000)],
 }
 
 
@@ -249,7 +254,7 @@ def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> 
                       "orders above 11^d > 256 (diagonal + public random)", "rho": rho,
            "sweeps": {}}
     for name, variants in SWEEPS.items():
-        if only and name not in only:
+        if (only and name not in only) or (not only and name in ("H40", "M400")):
             continue
         rows = []
         for over, episodes in variants:

@@ -49,15 +49,16 @@ Pessimism (Algorithm 1, lines 7-10). With n~ the noisy count of a cell, E_rho a
     (Gamma = C H when n~ <= E_rho),  Q = clip(Q~ - Gamma, 0, v_max).
 
 Source, term by term: Qiao & Wang, "Offline reinforcement learning with
-differential privacy" (NeurIPS 2023), DP-APVI = their Algorithm 1. Line 5:
+differential privacy" (NeurIPS 2023; read in its OpenReview text), DP-APVI =
+their Algorithm 1. Line 5:
 Gamma_h(s, a) = C1 sqrt(Var_P~(V~_{h+1}) iota / (n~ - E_rho)) + C2 S H E_rho
 iota / n~ if n~ > E_rho, otherwise C H -- note the privacy term divides by n~,
 not n~ - E_rho. Line 1: C1 = sqrt 2, C2 = 16, C > 1. Line 2: iota = log(H S A /
 delta) (our S A is the K cells) and E_rho = 4 sqrt(H log(4 H S^2 A / delta) /
 rho). pool.txt Algorithm 1 lines 1 and 8 take over the constants and "(or CH if
 n <= E_rho)". Their E_rho is built as follows: each count gets N(0, 2H/rho) (eq. 2:
-2 H counts of sensitivity 1 per trajectory, replace-one, sigma^2 = Delta^2 / (2
-rho)); a Gaussian tail and a union bound over the <= 2 H S^2 A counts give
+replacing a trajectory moves 4 H counts by 1, Delta^2 = 4 H, sigma^2 = Delta^2 /
+(2 rho)); a Gaussian tail and a union bound over the <= 2 H S^2 A counts give
 |noise| <= sigma sqrt(2 log(4 H S^2 A / delta)) = E_rho / 2, and the projection
 (3) that makes the S counts n~(s, a, .) sum to n~(s, a) adds up to E_rho / 2
 more, so |n~ - n| <= E_rho. We release one scalar count per cell and need no
