@@ -237,6 +237,9 @@ SWEEPS = {
     "M": [((f"pool.num_zones={m}",), 40 * m) for m in (50, 100, 200, 400, 800)],
     # The same zones with 10x the data (about 130 pairs per cell and stage).
     "M400": [((f"pool.num_zones={m}",), 400 * m) for m in (50, 100, 200, 400, 800)],
+    # w + d without noise: is a failure the zones' approximation or the privacy?
+    "wd_nonprivate": [((f"env.num_products={w}", "pool.method=non_private", "privacy.rho=.inf"),
+                       2000) for w in (1, 2, 3, 4, 8)],
     # H = 40 with more data, and without noise: is the H = 40 failure privacy or horizon?
     "H40": [(("env.horizon=40",), n) for n in (8000, 32000)]
     + [(("env.horizon=40", "pool.method=non_private", "privacy.rho=.inf"), 2000)],
@@ -254,7 +257,7 @@ def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> 
                       "orders above 11^d > 256 (diagonal + public random)", "rho": rho,
            "sweeps": {}}
     for name, variants in SWEEPS.items():
-        if (only and name not in only) or (not only and name in ("H40", "M400")):
+        if (only and name not in only) or (not only and name in ("H40", "M400", "wd_nonprivate")):
             continue
         rows = []
         for over, episodes in variants:
