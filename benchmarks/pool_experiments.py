@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,15 +26,16 @@ import jax
 import numpy as np
 
 from privrl_jax import planning
+from privrl_jax.data._demand import write_synthetic_rossmann_csv
 from privrl_jax.pipelines import pool
 
 RESULTS = Path(__file__).parent / "results"
 RHOS = (0.1, 1.0, 5.0, 10.0, 20.0, 40.0)
 
 
-def _cfg(method: str, rho: float, episodes: int, seed: int, **algo):
+def _cfg(method: str, rho: float, episodes: int, seed: int, extra=(), **algo):
     over = [f"pool.method={method}", f"privacy.rho={'.inf' if method == 'non_private' else rho}",
-            f"env.num_episodes={episodes}", f"seed={seed}"]
+            f"env.num_episodes={episodes}", f"seed={seed}", *extra]
     over += [f"pool.{k}={v}" for k, v in algo.items()]
     return pool.load("pool/default", over)
 
@@ -74,19 +76,20 @@ class Bench:
         return planning.relative_gap(cost, self.c_star)
 
 
-def experiment1(b: Bench, runs: int, episodes: int, rhos=RHOS) -> dict:
+def experiment1(b: Bench, runs: int, episodes: int, rhos=RHOS, extra=(),
+                label: str = "synthetic weekly demand") -> dict:
     methods = {"NonPrivate": ("non_private", {}), "POOL": ("pool", {}),
-               "POOL (bonus_scale 0.01)": ("pool", {"bonus_scale": 0.01}),
                "POOL (paper constants)": ("pool", {"bonus_scale": 1.0}),
                "IP": ("input_perturbation", {}), "OP": ("output_perturbation", {})}
-    out = {"setting": "w=d=1, H=5, lambda=0.9, synthetic weekly demand, M=10 affine zones, "
-                      f"{episodes} episodes, behaviour base-stock 0.5 + N(0, 0.35^2)",
+    out = {"setting": f"w=d=1, H=5, lambda=0.9, {label}, M=10 affine zones, "
+                      f"{episodes} episodes, behaviour base-stock 0.5 + N(0, 0.35^2), "
+                      "POOL bonus_scale 0.01 (chosen on the public stand-in)",
            "c_star": b.c_star, "saa_levels": b.saa_levels, "behaviour_gap": b.behaviour_gap,
            "runs": runs, "rhos": list(rhos), "gaps": {}}
     for name, (method, algo) in methods.items():
         rows = []
         for rho in (rhos if method != "non_private" else (None,)):
-            cfg = _cfg(method, rho or 1.0, episodes, 0, **algo)
+            cfg = _cfg(method, rho or 1.0, episodes, 0, extra, **algo)
             gaps = [b.run(cfg, b.geom, r) for r in range(runs)]
             rows.append({"rho": rho, "mean": float(np.mean(gaps)), "std": float(np.std(gaps)),
                          "gaps": gaps})
@@ -96,42 +99,66 @@ def experiment1(b: Bench, runs: int, episodes: int, rhos=RHOS) -> dict:
     return out
 
 
-def experiment3(b: Bench, runs: int, episodes: int, ms=(5, 10, 20, 40)) -> dict:
-    out = {"setting": "non-private planning, zones (M) vs grid (M bins per dimension, M^2 "
-                      "cells)", "M": list(ms), "zones": [], "grid": []}
-    for m in ms:
-        for kind in ("zones", "grid"):
-            method = "pool" if kind == "zones" else "grid"
-            cfg = _cfg("non_private", 1.0, episodes, 0, num_zones=m, grid_bins=m)
-            cfg = pool.load("pool/default", [f"pool.method={method}", "privacy.rho=1",
-                                             f"env.num_episodes={episodes}", f"pool.num_zones={m}",
-                                             f"pool.grid_bins={m}"])
-            _, _, geom, _ = pool.build(cfg)
-            gaps, times = [], []
-            for r in range(runs):
-                npcfg = cfg  # statistics without noise: time is the discretisation's
-                data = pool.collect_inventory_data(jax.random.fold_in(jax.random.key(r), 0),
-                                                   b.params, b.behaviour, episodes)
+def experiment3(runs: int, episodes: int, eval_episodes: int,
+                plan=((2, (5, 10, 20, 40, 80)), (6, (2, 3, 4, 5, 6, 8, 10, 12))),
+                max_grid_cells: int = 2_000_000) -> dict:
+    """Zones (M shells, (n + 1) M cells) vs the grid (q = M bins, M^n cells), n = w + d.
+
+    Non-private planning, so the time is the discretisation's. Time: one plan after
+    compilation (median of 2), and the host-side geometry build. Grids above
+    ``max_grid_cells`` cells are not run (memory: 3 H K statistics).
+    """
+    out = {"setting": "non-private planning; zones: M shells, (w+d+1) M cells; grid: M bins "
+                      f"per dimension, M^(w+d) cells (not run above {max_grid_cells:,} cells); "
+                      f"{episodes} episodes, {runs} runs; time = one plan after compilation",
+           "rows": []}
+    for n, ms in plan:
+        w = n // 2
+        base = [f"env.num_products={w}", f"env.num_episodes={episodes}"]
+        b = Bench.from_config(pool.load("pool/default", base), eval_episodes)
+        for m in ms:
+            for kind in ("zones", "grid"):
+                row = {"w+d": n, "M": m, "kind": kind, "behaviour_gap": b.behaviour_gap}
+                if kind == "grid" and m**n > max_grid_cells:
+                    row.update(cells=m**n, skipped=True)
+                    out["rows"].append(row)
+                    print(f"w+d={n} grid M={m}: {m**n:,} cells, not run", flush=True)
+                    continue
+                cfg = pool.load("pool/default", [
+                    f"pool.method={'pool' if kind == 'zones' else 'grid'}", "privacy.rho=1",
+                    *base, f"pool.num_zones={m}", f"pool.grid_bins={m}"])
+                pool.build.cache_clear()
+                t0 = time.perf_counter()
+                _, _, geom, actions = pool.build(cfg)
+                build_s = time.perf_counter() - t0
                 pc = planning.PoolConfig(bonus_scale=cfg.pool.bonus_scale)
-                planning.pool_plan(jax.random.key(0), data, geom, b.actions, None, pc
-                                   ).q_tables.block_until_ready()  # compile
-                t = time.perf_counter()
-                q = planning.pool_plan(jax.random.key(0), data, geom, b.actions, None, pc
-                                       ).q_tables.block_until_ready()
-                times.append(time.perf_counter() - t)
-                gaps.append(b.greedy_gap(geom, q))
-                del npcfg
-            row = {"M": m, "cells": int(geom.num_cells), "gap_mean": float(np.mean(gaps)),
-                   "gap_std": float(np.std(gaps)), "time_s": float(np.median(times))}
-            out[kind].append(row)
-            print(f"{kind:5s} M={m:3d} cells={row['cells']:5d} gap {row['gap_mean']:.3f} +- "
-                  f"{row['gap_std']:.3f} time {row['time_s']:.3f}s", flush=True)
+                gaps, times = [], []
+                for r in range(runs):
+                    data = pool.collect_inventory_data(jax.random.fold_in(jax.random.key(r), 0),
+                                                       b.params, b.behaviour, episodes)
+                    q = planning.pool_plan(jax.random.key(0), data, geom, actions, None, pc
+                                           ).q_tables.block_until_ready()  # compile
+                    ts = []
+                    for _ in range(2):
+                        t = time.perf_counter()
+                        planning.pool_plan(jax.random.key(0), data, geom, actions, None, pc
+                                           ).q_tables.block_until_ready()
+                        ts.append(time.perf_counter() - t)
+                    times.append(float(np.median(ts)))
+                    gaps.append(b.greedy_gap(geom, q))
+                row.update(cells=int(geom.num_cells), gap_mean=float(np.mean(gaps)),
+                           gap_std=float(np.std(gaps)), time_s=float(np.median(times)),
+                           build_s=build_s, skipped=False)
+                out["rows"].append(row)
+                print(f"w+d={n} {kind:5s} M={m:3d} cells={row['cells']:8d} gap "
+                      f"{row['gap_mean']:.3f} +- {row['gap_std']:.3f} plan {row['time_s']:.4f}s "
+                      f"build {build_s:.2f}s", flush=True)
     return out
 
 
 def experiment_data(b: Bench, runs: int, ns=(500, 2000, 8000, 32000), ms=(10, 20)) -> dict:
     """NonPrivate POOL vs data size: does the gap fall towards the SAA benchmark?"""
-    out = {"setting": "non-private POOL (bonus_scale 0.05), affine zones", "N": list(ns),
+    out = {"setting": "non-private POOL (bonus_scale 0.01), affine zones", "N": list(ns),
            "M": list(ms), "behaviour_gap": b.behaviour_gap, "rows": []}
     for m in ms:
         cfg = pool.load("pool/default", ["pool.method=non_private", "privacy.rho=.inf",
@@ -147,6 +174,51 @@ def experiment_data(b: Bench, runs: int, ns=(500, 2000, 8000, 32000), ms=(10, 20
     return out
 
 
+SELECT_SCALES = (0.003, 0.01, 0.02, 0.05, 0.1)
+
+
+def select_bonus_scale(runs: int, episodes: int, eval_episodes: int,
+                       scales=SELECT_SCALES, rhos=RHOS) -> dict:
+    """Chooses the default bonus_scale on a public stand-in, never on the evaluated task.
+
+    Stand-in: the same simulator family with another synthetic demand series
+    (``env.demand_seed=1``; experiments use seed 0), other episodes (data keys
+    100 + r) and other noise keys. Rule, fixed before looking: the scale with the
+    smallest gap averaged over the rho grid (ties: the larger scale).
+    """
+    base = ["env.demand_seed=1", f"env.num_episodes={episodes}"]
+    b = Bench.from_config(pool.load("pool/default", base), eval_episodes)
+    out = {"setting": "public stand-in: synthetic demand seed 1 (evaluation uses seed 0), "
+                      f"data keys 100+r, {episodes} episodes, {runs} runs per cell",
+           "scales": list(scales), "rhos": list(rhos), "behaviour_gap": b.behaviour_gap,
+           "rows": []}
+    for sc in scales:
+        means = []
+        for rho in rhos:
+            cfg = pool.load("pool/default", [*base, "pool.method=pool", f"privacy.rho={rho}",
+                                             f"pool.bonus_scale={sc}"])
+            gaps = [b.run(cfg, b.geom, 100 + r) for r in range(runs)]
+            means.append(float(np.mean(gaps)))
+        out["rows"].append({"scale": sc, "gaps": means, "average": float(np.mean(means))})
+        print(f"select scale={sc} gaps {np.round(means, 3).tolist()} avg {np.mean(means):.3f}",
+              flush=True)
+    best = min(out["rows"], key=lambda x: (round(x["average"], 6), -x["scale"]))
+    out["chosen"] = best["scale"]
+    return out
+
+
+def _md_select(r: dict) -> str:
+    lines = ["# POOL: choosing bonus_scale on a public stand-in", "", r["setting"] +
+             f"; behaviour gap {r['behaviour_gap']:.3f}.", "",
+             "| bonus_scale | " + " | ".join(f"rho={x:g}" for x in r["rhos"]) + " | average |",
+             "|---|" + "---|" * (len(r["rhos"]) + 1)]
+    for x in r["rows"]:
+        lines.append(f"| {x['scale']:g} | " + " | ".join(f"{g:.3f}" for g in x["gaps"]) +
+                     f" | {x['average']:.3f} |")
+    lines += ["", f"Chosen (smallest average): {r['chosen']:g}."]
+    return "\n".join(lines) + "\n"
+
+
 def _md_data(r: dict) -> str:
     lines = ["# POOL: non-private gap vs data size", "", r["setting"] +
              f"; behaviour gap {r['behaviour_gap']:.3f}.", "",
@@ -158,40 +230,60 @@ def _md_data(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def experiment2(runs: int, episodes: int, eval_episodes: int, rho: float = 10.0) -> dict:
-    """Sweeps of POOL at one rho: H, |lambda|, w + d, M, and the bonus scale."""
-    sweeps = {
-        "H": [(f"env.horizon={h}",) for h in (5, 10, 15, 20)],
-        "lambda": [(f"env.boundary={x}",) for x in (0.5, 0.6, 0.7, 0.8, 0.9, 1.5)],
-        "w+d": [(f"env.num_products={w}", f"pool.action_levels={lv}")
-                for w, lv in ((1, 11), (2, 6), (3, 4))],
-        "M": [(f"pool.num_zones={m}",) for m in (5, 10, 20, 40)],
-        "bonus_scale": [(f"pool.bonus_scale={x}",) for x in (0.0, 0.01, 0.05, 0.2, 1.0)],
-    }
-    out = {"setting": f"POOL at rho={rho}, {episodes} episodes, {runs} runs; other settings as "
-                      "pool/default", "rho": rho, "sweeps": {}}
-    for name, variants in sweeps.items():
+SWEEPS = {
+    "H": [((f"env.horizon={h}",), 2000) for h in (5, 10, 15, 20, 40)],
+    "lambda": [((f"env.boundary={x}",), 2000) for x in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.5)],
+    "w+d": [((f"env.num_products={w}",), 2000) for w in (1, 2, 3, 4, 8)],
+    "M": [((f"pool.num_zones={m}",), 40 * m) for m in (50, 100, 200, 400, 800)],
+    # The same zones with 10x the data (about 130 pairs per cell and stage).
+    "M400": [((f"pool.num_zones={m}",), 400 * m) for m in (50, 100, 200, 400, 800)],
+    # w + d without noise: is a failure the zones' approximation or the privacy?
+    "wd_nonprivate": [((f"env.num_products={w}", "pool.method=non_private", "privacy.rho=.inf"),
+                       2000) for w in (1, 2, 3, 4, 8)],
+    # H = 40 with more data, and without noise: is the H = 40 failure privacy or horizon?
+    "H40": [(("env.horizon=40",), n) for n in (8000, 32000)]
+    + [(("env.horizon=40", "pool.method=non_private", "privacy.rho=.inf"), 2000)],
+}
+
+
+def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> dict:
+    """Sweeps of POOL at one rho: H, |lambda|, w + d (d = w), M (with 40 M episodes).
+
+    Candidate orders: the 11-level grid while 11^d <= 256, else the 11 diagonal
+    orders plus public pseudo-random ones, 256 in all (``action_candidates``).
+    """
+    out = {"setting": f"POOL at rho={rho}, bonus_scale 0.01, {runs} runs; other settings as "
+                      "pool/default; M sweep with 40 M episodes; w+d: d = w, 256 candidate "
+                      "orders above 11^d > 256 (diagonal + public random)", "rho": rho,
+           "sweeps": {}}
+    for name, variants in SWEEPS.items():
+        if (only and name not in only) or (not only and name in ("H40", "M400", "wd_nonprivate")):
+            continue
         rows = []
-        for over in variants:
+        for over, episodes in variants:
             cfg = pool.load("pool/default", ["pool.method=pool", f"privacy.rho={rho}",
                                              f"env.num_episodes={episodes}", *over])
+            t = time.perf_counter()
             b = Bench.from_config(cfg, eval_episodes)
             gaps = [b.run(cfg, b.geom, r) for r in range(runs)]
-            rows.append({"setting": ", ".join(over), "mean": float(np.mean(gaps)),
-                         "std": float(np.std(gaps)), "behaviour_gap": b.behaviour_gap})
-            print(f"exp2 {name}: {', '.join(over)} gap {np.mean(gaps):.3f} +- "
-                  f"{np.std(gaps):.3f} (behaviour {b.behaviour_gap:.3f})", flush=True)
+            rows.append({"setting": ", ".join(over), "episodes": episodes,
+                         "mean": float(np.mean(gaps)), "std": float(np.std(gaps)),
+                         "behaviour_gap": b.behaviour_gap,
+                         "wall_s": time.perf_counter() - t})
+            print(f"exp2 {name}: {', '.join(over)} N={episodes} gap {np.mean(gaps):.3f} +- "
+                  f"{np.std(gaps):.3f} (behaviour {b.behaviour_gap:.3f}) "
+                  f"{time.perf_counter() - t:.0f}s", flush=True)
         out["sweeps"][name] = rows
     return out
 
 
 def _md2(r: dict) -> str:
     lines = ["# POOL experiment 2: sweeps", "", r["setting"] + ".", "",
-             "| sweep | setting | POOL gap | behaviour gap |", "|---|---|---|---|"]
+             "| sweep | setting | episodes | POOL gap | behaviour gap |", "|---|---|---|---|---|"]
     for name, rows in r["sweeps"].items():
         for x in rows:
-            lines.append(f"| {name} | {x['setting']} | {x['mean']:.3f} +- {x['std']:.3f} | "
-                         f"{x['behaviour_gap']:.3f} |")
+            lines.append(f"| {name} | {x['setting']} | {x['episodes']} | {x['mean']:.3f} +- "
+                         f"{x['std']:.3f} | {x['behaviour_gap']:.3f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -212,12 +304,16 @@ def _md1(r: dict) -> str:
 
 def _md3(r: dict) -> str:
     lines = ["# POOL experiment 3: zones vs grid", "", r["setting"] + ".", "",
-             "| M | zone cells | zones gap | zones time (s) | grid cells | grid gap | grid time (s) |",
+             "| w+d | M | method | cells | gap | plan time (s) | geometry build (s) |",
              "|---|---|---|---|---|---|---|"]
-    for z, g in zip(r["zones"], r["grid"]):
-        lines.append(f"| {z['M']} | {z['cells']} | {z['gap_mean']:.3f} +- {z['gap_std']:.3f} | "
-                     f"{z['time_s']:.3f} | {g['cells']} | {g['gap_mean']:.3f} +- "
-                     f"{g['gap_std']:.3f} | {g['time_s']:.3f} |")
+    for x in r["rows"]:
+        if x["skipped"]:
+            lines.append(f"| {x['w+d']} | {x['M']} | {x['kind']} | {x['cells']:,} | not run "
+                         "(too many cells) | | |")
+            continue
+        lines.append(f"| {x['w+d']} | {x['M']} | {x['kind']} | {x['cells']:,} | "
+                     f"{x['gap_mean']:.3f} +- {x['gap_std']:.3f} | {x['time_s']:.4f} | "
+                     f"{x['build_s']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -244,18 +340,46 @@ def _plot1(r: dict, path: Path) -> None:
 def _plot3(r: dict, path: Path) -> None:
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 3.2))
-    a1, a2 = fig.subplots(1, 2)
-    for kind in ("zones", "grid"):
-        ms = [x["M"] for x in r[kind]]
-        a1.errorbar(ms, [x["gap_mean"] for x in r[kind]], [x["gap_std"] for x in r[kind]],
-                    marker="o", capsize=3, label=kind)
-        a2.plot(ms, [x["time_s"] for x in r[kind]], marker="o", label=kind)
-    a1.set_xlabel("M")
-    a1.set_ylabel("relative gap")
-    a2.set_xlabel("M")
-    a2.set_ylabel("planning time (s)")
-    a1.legend()
+    dims = sorted({x["w+d"] for x in r["rows"]})
+    fig = Figure(figsize=(9, 3.3 * len(dims)))
+    axes = fig.subplots(len(dims), 2, squeeze=False)
+    for (a1, a2), n in zip(axes, dims):
+        for kind in ("zones", "grid"):
+            rows = [x for x in r["rows"] if x["w+d"] == n and x["kind"] == kind
+                    and not x["skipped"]]
+            ms = [x["M"] for x in rows]
+            a1.errorbar(ms, [x["gap_mean"] for x in rows], [x["gap_std"] for x in rows],
+                        marker="o", capsize=3, label=kind)
+            a2.plot(ms, [x["time_s"] for x in rows], marker="o", label=kind)
+        a1.set_title(f"w+d = {n}: gap")
+        a2.set_title(f"w+d = {n}: plan time")
+        a1.set_xlabel("M (zones) / bins per dimension (grid)")
+        a2.set_xlabel("M")
+        a1.set_ylabel("relative gap")
+        a2.set_ylabel("seconds")
+        a2.set_yscale("log")
+        a1.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def _plot2(r: dict, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    names = list(r["sweeps"])
+    fig = Figure(figsize=(3.2 * len(names), 3.0))
+    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    for ax, name in zip(axes, names):
+        rows = r["sweeps"][name]
+        xs = [x["setting"].split("=")[-1] for x in rows]
+        ax.errorbar(range(len(rows)), [x["mean"] for x in rows], [x["std"] for x in rows],
+                    marker="o", capsize=3, label="POOL")
+        ax.plot(range(len(rows)), [x["behaviour_gap"] for x in rows], ":", color="gray",
+                label="behaviour")
+        ax.set_xticks(range(len(rows)), xs)
+        ax.set_xlabel(name)
+        ax.set_ylabel("relative gap")
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -265,29 +389,55 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--episodes", type=int, default=2000)
     ap.add_argument("--eval-episodes", type=int, default=4000)
-    ap.add_argument("--only", choices=("1", "2", "3", "data"), default=None)
+    ap.add_argument("--only", choices=("select", "1", "2", "3", "data"), default=None)
     ap.add_argument("--rhos", type=float, nargs="*", default=list(RHOS))
+    ap.add_argument("--sweeps", nargs="*", default=None, choices=list(SWEEPS),
+                    help="experiment 2: only these sweeps (own result files)")
+    ap.add_argument("--demand", choices=("synthetic", "rossmann-format"), default="synthetic",
+                    help="experiment 1's demand: the shipped series, or a generated "
+                         "Rossmann-format CSV read through load_rossmann")
     args = ap.parse_args()
     RESULTS.mkdir(exist_ok=True)
-    b = Bench(args.episodes, args.eval_episodes)
+    if args.only == "select":
+        rs = select_bonus_scale(args.runs, args.episodes, args.eval_episodes)
+        (RESULTS / "pool_select.json").write_text(json.dumps(rs, indent=2))
+        (RESULTS / "pool_select.md").write_text(_md_select(rs))
+        return
+    need_b = args.only in (None, "data") or (args.only == "1" and args.demand == "synthetic")
+    b = Bench(args.episodes, args.eval_episodes) if need_b else None
     if args.only in (None, "2"):
-        r2 = experiment2(max(2, args.runs // 3), args.episodes, args.eval_episodes)
-        (RESULTS / "pool_exp2.json").write_text(json.dumps(r2, indent=2))
-        (RESULTS / "pool_exp2.md").write_text(_md2(r2))
+        r2 = experiment2(max(2, args.runs // 3), args.eval_episodes, only=args.sweeps)
+        stem = "pool_exp2" if not args.sweeps else "pool_exp2_" + "_".join(args.sweeps)
+        stem = stem.replace("+", "")
+        (RESULTS / f"{stem}.json").write_text(json.dumps(r2, indent=2))
+        (RESULTS / f"{stem}.md").write_text(_md2(r2))
+        _plot2(r2, RESULTS / f"{stem}.png")
     if args.only in (None, "data"):
         rd = experiment_data(b, max(2, args.runs // 2))
         (RESULTS / "pool_data.json").write_text(json.dumps(rd, indent=2))
         (RESULTS / "pool_data.md").write_text(_md_data(rd))
     if args.only in (None, "3"):
-        r3 = experiment3(b, max(1, args.runs // 3), args.episodes)
+        r3 = experiment3(max(1, args.runs // 3), args.episodes, args.eval_episodes)
         (RESULTS / "pool_exp3.json").write_text(json.dumps(r3, indent=2))
         (RESULTS / "pool_exp3.md").write_text(_md3(r3))
         _plot3(r3, RESULTS / "pool_exp3.png")
     if args.only in (None, "1"):
-        r1 = experiment1(b, args.runs, args.episodes, tuple(args.rhos))
-        (RESULTS / "pool_exp1.json").write_text(json.dumps(r1, indent=2))
-        (RESULTS / "pool_exp1.md").write_text(_md1(r1))
-        _plot1(r1, RESULTS / "pool_exp1.png")
+        if args.demand == "synthetic":
+            r1 = experiment1(b, args.runs, args.episodes, tuple(args.rhos))
+            stem = "pool_exp1"
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                csv_path = write_synthetic_rossmann_csv(Path(tmp) / "train.csv", seed=0)
+                extra = ("env.demand=rossmann", f"env.demand_file={csv_path}", "env.stores=[1]")
+                cfg = pool.load("pool/default", [f"env.num_episodes={args.episodes}", *extra])
+                br = Bench.from_config(cfg, args.eval_episodes)
+                r1 = experiment1(br, args.runs, args.episodes, tuple(args.rhos), extra,
+                                 "SYNTHETIC demand in Rossmann format (store 1 of a generated "
+                                 "train.csv, read by load_rossmann; not real data)")
+            stem = "pool_exp1_rossmann_format"
+        (RESULTS / f"{stem}.json").write_text(json.dumps(r1, indent=2))
+        (RESULTS / f"{stem}.md").write_text(_md1(r1))
+        _plot1(r1, RESULTS / f"{stem}.png")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@ with weekly seasonality. Both return a [T, w] float array whose day 0 is weekday
 0, scaled by :func:`scale_demand` into capacity units (mean ``target_mean`` per
 product). The series parameterise the simulator (its demand law); they are not
 the private episodes.
+
+:func:`write_synthetic_rossmann_csv` writes a small CSV in Rossmann's format from a
+documented synthetic process (no real data), so that the loader path can be run
+end to end by anyone; results on it are "synthetic in Rossmann format", never
+"Rossmann".
 """
 
 from __future__ import annotations
@@ -119,3 +124,72 @@ def load_rossmann(
         raise ValueError(f"{path} gives only {table.shape[0]} usable days for stores "
                          f"{sorted(wanted)}; at least 7 are needed")
     return scale_demand(table, target_mean)
+
+
+ROSSMANN_HEADER = ("Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo",
+                   "StateHoliday", "SchoolHoliday")
+# Fixed-date public holidays (month, day) with Rossmann's StateHoliday codes:
+# a = public holiday, c = Christmas. Stores are closed on them.
+_HOLIDAYS = {(1, 1): "a", (5, 1): "a", (10, 3): "a", (12, 25): "c", (12, 26): "c"}
+
+
+def write_synthetic_rossmann_csv(
+    path: str | os.PathLike, num_stores: int = 3, *, start: str = "2014-01-06",
+    num_days: int = 364, seed: int = 0,
+) -> Path:
+    """Writes a SYNTHETIC sales table in the Rossmann train.csv format; returns its path.
+
+    Not real data. The process, per store s and date t (all draws from ``seed``):
+
+    * base level B_s ~ 5000 lognormal(0, 0.3); a store-specific weekday profile
+      (Monday 1.15, Tuesday-Friday 1.0 +- 0.05, Saturday 0.9 +- 0.05) --
+      Sundays closed (Open = 0, Sales = 0, as most Rossmann stores);
+    * promotions: Promo = 1 Monday-Friday of every other week (store-specific
+      phase), sales x (1.2 + 0.2 u_s), u_s ~ U(0, 1);
+    * public holidays (1 Jan, 1 May, 3 Oct, 25-26 Dec): closed, StateHoliday a/c;
+      the open day before one sells 20% more;
+    * school holidays (15 July-31 August, 22-31 December): SchoolHoliday = 1, x 1.05;
+      December before Christmas x 1.25;
+    * noise: x lognormal(0, 0.12); Customers = Sales / basket, basket ~ 9 +- 0.5.
+
+    Rows are written newest date first, as in Kaggle's file.
+    """
+    if num_stores < 1 or num_days < 7:
+        raise ValueError("write_synthetic_rossmann_csv needs num_stores >= 1, num_days >= 7")
+    rng = np.random.default_rng(seed)
+    first = _dt.date.fromisoformat(start)
+    dates = [first + _dt.timedelta(days=i) for i in range(num_days)]
+    rows = []
+    for store in range(1, num_stores + 1):
+        base = 5000.0 * rng.lognormal(0.0, 0.3)
+        profile = np.array([1.15, *(1.0 + 0.05 * rng.uniform(-1, 1, 4)),
+                            0.9 + 0.05 * rng.uniform(-1, 1), 0.0])
+        promo_gain = 1.2 + 0.2 * rng.uniform()
+        phase = int(rng.integers(2))
+        basket = 9.0 + 0.5 * rng.uniform(-1, 1)
+        for i, d in enumerate(dates):
+            wd = d.weekday()
+            holiday = _HOLIDAYS.get((d.month, d.day), "0")
+            school = int((d.month, d.day) >= (7, 15) and d.month <= 8
+                         or (d.month == 12 and d.day >= 22))
+            promo = int(wd < 5 and ((d.isocalendar()[1] + phase) % 2 == 0))
+            is_open = int(wd != 6 and holiday == "0")
+            sales = 0.0
+            if is_open:
+                sales = base * profile[wd] * rng.lognormal(0.0, 0.12)
+                sales *= promo_gain if promo else 1.0
+                sales *= 1.05 if school else 1.0
+                sales *= 1.25 if d.month == 12 and d.day < 25 else 1.0
+                nxt = d + _dt.timedelta(days=1)
+                sales *= 1.2 if (nxt.month, nxt.day) in _HOLIDAYS else 1.0
+            customers = round(sales / basket)
+            rows.append((store, wd + 1, d.isoformat(), round(sales), customers,
+                         is_open, promo, holiday, school))
+    rows.sort(key=lambda r: (r[2], -r[0]), reverse=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(ROSSMANN_HEADER)
+        writer.writerows(rows)
+    return path

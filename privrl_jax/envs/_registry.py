@@ -10,15 +10,25 @@ Maze names (see `_maze.py` for the two physics):
 * `maze2d-{umaze,medium,large}[-dense]` (no suffix): today still the legacy maze, so
   that existing configs and stored results are unchanged. Until release 0.1.0 these
   names accepted "-v1" as an alias of the legacy maze; "-v1" now means D4RL's physics.
+
+Inventory names (see `_inventory.py`, POOL's task):
+
+* `inventory-w<w>-h<H>`: lost-sales inventory control of w products over H stages with
+  lower one-sided feedback (Definition 2 of POOL, pool.txt), for any w, H >= 1; params
+  from `make_inventory_params` (overrides are its keyword arguments, e.g. `boundary=0.8`,
+  `demand_series=...`). `registered_envs` lists `INVENTORY_ENVS`, a few common ones.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any
 
 import gymnax
 
 from privrl_jax.envs._base import Environment, GymnaxAdapter
+from privrl_jax.envs._inventory import InventoryControl, make_inventory_params
 from privrl_jax.envs._maze import (
     LARGE_MAZE,
     MEDIUM_MAZE,
@@ -52,9 +62,18 @@ MAZE_ENVS: tuple[str, ...] = tuple(
 )
 
 
+# Listed inventory names; `make` accepts any inventory-w<w>-h<H> with w, H >= 1.
+INVENTORY_ENVS: tuple[str, ...] = ("inventory-w1-h5", "inventory-w2-h5", "inventory-w1-h10")
+_INVENTORY_NAME = re.compile(r"inventory-w([1-9][0-9]*)-h([1-9][0-9]*)")
+_INVENTORY_KWARGS = tuple(
+    p for p in inspect.signature(make_inventory_params).parameters
+    if p not in ("num_products", "horizon")
+)
+
+
 def registered_envs() -> tuple[str, ...]:
-    """All names `make` accepts: the maze2d family, then gymnax's environments."""
-    return MAZE_ENVS + tuple(gymnax.registered_envs)
+    """Names `make` accepts: the maze2d family, listed inventory tasks, gymnax's envs."""
+    return MAZE_ENVS + INVENTORY_ENVS + tuple(gymnax.registered_envs)
 
 
 def canonical_name(name: str) -> str:
@@ -99,6 +118,18 @@ def make(name: str, **param_overrides: Any) -> tuple[Environment, Any]:
     if not isinstance(name, str):
         raise ValueError(f"env name must be a string, got {name!r}")
     key = canonical_name(name)
+    inv = _INVENTORY_NAME.fullmatch(key)
+    if inv is not None:
+        w, horizon = int(inv.group(1)), int(inv.group(2))
+        unknown = set(param_overrides) - set(_INVENTORY_KWARGS)
+        if unknown:
+            raise ValueError(
+                f"unknown params {sorted(unknown)} for env {name!r}; its params are "
+                f"the keyword arguments of make_inventory_params: {list(_INVENTORY_KWARGS)}"
+            )
+        return InventoryControl(w, horizon), make_inventory_params(
+            w, horizon, **param_overrides
+        )
     maze = _parse_maze_name(key)
     if maze is not None:
         base, dense, physics = maze

@@ -16,7 +16,8 @@ DEMANDS = ("synthetic", "rossmann", "uniform", "exponential", "truncnormal")
 class InventoryEnvConfig:
     """The lost-sales inventory MDP, its demand and the simulated sensitive episodes.
 
-    ``demand``: ``synthetic`` (the shipped weekly series), ``rossmann`` (reads
+    ``demand``: ``synthetic`` (the shipped weekly series; ``demand_seed`` picks
+    its noise, 0 is the shipped one), ``rossmann`` (reads
     ``demand_file``, stores ``stores``), or a parametric law. ``boundary`` is
     lambda_h in every coordinate (above 1: full feedback). The behaviour policy
     (unknown to the learner) is base-stock ``behaviour_level`` plus Gaussian noise
@@ -27,6 +28,7 @@ class InventoryEnvConfig:
     horizon: int = 5
     boundary: float = 0.9
     demand: str = "synthetic"
+    demand_seed: int = 0  # noise seed of the synthetic series (public)
     demand_file: str | None = None
     stores: tuple[int, ...] = (1,)
     demand_mean: float = 0.4
@@ -46,7 +48,8 @@ class PoolAlgoConfig:
 
     ``method``: ``pool`` (zones), ``grid`` (``grid_bins`` per dimension, same
     private statistics), ``input_perturbation``, ``output_perturbation``,
-    ``non_private``. ``bonus_scale`` multiplies Gamma (1: the paper's C1 = sqrt 2,
+    ``non_private``. ``bonus_scale`` multiplies Gamma (default 0.01, chosen on a public
+    stand-in; 1: the paper's C1 = sqrt 2,
     C2 = 16, which zero every Q at these data sizes; see docs/pool.md).
     """
 
@@ -57,7 +60,8 @@ class PoolAlgoConfig:
     limiter: bool = True
     grid_bins: int = 8
     action_levels: int = 11
-    bonus_scale: float = 0.05
+    max_actions: int = 256  # above levels^d: diagonal + public random orders
+    bonus_scale: float = 0.01
     failure_prob: float = 0.05
     geometry_seed: int = 0
 
@@ -114,6 +118,9 @@ class PoolRunConfig:
         if a.num_zones < 1 or a.grid_bins < 1 or a.action_levels < 2:
             raise ValueError("pool.num_zones >= 1, pool.grid_bins >= 1 and pool.action_levels "
                              ">= 2 are required.")
+        if a.max_actions < a.action_levels:
+            raise ValueError(f"pool.max_actions must be >= pool.action_levels; got "
+                             f"{a.max_actions} < {a.action_levels}.")
         if not a.bonus_scale >= 0:
             raise ValueError(f"pool.bonus_scale must be >= 0; got {a.bonus_scale}.")
         if not 0 < a.failure_prob < 1:

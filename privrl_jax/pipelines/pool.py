@@ -91,7 +91,8 @@ WHAT = {
 def demand_series(env: InventoryEnvConfig, horizon_days: int = 364) -> np.ndarray | None:
     """The demand series of the config (None for a parametric law)."""
     if env.demand == "synthetic":
-        return synthetic_demand(horizon_days, env.num_products, target_mean=env.demand_mean)
+        return synthetic_demand(horizon_days, env.num_products, target_mean=env.demand_mean,
+                                seed=env.demand_seed)
     if env.demand == "rossmann":
         stores = tuple(env.stores)
         if len(stores) != env.num_products:
@@ -132,7 +133,7 @@ def build(cfg: PoolRunConfig):
         geom = planning.make_zone_geometry(
             params.boundary, a.num_zones, radius=radius, affine=a.affine,
             limiter=a.limiter, seed=a.geometry_seed)
-    actions = planning.action_grid(e.num_products, a.action_levels)
+    actions = planning.action_candidates(e.num_products, a.action_levels, a.max_actions)
     return params, behaviour, geom, actions
 
 
@@ -195,7 +196,7 @@ def _dataset_id(cfg: PoolRunConfig) -> str:
     e = cfg.env
     return (f"collected:inventory:w={e.num_products}:H={e.horizon}:seed={cfg.seed}:"
             f"N={e.num_episodes}:demand={e.demand}:behaviour=({e.behaviour_level},"
-            f"{e.behaviour_noise})")
+            f"{e.behaviour_noise})" + (f":demand_seed={e.demand_seed}" if e.demand_seed else ""))
 
 
 def _rho_spent(ledger: privacy.Ledger) -> float:

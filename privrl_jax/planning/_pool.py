@@ -40,26 +40,44 @@ sqrt(H + 2H) / (sigma sqrt(3H)) = 1/sigma - GDP (Dong, Roth & Su 2022, Cor.
 ``mech.event() = GaussianDpEvent(sigma)`` records. V_{h+1} is a function of earlier
 releases only, so each stage's block is a Gaussian mechanism given the past.
 
-Pessimism (Algorithm 1, lines 7-10). With n~ = noisy count, E_rho a (1 - delta)
-bound on every count's noise and iota = log(H K / delta):
+Pessimism (Algorithm 1, lines 7-10). With n~ the noisy count of a cell, E_rho a
+(1 - delta) bound on every released coordinate's noise and iota = log(H K / delta):
 
     Q~ = v_max mean,  mean = clip(S~ / n~, 0, 1),
     Var = v_max^2 (clip(S2~ / n~, 0, 1) - mean^2)^+,
-    Gamma = C1 sqrt(Var iota / (n~ - E_rho)) + C2 v_max E_rho iota / (n~ - E_rho)
+    Gamma = s [C1 sqrt(Var iota / (n~ - E_rho)) + C2 v_max E_rho iota / n~]
     (Gamma = C H when n~ <= E_rho),  Q = clip(Q~ - Gamma, 0, v_max).
 
-This is the Bernstein-plus-privacy bonus of Qiao & Wang's DP-APVI (2023,
-Algorithm 2: Gamma_h(s, a) = C1 sqrt(Var_P~(V~_{h+1}) iota / (n~ - E_rho)) +
-C2 S H E_rho iota / (n~ - E_rho), with Gamma = C H where n~ <= E_rho; pool.txt
-Algorithm 1 lines 8-9 keep that form, "(or CH if n <= E_rho)", and fix C1 = sqrt 2,
-C2 = 16). Our S H becomes v_max: their S is the L1 error of an S-dimensional noisy
-P~ (S next states), while we release one scalar sum of next values per cell, and
-H is the range of the value, v_max at stage h. E_rho = noise_std sqrt(2 log(2 H K
-/ delta)) bounds every count's noise w.p. 1 - delta (Gaussian tail and a union
-bound over the H K counts), the role of their E_rho. Non-private (no mechanism),
-E_rho = 0 and Gamma is the variance term alone. ``bonus_scale`` multiplies Gamma
-(1: the paper's constants, which at rho <= 40 and n <= 10^4 episodes push every
-covered cell's Q to 0 -- see docs/pool.md; 0: plain backward induction).
+Source, term by term: Qiao & Wang, "Offline reinforcement learning with
+differential privacy" (NeurIPS 2023; read in its OpenReview text), DP-APVI =
+their Algorithm 1. Line 5:
+Gamma_h(s, a) = C1 sqrt(Var_P~(V~_{h+1}) iota / (n~ - E_rho)) + C2 S H E_rho
+iota / n~ if n~ > E_rho, otherwise C H -- note the privacy term divides by n~,
+not n~ - E_rho. Line 1: C1 = sqrt 2, C2 = 16, C > 1. Line 2: iota = log(H S A /
+delta) (our S A is the K cells) and E_rho = 4 sqrt(H log(4 H S^2 A / delta) /
+rho). pool.txt Algorithm 1 lines 1 and 8 take over the constants and "(or CH if
+n <= E_rho)". Their E_rho is built as follows: each count gets N(0, 2H/rho) (eq. 2:
+replacing a trajectory moves 4 H counts by 1, Delta^2 = 4 H, sigma^2 = Delta^2 /
+(2 rho)); a Gaussian tail and a union bound over the <= 2 H S^2 A counts give
+|noise| <= sigma sqrt(2 log(4 H S^2 A / delta)) = E_rho / 2, and the projection
+(3) that makes the S counts n~(s, a, .) sum to n~(s, a) adds up to E_rho / 2
+more, so |n~ - n| <= E_rho. We release one scalar count per cell and need no
+projection, so our E_rho is the tail bound alone, over all 3 H K released
+coordinates (counts and sums share one std):
+
+    E_rho = sigma_noise sqrt(2 log(6 H K / delta)),  sigma_noise = sqrt(3 H / (2 rho)).
+
+Their S H E_rho / n~ bounds |(P~ - P^) V| <= ||P~ - P^||_1 H for an S-entry P~;
+our estimate is one ratio S~ / n~ of values in [0, v_max], whose privacy error is
+at most 2 v_max E_rho / n~, so S H becomes v_max (S = 1, H = the stage's value
+range). Non-private (no mechanism), E_rho = 0 and Gamma is the variance term.
+
+``bonus_scale`` s multiplies Gamma on covered cells (1: the paper's constants).
+Those constants are vacuous at our data sizes: at rho = 1, H = 5, K = 30 the
+privacy term alone is 16 v_max E_rho iota / n~ ~ 1.5e3 v_max / n~, so a cell needs
+n~ > 1.5e4 samples before it is below 0.1 v_max, while 2000 episodes give ~70 per
+cell (:func:`paper_constants_samples_needed`). The shipped default s = 0.01 was
+chosen on a public stand-in (another demand series, other data), see docs/pool.md.
 """
 
 from __future__ import annotations
@@ -72,6 +90,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from privrl_jax.envs._inventory import InventoryData
 from privrl_jax.planning._grid import GridGeometry, grid_cell, grid_value
@@ -105,7 +124,7 @@ class PoolConfig:
     c2: float = 16.0
     c: float = 2.0  # C > 1: Gamma = C H on cells without enough data
     failure_prob: float = 0.05  # delta of the bonus (not the DP delta)
-    bonus_scale: float = 1.0
+    bonus_scale: float = 1.0  # 1: the paper's constants; the pipeline's default is 0.01
 
 
 class PoolResult(NamedTuple):
@@ -138,6 +157,30 @@ def action_grid(action_dim: int, levels: int) -> jax.Array:
     """[levels^d, d] candidate actions on a regular grid of [0, 1]^d."""
     axes = [jnp.linspace(0.0, 1.0, levels)] * action_dim
     return jnp.stack([g.ravel() for g in jnp.meshgrid(*axes, indexing="ij")], -1)
+
+
+def action_candidates(
+    action_dim: int, levels: int, max_candidates: int = 256, seed: int = 0
+) -> jax.Array:
+    """[K_a, d] public candidate orders for max_a Q_bar (Alg. 1 line 16).
+
+    The full grid (``levels`` per dimension) while levels^d <= max_candidates;
+    above that (d >= 3 at 11 levels) the grid's ``levels`` diagonal orders
+    (a, ..., a) plus pseudo-random uniform orders from the public ``seed`` up to
+    ``max_candidates``: a fixed, data-independent set whose size does not grow
+    as levels^d. The paper maximises over the continuous action box and does
+    not say how; a random candidate set is the usual cheap stand-in.
+    """
+    if action_dim < 1 or levels < 2 or max_candidates < levels:
+        raise ValueError("action_candidates needs action_dim >= 1, levels >= 2 and "
+                         f"max_candidates >= levels; got {action_dim}, {levels}, "
+                         f"{max_candidates}")
+    if levels**action_dim <= max_candidates:
+        return action_grid(action_dim, levels)
+    diag = np.repeat(np.linspace(0.0, 1.0, levels)[:, None], action_dim, 1)
+    rng = np.random.default_rng(seed)
+    extra = rng.uniform(0.0, 1.0, (max_candidates - levels, action_dim))
+    return jnp.asarray(np.concatenate([diag, extra]), jnp.float32)
 
 
 def data_cells(geom: Geometry, data: InventoryData) -> jax.Array:
@@ -211,12 +254,36 @@ def noise_bound(
     mechanism: GaussianMechanism | None, horizon: int, num_cells: int,
     failure_prob: float,
 ) -> float:
-    """E_rho: every count's noise is below it w.p. 1 - delta (0 without noise)."""
+    """E_rho: every released coordinate's |noise| is below it w.p. 1 - delta.
+
+    0 without noise. Qiao & Wang's E_rho is twice such a bound because of their
+    count projection (eq. 3); see the module docstring.
+    """
     if mechanism is None:
         return 0.0
+    # Two-sided Gaussian tail, union bound over the 3 H K released coordinates.
     return mechanism.noise_std * math.sqrt(
-        2.0 * math.log(2.0 * horizon * num_cells / failure_prob)
+        2.0 * math.log(6.0 * horizon * num_cells / failure_prob)
     )
+
+
+def bonus_iota(horizon: int, num_cells: int, failure_prob: float) -> float:
+    """iota = log(H K / delta) (DP-APVI, Qiao & Wang 2023, Algorithm 1 line 2)."""
+    return math.log(horizon * num_cells / failure_prob)
+
+
+def paper_constants_samples_needed(
+    rho: float, horizon: int, num_cells: int, failure_prob: float = 0.05,
+    alpha: float = 0.1, c2: float = 16.0,
+) -> float:
+    """n~ at which the paper's privacy term C2 v_max E_rho iota / n~ is alpha v_max.
+
+    How many samples one cell needs before the DP-APVI bonus with C2 = 16 stops
+    zeroing its Q: C2 E_rho iota / alpha (independent of v_max).
+    """
+    mech = pool_mechanism(rho, horizon)
+    e_rho = noise_bound(mech, horizon, num_cells, failure_prob)
+    return c2 * e_rho * bonus_iota(horizon, num_cells, failure_prob) / alpha
 
 
 def pessimistic_q(
@@ -237,7 +304,8 @@ def pessimistic_q(
     # that up to ~1e-3 in Gamma; variances below 1e-6 (of y in [0, 1]) count as 0.
     var_y = jnp.clip(squares / n, 0.0, 1.0) - mean**2
     var = v_max**2 * jnp.where(var_y > 1e-6, var_y, 0.0)
-    gamma = cfg.c1 * jnp.sqrt(var * iota / n_lo) + cfg.c2 * v_max * e_rho * iota / n_lo
+    # DP-APVI Alg. 1 line 5: the variance term over n~ - E_rho, the privacy term over n~.
+    gamma = cfg.c1 * jnp.sqrt(var * iota / n_lo) + cfg.c2 * v_max * e_rho * iota / n
     gamma = jnp.where(covered, cfg.bonus_scale * gamma, cfg.c * horizon)
     return jnp.clip(v_max * mean - gamma, 0.0, v_max)
 
@@ -278,7 +346,7 @@ def pool_plan(
         if mechanism is not None else (lambda i, x: x)
     )
     e_rho = noise_bound(mechanism, horizon, k, cfg.failure_prob)
-    iota = math.log(horizon * k / cfg.failure_prob)
+    iota = bonus_iota(horizon, k, cfg.failure_prob)
     cells = data_cells(geom, data)
     ones = jnp.ones(cells.shape[0])
     counts = release(0, jax.vmap(lambda c: _cell_sums(c, ones, k), 1)(cells))  # [H, K]

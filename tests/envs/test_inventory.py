@@ -154,3 +154,40 @@ def test_rossmann_loader_reads_the_format_and_rejects_bad_files(tmp_path):
         load_rossmann(f, (7,))
     with pytest.raises(ValueError, match="no Rossmann CSV"):
         load_rossmann(tmp_path / "missing.csv")
+
+
+def test_synthetic_rossmann_csv_follows_its_documented_process(tmp_path):
+    import csv
+    import datetime
+
+    from privrl_jax.data._demand import (
+        ROSSMANN_HEADER,
+        load_rossmann,
+        write_synthetic_rossmann_csv,
+    )
+
+    f = write_synthetic_rossmann_csv(tmp_path / "train.csv", 2, num_days=364, seed=3)
+    with f.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == ROSSMANN_HEADER and len(rows) == 2 * 364
+    assert rows[0]["Date"] > rows[-1]["Date"]  # newest first, as Kaggle's file
+    for r in rows:
+        day = datetime.date.fromisoformat(r["Date"])
+        assert int(r["DayOfWeek"]) == day.isoweekday()
+        closed = day.weekday() == 6 or r["StateHoliday"] != "0"
+        assert (r["Open"] == "0") == closed and (float(r["Sales"]) == 0) == closed
+        if (day.month, day.day) in ((12, 25), (5, 1)):
+            assert r["StateHoliday"] in "ac" and r["Open"] == "0"
+    # Promo days sell more than the same store's non-promo weekdays (gain 1.2 - 1.4).
+    for store in ("1", "2"):
+        mid = [r for r in rows if r["Store"] == store and r["Open"] == "1"
+               and datetime.date.fromisoformat(r["Date"]).weekday() in (1, 2, 3)
+               and r["SchoolHoliday"] == "0" and r["Date"][5:7] not in ("12",)]
+        promo = np.mean([float(r["Sales"]) for r in mid if r["Promo"] == "1"])
+        plain = np.mean([float(r["Sales"]) for r in mid if r["Promo"] == "0"])
+        assert 1.1 < promo / plain < 1.5
+    # The loader reads it: closed days dropped, columns scaled to mean 0.4.
+    s = load_rossmann(f, (1, 2))
+    open_days = sum(1 for r in rows if r["Store"] == "1" and r["Open"] == "1")
+    assert s.shape[1] == 2 and s.shape[0] <= open_days
+    np.testing.assert_allclose(s.mean(0), 0.4, rtol=1e-5)
