@@ -270,7 +270,7 @@ def _finetune(cfg, model: _Synth, pre_params, items, run_dir: Path, ledger, key,
         topo.local_block({k: jnp.asarray(v) for k, v in items.items()}), item_mask=topo.local_block(item_mask),
         ckpt=Checkpoints(run_dir / "checkpoints" / "dp"), ledger=ledger, what=DP_STEP, secret=secret,
         loss_key=jax.random.fold_in(key, 3), checkpoint_every=fc.checkpoint_every,
-        accountant=pc.accountant, desc=f"DP fine-tune (eps={pc.epsilon:g}, trajectories)",
+        accountant=pc.accountant, desc=f"DP fine-tune {model.name} (eps={pc.epsilon:g}, trajectories)",
         divergence_hint="lower finetune.learning_rate or finetune.l2_clip_norm, or raise finetune.batch_size",
         topology=topo,
     )
