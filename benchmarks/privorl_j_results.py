@@ -1,14 +1,19 @@
-"""PrivORL-j results (issue 15): PrivORL-j vs PrivORL-j-U at eps in {1, 10}, and a horizon sweep.
+"""PrivORL-j results (issue 15): PrivORL-j vs PrivORL-j-U vs DP-Transformer at eps in {1, 10}, and a
+horizon sweep.
 
 Each run is the PrivORL-j pipeline (``privorl_j.run``) on ``--config`` (default: the tiny
 ``privorl_j/test`` config, a smoke scale that fits a few CPU minutes) plus overrides, in its own
 directory under ``--out`` (a rerun reuses a finished run whose config matches). Rows:
 
 - ``PrivORL-j``: ``model.kind=transformer`` (the conditional diffusion transformer);
-- ``PrivORL-j-U``: ``model.kind=unet`` (the 1-D temporal U-Net baseline, all else unchanged).
+- ``PrivORL-j-U``: ``model.kind=unet`` (the 1-D temporal U-Net baseline, all else unchanged);
+- ``DP-Transformer``: ``model.kind=dp_transformer`` (a causal transformer over transitions,
+  pre-trained on the same public fragments, DP fine-tuned at trajectory level with the same plan,
+  sampled autoregressively: ``synth.StepTransformer``).
 
-The DP-Transformer baseline of issue 15 (an autoregressive transformer trained with DP-SGD on
-tokenised transitions) does not exist in the library yet: it has no row here.
+Runs go seed by seed, and inside a seed epsilon by epsilon (in ``--epsilons`` order), all models
+at one epsilon before the next, so an interrupted sweep leaves complete small tables; the tables
+and the JSON are rewritten after every run.
 
 Columns, mean ± std over seeds: TrajScore F1 (audit), the stitching gap (mean distance between a
 fragment's first state and the previous step's next state) at fragment boundaries and inside
@@ -18,6 +23,8 @@ correlation), and the agents' normalised score on the synthetic data when ``--ag
 for PrivORL-j; ``data.max_fragments`` is scaled so H * max_fragments stays that of the config.
 
     python benchmarks/privorl_j_results.py                              # smoke scale, seed 0
+    python benchmarks/privorl_j_results.py --config privorl_j/cpu --epsilons 10 1 --seeds 0 1 2 \\
+        --horizons --name privorl_j_results_cpu                          # about 3 min a run
     python benchmarks/privorl_j_results.py --config privorl_j/umaze --seeds 0 1 2 --agents td3bc \\
         --horizons 8 16 32 64 --name privorl_j_results_umaze
 """
@@ -26,19 +33,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from privrl_jax import pipelines
 from privrl_jax.pipelines import privorl_j
 from privrl_jax.pipelines._config import to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = {"PrivORL-j": "transformer", "PrivORL-j-U": "unet"}
-NOTE = ("DP-Transformer baseline: not implemented in privrl_jax yet, so no row. "
-        "Mean ± std over seeds (std 0 with one seed).")
+MODELS = {"PrivORL-j": "transformer", "PrivORL-j-U": "unet", "DP-Transformer": "dp_transformer"}
+NOTE = "Mean ± std over seeds (std 0 with one seed)."
 
 
 def _ms(values: list) -> str:
@@ -46,6 +54,27 @@ def _ms(values: list) -> str:
     if v.size == 0 or np.all(np.isnan(v)):
         return "n/a"
     return f"{np.nanmean(v):.3f} ± {np.nanstd(v):.3f}"
+
+
+def _reuse_pretrain(run_dir: Path, siblings, cfg) -> None:
+    """Copies the finished public pre-training of a sibling run (same model, seed and horizon,
+    another epsilon) into ``run_dir``, where the pipeline resumes from it instead of repeating it.
+
+    Pre-training reads only public data and its randomness is the public seed, so it is the same
+    at every epsilon; the sibling's resolved config must equal ours outside ``privacy`` and
+    ``eval`` (checked) and its pre-training must be complete (its last checkpoint step).
+    """
+    mine = {k: v for k, v in to_dict(cfg).items() if k not in ("privacy", "eval")}
+    for sib in siblings:
+        ckpt, conf = sib / "checkpoints" / "pretrain", sib / "config.yaml"
+        if sib == run_dir or not conf.exists() or not (ckpt / str(cfg.pretrain.steps)).exists():
+            continue
+        theirs = {k: v for k, v in yaml.safe_load(conf.read_text()).items() if k not in ("privacy", "eval")}
+        if theirs == mine:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(ckpt, run_dir / "checkpoints" / "pretrain")
+            print(f"[{run_dir.name}] reusing the public pre-training of {sib.name}", flush=True)
+            return
 
 
 def main() -> None:
@@ -58,6 +87,8 @@ def main() -> None:
                     help="horizon sweep at eps = 10 for PrivORL-j (none: skip)")
     ap.add_argument("--agents", nargs="*", default=[], help="agents trained on the synthetic data (default: none)")
     ap.add_argument("--set", dest="overrides", nargs="*", default=[], help="extra overrides for every run")
+    ap.add_argument("--no-share-pretrain", dest="share_pretrain", action="store_false",
+                    help="pre-train again in every run instead of copying a finished sibling's")
     ap.add_argument("--out", default=str(ROOT / "runs" / "privorl_j_results"))
     ap.add_argument("--name", default="privorl_j_results", help="results file stem under benchmarks/results/")
     args = ap.parse_args()
@@ -83,6 +114,8 @@ def main() -> None:
             rep["audit"] = json.loads(audit.read_text()) if audit.exists() else {}
             if rep["config"] == to_dict(cfg):  # else: rerun (only the eval section may differ)
                 return rep
+        if args.share_pretrain and not (run_dir / "checkpoints" / "pretrain").exists():
+            _reuse_pretrain(run_dir, Path(args.out).glob(f"{model}_eps*_H{h}_seed{seed}"), cfg)
         t = time.time()
         rep = privorl_j.run(cfg, run_dir)
         print(f"[{tag}] {time.time() - t:.0f} s", flush=True)
@@ -107,22 +140,18 @@ def main() -> None:
             "wall_time_s": rep["wall_time_s"],
         }
 
-    rows, sweep = [], []
-    for seed in args.seeds:  # seed-major: an interrupted sweep has whole seeds
-        for model in args.models:
-            for eps in args.epsilons:
-                rows.append(row(report(model, eps, seed), model=model, epsilon=eps, seed=seed, horizon=base_h))
-        for h in args.horizons:
-            rep = report("PrivORL-j", 10.0, seed, None if h == base_h else h)
-            sweep.append(row(rep, model="PrivORL-j", epsilon=10.0, seed=seed, horizon=h))
+    rows: list[dict] = []
+    sweep: list[dict] = []
+    agent_cols: list[str] = []
 
-    agent_cols = sorted({a for r in rows + sweep for a in r["agent_score"]})
-    head = ("| model | eps | H | seeds | eps spent (RDP) | TrajScore F1 | gap at boundaries | gap inside | "
-            "real gap at boundaries | real gap inside | marginal | correlation |"
-            + "".join(f" {a} score |" for a in agent_cols))
-    sep = "|" + "---|" * (12 + len(agent_cols))
+    def col_head() -> tuple[str, str]:
+        head = ("| model | eps | H | seeds | eps spent (RDP) | TrajScore F1 | gap at boundaries | gap inside | "
+                "real gap at boundaries | real gap inside | marginal | correlation |"
+                + "".join(f" {a} score |" for a in agent_cols))
+        return head, "|" + "---|" * (12 + len(agent_cols))
 
     def table(rs: list[dict], keys: list[tuple]) -> str:
+        head, sep = col_head()
         lines = [head, sep]
         for key in keys:
             g = [r for r in rs if (r["model"], r["epsilon"], r["horizon"]) == key]
@@ -139,19 +168,32 @@ def main() -> None:
                 + "".join(f" {_ms([r['agent_score'].get(a) for r in g])} |" for a in agent_cols))
         return "\n".join(lines)
 
-    main_t = table(rows, [(m, e, base_h) for m in args.models for e in args.epsilons])
-    sweep_t = table(sweep, [("PrivORL-j", 10.0, h) for h in args.horizons]) if sweep else ""
-    text = (f"# PrivORL-j results (config {args.config}, overrides {args.overrides or 'none'})\n\n"
-            f"{NOTE}\n\n## PrivORL-j vs PrivORL-j-U\n\n{main_t}\n")
-    if sweep_t:
-        text += f"\n## Horizon sweep (PrivORL-j, eps = 10)\n\n{sweep_t}\n"
-    print(text)
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.json").write_text(json.dumps(
-        {"config": args.config, "overrides": args.overrides, "note": NOTE, "rows": rows, "horizon_sweep": sweep},
-        indent=2, default=float))
-    (out / f"{args.name}.md").write_text(text)
+    def write() -> str:
+        agent_cols[:] = sorted({a for r in rows + sweep for a in r["agent_score"]})
+        main_t = table(rows, [(m, e, base_h) for m in args.models for e in args.epsilons])
+        sweep_t = table(sweep, [("PrivORL-j", 10.0, h) for h in args.horizons]) if sweep else ""
+        text = (f"# PrivORL-j results (config {args.config}, overrides {args.overrides or 'none'})\n\n"
+                f"{NOTE}\n\n## PrivORL-j vs PrivORL-j-U vs DP-Transformer\n\n{main_t}\n")
+        if sweep_t:
+            text += f"\n## Horizon sweep (PrivORL-j, eps = 10)\n\n{sweep_t}\n"
+        out = ROOT / "benchmarks" / "results"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{args.name}.json").write_text(json.dumps(
+            {"config": args.config, "overrides": args.overrides, "note": NOTE, "rows": rows,
+             "horizon_sweep": sweep}, indent=2, default=float))
+        (out / f"{args.name}.md").write_text(text)
+        return text
+
+    for seed in args.seeds:  # seed-major, then epsilon: an interrupted sweep has whole (seed, eps) tables
+        for eps in args.epsilons:
+            for model in args.models:
+                rows.append(row(report(model, eps, seed), model=model, epsilon=eps, seed=seed, horizon=base_h))
+                write()
+        for h in args.horizons:
+            rep = report("PrivORL-j", 10.0, seed, None if h == base_h else h)
+            sweep.append(row(rep, model="PrivORL-j", epsilon=10.0, seed=seed, horizon=h))
+            write()
+    print(write())
 
 
 if __name__ == "__main__":

@@ -38,8 +38,13 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """The fragment denoiser: ``kind: transformer`` (PrivORL-j; paper scale 6 layers, 4 heads) or
-    ``kind: unet`` (the PrivORL-j-U baseline: a 1-D temporal U-Net of width ``unet_channels``)."""
+    """The synthesizer: ``kind: transformer`` (PrivORL-j's fragment denoiser; paper scale 6 layers,
+    4 heads), ``kind: unet`` (the PrivORL-j-U baseline: a 1-D temporal U-Net of width
+    ``unet_channels``) or ``kind: dp_transformer`` (the DP-Transformer baseline: a causal
+    transformer over transitions, ``synth.StepTransformer``, of ``num_layers`` x ``num_heads`` x
+    ``embed_dim``, pre-trained on public fragments without curiosity, DP fine-tuned at trajectory
+    level like PrivORL-j, sampled autoregressively; ``fourier_dim``, ``causal``, ``unet_channels``
+    and the sampling steps do not apply to it)."""
 
     kind: str = "transformer"
     unet_channels: int = 32
@@ -162,8 +167,8 @@ class PrivORLJConfig:
             raise ValueError(f"pretrain.curiosity_rate must be in [0, 1]; got {self.pretrain.curiosity_rate}.")
         if self.pretrain.steps % self.pretrain.chunk_steps or self.pretrain.steps_per_epoch % self.pretrain.chunk_steps:
             raise ValueError("pretrain.steps and pretrain.steps_per_epoch must be multiples of pretrain.chunk_steps.")
-        if self.model.kind not in ("transformer", "unet"):
-            raise ValueError(f"model.kind must be 'transformer' or 'unet'; got {self.model.kind!r}.")
+        if self.model.kind not in ("transformer", "unet", "dp_transformer"):
+            raise ValueError(f"model.kind must be 'transformer', 'unet' or 'dp_transformer'; got {self.model.kind!r}.")
         if self.model.kind == "unet" and d.horizon % 2:
             raise ValueError(f"model.kind=unet needs an even data.horizon; got {d.horizon}.")
         if self.model.embed_dim % self.model.num_heads:

@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -164,14 +165,62 @@ def _transitions_of(trajs: list[data.Trajectories] | data.Trajectories) -> data.
 
 
 # ---------------------------------------------------------------------------------------- training
-def _pretrain(cfg, denoise, params, rows, ckpt: Checkpoints, key, dim):
-    pc, h = cfg.pretrain, cfg.data.horizon
+class _Synth(NamedTuple):
+    """One synthesizer behind ``model.kind``: the diffusion models (PrivORL-j, PrivORL-j-U) or the
+    autoregressive DP-Transformer baseline; the pipeline around them is the same."""
+
+    name: str
+    params: Any
+    pretrain_chunk: Callable  # tx -> chunk(state, rnd, rows, pool, scores, key)
+    sample_pool: Callable | None  # (key, params, cond_rows) -> rows; None: no curiosity
+    finetune: Callable  # plan -> DPFinetune
+    generate: Callable  # (key, params, num, num_fragments) -> GeneratedFragments
+
+
+def _make_synth(cfg: PrivORLJConfig, key, obs_dim: int, act_dim: int, dim: int) -> _Synth:
+    m, h, pc, fc = cfg.model, cfg.data.horizon, cfg.pretrain, cfg.finetune
+    ema, ns = cfg.synthesis.ema_decay, cfg.synthesis.num_sampling_steps
+    sizes = (obs_dim, act_dim, 1, obs_dim, dim - 2 * obs_dim - act_dim - 1)
+    if m.kind == "dp_transformer":  # the DP-Transformer baseline (Yue et al. 2023's recipe)
+        ar = synth.StepTransformer(sizes, h, num_layers=m.num_layers, num_heads=m.num_heads, embed_dim=m.embed_dim)
+        return _Synth(
+            "DP-Transformer", synth.init_step_transformer(key, ar),
+            lambda tx: synth.make_ar_pretrain_chunk(ar, tx, batch_size=pc.batch_size, chunk_steps=pc.chunk_steps,
+                                                    ema_decay=ema),
+            None,
+            lambda plan: synth.make_ar_dp_finetune(ar, plan, learning_rate=fc.learning_rate, ema_decay=ema,
+                                                   clip_method=fc.clip_method),
+            lambda k, p, num, nf: synth.generate_ar_fragments(k, ar, p, num=num, num_fragments=nf),
+        )
+    if m.kind == "unet":  # the PrivORL-j-U baseline: everything else unchanged
+        net = diffusion.FragmentUNet(dim, h, channels=m.unet_channels, embed_dim=m.embed_dim,
+                                     fourier_dim=m.fourier_dim)
+    else:
+        net = diffusion.FragmentTransformer(sizes, h, num_layers=m.num_layers, num_heads=m.num_heads,
+                                            embed_dim=m.embed_dim, fourier_dim=m.fourier_dim, causal=m.causal)
+    denoise = diffusion.FragmentDenoiser(net.apply)
+    params = jax.jit(net.init)(key, jnp.zeros(h * dim), jnp.zeros(()), jnp.zeros(dim), jnp.array(False),
+                               jnp.ones(h, bool))
+    return _Synth(
+        "PrivORL-j-U" if m.kind == "unet" else "PrivORL-j", params,
+        lambda tx: core.make_fragment_pretrain_chunk(
+            denoise, tx, horizon=h, dim=dim, batch_size=pc.batch_size, chunk_steps=pc.chunk_steps,
+            ema_decay=ema, curiosity_rate=pc.curiosity_rate),
+        (lambda k, p, cond: core.sample_pool_rows(k, denoise, p, cond, horizon=h, num_steps=pc.num_sampling_steps))
+        if pc.curiosity_rate > 0 else None,
+        lambda plan: core.make_trajectory_dp_finetune(denoise, plan, learning_rate=fc.learning_rate,
+                                                      ema_decay=ema, clip_method=fc.clip_method),
+        lambda k, p, num, nf: core.generate_fragments(k, denoise, p, num=num, num_fragments=nf, horizon=h,
+                                                      dim=dim, num_steps=ns),
+    )
+
+
+def _pretrain(cfg, model: _Synth, rows, ckpt: Checkpoints, key):
+    pc = cfg.pretrain
     tx = optax.adam(optax.cosine_decay_schedule(pc.learning_rate, pc.steps))
-    chunk = core.make_fragment_pretrain_chunk(
-        denoise, tx, horizon=h, dim=dim, batch_size=pc.batch_size, chunk_steps=pc.chunk_steps,
-        ema_decay=cfg.synthesis.ema_decay, curiosity_rate=pc.curiosity_rate)
+    chunk = model.pretrain_chunk(tx)
     width = rows.shape[1]
-    tree = {"state": init_synth_state(params, tx), "rnd": synth.init_rnd(jax.random.fold_in(key, 1), width),
+    tree = {"state": init_synth_state(model.params, tx), "rnd": synth.init_rnd(jax.random.fold_in(key, 1), width),
             "pool": jnp.zeros((pc.pool_size, width)), "scores": jnp.zeros(pc.pool_size)}
     start = 0
     latest = ckpt.latest()
@@ -180,11 +229,10 @@ def _pretrain(cfg, denoise, params, rows, ckpt: Checkpoints, key, dim):
     rows_dev = jnp.asarray(rows)
     with tqdm(total=pc.steps, initial=start, desc="pre-train (public fragments)", unit="step") as bar:
         for s in range(start, pc.steps, pc.chunk_steps):
-            if pc.curiosity_rate > 0 and s % pc.steps_per_epoch == 0:
+            if model.sample_pool is not None and s % pc.steps_per_epoch == 0:
                 k = jax.random.fold_in(key, 10_000 + s)
                 cond = rows_dev[jax.random.randint(k, (pc.pool_size,), 0, rows_dev.shape[0])]
-                pool = core.sample_pool_rows(jax.random.fold_in(k, 1), denoise, tree["state"].ema_params, cond,
-                                             horizon=h, num_steps=pc.num_sampling_steps)
+                pool = model.sample_pool(jax.random.fold_in(k, 1), tree["state"].ema_params, cond)
                 tree = {**tree, "pool": pool, "scores": synth.curiosity_score(tree["rnd"], pool)}
             st, rnd, m = chunk(tree["state"], tree["rnd"], rows_dev, tree["pool"], tree["scores"],
                                jax.random.fold_in(key, s))
@@ -206,12 +254,11 @@ def make_plan(cfg: PrivORLJConfig, num_trajectories: int) -> privacy.DPPlan:
     return plan.calibrate(pc.epsilon, pc.delta, pc.accountant)
 
 
-def _finetune(cfg, denoise, pre_params, items, run_dir: Path, ledger, key, topo: dist.Topology):
+def _finetune(cfg, model: _Synth, pre_params, items, run_dir: Path, ledger, key, topo: dist.Topology):
     fc, pc = cfg.finetune, cfg.privacy
     n = items["x"].shape[0]
     plan = make_plan(cfg, n)
-    fns = core.make_trajectory_dp_finetune(denoise, plan, learning_rate=fc.learning_rate,
-                                           ema_decay=cfg.synthesis.ema_decay, clip_method=fc.clip_method)
+    fns = model.finetune(plan)
     secret = DPSecret.fresh() if pc.noise_seed is None else DPSecret.from_seed(pc.noise_seed)
     item_mask = jnp.asarray(items["step_mask"][:, :, 0])
 
@@ -223,7 +270,7 @@ def _finetune(cfg, denoise, pre_params, items, run_dir: Path, ledger, key, topo:
         topo.local_block({k: jnp.asarray(v) for k, v in items.items()}), item_mask=topo.local_block(item_mask),
         ckpt=Checkpoints(run_dir / "checkpoints" / "dp"), ledger=ledger, what=DP_STEP, secret=secret,
         loss_key=jax.random.fold_in(key, 3), checkpoint_every=fc.checkpoint_every,
-        accountant=pc.accountant, desc=f"DP fine-tune (eps={pc.epsilon:g}, trajectories)",
+        accountant=pc.accountant, desc=f"DP fine-tune {model.name} (eps={pc.epsilon:g}, trajectories)",
         divergence_hint="lower finetune.learning_rate or finetune.l2_clip_norm, or raise finetune.batch_size",
         topology=topo,
     )
@@ -242,7 +289,7 @@ def _finetune(cfg, denoise, pre_params, items, run_dir: Path, ledger, key, topo:
 
 
 # ---------------------------------------------------------------------------------------- synthesis
-def _synthesize(cfg, denoise, params, layout, norm, key, dim) -> data.Transitions:
+def _synthesize(cfg, model: _Synth, params, layout, norm, key) -> data.Transitions:
     """Stitched synthetic trajectories as flat D4RL rows (``timeouts`` = 1 at a length cut)."""
     sc, h = cfg.synthesis, cfg.data.horizon
     num_fragments = -(-sc.episode_length // h)
@@ -250,9 +297,7 @@ def _synthesize(cfg, denoise, params, layout, norm, key, dim) -> data.Transition
     with tqdm(total=sc.num_trajectories, desc="synthesize", unit="trajectory") as bar:
         for i, start in enumerate(range(0, sc.num_trajectories, sc.batch_size)):
             n = min(sc.batch_size, sc.num_trajectories - start)
-            gen = core.generate_fragments(jax.random.fold_in(key, i), denoise, params, num=sc.batch_size,
-                                          num_fragments=num_fragments, horizon=h, dim=dim,
-                                          num_steps=sc.num_sampling_steps)
+            gen = model.generate(jax.random.fold_in(key, i), params, sc.batch_size, num_fragments)
             out.append(_stitch(gen, n, sc.episode_length, layout, norm, sc.action_bounds, sc.stop_at_terminal))
             bar.update(n)
     return jax.tree_util.tree_map(lambda *x: np.concatenate(x), *out)
@@ -358,22 +403,13 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
     ledger = privacy.Ledger.open(run_dir, dataset_id=_dataset_id(cfg), dataset_size=n,
                                  target_epsilon=cfg.privacy.epsilon, target_delta=cfg.privacy.delta,
                                  artifacts=[run_dir / "checkpoints" / "dp", syn_file]) if topo.is_primary else None
-    m = cfg.model
-    sizes = (obs_dim, act_dim, 1, obs_dim, dim - 2 * obs_dim - act_dim - 1)
-    if m.kind == "unet":  # the PrivORL-j-U baseline: everything else unchanged
-        net = diffusion.FragmentUNet(dim, d.horizon, channels=m.unet_channels, embed_dim=m.embed_dim,
-                                     fourier_dim=m.fourier_dim)
-    else:
-        net = diffusion.FragmentTransformer(sizes, d.horizon, num_layers=m.num_layers, num_heads=m.num_heads,
-                                            embed_dim=m.embed_dim, fourier_dim=m.fourier_dim, causal=m.causal)
-    denoise = diffusion.FragmentDenoiser(net.apply)
-    params = jax.jit(net.init)(jax.random.fold_in(key, 0), jnp.zeros(d.horizon * dim), jnp.zeros(()),
-                               jnp.zeros(dim), jnp.array(False), jnp.ones(d.horizon, bool))
+    model = _make_synth(cfg, jax.random.fold_in(key, 0), obs_dim, act_dim, dim)
+    params = model.params
     if cfg.pretrain.steps > 0:
-        pre = _pretrain(cfg, denoise, params, rows, Checkpoints(run_dir / "checkpoints" / "pretrain"),
-                        jax.random.fold_in(key, 100), dim)
+        pre = _pretrain(cfg, model, rows, Checkpoints(run_dir / "checkpoints" / "pretrain"),
+                        jax.random.fold_in(key, 100))
         params = pre.ema_params
-    state, dp_info = _finetune(cfg, denoise, params, items, run_dir, ledger, jax.random.fold_in(key, 200), topo)
+    state, dp_info = _finetune(cfg, model, params, items, run_dir, ledger, jax.random.fold_in(key, 200), topo)
     if not topo.is_primary:
         return {"process_id": topo.process_id}
 
@@ -381,9 +417,9 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
         ledger.require_head(str(data.read_hdf5_metadata(syn_file).get("ledger_head", "")), f"the release {syn_file}")
         synthetic = jax.tree_util.tree_map(np.asarray, data.load_hdf5(syn_file))
     else:
-        synthetic = _synthesize(cfg, denoise, state.ema_params, layout, norm, jax.random.fold_in(key, 300), dim)
+        synthetic = _synthesize(cfg, model, state.ema_params, layout, norm, jax.random.fold_in(key, 300))
         data.save_hdf5(syn_file, synthetic, metadata={
-            "generator": "PrivORL-j", "epsilon": cfg.privacy.epsilon, "delta": cfg.privacy.delta,
+            "generator": model.name, "epsilon": cfg.privacy.epsilon, "delta": cfg.privacy.delta,
             "private": dp_info["private"], "ledger_head": ledger.head, "horizon": d.horizon,
         })
     _, syn_lengths = data.episode_boundaries(synthetic)

@@ -1,4 +1,4 @@
-"""Synthesizers: RND curiosity, PrivORL-n (transitions), PrivORL-j (fragments)."""
+"""Synthesizers: RND curiosity, PrivORL-n (transitions), PrivORL-j (fragments), DP-Transformer."""
 
 from privrl_jax.synth._curiosity import (
     MLP,
@@ -11,6 +11,14 @@ from privrl_jax.synth._curiosity import (
     rnd_update,
     sample_candidates,
 )
+from privrl_jax.synth._dp_transformer import (
+    StepTransformer,
+    ar_fragment_nll,
+    generate_ar_fragments,
+    init_step_transformer,
+    make_ar_dp_finetune,
+    make_ar_pretrain_chunk,
+)
 from privrl_jax.synth._privorl_j import (
     GeneratedFragments,
     generate_fragments,
@@ -19,6 +27,7 @@ from privrl_jax.synth._privorl_j import (
     pack_rows,
     sample_pool_rows,
     stitched_lengths,
+    trajectory_dp_finetune,
     unpack_rows,
 )
 
@@ -27,10 +36,16 @@ __all__ = [
     "MLP",
     "RNDConfig",
     "RNDState",
+    "StepTransformer",
+    "ar_fragment_nll",
     "curiosity_replace",
     "curiosity_score",
+    "generate_ar_fragments",
     "generate_fragments",
     "init_rnd",
+    "init_step_transformer",
+    "make_ar_dp_finetune",
+    "make_ar_pretrain_chunk",
     "make_fragment_pretrain_chunk",
     "make_trajectory_dp_finetune",
     "num_replaced",
@@ -39,5 +54,6 @@ __all__ = [
     "sample_candidates",
     "sample_pool_rows",
     "stitched_lengths",
+    "trajectory_dp_finetune",
     "unpack_rows",
 ]

@@ -142,7 +142,25 @@ def make_trajectory_dp_finetune(
     def item_loss(params, item, key):
         return fragment_edm_loss(denoise_fn, params, item, key, config=edm_config)
 
-    clip = plan.clipped_grad(item_loss, uses_key=True, method=clip_method)
+    return trajectory_dp_finetune(item_loss, plan, learning_rate=learning_rate, ema_decay=ema_decay,
+                                  clip_method=clip_method, uses_key=True)
+
+
+def trajectory_dp_finetune(
+    item_loss: Callable[..., jax.Array],
+    plan: privacy.DPPlan,
+    *,
+    learning_rate: float,
+    ema_decay: float = 0.995,
+    clip_method: str = "vmap",
+    uses_key: bool = True,
+) -> DPFinetune:
+    """Trajectory-level DP-SGD of any per-fragment loss ``item_loss(params, item[, key])``.
+
+    Shared by PrivORL-j (EDM loss) and the DP-Transformer baseline (Gaussian NLL): the plan's
+    clipped sum over units ``[units, F, ...]`` with a fragment mask, Adam on the noisy mean, EMA.
+    """
+    clip = plan.clipped_grad(item_loss, uses_key=uses_key, method=clip_method)
     tx = optax.adam(learning_rate)
 
     def init(params: PyTree) -> SynthState:

@@ -146,6 +146,35 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     assert resumed["privacy"]["rdp"]["epsilon"] == pytest.approx(full["privacy"]["rdp"]["epsilon"])
 
 
+@pytest.mark.slow  # about 60 s CPU (compiling the DP step and the sampler)
+def test_dp_transformer_kind_through_the_cli(tmp_path, files):
+    """The DP-Transformer baseline is another model.kind of the same pipeline: same plan, ledger,
+    release and D4RL output with timeouts, run here through the `privrl synth trajectories` CLI."""
+    from typer.testing import CliRunner
+
+    from privrl_jax.cli.main import app
+
+    overrides = ["model.kind=dp_transformer", "privacy.noise_seed=3", *FAST, *files]
+    args = ["synth", "trajectories", "--out", str(tmp_path), "--config", str(TEST_CONFIG)]
+    for o in overrides:
+        args += ["--set", o]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    cfg = _cfg(*overrides)
+    assert data.read_hdf5_metadata(tmp_path / "synthetic.hdf5")["generator"] == "DP-Transformer"
+    syn = data.load_hdf5(tmp_path / "synthetic.hdf5")
+    starts, lengths = data.episode_boundaries(syn)
+    assert len(lengths) == cfg.synthesis.num_trajectories
+    assert np.all(lengths == cfg.synthesis.episode_length)
+    assert np.array_equal(np.flatnonzero(np.asarray(syn.timeouts) > 0), starts + lengths - 1)
+    rep = json.loads((tmp_path / "report.json").read_text())
+    plan = privorl_j.make_plan(cfg, rep["finetune"]["dataset_size"])
+    assert rep["finetune"]["unit"] == "trajectory" and not rep["finetune"]["private"]
+    assert privacy.Ledger.load(tmp_path).num_releases == plan.steps == rep["finetune"]["steps"]
+    assert rep["privacy"]["rdp"]["epsilon"] == pytest.approx(plan.epsilon(cfg.privacy.delta).epsilon, rel=1e-12)
+    assert "NOT PRIVATE" in (tmp_path / "report.md").read_text()
+
+
 def test_rerun_with_other_config_is_refused(tmp_path):
     (tmp_path / "config.yaml").write_text("seed: 123\n")
     with pytest.raises(ValueError, match="different config"):
@@ -159,6 +188,7 @@ def test_rerun_with_other_config_is_refused(tmp_path):
         ("data.horizon=0", "data.horizon"),
         ("finetune.clip_method=fast", "clip_method"),
         ("model.embed_dim=15", "divisible"),
+        ("model.kind=gpt", "dp_transformer"),
         ("finetune.nonsense=1", "unknown config key"),
     ],
 )
