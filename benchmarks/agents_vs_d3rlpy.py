@@ -17,7 +17,12 @@ the training data (ours: `(x - mean) / max(std, 1e-3)`; d3rlpy's scaler is
 Rewards are used as stored. Differences we leave (d3rlpy's own choices, not CORL's):
 d3rlpy's IQL log-std is a sigmoid-squashed parameter in [-5, 2] starting at -1.5
 (CORL: a clamped parameter starting at 0), and its advantage weights use the V after
-its step; its critic losses are summed over the two critics (CORL's IQL averages).
+its step (both are options of our IQL: `--ours-set log_std_param=sigmoid
+advantage_from=new_v`); its critic losses are summed over the two critics (CORL's IQL
+averages; Adam makes the two the same step). With both options on, our IQL update
+equals d3rlpy's step for step from the same weights
+(tests/agents/test_iql_vs_d3rlpy.py), so what differs between the two columns here
+is the random draws (initial weights, minibatches) and those two choices.
 
 Needs the `peers` extra (`pip install torch==2.13.0` first for the CPU wheel, then
 `pip install -e ".[peers]"`). Make the data with
