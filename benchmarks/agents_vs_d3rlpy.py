@@ -17,7 +17,12 @@ the training data (ours: `(x - mean) / max(std, 1e-3)`; d3rlpy's scaler is
 Rewards are used as stored. Differences we leave (d3rlpy's own choices, not CORL's):
 d3rlpy's IQL log-std is a sigmoid-squashed parameter in [-5, 2] starting at -1.5
 (CORL: a clamped parameter starting at 0), and its advantage weights use the V after
-its step; its critic losses are summed over the two critics (CORL's IQL averages).
+its step (both are options of our IQL: `--ours-set log_std_param=sigmoid
+advantage_from=new_v`); its critic losses are summed over the two critics (CORL's IQL
+averages; Adam makes the two the same step). With both options on, our IQL update
+equals d3rlpy's step for step from the same weights
+(tests/agents/test_iql_vs_d3rlpy.py), so what differs between the two columns here
+is the random draws (initial weights, minibatches) and those two choices.
 
 Needs the `peers` extra (`pip install torch==2.13.0` first for the CPU wheel, then
 `pip install -e ".[peers]"`). Make the data with
@@ -47,6 +52,8 @@ from privrl_jax.data import Transitions, load_hdf5
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 NumpyPolicy = Callable[[np.ndarray], np.ndarray]
+# The curve summary: every evaluation from here on (past the first rise of both agents).
+CURVE_FROM = 5_000
 
 
 _BATCHED: dict[int, tuple[Callable, Callable]] = {}
@@ -247,8 +254,8 @@ def table(results: dict[str, Any], final_evals: int) -> str:
     """Markdown table of the summary."""
     lines = [
         (f"| algo | impl | seeds | per-seed score (mean of last {final_evals} "
-         "evals) | mean ± std over seeds |"),
-        "|---|---|---:|---|---:|",
+         f"evals) | mean ± std over seeds | mean of evals >= {CURVE_FROM} |"),
+        "|---|---|---:|---|---:|---:|",
     ]
     for algo in ("td3bc", "iql"):
         for impl in ("privrl_jax", "d3rlpy"):
@@ -258,25 +265,52 @@ def table(results: dict[str, Any], final_evals: int) -> str:
                 continue
             s = summarise(runs, final_evals)
             per = " / ".join(f"{v:.1f}" for v in s["per_seed"])
+            curve = curve_means(runs)
             lines.append(f"| {algo} | {impl} | {len(runs)} | {per} | "
-                         f"{s['mean']:.1f} ± {s['std']:.1f} |")
+                         f"{s['mean']:.1f} ± {s['std']:.1f} | "
+                         f"{np.mean(curve):.1f} ± {np.std(curve):.1f} |")
     return "\n".join(lines)
 
 
 def verdict(results: dict[str, Any], final_evals: int) -> dict[str, Any]:
-    """Is our mean over seeds within the seed spread (min..max) of d3rlpy's?"""
+    """Is our mean over seeds within the seed spread (min..max) of d3rlpy's?
+
+    Also Welch's t-test and the Mann-Whitney U test of the per-seed scores (ours vs
+    d3rlpy's), on the protocol's final evaluations and on the whole curve from
+    `CURVE_FROM` updates on (`curve_*`), so the spread check comes with a p-value.
+    """
+    from scipy import stats
+
     out = {}
     for algo in ("td3bc", "iql"):
         by = {impl: [r for r in results["runs"] if r["algo"] == algo
                      and r["impl"] == impl] for impl in ("privrl_jax", "d3rlpy")}
         if not all(by.values()):
             continue
-        ours = summarise(by["privrl_jax"], final_evals)["mean"]
+        ours = summarise(by["privrl_jax"], final_evals)
         theirs = summarise(by["d3rlpy"], final_evals)["per_seed"]
-        out[algo] = {"ours_mean": ours, "d3rlpy_min": min(theirs),
+        out[algo] = {"ours_mean": ours["mean"], "d3rlpy_min": min(theirs),
                      "d3rlpy_max": max(theirs),
-                     "within": bool(min(theirs) <= ours <= max(theirs))}
+                     "within": bool(min(theirs) <= ours["mean"] <= max(theirs)),
+                     "n": [len(ours["per_seed"]), len(theirs)]}
+        curves = {impl: curve_means(runs) for impl, runs in by.items()}
+        for name, (a, b) in (("final", (ours["per_seed"], theirs)),
+                             ("curve", (curves["privrl_jax"], curves["d3rlpy"]))):
+            if min(len(a), len(b)) < 2:
+                continue
+            t = stats.ttest_ind(a, b, equal_var=False)
+            out[algo][f"{name}_welch_t"] = float(t.statistic)
+            out[algo][f"{name}_welch_df"] = float(t.df)
+            out[algo][f"{name}_welch_p"] = float(t.pvalue)
+            out[algo][f"{name}_mannwhitney_p"] = float(
+                stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
     return out
+
+
+def curve_means(runs: list[dict[str, Any]]) -> list[float]:
+    """Per seed, the mean of all evaluations from `CURVE_FROM` updates on."""
+    return [float(np.mean([e["score_mean"] for e in r["evals"] if e["step"] >= CURVE_FROM]))
+            for r in runs]
 
 
 def write(results: dict[str, Any], args: argparse.Namespace) -> str:
