@@ -391,6 +391,8 @@ def main() -> None:
     ap.add_argument("--eval-episodes", type=int, default=4000)
     ap.add_argument("--only", choices=("select", "1", "2", "3", "data"), default=None)
     ap.add_argument("--rhos", type=float, nargs="*", default=list(RHOS))
+    ap.add_argument("--sweep-runs", type=int, default=None,
+                    help="experiment 2's runs per cell (default: runs // 3)")
     ap.add_argument("--sweeps", nargs="*", default=None, choices=list(SWEEPS),
                     help="experiment 2: only these sweeps (own result files)")
     ap.add_argument("--demand", choices=("synthetic", "rossmann-format"), default="synthetic",
@@ -406,7 +408,8 @@ def main() -> None:
     need_b = args.only in (None, "data") or (args.only == "1" and args.demand == "synthetic")
     b = Bench(args.episodes, args.eval_episodes) if need_b else None
     if args.only in (None, "2"):
-        r2 = experiment2(max(2, args.runs // 3), args.eval_episodes, only=args.sweeps)
+        r2 = experiment2(args.sweep_runs or max(2, args.runs // 3), args.eval_episodes,
+                         only=args.sweeps)
         stem = "pool_exp2" if not args.sweeps else "pool_exp2_" + "_".join(args.sweeps)
         stem = stem.replace("+", "")
         (RESULTS / f"{stem}.json").write_text(json.dumps(r2, indent=2))
