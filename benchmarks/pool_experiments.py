@@ -110,7 +110,8 @@ def experiment3(runs: int, episodes: int, eval_episodes: int,
     """
     out = {"setting": "non-private planning; zones: M shells, (w+d+1) M cells; grid: M bins "
                       f"per dimension, M^(w+d) cells (not run above {max_grid_cells:,} cells); "
-                      f"{episodes} episodes, {runs} runs; time = one plan after compilation",
+                      f"{episodes} episodes, {runs} runs; time = median over runs of the median of 2 "
+                      "plans after compilation",
            "rows": []}
     for n, ms in plan:
         w = n // 2
