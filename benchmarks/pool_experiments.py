@@ -241,6 +241,12 @@ SWEEPS = {
     # w + d without noise: is a failure the zones' approximation or the privacy?
     "wd_nonprivate": [((f"env.num_products={w}", "pool.method=non_private", "privacy.rho=.inf"),
                        2000) for w in (1, 2, 3, 4, 8)],
+    # w + d = 4 without noise: more zones and data do not help (the shells' angular bias).
+    "w2_nonprivate": [(("env.num_products=2", "pool.method=non_private", "privacy.rho=.inf",
+                        f"pool.num_zones={m}"), n) for m, n in ((10, 2000), (40, 8000),
+                                                                (40, 32000))]
+    + [(("env.num_products=2", "pool.method=grid", "pool.grid_bins=5", "privacy.rho=1000"),
+        2000)],
     # H = 40 with more data, and without noise: is the H = 40 failure privacy or horizon?
     "H40": [(("env.horizon=40",), n) for n in (8000, 32000)]
     + [(("env.horizon=40", "pool.method=non_private", "privacy.rho=.inf"), 2000)],
@@ -258,7 +264,7 @@ def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> 
                       "orders above 11^d > 256 (diagonal + public random)", "rho": rho,
            "sweeps": {}}
     for name, variants in SWEEPS.items():
-        if (only and name not in only) or (not only and name in ("H40", "M400", "wd_nonprivate")):
+        if (only and name not in only) or (not only and name in ("H40", "M400", "wd_nonprivate", "w2_nonprivate")):
             continue
         rows = []
         for over, episodes in variants:
