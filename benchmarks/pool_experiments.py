@@ -245,8 +245,8 @@ SWEEPS = {
     "w2_nonprivate": [(("env.num_products=2", "pool.method=non_private", "privacy.rho=.inf",
                         f"pool.num_zones={m}"), n) for m, n in ((10, 2000), (40, 8000),
                                                                 (40, 32000))]
-    + [(("env.num_products=2", "pool.method=grid", "pool.grid_bins=5", "privacy.rho=1000"),
-        2000)],
+    + [(("env.num_products=2", "pool.method=grid", f"pool.grid_bins={q}", "privacy.rho=1e6"),
+        n) for q, n in ((5, 2000), (8, 32000))],
     # H = 40 with more data, and without noise: is the H = 40 failure privacy or horizon?
     "H40": [(("env.horizon=40",), n) for n in (8000, 32000)]
     + [(("env.horizon=40", "pool.method=non_private", "privacy.rho=.inf"), 2000)],
