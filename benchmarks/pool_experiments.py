@@ -110,7 +110,8 @@ def experiment3(runs: int, episodes: int, eval_episodes: int,
     """
     out = {"setting": "non-private planning; zones: M shells, (w+d+1) M cells; grid: M bins "
                       f"per dimension, M^(w+d) cells (not run above {max_grid_cells:,} cells); "
-                      f"{episodes} episodes, {runs} runs; time = one plan after compilation",
+                      f"{episodes} episodes, {runs} runs; time = median over runs of the median of 2 "
+                      "plans after compilation",
            "rows": []}
     for n, ms in plan:
         w = n // 2
@@ -240,6 +241,12 @@ SWEEPS = {
     # w + d without noise: is a failure the zones' approximation or the privacy?
     "wd_nonprivate": [((f"env.num_products={w}", "pool.method=non_private", "privacy.rho=.inf"),
                        2000) for w in (1, 2, 3, 4, 8)],
+    # w + d = 4 without noise: more zones and data do not help (the shells' angular bias).
+    "w2_nonprivate": [(("env.num_products=2", "pool.method=non_private", "privacy.rho=.inf",
+                        f"pool.num_zones={m}"), n) for m, n in ((10, 2000), (40, 8000),
+                                                                (40, 32000))]
+    + [(("env.num_products=2", "pool.method=grid", f"pool.grid_bins={q}", "privacy.rho=1e6"),
+        n) for q, n in ((5, 2000), (8, 32000))],
     # H = 40 with more data, and without noise: is the H = 40 failure privacy or horizon?
     "H40": [(("env.horizon=40",), n) for n in (8000, 32000)]
     + [(("env.horizon=40", "pool.method=non_private", "privacy.rho=.inf"), 2000)],
@@ -257,7 +264,7 @@ def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> 
                       "orders above 11^d > 256 (diagonal + public random)", "rho": rho,
            "sweeps": {}}
     for name, variants in SWEEPS.items():
-        if (only and name not in only) or (not only and name in ("H40", "M400", "wd_nonprivate")):
+        if (only and name not in only) or (not only and name in ("H40", "M400", "wd_nonprivate", "w2_nonprivate")):
             continue
         rows = []
         for over, episodes in variants:
@@ -391,6 +398,8 @@ def main() -> None:
     ap.add_argument("--eval-episodes", type=int, default=4000)
     ap.add_argument("--only", choices=("select", "1", "2", "3", "data"), default=None)
     ap.add_argument("--rhos", type=float, nargs="*", default=list(RHOS))
+    ap.add_argument("--sweep-runs", type=int, default=None,
+                    help="experiment 2's runs per cell (default: runs // 3)")
     ap.add_argument("--sweeps", nargs="*", default=None, choices=list(SWEEPS),
                     help="experiment 2: only these sweeps (own result files)")
     ap.add_argument("--demand", choices=("synthetic", "rossmann-format"), default="synthetic",
@@ -406,7 +415,8 @@ def main() -> None:
     need_b = args.only in (None, "data") or (args.only == "1" and args.demand == "synthetic")
     b = Bench(args.episodes, args.eval_episodes) if need_b else None
     if args.only in (None, "2"):
-        r2 = experiment2(max(2, args.runs // 3), args.eval_episodes, only=args.sweeps)
+        r2 = experiment2(args.sweep_runs or max(2, args.runs // 3), args.eval_episodes,
+                         only=args.sweeps)
         stem = "pool_exp2" if not args.sweeps else "pool_exp2_" + "_".join(args.sweeps)
         stem = stem.replace("+", "")
         (RESULTS / f"{stem}.json").write_text(json.dumps(r2, indent=2))
