@@ -107,6 +107,13 @@ def main() -> None:
                 f"{mean('correlation'):.3f} | {mean('mia_tpr_at_10_fpr'):.3f} | {mean('mia_tpr_at_1_fpr'):.3f} | {mean('mia_auc'):.3f} |"
             )
     table = "\n".join(lines)
+    # Per seed, so the spread of the ratio is visible next to the mean's ratio.
+    per_seed = [
+        f"- {r['variant']} {r['algo']} seed {r['seed']}: synthetic {r['synthetic_score']:.1f} / real "
+        f"{r['real_score']:.1f} = {r['synthetic_score'] / r['real_score']:.2f}"
+        for r in rows if r["synthetic_score"] is not None and r["real_score"]
+    ]
+    table += "\n\nPer seed (syn / real):\n\n" + "\n".join(per_seed)
     print(table)
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
