@@ -72,6 +72,8 @@ def _reuse_pretrain(run_dir: Path, siblings, cfg) -> None:
         theirs = {k: v for k, v in yaml.safe_load(conf.read_text()).items() if k not in ("privacy", "eval")}
         if theirs == mine:
             run_dir.mkdir(parents=True, exist_ok=True)
+            # The run's own config first: the pipeline refuses a non-empty directory without one.
+            (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
             shutil.copytree(ckpt, run_dir / "checkpoints" / "pretrain")
             print(f"[{run_dir.name}] reusing the public pre-training of {sib.name}", flush=True)
             return
