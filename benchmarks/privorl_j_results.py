@@ -72,6 +72,8 @@ def _reuse_pretrain(run_dir: Path, siblings, cfg) -> None:
         theirs = {k: v for k, v in yaml.safe_load(conf.read_text()).items() if k not in ("privacy", "eval")}
         if theirs == mine:
             run_dir.mkdir(parents=True, exist_ok=True)
+            # The run's own config first: the pipeline refuses a non-empty directory without one.
+            (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
             shutil.copytree(ckpt, run_dir / "checkpoints" / "pretrain")
             print(f"[{run_dir.name}] reusing the public pre-training of {sib.name}", flush=True)
             return
@@ -87,6 +89,9 @@ def main() -> None:
                     help="horizon sweep at eps = 10 for PrivORL-j (none: skip)")
     ap.add_argument("--agents", nargs="*", default=[], help="agents trained on the synthetic data (default: none)")
     ap.add_argument("--set", dest="overrides", nargs="*", default=[], help="extra overrides for every run")
+    ap.add_argument("--references", action="store_true",
+                    help="also score real sets as if released: public and held-out sensitive trajectories "
+                         "(TrajScore with each seed's encoder; reads sensitive data, benchmark only)")
     ap.add_argument("--no-share-pretrain", dest="share_pretrain", action="store_false",
                     help="pre-train again in every run instead of copying a finished sibling's")
     ap.add_argument("--out", default=str(ROOT / "runs" / "privorl_j_results"))
@@ -142,6 +147,7 @@ def main() -> None:
 
     rows: list[dict] = []
     sweep: list[dict] = []
+    refs: list[dict] = []
     agent_cols: list[str] = []
 
     def col_head() -> tuple[str, str]:
@@ -176,11 +182,17 @@ def main() -> None:
                 f"{NOTE}\n\n## PrivORL-j vs PrivORL-j-U vs DP-Transformer\n\n{main_t}\n")
         if sweep_t:
             text += f"\n## Horizon sweep (PrivORL-j, eps = 10)\n\n{sweep_t}\n"
+        if refs:
+            text += ("\n## References: real sets scored as if released (TrajScore F1, each seed's encoder)\n\n"
+                     "| set | seeds | TrajScore F1 |\n|---|---|---|\n"
+                     f"| public trajectories (maze2d-medium + large) | {len(refs)} | {_ms([r['public'] for r in refs])} |\n"
+                     f"| held-out sensitive trajectories (umaze, never trained on) | {len(refs)} | "
+                     f"{_ms([r['holdout'] for r in refs])} |\n")
         out = ROOT / "benchmarks" / "results"
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{args.name}.json").write_text(json.dumps(
             {"config": args.config, "overrides": args.overrides, "note": NOTE, "rows": rows,
-             "horizon_sweep": sweep}, indent=2, default=float))
+             "horizon_sweep": sweep, "references": refs}, indent=2, default=float))
         (out / f"{args.name}.md").write_text(text)
         return text
 
@@ -192,6 +204,11 @@ def main() -> None:
         for h in args.horizons:
             rep = report("PrivORL-j", 10.0, seed, None if h == base_h else h)
             sweep.append(row(rep, model="PrivORL-j", epsilon=10.0, seed=seed, horizon=h))
+            write()
+        if args.references:
+            ref = privorl_j.reference_scores(privorl_j.load(source, [f"seed={seed}", *args.overrides]))
+            refs.append({"seed": seed, "public": ref["trajscore_public"]["f1"],
+                         "holdout": ref["trajscore_holdout"]["f1"]})
             write()
     print(write())
 

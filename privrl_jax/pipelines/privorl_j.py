@@ -74,6 +74,7 @@ __all__ = [
     "SynthesisConfig",
     "load",
     "make_plan",
+    "reference_scores",
     "render_markdown",
     "run",
 ]
@@ -351,6 +352,30 @@ def stitching_gaps(transitions: data.Transitions, horizon: int) -> dict[str, flo
     return {"at_fragment_boundaries": float(a.mean()) if a.size else float("nan"),
             "inside_fragments": float(i.mean()) if i.size else float("nan"),
             "num_boundaries": int(a.size)}
+
+
+def reference_scores(cfg: PrivORLJConfig) -> dict[str, Any]:
+    """Reference TrajScores for reading a run's (NOT DP: reads the sensitive data; benchmarks only).
+
+    With the run's data, encoding and TrajScore encoder (same seed, same public windows), scores
+    two real sets as if they were the release: the public trajectories (what a synthesizer that
+    merely reproduced its public pre-training data would get) and the held-out sensitive
+    trajectories (real trajectories of the sensitive task never trained on: a ceiling).
+    """
+    public, sensitive, holdout = _load(cfg)
+    obs_dim, act_dim = public[0].observations.shape[-1], public[0].actions.shape[-1]
+    layout = diffusion.TransitionLayout(obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=cfg.model.next_obs_delta)
+    pub_t = _transitions_of(public)
+    pub_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, pub_t), layout))
+    norm = diffusion.fit_normaliser_on_public(pub_flat, one_hot_mask=layout.one_hot_mask())
+    h = cfg.data.horizon
+    pub_w = _windows(pub_t, layout, norm, h)
+    real_w = _windows(_transitions_of(sensitive), layout, norm, h)
+    hold_w = _windows(_transitions_of(holdout), layout, norm, h)
+    enc = evaluation.fit_trajectory_encoder(jax.random.fold_in(jax.random.key(cfg.seed), 600), pub_w, window=h,
+                                            steps=cfg.eval.trajscore_steps)
+    return {"trajscore_public": evaluation.trajscore(enc, real_w, pub_w),
+            "trajscore_holdout": evaluation.trajscore(enc, real_w, hold_w) if len(hold_w) else {"f1": None}}
 
 
 # ---------------------------------------------------------------------------------------- run
