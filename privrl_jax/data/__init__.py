@@ -1,9 +1,15 @@
-"""Offline-RL datasets: pytrees, D4RL-format HDF5 I/O, validation, normalisation.
+"""Offline-RL datasets: pytrees, D4RL-format HDF5 I/O, validation, normalisation, and
+POOL's demand series (a synthetic weekly series, a Rossmann store-sales CSV loader).
 
 Everything here runs on the host (NumPy / h5py) except the `Normalizer`, which is a
 jittable pytree.
 """
 
+from privrl_jax.data._demand import (
+    load_rossmann,
+    synthetic_demand,
+    write_synthetic_rossmann_csv,
+)
 from privrl_jax.data._fragments import (
     STEP_FIELDS,
     Fragments,
@@ -45,11 +51,14 @@ __all__ = [
     "fragments_to_trajectories",
     "link_consistency",
     "load_hdf5",
+    "load_rossmann",
     "normalizer_from_bounds",
     "read_hdf5_metadata",
     "save_hdf5",
+    "synthetic_demand",
     "trajectories_to_fragments",
     "trajectories_to_transitions",
     "transitions_to_trajectories",
     "validate_transitions",
+    "write_synthetic_rossmann_csv",
 ]
