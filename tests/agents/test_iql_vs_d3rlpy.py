@@ -11,15 +11,17 @@ update, order of the steps): d3rlpy sums the twin-Q MSEs where we average them,
 which Adam's scale invariance removes (up to its eps).
 """
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
+from agents_testlib import (
+    dense_from_torch,
+    max_abs_gap,
+    random_batches,
+    torch_minibatch,
+)
 
 from privrl_jax import agents
-from privrl_jax.data import Transitions
 
 d3rlpy = pytest.importorskip("d3rlpy", reason="needs the peers extra (d3rlpy, torch)")
 torch = pytest.importorskip("torch", reason="needs the peers extra (d3rlpy, torch)")
@@ -41,56 +43,22 @@ def _d3rlpy_iql():
     return algo
 
 
-def _mlp(sd: dict, prefix: str, out: str) -> dict:
-    """torch Linear layers (weight [out, in]) -> our MLP's Dense params (kernel [in, out])."""
-    names = [f"{prefix}_encoder._layers.0", f"{prefix}_encoder._layers.2", f"{prefix}{out}"]
-    return {f"Dense_{i}": {"kernel": jnp.asarray(sd[n + ".weight"].numpy().T),
-                           "bias": jnp.asarray(sd[n + ".bias"].numpy())}
-            for i, n in enumerate(names)}
-
-
 def _ours_from_torch(m) -> dict:
     pol = {k: v.detach() for k, v in m.policy.state_dict().items()}
     val = {k: v.detach() for k, v in m.value_func.state_dict().items()}
 
     def critics(mod):
         sd = {k: v.detach() for k, v in mod.state_dict().items()}
-        qs = [{"params": {"MLP_0": _mlp(sd, f"{i}.", "_fc")}} for i in range(2)]
+        qs = [{"params": {"MLP_0": dense_from_torch(sd, f"{i}.", "_fc")}} for i in range(2)]
         return jax.tree.map(lambda *x: jnp.stack(x), *qs)
 
     return {
-        "actor": {"params": {"MLP_0": _mlp(pol, "", "_mu"),
+        "actor": {"params": {"MLP_0": dense_from_torch(pol, "", "_mu"),
                              "log_std": jnp.asarray(pol["_logstd"].numpy()[0])}},
         "critic": critics(m.q_funcs),
         "target": critics(m.targ_q_funcs),
-        "value": {"params": {"MLP_0": _mlp(val, "", "_fc")}},
+        "value": {"params": {"MLP_0": dense_from_torch(val, "", "_fc")}},
     }
-
-
-def _batches(n: int) -> list[Transitions]:
-    out = []
-    for k in jax.random.split(jax.random.key(3), n):
-        ko, ka, kr, kn = jax.random.split(k, 4)
-        out.append(Transitions(
-            observations=jax.random.normal(ko, (BATCH, OBS)),
-            actions=jax.random.uniform(ka, (BATCH, ACT), minval=-1, maxval=1),
-            rewards=jax.random.normal(kr, (BATCH,)),
-            next_observations=jax.random.normal(kn, (BATCH, OBS)),
-            terminals=(jnp.arange(BATCH) % 7 == 0).astype(jnp.float32),
-            timeouts=jnp.zeros((BATCH,)),
-        ))
-    return out
-
-
-def _torch_batch(b: Transitions):
-    t = lambda x: torch.as_tensor(np.asarray(x, np.float32))  # noqa: E731
-    col = lambda x: t(x).reshape(-1, 1)  # noqa: E731
-    return d3rlpy.torch_utility.TorchMiniBatch(
-        observations=t(b.observations), actions=t(b.actions), rewards=col(b.rewards),
-        next_observations=t(b.next_observations), next_actions=t(b.actions),
-        returns_to_go=col(b.rewards), terminals=col(b.terminals),
-        intervals=col(jnp.ones(BATCH)), device="cpu:0", numpy_batch=None,
-    )
 
 
 def _run_both(steps: int, **ours_cfg):
@@ -100,13 +68,13 @@ def _run_both(steps: int, **ours_cfg):
     p = _ours_from_torch(m)
     agent = agents.make_agent("iql", hidden_dims=HIDDEN, normalize_states=False,
                               actor_decay_steps=DECAY, **ours_cfg)
-    batches = _batches(steps)
+    batches = random_batches(3, steps, BATCH, OBS, ACT)
     state = agent.init(jax.random.key(0), batches[0])
     state = state.replace(actor_params=p["actor"], critic_params=p["critic"],
                           critic_target_params=p["target"], value_params=p["value"])
     update = jax.jit(agent.update)
     for b in batches:
-        algo.impl.update(_torch_batch(b), 0)
+        algo.impl.update(torch_minibatch(b), 0)
         state, _ = update(state, b, jax.random.key(1))
     theirs = _ours_from_torch(m)
     ours = {"actor": state.actor_params, "critic": state.critic_params,
@@ -116,10 +84,7 @@ def _run_both(steps: int, **ours_cfg):
         theirs["actor"]["params"].pop("log_std")
         ours["actor"] = {"params": dict(ours["actor"]["params"])}
         ours["actor"]["params"].pop("log_std")
-    gap = {k: max(float(jnp.max(jnp.abs(a - b))) for a, b in
-                  zip(jax.tree.leaves(ours[k]), jax.tree.leaves(theirs[k]), strict=True))
-           for k in ours}
-    return gap
+    return {k: max_abs_gap(ours[k], theirs[k]) for k in ours}
 
 
 def test_iql_update_equals_d3rlpy_with_its_choices():

@@ -13,11 +13,15 @@ targets and Adam. d3rlpy sums the twin-Q MSEs and so do we.
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
+from agents_testlib import (
+    dense_from_torch,
+    max_abs_gap,
+    random_batches,
+    torch_minibatch,
+)
 
 from privrl_jax import agents
-from privrl_jax.data import Transitions
 
 d3rlpy = pytest.importorskip("d3rlpy", reason="needs the peers extra (d3rlpy, torch)")
 torch = pytest.importorskip("torch", reason="needs the peers extra (d3rlpy, torch)")
@@ -25,54 +29,20 @@ torch = pytest.importorskip("torch", reason="needs the peers extra (d3rlpy, torc
 OBS, ACT, HIDDEN, BATCH = 3, 2, (32, 32), 64
 
 
-def _mlp(sd: dict, prefix: str) -> dict:
-    """torch Linear layers (weight [out, in]) -> our MLP's Dense params (kernel [in, out])."""
-    names = [f"{prefix}_encoder._layers.0", f"{prefix}_encoder._layers.2", f"{prefix}_fc"]
-    return {f"Dense_{i}": {"kernel": jnp.asarray(sd[n + ".weight"].numpy().T),
-                           "bias": jnp.asarray(sd[n + ".bias"].numpy())}
-            for i, n in enumerate(names)}
-
-
 def _params(m) -> dict:
     def sd(mod):
         return {k: v.detach() for k, v in mod.state_dict().items()}
 
     def critics(mod):
-        qs = [{"params": {"MLP_0": _mlp(sd(mod), f"{i}.")}} for i in range(2)]
+        qs = [{"params": {"MLP_0": dense_from_torch(sd(mod), f"{i}.", "_fc")}} for i in range(2)]
         return jax.tree.map(lambda *x: jnp.stack(x), *qs)
 
     return {
-        "actor": {"params": {"MLP_0": _mlp(sd(m.policy), "")}},
-        "actor_target": {"params": {"MLP_0": _mlp(sd(m.targ_policy), "")}},
+        "actor": {"params": {"MLP_0": dense_from_torch(sd(m.policy), "", "_fc")}},
+        "actor_target": {"params": {"MLP_0": dense_from_torch(sd(m.targ_policy), "", "_fc")}},
         "critic": critics(m.q_funcs),
         "critic_target": critics(m.targ_q_funcs),
     }
-
-
-def _batches(n: int) -> list[Transitions]:
-    out = []
-    for k in jax.random.split(jax.random.key(5), n):
-        ko, ka, kr, kn = jax.random.split(k, 4)
-        out.append(Transitions(
-            observations=jax.random.normal(ko, (BATCH, OBS)),
-            actions=jax.random.uniform(ka, (BATCH, ACT), minval=-1, maxval=1),
-            rewards=jax.random.normal(kr, (BATCH,)),
-            next_observations=jax.random.normal(kn, (BATCH, OBS)),
-            terminals=(jnp.arange(BATCH) % 7 == 0).astype(jnp.float32),
-            timeouts=jnp.zeros((BATCH,)),
-        ))
-    return out
-
-
-def _torch_batch(b: Transitions):
-    t = lambda x: torch.as_tensor(np.array(x, np.float32))  # noqa: E731
-    col = lambda x: t(x).reshape(-1, 1)  # noqa: E731
-    return d3rlpy.torch_utility.TorchMiniBatch(
-        observations=t(b.observations), actions=t(b.actions), rewards=col(b.rewards),
-        next_observations=t(b.next_observations), next_actions=t(b.actions),
-        returns_to_go=col(b.rewards), terminals=col(b.terminals),
-        intervals=col(jnp.ones(BATCH)), device="cpu:0", numpy_batch=None,
-    )
 
 
 def _run_both(steps: int, ours_alpha: float = 2.5) -> tuple[dict[str, float], float]:
@@ -89,23 +59,20 @@ def _run_both(steps: int, ours_alpha: float = 2.5) -> tuple[dict[str, float], fl
     p = _params(m)
     agent = agents.make_agent("td3bc", hidden_dims=HIDDEN, normalize_states=False,
                               policy_noise=0.0, alpha=ours_alpha)
-    batches = _batches(steps)
+    batches = random_batches(5, steps, BATCH, OBS, ACT)
     state = agent.init(jax.random.key(0), batches[0])
     state = state.replace(actor_params=p["actor"], actor_target_params=p["actor_target"],
                           critic_params=p["critic"], critic_target_params=p["critic_target"])
     update = jax.jit(agent.update)
     for t, b in enumerate(batches, start=1):
-        algo.impl.update(_torch_batch(b), t)
+        algo.impl.update(torch_minibatch(b), t)
         state, _ = update(state, b, jax.random.key(t))
     theirs = _params(m)
     ours = {"actor": state.actor_params, "actor_target": state.actor_target_params,
             "critic": state.critic_params, "critic_target": state.critic_target_params}
 
-    def gap(a, b):
-        return max(float(jnp.max(jnp.abs(x - y))) for x, y in
-                   zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
-
-    return {k: gap(ours[k], theirs[k]) for k in ours}, gap(theirs["actor"], p["actor"])
+    return ({k: max_abs_gap(ours[k], theirs[k]) for k in ours},
+            max_abs_gap(theirs["actor"], p["actor"]))
 
 
 def test_td3bc_update_equals_d3rlpy():
