@@ -159,6 +159,11 @@ def trajectory_dp_finetune(
 
     Shared by PrivORL-j (EDM loss) and the DP-Transformer baseline (Gaussian NLL): the plan's
     clipped sum over units ``[units, F, ...]`` with a fragment mask, Adam on the noisy mean, EMA.
+
+    The EMA decay of step t (from 0) is ``min(ema_decay, (1 + t) / (10 + t))``, the warm-up of
+    diffusers' ``EMAModel`` (docs/privorl_j.md): a trajectory-level run is short (tens of DP
+    steps at q = B / N trajectories), and a fixed 0.995 would release an EMA that is still ~80%
+    the pre-trained model, so the DP fine-tuning, and epsilon, would barely show in the release.
     """
     clip = plan.clipped_grad(item_loss, uses_key=uses_key, method=clip_method)
     tx = optax.adam(learning_rate)
@@ -169,7 +174,9 @@ def trajectory_dp_finetune(
     def update(state: SynthState, noisy_mean: PyTree) -> SynthState:
         updates, opt_state = tx.update(noisy_mean, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        return SynthState(params, ema_update(state.ema_params, params, ema_decay), opt_state, state.step + 1)
+        t = state.step.astype(jnp.float32)
+        decay = jnp.minimum(ema_decay, (1.0 + t) / (10.0 + t))
+        return SynthState(params, ema_update(state.ema_params, params, decay), opt_state, state.step + 1)
 
     return DPFinetune(tx, clip, init, update)
 
