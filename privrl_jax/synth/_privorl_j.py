@@ -160,9 +160,10 @@ def trajectory_dp_finetune(
     Shared by PrivORL-j (EDM loss) and the DP-Transformer baseline (Gaussian NLL): the plan's
     clipped sum over units ``[units, F, ...]`` with a fragment mask, Adam on the noisy mean, EMA.
 
-    The EMA decay of step t (from 0) is ``min(ema_decay, (1 + t) / (10 + t))``, the warm-up of
-    diffusers' ``EMAModel`` (docs/privorl_j.md): a trajectory-level run is short (tens of DP
-    steps at q = B / N trajectories), and a fixed 0.995 would release an EMA that is still ~80%
+    The EMA decay of step t (from 0) is ``min(ema_decay, (1 + t) / (10 + t))``, the ``num_updates``
+    warm-up of TensorFlow's ``ExponentialMovingAverage`` (docs/privorl_j.md): a trajectory-level
+    run is short (tens of DP steps at q = B / N trajectories), and a fixed 0.995 would release an
+    EMA that is still ~75%
     the pre-trained model, so the DP fine-tuning, and epsilon, would barely show in the release.
     """
     clip = plan.clipped_grad(item_loss, uses_key=uses_key, method=clip_method)
