@@ -17,9 +17,10 @@ and the JSON are rewritten after every run.
 
 Columns, mean ± std over seeds: TrajScore F1 (audit), the stitching gap (mean distance between a
 fragment's first state and the previous step's next state) at fragment boundaries and inside
-fragments, for the synthetic data and for the real sensitive data, fidelity (marginal,
-correlation), and the agents' normalised score on the synthetic data when ``--agents`` is given
-(default off, to fit the time). A second table sweeps the horizon H (``--horizons``) at eps = 10
+fragments, for the synthetic data and for the real sensitive data, the share of synthetic states in
+free cells of the sensitive maze (maze2d only: real data 1.0), fidelity (marginal, correlation),
+and the agents' normalised score on the synthetic data when ``--agents`` is given (default off,
+to fit the time; agents on the real sensitive data are trained once per seed, in its first run). A second table sweeps the horizon H (``--horizons``) at eps = 10
 for PrivORL-j; ``data.max_fragments`` is scaled so H * max_fragments stays that of the config.
 
     python benchmarks/privorl_j_results.py                              # smoke scale, seed 0
@@ -40,7 +41,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from privrl_jax import pipelines
+from privrl_jax import data, envs, pipelines
+from privrl_jax import eval as evaluation
 from privrl_jax.pipelines import privorl_j
 from privrl_jax.pipelines._config import to_dict
 
@@ -54,6 +56,14 @@ def _ms(values: list) -> str:
     if v.size == 0 or np.all(np.isnan(v)):
         return "n/a"
     return f"{np.nanmean(v):.3f} ± {np.nanstd(v):.3f}"
+
+
+def maze_free_cell_share(observations: np.ndarray, env_name: str) -> float | None:
+    """``eval.free_cell_share`` of the positions (observation dims 0-1, maze2d's x, y) in
+    ``env_name``'s wall grid; None for envs without one. Real umaze-v1 data give 1.0, the public
+    medium + large data 0.17: how far a synthesizer moved from its pre-training to the sensitive maze."""
+    walls = getattr(envs.make(env_name)[1], "walls", None)
+    return None if walls is None else evaluation.free_cell_share(np.asarray(observations)[:, :2], walls)
 
 
 def _reuse_pretrain(run_dir: Path, siblings, cfg) -> None:
@@ -103,11 +113,13 @@ def main() -> None:
     base_h, base_frags = base.data.horizon, base.data.max_fragments
     agents = "[" + ", ".join(args.agents) + "]"
 
-    def report(model: str, eps: float, seed: int, horizon: int | None = None) -> dict:
+    def report(model: str, eps: float, seed: int, horizon: int | None = None, real_agents: bool = False) -> dict:
         h = horizon or base_h
         tag = f"{model}_eps{eps:g}_H{h}_seed{seed}"
+        # The real sensitive data are the same for every model and epsilon of a seed: their agents
+        # are trained once per seed (in the seed's first run), not once per row.
         ov = [f"model.kind={MODELS[model]}", f"privacy.epsilon={eps}", f"seed={seed}", f"eval.agents={agents}",
-              *args.overrides]
+              *([f"eval.train_real_agents={str(real_agents).lower()}"] if args.agents else []), *args.overrides]
         if horizon is not None:
             ov += [f"data.horizon={h}", f"data.max_fragments={max(1, base_h * base_frags // h)}"]
         cfg = privorl_j.load(source, ov)
@@ -126,6 +138,10 @@ def main() -> None:
         print(f"[{tag}] {time.time() - t:.0f} s", flush=True)
         return rep
 
+    def in_maze(model: str, eps: float, seed: int, horizon: int) -> float | None:
+        syn = data.load_hdf5(Path(args.out) / f"{model}_eps{eps:g}_H{horizon}_seed{seed}" / "synthetic.hdf5")
+        return maze_free_cell_share(syn.observations, base.data.sensitive_env)
+
     def row(rep: dict, **keys) -> dict:
         audit = rep.get("audit", {})
         syn_st, real_st = rep["synthetic"]["stitching"], audit.get("real_stitching", {})
@@ -139,9 +155,11 @@ def main() -> None:
             "gap_inside": syn_st["inside_fragments"],
             "real_gap_boundary": real_st.get("at_fragment_boundaries"),
             "real_gap_inside": real_st.get("inside_fragments"),
+            "free_cell_share": in_maze(keys["model"], keys["epsilon"], keys["seed"], keys["horizon"]),
             "marginal": audit["fidelity"]["marginal"],
             "correlation": audit["fidelity"]["correlation"],
             "agent_score": {a: s.get("score_mean") for a, s in agents_syn.items()},
+            "agent_score_real": {a: s.get("score_mean") for a, s in audit.get("agents_real", {}).items()},
             "wall_time_s": rep["wall_time_s"],
         }
 
@@ -152,9 +170,9 @@ def main() -> None:
 
     def col_head() -> tuple[str, str]:
         head = ("| model | eps | H | seeds | eps spent (RDP) | TrajScore F1 | gap at boundaries | gap inside | "
-                "real gap at boundaries | real gap inside | marginal | correlation |"
+                "real gap at boundaries | real gap inside | in free cells | marginal | correlation |"
                 + "".join(f" {a} score |" for a in agent_cols))
-        return head, "|" + "---|" * (12 + len(agent_cols))
+        return head, "|" + "---|" * (13 + len(agent_cols))
 
     def table(rs: list[dict], keys: list[tuple]) -> str:
         head, sep = col_head()
@@ -170,7 +188,7 @@ def main() -> None:
             lines.append(
                 f"| {key[0]} | {key[1]:g} | {key[2]} | {len(g)} | {col('epsilon_spent')} | {col('trajscore_f1')} | "
                 f"{col('gap_boundary')} | {col('gap_inside')} | {col('real_gap_boundary')} | "
-                f"{col('real_gap_inside')} | {col('marginal')} | {col('correlation')} |"
+                f"{col('real_gap_inside')} | {col('free_cell_share')} | {col('marginal')} | {col('correlation')} |"
                 + "".join(f" {_ms([r['agent_score'].get(a) for r in g])} |" for a in agent_cols))
         return "\n".join(lines)
 
@@ -182,6 +200,12 @@ def main() -> None:
                 f"{NOTE}\n\n## PrivORL-j vs PrivORL-j-U vs DP-Transformer\n\n{main_t}\n")
         if sweep_t:
             text += f"\n## Horizon sweep (PrivORL-j, eps = 10)\n\n{sweep_t}\n"
+        real = [r for r in rows if r["agent_score_real"]]
+        if real:
+            text += ("\n## Agents trained on the real sensitive trajectories (audit, once per seed)\n\n"
+                     "| agent | seeds | normalised score |\n|---|---|---|\n"
+                     + "".join(f"| {a} | {len(real)} | {_ms([r['agent_score_real'].get(a) for r in real])} |\n"
+                               for a in agent_cols))
         if refs:
             text += ("\n## References: real sets scored as if released (TrajScore F1, each seed's encoder)\n\n"
                      "| set | seeds | TrajScore F1 |\n|---|---|---|\n"
@@ -197,9 +221,10 @@ def main() -> None:
         return text
 
     for seed in args.seeds:  # seed-major, then epsilon: an interrupted sweep has whole (seed, eps) tables
-        for eps in args.epsilons:
-            for model in args.models:
-                rows.append(row(report(model, eps, seed), model=model, epsilon=eps, seed=seed, horizon=base_h))
+        for i, eps in enumerate(args.epsilons):
+            for j, model in enumerate(args.models):
+                rep = report(model, eps, seed, real_agents=(i == 0 and j == 0))
+                rows.append(row(rep, model=model, epsilon=eps, seed=seed, horizon=base_h))
                 write()
         for h in args.horizons:
             rep = report("PrivORL-j", 10.0, seed, None if h == base_h else h)

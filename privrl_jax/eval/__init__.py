@@ -1,6 +1,6 @@
 """Evaluation: fidelity scores, membership inference, plots."""
 
-from privrl_jax.eval._fidelity import correlation_score, ks_statistics, marginal_score
+from privrl_jax.eval._fidelity import correlation_score, free_cell_share, ks_statistics, marginal_score
 from privrl_jax.eval._membership import (
     DEFAULT_MIA_SIGMAS,
     loss_threshold_attack,
@@ -22,6 +22,7 @@ __all__ = [
     "TrajEncoder",
     "correlation_score",
     "fit_trajectory_encoder",
+    "free_cell_share",
     "ks_statistics",
     "loss_threshold_attack",
     "marginal_score",

@@ -86,3 +86,17 @@ def test_spearman_is_rank_invariant_and_constant_columns_are_skipped():
 def test_validation(real, synthetic, match):
     with pytest.raises(ValueError, match=match):
         ev.marginal_score(real, synthetic)
+
+
+def test_free_cell_share_counts_positions_by_rounded_cell():
+    from privrl_jax import eval as evaluation
+    from privrl_jax.envs._maze import UMAZE, parse_layout
+
+    walls, _ = parse_layout(UMAZE)  # free cells: (1,1) (1,2) (1,3) (2,3) (3,1) (3,2) (3,3)
+    pos = np.array([[1.0, 1.0], [1.49, 2.2], [2.0, 3.4],  # free (rounding stays in the cell)
+                    [2.0, 1.0], [2.0, 2.0],  # walls in the U's middle
+                    [0.2, 1.0], [-1.0, 2.0], [9.0, 9.0]])  # border wall, outside the grid
+    assert evaluation.free_cell_share(pos, walls) == 3 / 8
+    assert evaluation.free_cell_share(pos[:3], walls) == 1.0
+    with pytest.raises(ValueError, match=r"positions \[N, 2\]"):
+        evaluation.free_cell_share(np.zeros((3, 4)), walls)
