@@ -26,8 +26,9 @@ from tqdm.auto import tqdm
 from privrl_jax import agents, data, diffusion, envs, privacy, synth
 from privrl_jax.pipelines._agent_train import make_run_agent
 from privrl_jax.pipelines._checkpoints import Checkpoints
+from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
-from privrl_jax.pipelines._rundir import atomic_write_text
+from privrl_jax.pipelines._rundir import atomic_write_text, refuse_other_run
 from privrl_jax.privacy import _distributed as dist
 from privrl_jax.synth._privorl_n import init_synth_state
 
@@ -64,6 +65,16 @@ def validate_data_sources(d: Any) -> None:
     for f in (*([d.sensitive_file] if d.sensitive_file else []), *d.public_files):
         if not Path(f).is_file():
             raise ValueError(f"data file {f} does not exist; give the path of a D4RL-format HDF5 file.")
+
+
+def begin_run(cfg: Any, run_dir: Path, topo: dist.Topology, method: str) -> dict[str, Any]:
+    """The resolved config, after process 0 has checked that ``run_dir`` is empty or holds this
+    run (only ``eval`` may change on a rerun) and the data sources exist; nothing is written yet."""
+    resolved = to_dict(cfg)
+    if topo.is_primary:  # process 0 checks and owns the directory
+        refuse_other_run(run_dir, resolved, method, mutable=("eval",))
+    validate_data_sources(cfg.data)
+    return resolved
 
 
 def dataset_id(d: Any, seed: int, collector: str = "") -> str:

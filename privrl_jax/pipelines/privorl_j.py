@@ -34,8 +34,6 @@ from privrl_jax import data, diffusion, envs, privacy, synth
 from privrl_jax import eval as evaluation
 from privrl_jax.pipelines import _synth_common as common
 from privrl_jax.pipelines._checkpoints import Checkpoints
-from privrl_jax.pipelines._config import to_dict
-from privrl_jax.privacy import _distributed as dist
 from privrl_jax.pipelines._privorl_j_config import (
     DataConfig,
     EvalConfig,
@@ -46,12 +44,9 @@ from privrl_jax.pipelines._privorl_j_config import (
     SynthesisConfig,
     load,
 )
-from privrl_jax.pipelines._rundir import (
-    atomic_write_text,
-    refuse_other_run,
-    run_in_dir,
-)
+from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
 from privrl_jax.pipelines._synth_common import NOT_PRIVATE_SEED  # noqa: F401 -- a name PrivORL-j always had
+from privrl_jax.privacy import _distributed as dist
 from privrl_jax.synth import _privorl_j as core
 
 __all__ = [
@@ -331,10 +326,7 @@ def run(cfg: PrivORLJConfig, run_dir: str | Path) -> dict[str, Any]:
 
 
 def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
-    resolved = to_dict(cfg)
-    if topo.is_primary:  # process 0 checks and owns the directory
-        refuse_other_run(run_dir, resolved, "PrivORL-j", mutable=("eval",))
-    common.validate_data_sources(cfg.data)
+    resolved = common.begin_run(cfg, run_dir, topo, "PrivORL-j")
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only
     d = cfg.data

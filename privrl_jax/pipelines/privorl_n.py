@@ -32,12 +32,11 @@ import numpy as np
 import yaml
 from tqdm.auto import tqdm
 
-from privrl_jax import data, diffusion, envs, eval as evaluation, privacy, synth
+from privrl_jax import data, diffusion, envs, privacy, synth
+from privrl_jax import eval as evaluation
 from privrl_jax.pipelines import _synth_common as common
 from privrl_jax.pipelines._checkpoints import Checkpoints
-from privrl_jax.privacy import _distributed as dist
 from privrl_jax.pipelines._config import to_dict
-from privrl_jax.pipelines._rundir import atomic_write_text, refuse_other_run, run_in_dir
 from privrl_jax.pipelines._privorl_n_config import (
     DataConfig,
     EvalConfig,
@@ -49,12 +48,13 @@ from privrl_jax.pipelines._privorl_n_config import (
     SynthesisConfig,
     load,
 )
+from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
 from privrl_jax.pipelines._synth_common import (  # noqa: F401 -- the names PrivORL-n always had
     AUDIT_NOTICE,
     NOT_PRIVATE_SEED,
-    agent_scores as _agent_scores,
     validate_data_sources,
 )
+from privrl_jax.privacy import _distributed as dist
 from privrl_jax.synth import _privorl_n as core
 
 __all__ = [
@@ -73,6 +73,8 @@ __all__ = [
 ]
 
 DP_STEP = "PrivORL-n DP-SGD step"
+# The agent protocol under the name benchmarks/agents_vs_d3rlpy.py cites.
+_agent_scores = common.agent_scores
 
 
 # ---------------------------------------------------------------------------------------- data
@@ -241,10 +243,7 @@ def _column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | N
 
 
 def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
-    resolved = to_dict(cfg)
-    if topo.is_primary:  # process 0 checks and owns the directory
-        refuse_other_run(run_dir, resolved, "PrivORL-n", mutable=("eval",))
-    validate_data_sources(cfg.data)
+    resolved = common.begin_run(cfg, run_dir, topo, "PrivORL-n")
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only: data split, pre-training, losses
 
