@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from privrl_jax import privacy
+from privrl_jax.pipelines import _synth_config
 from privrl_jax.pipelines._config import ConfigSource, load_config
+from privrl_jax.pipelines._synth_config import PrivacyConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -42,27 +43,20 @@ class ModelConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PretrainConfig:
+class PretrainConfig(_synth_config.PretrainConfig):
     """Non-private pre-training on public data (``steps = 0`` disables it: the DPDM ablation)."""
 
     steps: int = 4_000
     batch_size: int = 256
-    learning_rate: float = 3e-4
-    curiosity_rate: float = 0.3
     pool_size: int = 4_096
     steps_per_epoch: int = 1_000
-    chunk_steps: int = 250
-    num_sampling_steps: int = 16
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FinetuneConfig:
-    """DP-SGD fine-tuning on the sensitive data (paper: 5 epochs, C = 1, Opacus defaults)."""
+class FinetuneConfig(_synth_config.FinetuneConfig):
+    """DP-SGD fine-tuning on the sensitive transitions (paper: 5 epochs, C = 1, Opacus defaults)."""
 
-    epochs: float = 5.0
     batch_size: int = 256
-    learning_rate: float = 3e-4
-    l2_clip_norm: float = 1.0
     microbatch_size: int = 64
     num_noise: int = 1
     clip_method: str = "vmap"
@@ -72,26 +66,14 @@ class FinetuneConfig:
     # budget; the real Poisson batch is kept whole (dropping sampled rows would only waste budget).
     curiosity_rate: float = 0.0
 
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PrivacyConfig:
-    """Target (epsilon, delta); epsilon = inf trains without noise (the non-private ablation).
-
-    ``dataset_size`` declares N, the number of sensitive transitions, as a public quantity (the
-    sampling rate and the normaliser depend on it). Left empty, N is read from the data and the
-    report records that it was treated as public, as Opacus and jax_privacy do.
-
-    ``noise_seed`` fixes the DP noise and the batches for tests and exact reproduction. Anyone who
-    reads it can recompute the noise, so such a run is NOT private and its report says so. Left
-    empty (the default), the secret comes from the OS's entropy source and lives only in the
-    checkpoints.
-    """
-
-    epsilon: float = 10.0
-    delta: float = 1e-6
-    accountant: str = "rdp"
-    dataset_size: int | None = None
-    noise_seed: int | None = None
+    def __post_init__(self):
+        if self.batch_size % self.microbatch_size:
+            raise ValueError(
+                f"finetune.microbatch_size={self.microbatch_size} should divide finetune.batch_size="
+                f"{self.batch_size} so a typical Poisson batch fills whole microbatches."
+            )
+        _synth_config.check_rate("finetune.curiosity_rate", self.curiosity_rate)
+        _synth_config.check_one_of("finetune.clip_method", self.clip_method, ("vmap", "ghost"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -104,43 +86,27 @@ class SynthesisConfig:
     # as the env would clip them. An empty list leaves them as sampled.
     action_bounds: tuple[float, ...] = (-1.0, 1.0)
 
+    def __post_init__(self):
+        _synth_config.check_action_bounds(self.action_bounds)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class EvalConfig:
-    """How the release is audited.
+class EvalConfig(_synth_config.EvalConfig):
+    """How the release is audited: the agents of the shared `EvalConfig`; the audit's
+    membership-inference attack on ``mia_size`` members and non-members, and its plots."""
 
-    Agent scores follow Fujimoto & Gu (TD3+BC, NeurIPS 2021, Sec. 5): the average normalised score
-    of the final evaluations over several training seeds. Here a policy is evaluated after each of
-    the last ``final_evals`` chunks of ``agent_chunk`` updates; those scores are averaged per seed,
-    then over ``agent_seeds`` seeds. One final evaluation of one seed swings by tens of points on
-    maze2d, which would drown the synthetic-vs-real comparison.
-
-    ``backend`` is where the agents are scored: ``jax`` (the JAX env) or ``mujoco``
-    (D4RL's real MuJoCo point maze, for a ``maze2d-*-v1`` sensitive env;
-    ``pip install -e ".[mujoco]"``).
-    """
-
-    agents: tuple[str, ...] = ("td3bc",)
-    agent_updates: int = 10_000
-    agent_chunk: int = 1_000
-    agent_seeds: int = 1
-    final_evals: int = 1
-    eval_episodes: int = 50
-    train_real_agents: bool = True
     mia: bool = True
     mia_size: int = 1_000
     plots: bool = True
     backend: str = "jax"
 
     def __post_init__(self):
-        if self.backend not in ("jax", "mujoco"):
-            raise ValueError(
-                f"eval.backend={self.backend!r}: expected one of ['jax', 'mujoco']"
-            )
+        _synth_config.check_eval_backend(self.backend)
+        super().__post_init__()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrivORLNConfig:
+class PrivORLNConfig(_synth_config.SynthPipelineConfig):
     """Everything a PrivORL-n run needs; the YAML files shipped in ``privrl_jax/configs/privorl_n/``
     load into it (by name, e.g. ``load("privorl_n/quickstart")``)."""
 
@@ -149,49 +115,9 @@ class PrivORLNConfig:
     model: ModelConfig = ModelConfig()
     pretrain: PretrainConfig = PretrainConfig()
     finetune: FinetuneConfig = FinetuneConfig()
-    privacy: PrivacyConfig = PrivacyConfig()
+    privacy: PrivacyConfig = PrivacyConfig()  # noqa: RUF009 -- frozen: one shared default is safe
     synthesis: SynthesisConfig = SynthesisConfig()
     eval: EvalConfig = EvalConfig()
-
-    def __post_init__(self):
-        p, f = self.privacy, self.finetune
-        if not p.epsilon > 0:
-            raise ValueError(f"privacy.epsilon must be > 0 (inf for no DP); got {p.epsilon}.")
-        privacy.validate_delta(p.delta)
-        if f.batch_size % f.microbatch_size:
-            raise ValueError(
-                f"finetune.microbatch_size={f.microbatch_size} should divide finetune.batch_size="
-                f"{f.batch_size} so a typical Poisson batch fills whole microbatches."
-            )
-        for name, rate in (("pretrain", self.pretrain.curiosity_rate), ("finetune", f.curiosity_rate)):
-            if not 0 <= rate <= 1:
-                raise ValueError(f"{name}.curiosity_rate must be in [0, 1]; got {rate}.")
-        if self.pretrain.steps % self.pretrain.chunk_steps or self.pretrain.steps_per_epoch % self.pretrain.chunk_steps:
-            raise ValueError("pretrain.steps and pretrain.steps_per_epoch must be multiples of pretrain.chunk_steps.")
-        # Lazy: envs pulls in jax, which loading a config does not need otherwise.
-        from privrl_jax.envs import check_eval_backend
-
-        check_eval_backend(
-            self.eval.backend, self.data.sensitive_env, key="eval.backend"
-        )
-        if self.eval.agent_updates % self.eval.agent_chunk:
-            raise ValueError("eval.agent_updates must be a multiple of eval.agent_chunk.")
-        if self.eval.agent_seeds < 1:
-            raise ValueError(f"eval.agent_seeds={self.eval.agent_seeds}: expected >= 1.")
-        if not 1 <= self.eval.final_evals <= self.eval.agent_updates // self.eval.agent_chunk:
-            raise ValueError(
-                f"eval.final_evals={self.eval.final_evals}: expected between 1 and "
-                "eval.agent_updates / eval.agent_chunk (the number of chunks)."
-            )
-        bounds = self.synthesis.action_bounds
-        if bounds and (len(bounds) != 2 or not bounds[0] < bounds[1]):
-            raise ValueError(f"synthesis.action_bounds must be [low, high] with low < high, or []; got {list(bounds)}.")
-        if p.accountant not in ("rdp", "pld"):
-            raise ValueError(f"privacy.accountant must be 'rdp' or 'pld'; got {p.accountant!r}.")
-        if p.dataset_size is not None and p.dataset_size < 2:
-            raise ValueError(f"privacy.dataset_size must be an int >= 2 or empty; got {p.dataset_size}.")
-        if f.clip_method not in ("vmap", "ghost"):
-            raise ValueError(f"finetune.clip_method must be 'vmap' or 'ghost'; got {f.clip_method!r}.")
 
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> PrivORLNConfig:

@@ -19,8 +19,6 @@ The normaliser is fitted on public data only; ``max_fragments`` and ``horizon`` 
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,16 +27,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import yaml
 from tqdm.auto import tqdm
 
 from privrl_jax import data, diffusion, envs, privacy, synth
 from privrl_jax import eval as evaluation
+from privrl_jax.pipelines import _synth_common as common
 from privrl_jax.pipelines._checkpoints import Checkpoints
-from privrl_jax.pipelines._config import to_dict
-from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
-from privrl_jax.privacy import _distributed as dist
 from privrl_jax.pipelines._privorl_j_config import (
     DataConfig,
     EvalConfig,
@@ -49,20 +44,10 @@ from privrl_jax.pipelines._privorl_j_config import (
     SynthesisConfig,
     load,
 )
-from privrl_jax.pipelines._rundir import (
-    atomic_write_text,
-    refuse_other_run,
-    run_in_dir,
-)
-from privrl_jax.pipelines.privorl_n import (
-    AUDIT_NOTICE,
-    _agent_scores,
-    _score_text,
-    _sigma_text,
-    validate_data_sources,
-)
+from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
+from privrl_jax.pipelines._synth_common import NOT_PRIVATE_SEED  # noqa: F401 -- a name PrivORL-j always had
+from privrl_jax.privacy import _distributed as dist
 from privrl_jax.synth import _privorl_j as core
-from privrl_jax.synth._privorl_n import init_synth_state
 
 __all__ = [
     "DataConfig",
@@ -80,10 +65,6 @@ __all__ = [
 ]
 
 DP_STEP = "PrivORL-j DP-SGD step (one unit = one trajectory)"
-NOT_PRIVATE_SEED = (
-    "NOT PRIVATE: privacy.noise_seed is set, so anyone who reads config.yaml can recompute the DP "
-    "noise and the batches. Use this run for tests and reproduction only."
-)
 
 
 # ---------------------------------------------------------------------------------------- data
@@ -117,12 +98,7 @@ def _load(cfg: PrivORLJConfig) -> tuple[data.Trajectories, data.Trajectories, da
 
 
 def _dataset_id(cfg: PrivORLJConfig) -> str:
-    """Names the sensitive dataset by its source, never by a hash of its contents (contract 5)."""
-    d = cfg.data
-    if d.sensitive_file:
-        return f"file:{Path(d.sensitive_file).resolve()}"
-    return (f"collected:{d.sensitive_env}:seed={cfg.seed}:size={d.sensitive_size}:noise={d.action_noise}"
-            f":num_envs={d.num_envs}")
+    return common.dataset_id(cfg.data, cfg.seed, f":num_envs={cfg.data.num_envs}")
 
 
 def _encode_steps(frags: data.Fragments, layout, norm) -> tuple[np.ndarray, np.ndarray]:
@@ -217,75 +193,35 @@ def _make_synth(cfg: PrivORLJConfig, key, obs_dim: int, act_dim: int, dim: int) 
 
 
 def _pretrain(cfg, model: _Synth, rows, ckpt: Checkpoints, key):
+    """Curiosity pre-training on public fragment rows (resumed from ``ckpt``); returns the SynthState."""
     pc = cfg.pretrain
-    tx = optax.adam(optax.cosine_decay_schedule(pc.learning_rate, pc.steps))
-    chunk = model.pretrain_chunk(tx)
-    width = rows.shape[1]
-    tree = {"state": init_synth_state(model.params, tx), "rnd": synth.init_rnd(jax.random.fold_in(key, 1), width),
-            "pool": jnp.zeros((pc.pool_size, width)), "scores": jnp.zeros(pc.pool_size)}
-    start = 0
-    latest = ckpt.latest()
-    if latest is not None:
-        tree, start = ckpt.restore(latest, tree), latest
-    rows_dev = jnp.asarray(rows)
-    with tqdm(total=pc.steps, initial=start, desc="pre-train (public fragments)", unit="step") as bar:
-        for s in range(start, pc.steps, pc.chunk_steps):
-            if model.sample_pool is not None and s % pc.steps_per_epoch == 0:
-                k = jax.random.fold_in(key, 10_000 + s)
-                cond = rows_dev[jax.random.randint(k, (pc.pool_size,), 0, rows_dev.shape[0])]
-                pool = model.sample_pool(jax.random.fold_in(k, 1), tree["state"].ema_params, cond)
-                tree = {**tree, "pool": pool, "scores": synth.curiosity_score(tree["rnd"], pool)}
-            st, rnd, m = chunk(tree["state"], tree["rnd"], rows_dev, tree["pool"], tree["scores"],
-                               jax.random.fold_in(key, s))
-            tree = {**tree, "state": st, "rnd": rnd}
-            ckpt.save(s + pc.chunk_steps, tree)
-            bar.update(pc.chunk_steps)
-            bar.set_postfix(loss=f"{float(m.loss):.3f}")
-    return tree["state"]
+    sample_pool = None
+    if model.sample_pool is not None:
+        def sample_pool(k, ema_params, rows_dev):  # a pool conditioned on random real public links
+            cond = rows_dev[jax.random.randint(k, (pc.pool_size,), 0, rows_dev.shape[0])]
+            return model.sample_pool(jax.random.fold_in(k, 1), ema_params, cond)
+
+    return common.pretrain(pc, model.pretrain_chunk, model.params, rows, ckpt, key, sample_pool=sample_pool,
+                           desc="pre-train (public fragments)")
 
 
 def make_plan(cfg: PrivORLJConfig, num_trajectories: int) -> privacy.DPPlan:
     """PrivORL-j's plan: Poisson over trajectories, q = batch / N trajectories, steps =
     ceil(epochs / q), C, sigma calibrated for (epsilon, delta) at trajectory level."""
-    fc, pc = cfg.finetune, cfg.privacy
-    q = min(1.0, fc.batch_size / num_trajectories)
-    sampler = privacy.PoissonSampler(dataset_size=num_trajectories, sampling_rate=q,
-                                     microbatch_size=fc.microbatch_size)
-    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=fc.l2_clip_norm, steps=max(1, math.ceil(fc.epochs / q)))
-    return plan.calibrate(pc.epsilon, pc.delta, pc.accountant)
+    return common.make_plan(cfg, num_trajectories)
 
 
 def _finetune(cfg, model: _Synth, pre_params, items, run_dir: Path, ledger, key, topo: dist.Topology):
-    fc, pc = cfg.finetune, cfg.privacy
-    n = items["x"].shape[0]
-    plan = make_plan(cfg, n)
+    """Trajectory-level DP-SGD: one unit = one trajectory, its fragments the unit's items."""
+    plan = make_plan(cfg, items["x"].shape[0])
     fns = model.finetune(plan)
-    secret = DPSecret.fresh() if pc.noise_seed is None else DPSecret.from_seed(pc.noise_seed)
-    item_mask = jnp.asarray(items["step_mask"][:, :, 0])
-
-    def update(tree, noisy_mean):
-        return {**tree, "state": fns.update(tree["state"], noisy_mean)}
-
-    tree, secret = run_dp_loop(
-        plan, fns.clip, DPProgram(lambda t: t["state"].params, update), {"state": fns.init(pre_params)},
-        topo.local_block({k: jnp.asarray(v) for k, v in items.items()}), item_mask=topo.local_block(item_mask),
-        ckpt=Checkpoints(run_dir / "checkpoints" / "dp"), ledger=ledger, what=DP_STEP, secret=secret,
-        loss_key=jax.random.fold_in(key, 3), checkpoint_every=fc.checkpoint_every,
-        accountant=pc.accountant, desc=f"DP fine-tune {model.name} (eps={pc.epsilon:g}, trajectories)",
-        divergence_hint="lower finetune.learning_rate or finetune.l2_clip_norm, or raise finetune.batch_size",
-        topology=topo,
-    )
-    info = {
-        **plan.describe(),
-        "unit": "trajectory",
-        "noise_multiplier": plan.noise_multipliers[0],
-        "clip_method": fc.clip_method,
-        "private": plan.private and not secret.fixed,
-        "noise_secret": "fixed by privacy.noise_seed (not private)" if secret.fixed
-        else "drawn from os.urandom; stored only in checkpoints/",
-        "dataset_size_source": "privacy.dataset_size (declared)" if pc.dataset_size is not None
-        else "number of sensitive trajectories, read from the data and treated as public",
-    }
+    tree, secret = common.run_finetune(
+        cfg, plan, fns, {"state": fns.init(pre_params)}, {k: jnp.asarray(v) for k, v in items.items()},
+        run_dir=run_dir, ledger=ledger, key=key, topo=topo, what=DP_STEP,
+        desc=f"DP fine-tune {model.name} (eps={cfg.privacy.epsilon:g}, trajectories)",
+        item_mask=jnp.asarray(items["step_mask"][:, :, 0]))
+    info = common.dp_info(plan, secret, cfg.privacy, unit="trajectory", clip_method=cfg.finetune.clip_method,
+                          size_source="number of sensitive trajectories, read from the data and treated as public")
     return tree["state"], info
 
 
@@ -364,10 +300,8 @@ def reference_scores(cfg: PrivORLJConfig) -> dict[str, Any]:
     """
     public, sensitive, holdout = _load(cfg)
     obs_dim, act_dim = public[0].observations.shape[-1], public[0].actions.shape[-1]
-    layout = diffusion.TransitionLayout(obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=cfg.model.next_obs_delta)
     pub_t = _transitions_of(public)
-    pub_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, pub_t), layout))
-    norm = diffusion.fit_normaliser_on_public(pub_flat, one_hot_mask=layout.one_hot_mask())
+    layout, _, norm = common.public_encoding(cfg, pub_t, obs_dim, act_dim)
     h = cfg.data.horizon
     pub_w = _windows(pub_t, layout, norm, h)
     real_w = _windows(_transitions_of(sensitive), layout, norm, h)
@@ -392,42 +326,26 @@ def run(cfg: PrivORLJConfig, run_dir: str | Path) -> dict[str, Any]:
 
 
 def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
-    resolved = to_dict(cfg)
-    cfg_file = run_dir / "config.yaml"
-    if topo.is_primary:  # process 0 checks and owns the directory
-        refuse_other_run(run_dir, resolved, "PrivORL-j", mutable=("eval",))
-    validate_data_sources(cfg.data)
+    resolved = common.begin_run(cfg, run_dir, topo, "PrivORL-j")
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only
     d = cfg.data
 
     public, sensitive, _holdout = _load(cfg)  # the holdout is kept out of training (no MIA yet)
     n = len(sensitive)
-    if cfg.privacy.dataset_size is not None and cfg.privacy.dataset_size != n:
-        raise ValueError(f"privacy.dataset_size={cfg.privacy.dataset_size} is declared, but the sensitive "
-                         f"data hold {n} trajectories (after the holdout); declare that or leave it empty.")
-    if cfg.finetune.batch_size > n:
-        raise ValueError(f"finetune.batch_size={cfg.finetune.batch_size} exceeds the {n} sensitive "
-                         "trajectories (q would exceed 1); lower finetune.batch_size.")
-    obs_dim, act_dim = public[0].observations.shape[-1], public[0].actions.shape[-1]
-    if sensitive.observations.shape[-1] != obs_dim or sensitive.actions.shape[-1] != act_dim:
-        raise ValueError("public and sensitive data must have the same observation and action dimensions.")
+    common.check_units(cfg, n, "trajectories", f"{d.holdout_trajectories}-trajectory holdout")
+    obs_dim, act_dim = common.check_same_dims(public[0], sensitive)
     if topo.is_primary:
-        atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False))
 
-    layout = diffusion.TransitionLayout(obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=cfg.model.next_obs_delta)
     pub_t = _transitions_of(public)
-    pub_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, pub_t), layout))
-    norm = diffusion.fit_normaliser_on_public(pub_flat, one_hot_mask=layout.one_hot_mask())  # contract 5
+    layout, pub_flat, norm = common.public_encoding(cfg, pub_t, obs_dim, act_dim)
     dim = pub_flat.shape[1]
     rows = _public_rows(public, cfg, layout, norm)
     frags = data.trajectories_to_fragments(sensitive, horizon=d.horizon, max_fragments=d.max_fragments)
     items = _items(frags, layout, norm)
 
-    syn_file = run_dir / "synthetic.hdf5"
-    ledger = privacy.Ledger.open(run_dir, dataset_id=_dataset_id(cfg), dataset_size=n,
-                                 target_epsilon=cfg.privacy.epsilon, target_delta=cfg.privacy.delta,
-                                 artifacts=[run_dir / "checkpoints" / "dp", syn_file]) if topo.is_primary else None
+    ledger = common.open_ledger(cfg, run_dir, _dataset_id(cfg), n, topo)
     model = _make_synth(cfg, jax.random.fold_in(key, 0), obs_dim, act_dim, dim)
     params = model.params
     if cfg.pretrain.steps > 0:
@@ -438,40 +356,21 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
     if not topo.is_primary:
         return {"process_id": topo.process_id}
 
-    if syn_file.exists():
-        ledger.require_head(str(data.read_hdf5_metadata(syn_file).get("ledger_head", "")), f"the release {syn_file}")
-        synthetic = jax.tree_util.tree_map(np.asarray, data.load_hdf5(syn_file))
-    else:
-        synthetic = _synthesize(cfg, model, state.ema_params, layout, norm, jax.random.fold_in(key, 300))
-        data.save_hdf5(syn_file, synthetic, metadata={
-            "generator": model.name, "epsilon": cfg.privacy.epsilon, "delta": cfg.privacy.delta,
-            "private": dp_info["private"], "ledger_head": ledger.head, "horizon": d.horizon,
-        })
+    synthetic = common.release(
+        cfg, run_dir, ledger,
+        lambda: _synthesize(cfg, model, state.ema_params, layout, norm, jax.random.fold_in(key, 300)),
+        generator=model.name, private=dp_info["private"], horizon=d.horizon)
     _, syn_lengths = data.episode_boundaries(synthetic)
-    report: dict[str, Any] = {
-        "config": resolved,
-        "finetune": dp_info,
-        "privacy": ledger.report(),
-        "synthetic": {"num_trajectories": len(syn_lengths), "num_transitions": len(synthetic),
-                      "mean_length": float(np.mean(syn_lengths)),
-                      "stitching": stitching_gaps(synthetic, d.horizon)},
-        "release": {"publishable": ["synthetic.hdf5", "ledger.json", "report.json", "config.yaml"],
-                    "never_publish": ["audit/", "checkpoints/"]},
-    }
-    if not dp_info["private"]:
-        report["warning"] = NOT_PRIVATE_SEED if cfg.privacy.noise_seed is not None else (
-            "NOT PRIVATE: privacy.epsilon = inf trains without noise.")
+    report = common.release_report(cfg, resolved, dp_info, ledger, synthetic={
+        "num_trajectories": len(syn_lengths), "num_transitions": len(synthetic),
+        "mean_length": float(np.mean(syn_lengths)), "stitching": stitching_gaps(synthetic, d.horizon)})
     if cfg.eval.agents:
-        report["agents_synthetic"] = _agent_scores(cfg, synthetic, jax.random.fold_in(key, 400))
+        report["agents_synthetic"] = common.agent_scores(cfg, synthetic, jax.random.fold_in(key, 400))
 
-    audit_dir = run_dir / "audit"
-    audit_dir.mkdir(exist_ok=True)
-    atomic_write_text(audit_dir / "NOT_DP_README.txt", AUDIT_NOTICE)
+    _, audit = common.open_audit(run_dir)
     real = _transitions_of(sensitive)
-    real_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, real), layout))
-    syn_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, synthetic), layout))
-    audit: dict[str, Any] = {
-        "notice": AUDIT_NOTICE.strip(),
+    real_flat, syn_flat = common.encode(real, layout), common.encode(synthetic, layout)
+    audit |= {
         "fidelity": {"marginal": evaluation.marginal_score(real_flat, syn_flat),
                      "correlation": evaluation.correlation_score(real_flat, syn_flat)},
         "real_stitching": stitching_gaps(real, d.horizon),
@@ -487,59 +386,31 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
         else:
             audit["trajscore"] = {"f1": None, "note": f"no trajectory of {d.horizon} steps in one of the sets"}
     if cfg.eval.agents and cfg.eval.train_real_agents:
-        audit["agents_real"] = _agent_scores(cfg, real, jax.random.fold_in(key, 400))
-    report["wall_time_s"] = time.time() - t0
-    atomic_write_text(run_dir / "report.json", json.dumps(report, indent=2, default=float))
-    atomic_write_text(audit_dir / "audit.json", json.dumps(audit, indent=2, default=float))
-    report["audit"] = audit
-    atomic_write_text(run_dir / "report.md", render_markdown(report))
-    return report
+        audit["agents_real"] = common.agent_scores(cfg, real, jax.random.fold_in(key, 400))
+    return common.write_reports(run_dir, report, audit, t0, render_markdown)
 
 
 def render_markdown(report: dict[str, Any]) -> str:
     """A short human-readable summary of a PrivORL-j report."""
-    p, fin, audit = report["privacy"], report["finetune"], report.get("audit", {})
-    budget = p["budget"]
-    eps_rdp = p.get("rdp", {}).get("epsilon")
-    eps_pld = p.get("pld", {}).get("epsilon")
-    fmt = lambda e: "n/a" if e is None else f"{e:.3f}"
+    audit = report.get("audit", {})
     syn = report["synthetic"]
-    lines = ["# PrivORL-j report (unit of privacy: one trajectory)", ""]
-    if "warning" in report:
-        lines += [f"**{report['warning']}**", ""]
-    if p.get("over_budget"):
-        lines += ["**OVER BUDGET: the ledger records more than the budget's epsilon.**", ""]
+    lines = common.markdown_head(report, "# PrivORL-j report (unit of privacy: one trajectory)", " (trajectories)")
     lines += [
-        "| quantity | value |",
-        "|---|---|",
-        f"| budget (epsilon, delta) | ({budget['epsilon']:g}, {budget['delta']:g}) |",
-        f"| epsilon spent (RDP / PLD) | {fmt(eps_rdp)} / {fmt(eps_pld)} |",
-        f"| DP steps, noise multiplier, q (trajectories) | {fin['steps']}, {_sigma_text(fin['noise_multiplier'])}, {fin['sampling_rate']:.4f} |",
         f"| synthetic trajectories / transitions / mean length | {syn['num_trajectories']} / {syn['num_transitions']} / {syn['mean_length']:.1f} |",
         f"| stitching gap, synthetic: at fragment boundaries / inside fragments | {syn['stitching']['at_fragment_boundaries']:.4f} / {syn['stitching']['inside_fragments']:.4f} |",
     ]
     if "real_stitching" in audit:
         rs = audit["real_stitching"]
         lines.append(f"| stitching gap, real (audit) | {rs['at_fragment_boundaries']:.4f} / {rs['inside_fragments']:.4f} |")
-    for name, res in report.get("agents_synthetic", {}).items():
-        real = audit.get("agents_real", {}).get(name, {})
-        seeds = len(res.get("per_seed", [])) or 1
-        lines.append(f"| {name} normalised score: synthetic / real (audit) | {_score_text(res, seeds)} / "
-                     f"{_score_text(real, seeds) if real else 'not trained'} |")
+    lines += common.agent_rows(report, describe_seeds=False)
     if audit.get("trajscore", {}).get("f1") is not None:
         ts = audit["trajscore"]
         lines.append(f"| TrajScore (audit): F1 / precision / recall | {ts['f1']:.3f} / {ts['precision']:.3f} / {ts['recall']:.3f} |")
     if "fidelity" in audit:
         fid = audit["fidelity"]
         lines.append(f"| fidelity (audit): marginal / correlation | {fid['marginal']:.3f} / {fid['correlation']:.3f} |")
-    lines += [
-        "",
-        "**Release** (may be published): `synthetic.hdf5`, `ledger.json`, `report.json`, `config.yaml`.",
-        "",
-        "**Audit** (`audit/`, NOT differentially private, never publish). `checkpoints/` hold the secret "
-        "noise key: never publish them.",
-        "",
-        f"Wall time: {report['wall_time_s']:.0f} s.",
-        "",
-    ]
-    return "\n".join(lines)
+    return common.markdown_tail(
+        lines, report,
+        release="**Release** (may be published): `synthetic.hdf5`, `ledger.json`, `report.json`, `config.yaml`.",
+        audit=("**Audit** (`audit/`, NOT differentially private, never publish). `checkpoints/` hold the secret "
+               "noise key: never publish them."))

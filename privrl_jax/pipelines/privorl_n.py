@@ -22,8 +22,6 @@ on synthetic data normalises with synthetic statistics.
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -31,17 +29,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import yaml
 from tqdm.auto import tqdm
 
-from privrl_jax import agents, data, diffusion, envs, eval as evaluation, privacy, synth
-from privrl_jax.pipelines._agent_train import make_run_agent
+from privrl_jax import data, diffusion, envs, privacy, synth
+from privrl_jax import eval as evaluation
+from privrl_jax.pipelines import _synth_common as common
 from privrl_jax.pipelines._checkpoints import Checkpoints
-from privrl_jax.privacy import _distributed as dist
 from privrl_jax.pipelines._config import to_dict
-from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
-from privrl_jax.pipelines._rundir import atomic_write_text, refuse_other_run, run_in_dir
 from privrl_jax.pipelines._privorl_n_config import (
     DataConfig,
     EvalConfig,
@@ -53,6 +48,13 @@ from privrl_jax.pipelines._privorl_n_config import (
     SynthesisConfig,
     load,
 )
+from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
+from privrl_jax.pipelines._synth_common import (  # noqa: F401 -- the names PrivORL-n always had
+    AUDIT_NOTICE,
+    NOT_PRIVATE_SEED,
+    validate_data_sources,
+)
+from privrl_jax.privacy import _distributed as dist
 from privrl_jax.synth import _privorl_n as core
 
 __all__ = [
@@ -71,16 +73,8 @@ __all__ = [
 ]
 
 DP_STEP = "PrivORL-n DP-SGD step"
-NOT_PRIVATE_SEED = (
-    "NOT PRIVATE: privacy.noise_seed is set, so anyone who reads config.yaml can recompute the DP "
-    "noise and the batches. Use this run for tests and reproduction only."
-)
-AUDIT_NOTICE = (
-    "NOT DIFFERENTIALLY PRIVATE. Everything in this folder was computed from the sensitive data "
-    "without a DP mechanism (fidelity against sensitive rows, agents trained on real data, the "
-    "membership-inference attack, plots of real rows). It audits the release for the data owner; "
-    "never publish it.\n"
-)
+# The agent protocol under the name benchmarks/agents_vs_d3rlpy.py cites.
+_agent_scores = common.agent_scores
 
 
 # ---------------------------------------------------------------------------------------- data
@@ -112,71 +106,35 @@ def _load_or_collect(cfg: PrivORLNConfig) -> tuple[data.Transitions, data.Transi
 
 
 def _dataset_id(cfg: PrivORLNConfig) -> str:
-    """Names the sensitive dataset by its source, never by a hash of its contents.
-
-    A content hash is a deterministic function of the private data: published with a report it would
-    let anyone test a guessed dataset, outside any DP mechanism (docs/design.md, contract 5).
-    """
-    d = cfg.data
-    if d.sensitive_file:
-        return f"file:{Path(d.sensitive_file).resolve()}"
-    return f"collected:{d.sensitive_env}:seed={cfg.seed}:size={d.sensitive_size}:noise={d.action_noise}"
+    return common.dataset_id(cfg.data, cfg.seed)
 
 
 # ---------------------------------------------------------------------------------------- pre-training
-def _pretrain(cfg, denoise, params, public_x, ckpt: Checkpoints, key, dim):
-    """Curiosity-driven pre-training on public data (resumed from ``ckpt``); returns the SynthState."""
+def _pretrain(cfg, denoise, params, public_x, ckpt, key, dim):
+    """Curiosity-driven pre-training on public transitions (resumed from ``ckpt``); returns the SynthState."""
     pc = cfg.pretrain
-    # Cosine decay to 0: on a 2-D mixture it took the trained EDM's KS from 0.12 to 0.02.
-    tx = optax.adam(optax.cosine_decay_schedule(pc.learning_rate, pc.steps))
-    chunk = core.make_pretrain_chunk(
-        denoise,
-        tx,
-        batch_size=pc.batch_size,
-        chunk_steps=pc.chunk_steps,
-        ema_decay=cfg.synthesis.ema_decay,
-        curiosity_rate=pc.curiosity_rate,
+
+    def sample_pool(k, ema_params, _rows):  # unconditional: a pool of fresh transitions
+        return diffusion.edm_sample(k, denoise, ema_params, num_samples=pc.pool_size, dim=dim,
+                                    num_steps=pc.num_sampling_steps)
+
+    return common.pretrain(
+        pc, lambda tx: core.make_pretrain_chunk(denoise, tx, batch_size=pc.batch_size, chunk_steps=pc.chunk_steps,
+                                                ema_decay=cfg.synthesis.ema_decay, curiosity_rate=pc.curiosity_rate),
+        params, public_x, ckpt, key, sample_pool=sample_pool if pc.curiosity_rate > 0 else None,
+        desc="pre-train (public)",
     )
-    state = core.init_synth_state(params, tx)
-    rnd = synth.init_rnd(jax.random.fold_in(key, 1), dim)
-    tree = {"state": state, "rnd": rnd, "pool": jnp.zeros((pc.pool_size, dim)), "scores": jnp.zeros(pc.pool_size)}
-    start = 0
-    latest = ckpt.latest()
-    if latest is not None:
-        tree, start = ckpt.restore(latest, tree), latest
-    data_dev = jnp.asarray(public_x)
-    with tqdm(total=pc.steps, initial=start, desc="pre-train (public)", unit="step") as bar:
-        for s in range(start, pc.steps, pc.chunk_steps):
-            if pc.curiosity_rate > 0 and s % pc.steps_per_epoch == 0:
-                pool = diffusion.edm_sample(
-                    jax.random.fold_in(key, 10_000 + s), denoise, tree["state"].ema_params,
-                    num_samples=pc.pool_size, dim=dim, num_steps=pc.num_sampling_steps,
-                )
-                tree = {**tree, "pool": pool, "scores": synth.curiosity_score(tree["rnd"], pool)}
-            st, rnd, m = chunk(tree["state"], tree["rnd"], data_dev, tree["pool"], tree["scores"], jax.random.fold_in(key, s))
-            tree = {**tree, "state": st, "rnd": rnd}
-            ckpt.save(s + pc.chunk_steps, tree)
-            bar.update(pc.chunk_steps)
-            bar.set_postfix(loss=f"{float(m.loss):.3f}")
-    return tree["state"]
 
 
 # ---------------------------------------------------------------------------------------- DP fine-tuning
 def make_plan(cfg: PrivORLNConfig, dataset_size: int) -> privacy.DPPlan:
     """PrivORL-n's DP plan: Poisson q = B / N over the transitions, C, steps, calibrated sigma."""
-    fc, pc = cfg.finetune, cfg.privacy
-    q = min(1.0, fc.batch_size / dataset_size)
-    sampler = privacy.PoissonSampler(
-        dataset_size=dataset_size, sampling_rate=q, microbatch_size=fc.microbatch_size
-    )
-    steps = max(1, math.ceil(fc.epochs / q))
-    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=fc.l2_clip_norm, steps=steps)
-    return plan.calibrate(pc.epsilon, pc.delta, pc.accountant)
+    return common.make_plan(cfg, dataset_size)
 
 
 def _finetune(cfg, denoise, pre_params, sens_x, run_dir: Path, ledger, key, dim, topo: dist.Topology):
     """DP-SGD fine-tuning on the sensitive transitions; returns (SynthState, DP info)."""
-    fc, pc = cfg.finetune, cfg.privacy
+    fc = cfg.finetune
     plan = make_plan(cfg, sens_x.shape[0])
     num_curious = synth.num_replaced(fc.batch_size, fc.curiosity_rate)
     fns = core.make_dp_finetune(
@@ -196,31 +154,11 @@ def _finetune(cfg, denoise, pre_params, sens_x, run_dir: Path, ledger, key, dim,
         tree |= {"rnd": synth.init_rnd(jax.random.fold_in(key, 4), dim),
                  "pool": jnp.zeros((pool_size, dim)), "scores": jnp.zeros(pool_size)}
         public_rows = _finecur_rows(cfg, denoise, fns, num_curious, plan, key, dim)
-
-    def update(tree, noisy_mean):
-        return {**tree, "state": fns.update(tree["state"], noisy_mean)}
-
-    secret = DPSecret.fresh() if pc.noise_seed is None else DPSecret.from_seed(pc.noise_seed)
-    tree, secret = run_dp_loop(
-        plan, fns.clip, DPProgram(lambda t: t["state"].params, update, public_rows), tree,
-        topo.local_block(sens_x[:, None]),
-        ckpt=Checkpoints(run_dir / "checkpoints" / "dp"), ledger=ledger, what=DP_STEP,
-        secret=secret, loss_key=jax.random.fold_in(key, 3), checkpoint_every=fc.checkpoint_every,
-        accountant=pc.accountant, desc=f"DP fine-tune (eps={pc.epsilon:g})",
-        divergence_hint="lower finetune.learning_rate or finetune.l2_clip_norm, or raise "
-        "finetune.batch_size",
-        topology=topo,
-    )
-    info = {
-        **plan.describe(),
-        # Flat copies of the plan's fields that reports and scripts read.
-        "noise_multiplier": plan.noise_multipliers[0],
-        "private": plan.private and not secret.fixed,
-        "noise_secret": "fixed by privacy.noise_seed (not private)" if secret.fixed
-        else "drawn from os.urandom; stored only in checkpoints/",
-        "dataset_size_source": "privacy.dataset_size (declared)" if pc.dataset_size is not None
-        else "read from the sensitive data and treated as public",
-    }
+    # One unit = one transition: each is its own single item.
+    tree, secret = common.run_finetune(
+        cfg, plan, fns, tree, sens_x[:, None], run_dir=run_dir, ledger=ledger, key=key, topo=topo, what=DP_STEP,
+        desc=f"DP fine-tune (eps={cfg.privacy.epsilon:g})", public_rows=public_rows)
+    info = common.dp_info(plan, secret, cfg.privacy, size_source="read from the sensitive data and treated as public")
     return tree["state"], info
 
 
@@ -276,48 +214,6 @@ def _synthesize(cfg, denoise, params, layout, norm, key, dim) -> data.Transition
     return jax.tree_util.tree_map(np.asarray, synthetic)
 
 
-def _agent_scores(cfg, dataset: data.Transitions, key) -> dict[str, Any]:
-    """Trains each of ``cfg.eval.agents`` on ``dataset`` and scores it as `EvalConfig` says."""
-    # MuJoCo-only tasks (locomotion, kitchen) have no JAX env: they are scored by the mujoco backend.
-    mujoco_only = envs.is_mujoco_task_name(cfg.data.sensitive_env)
-    env, env_params = (None, None) if mujoco_only else envs.make(cfg.data.sensitive_env)
-    ec = cfg.eval
-    if ec.backend == "mujoco":
-        envs.require_mujoco()  # fail before any agent is trained
-    first_eval = ec.agent_updates - (ec.final_evals - 1) * ec.agent_chunk
-    dataset = jax.tree_util.tree_map(jnp.asarray, dataset)
-    out = {}
-    for i, name in enumerate(ec.agents):
-        agent = make_run_agent(name, ec.agent_updates)
-
-        def eval_fn(state, k, agent=agent):
-            if ec.backend == "mujoco":  # D4RL's MuJoCo point maze (the mujoco extra)
-                ev = envs.evaluate_mujoco(
-                    envs.batch_policy(agent.act, state), cfg.data.sensitive_env,
-                    num_episodes=ec.eval_episodes, seed=envs.seed_from_key(k))
-            else:
-                ev = agents.evaluate(
-                    k, state, act=agent.act, env=env, env_params=env_params,
-                    num_episodes=ec.eval_episodes, env_name=cfg.data.sensitive_env)
-            return {m: float(ev[m]) for m in ("return_mean", "score_mean") if m in ev}
-
-        seeds = []
-        for s in range(ec.agent_seeds):
-            res = agents.train(agent, dataset, key=jax.random.fold_in(jax.random.fold_in(key, i), s),
-                               num_updates=ec.agent_updates, chunk_size=ec.agent_chunk,
-                               eval_fn=eval_fn, eval_every=ec.agent_chunk)
-            final = [e for e in res.evals if e["step"] >= first_eval]
-            seeds.append({m: float(np.mean([e[m] for e in final])) for m in final[0] if m != "step"}
-                         | {"curve": res.evals})
-        out[name] = {"per_seed": seeds}
-        for m in ("return_mean", "score_mean"):
-            if m in seeds[0]:
-                vals = np.array([r[m] for r in seeds])
-                out[name][m] = float(vals.mean())
-                out[name][m.replace("_mean", "_std")] = float(vals.std())
-    return out
-
-
 # ---------------------------------------------------------------------------------------- run
 def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
     """Runs (or resumes) PrivORL-n into ``run_dir``; returns the report dict (release + ``audit``).
@@ -346,78 +242,24 @@ def _column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | N
     return names if len(names) == dim else None
 
 
-def _validate_inputs(cfg: PrivORLNConfig) -> None:
-    """Checks what can be checked before any data is loaded or written (one clear line each)."""
-    validate_data_sources(cfg.data)
-
-
-def validate_data_sources(d: Any) -> None:
-    """The env names and data files of a synthesis config's ``data`` section (PrivORL-n and -j).
-
-    Env names must exist (MuJoCo-only tasks need data files); files must exist. One line each.
-    """
-    for name, has_file in ((d.sensitive_env, bool(d.sensitive_file)),
-                           *((n, bool(d.public_files)) for n in d.public_envs)):
-        if has_file and name != d.sensitive_env:
-            continue
-        if not envs.is_mujoco_task_name(name):
-            envs.make(name)  # an unknown name raises a ValueError that lists the valid ones
-        elif not has_file:
-            raise ValueError(
-                f"{name} is a MuJoCo task with no JAX env to collect from; give its D4RL or Minari data "
-                "as data.sensitive_file and data.public_files (it is scored with eval.backend: mujoco)."
-            )
-    for f in (*([d.sensitive_file] if d.sensitive_file else []), *d.public_files):
-        if not Path(f).is_file():
-            raise ValueError(f"data file {f} does not exist; give the path of a D4RL-format HDF5 file.")
-
-
 def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
-    resolved = to_dict(cfg)
-    cfg_file = run_dir / "config.yaml"
-    if topo.is_primary:  # process 0 checks and owns the directory
-        refuse_other_run(run_dir, resolved, "PrivORL-n", mutable=("eval",))
-    _validate_inputs(cfg)
+    resolved = common.begin_run(cfg, run_dir, topo, "PrivORL-n")
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only: data split, pre-training, losses
 
     public, sensitive, holdout = _load_or_collect(cfg)
-    if cfg.privacy.dataset_size is not None and cfg.privacy.dataset_size != len(sensitive):
-        raise ValueError(
-            f"privacy.dataset_size={cfg.privacy.dataset_size} is declared, but the sensitive data "
-            f"hold {len(sensitive)} transitions (after the {cfg.data.holdout_size}-row holdout); "
-            "declare the size of the data you train on, or leave it empty."
-        )
-    if cfg.finetune.batch_size > len(sensitive):
-        raise ValueError(
-            f"finetune.batch_size={cfg.finetune.batch_size} exceeds the {len(sensitive)} sensitive "
-            "transitions (the sampling rate q = batch / N would exceed 1); lower finetune.batch_size."
-        )
-    obs_dim, act_dim = public.observations.shape[1], public.actions.shape[1]
-    if sensitive.observations.shape[1] != obs_dim or sensitive.actions.shape[1] != act_dim:
-        raise ValueError("public and sensitive data must have the same observation and action dimensions.")
+    common.check_units(cfg, len(sensitive), "transitions", f"{cfg.data.holdout_size}-row holdout")
+    obs_dim, act_dim = common.check_same_dims(public, sensitive)
     # Everything is validated: from here on the run writes into its directory.
     if topo.is_primary:
-        atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
-    layout = diffusion.TransitionLayout(obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=cfg.model.next_obs_delta)
-    pub_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, public), layout))
-    sens_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, sensitive), layout))
-    hold_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, holdout), layout))
-    # Contract 5: the normaliser sees public data only.
-    norm = diffusion.fit_normaliser_on_public(pub_flat, one_hot_mask=layout.one_hot_mask())
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False))
+    layout, pub_flat, norm = common.public_encoding(cfg, public, obs_dim, act_dim)
+    sens_flat, hold_flat = common.encode(sensitive, layout), common.encode(holdout, layout)
     dim = pub_flat.shape[1]
     pub_x = np.asarray(diffusion.normalise(norm, jnp.asarray(pub_flat)))
     sens_x = np.asarray(diffusion.normalise(norm, jnp.asarray(sens_flat)))
 
-    syn_file = run_dir / "synthetic.hdf5"
-    ledger = privacy.Ledger.open(
-        run_dir,
-        dataset_id=_dataset_id(cfg),
-        dataset_size=len(sensitive),
-        target_epsilon=cfg.privacy.epsilon,
-        target_delta=cfg.privacy.delta,
-        artifacts=[run_dir / "checkpoints" / "dp", syn_file],
-    ) if topo.is_primary else None
+    ledger = common.open_ledger(cfg, run_dir, _dataset_id(cfg), len(sensitive), topo)
     m = cfg.model
     net = diffusion.ResidualMLP(width=m.width, depth=m.depth, fourier_dim=m.fourier_dim, layer_norm=m.layer_norm)
     denoise = diffusion.EDMDenoiser(net.apply)
@@ -433,38 +275,16 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
     if not topo.is_primary:
         return {"process_id": topo.process_id}
 
-    if syn_file.exists():
-        head = data.read_hdf5_metadata(syn_file).get("ledger_head", "")
-        ledger.require_head(str(head), f"the release {syn_file}")
-        synthetic = jax.tree_util.tree_map(np.asarray, data.load_hdf5(syn_file))
-    else:
-        synthetic = _synthesize(cfg, denoise, state.ema_params, layout, norm, jax.random.fold_in(key, 300), dim)
-        data.save_hdf5(syn_file, synthetic, metadata={
-            "generator": "PrivORL-n", "epsilon": cfg.privacy.epsilon, "delta": cfg.privacy.delta,
-            "private": dp_info["private"], "ledger_head": ledger.head,
-        })
-    syn_flat = np.asarray(diffusion.flatten_transitions(jax.tree_util.tree_map(jnp.asarray, synthetic), layout))
-
-    report: dict[str, Any] = {
-        "config": resolved,
-        "finetune": dp_info,
-        "privacy": ledger.report(),
-        "release": {
-            "publishable": ["synthetic.hdf5", "ledger.json", "report.json", "config.yaml"],
-            "never_publish": ["audit/", "checkpoints/"],
-        },
-    }
-    if not dp_info["private"]:
-        report["warning"] = NOT_PRIVATE_SEED if cfg.privacy.noise_seed is not None else (
-            "NOT PRIVATE: privacy.epsilon = inf trains without noise."
-        )
+    synthetic = common.release(
+        cfg, run_dir, ledger,
+        lambda: _synthesize(cfg, denoise, state.ema_params, layout, norm, jax.random.fold_in(key, 300), dim),
+        generator="PrivORL-n", private=dp_info["private"])
+    syn_flat = common.encode(synthetic, layout)
+    report = common.release_report(cfg, resolved, dp_info, ledger)
     if cfg.eval.agents:
         report["agents_synthetic"] = _agent_scores(cfg, synthetic, jax.random.fold_in(key, 400))
 
-    audit_dir = run_dir / "audit"
-    audit_dir.mkdir(exist_ok=True)
-    atomic_write_text(audit_dir / "NOT_DP_README.txt", AUDIT_NOTICE)
-    audit: dict[str, Any] = {"notice": AUDIT_NOTICE.strip()}
+    audit_dir, audit = common.open_audit(run_dir)
     audit["fidelity"] = {
         "marginal": evaluation.marginal_score(sens_flat, syn_flat),
         "correlation": evaluation.correlation_score(sens_flat, syn_flat),
@@ -482,51 +302,13 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
         non = evaluation.mia_loss_scores(denoise, state.ema_params, jnp.asarray(np.asarray(diffusion.normalise(norm, jnp.asarray(hold_flat)))[:k]), mkey)
         mia = evaluation.loss_threshold_attack(np.asarray(mem), np.asarray(non))
         audit["mia"] = {k2: v for k2, v in mia.items() if k2 != "per_sigma"}
-    report["wall_time_s"] = time.time() - t0
-    atomic_write_text(run_dir / "report.json", json.dumps(report, indent=2, default=float))
-    atomic_write_text(audit_dir / "audit.json", json.dumps(audit, indent=2, default=float))
-    report["audit"] = audit
-    atomic_write_text(run_dir / "report.md", render_markdown(report))
-    return report
-
-
-def _sigma_text(sigma: float) -> str:
-    return "0 (no noise: not private)" if sigma == 0 else f"{sigma:.3f}"
-
-
-def _score_text(res: dict[str, Any], seeds: int) -> str:
-    mean = res.get("score_mean", float("nan"))
-    return f"{mean:.1f} ± {res.get('score_std', float('nan')):.1f}" if seeds > 1 else f"{mean:.1f}"
+    return common.write_reports(run_dir, report, audit, t0, render_markdown)
 
 
 def render_markdown(report: dict[str, Any]) -> str:
     """A short human-readable summary of a PrivORL-n report."""
-    p = report["privacy"]
     audit = report.get("audit", {})
-    lines = ["# PrivORL-n report", ""]
-    budget = p["budget"]
-    eps_rdp = p.get("rdp", {}).get("epsilon")
-    eps_pld = p.get("pld", {}).get("epsilon")
-    lines += [
-        "| quantity | value |",
-        "|---|---|",
-        f"| budget (epsilon, delta) | ({budget['epsilon']:g}, {budget['delta']:g}) |",
-        f"| epsilon spent (RDP / PLD) | {eps_rdp if eps_rdp is None else f'{eps_rdp:.3f}'} / {eps_pld if eps_pld is None else f'{eps_pld:.3f}'} |",
-        f"| DP steps, noise multiplier, q | {report['finetune']['steps']}, {_sigma_text(report['finetune']['noise_multiplier'])}, {report['finetune']['sampling_rate']:.4f} |",
-    ]
-    if p.get("over_budget"):
-        lines[2:2] = ["**OVER BUDGET: the ledger records more than the budget's epsilon.**", ""]
-    if "warning" in report:
-        lines[2:2] = [f"**{report['warning']}**", ""]
-    for name, res in report.get("agents_synthetic", {}).items():
-        real = audit.get("agents_real", {}).get(name, {})
-        seeds = len(res.get("per_seed", [])) or 1
-        what = f"mean ± std over {seeds} agent seeds" if seeds > 1 else "one agent seed"
-        real_text = _score_text(real, seeds) if real else "not trained"
-        lines.append(
-            f"| {name} normalised score ({what}): synthetic / real (audit) | "
-            f"{_score_text(res, seeds)} / {real_text} |"
-        )
+    lines = common.markdown_head(report, "# PrivORL-n report") + common.agent_rows(report, describe_seeds=True)
     if "fidelity" in audit:
         fid = audit["fidelity"]
         lines.append(
@@ -536,16 +318,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     if "mia" in audit:
         mia = audit["mia"]
         lines.append(f"| MIA (audit) TPR@10%FPR / TPR@1%FPR / AUC | {mia['tpr_at_10_fpr']:.3f} / {mia['tpr_at_1_fpr']:.3f} / {mia['auc']:.3f} |")
-    lines += [
-        "",
-        "**Release** (may be published): `synthetic.hdf5`, `ledger.json`, `report.json`, `config.yaml`; "
-        "the synthetic-data agent scores read only the release and the environment.",
-        "",
-        "**Audit** (`audit/`, NOT differentially private, never publish): fidelity, the real-data agent "
-        "scores (the second number in the agent rows), the membership-inference attack and the plots "
-        "read the sensitive data without DP. `checkpoints/` hold the secret noise key: never publish them.",
-        "",
-        f"Wall time: {report['wall_time_s']:.0f} s.",
-        "",
-    ]
-    return "\n".join(lines)
+    return common.markdown_tail(
+        lines, report,
+        release=("**Release** (may be published): `synthetic.hdf5`, `ledger.json`, `report.json`, `config.yaml`; "
+                 "the synthetic-data agent scores read only the release and the environment."),
+        audit=("**Audit** (`audit/`, NOT differentially private, never publish): fidelity, the real-data agent "
+               "scores (the second number in the agent rows), the membership-inference attack and the plots "
+               "read the sensitive data without DP. `checkpoints/` hold the secret noise key: never publish them."))

@@ -5,6 +5,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pipelines_testlib import (
+    assert_rerun_refused,
+    assert_resume_is_exact,
+    assert_secret_not_published,
+)
 
 from privrl_jax import data, privacy
 from privrl_jax.pipelines import privorl_j
@@ -42,14 +47,6 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("pj_data")
     return (f"data.sensitive_file={_walks(d / 'sens.hdf5', 20, 0)}",
             f"data.public_files=[{_walks(d / 'pub.hdf5', 30, 1)}]")
-
-
-def _secret(run_dir):
-    from privrl_jax.pipelines._checkpoints import Checkpoints
-    from privrl_jax.pipelines._dp_loop import DPSecret
-
-    ckpt = Checkpoints(run_dir / "checkpoints" / "dp")
-    return DPSecret.from_tree(ckpt.mgr.restore(ckpt.latest())["secret"])
 
 
 @pytest.mark.slow  # about 50 s CPU (compilation) even with data files and no pre-training
@@ -110,10 +107,7 @@ def test_default_run_draws_a_secret_and_is_private(tmp_path):
     rep = privorl_j.run(_cfg(*FAST), tmp_path)
     assert rep["finetune"]["private"] and "warning" not in rep
     assert "NOT PRIVATE" not in (tmp_path / "report.md").read_text()
-    secret = _secret(tmp_path)
-    public = "".join((tmp_path / f).read_text() for f in ("config.yaml", "report.json", "report.md", "ledger.json"))
-    for word in [*map(str, secret.words), str(secret.sampling_seed)]:
-        assert word not in public
+    assert_secret_not_published(tmp_path)
 
 
 @pytest.mark.slow
@@ -121,29 +115,9 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     # 2 pre-training chunks, then 4 DP steps (q = 8 / 16, 2 epochs) checkpointed every 2.
     overrides = ("eval.agents=[]", "eval.trajscore=false", "pretrain.steps=20", "finetune.epochs=2",
                  "privacy.noise_seed=5")
-    full = privorl_j.run(_cfg(*overrides), tmp_path / "full")
-    from privrl_jax.pipelines._checkpoints import Checkpoints
-
-    real_save, calls = Checkpoints.save, {"n": 0}
-
-    def crashing_save(self, step, tree):
-        real_save(self, step, tree)
-        calls["n"] += 1
-        if calls["n"] == 4:  # 2 pre-training chunks, the DP secret, the DP checkpoint of step 2 of 4
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Checkpoints, "save", crashing_save)
-    with pytest.raises(KeyboardInterrupt):
-        privorl_j.run(_cfg(*overrides), tmp_path / "resumed")
-    monkeypatch.setattr(Checkpoints, "save", real_save)
-    resumed = privorl_j.run(_cfg(*overrides), tmp_path / "resumed")
-    a = data.load_hdf5(tmp_path / "full" / "synthetic.hdf5")
-    b = data.load_hdf5(tmp_path / "resumed" / "synthetic.hdf5")
-    np.testing.assert_array_equal(np.asarray(a.observations), np.asarray(b.observations))
-    la, lb = privacy.Ledger.load(tmp_path / "full"), privacy.Ledger.load(tmp_path / "resumed")
-    assert lb.num_releases == la.num_releases == full["finetune"]["steps"] == 4
-    assert lb.report()["releases"] == la.report()["releases"]
-    assert resumed["privacy"]["rdp"]["epsilon"] == pytest.approx(full["privacy"]["rdp"]["epsilon"])
+    # Crash after 2 pre-training chunks, the DP secret, the DP checkpoint of step 2 of 4.
+    full, _ = assert_resume_is_exact(privorl_j.run, lambda: _cfg(*overrides), tmp_path, monkeypatch, crash_after=4)
+    assert full["finetune"]["steps"] == 4
 
 
 @pytest.mark.slow  # about 60 s CPU (compiling the DP step and the sampler)
@@ -176,9 +150,7 @@ def test_dp_transformer_kind_through_the_cli(tmp_path, files):
 
 
 def test_rerun_with_other_config_is_refused(tmp_path):
-    (tmp_path / "config.yaml").write_text("seed: 123\n")
-    with pytest.raises(ValueError, match="different config"):
-        privorl_j.run(_cfg(), tmp_path)
+    assert_rerun_refused(privorl_j.run, _cfg(), tmp_path)
 
 
 @pytest.mark.parametrize(

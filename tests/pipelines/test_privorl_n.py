@@ -6,6 +6,12 @@ from pathlib import Path
 import dp_accounting
 import numpy as np
 import pytest
+from pipelines_testlib import (
+    assert_rerun_refused,
+    assert_resume_is_exact,
+    assert_secret_not_published,
+    read_secret,
+)
 
 from privrl_jax import data, privacy
 from privrl_jax.pipelines import privorl_n
@@ -60,19 +66,7 @@ def test_smoke_run_writes_everything_and_spends_what_it_reports(tmp_path):
     assert 0 <= audit["mia"]["tpr_at_1_fpr"] <= 1
     assert released["finetune"] == info
     # The secret (noise key and sampling seed) is in the checkpoints and nowhere else.
-    secret = _secret(tmp_path)
-    public = "".join((tmp_path / f).read_text() for f in ("config.yaml", "report.json", "report.md", "ledger.json"))
-    for word in [*map(str, secret.words), str(secret.sampling_seed)]:
-        assert word not in public
-
-
-def _secret(run_dir):
-    from privrl_jax.pipelines._checkpoints import Checkpoints
-    from privrl_jax.pipelines._dp_loop import DPSecret
-
-    ckpt = Checkpoints(run_dir / "checkpoints" / "dp")
-    raw = ckpt.mgr.restore(ckpt.latest())
-    return DPSecret.from_tree(raw["secret"])
+    assert_secret_not_published(tmp_path)
 
 
 def test_default_runs_draw_secret_noise_and_a_fixed_seed_says_not_private(tmp_path):
@@ -82,7 +76,7 @@ def test_default_runs_draw_secret_noise_and_a_fixed_seed_says_not_private(tmp_pa
         out[name] = privorl_n.run(_cfg(*fast, *extra), tmp_path / name)
     syn = {k: np.asarray(data.load_hdf5(tmp_path / k / "synthetic.hdf5").observations) for k in out}
     # Same config, fresh secrets: different noise, so different synthetic data.
-    assert not np.array_equal(_secret(tmp_path / "a").words, _secret(tmp_path / "b").words)
+    assert not np.array_equal(read_secret(tmp_path / "a").words, read_secret(tmp_path / "b").words)
     assert not np.allclose(syn["a"], syn["b"])
     assert out["a"]["finetune"]["private"] and out["b"]["finetune"]["private"]
     # A fixed noise seed reproduces the release exactly, and every report says it is not private.
@@ -106,9 +100,7 @@ def test_rerun_with_other_eval_reuses_the_release(tmp_path):
 
 
 def test_rerun_with_other_config_is_refused(tmp_path):
-    (tmp_path / "config.yaml").write_text("seed: 123\n")
-    with pytest.raises(ValueError, match="different config"):
-        privorl_n.run(_cfg(), tmp_path)
+    assert_rerun_refused(privorl_n.run, _cfg(), tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -147,31 +139,8 @@ def test_exponent_without_dot_is_a_float():
 def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch, curiosity):
     overrides = ("eval.agents=[]", "eval.mia=false", "finetune.epochs=1.0", f"finetune.curiosity_rate={curiosity}",
                  "privacy.noise_seed=3")  # the same secret as the interrupted run's (checkpointed) one
-    full = privorl_n.run(_cfg(*overrides), tmp_path / "full")
-
-    calls = {"n": 0}
-    from privrl_jax.pipelines._checkpoints import Checkpoints
-
-    real_save = Checkpoints.save
-
-    def crashing_save(self, step, tree):
-        real_save(self, step, tree)
-        calls["n"] += 1
-        if calls["n"] == 5:  # after 2 pre-training chunks, the DP secret and 2 DP checkpoints
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Checkpoints, "save", crashing_save)
-    with pytest.raises(KeyboardInterrupt):
-        privorl_n.run(_cfg(*overrides), tmp_path / "resumed")
-    monkeypatch.setattr(Checkpoints, "save", real_save)
-    resumed = privorl_n.run(_cfg(*overrides), tmp_path / "resumed")
-    a = data.load_hdf5(tmp_path / "full" / "synthetic.hdf5")
-    b = data.load_hdf5(tmp_path / "resumed" / "synthetic.hdf5")
-    np.testing.assert_allclose(np.asarray(a.observations), np.asarray(b.observations), rtol=1e-5, atol=1e-5)
-    np.testing.assert_array_equal(np.asarray(a.observations), np.asarray(b.observations))
-    assert privacy.Ledger.load(tmp_path / "resumed").num_releases == full["finetune"]["steps"]
-    assert privacy.Ledger.load(tmp_path / "resumed").report()["releases"] == privacy.Ledger.load(tmp_path / "full").report()["releases"]
-    assert resumed["privacy"]["rdp"]["epsilon"] == pytest.approx(full["privacy"]["rdp"]["epsilon"])
+    # Crash after 2 pre-training chunks, the DP secret and 2 DP checkpoints.
+    assert_resume_is_exact(privorl_n.run, lambda: _cfg(*overrides), tmp_path, monkeypatch, crash_after=5)
 
 
 FAST = ("pretrain.steps=0", "eval.agents=[]", "eval.mia=false", "synthesis.num_samples=200")

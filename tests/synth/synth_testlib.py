@@ -1,0 +1,34 @@
+"""Helpers the trajectory-level synthesizer tests share (PrivORL-j core, DP-Transformer)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def units(num_fragments, rng, horizon: int, dim: int, f: int = 50):
+    """Units [U, F, ...] of random fragments: unit u holds num_fragments[u] full fragments of
+    ``horizon`` steps of ``dim`` numbers (the rest padding); returns (items, fragment mask)."""
+    u = len(num_fragments)
+    frag_mask = np.arange(f)[None, :] < np.asarray(num_fragments)[:, None]
+    items = {
+        "x": jnp.asarray(rng.normal(size=(u, f, horizon * dim)) * 3, jnp.float32),
+        "link": jnp.asarray(rng.normal(size=(u, f, dim)), jnp.float32),
+        "has_link": jnp.asarray(frag_mask & (np.arange(f) > 0)),
+        "step_mask": jnp.asarray(np.repeat(frag_mask[..., None], horizon, -1)),
+    }
+    return items, jnp.asarray(frag_mask)
+
+
+def flat(tree) -> np.ndarray:
+    """All leaves of a pytree as one vector."""
+    return np.concatenate([np.ravel(x) for x in jax.tree_util.tree_leaves(tree)])
+
+
+def assert_each_unit_moves_the_sum_by_c(clip_with_mask, mask, c: float, drop=(0, 1), low_rtol: float = 1e-5):
+    """Contract of a trajectory-level clipped sum: removing unit u (each of ``drop``) moves the
+    pre-noise sum ``clip_with_mask(mask)`` by at most C, and by C itself when the clip binds."""
+    full = flat(clip_with_mask(mask))
+    for u in drop:
+        moved = np.linalg.norm(full - flat(clip_with_mask(mask.at[u].set(False))))
+        assert moved <= c * (1 + 1e-5)
+        assert moved >= c * (1 - low_rtol)  # clipped to C, not zeroed
