@@ -104,6 +104,9 @@ def main() -> None:
                          "(TrajScore with each seed's encoder; reads sensitive data, benchmark only)")
     ap.add_argument("--no-share-pretrain", dest="share_pretrain", action="store_false",
                     help="pre-train again in every run instead of copying a finished sibling's")
+    ap.add_argument("--tables-only", action="store_true",
+                    help="run nothing: tabulate the finished runs under --out as they are (their eval "
+                         "sections may differ from these arguments'), skipping missing ones")
     ap.add_argument("--out", default=str(ROOT / "runs" / "privorl_j_results"))
     ap.add_argument("--name", default="privorl_j_results", help="results file stem under benchmarks/results/")
     args = ap.parse_args()
@@ -129,8 +132,10 @@ def main() -> None:
             rep = json.loads(done.read_text())
             audit = run_dir / "audit" / "audit.json"
             rep["audit"] = json.loads(audit.read_text()) if audit.exists() else {}
-            if rep["config"] == to_dict(cfg):  # else: rerun (only the eval section may differ)
+            if rep["config"] == to_dict(cfg) or args.tables_only:  # else: rerun (only eval may differ)
                 return rep
+        if args.tables_only:
+            return None
         if args.share_pretrain and not (run_dir / "checkpoints" / "pretrain").exists():
             _reuse_pretrain(run_dir, Path(args.out).glob(f"{model}_eps*_H{h}_seed{seed}"), cfg)
         t = time.time()
@@ -142,7 +147,9 @@ def main() -> None:
         syn = data.load_hdf5(Path(args.out) / f"{model}_eps{eps:g}_H{horizon}_seed{seed}" / "synthetic.hdf5")
         return maze_free_cell_share(syn.observations, base.data.sensitive_env)
 
-    def row(rep: dict, **keys) -> dict:
+    def row(rep: dict | None, **keys) -> dict | None:
+        if rep is None:
+            return None
         audit = rep.get("audit", {})
         syn_st, real_st = rep["synthetic"]["stitching"], audit.get("real_stitching", {})
         agents_syn = rep.get("agents_synthetic", {})
@@ -225,15 +232,20 @@ def main() -> None:
             for j, model in enumerate(args.models):
                 rep = report(model, eps, seed, real_agents=(i == 0 and j == 0))
                 rows.append(row(rep, model=model, epsilon=eps, seed=seed, horizon=base_h))
+                rows[:] = [r for r in rows if r is not None]
                 write()
         for h in args.horizons:
             rep = report("PrivORL-j", 10.0, seed, None if h == base_h else h)
             sweep.append(row(rep, model="PrivORL-j", epsilon=10.0, seed=seed, horizon=h))
+            sweep[:] = [r for r in sweep if r is not None]
             write()
-        if args.references:
-            ref = privorl_j.reference_scores(privorl_j.load(source, [f"seed={seed}", *args.overrides]))
-            refs.append({"seed": seed, "public": ref["trajscore_public"]["f1"],
-                         "holdout": ref["trajscore_holdout"]["f1"]})
+        cache = Path(args.out) / f"references_seed{seed}.json"  # they depend on the seed only
+        if args.references and (cache.exists() or not args.tables_only):
+            if not cache.exists():
+                ref = privorl_j.reference_scores(privorl_j.load(source, [f"seed={seed}", *args.overrides]))
+                cache.write_text(json.dumps({"seed": seed, "public": ref["trajscore_public"]["f1"],
+                                             "holdout": ref["trajscore_holdout"]["f1"]}))
+            refs.append(json.loads(cache.read_text()))
             write()
     print(write())
 
