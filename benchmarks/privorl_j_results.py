@@ -235,7 +235,9 @@ def main() -> None:
                 rows[:] = [r for r in rows if r is not None]
                 write()
         for h in args.horizons:
-            rep = report("PrivORL-j", 10.0, seed, None if h == base_h else h)
+            # H = base H is the main table's PrivORL-j run at eps = 10 (with its real-data agents).
+            rep = report("PrivORL-j", 10.0, seed, None if h == base_h else h,
+                         real_agents=h == base_h and args.epsilons[0] == 10.0 and args.models[0] == "PrivORL-j")
             sweep.append(row(rep, model="PrivORL-j", epsilon=10.0, seed=seed, horizon=h))
             sweep[:] = [r for r in sweep if r is not None]
             write()
