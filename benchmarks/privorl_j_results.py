@@ -206,7 +206,12 @@ def main() -> None:
         text = (f"# PrivORL-j results (config {args.config}, overrides {args.overrides or 'none'})\n\n"
                 f"{NOTE}\n\n## PrivORL-j vs PrivORL-j-U vs DP-Transformer\n\n{main_t}\n")
         if sweep_t:
-            text += f"\n## Horizon sweep (PrivORL-j, eps = 10)\n\n{sweep_t}\n"
+            same = all(r.get("trajscore_window") == base_h for r in sweep)
+            text += ("\n## Horizon sweep (PrivORL-j, eps = 10)\n\n"
+                     + (f"TrajScore here: every H's release scored with the encoder and window of H = {base_h}, "
+                        "so the column compares across H.\n\n" if same else
+                        "TrajScore here: each run's own (window = its H), not comparable across H.\n\n")
+                     + f"{sweep_t}\n")
         real = [r for r in rows if r["agent_score_real"]]
         if real:
             text += ("\n## Agents trained on the real sensitive trajectories (audit, once per seed)\n\n"
@@ -216,8 +221,8 @@ def main() -> None:
         if refs:
             text += ("\n## References: real sets scored as if released (TrajScore F1, each seed's encoder)\n\n"
                      "| set | seeds | TrajScore F1 |\n|---|---|---|\n"
-                     f"| public trajectories (maze2d-medium + large) | {len(refs)} | {_ms([r['public'] for r in refs])} |\n"
-                     f"| held-out sensitive trajectories (umaze, never trained on) | {len(refs)} | "
+                     f"| public trajectories ({' + '.join(base.data.public_envs)}) | {len(refs)} | {_ms([r['public'] for r in refs])} |\n"
+                     f"| held-out sensitive trajectories ({base.data.sensitive_env}, never trained on) | {len(refs)} | "
                      f"{_ms([r['holdout'] for r in refs])} |\n")
         out = ROOT / "benchmarks" / "results"
         out.mkdir(parents=True, exist_ok=True)
@@ -240,6 +245,17 @@ def main() -> None:
                          real_agents=h == base_h and args.epsilons[0] == 10.0 and args.models[0] == "PrivORL-j")
             sweep.append(row(rep, model="PrivORL-j", epsilon=10.0, seed=seed, horizon=h))
             sweep[:] = [r for r in sweep if r is not None]
+            write()
+        if len(args.horizons) > 1:
+            # TrajScore's window is the run's H, so the sweep's own scores do not compare across H:
+            # score every H's release again with the base config's encoder and window.
+            files = {h: Path(args.out) / f"PrivORL-j_eps10_H{h}_seed{seed}" / "synthetic.hdf5" for h in args.horizons}
+            syn = {f"H{h}": data.load_hdf5(f) for h, f in files.items() if f.exists()}
+            fixed = privorl_j.reference_scores(privorl_j.load(source, [f"seed={seed}", *args.overrides]), extra=syn)
+            for r in sweep:
+                if r["seed"] == seed and f"trajscore_H{r['horizon']}" in fixed:
+                    r["trajscore_f1"] = fixed[f"trajscore_H{r['horizon']}"]["f1"]
+                    r["trajscore_window"] = base_h
             write()
         cache = Path(args.out) / f"references_seed{seed}.json"  # they depend on the seed only
         if args.references and (cache.exists() or not args.tables_only):

@@ -290,13 +290,15 @@ def stitching_gaps(transitions: data.Transitions, horizon: int) -> dict[str, flo
             "num_boundaries": int(a.size)}
 
 
-def reference_scores(cfg: PrivORLJConfig) -> dict[str, Any]:
+def reference_scores(cfg: PrivORLJConfig, extra: dict[str, data.Transitions] | None = None) -> dict[str, Any]:
     """Reference TrajScores for reading a run's (NOT DP: reads the sensitive data; benchmarks only).
 
     With the run's data, encoding and TrajScore encoder (same seed, same public windows), scores
     two real sets as if they were the release: the public trajectories (what a synthesizer that
     merely reproduced its public pre-training data would get) and the held-out sensitive
     trajectories (real trajectories of the sensitive task never trained on: a ceiling).
+    ``extra`` sets (e.g. releases of runs with another horizon) are scored with the same encoder
+    and window ``cfg.data.horizon`` as ``trajscore_<name>``, so their scores compare.
     """
     public, sensitive, holdout = _load(cfg)
     obs_dim, act_dim = public[0].observations.shape[-1], public[0].actions.shape[-1]
@@ -308,8 +310,12 @@ def reference_scores(cfg: PrivORLJConfig) -> dict[str, Any]:
     hold_w = _windows(_transitions_of(holdout), layout, norm, h)
     enc = evaluation.fit_trajectory_encoder(jax.random.fold_in(jax.random.key(cfg.seed), 600), pub_w, window=h,
                                             steps=cfg.eval.trajscore_steps)
-    return {"trajscore_public": evaluation.trajscore(enc, real_w, pub_w),
-            "trajscore_holdout": evaluation.trajscore(enc, real_w, hold_w) if len(hold_w) else {"f1": None}}
+    out = {"trajscore_public": evaluation.trajscore(enc, real_w, pub_w),
+           "trajscore_holdout": evaluation.trajscore(enc, real_w, hold_w) if len(hold_w) else {"f1": None}}
+    for name, transitions in (extra or {}).items():
+        w = _windows(transitions, layout, norm, h)
+        out[f"trajscore_{name}"] = evaluation.trajscore(enc, real_w, w) if len(w) else {"f1": None}
+    return out
 
 
 # ---------------------------------------------------------------------------------------- run

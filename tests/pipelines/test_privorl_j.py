@@ -187,3 +187,14 @@ def test_cli_lists_the_command():
 
     res = CliRunner().invoke(app, ["synth", "trajectories", "--help"])
     assert res.exit_code == 0 and "PrivORL-j" in res.output
+
+
+def test_reference_scores_score_extra_sets_with_the_same_encoder_and_window():
+    # NOT DP (benchmark helper): extra sets go through the very encoder and windows of the references.
+    cfg = privorl_j.load("privorl_j/test")
+    _, sensitive, holdout = privorl_j._load(cfg)
+    out = privorl_j.reference_scores(cfg, extra={"hold": privorl_j._transitions_of(holdout),
+                                                 "members": privorl_j._transitions_of(sensitive)})
+    assert out["trajscore_hold"] == out["trajscore_holdout"]
+    np.testing.assert_allclose(out["trajscore_members"]["f1"], 1.0, rtol=1e-6)  # identical sets score 1
+    assert out["trajscore_public"]["f1"] < 1.0
