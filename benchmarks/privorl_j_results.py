@@ -20,8 +20,9 @@ fragment's first state and the previous step's next state) at fragment boundarie
 fragments, for the synthetic data and for the real sensitive data, the share of synthetic states in
 free cells of the sensitive maze (maze2d only: real data 1.0), fidelity (marginal, correlation),
 and the agents' normalised score on the synthetic data when ``--agents`` is given (default off,
-to fit the time; agents on the real sensitive data are trained once per seed, in its first run). A second table sweeps the horizon H (``--horizons``) at eps = 10
-for PrivORL-j; ``data.max_fragments`` is scaled so H * max_fragments stays that of the config.
+to fit the time; agents on the real sensitive data are trained once per seed, in its first run).
+A second table sweeps the horizon H (``--horizons``) at eps = 10 for PrivORL-j;
+``data.max_fragments`` is scaled so H * max_fragments stays that of the config.
 
     python benchmarks/privorl_j_results.py                              # smoke scale, seed 0
     python benchmarks/privorl_j_results.py --config privorl_j/cpu --epsilons 10 1 --seeds 0 1 2 \\
@@ -236,15 +237,15 @@ def main() -> None:
         for i, eps in enumerate(args.epsilons):
             for j, model in enumerate(args.models):
                 rep = report(model, eps, seed, real_agents=(i == 0 and j == 0))
-                rows.append(row(rep, model=model, epsilon=eps, seed=seed, horizon=base_h))
-                rows[:] = [r for r in rows if r is not None]
+                if (r := row(rep, model=model, epsilon=eps, seed=seed, horizon=base_h)) is not None:
+                    rows.append(r)
                 write()
         for h in args.horizons:
             # H = base H is the main table's PrivORL-j run at eps = 10 (with its real-data agents).
-            rep = report("PrivORL-j", 10.0, seed, None if h == base_h else h,
-                         real_agents=h == base_h and args.epsilons[0] == 10.0 and args.models[0] == "PrivORL-j")
-            sweep.append(row(rep, model="PrivORL-j", epsilon=10.0, seed=seed, horizon=h))
-            sweep[:] = [r for r in sweep if r is not None]
+            first = (args.models[0], args.epsilons[0]) == ("PrivORL-j", 10.0)
+            rep = report("PrivORL-j", 10.0, seed, None if h == base_h else h, real_agents=h == base_h and first)
+            if (r := row(rep, model="PrivORL-j", epsilon=10.0, seed=seed, horizon=h)) is not None:
+                sweep.append(r)
             write()
         if len(args.horizons) > 1:
             # TrajScore's window is the run's H, so the sweep's own scores do not compare across H:
@@ -257,7 +258,7 @@ def main() -> None:
                     r["trajscore_f1"] = fixed[f"trajscore_H{r['horizon']}"]["f1"]
                     r["trajscore_window"] = base_h
             write()
-        cache = Path(args.out) / f"references_seed{seed}.json"  # they depend on the seed only
+        cache = Path(args.out) / f"references_seed{seed}.json"  # per seed (--out holds one config's runs)
         if args.references and (cache.exists() or not args.tables_only):
             if not cache.exists():
                 ref = privorl_j.reference_scores(privorl_j.load(source, [f"seed={seed}", *args.overrides]))
