@@ -34,6 +34,7 @@ import tqdm
 
 from privrl_jax import agents, envs
 from privrl_jax.data import Transitions
+from privrl_jax import provenance  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -74,7 +75,7 @@ def collect_random(key: jax.Array, env_name: str, size: int, num_envs: int = 100
 def write_json_atomic(path: str, payload: dict) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(payload, f, indent=2)
+        json.dump({**payload, "provenance": provenance()}, f, indent=2)
     os.replace(tmp, path)
 
 

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 from privrl_jax import agents
 from privrl_jax.data import Transitions
+from privrl_jax import provenance  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -117,7 +118,7 @@ def main() -> None:
         "batch_size": args.batch_size, "dataset_size": args.size, "results": rows,
     }
     os.makedirs(RESULTS, exist_ok=True)
-    for ext, text in (("json", json.dumps(payload, indent=2)), ("md", table)):
+    for ext, text in (("json", json.dumps({**payload, "provenance": provenance()}, indent=2)), ("md", table)):
         path = os.path.join(RESULTS, f"{args.tag}.{ext}")
         with open(path + ".tmp", "w") as f:
             f.write(text)

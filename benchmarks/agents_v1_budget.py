@@ -35,6 +35,7 @@ from privrl_jax.envs._d4rl_expert import (
     init_d4rl_controller_state,
 )
 from privrl_jax.envs._expert import make_waypoint_controller
+from privrl_jax import provenance  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 ENV = "maze2d-umaze-dense-v1"
@@ -107,7 +108,7 @@ def main() -> None:
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"agents_v1_budget_{args.data}_s{args.seed}.json")
     with open(path, "w") as f:
-        json.dump(out, f, indent=1)
+        json.dump({**out, "provenance": provenance()}, f, indent=1)
     print(json.dumps(stats))
     print("| updates | score | return | Q mean |\n|---:|---:|---:|---:|")
     for e in curve:

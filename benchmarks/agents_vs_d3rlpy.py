@@ -49,6 +49,7 @@ import numpy as np
 from privrl_jax import agents, envs
 from privrl_jax.agents._rollouts import _unpack_step, episode_length
 from privrl_jax.data import Transitions, load_hdf5
+from privrl_jax import provenance  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 NumpyPolicy = Callable[[np.ndarray], np.ndarray]
@@ -319,7 +320,7 @@ def write(results: dict[str, Any], args: argparse.Namespace) -> str:
     md = table(results, args.final_evals)
     results["verdict"] = verdict(results, args.final_evals)
     base = os.path.join(RESULTS, args.tag)
-    for ext, text in (("json", json.dumps(results, indent=1)), ("md", md + "\n")):
+    for ext, text in (("json", json.dumps({**results, "provenance": provenance()}, indent=1)), ("md", md + "\n")):
         tmp = f"{base}.{ext}.tmp"
         with open(tmp, "w") as f:
             f.write(text)

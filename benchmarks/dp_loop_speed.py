@@ -36,6 +36,7 @@ from privrl_jax import diffusion, privacy
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
 from privrl_jax.synth import _privorl_n as core
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 CONFIGS = {"small": (12, 256, 3), "big": (130, 1024, 6)}  # (dim, width, depth)
 RESULTS = Path(__file__).parent / "results"
@@ -205,7 +206,7 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps({"rows": rows}, indent=2))
+    dump_json(out_json, {"rows": rows}, indent=2)
     (RESULTS / "dp_loop_speed.md").write_text(f"# DP loop and noise draw speed\n\n{table}\n")
 
 

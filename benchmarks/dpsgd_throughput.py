@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 CONFIGS = {
     # name: (input dim, width, depth)
@@ -143,7 +144,7 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "dpsgd_throughput.json").write_text(json.dumps(rows, indent=2))
+    dump_json((RESULTS / "dpsgd_throughput.json"), rows, indent=2)
     (RESULTS / "dpsgd_throughput.md").write_text(
         f"# DP-SGD throughput (batch {args.batch}, median of {args.steps} steps)\n\n{table}\n"
     )

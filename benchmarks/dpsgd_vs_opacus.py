@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from privrl_jax import provenance  # noqa: E402
 
 SIGMA_DATA = 0.5  # EDM (Karras et al., 2022, https://arxiv.org/abs/2206.00364), Table 1
 P_MEAN, P_STD = -1.2, 1.2  # EDM training noise-level distribution
@@ -412,7 +413,7 @@ def _write_report(args, configs: list[str], results: list[dict], *, final: bool)
                    "configs": {c: dataclasses.asdict(CONFIGS[c]) for c in configs},
                    "load_avg": load, "results": results,
                    "summary": [{"config": c, "method": m, **s} for (c, m), s in summary.items()],
-                   "targets": checks}, f, indent=1)
+                   "targets": checks, "provenance": provenance()}, f, indent=1)
     with open(args.out + ".md", "w") as f:
         f.write(text + "\n")
     if final:

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from tqdm import tqdm
 
 from privrl_jax import envs
+from privrl_jax import provenance  # noqa: E402
 
 
 def _best_time(fn, repeats: int) -> float:
@@ -114,7 +115,7 @@ def main() -> None:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(payload, f, indent=2)
+        json.dump({**payload, "provenance": provenance()}, f, indent=2)
     os.replace(tmp, args.out)
     print(f"wrote {args.out}")
     # Vectorisation must pay off: the widest vmapped collection beats the Python loop.

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from privrl_jax import ope, privacy
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -64,9 +65,9 @@ def datasets(mdp, pi, phi, seed: int, trials: int) -> ope.Collected:
     return jax.jit(jax.vmap(lambda k: ope.collect(k, mdp, pi, pi, phi, num_trajectories=M, max_length=T)))(keys)
 
 
-def mc_stats(cols: ope.Collected) -> ope.MonteCarloStats:
-    fv = jax.vmap(lambda c: ope.first_visits(c.states, c.data.transitions.r_t, c.data.mask, GAMMA, S))(cols)
-    return jax.vmap(ope.monte_carlo_stats)(fv)
+def mc_stats(cols: ope.Collected) -> ope.FirstVisits:
+    """The first visits of every trial (DP-LSW / DP-LSL clip and sum them themselves)."""
+    return jax.vmap(lambda c: ope.first_visits(c.states, c.data.transitions.r_t, c.data.mask, GAMMA, S))(cols)
 
 
 @functools.cache
@@ -144,7 +145,7 @@ def part_eps(trials: int, select_trials: int, epsilons) -> dict:
         "zero (V = 0)": summary(np.full(trials, float(jnp.mean(values**2)))),
         "LSTD (exact data solution)": summary(mse(jax.vmap(
             lambda d: ope.lstd_solution(ope.dataset_stats(d))[0])(ev.data), phi, values)),
-        "LSW, no noise": summary(mse(jax.vmap(lambda st: ope.lsw_solution(st, phi, rho))(ev_stats), phi, values)),
+        "LSW, no noise": summary(mse(jax.vmap(lambda st: ope.lsw_solution(ope.monte_carlo_stats(st), phi, rho))(ev_stats), phi, values)),
     }
     rows = []
     for eps in epsilons:
@@ -160,7 +161,7 @@ def part_eps(trials: int, select_trials: int, epsilons) -> dict:
         r = lsl_batch(jax.random.split(jax.random.key(int(eps * 1000) + 2), trials), ev_stats, phi, eps, lam)
         row["DP-LSL"] = summary(mse(r.theta, phi, values)) | {
             "lambda": lam, "noise_std_median": float(np.median(np.asarray(r.noise_std)))}
-        row["LSL, no noise"] = summary(mse(jax.vmap(lambda st, lam=lam: ope.lsl_solution(st, phi, rho, lam))(ev_stats),
+        row["LSL, no noise"] = summary(mse(jax.vmap(lambda st, lam=lam: ope.lsl_solution(ope.monte_carlo_stats(st), phi, rho, lam))(ev_stats),
                                            phi, values))
         # GPOPE, both sampling modes.
         for mode, grid, steps in (("poisson", POISSON_GRID, POISSON_STEPS), ("uniform", UNIFORM_GRID, UNIFORM_STEPS)):
@@ -405,7 +406,7 @@ def main() -> None:
                    f"{r['vmap_trajectories_per_s']:.3g} | {r['loop_trajectories_per_s']:.3g} | {r['speedup']:.2f}x |\n")
         # No assertion on the ratio: on a shared 2-core CPU both runs do the same arithmetic, and
         # the loop's per-trial dispatch is one call per 500-step scan (see benchmarks/README.md).
-    stem.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str))
+    dump_json(stem.with_suffix(".json"), res, indent=1, default=str)
     stem.with_suffix(".md").write_text(md)
     print(md)
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from privrl_jax import ope
 from privrl_jax.pipelines import gpope
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -296,7 +297,7 @@ def main() -> None:
         results[name] = run_env(name, args.trials, args.seed)
         print(f"{name}: {time.time() - t:.0f} s", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(results, indent=2))
+    dump_json((RESULTS / f"{args.name}.json"), results, indent=2)
     md = render_md(results)
     (RESULTS / f"{args.name}.md").write_text(md)
     plot(results, RESULTS / f"{args.name}.png")

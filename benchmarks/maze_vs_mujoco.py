@@ -45,6 +45,7 @@ from privrl_jax.envs._d4rl_expert import (
     d4rl_expert_returns,
     init_d4rl_controller_state,
 )
+from privrl_jax import provenance  # noqa: E402
 
 MAZES = ("umaze", "medium", "large")  # gymnasium-robotics PointMaze_*-v3 under the hood
 OFFSET = 0.2  # D4RL qpos (i, j) = centre of cell (i, j) + 0.2 per axis
@@ -447,7 +448,8 @@ def main() -> None:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out + ".json", "w") as f:
         json.dump(
-            {"meta": meta, "dynamics": gaps, "returns": returns, "throughput": speed},
+            {"meta": meta, "dynamics": gaps, "returns": returns, "throughput": speed,
+             "provenance": provenance()},
             f,
             indent=1,
         )

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 RESULTS = Path(__file__).parent / "results"
 N = 4096
@@ -111,7 +112,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     meta = {"steps": args.steps, "warmup": args.warmup, "dataset_size": N, "model": "ResidualMLP(256, 3), dim 12",
             "devices_per_process": 1}
-    (RESULTS / "multihost_speed.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    dump_json((RESULTS / "multihost_speed.json"), {"meta": meta, "rows": rows}, indent=2)
     (RESULTS / "multihost_speed.md").write_text(table + "\n")
     print(table)
 

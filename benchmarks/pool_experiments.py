@@ -28,6 +28,7 @@ import numpy as np
 from privrl_jax import planning
 from privrl_jax.data._demand import write_synthetic_rossmann_csv
 from privrl_jax.pipelines import pool
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 RESULTS = Path(__file__).parent / "results"
 RHOS = (0.1, 1.0, 5.0, 10.0, 20.0, 40.0)
@@ -409,7 +410,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     if args.only == "select":
         rs = select_bonus_scale(args.runs, args.episodes, args.eval_episodes)
-        (RESULTS / "pool_select.json").write_text(json.dumps(rs, indent=2))
+        dump_json((RESULTS / "pool_select.json"), rs, indent=2)
         (RESULTS / "pool_select.md").write_text(_md_select(rs))
         return
     need_b = args.only in (None, "data") or (args.only == "1" and args.demand == "synthetic")
@@ -419,16 +420,16 @@ def main() -> None:
                          only=args.sweeps)
         stem = "pool_exp2" if not args.sweeps else "pool_exp2_" + "_".join(args.sweeps)
         stem = stem.replace("+", "")
-        (RESULTS / f"{stem}.json").write_text(json.dumps(r2, indent=2))
+        dump_json((RESULTS / f"{stem}.json"), r2, indent=2)
         (RESULTS / f"{stem}.md").write_text(_md2(r2))
         _plot2(r2, RESULTS / f"{stem}.png")
     if args.only in (None, "data"):
         rd = experiment_data(b, max(2, args.runs // 2))
-        (RESULTS / "pool_data.json").write_text(json.dumps(rd, indent=2))
+        dump_json((RESULTS / "pool_data.json"), rd, indent=2)
         (RESULTS / "pool_data.md").write_text(_md_data(rd))
     if args.only in (None, "3"):
         r3 = experiment3(max(1, args.runs // 3), args.episodes, args.eval_episodes)
-        (RESULTS / "pool_exp3.json").write_text(json.dumps(r3, indent=2))
+        dump_json((RESULTS / "pool_exp3.json"), r3, indent=2)
         (RESULTS / "pool_exp3.md").write_text(_md3(r3))
         _plot3(r3, RESULTS / "pool_exp3.png")
     if args.only in (None, "1"):
@@ -445,7 +446,7 @@ def main() -> None:
                                  "SYNTHETIC demand in Rossmann format (store 1 of a generated "
                                  "train.csv, read by load_rossmann; not real data)")
             stem = "pool_exp1_rossmann_format"
-        (RESULTS / f"{stem}.json").write_text(json.dumps(r1, indent=2))
+        dump_json((RESULTS / f"{stem}.json"), r1, indent=2)
         (RESULTS / f"{stem}.md").write_text(_md1(r1))
         _plot1(r1, RESULTS / f"{stem}.png")
 

@@ -35,6 +35,7 @@ import numpy as np
 from privrl_jax import planning
 from privrl_jax.envs._inventory import inventory_stage, sample_demand
 from privrl_jax.pipelines import pool
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 RESULTS = Path(__file__).parent / "results"
 G, ND, EVAL = 101, 2000, 4000
@@ -153,7 +154,7 @@ def main() -> None:
                       "per product), pool/default otherwise (H=5, lambda=0.9, zones with limiter; "
                       f"last row the paper's linear form), {EVAL} evaluation episodes", "rows": rows}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "pool_zones_exact.json").write_text(json.dumps(out, indent=2))
+    dump_json((RESULTS / "pool_zones_exact.json"), out, indent=2)
     lines = ["# POOL: can l2-shell zones represent the exact Q?", "", out["setting"] + ".", "",
              ("| w+d | M | interpolation | behaviour | exact Q greedy | zones, exact basis "
               "values | best affine per shell | its RMS / std(Q) | zones' interp. RMS | share "

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from privrl_jax import diffusion, privacy, synth
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 CONFIGS = {
     # name: (H, fragments, units per microbatch, layers, heads, width)
@@ -71,7 +72,7 @@ def main():
         rows[name] = r
         print(f"| {name} | {r['vmap']:.1f} | {r['ghost']:.1f} | {r['max_abs_diff']:.2e} |")
     out = Path(__file__).parent / "results" / "privorl_j_clip_speed.json"
-    out.write_text(json.dumps(rows, indent=2))
+    dump_json(out, rows, indent=2)
     for r in rows.values():
         assert r["max_abs_diff"] < 1e-4, "ghost and vmap must agree"
 

@@ -46,6 +46,7 @@ from privrl_jax import data, envs, pipelines
 from privrl_jax import eval as evaluation
 from privrl_jax.pipelines import privorl_j
 from privrl_jax.pipelines._config import to_dict
+from privrl_jax import provenance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"PrivORL-j": "transformer", "PrivORL-j-U": "unet", "DP-Transformer": "dp_transformer"}
@@ -229,7 +230,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{args.name}.json").write_text(json.dumps(
             {"config": args.config, "overrides": args.overrides, "note": NOTE, "rows": rows,
-             "horizon_sweep": sweep, "references": refs}, indent=2, default=float))
+             "horizon_sweep": sweep, "references": refs, "provenance": provenance()}, indent=2, default=float))
         (out / f"{args.name}.md").write_text(text)
         return text
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from privrl_jax.pipelines import privorl_n
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {
@@ -117,7 +118,7 @@ def main() -> None:
     print(table)
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.json").write_text(json.dumps(rows, indent=2))
+    dump_json(out / f"{args.name}.json", rows, indent=2)
     (out / f"{args.name}.md").write_text(f"# PrivORL-n on maze2d-umaze (quickstart scale)\n\n{table}\n")
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from privrl_jax import envs
+from privrl_jax import provenance  # noqa: E402
 
 
 def main() -> None:
@@ -104,7 +105,7 @@ def main() -> None:
     }
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(payload, f, indent=2)
+        json.dump({**payload, "provenance": provenance()}, f, indent=2)
     os.replace(tmp, args.out)
     print(f"wrote {args.out}")
     # The expert must beat random by a wide margin on every task, or the normalised

@@ -31,6 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 from privrl_jax.diffusion import EDMDenoiser, ResidualMLP, edm_sample
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 RESULTS = Path(__file__).parent / "results"
 # name: (input dim, width, depth, sampling steps, batch)
@@ -127,7 +128,7 @@ def main() -> None:
     device = f"{rows[0]['device']} ({rows[0]['device_kind']})" if rows else "none"
     print(table)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "synth_sampling_throughput.json").write_text(json.dumps(rows, indent=2))
+    dump_json((RESULTS / "synth_sampling_throughput.json"), rows, indent=2)
     (RESULTS / "synth_sampling_throughput.md").write_text(
         f"# EDM sampling throughput on {device}, median of {args.repeats} calls\n\n"
         f"{table}\n"

@@ -80,7 +80,7 @@ def train(
         str | None,
         typer.Option(help=with_default(
             "Where evaluations run: jax, or mujoco (real MuJoCo, pip install -e "
-            "\".[mujoco]\": D4RL's point maze for maze2d-*-v1, and the only backend "
+            "\".\\[mujoco]\": D4RL's point maze for maze2d-*-v1, and the only backend "
             "of the locomotion and kitchen tasks, e.g. hopper-medium-v2, "
             "kitchen-mixed-v0).", "jax")),
     ] = None,

@@ -201,8 +201,6 @@ def _load_inputs(config: AgentTrainConfig) -> tuple[Any, Any, Transitions]:
         env, env_params = None, _mujoco_tasks.mujoco_task(config.env)
     else:
         env, env_params = envs.make(config.env)  # validates the env name
-    if config.eval_backend == "mujoco":
-        envs.require_mujoco()  # before anything is written or trained
     dataset = load_hdf5(config.dataset)
     if env is None:
         _check_dataset_for_task(dataset, env_params, source=config.dataset)
@@ -215,6 +213,11 @@ def _load_inputs(config: AgentTrainConfig) -> tuple[Any, Any, Transitions]:
             f"{config.dataset!r} ({len(dataset)} transitions); give --batch-size "
             f"{len(dataset)} or less."
         )
+    # After the inputs' own checks: a dataset of the wrong layout is wrong whatever is
+    # installed, so the user hears it before being sent to install an extra. Still before
+    # anything is written or trained.
+    if config.eval_backend == "mujoco":
+        envs.require_mujoco()
     return env, env_params, dataset
 
 

@@ -387,8 +387,19 @@ def test_mujoco_only_task_needs_the_mujoco_backend(tmp_path, trained):
 
 
 def test_dataset_of_another_layout_is_refused_for_a_mujoco_task(tmp_path, trained):
+    # The dataset is checked before the extra: it is wrong whether or not mujoco is installed.
     assert_error(hopper_train(tmp_path, "--eval-backend", "mujoco", obs_dim=4),
                  "observations of dimension 4", "'hopper-medium-v2' has 11")
+    assert not trained and not (tmp_path / "run").exists()
+
+
+def test_mujoco_backend_without_the_extra_names_the_install(tmp_path, trained):
+    from privrl_jax import envs
+
+    if envs.mujoco_available():
+        pytest.skip("the mujoco extra is installed: the missing-extra error cannot happen")
+    assert_error(hopper_train(tmp_path, "--eval-backend", "mujoco"),
+                 "the MuJoCo evaluation backend needs", 'pip install -e ".[mujoco]"')
     assert not trained and not (tmp_path / "run").exists()
 
 

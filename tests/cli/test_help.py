@@ -53,3 +53,10 @@ def test_json_is_a_flag_and_shown_as_one(command):
 def test_help_rendering_keeps_the_defaults():
     text = CliRunner().invoke(app, ["data", "collect", "--help"]).output
     assert "[default: maze2d-umaze-v1]" in text and "--config test" in text
+
+
+def test_the_install_hint_survives_rich_markup():
+    # Help is rendered as rich markup, where an unescaped [mujoco] is a tag and disappears.
+    res = CliRunner().invoke(app, ["agent", "train", "--help"], env={"COLUMNS": "400"})
+    assert res.exit_code == 0
+    assert 'pip install -e ".[mujoco]"' in " ".join(res.output.split())

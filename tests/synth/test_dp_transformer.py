@@ -136,17 +136,26 @@ def test_samples_follow_the_model_density(params):
 
 def test_overfits_two_trajectories():
     """Trained (non-privately) on 2 trajectories, the NLL per real dim falls far below that of
-    the best context-free Gaussian (each dim's own mean and variance over the data)."""
+    the best context-free Gaussian (each dim's own mean and variance over the data).
+
+    "Far below" is 1 nat per dim: the model's std is then < 1/e of the data's on average. The
+    model is trained to its plateau, not stopped in the transient: Adam on 4 rows is spiky there
+    (300 steps at lr 1e-2 gave 0.58 on one CPU and 1.85 on another, the same seed: XLA's CPU
+    kernels round differently across processors and the transient amplifies it). At lr 3e-3 the
+    NLL never rose above -0.51 between steps 2000 and 6000 (checked every 100), against a
+    threshold of 1.43: a margin of ~2 nats where the two machines differed by 1.3. This run ends
+    at -2.02 after 4000 steps.
+    """
     rng = np.random.default_rng(0)
     items, mask = _units([2, 2], rng, f=2)  # 2 trajectories x 2 fragments of H steps
     rows = synth.pack_rows({k: v.reshape((4,) + v.shape[2:]) for k, v in items.items()})
     steps = np.asarray(items["x"]).reshape(-1, D)
     bound = float(np.mean(0.5 * np.log(2 * math.pi * math.e * steps.var(0))))  # ~ 1.42 + log 3
-    tx = optax.adam(1e-2)
-    chunk = synth.make_ar_pretrain_chunk(MODEL, tx, batch_size=4, chunk_steps=300, ema_decay=0.0)
+    tx = optax.adam(3e-3)
+    chunk = synth.make_ar_pretrain_chunk(MODEL, tx, batch_size=4, chunk_steps=4000, ema_decay=0.0)
     state = init_synth_state(jax.jit(synth.init_step_transformer, static_argnums=1)(jax.random.key(0), MODEL), tx)
     rnd = synth.init_rnd(jax.random.key(1), rows.shape[1])
     state, _, _ = chunk(state, rnd, rows, jnp.zeros((1, rows.shape[1])), jnp.zeros(1), jax.random.key(2))
     item_nll = jax.jit(jax.vmap(lambda it: synth.ar_fragment_nll(MODEL, state.params, it)))
     per_dim = float(jnp.mean(item_nll({k: v.reshape((4,) + v.shape[2:]) for k, v in items.items()})))
-    assert per_dim < bound - 1.0, (per_dim, bound)  # measured: 0.58 vs a bound of 2.43
+    assert per_dim < bound - 1.0, (per_dim, bound)  # bound 2.43
