@@ -141,9 +141,38 @@ def first_visits(
 
 
 def monte_carlo_stats(visits: FirstVisits) -> MonteCarloStats:
-    """n_s = number of trajectories visiting s, G_s = sum of their first-visit returns."""
+    """n_s = number of trajectories visiting s, G_s = sum of their first-visit returns.
+
+    Not a privacy boundary: the returns are summed as given. The DP releases
+    (:func:`dp_lsw`, :func:`dp_lsl`) take the visits and clip them first.
+    """
     v = visits.visited.astype(jnp.float32)
     return MonteCarloStats(jnp.sum(v, axis=0), jnp.sum(v * visits.returns, axis=0))
+
+
+def clip_first_visits(visits: FirstVisits, return_bounds: tuple[float, float]) -> FirstVisits:
+    """Each first-visit return forced into the public [lo, hi] the smooth sensitivity assumes.
+
+    The NRS07 bounds below hold only if every F_{i,s} lies in [lo, hi]; user data need not. So
+    the bound is enforced where the data enter the mechanism: finite returns are clipped, +inf
+    maps to hi and -inf to lo (what clipping gives), and NaN maps to 0, the value an unvisited
+    state already contributes (0 is in [lo, hi] by :func:`_check_bounds`). A NaN reward thus
+    costs its trajectory's estimate, never the guarantee. Unvisited entries stay 0.
+    """
+    lo, hi = _check_bounds(return_bounds)
+    r = jnp.clip(visits.returns, lo, hi)
+    r = jnp.where(jnp.isnan(r) | ~visits.visited, 0.0, r)
+    return FirstVisits(visits.visited, r)
+
+
+def _private_stats(visits: FirstVisits, return_bounds, num_trajectories: int | None):
+    m = visits.visited.shape[0]
+    if num_trajectories is not None and num_trajectories != m:
+        raise ValueError(
+            f"num_trajectories={num_trajectories} but the visits hold {m} trajectories; pass "
+            f"the visits of all m trajectories (or omit num_trajectories)."
+        )
+    return monte_carlo_stats(clip_first_visits(visits, return_bounds)), m
 
 
 def smooth_params(epsilon: float, delta: float, dim: int) -> SmoothParams:
@@ -301,28 +330,31 @@ def _release(key, theta, smooth, params: SmoothParams, epsilon, delta) -> BalleR
 
 def dp_lsw(
     key: jax.Array,
-    stats: MonteCarloStats,
+    visits: FirstVisits,
     features: jax.Array,
     rho: jax.Array,
     *,
     epsilon: float,
     delta: float,
     return_bounds: tuple[float, float],
-    num_trajectories: int,
+    num_trajectories: int | None = None,
     ridge: float = 0.0,
 ) -> BalleRelease:
     """DP-LSW: theta_w + S_w(X) / alpha * N(0, I_d); (epsilon, delta)-DP by NRS07 (replace-one).
 
     Args:
       key: the noise key (secret in a real release).
-      stats: :func:`monte_carlo_stats` of the m trajectories.
+      visits: :func:`first_visits` of the m trajectories. Their returns are clipped into
+        ``return_bounds`` here (:func:`clip_first_visits`), so data outside the declared bounds
+        cost accuracy, never the guarantee.
       features: [S, d] Phi. rho: [S] public state weights (> 0 where Phi must be identified).
       epsilon, delta: the target guarantee of this one release.
       return_bounds: public [lo, hi] containing every first-visit return and 0.
-      num_trajectories: m (public).
+      num_trajectories: m (public); optional, checked against the visits' leading axis.
       ridge: lambda_w >= 0 (0 is the paper's LSW).
     """
     params = smooth_params(epsilon, delta, features.shape[1])
+    stats, num_trajectories = _private_stats(visits, return_bounds, num_trajectories)
     theta = lsw_solution(stats, features, rho, ridge)
     smooth = lsw_smooth_sensitivity(
         stats.counts, features, rho, return_bounds=return_bounds, beta=params.beta,
@@ -333,14 +365,14 @@ def dp_lsw(
 
 def dp_lsl(
     key: jax.Array,
-    stats: MonteCarloStats,
+    visits: FirstVisits,
     features: jax.Array,
     rho: jax.Array,
     *,
     epsilon: float,
     delta: float,
     return_bounds: tuple[float, float],
-    num_trajectories: int,
+    num_trajectories: int | None = None,
     ridge: float,
 ) -> BalleRelease:
     """DP-LSL: theta_l + S_l(X) / alpha * N(0, I_d); (epsilon, delta)-DP by NRS07 (replace-one).
@@ -349,6 +381,7 @@ def dp_lsl(
     e.g. lambda = c m^0.4; the noise falls like 1/lambda, the bias grows with it).
     """
     params = smooth_params(epsilon, delta, features.shape[1])
+    stats, num_trajectories = _private_stats(visits, return_bounds, num_trajectories)
     theta = lsl_solution(stats, features, rho, ridge)
     smooth = lsl_smooth_sensitivity(
         stats.counts, features, rho, return_bounds=return_bounds, beta=params.beta,

@@ -5,7 +5,7 @@ Statistics. Cells are the basis points of the zones (K = M P, see
 to go, the paper's H - h + 1) and each transition i of the data whose pair
 b = (s_h, a_h) has feedback (b < lambda_h, Definition 2), the target is
 
-    y_i = clip((r_i + V_{h+1}(s'_i)) / v_max_h, 0, 1),
+    y_i = clip((r_i + V_{h+1}(s'_i)) / v_max_h, 0, 1)   (0 where r_i is NaN),
 
 with V_{h+1} the (already private) value of the stage after. Per stage and cell
 we release n_h(k) = #{i in k}, S_h(k) = sum y_i and S2_h(k) = sum y_i^2. The
@@ -219,7 +219,10 @@ def _targets(geom, h, q_next, data, actions):
     hn = jnp.minimum(h + 1, horizon - 1)
     v = state_values(geom, hn, q_next, data.next_observations[:, h], actions)
     v = jnp.where(h + 1 < horizon, v, 0.0)
-    return jnp.clip((data.rewards[:, h] + v) / (horizon - h), 0.0, 1.0)
+    y = jnp.clip((data.rewards[:, h] + v) / (horizon - h), 0.0, 1.0)
+    # The sensitivity sqrt(3 H) needs y in [0, 1]; clip keeps NaN, so a missing (NaN) reward
+    # is mapped to 0, the pessimistic target (inf rewards are clipped to 0 or 1 above).
+    return jnp.where(jnp.isnan(y), 0.0, y)
 
 
 def _cell_sums(cells_h, values, num_cells):

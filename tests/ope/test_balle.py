@@ -40,19 +40,24 @@ def test_trajectory_first_visits_by_hand():
 
 
 def _hand_stats():
-    # Two tabular states, rho = (1/2, 1/2), n = (3, 1), returns in [0, 1] (W = B = 1), m = 4.
-    stats = ope.MonteCarloStats(jnp.array([3.0, 1.0]), jnp.array([1.5, 1.0]))
-    return stats, jnp.eye(2), jnp.array([0.5, 0.5])
+    # Two tabular states, rho = (1/2, 1/2), n = (3, 1), returns in [0, 1] (W = B = 1), m = 4:
+    # trajectories 0-2 visit state 0 with return 1/2, trajectory 3 visits state 1 with return 1.
+    visits = ope.FirstVisits(jnp.array([[True, False]] * 3 + [[False, True]]),
+                             jnp.array([[0.5, 0.0]] * 3 + [[0.0, 1.0]]))
+    stats = ope.monte_carlo_stats(visits)
+    np.testing.assert_array_equal(stats.counts, [3.0, 1.0])
+    np.testing.assert_array_equal(stats.sums, [1.5, 1.0])
+    return visits, stats, jnp.eye(2), jnp.array([0.5, 0.5])
 
 
 def test_dp_lsw_noise_std_equals_the_formula_by_hand():
-    stats, phi, rho = _hand_stats()
+    visits, stats, phi, rho = _hand_stats()
     p = ope.smooth_params(EPS, DELTA, dim=2)
     # ||(Gamma^1/2 Phi)^+||_2 = 1 / sqrt(1/2) = sqrt 2, so U_w(k)^2 = 2 * sum_s 0.5 / max(n_s - k, 1)^2:
     # k = 0: 1/9 + 1 = 10/9; k = 1: 1/4 + 1 = 5/4; k >= 2: 2.
     psi = max(10 / 9, 1.25 * math.exp(-p.beta), 2 * math.exp(-2 * p.beta))
     release = ope.dp_lsw(
-        jax.random.key(0), stats, phi, rho, epsilon=EPS, delta=DELTA,
+        jax.random.key(0), visits, phi, rho, epsilon=EPS, delta=DELTA,
         return_bounds=(0.0, 1.0), num_trajectories=4,
     )
     assert float(release.smooth_sensitivity) == pytest.approx(math.sqrt(psi), rel=1e-5)
@@ -62,14 +67,14 @@ def test_dp_lsw_noise_std_equals_the_formula_by_hand():
 
 
 def test_dp_lsl_noise_std_equals_the_formula_by_hand():
-    stats, phi, rho = _hand_stats()
+    visits, stats, phi, rho = _hand_stats()
     p = ope.smooth_params(EPS, DELTA, dim=2)
     # lambda = 2, ||Phi|| = 1, ||rho||_2 = sqrt(1/2), ||rho||_inf = 1/2:
     # U_l(k) = sqrt(1/2) + 0.5 sqrt(N_k), N_k = 0.5 min(3 + k, 4) + 0.5 min(1 + k, 4) = 2, 3, 3.5, 4.
     u = [math.sqrt(0.5) + 0.5 * math.sqrt(n) for n in (2.0, 3.0, 3.5, 4.0, 4.0)]
     psi = max(math.exp(-k * p.beta) * x**2 for k, x in enumerate(u))
     release = ope.dp_lsl(
-        jax.random.key(0), stats, phi, rho, epsilon=EPS, delta=DELTA,
+        jax.random.key(0), visits, phi, rho, epsilon=EPS, delta=DELTA,
         return_bounds=(0.0, 1.0), num_trajectories=4, ridge=2.0,
     )
     assert float(release.smooth_sensitivity) == pytest.approx(math.sqrt(psi), rel=1e-5)
@@ -77,13 +82,13 @@ def test_dp_lsl_noise_std_equals_the_formula_by_hand():
 
 
 def test_release_noise_has_the_stated_std_and_mean_theta():
-    stats, phi, rho = _hand_stats()
+    visits, stats, phi, rho = _hand_stats()
     run = jax.jit(jax.vmap(lambda k: ope.dp_lsw(
-        k, stats, phi, rho, epsilon=EPS, delta=DELTA, return_bounds=(0.0, 1.0),
+        k, visits, phi, rho, epsilon=EPS, delta=DELTA, return_bounds=(0.0, 1.0),
         num_trajectories=4,
     ).theta))
     draws = np.asarray(run(jax.random.split(jax.random.key(1), 20000)))  # [20000, 2]
-    std = float(ope.dp_lsw(jax.random.key(0), stats, phi, rho, epsilon=EPS, delta=DELTA,
+    std = float(ope.dp_lsw(jax.random.key(0), visits, phi, rho, epsilon=EPS, delta=DELTA,
                            return_bounds=(0.0, 1.0), num_trajectories=4).noise_std)
     theta = np.asarray(ope.lsw_solution(stats, phi, rho))
     np.testing.assert_allclose(theta, [0.5, 1.0], rtol=1e-6)  # the mean returns
@@ -208,9 +213,58 @@ def test_lsw_recovers_the_chain_values_on_policy():
 
 
 def test_bad_bounds_and_ridge_are_refused():
-    stats, phi, rho = _hand_stats()
+    visits, stats, phi, rho = _hand_stats()
     with pytest.raises(ValueError, match="lo <= 0 <= hi"):
         ope.lsw_local_sensitivity(stats.counts, phi, rho, return_bounds=(0.5, 1.0))
     with pytest.raises(ValueError, match="ridge"):
         ope.lsl_local_sensitivity(stats.counts, phi, rho, return_bounds=(0.0, 1.0), ridge=0.0,
                                   num_trajectories=4)
+
+
+def _one_wild_neighbour(wild: float):
+    """12 trajectories with returns in [0, 1]; the neighbour replaces trajectory 0's returns
+    by ``wild`` (a reward of 1e6, or NaN, as a user's data may hold)."""
+    rng = np.random.default_rng(3)
+    visited, returns = _random_visits(rng, 12, 3, 0.0, 1.0, p_visit=0.7)
+    visited[0] = True
+    wild_returns = returns.copy()
+    wild_returns[0] = wild
+    as_visits = lambda r: ope.FirstVisits(jnp.asarray(visited), jnp.asarray(r, jnp.float32))  # noqa: E731
+    return as_visits(returns), as_visits(wild_returns), visited.sum(0).astype(np.float32)
+
+
+@pytest.mark.parametrize("wild", [1e6, -1e6, np.inf, np.nan])
+@pytest.mark.parametrize("which", ["lsw", "lsl"])
+def test_one_trajectory_outside_the_bounds_moves_the_release_by_at_most_its_sensitivity(wild, which):
+    """The smooth sensitivity assumes returns in [lo, hi]; a trajectory that leaves them (or is
+    NaN) must move theta by at most the local sensitivity, and the released noise std must be
+    the same data-independent-of-its-returns value (it depends on the visit counts only)."""
+    x, x_wild, counts = _one_wild_neighbour(wild)
+    phi = jnp.asarray(np.random.default_rng(4).normal(size=(3, 2)), jnp.float32)
+    rho = jnp.array([0.2, 0.3, 0.5])
+    bounds, ridge = (0.0, 1.0), 2.0
+    kw = dict(epsilon=EPS, delta=DELTA, return_bounds=bounds)
+    if which == "lsw":
+        release = lambda v: ope.dp_lsw(jax.random.key(7), v, phi, rho, **kw)  # noqa: E731
+        local = ope.lsw_local_sensitivity(jnp.asarray(counts), phi, rho, return_bounds=bounds)
+    else:
+        release = lambda v: ope.dp_lsl(jax.random.key(7), v, phi, rho, ridge=ridge, **kw)  # noqa: E731
+        local = ope.lsl_local_sensitivity(jnp.asarray(counts), phi, rho, return_bounds=bounds,
+                                          ridge=ridge, num_trajectories=12)
+    a, b = release(x), release(x_wild)
+    assert np.all(np.isfinite(b.theta)) and float(b.noise_std) == float(a.noise_std)
+    # Same key and same std: the noise cancels, what is left is the move of theta itself.
+    assert float(jnp.linalg.norm(a.theta - b.theta)) <= float(local) * (1 + 1e-5)
+
+
+def test_clip_first_visits_maps_non_finite_returns_into_the_bounds():
+    v = ope.FirstVisits(jnp.array([[True, True, True, True, False]]),
+                        jnp.array([[np.nan, np.inf, -np.inf, 7.0, 0.0]], jnp.float32))
+    np.testing.assert_array_equal(ope.clip_first_visits(v, (-1.0, 2.0)).returns, [[0.0, 2.0, -1.0, 2.0, 0.0]])
+
+
+def test_num_trajectories_that_disagree_with_the_visits_is_refused():
+    visits, _, phi, rho = _hand_stats()
+    with pytest.raises(ValueError, match="num_trajectories=5 but the visits hold 4"):
+        ope.dp_lsw(jax.random.key(0), visits, phi, rho, epsilon=EPS, delta=DELTA,
+                   return_bounds=(0.0, 1.0), num_trajectories=5)

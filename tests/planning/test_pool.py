@@ -63,6 +63,26 @@ def test_one_episode_moves_the_statistics_by_at_most_sqrt_3h(setup):
     assert float(jnp.linalg.norm(d)) == pytest.approx(math.sqrt(3 * (H - 1)), rel=1e-6)
 
 
+@pytest.mark.parametrize("reward", [np.nan, np.inf, -np.inf, 1e30])
+def test_an_episode_with_a_non_finite_reward_moves_the_release_by_at_most_sqrt_3h(setup, reward):
+    """A missing (NaN) or wild reward enters the statistics inside [0, 1] like any other, so
+    the pre-noise vector moves by at most Delta and the release and Q tables stay finite."""
+    data, geom, acts = setup
+    q = jnp.full((H, geom.num_cells), 1e3)
+    base = planning.exact_statistics(geom, data, acts, q)
+    ep = InventoryData(
+        observations=jnp.full((H, 1), 0.3), actions=jnp.full((H, 1), 0.2),
+        rewards=jnp.full(H, reward, jnp.float32), next_observations=jnp.full((H, 1), 0.1),
+        sales=jnp.zeros((H, 1)), feedback=jnp.ones(H, bool))
+    wild = _append(data, ep)
+    diff = planning.exact_statistics(geom, wild, acts, q) - base
+    assert np.all(np.isfinite(diff))
+    assert float(jnp.linalg.norm(diff)) <= planning.statistics_sensitivity(H) * (1 + 1e-6)
+    released = planning.pool_plan(jax.random.key(7), wild, geom, acts, planning.pool_mechanism(0.5, H))
+    for x in released[:4]:
+        assert np.all(np.isfinite(np.asarray(x)))
+
+
 def test_released_noise_has_the_mechanisms_std_and_rho_to_epsilon(setup):
     data, geom, acts = setup
     mech = planning.pool_mechanism(0.5, H)
