@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
@@ -84,6 +85,33 @@ def load_or_fail(load: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 def options_to_values(**options: Any) -> Mapping[str, Any]:
     """The options the user gave (not None), as `load_config`'s typed values."""
     return {k: v for k, v in options.items() if v is not None}
+
+
+# The run directory's lock file (privrl_jax.pipelines._rundir.LOCK_FILE; tests check they agree).
+RUN_LOCK_FILE = ".lock"
+
+
+def refuse_busy_out(out: Path) -> None:
+    """Fails at once when a live run holds ``out``'s lock, before the imports and set-up of a run.
+
+    Only a probe: the run takes the lock itself (a run that starts in between is still refused
+    there). It creates nothing, so a refused command leaves no ``.lock`` behind.
+    """
+    import fcntl  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    lock = Path(out) / RUN_LOCK_FILE
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return  # no lock file: no live run there
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fail(f"another run is using {out} right now (it holds {lock}); wait for it to finish or "
+             "choose another --out directory.")
+    finally:
+        os.close(fd)
 
 
 def one_line(err: Exception | str) -> str:

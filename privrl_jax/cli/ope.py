@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from privrl_jax.cli._common import SetOption, config_option, load_or_fail
+from privrl_jax.cli._common import SetOption, config_option, load_or_fail, refuse_busy_out
 
 app = typer.Typer(
     help="Differentially private off-policy evaluation (GPOPE).",
@@ -25,6 +25,7 @@ def run_command(
     overrides: SetOption = None,
 ) -> None:
     """GPOPE on the medical chain MDP, Mountain Car or the HIV simulator (env.name): DP plan, noisy GTD2 steps, report and audit."""
+    refuse_busy_out(out)
     from privrl_jax import pipelines  # here: keeps `privrl --help` fast
     from privrl_jax.pipelines import gpope
 

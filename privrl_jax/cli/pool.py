@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from privrl_jax.cli._common import SetOption, config_option, load_or_fail
+from privrl_jax.cli._common import SetOption, config_option, load_or_fail, refuse_busy_out
 
 app = typer.Typer(
     help="Private offline RL with one-sided feedback (POOL) on lost-sales inventory.",
@@ -25,6 +25,7 @@ def run_command(
     overrides: SetOption = None,
 ) -> None:
     """POOL (or a baseline): private statistics, pessimistic backward induction, report."""
+    refuse_busy_out(out)
     from privrl_jax import pipelines  # here: keeps `privrl --help` fast
     from privrl_jax.pipelines import pool
 

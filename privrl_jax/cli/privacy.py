@@ -167,6 +167,8 @@ def report(
         typer.echo(json.dumps(rep, indent=2))
         return
     budget = rep["budget"]
+    if rep.get("not_private"):
+        typer.secho(f"NOT PRIVATE: {rep['not_private']}", fg=typer.colors.RED)
     if rep["over_budget"]:
         typer.secho(f"OVER BUDGET: this run spent more than epsilon = {budget['epsilon']:g}.",
                     fg=typer.colors.RED)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from privrl_jax.cli._common import SetOption, config_option, load_or_fail
+from privrl_jax.cli._common import SetOption, config_option, load_or_fail, refuse_busy_out
 
 if TYPE_CHECKING:
     from privrl_jax.pipelines._config import ConfigSource
@@ -23,6 +23,7 @@ QUICKSTART_CONFIG = "privorl_n/quickstart"
 
 
 def _run(config: ConfigSource | None, overrides: list[str], out: Path) -> None:
+    refuse_busy_out(out)
     from privrl_jax.pipelines import privorl_n  # here: keeps `privrl --help` fast
 
     cfg = load_or_fail(privorl_n.load, config, overrides)
@@ -75,6 +76,7 @@ def trajectories(
     overrides: SetOption = None,
 ) -> None:
     """PrivORL-j: trajectory-level DP synthesis (fragments + a conditional diffusion transformer)."""
+    refuse_busy_out(out)
     from privrl_jax import pipelines
     from privrl_jax.pipelines import privorl_j  # here: keeps `privrl --help` fast
 

@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from privrl_jax.pipelines._rundir import private_dir
+
 PyTree = Any
 
 
@@ -44,7 +46,8 @@ class Checkpoints:
     """
 
     def __init__(self, directory: str | Path, *, max_to_keep: int = 2):
-        self.directory = Path(directory).absolute()
+        # The DP checkpoints hold the noise secret: owner-only, like every secret we write.
+        self.directory = private_dir(Path(directory).absolute())
         self.mgr = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(

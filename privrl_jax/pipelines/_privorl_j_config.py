@@ -89,7 +89,7 @@ class FinetuneConfig(_synth_config.FinetuneConfig):
     checkpoint_every: int = 25
 
     def __post_init__(self):
-        _synth_config.check_at_least_one("finetune", self, "batch_size", "microbatch_size")
+        super().__post_init__()
         _synth_config.check_one_of("finetune.clip_method", self.clip_method, ("vmap", "ghost"))
 
 
@@ -113,6 +113,8 @@ class SynthesisConfig:
 
     def __post_init__(self):
         _synth_config.check_at_least_one("synthesis", self, "episode_length", "num_trajectories", "batch_size")
+        _synth_config.check_release_rows("synthesis.num_trajectories x synthesis.episode_length",
+                                         self.num_trajectories * self.episode_length)
         _synth_config.check_action_bounds(self.action_bounds)
 
 

@@ -67,6 +67,7 @@ class FinetuneConfig(_synth_config.FinetuneConfig):
     curiosity_rate: float = 0.0
 
     def __post_init__(self):
+        super().__post_init__()
         if self.batch_size % self.microbatch_size:
             raise ValueError(
                 f"finetune.microbatch_size={self.microbatch_size} should divide finetune.batch_size="
@@ -87,6 +88,8 @@ class SynthesisConfig:
     action_bounds: tuple[float, ...] = (-1.0, 1.0)
 
     def __post_init__(self):
+        _synth_config.check_at_least_one("synthesis", self, "num_samples", "batch_size", "num_sampling_steps")
+        _synth_config.check_release_rows("synthesis.num_samples", self.num_samples)
         _synth_config.check_action_bounds(self.action_bounds)
 
 

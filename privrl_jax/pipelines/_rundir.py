@@ -68,8 +68,21 @@ class RunLock:
             self._fd = None
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, suffix: str = ".txt.tmp") -> None:
-    """Writes ``data`` to ``path`` by write-then-rename: readers see the old file or the new one."""
+def private_dir(path: str | os.PathLike) -> Path:
+    """Creates ``path`` (and its parents) readable by its owner only: it holds a noise secret."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def atomic_write_bytes(
+    path: str | os.PathLike, data: bytes, *, suffix: str = ".txt.tmp", secret: bool = False
+) -> None:
+    """Writes ``data`` to ``path`` by write-then-rename: readers see the old file or the new one.
+
+    ``secret=True`` keeps mkstemp's 0600 (owner only): for files that hold a noise secret.
+    """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     try:
@@ -77,9 +90,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, suffix: str = ".
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give it a normal file's permissions
+        if not secret:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give it a normal file's permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -144,3 +158,8 @@ def run_in_dir(run_dir: Path, body: Callable[[Path, Topology], T]) -> T:
     with RunLock(run_dir):
         clean_stale_temp_files(run_dir)
         return body(run_dir, topo)
+
+
+def not_private_mark(warning: str, noise_seed: int | None) -> str | None:
+    """The ledger's not-private mark for a run whose noise a public seed fixes (None if private)."""
+    return None if noise_seed is None else warning.removeprefix("NOT PRIVATE: ")

@@ -28,7 +28,7 @@ from privrl_jax.pipelines._agent_train import make_run_agent
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
-from privrl_jax.pipelines._rundir import atomic_write_text, refuse_other_run
+from privrl_jax.pipelines._rundir import atomic_write_text, not_private_mark, refuse_other_run
 from privrl_jax.privacy import _distributed as dist
 from privrl_jax.synth._privorl_n import init_synth_state
 
@@ -221,7 +221,8 @@ def open_ledger(cfg: Any, run_dir: Path, dataset_id: str, n: int, topo: dist.Top
         return None
     return privacy.Ledger.open(run_dir, dataset_id=dataset_id, dataset_size=n, target_epsilon=cfg.privacy.epsilon,
                                target_delta=cfg.privacy.delta,
-                               artifacts=[run_dir / "checkpoints" / "dp", run_dir / "synthetic.hdf5"])
+                               artifacts=[run_dir / "checkpoints" / "dp", run_dir / "synthetic.hdf5"],
+                               not_private=not_private_mark(NOT_PRIVATE_SEED, cfg.privacy.noise_seed))
 
 
 def release(cfg: Any, run_dir: Path, ledger: privacy.Ledger, synthesize: Callable[[], data.Transitions], *,

@@ -9,6 +9,7 @@ section's; checks that read two sections stay in the pipeline's top-level config
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 from privrl_jax import privacy
@@ -33,6 +34,26 @@ def check_at_least_one(section: str, cfg: object, *names: str) -> None:
 def check_rate(key: str, rate: float) -> None:
     if not 0 <= rate <= 1:
         raise ValueError(f"{key} must be in [0, 1]; got {rate}.")
+
+
+# A release is written from memory: 1e8 rows of a maze transition (~10 float32) are ~4 GB, already
+# more than the 2-core / 24 GB machines we test on hold comfortably.
+MAX_RELEASE_ROWS = 100_000_000
+
+
+def check_positive(key: str, value: float) -> None:
+    """Raises ``"{key} must be a finite number > 0; got x."`` (0, negatives, inf and NaN)."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{key} must be a finite number > 0; got {value!r}.")
+
+
+def check_release_rows(key: str, rows: float) -> None:
+    """Refuses a release size that could never be written, before any noise is drawn."""
+    if rows > MAX_RELEASE_ROWS:
+        raise ValueError(
+            f"{key} asks for {rows:.3g} released rows, more than {MAX_RELEASE_ROWS:,} (a release is "
+            "written from memory); lower it."
+        )
 
 
 def check_action_bounds(bounds: tuple[float, ...]) -> None:
@@ -115,6 +136,13 @@ class FinetuneConfig:
     learning_rate: float = 3e-4
     l2_clip_norm: float = 1.0
     microbatch_size: int
+
+    def __post_init__(self):
+        # These size the DP phase: a bad one must be refused here, before any noise is drawn
+        # (epochs = 0 used to become one DP step that spent the budget).
+        for name in ("epochs", "learning_rate", "l2_clip_norm"):
+            check_positive(f"finetune.{name}", getattr(self, name))
+        check_at_least_one("finetune", self, "batch_size", "microbatch_size")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

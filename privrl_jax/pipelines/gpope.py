@@ -58,6 +58,7 @@ from privrl_jax.pipelines._gpope_config import (
 from privrl_jax.pipelines._rundir import (
     atomic_write_bytes,
     atomic_write_text,
+    not_private_mark,
     refuse_other_run,
     run_in_dir,
 )
@@ -442,6 +443,7 @@ def _run(cfg: GPOPERunConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
             target_epsilon=cfg.privacy.epsilon,
             target_delta=cfg.privacy.delta,
             artifacts=[run_dir / "checkpoints" / "dp", weights_file],
+            not_private=not_private_mark(NOT_PRIVATE_SEED, cfg.privacy.noise_seed),
         )
         if weights_file.exists():
             head = json.loads(weights_file.read_text()).get("ledger_head", "")

@@ -58,6 +58,8 @@ from privrl_jax.pipelines._rundir import (
     atomic_write_bytes,
     atomic_write_text,
     clean_stale_temp_files,
+    not_private_mark,
+    private_dir,
     refuse_other_run,
 )
 
@@ -247,12 +249,12 @@ def _secret(cfg: PoolRunConfig, path: Path) -> DPSecret:
             return DPSecret.from_tree({"words": z["words"], "fixed": z["fixed"]})
     secret = (DPSecret.fresh() if cfg.privacy.noise_seed is None
               else DPSecret.from_seed(cfg.privacy.noise_seed))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     import io
 
     buf = io.BytesIO()
     np.savez(buf, **secret.to_tree())
-    atomic_write_bytes(path, buf.getvalue(), suffix=".json.tmp")
+    atomic_write_bytes(path, buf.getvalue(), suffix=".json.tmp", secret=True)
     return secret
 
 
@@ -275,6 +277,7 @@ def _run(cfg: PoolRunConfig, run_dir: Path) -> dict[str, Any]:
         run_dir, dataset_id=_dataset_id(cfg), dataset_size=e.num_episodes,
         target_epsilon=_target_epsilon(cfg), target_delta=cfg.privacy.delta,
         artifacts=[policy_file, secret_file],
+        not_private=not_private_mark(NOT_PRIVATE_SEED, cfg.privacy.noise_seed),
     )
     if meta_file.exists():
         ledger.require_head(str(json.loads(meta_file.read_text()).get("ledger_head", "")),

@@ -229,13 +229,7 @@ def compute_epsilon(
     """
     validate_delta(delta)
     neighboring = neighboring or neighboring_relation_for(event)
-    acc = make_accountant(accountant, neighboring)
-    if not acc.supports(event):
-        raise ValueError(
-            f"the {accountant.upper()} accountant of dp-accounting {DP_ACCOUNTING_VERSION} does not support "
-            f"{type(_innermost(event)).__name__} under {neighboring.name}; use "
-            f"accountant='{'pld' if accountant == 'rdp' else 'rdp'}'."
-        )
+    acc = _supporting_accountant(accountant, neighboring, event)
     with _quiet_absl():
         eps = float(acc.compose(event).get_epsilon(delta))
     if math.isnan(eps) or eps < 0:
@@ -280,6 +274,18 @@ def dpsgd_epsilon(
         capacity=capacity,
     )
     return compute_epsilon(event, delta, accountant=accountant)
+
+
+def _supporting_accountant(accountant: Accountant, neighboring, event: dp_accounting.DpEvent):
+    """dp-accounting's accountant for ``event``; a one-line ValueError when it cannot take it."""
+    acc = make_accountant(accountant, neighboring)
+    if not acc.supports(event):
+        raise ValueError(
+            f"the {accountant.upper()} accountant of dp-accounting {DP_ACCOUNTING_VERSION} does not support "
+            f"{type(_innermost(event)).__name__} under {neighboring.name}; use "
+            f"accountant='{'pld' if accountant == 'rdp' else 'rdp'}'."
+        )
+    return acc
 
 
 def calibrate_noise_multiplier(
@@ -334,6 +340,8 @@ def calibrate_sigma(
     """
     if accountant not in ("rdp", "pld"):
         raise ValueError(f"accountant must be 'rdp' or 'pld'; got {accountant!r}.")
+    # dp-accounting's search raises a bare "Unsupported event" deep inside; say it first, plainly.
+    _supporting_accountant(accountant, neighboring, make_event(1.0))
 
     def search(acc: Accountant, bracket) -> float:
         with _quiet_absl():

@@ -141,6 +141,7 @@ class Ledger:
         target_epsilon: float,
         target_delta: float,
         releases: list[Release] | None = None,
+        not_private: str | None = None,
     ):
         self.path = Path(path)
         self.dataset_id = dataset_id
@@ -148,11 +149,17 @@ class Ledger:
         self.target_epsilon = float(target_epsilon)
         self.target_delta = float(target_delta)
         self.releases: list[Release] = list(releases or [])
+        self.not_private = None if not_private is None else str(not_private)
 
     # ------------------------------------------------------------------ the chain
     def _header(self) -> dict[str, Any]:
-        return {"format": _FORMAT, "dataset_id": self.dataset_id, "dataset_size": self.dataset_size,
-                "target_epsilon": self.target_epsilon, "target_delta": self.target_delta}
+        header = {"format": _FORMAT, "dataset_id": self.dataset_id, "dataset_size": self.dataset_size,
+                  "target_epsilon": self.target_epsilon, "target_delta": self.target_delta}
+        # Only present when set, so the genesis of a private run is what it always was; when set,
+        # it is hashed with the header: the mark cannot be removed without breaking the chain.
+        if self.not_private is not None:
+            header["not_private"] = self.not_private
+        return header
 
     @property
     def genesis(self) -> str:
@@ -188,6 +195,7 @@ class Ledger:
         target_epsilon: float,
         target_delta: float,
         artifacts: Sequence[str | os.PathLike] = (),
+        not_private: str | None = None,
     ) -> "Ledger":
         """Opens the ledger of ``run_dir``, creating it if absent.
 
@@ -200,6 +208,8 @@ class Ledger:
           target_epsilon, target_delta: the run's budget; must equal the stored budget on reopen.
           artifacts: paths whose existence proves that releases happened (checkpoints of a DP
             phase, released files): while any exists, a missing ledger is an error, never a new one.
+          not_private: why this run's releases are not private although accounted (e.g. the noise
+            is fixed by a public seed); stored in the hashed header and shown by :meth:`report`.
 
         Raises:
           LedgerError: the file is missing while artifacts exist, corrupt, edited, or belongs to
@@ -223,6 +233,7 @@ class Ledger:
                 dataset_size=dataset_size,
                 target_epsilon=target_epsilon,
                 target_delta=target_delta,
+                not_private=not_private,
             )
             ledger.save()
             return ledger
@@ -237,6 +248,12 @@ class Ledger:
                 f"{path} was opened with budget (epsilon={ledger.target_epsilon}, "
                 f"delta={ledger.target_delta}), now (epsilon={target_epsilon}, delta={target_delta}); "
                 "a budget cannot change mid-run. Use a new run directory."
+            )
+        if ledger.not_private != (None if not_private is None else str(not_private)):
+            raise LedgerError(
+                f"{path} was written by a run that was {'not ' if ledger.not_private else ''}private, "
+                f"this one is {'not ' if not_private else ''}private (privacy.noise_seed differs); "
+                "a run directory holds one kind of run. Use a new run directory."
             )
         return ledger
 
@@ -263,6 +280,7 @@ class Ledger:
                 target_epsilon=data["target_epsilon"],
                 target_delta=data["target_delta"],
                 releases=releases,
+                not_private=data.get("not_private"),
             )
             stored_genesis = data["genesis"]
         except FileNotFoundError:
@@ -400,6 +418,7 @@ class Ledger:
             "releases": self.groups(),
             "chain_head": self.head,
             "verified": True,
+            "not_private": self.not_private,
         }
         over = False
         for acc in ("rdp", "pld"):

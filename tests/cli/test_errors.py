@@ -119,3 +119,26 @@ def test_privacy_commands_keep_one_line_errors():
     result = invoke("privacy", "epsilon", "--noise-multiplier", "1", "--steps", "10",
                     "--delta", "1e-5", "--sampling", "uniform_one")
     assert_one_line_error(result, "--dataset-size")
+
+
+@pytest.mark.parametrize("command", [["pool", "run"], ["ope", "run"], ["synth", "transitions"],
+                                     ["synth", "trajectories"]])
+def test_a_busy_out_directory_is_refused_before_any_set_up(tmp_path, command, monkeypatch):
+    """A live run holds the lock: the second command fails on one line before it loads its
+    config or builds anything (the pipelines' load is made to fail loudly if reached)."""
+    from privrl_jax.cli import _common
+    from privrl_jax.pipelines import _rundir
+
+    assert _common.RUN_LOCK_FILE == _rundir.LOCK_FILE
+    for mod in ("pool", "ope", "synth"):
+        monkeypatch.setattr(f"privrl_jax.cli.{mod}.load_or_fail",
+                            lambda *a, **k: pytest.fail("set-up was reached"))
+    with _rundir.RunLock(tmp_path):
+        res = CliRunner().invoke(app, [*command, "--out", str(tmp_path)])
+    assert res.exit_code == 2, res.output
+    assert "another run is using" in res.output and len(res.output.strip().splitlines()) == 1
+    # Without a lock file the probe creates nothing.
+    free = tmp_path / "free"
+    free.mkdir()
+    _common.refuse_busy_out(free)
+    assert not (free / ".lock").exists()

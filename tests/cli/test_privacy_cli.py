@@ -91,3 +91,14 @@ def test_missing_sampling_arguments_are_one_line_errors():
                                   "--delta", "1e-5", *args])
         assert res.exit_code == 2
         assert res.output.strip().startswith("error:") and len(res.output.strip().splitlines()) == 1
+
+
+def test_calibrate_with_an_unsupported_accountant_is_the_same_one_line_error_as_epsilon():
+    common = ["--sampling", "uniform_one", "--dataset-size", "1000", "--steps", "100",
+              "--delta", "1e-5", "--accountant", "pld"]
+    eps = runner.invoke(app, ["privacy", "epsilon", "--noise-multiplier", "1", *common])
+    cal = runner.invoke(app, ["privacy", "calibrate", "--target-epsilon", "3", *common])
+    for res in (eps, cal):
+        assert res.exit_code == 2, res.output
+        assert "does not support GaussianDpEvent under REPLACE_ONE; use accountant='rdp'" in res.output
+        assert "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1

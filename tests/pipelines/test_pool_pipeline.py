@@ -103,3 +103,33 @@ def test_fresh_secret_stays_out_of_public_files(tmp_path):
         assert not any(n in text for n in needles), name
     blob = (run_dir / "policy.npz").read_bytes()
     assert words.tobytes() not in blob
+    # The secret and the checkpoints that may hold it are readable by their owner only.
+    assert (run_dir / "checkpoints" / pool.SECRET_FILE).stat().st_mode & 0o777 == 0o600
+    assert (run_dir / "checkpoints").stat().st_mode & 0o777 == 0o700
+
+
+def test_report_refuses_the_release_once_its_only_ledger_entry_is_deleted(seeded_run, tmp_path):
+    """The release carries the head of the ledger it was accounted in; a ledger that lost the
+    entry (head back to the genesis: epsilon 0 on the face of it) no longer holds that head."""
+    import shutil
+
+    from privrl_jax.pipelines._verify import verify_run
+
+    _, run_dir, _ = seeded_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    assert verify_run(copy).num_releases == 1
+    led = json.loads((copy / "ledger.json").read_text())
+    led["releases"] = []
+    (copy / "ledger.json").write_text(json.dumps(led))
+    with pytest.raises(privacy.LedgerError, match="policy.json was written after ledger entry"):
+        verify_run(copy)
+    (copy / "policy.json").unlink()  # and without the file that holds the head
+    with pytest.raises(privacy.LedgerError, match="policy.npz is here without its policy.json"):
+        verify_run(copy)
+
+
+def test_seeded_ledger_is_marked_not_private(seeded_run):
+    _, run_dir, _ = seeded_run
+    rep = privacy.Ledger.load(run_dir).report()
+    assert rep["not_private"].startswith("privacy.noise_seed is set")

@@ -162,6 +162,9 @@ def test_rerun_with_other_config_is_refused(tmp_path):
         ("model.embed_dim=15", "divisible"),
         ("model.kind=gpt", "dp_transformer"),
         ("finetune.nonsense=1", "unknown config key"),
+        ("finetune.epochs=0", "finetune.epochs must be a finite number > 0; got 0"),
+        ("finetune.epochs=-3", "finetune.epochs must be a finite number > 0"),
+        ("synthesis.num_trajectories=1000000000", r"num_trajectories x synthesis.episode_length asks for \d.*e\+\d+ released rows"),
     ],
 )
 def test_bad_config_values(override, match):

@@ -115,6 +115,14 @@ def test_rerun_with_other_config_is_refused(tmp_path):
         ("eval.final_evals=4", "eval.final_evals"),
         ("eval.agent_seeds=0", "eval.agent_seeds"),
         ("eval.backend=gpu", r"eval.backend='gpu': expected one of \['jax', 'mujo"),
+        # Values that size the DP phase or the release, refused before any noise is drawn.
+        ("finetune.epochs=0", "finetune.epochs must be a finite number > 0; got 0"),
+        ("finetune.epochs=-3", "finetune.epochs must be a finite number > 0"),
+        ("finetune.epochs=.inf", "finetune.epochs must be a finite number > 0"),
+        ("finetune.l2_clip_norm=0", "finetune.l2_clip_norm must be"),
+        ("finetune.learning_rate=-1", "finetune.learning_rate must be"),
+        ("synthesis.num_samples=100000000000", "synthesis.num_samples asks for 1e\\+11 released rows"),
+        ("synthesis.num_samples=0", "synthesis.num_samples must be >= 1"),
     ],
 )
 def test_bad_config_values(override, match):
