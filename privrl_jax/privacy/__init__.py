@@ -31,6 +31,20 @@ from privrl_jax.privacy._aggregation import (
     make_dp_step,
     standard_normal,
 )
+from privrl_jax.privacy._audit import (
+    AuditResult,
+    GaussianDpEstimate,
+    GradientCanaries,
+    clopper_pearson_epsilon_lower_bound,
+    density_scores,
+    dirac_canaries,
+    draw_inclusion,
+    gaussian_dp_epsilon_estimate,
+    gdp_epsilon,
+    one_run_epsilon_lower_bound,
+    out_of_distribution_canaries,
+    random_direction_canaries,
+)
 from privrl_jax.privacy._clip_core import ClipMetrics, clip_unit_blocks, clip_unit_grads
 from privrl_jax.privacy._clipping import ClippedGradFn, ClippedSumFn, clipped_grad, clipped_sum
 from privrl_jax.privacy._distributed import DistributedConfig, Topology
@@ -52,6 +66,8 @@ from privrl_jax.privacy._sampling import (
     UniformOneSampler,
     step_rng,
 )
+# The auditing namespace: ``from privrl_jax.privacy import audit``.
+from privrl_jax.privacy import audit
 
 __all__ = [
     "DP_ACCOUNTING_VERSION",
@@ -103,4 +119,18 @@ __all__ = [
     "zcdp_to_epsilon",
     "ghost_clipped_grad_sum",
     "ghost_coverage",
+    # empirical auditing; also as the namespace ``privrl_jax.privacy.audit``
+    "audit",
+    "AuditResult",
+    "GaussianDpEstimate",
+    "GradientCanaries",
+    "clopper_pearson_epsilon_lower_bound",
+    "density_scores",
+    "dirac_canaries",
+    "draw_inclusion",
+    "gaussian_dp_epsilon_estimate",
+    "gdp_epsilon",
+    "one_run_epsilon_lower_bound",
+    "out_of_distribution_canaries",
+    "random_direction_canaries",
 ]

@@ -1,0 +1,44 @@
+"""Empirical privacy auditing: ``from privrl_jax.privacy import audit``.
+
+Epsilon lower bounds from canaries (one-run, Clopper-Pearson, Gaussian DP) and the canaries
+themselves (white-box gradient directions, black-box out-of-distribution rows). The
+implementation lives in :mod:`privrl_jax.privacy._audit`; see its docstring for the papers.
+"""
+
+from privrl_jax.privacy._audit import (
+    AuditResult,
+    GaussianDpEstimate,
+    GradientCanaries,
+    clopper_pearson_epsilon_lower_bound,
+    clopper_pearson_interval,
+    density_scores,
+    dirac_canaries,
+    draw_inclusion,
+    gaussian_dp_epsilon_estimate,
+    gdp_delta,
+    gdp_epsilon,
+    one_run_epsilon_from_counts,
+    one_run_epsilon_lower_bound,
+    one_run_p_value,
+    out_of_distribution_canaries,
+    random_direction_canaries,
+)
+
+__all__ = [
+    "AuditResult",
+    "GaussianDpEstimate",
+    "GradientCanaries",
+    "clopper_pearson_epsilon_lower_bound",
+    "clopper_pearson_interval",
+    "density_scores",
+    "dirac_canaries",
+    "draw_inclusion",
+    "gaussian_dp_epsilon_estimate",
+    "gdp_delta",
+    "gdp_epsilon",
+    "one_run_epsilon_from_counts",
+    "one_run_epsilon_lower_bound",
+    "one_run_p_value",
+    "out_of_distribution_canaries",
+    "random_direction_canaries",
+]
