@@ -45,6 +45,7 @@ from privrl_jax.privacy._audit import (
     out_of_distribution_canaries,
     random_direction_canaries,
 )
+from privrl_jax.privacy._checkpoints import Checkpoints
 from privrl_jax.privacy._clip_core import ClipMetrics, clip_unit_blocks, clip_unit_grads
 from privrl_jax.privacy._clipping import ClippedGradFn, ClippedSumFn, clipped_grad, clipped_sum
 from privrl_jax.privacy._distributed import DistributedConfig, Topology
@@ -56,6 +57,22 @@ from privrl_jax.privacy._ledger import (
     LedgerError,
     event_from_dict,
     event_to_dict,
+)
+from privrl_jax.privacy._fit import (
+    Callback,
+    DivergenceError,
+    DPMethod,
+    DPSecret,
+    FitResult,
+    InMemoryRecorder,
+    JsonLinesLogger,
+    LoopStats,
+    ProgressBar,
+    Recorder,
+    RunRecorder,
+    fit,
+    gradient_method,
+    make_accumulate,
 )
 from privrl_jax.privacy._ghost import ghost_clipped_grad_sum, ghost_coverage
 from privrl_jax.privacy._plan import DPPlan, GaussianMechanism, effective_noise_multiplier
@@ -119,6 +136,22 @@ __all__ = [
     "zcdp_to_epsilon",
     "ghost_clipped_grad_sum",
     "ghost_coverage",
+    # the public DP loop
+    "Callback",
+    "Checkpoints",
+    "DivergenceError",
+    "DPMethod",
+    "DPSecret",
+    "FitResult",
+    "InMemoryRecorder",
+    "JsonLinesLogger",
+    "LoopStats",
+    "ProgressBar",
+    "Recorder",
+    "RunRecorder",
+    "fit",
+    "gradient_method",
+    "make_accumulate",
     # empirical auditing; also as the namespace ``privrl_jax.privacy.audit``
     "audit",
     "AuditResult",
