@@ -23,9 +23,13 @@ from privrl_jax.privacy._audit import (
     out_of_distribution_canaries,
     random_direction_canaries,
 )
+from privrl_jax.privacy._audit_fit import FitAudit, PrivacyAuditError, audit_fit
 
 __all__ = [
     "AuditResult",
+    "FitAudit",
+    "PrivacyAuditError",
+    "audit_fit",
     "GaussianDpEstimate",
     "GradientCanaries",
     "clopper_pearson_epsilon_lower_bound",

@@ -1,0 +1,87 @@
+"""The white-box one-run audit of privacy.fit: it sees the noise that ran, not the noise accounted.
+
+One full-batch step is a Gaussian mechanism of known sigma, so the canaries' scores are
+N(1, sigma^2) (in) and N(0, sigma^2) (out) in units of C / N: the Gaussian-DP fit must find
+mu = 1 / sigma within its standard error, and the one-run bound must stay below the accounted
+epsilon, unless the noise that ran is smaller than the plan's (the injected fault).
+"""
+
+import dataclasses
+import math
+
+import flax.linen as nn
+import jax
+import numpy as np
+import optax
+import pytest
+
+from privrl_jax import privacy
+from privrl_jax.privacy import audit
+
+M, K, DELTA = 10_000, 100, 1e-5
+# Standard error of mu_hat = (mean_in - mean_out) / sd with M/2 canaries on each side.
+MU_SE = math.sqrt(4 / M)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _HalvedNoisePlan(privacy.DPPlan):
+    """The injected fault: the noise that runs is half the noise the plan accounts."""
+
+    @property
+    def noise_stds(self):
+        return tuple(s / 2 for s in super().noise_stds)
+
+
+def _problem():
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    model = nn.Dense(1)
+    loss = lambda p, item: (model.apply(p, item[0])[0] - item[1]) ** 2  # noqa: E731
+    return loss, model.init(jax.random.key(0), x[0]), (x[:, None], x.sum(1)[:, None])
+
+
+def _audit(plan, *, seed=1, raise_on_violation=True, m=M, k=K):
+    loss, params, data = _problem()
+    return audit.audit_fit(plan, loss, optax.sgd(0.01), params, data, num_canaries=m, k_positive=k,
+                           delta=DELTA, seed=seed, secret=privacy.DPSecret.from_seed(seed),
+                           raise_on_violation=raise_on_violation)
+
+
+def _full_batch(sigma, cls=privacy.DPPlan):
+    sampler = privacy.FullBatchSampler(dataset_size=64, microbatch_size=512)
+    return cls(sampler=sampler, l2_clip_norm=1.0, steps=1, noise_multiplier=sigma)
+
+
+def test_a_correct_gaussian_step_is_audited_below_its_epsilon_and_its_mu_is_one_over_sigma():
+    res = _audit(_full_batch(2.0))
+    assert 0 < res.epsilon_demonstrated <= res.epsilon_accounted
+    assert abs(res.gdp.mu - 0.5) < 6 * MU_SE
+    assert res.included == int(audit.draw_inclusion(1, M).sum())
+    assert "epsilon demonstrated >=" in res.line()
+
+
+def test_halved_noise_is_caught():
+    plan = _HalvedNoisePlan(sampler=_full_batch(2.0).sampler, l2_clip_norm=1.0, steps=1,
+                            noise_multiplier=2.0)
+    assert plan.epsilon(DELTA).epsilon == _full_batch(2.0).epsilon(DELTA).epsilon  # the ledger's view
+    with pytest.raises(audit.PrivacyAuditError, match="privacy bug"):
+        _audit(plan)
+    res = _audit(plan, raise_on_violation=False)
+    # What ran is sigma = 1: mu = 1, ten standard errors from the accounted 0.5.
+    assert abs(res.gdp.mu - 1.0) < 6 * MU_SE
+    assert res.gdp.mu_lower_bound > 0.5 + 4 * MU_SE
+
+
+def test_without_noise_the_bound_is_the_most_m_canaries_can_show():
+    res = _audit(_full_batch(0.0), m=1_000, k=10)
+    assert res.epsilon_accounted == math.inf
+    assert res.audit.correct == res.audit.guesses == 20
+    most = audit.one_run_epsilon_from_counts(1_000, 20, 20, delta=DELTA)
+    assert res.epsilon_demonstrated == pytest.approx(most, rel=1e-9)
+
+
+def test_a_calibrated_multi_step_poisson_run_audits_below_epsilon_one():
+    sampler = privacy.PoissonSampler(dataset_size=64, sampling_rate=0.25, microbatch_size=512)
+    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=10).calibrate(1.0, DELTA)
+    res = _audit(plan, m=2_000, k=20)
+    assert res.epsilon_accounted <= 1.0
+    assert res.epsilon_demonstrated <= res.epsilon_accounted
