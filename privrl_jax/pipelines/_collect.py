@@ -14,6 +14,8 @@ from privrl_jax import envs
 from privrl_jax.data._hdf5 import remove_stale_hdf5_temps
 from privrl_jax.pipelines._outputs import check_output_file
 
+MAX_COLLECT_SIZE = 100_000_000
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CollectConfig:
@@ -49,6 +51,13 @@ class CollectConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        # A D4RL file is written from memory (~100 bytes a maze transition): refuse sizes that
+        # could never be written before hours of collection, not after.
+        if self.size > MAX_COLLECT_SIZE:
+            raise ValueError(
+                f"size={self.size:.3g} transitions is more than {MAX_COLLECT_SIZE:,} (D4RL's largest "
+                "maze2d set is 4M); lower --size."
+            )
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
         if not (isinstance(self.action_noise, (int, float)) and self.action_noise >= 0):

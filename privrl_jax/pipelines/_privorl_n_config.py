@@ -100,11 +100,16 @@ class EvalConfig(_synth_config.EvalConfig):
 
     mia: bool = True
     mia_size: int = 1_000
+    # Noise draws per level averaged into each candidate's loss: the loss of one draw is mostly
+    # the draw's own variance, which hides a member's lower expected loss (Carlini et al. 2023,
+    # "Extracting training data from diffusion models", average many draws the same way).
+    mia_noise_draws: int = 4
     plots: bool = True
     backend: str = "jax"
 
     def __post_init__(self):
         _synth_config.check_eval_backend(self.backend)
+        _synth_config.check_at_least_one("eval", self, "mia_size", "mia_noise_draws")
         super().__post_init__()
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from privrl_jax.privacy._distributed import Topology
+from privrl_jax.privacy import Topology
 
 T = TypeVar("T")
 
@@ -38,8 +38,10 @@ class RunLock:
     def __init__(self, run_dir: str | os.PathLike):
         self.run_dir = Path(run_dir)
         self._fd: int | None = None
+        self._created = False
 
     def __enter__(self) -> "RunLock":
+        self._created = not self.run_dir.exists()
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -63,9 +65,19 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         if self._fd is not None:
+            # A run refused before it wrote anything leaves the directory as it found it: the
+            # lock file goes while we still hold the lock (no other run can own it yet).
+            empty = not any(p.name != LOCK_FILE for p in self.run_dir.iterdir())
+            if empty:
+                (self.run_dir / LOCK_FILE).unlink(missing_ok=True)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+            if empty and self._created:
+                try:
+                    self.run_dir.rmdir()
+                except OSError:
+                    pass  # something appeared meanwhile: leave it
 
 
 def private_dir(path: str | os.PathLike) -> Path:

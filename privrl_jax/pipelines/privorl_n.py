@@ -298,8 +298,11 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
     if cfg.eval.mia:
         k = min(cfg.eval.mia_size, len(holdout), len(sensitive))
         mkey = jax.random.fold_in(key, 500)
-        mem = evaluation.mia_loss_scores(denoise, state.ema_params, jnp.asarray(sens_x[:k]), mkey)
-        non = evaluation.mia_loss_scores(denoise, state.ema_params, jnp.asarray(np.asarray(diffusion.normalise(norm, jnp.asarray(hold_flat)))[:k]), mkey)
+        draws = cfg.eval.mia_noise_draws
+        mem = evaluation.mia_loss_scores(denoise, state.ema_params, jnp.asarray(sens_x[:k]), mkey,
+                                         num_noise=draws)
+        non = evaluation.mia_loss_scores(denoise, state.ema_params, jnp.asarray(np.asarray(diffusion.normalise(norm, jnp.asarray(hold_flat)))[:k]), mkey,
+                                         num_noise=draws)
         mia = evaluation.loss_threshold_attack(np.asarray(mem), np.asarray(non))
         audit["mia"] = {k2: v for k2, v in mia.items() if k2 != "per_sigma"}
     return common.write_reports(run_dir, report, audit, t0, render_markdown)

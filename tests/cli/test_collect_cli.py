@@ -118,3 +118,10 @@ def test_json_is_a_flag(tmp_path, collected):
     }
     info = CliRunner().invoke(app, ["data", "info", str(tmp_path / "d.hdf5"), "--json"])
     assert info.exit_code == 0 and json.loads(info.stdout)["transitions"] == 300
+
+
+def test_a_size_that_could_never_be_written_is_refused_at_once(tmp_path, collected):
+    result = collect("--size", "100000000000000", "--out", str(tmp_path / "huge.hdf5"))
+    assert result.exit_code == 2, result.output
+    assert "lower --size" in result.output and "Traceback" not in result.output
+    assert not collected and not list(tmp_path.iterdir())

@@ -94,6 +94,7 @@ def test_two_processes_release_what_one_process_releases(runs, method):
     assert sum(count for _, count, _ in two_releases) == STEPS
 
 
+@pytest.mark.slow  # ~80 s on 2 cores; one-process resume is in test_dp_loop and test_fit
 def test_a_killed_process_fails_the_run_and_a_rerun_resumes_to_the_same_release(runs, tmp_path):
     tmp, res = runs
     out = tmp_path / "killed"

@@ -197,7 +197,7 @@ def test_bad_input_writes_nothing_and_a_live_run_locks_its_directory(tmp_path):
     with pytest.raises(ValueError, match="finetune.batch_size"):
         privorl_n.run(_cfg(*FAST, "finetune.batch_size=4096", "finetune.microbatch_size=64"), tmp_path / "c")
     for d in ("a", "b", "c"):
-        assert sorted(p.name for p in (tmp_path / d).iterdir()) == [".lock"]  # no config, no ledger
+        assert not (tmp_path / d).exists()  # refused before writing: no config, no ledger, no .lock
     with RunLock(tmp_path / "d"):
         with pytest.raises(RunDirError, match="another run is using"):
             privorl_n.run(_cfg(*FAST), tmp_path / "d")
