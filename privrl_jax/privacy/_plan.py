@@ -440,24 +440,37 @@ def event_from_description(params: dict[str, Any]) -> dp_accounting.DpEvent | No
     event and the mechanism it claims to describe cannot disagree. Returns None for parameters
     that describe no mechanism of ours.
     """
+    mechanism = mechanism_from_description(params)
+    if mechanism is None:
+        return None
+    return mechanism.event() if isinstance(mechanism, GaussianMechanism) else mechanism.step_event()
+
+
+def mechanism_from_description(
+    params: dict[str, Any], *, microbatch_size: int = 1
+) -> "DPPlan | GaussianMechanism | None":
+    """The plan or Gaussian mechanism a ledger entry's parameters describe (None if neither).
+
+    ``microbatch_size`` only sizes how a rebuilt plan's batches are padded (not recorded: it does
+    not change what is released).
+    """
     if params.get("mechanism") == "gaussian":
         return GaussianMechanism(
             l2_sensitivity=params["l2_sensitivity"], noise_multiplier=params["noise_multiplier"],
             neighboring=Neighboring[params["neighboring"]],
-        ).event()
+        )
     if "sampling" not in params or "noise_multipliers" not in params:
         return None
     sampling, n = Sampling(params["sampling"]), params["dataset_size"]
     if sampling in (Sampling.POISSON, Sampling.TRUNCATED_POISSON):
         sampler = PoissonSampler(dataset_size=n, sampling_rate=params["sampling_rate"],
-                                 microbatch_size=1, capacity=params.get("capacity"))
+                                 microbatch_size=microbatch_size, capacity=params.get("capacity"))
     elif sampling is Sampling.UNIFORM_ONE:
         sampler = UniformOneSampler(dataset_size=n)
     else:
-        sampler = FullBatchSampler(dataset_size=n, microbatch_size=1)
-    plan = DPPlan(
+        sampler = FullBatchSampler(dataset_size=n, microbatch_size=microbatch_size)
+    return DPPlan(
         sampler=sampler, l2_clip_norm=tuple(params["l2_clip_norms"]), steps=params["steps"],
         noise_multiplier=tuple(params["noise_multipliers"]),
         neighboring=Neighboring[params["neighboring"]],
     )
-    return plan.step_event()

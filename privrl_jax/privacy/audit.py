@@ -23,13 +23,14 @@ from privrl_jax.privacy._audit import (
     out_of_distribution_canaries,
     random_direction_canaries,
 )
-from privrl_jax.privacy._audit_fit import FitAudit, PrivacyAuditError, audit_fit
+from privrl_jax.privacy._audit_fit import FitAudit, PrivacyAuditError, audit_fit, audit_ledger
 
 __all__ = [
     "AuditResult",
     "FitAudit",
     "PrivacyAuditError",
     "audit_fit",
+    "audit_ledger",
     "GaussianDpEstimate",
     "GradientCanaries",
     "clopper_pearson_epsilon_lower_bound",

@@ -85,3 +85,36 @@ def test_a_calibrated_multi_step_poisson_run_audits_below_epsilon_one():
     res = _audit(plan, m=2_000, k=20)
     assert res.epsilon_accounted <= 1.0
     assert res.epsilon_demonstrated <= res.epsilon_accounted
+
+
+def test_privacy_audit_command_audits_every_mechanism_a_ledger_records(tmp_path):
+    """`privrl privacy audit RUN_DIR`: each recorded DP-SGD plan and Gaussian mechanism is rerun
+    with canaries and shown below its accounted epsilon; a non-private entry is listed, unaudited."""
+    import json
+
+    import dp_accounting
+    from typer.testing import CliRunner
+
+    from privrl_jax.cli.main import app
+
+    sampler = privacy.PoissonSampler(dataset_size=64, sampling_rate=0.25, microbatch_size=64)
+    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=6).calibrate(2.0, DELTA)
+    mech = privacy.GaussianMechanism(l2_sensitivity=3.0, noise_multiplier=1.0)
+    led = privacy.Ledger.open(tmp_path, dataset_id="toy", dataset_size=64, target_epsilon=50.0,
+                              target_delta=DELTA)
+    led.record(plan.step_event(), what="DP-SGD step", count=6, params=plan.describe())
+    led.record(mech.event(), what="POOL statistics", params=mech.describe())
+    led.record(dp_accounting.NonPrivateDpEvent(), what="non-private", params={})
+    res = CliRunner().invoke(app, ["privacy", "audit", str(tmp_path), "--canaries", "1000"])
+    assert res.exit_code == 0, res.output
+    assert "epsilon demonstrated >=" in res.output and "not audited" in res.output
+    out = json.loads((tmp_path / "audit" / "epsilon_lower_bound.json").read_text())
+    sgd, gauss, nonpriv = out["rows"]
+    assert sgd["epsilon_accounted"] == pytest.approx(plan.epsilon(DELTA).epsilon, rel=1e-9)
+    assert gauss["epsilon_accounted"] == pytest.approx(mech.epsilon(DELTA).epsilon, rel=1e-9)
+    for row in (sgd, gauss):
+        assert row["audited"] and 0 <= row["epsilon_demonstrated"] <= row["epsilon_accounted"]
+        assert not row["violation"]
+    assert not nonpriv["audited"]
+    # The Gaussian mechanism's mu is what its sigma says (1 / sigma), within 6 standard errors.
+    assert abs(gauss["gaussian_dp_estimate"]["mu"] - 1.0) < 6 * math.sqrt(4 / 1000)
