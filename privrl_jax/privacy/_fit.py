@@ -191,7 +191,11 @@ class FitResult(NamedTuple):
 
 
 class Recorder(Protocol):
-    """Where a DP run's progress lives: resume from it, commit each stretch of steps to it."""
+    """Where a DP run's progress lives: resume from it, commit each stretch of steps to it.
+
+    A recorder may set ``checkpoint_every`` (steps between commits); without it :func:`fit`
+    commits once, after the last step.
+    """
 
     def resume(self, plan: DPPlan, tree: PyTree, topology: dist.Topology) -> tuple[int, PyTree]:
         """``(start, tree)``: the newest saved step and its tree (``tree`` itself and 0 when

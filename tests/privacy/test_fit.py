@@ -118,18 +118,23 @@ def test_fit_equals_a_naive_dp_sgd_reference():
     secret = privacy.DPSecret.from_seed(2)
     method, state = privacy.gradient_method(plan, loss, optax.sgd(0.05), params)
     got = privacy.fit(plan, method, data, state, secret=secret).state.params
-    p = params
     x, y = (jnp.asarray(d) for d in data)
     per_unit = jax.vmap(jax.grad(lambda p, xi, yi: loss(p, (xi[0], yi[0]))), (None, 0, 0))
-    for t in range(STEPS):
-        batch = plan.sample(secret.sampling_seed, t)
-        idx = batch.indices[batch.mask]
-        g = per_unit(p, x[idx], y[idx])
-        norms = jnp.sqrt(sum(jnp.sum(v.reshape(len(idx), -1) ** 2, 1) for v in jax.tree_util.tree_leaves(g)))
-        scale = jnp.minimum(1.0, 1.0 / jnp.maximum(norms, 1e-12))
+
+    @jax.jit
+    def step(p, xs, ys, mask, t):  # one DP-SGD step written out: per-unit clip, sum, noise, SGD
+        g = per_unit(p, xs, ys)
+        norms = jnp.sqrt(sum(jnp.sum(v.reshape(len(mask), -1) ** 2, 1) for v in jax.tree_util.tree_leaves(g)))
+        scale = jnp.where(mask, jnp.minimum(1.0, 1.0 / jnp.maximum(norms, 1e-12)), 0.0)
         total = jax.tree_util.tree_map(lambda v: jnp.tensordot(scale, v, 1), g)
         noisy = plan.privatize(total, jax.random.fold_in(secret.noise_key, t))
-        p = jax.tree_util.tree_map(lambda a, b: a - 0.05 * b, p, noisy)
+        return jax.tree_util.tree_map(lambda a, b: a - 0.05 * b, p, noisy)
+
+    p = params
+    for t in range(STEPS):
+        batch = plan.sample(secret.sampling_seed, t)
+        idx, mask = batch.indices.ravel(), batch.mask.ravel()
+        p = step(p, x[idx], y[idx], jnp.asarray(mask), t)
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(p)):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
