@@ -27,7 +27,7 @@ import numpy as np
 import yaml
 
 from privrl_jax import agents, envs
-from privrl_jax.data import Transitions, load_hdf5
+from privrl_jax.data import Transitions, load_hdf5, read_hdf5_metadata
 from privrl_jax.envs import _mujoco_tasks
 from privrl_jax.pipelines._config import coerce_fields, to_dict
 from privrl_jax.pipelines._outputs import check_output_dir
@@ -202,6 +202,14 @@ def _load_inputs(config: AgentTrainConfig) -> tuple[Any, Any, Transitions]:
     else:
         env, env_params = envs.make(config.env)  # validates the env name
     dataset = load_hdf5(config.dataset)
+    # Files we collected record their env: a dataset of one maze trained and scored in another
+    # has the same widths, so only the recorded name can catch it.
+    recorded = read_hdf5_metadata(config.dataset).get("env")
+    if isinstance(recorded, str) and envs.canonical_name(recorded) != envs.canonical_name(config.env):
+        raise ValueError(
+            f"dataset {config.dataset!r} was collected in {recorded!r}, not {config.env!r}; give "
+            f"--env {recorded} or a dataset of {config.env}."
+        )
     if env is None:
         _check_dataset_for_task(dataset, env_params, source=config.dataset)
     else:

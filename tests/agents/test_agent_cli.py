@@ -428,3 +428,18 @@ def test_mujoco_task_scores_the_agent_with_d4rl_references(tmp_path, monkeypatch
     # D4RL's hopper references (d4rl/infos.py), typed in by hand.
     assert final["score_mean"] == pytest.approx(
         100 * (final["return_mean"] + 20.272305) / (3234.3 + 20.272305), rel=1e-9)
+
+
+def test_a_dataset_collected_in_another_maze_is_refused(tmp_path, trained):
+    # umaze and large have the same widths: only the env the file records can tell them apart.
+    path = tmp_path / "large.hdf5"
+    z = np.zeros(64, np.float32)
+    rng = np.random.default_rng(0)
+    save_hdf5(path, Transitions(
+        observations=rng.normal(size=(64, 4)).astype(np.float32),
+        actions=rng.uniform(-1, 1, size=(64, 2)).astype(np.float32), rewards=z,
+        next_observations=rng.normal(size=(64, 4)).astype(np.float32), terminals=z, timeouts=z,
+    ), metadata={"env": "maze2d-large-v1"})
+    assert_error(train(tmp_path, dataset=path), "was collected in 'maze2d-large-v1', not 'maze2d-umaze'",
+                 "--env maze2d-large-v1")
+    assert not trained and not (tmp_path / "run").exists()
