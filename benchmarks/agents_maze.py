@@ -91,9 +91,9 @@ def summarise(runs: list[dict]) -> list[dict]:
         best = np.array([max(c["score_mean"] for c in r["curve"]) for r in rs])
         rows.append({
             "env": env, "data": data, "algo": algo, "seeds": [r["seed"] for r in rs],
-            "score_mean": float(scores.mean()), "score_std": float(scores.std()),
+            "score_mean": float(scores.mean()), "score_std": float(scores.std(ddof=1)),
             "scores": scores.tolist(),
-            "best_eval_mean": float(best.mean()), "best_eval_std": float(best.std()),
+            "best_eval_mean": float(best.mean()), "best_eval_std": float(best.std(ddof=1)),
             "updates": rs[0]["updates"],
             "hidden_dims": rs[0]["config"]["hidden_dims"],
             "train_seconds_mean": float(np.mean([r["train_seconds"] for r in rs])),

@@ -248,7 +248,7 @@ def summarise(runs: list[dict[str, Any]], final_evals: int) -> dict[str, Any]:
     per_seed = [float(np.mean([e["score_mean"] for e in r["evals"][-final_evals:]]))
                 for r in runs]
     return {"seeds": [r["seed"] for r in runs], "per_seed": per_seed,
-            "mean": float(np.mean(per_seed)), "std": float(np.std(per_seed))}
+            "mean": float(np.mean(per_seed)), "std": float(np.std(per_seed, ddof=1))}
 
 
 def table(results: dict[str, Any], final_evals: int) -> str:
@@ -269,7 +269,7 @@ def table(results: dict[str, Any], final_evals: int) -> str:
             curve = curve_means(runs)
             lines.append(f"| {algo} | {impl} | {len(runs)} | {per} | "
                          f"{s['mean']:.1f} ± {s['std']:.1f} | "
-                         f"{np.mean(curve):.1f} ± {np.std(curve):.1f} |")
+                         f"{np.mean(curve):.1f} ± {np.std(curve, ddof=1):.1f} |")
     return "\n".join(lines)
 
 

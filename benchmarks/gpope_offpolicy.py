@@ -101,7 +101,7 @@ def _mse_row(cfg, data, phi, values, trials, seed) -> dict:
         "m": cfg.env.num_trajectories,
         "noise_multiplier": plan.noise_multipliers[0],
         "mse_mean": float(np.mean(mse)),
-        "mse_std": float(np.std(mse)),
+        "mse_std": float(np.std(mse, ddof=1)),
         "mse_median": float(np.median(mse)),
         "clipped_fraction": float(np.mean(np.asarray(res.clipped_fraction))),
     }

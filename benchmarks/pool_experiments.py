@@ -92,9 +92,9 @@ def experiment1(b: Bench, runs: int, episodes: int, rhos=RHOS, extra=(),
         for rho in (rhos if method != "non_private" else (None,)):
             cfg = _cfg(method, rho or 1.0, episodes, 0, extra, **algo)
             gaps = [b.run(cfg, b.geom, r) for r in range(runs)]
-            rows.append({"rho": rho, "mean": float(np.mean(gaps)), "std": float(np.std(gaps)),
+            rows.append({"rho": rho, "mean": float(np.mean(gaps)), "std": float(np.std(gaps, ddof=1)),
                          "gaps": gaps})
-            print(f"{name:24s} rho={rho} gap {np.mean(gaps):.3f} +- {np.std(gaps):.3f}",
+            print(f"{name:24s} rho={rho} gap {np.mean(gaps):.3f} +- {np.std(gaps, ddof=1):.3f}",
                   flush=True)
         out["gaps"][name] = rows
     return out
@@ -149,7 +149,7 @@ def experiment3(runs: int, episodes: int, eval_episodes: int,
                     times.append(float(np.median(ts)))
                     gaps.append(b.greedy_gap(geom, q))
                 row.update(cells=int(geom.num_cells), gap_mean=float(np.mean(gaps)),
-                           gap_std=float(np.std(gaps)), time_s=float(np.median(times)),
+                           gap_std=float(np.std(gaps, ddof=1)), time_s=float(np.median(times)),
                            build_s=build_s, skipped=False)
                 out["rows"].append(row)
                 print(f"w+d={n} {kind:5s} M={m:3d} cells={row['cells']:8d} gap "
@@ -171,8 +171,8 @@ def experiment_data(b: Bench, runs: int, ns=(500, 2000, 8000, 32000), ms=(10, 20
                                                f"pool.num_zones={m}", f"env.num_episodes={n}"])
             gaps = [b.run(cfg_n, geom, r) for r in range(runs)]
             out["rows"].append({"M": m, "N": n, "mean": float(np.mean(gaps)),
-                                "std": float(np.std(gaps))})
-            print(f"data M={m} N={n} gap {np.mean(gaps):.3f} +- {np.std(gaps):.3f}", flush=True)
+                                "std": float(np.std(gaps, ddof=1))})
+            print(f"data M={m} N={n} gap {np.mean(gaps):.3f} +- {np.std(gaps, ddof=1):.3f}", flush=True)
     return out
 
 
@@ -275,11 +275,11 @@ def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> 
             b = Bench.from_config(cfg, eval_episodes)
             gaps = [b.run(cfg, b.geom, r) for r in range(runs)]
             rows.append({"setting": ", ".join(over), "episodes": episodes,
-                         "mean": float(np.mean(gaps)), "std": float(np.std(gaps)),
+                         "mean": float(np.mean(gaps)), "std": float(np.std(gaps, ddof=1)),
                          "behaviour_gap": b.behaviour_gap,
                          "wall_s": time.perf_counter() - t})
             print(f"exp2 {name}: {', '.join(over)} N={episodes} gap {np.mean(gaps):.3f} +- "
-                  f"{np.std(gaps):.3f} (behaviour {b.behaviour_gap:.3f}) "
+                  f"{np.std(gaps, ddof=1):.3f} (behaviour {b.behaviour_gap:.3f}) "
                   f"{time.perf_counter() - t:.0f}s", flush=True)
         out["sweeps"][name] = rows
     return out

@@ -103,8 +103,8 @@ def main() -> None:
             real = np.array([r["real_score"] for r in rs], float)
             mean = lambda k: np.mean([r[k] for r in rs if r[k] is not None]) if any(r[k] is not None for r in rs) else float("nan")  # noqa: E731
             lines.append(
-                f"| {variant} | {algo} | {len(rs)} | {mean('epsilon_rdp'):.2f} | {syn.mean():.1f} ± {syn.std():.1f} | "
-                f"{real.mean():.1f} ± {real.std():.1f} | {syn.mean() / real.mean():.2f} | {mean('marginal'):.3f} | "
+                f"| {variant} | {algo} | {len(rs)} | {mean('epsilon_rdp'):.2f} | {syn.mean():.1f} ± {syn.std(ddof=1):.1f} | "
+                f"{real.mean():.1f} ± {real.std(ddof=1):.1f} | {syn.mean() / real.mean():.2f} | {mean('marginal'):.3f} | "
                 f"{mean('correlation'):.3f} | {mean('mia_tpr_at_10_fpr'):.3f} | {mean('mia_tpr_at_1_fpr'):.3f} | {mean('mia_auc'):.3f} |"
             )
     table = "\n".join(lines)
