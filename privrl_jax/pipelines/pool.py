@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -258,6 +259,12 @@ def _secret(cfg: PoolRunConfig, path: Path) -> DPSecret:
     return secret
 
 
+def _stage(t0: float, what: str) -> None:
+    # POOL's stages are single jitted calls, with no loop to put a bar on: say each as it ends
+    # (stderr, so --json output stays one object).
+    print(f"POOL: {what} ({time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
+
+
 def _run(cfg: PoolRunConfig, run_dir: Path) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
@@ -298,7 +305,9 @@ def _run(cfg: PoolRunConfig, run_dir: Path) -> dict[str, Any]:
         with np.load(policy_file) as z:
             q_tables = jnp.asarray(z["q_tables"])
     else:
+        _stage(t0, f"collected {e.num_episodes} episodes; planning (the first call compiles)")
         q_tables = plan(cfg, data, params, geom, actions, mechanism, key)
+        _stage(t0, "planned")
         import io
 
         buf = io.BytesIO()
@@ -321,7 +330,9 @@ def _run(cfg: PoolRunConfig, run_dir: Path) -> dict[str, Any]:
     atomic_write_text(meta_file, json.dumps(meta, indent=2))
 
     spent = ledger.report()
+    _stage(t0, "evaluating the policy")
     evaluation = evaluate(cfg, params, behaviour, geom, actions, q_tables)
+    _stage(t0, "evaluated")
     rho_spent = _rho_spent(ledger)
     report: dict[str, Any] = {
         "config": resolved,
