@@ -393,9 +393,10 @@ def _plots(run_dir: Path, cfg, geom, actions, q_tables, evaluation) -> None:
     fig = Figure(figsize=(4, 3))
     ax = fig.subplots()
     for h in range(cfg.env.horizon):
-        ax.plot(levels, levels + orders[h], label=f"h={h + 1}")
+        # What the env keeps: the capacity is 1 and what does not fit is lost (envs._inventory).
+        ax.plot(levels, np.minimum(np.asarray(levels) + orders[h], 1.0), label=f"h={h + 1}")
     ax.set_xlabel("inventory of product 1")
-    ax.set_ylabel("post-order level")
+    ax.set_ylabel("post-order level min(s + a, 1)")
     ax.legend(fontsize=6)
     fig.tight_layout()
     buf = io.BytesIO()
