@@ -24,14 +24,25 @@ EXIT_ERROR = 2
 # of one invocation, so the top-level group sees what the callback stored).
 DEBUG_KEY = "privrl_jax.debug"
 
-SET_HELP = (
-    "Override one config value: section.key=value, the value parsed as YAML "
-    "(e.g. privacy.epsilon=1, agent.hidden_dims=[64,64]). Repeatable; applied last."
-)
 
-SetOption = Annotated[
-    list[str] | None, typer.Option("--set", metavar="SECTION.KEY=VALUE", help=SET_HELP)
-]
+def set_help(*examples: str) -> str:
+    """The --set help text, with examples that the command's own config accepts."""
+    return (
+        "Override one config value: section.key=value, the value parsed as YAML "
+        f"(e.g. {', '.join(examples)}). Repeatable; applied last."
+    )
+
+
+def set_option(*examples: str) -> Any:
+    """The --set option of a command, its help showing ``examples`` (keys its config has)."""
+    return Annotated[
+        list[str] | None,
+        typer.Option("--set", metavar="SECTION.KEY=VALUE", help=set_help(*examples)),
+    ]
+
+
+SetOption = set_option("privacy.epsilon=1", "finetune.learning_rate=1e-3")
+
 # metavar "": typer would show "<bool>", which reads as if the flag took a value.
 JsonFlag = Annotated[
     bool, typer.Option("--json", metavar="", help="Print one JSON object.")

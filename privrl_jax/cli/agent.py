@@ -11,7 +11,7 @@ import typer
 from privrl_jax.cli._common import (
     JsonFlag,
     OverwriteFlag,
-    SetOption,
+    set_option,
     config_option,
     load_or_fail,
     options_to_values,
@@ -22,6 +22,10 @@ app = typer.Typer(help="Offline-RL agents: TD3+BC, IQL, EDAC.", no_args_is_help=
 
 # The defaults shown in --help are `AgentTrainConfig`'s (tests/cli/test_help.py keeps
 # them equal); the options default to None so that a --config can set them.
+
+
+# --set examples this command's config accepts (tests/cli/test_help.py loads them).
+AgentSet = set_option("agent.alpha=2.5", "agent.hidden_dims=[64,64]")
 
 
 @app.command("train")
@@ -85,7 +89,7 @@ def train(
             "kitchen-mixed-v0).", "jax")),
     ] = None,
     config: Annotated[str | None, config_option(None)] = None,
-    overrides: SetOption = None,
+    overrides: AgentSet = None,
     overwrite: OverwriteFlag = False,
     as_json: JsonFlag = False,
 ) -> None:

@@ -12,7 +12,7 @@ import typer
 from privrl_jax.cli._common import (
     JsonFlag,
     OverwriteFlag,
-    SetOption,
+    set_option,
     config_option,
     load_or_fail,
     options_to_values,
@@ -26,6 +26,10 @@ app = typer.Typer(
 
 # The defaults shown in --help are `CollectConfig`'s (tests/cli/test_help.py
 # keeps them equal); the options default to None so that a --config can set them.
+
+
+# --set examples this command's config accepts (tests/cli/test_help.py loads them).
+CollectSet = set_option("size=5000", "action_noise=0.3")
 
 
 @app.command()
@@ -62,7 +66,7 @@ def collect(
         typer.Option(help=with_default("Steps per env per jitted chunk.", 100)),
     ] = None,
     config: Annotated[str | None, config_option("data")] = None,
-    overrides: SetOption = None,
+    overrides: CollectSet = None,
     overwrite: OverwriteFlag = False,
     as_json: JsonFlag = False,
 ) -> None:

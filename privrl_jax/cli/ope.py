@@ -7,12 +7,16 @@ from typing import Annotated
 
 import typer
 
-from privrl_jax.cli._common import SetOption, config_option, load_or_fail, refuse_busy_out
+from privrl_jax.cli._common import config_option, load_or_fail, refuse_busy_out, set_option
 
 app = typer.Typer(
     help="Differentially private off-policy evaluation (GPOPE).",
     no_args_is_help=True,
 )
+
+
+# --set examples this command's config accepts (tests/cli/test_help.py loads them).
+OpeSet = set_option("privacy.epsilon=1", "gpope.steps=500")
 
 
 @app.command(name="run")
@@ -22,7 +26,7 @@ def run_command(
         typer.Option("--out", help="Run directory (rerun the same command to resume)."),
     ],
     config: Annotated[str | None, config_option("gpope")] = None,
-    overrides: SetOption = None,
+    overrides: OpeSet = None,
 ) -> None:
     """GPOPE on the medical chain MDP, Mountain Car or the HIV simulator (env.name): DP plan, noisy GTD2 steps, report and audit."""
     refuse_busy_out(out)

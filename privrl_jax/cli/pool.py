@@ -7,12 +7,16 @@ from typing import Annotated
 
 import typer
 
-from privrl_jax.cli._common import SetOption, config_option, load_or_fail, refuse_busy_out
+from privrl_jax.cli._common import config_option, load_or_fail, refuse_busy_out, set_option
 
 app = typer.Typer(
     help="Private offline RL with one-sided feedback (POOL) on lost-sales inventory.",
     no_args_is_help=True,
 )
+
+
+# --set examples this command's config accepts (tests/cli/test_help.py loads them).
+PoolSet = set_option("privacy.rho=0.5", "pool.bonus_scale=0.02")
 
 
 @app.command(name="run")
@@ -22,7 +26,7 @@ def run_command(
         typer.Option("--out", help="Run directory (a rerun of a finished run spends nothing)."),
     ],
     config: Annotated[str | None, config_option("pool")] = None,
-    overrides: SetOption = None,
+    overrides: PoolSet = None,
 ) -> None:
     """POOL (or a baseline): private statistics, pessimistic backward induction, report."""
     refuse_busy_out(out)
