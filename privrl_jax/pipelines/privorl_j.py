@@ -78,18 +78,20 @@ def _collect(cfg: PrivORLJConfig, env_name: str, size: int, seed: int) -> data.T
 def _load(cfg: PrivORLJConfig) -> tuple[data.Trajectories, data.Trajectories, data.Trajectories]:
     """(public, sensitive members, sensitive holdout) as padded trajectories."""
     d = cfg.data
-    if d.public_files:
-        public = [jax.tree_util.tree_map(np.asarray, data.load_hdf5(f)) for f in d.public_files]
-    else:
-        public = [_collect(cfg, e, d.public_size, cfg.seed * 1000 + 1 + i) for i, e in enumerate(d.public_envs)]
+    # The sensitive data first: a bad file is refused before minutes of public collection (each
+    # collection has its own key, so the order changes no data).
     full = (jax.tree_util.tree_map(np.asarray, data.load_hdf5(d.sensitive_file)) if d.sensitive_file
             else _collect(cfg, d.sensitive_env, d.sensitive_size, cfg.seed * 1000))
-    pub = [data.transitions_to_trajectories(p) for p in public]
     sens = data.transitions_to_trajectories(full)
     n = len(sens)
     if n <= d.holdout_trajectories + 1:
         raise ValueError(f"the sensitive data hold {n} trajectories, too few for a holdout of "
                          f"{d.holdout_trajectories}; collect more or lower data.holdout_trajectories.")
+    if d.public_files:
+        public = [jax.tree_util.tree_map(np.asarray, data.load_hdf5(f)) for f in d.public_files]
+    else:
+        public = [_collect(cfg, e, d.public_size, cfg.seed * 1000 + 1 + i) for i, e in enumerate(d.public_envs)]
+    pub = [data.transitions_to_trajectories(p) for p in public]
     # The holdout is a fixed function of the seed, not of the data.
     perm = np.random.default_rng([cfg.seed, 7]).permutation(n)
     hold, mem = np.sort(perm[: d.holdout_trajectories]), np.sort(perm[d.holdout_trajectories:])

@@ -85,11 +85,8 @@ def _collect(env_name: str, size: int, seed: int, noise: float) -> data.Transiti
 def _load_or_collect(cfg: PrivORLNConfig) -> tuple[data.Transitions, data.Transitions, data.Transitions]:
     """(public, sensitive members, sensitive holdout). The holdout is never trained on."""
     d = cfg.data
-    if d.public_files:
-        parts = [data.load_hdf5(f) for f in d.public_files]
-    else:
-        parts = [_collect(e, d.public_size, cfg.seed * 1000 + 1 + i, d.action_noise) for i, e in enumerate(d.public_envs)]
-    public = jax.tree_util.tree_map(lambda *x: np.concatenate([np.asarray(a) for a in x]), *parts)
+    # The sensitive data first: a file with missing keys or too few rows is refused before minutes
+    # of public collection (every collection has its own key, so the order changes no data).
     if d.sensitive_file:
         full = data.load_hdf5(d.sensitive_file)
     else:
@@ -98,6 +95,11 @@ def _load_or_collect(cfg: PrivORLNConfig) -> tuple[data.Transitions, data.Transi
     n = len(full)
     if n <= d.holdout_size + 1:
         raise ValueError(f"the sensitive dataset has {n} transitions, too few for a holdout of {d.holdout_size}.")
+    if d.public_files:
+        parts = [data.load_hdf5(f) for f in d.public_files]
+    else:
+        parts = [_collect(e, d.public_size, cfg.seed * 1000 + 1 + i, d.action_noise) for i, e in enumerate(d.public_envs)]
+    public = jax.tree_util.tree_map(lambda *x: np.concatenate([np.asarray(a) for a in x]), *parts)
     # The holdout split is a fixed function of the seed, not of the data.
     perm = np.random.default_rng([cfg.seed, 7]).permutation(n)
     hold, mem = perm[: d.holdout_size], np.sort(perm[d.holdout_size :])

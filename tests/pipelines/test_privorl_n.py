@@ -201,3 +201,18 @@ def test_bad_input_writes_nothing_and_a_live_run_locks_its_directory(tmp_path):
     with RunLock(tmp_path / "d"):
         with pytest.raises(RunDirError, match="another run is using"):
             privorl_n.run(_cfg(*FAST), tmp_path / "d")
+
+
+def test_a_too_small_sensitive_file_is_refused_before_any_public_collection(tmp_path, monkeypatch):
+    z = np.zeros(10, np.float32)
+    rng = np.random.default_rng(0)
+    small = tmp_path / "small.hdf5"
+    data.save_hdf5(small, data.Transitions(
+        observations=rng.normal(size=(10, 4)).astype(np.float32),
+        actions=rng.uniform(-1, 1, size=(10, 2)).astype(np.float32), rewards=z,
+        next_observations=rng.normal(size=(10, 4)).astype(np.float32), terminals=z, timeouts=z))
+    collected = []
+    monkeypatch.setattr(privorl_n, "_collect", lambda *a, **k: collected.append(a))
+    with pytest.raises(ValueError, match="too few for a holdout"):
+        privorl_n.run(_cfg(*FAST, f"data.sensitive_file={small}"), tmp_path / "run")
+    assert collected == []  # refused before minutes of public collection
