@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from typing import Mapping, Sequence
 
 from privrl_jax.privacy._distributed import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def free_port() -> int:
@@ -21,6 +26,16 @@ def free_port() -> int:
 
 class ProcessFailedError(RuntimeError):
     """A process of a local multi-process run exited with an error; the others were stopped."""
+
+
+def _die_with_the_launcher() -> None:
+    """In the child before exec (Linux): the kernel sends it SIGTERM when the launcher dies,
+    however it dies (SIGKILL included), so no worker outlives its launcher to go on spending."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: the launcher's own handlers below still stop the workers
 
 
 def launch_local(
@@ -51,7 +66,11 @@ def launch_local(
     procs = []
     for pid in range(num_processes):
         child = dict(base, **{ENV_PROCESS_ID: str(pid)})
-        procs.append(subprocess.Popen(list(command), env=child, start_new_session=True))
+        procs.append(subprocess.Popen(list(command), env=child, start_new_session=True,
+                                      preexec_fn=_die_with_the_launcher))
+    # A SIGTERM to the launcher (kill, a scheduler) runs the clean-up below, as Ctrl-C does.
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM)) if on_main else None
     failed: tuple[int, int] | None = None
     try:
         while failed is None and any(p.poll() is None for p in procs):
@@ -72,6 +91,8 @@ def launch_local(
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
     if failed is not None:
         pid, code = failed
         raise ProcessFailedError(
