@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
@@ -13,8 +12,6 @@ import time
 from typing import Mapping, Sequence
 
 from privrl_jax.privacy._distributed import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID
-
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def free_port() -> int:
@@ -28,14 +25,20 @@ class ProcessFailedError(RuntimeError):
     """A process of a local multi-process run exited with an error; the others were stopped."""
 
 
-def _die_with_the_launcher() -> None:
-    """In the child before exec (Linux): the kernel sends it SIGTERM when the launcher dies,
-    however it dies (SIGKILL included), so no worker outlives its launcher to go on spending."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass  # not Linux: the launcher's own handlers below still stop the workers
+# Runs in each worker before the command (Linux): asks the kernel to SIGTERM the worker when the
+# launcher dies, however it dies (SIGKILL included), then execs the command. The check of the
+# parent closes the race of a launcher that died before the request. A wrapper rather than
+# ``preexec_fn``: Python code between fork and exec can deadlock in a multithreaded (JAX) parent.
+_DIE_WITH_THE_LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG\n"
+    "except (OSError, AttributeError):\n"
+    "    pass  # not Linux: the launcher's own clean-up still stops the workers\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(143)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
 
 
 def launch_local(
@@ -66,8 +69,8 @@ def launch_local(
     procs = []
     for pid in range(num_processes):
         child = dict(base, **{ENV_PROCESS_ID: str(pid)})
-        procs.append(subprocess.Popen(list(command), env=child, start_new_session=True,
-                                      preexec_fn=_die_with_the_launcher))
+        wrapped = [sys.executable, "-c", _DIE_WITH_THE_LAUNCHER, str(os.getpid()), *command]
+        procs.append(subprocess.Popen(wrapped, env=child, start_new_session=True))
     # A SIGTERM to the launcher (kill, a scheduler) runs the clean-up below, as Ctrl-C does.
     on_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM)) if on_main else None
