@@ -67,7 +67,10 @@ class RunLock:
         if self._fd is not None:
             # A run refused before it wrote anything leaves the directory as it found it: the
             # lock file goes while we still hold the lock (no other run can own it yet).
-            empty = not any(p.name != LOCK_FILE for p in self.run_dir.iterdir())
+            try:
+                empty = not any(p.name != LOCK_FILE for p in self.run_dir.iterdir())
+            except OSError:  # the directory went away or became unreadable: leave it be
+                empty = False
             if empty:
                 (self.run_dir / LOCK_FILE).unlink(missing_ok=True)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
