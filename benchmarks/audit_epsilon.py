@@ -6,7 +6,7 @@ Rows (each at a target epsilon of 1, 10 and inf, delta = 1e-5, m canaries, 1% of
 - ``fit, full batch``: one step of privacy.fit (the loop PrivORL-n, PrivORL-j, the DP-Transformer
   and GPOPE run) on all units: a Gaussian mechanism, where the one-run bound is tightest;
 - ``fit, Poisson q = 0.25, 10 steps``: DP-SGD as the methods run it (sampling amplifies privacy;
-  a one-run audit of a sampled, multi-step run is known to be loose: Steinke et al. Sec. 7);
+  a one-run audit of a sampled, multi-step run is loose, as Steinke et al. report);
 - ``GaussianMechanism (POOL)``: the zCDP Gaussian mechanism POOL releases its statistics with
   (``planning.pool_mechanism``), audited on Dirac canaries of its statistics vector;
 - ``fault: noise halved``: the full-batch step with half the accounted noise: the audit must

@@ -1,6 +1,6 @@
 """A white-box one-run audit of the library's own DP-SGD loop (:func:`privrl_jax.privacy.fit`).
 
-Steinke, Nasr & Jagielski ("Privacy Auditing with One (1) Training Run", NeurIPS 2023, Sec. 6)
+Steinke, Nasr & Jagielski ("Privacy Auditing with One (1) Training Run", NeurIPS 2023)
 audit DP-SGD in one run with *gradient canaries*: m extra units whose gradient is a fixed
 direction, each put in the training set with probability 1/2, and an auditor who sees every
 noisy update (the white-box threat model DP-SGD's analysis covers) and scores each canary by the
