@@ -212,7 +212,7 @@ def audit_command(
         ledger = verify_run(run_dir)
     except privacy.LedgerError as e:
         _fail(e)
-    rows = audit.audit_ledger(ledger, num_canaries=canaries, seed=seed)
+    rows = audit.audit_ledger(ledger, num_canaries=canaries, seed=seed, progress=True)
     out = {"run": str(run_dir), "delta": ledger.target_delta, "canaries": canaries, "seed": seed,
            "confidence": 0.95, "rows": rows, "provenance": provenance()}
     (Path(run_dir) / "audit").mkdir(exist_ok=True)

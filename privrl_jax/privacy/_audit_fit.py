@@ -24,7 +24,7 @@ a release run never contains them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dp_accounting
@@ -43,7 +43,7 @@ from privrl_jax.privacy._audit import (
     gaussian_dp_epsilon_estimate,
     one_run_epsilon_lower_bound,
 )
-from privrl_jax.privacy._fit import DPMethod, DPSecret, fit
+from privrl_jax.privacy._fit import Callback, DPMethod, DPSecret, ProgressBar, fit
 from privrl_jax.privacy._ledger import Ledger
 from privrl_jax.privacy._plan import DPPlan, GaussianMechanism, mechanism_from_description
 
@@ -112,6 +112,7 @@ def audit_fit(
     confidence: float = 0.95,
     accountant: str = "rdp",
     raise_on_violation: bool = True,
+    callbacks: Sequence[Callback] = (),
 ) -> FitAudit:
     """One white-box training run of :func:`fit` with ``num_canaries`` gradient canaries.
 
@@ -129,6 +130,7 @@ def audit_fit(
       accountant: for the accounted epsilon.
       raise_on_violation: raise :class:`PrivacyAuditError` when the lower bound exceeds the
         accounted epsilon.
+      callbacks: passed to :func:`fit` (e.g. a :class:`ProgressBar` for a long audit).
 
     Returns:
       :class:`FitAudit`.
@@ -170,7 +172,7 @@ def audit_fit(
     method = DPMethod(audit_plan.clipped_grad(loss), lambda s: s[0].params, update)
     init = (DPTrainState(full_params, opt_state), jnp.zeros(num_canaries, jnp.float32))
     result = fit(audit_plan, method, (augmented, flag, cid), init, secret=secret,
-                 item_mask=jnp.asarray(item_mask))
+                 item_mask=jnp.asarray(item_mask), callbacks=callbacks)
     scores = np.asarray(result.state[1], np.float64)
     bound = one_run_epsilon_lower_bound(scores, inclusion, delta=delta, k_positive=k_positive,
                                         k_negative=k_negative, confidence=confidence)
@@ -218,6 +220,7 @@ def audit_ledger(
     seed: KeyOrSeed = 0,
     confidence: float = 0.95,
     microbatch_size: int = 256,
+    progress: bool = False,
 ) -> list[dict[str, Any]]:
     """Audits every mechanism a run's ledger recorded, as recorded: one row per ledger group.
 
@@ -228,7 +231,8 @@ def audit_ledger(
     is audited on Dirac canaries of its released vector. Groups that describe no mechanism (a
     non-private release), several clipped blocks or replace-one sampling (adding a canary is an
     add/remove neighbour) are listed with why they were not audited. Each row's accounted epsilon
-    is the group's own, at the ledger's delta.
+    is the group's own, at the ledger's delta. ``progress`` shows a bar per audited DP-SGD group
+    (an audit reruns every recorded step).
     """
 
     delta = ledger.target_delta
@@ -256,7 +260,8 @@ def audit_ledger(
             loss, params, data = _stand_in_problem(plan.dataset_size)
             res = audit_fit(plan, loss, optax.sgd(0.0), params, data, num_canaries=num_canaries,
                             k_positive=k, delta=delta, seed=seed, confidence=confidence,
-                            raise_on_violation=False)
+                            raise_on_violation=False,
+                            callbacks=[ProgressBar(f"audit: {g['what']}", disable=not progress)])
             accounted, bound, gdp = res.epsilon_accounted, res.audit, res.gdp
         rows.append({**row, "audited": True, "epsilon_accounted": accounted,
                      "epsilon_demonstrated": bound.epsilon_lower_bound, "audit": bound.to_dict(),

@@ -228,6 +228,10 @@ class InMemoryRecorder:
         return 0, tree
 
     def commit(self, plan: DPPlan, step: int, tree: PyTree) -> None:
+        self.record(plan, step)
+
+    def record(self, plan: DPPlan, step: int) -> None:
+        """Counts the steps up to ``step`` as spent (nothing is saved in memory)."""
         self.steps_done = step
 
     def epsilon_spent(self) -> float | None:
@@ -585,9 +589,7 @@ def fit(
 
 
 def _record_only(recorder: Recorder, plan: DPPlan, step: int) -> None:
-    # A diverged stretch was spent: record it, but never save the diverged state.
+    # A diverged stretch was spent: record it (recorders that can), but never save the state.
     record = getattr(recorder, "record", None)
     if record is not None:
         record(plan, step)
-    elif isinstance(recorder, InMemoryRecorder):
-        recorder.steps_done = step
