@@ -1,6 +1,12 @@
 """Evaluation: fidelity scores, membership inference, plots."""
 
-from privrl_jax.eval._fidelity import correlation_score, free_cell_share, ks_statistics, marginal_score
+from privrl_jax.eval._fidelity import (
+    correlation_score,
+    free_cell_share,
+    ks_statistics,
+    marginal_score,
+    sliced_wasserstein,
+)
 from privrl_jax.eval._membership import (
     DEFAULT_MIA_SIGMAS,
     loss_threshold_attack,
@@ -30,6 +36,7 @@ __all__ = [
     "mia_metrics",
     "plot_marginals",
     "plot_tsne",
+    "sliced_wasserstein",
     "tpr_at_fpr",
     "trajectory_windows",
     "trajscore",

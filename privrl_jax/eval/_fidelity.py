@@ -126,3 +126,30 @@ def free_cell_share(positions: np.ndarray, walls: np.ndarray) -> float:
     inside = np.all((cell >= 0) & (cell < np.array(walls.shape)), axis=1)
     cell = np.clip(cell, 0, np.array(walls.shape) - 1)
     return float(np.mean(inside & ~walls[cell[:, 0], cell[:, 1]]))
+
+
+def sliced_wasserstein(real: np.ndarray, synthetic: np.ndarray, *, num_projections: int = 64,
+                       seed: int = 0) -> float:
+    """Sliced 1-Wasserstein distance between two tables: the mean over random unit directions of
+    the 1-D Wasserstein-1 distance of the projected rows (``scipy.stats.wasserstein_distance``).
+
+    Rabin, Peyré, Delon & Bernot ("Wasserstein barycenter and its application to texture mixing",
+    2011) and Bonneel et al. (2015) define the sliced distance this way; it is a metric on
+    distributions, 0 only for equal laws, and, unlike a per-column KS score, it sees a joint shift
+    (e.g. a transition whose next state does not follow its state and action). The directions are
+    uniform on the sphere and fixed by ``seed``, so two tables scored with the same seed are
+    comparable. Compare columns on one scale (e.g. the public normaliser's), else the widest column
+    dominates. 0 means identical samples; the distance of two samples of the same law is the
+    finite-sample floor (what a held-out real sample scores).
+
+    >>> x = np.random.default_rng(0).normal(size=(500, 3))
+    >>> round(sliced_wasserstein(x, x + np.array([3.0, 0.0, 0.0]), num_projections=2000), 1)
+    1.5
+    """
+    real, synthetic = _check_tables(real, synthetic)
+    if num_projections < 1:
+        raise ValueError(f"num_projections must be >= 1; got {num_projections}.")
+    dirs = np.random.default_rng(seed).normal(size=(num_projections, real.shape[1]))
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    pr, ps = real @ dirs.T, synthetic @ dirs.T
+    return float(np.mean([scipy.stats.wasserstein_distance(pr[:, j], ps[:, j]) for j in range(num_projections)]))

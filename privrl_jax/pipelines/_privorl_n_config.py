@@ -44,12 +44,20 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainConfig(_synth_config.PretrainConfig):
-    """Non-private pre-training on public data (``steps = 0`` disables it: the DPDM ablation)."""
+    """Non-private pre-training on public data (``steps = 0`` disables it: the DPDM ablation).
+
+    ``reuse_from`` names a PrivORL-n run directory whose finished pre-training this run starts from
+    instead of pre-training again. Pre-training reads public data only, so one pre-trained model
+    serves every epsilon of a sweep (PrivORL pre-trains once and fine-tunes per budget); the source
+    run's seed, model, public data, ``synthesis.ema_decay`` and this section (but ``reuse_from``)
+    must equal this run's, so the model is the one this run would have trained.
+    """
 
     steps: int = 4_000
     batch_size: int = 256
     pool_size: int = 4_096
     steps_per_epoch: int = 1_000
+    reuse_from: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -105,6 +113,12 @@ class EvalConfig(_synth_config.EvalConfig):
     # "Extracting training data from diffusion models", average many draws the same way).
     mia_noise_draws: int = 4
     plots: bool = True
+    # The anchors that show whether the fidelity can see the DP fine-tuning at all: the same scores
+    # for samples of the pre-trained model alone (PrivORL Table IV: public data only, eps = 0) and
+    # for the real holdout (another sample of the sensitive law: the finite-sample floor).
+    anchors: bool = True
+    # Also train the agents on the pre-training-only samples (as many agent runs again as the release).
+    anchor_agents: bool = False
     backend: str = "jax"
 
     def __post_init__(self):

@@ -128,6 +128,29 @@ def _pretrain(cfg, denoise, params, public_x, ckpt, key, dim):
     )
 
 
+def _pretrain_dir(cfg: PrivORLNConfig, run_dir: Path) -> Path:
+    """This run's pre-training checkpoints, or those of ``pretrain.reuse_from`` once checked to be a
+    finished pre-training this run would have trained (public inputs only)."""
+    if cfg.pretrain.reuse_from is None:
+        return run_dir / "checkpoints" / "pretrain"
+    src = Path(cfg.pretrain.reuse_from)
+    try:
+        other = yaml.safe_load((src / "config.yaml").read_text()) or {}
+    except OSError:
+        raise ValueError(f"pretrain.reuse_from={src}: no config.yaml there; name a PrivORL-n run directory.") from None
+    mine = to_dict(cfg)
+    public = lambda c: (c.get("seed"), c.get("model"), {k: v for k, v in c.get("pretrain", {}).items() if k != "reuse_from"},  # noqa: E731
+                        {k: c.get("data", {}).get(k) for k in ("public_envs", "public_files", "public_size", "action_noise")},
+                        c.get("synthesis", {}).get("ema_decay"))
+    if public(other) != public(mine):
+        raise ValueError(f"pretrain.reuse_from={src} pre-trained with another seed, model, pretrain section or public "
+                         "data than this run; reuse a run of the same public settings or leave reuse_from empty.")
+    ckpt = src / "checkpoints" / "pretrain"
+    if Checkpoints(ckpt).latest() != cfg.pretrain.steps:
+        raise ValueError(f"pretrain.reuse_from={src} has not finished pre-training ({ckpt}); finish that run first.")
+    return ckpt
+
+
 # ---------------------------------------------------------------------------------------- DP fine-tuning
 def make_plan(cfg: PrivORLNConfig, dataset_size: int) -> privacy.DPPlan:
     """PrivORL-n's DP plan: Poisson q = B / N over the transitions, C, steps, calibrated sigma."""
@@ -252,6 +275,7 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
     public, sensitive, holdout = _load_or_collect(cfg)
     common.check_units(cfg, len(sensitive), "transitions", f"{cfg.data.holdout_size}-row holdout")
     obs_dim, act_dim = common.check_same_dims(public, sensitive)
+    pre_dir = _pretrain_dir(cfg, run_dir) if cfg.pretrain.steps > 0 else None
     # Everything is validated: from here on the run writes into its directory.
     if topo.is_primary:
         atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False))
@@ -267,11 +291,12 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
     denoise = diffusion.EDMDenoiser(net.apply)
     params = net.init(jax.random.fold_in(key, 0), jnp.zeros(dim), jnp.zeros(()))
 
+    pre_params = None
     if cfg.pretrain.steps > 0:
-        pre_ckpt = Checkpoints(run_dir / "checkpoints" / "pretrain")
+        pre_ckpt = Checkpoints(pre_dir)
         pre_state = _pretrain(cfg, denoise, params, pub_x, pre_ckpt, jax.random.fold_in(key, 100), dim)
         # Fine-tuning starts from the pre-trained EMA weights (what pre-training would sample with).
-        params = pre_state.ema_params
+        params = pre_params = pre_state.ema_params
     state, dp_info = _finetune(cfg, denoise, params, sens_x, run_dir, ledger, jax.random.fold_in(key, 200), dim,
                                topo)
     if not topo.is_primary:
@@ -287,10 +312,17 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
         report["agents_synthetic"] = _agent_scores(cfg, synthetic, jax.random.fold_in(key, 400))
 
     audit_dir, audit = common.open_audit(run_dir)
-    audit["fidelity"] = {
-        "marginal": evaluation.marginal_score(sens_flat, syn_flat),
-        "correlation": evaluation.correlation_score(sens_flat, syn_flat),
-    }
+    score = common.fidelity_scorer(sensitive, layout, norm, cfg.data.sensitive_env, rows=len(holdout),
+                                   seed=cfg.seed)
+    audit["fidelity"] = score(synthetic)
+    if cfg.eval.anchors:
+        audit["anchors"] = {"real_holdout": score(holdout)}
+        if pre_params is not None:
+            # The same sampler, key and size as the release, from the model before any DP step.
+            pre_only = _synthesize(cfg, denoise, pre_params, layout, norm, jax.random.fold_in(key, 300), dim)
+            audit["anchors"]["pretrain_only"] = score(pre_only)
+            if cfg.eval.agents and cfg.eval.anchor_agents:
+                audit["anchors"]["agents_pretrain_only"] = _agent_scores(cfg, pre_only, jax.random.fold_in(key, 400))
     if cfg.eval.plots:
         evaluation.plot_tsne(sens_flat, syn_flat, seed=cfg.seed, path=audit_dir / "tsne.png")
         evaluation.plot_marginals(sens_flat, syn_flat, path=audit_dir / "marginals.png",
@@ -320,6 +352,19 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| fidelity (audit; 1 = identical, 0 = disjoint): marginal (1 - mean KS) / correlation "
             f"(1 - mean abs. Pearson gap / 2) | {fid['marginal']:.3f} / {fid['correlation']:.3f} |"
         )
+        anchors = audit.get("anchors", {})
+        cols = [("release", fid), *[(name, anchors[k]) for k, name in
+                (("pretrain_only", "pre-training only"), ("real_holdout", "real holdout")) if k in anchors]]
+        for key, what in (("sliced_wasserstein", "sliced Wasserstein to the sensitive rows (0 = same law)"),
+                          ("free_cell_share", "share of positions in the sensitive maze's free cells")):
+            if key in fid:
+                lines.append(f"| {what} (audit): {' / '.join(n for n, _ in cols)} | "
+                             f"{' / '.join(f'{c[key]:.3f}' for _, c in cols)} |")
+        pre_agents = anchors.get("agents_pretrain_only", {})
+        for name, res in pre_agents.items():
+            seeds = len(res.get("per_seed", [])) or 1
+            lines.append(f"| {name} normalised score on the pre-training-only samples (audit anchor) | "
+                         f"{common.score_text(res, seeds)} |")
     if "mia" in audit:
         mia = audit["mia"]
         lines.append(f"| MIA (audit) TPR@10%FPR / TPR@1%FPR / AUC | {mia['tpr_at_10_fpr']:.3f} / {mia['tpr_at_1_fpr']:.3f} / {mia['auc']:.3f} |")

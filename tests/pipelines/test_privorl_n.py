@@ -51,6 +51,15 @@ def test_smoke_run_writes_everything_and_spends_what_it_reports(tmp_path):
     released = json.loads((tmp_path / "report.json").read_text())
     assert not {"fidelity", "mia", "agents_real", "audit"} & set(released)
     assert 0 <= audit["fidelity"]["marginal"] <= 1 and 0 <= audit["fidelity"]["correlation"] <= 1
+    # The anchors are scored like the release, on as many rows as the holdout has.
+    anchors = audit["anchors"]
+    assert set(anchors) == {"real_holdout", "pretrain_only"}
+    for scores in (audit["fidelity"], *anchors.values()):
+        assert scores["rows_compared"] == cfg.data.holdout_size
+        assert scores["sliced_wasserstein"] > 0 and 0 <= scores["free_cell_share"] <= 1
+    # Real data lie in the sensitive maze's free cells by construction.
+    assert anchors["real_holdout"]["free_cell_share"] == 1.0
+    assert "pre-training only / real holdout" in (tmp_path / "report.md").read_text()
     assert info["private"] and "warning" not in rep and "NOT PRIVATE" not in (tmp_path / "report.md").read_text()
     assert set(rep["agents_synthetic"]) == {"td3bc"}
     # Agent score: per seed, the mean of the evaluations after the last 2 of 3 chunks; then the mean
@@ -61,7 +70,7 @@ def test_smoke_run_writes_everything_and_spends_what_it_reports(tmp_path):
         assert [e["step"] for e in run["curve"]] == [10, 20, 30]
         assert run["score_mean"] == pytest.approx(np.mean([e["score_mean"] for e in run["curve"][1:]]))
     assert td3["score_mean"] == pytest.approx(np.mean([r["score_mean"] for r in td3["per_seed"]]))
-    assert td3["score_std"] == pytest.approx(np.std([r["score_mean"] for r in td3["per_seed"]]))
+    assert td3["score_std"] == pytest.approx(np.std([r["score_mean"] for r in td3["per_seed"]], ddof=1))
     assert td3["per_seed"][0]["curve"] != td3["per_seed"][1]["curve"]
     assert 0 <= audit["mia"]["tpr_at_1_fpr"] <= 1
     assert released["finetune"] == info
@@ -216,3 +225,25 @@ def test_a_too_small_sensitive_file_is_refused_before_any_public_collection(tmp_
     with pytest.raises(ValueError, match="too few for a holdout"):
         privorl_n.run(_cfg(*FAST, f"data.sensitive_file={small}"), tmp_path / "run")
     assert collected == []  # refused before minutes of public collection
+
+
+def test_a_reused_pre_training_is_the_one_the_run_would_have_trained(tmp_path):
+    base = ("eval.agents=[]", "eval.mia=false", "synthesis.num_samples=300", "privacy.noise_seed=1")
+    a = privorl_n.run(_cfg(*base), tmp_path / "a")
+    fresh = privorl_n.run(_cfg(*base, "privacy.epsilon=1.0"), tmp_path / "fresh")
+    reused = privorl_n.run(_cfg(*base, "privacy.epsilon=1.0", f"pretrain.reuse_from={tmp_path / 'a'}"),
+                           tmp_path / "reused")
+    assert not (tmp_path / "reused" / "checkpoints" / "pretrain").exists()
+    # Pre-training is public and deterministic: the anchor (pre-trained model only) and the release
+    # of a reusing run equal those of a run that pre-trained itself.
+    assert reused["audit"]["anchors"]["pretrain_only"] == fresh["audit"]["anchors"]["pretrain_only"] \
+        == a["audit"]["anchors"]["pretrain_only"]
+    np.testing.assert_array_equal(data.load_hdf5(tmp_path / "reused" / "synthetic.hdf5").observations,
+                                  data.load_hdf5(tmp_path / "fresh" / "synthetic.hdf5").observations)
+    # Another pre-training, or a directory that is no run, is refused before anything is written.
+    for extra, match in ((("pretrain.learning_rate=0.01",), "another seed, model, pretrain section"),
+                         (("seed=3",), "another seed"), ((), "no config.yaml")):
+        src = tmp_path / ("a" if extra else "nope")
+        with pytest.raises(ValueError, match=match):
+            privorl_n.run(_cfg(*base, *extra, f"pretrain.reuse_from={src}"), tmp_path / "refused")
+        assert not (tmp_path / "refused").exists()
