@@ -201,10 +201,9 @@ def audit_command(
     POOL's Gaussian mechanism) with canaries on stand-in data, never on the run's data, so it is
     not a release. A demonstrated epsilon above the accounted one is a privacy bug (exit 2).
     """
-    from privrl_jax import provenance  # noqa: PLC0415
-    from privrl_jax.pipelines._rundir import atomic_write_text  # noqa: PLC0415
+    from privrl_jax.pipelines._audit_run import AUDIT_FILE, audit_lines, audit_run, raise_on_violation  # noqa: PLC0415
     from privrl_jax.pipelines._verify import verify_run  # noqa: PLC0415
-    from privrl_jax.privacy import audit  # noqa: PLC0415
+    from privrl_jax.privacy.audit import PrivacyAuditError  # noqa: PLC0415
 
     if canaries < 100:
         _fail(ValueError(f"--canaries must be >= 100 (1% of them are guessed each way); got {canaries}."))
@@ -212,21 +211,14 @@ def audit_command(
         ledger = verify_run(run_dir)
     except privacy.LedgerError as e:
         _fail(e)
-    rows = audit.audit_ledger(ledger, num_canaries=canaries, seed=seed, progress=True)
-    out = {"run": str(run_dir), "delta": ledger.target_delta, "canaries": canaries, "seed": seed,
-           "confidence": 0.95, "rows": rows, "provenance": provenance()}
-    (Path(run_dir) / "audit").mkdir(exist_ok=True)
-    atomic_write_text(Path(run_dir) / "audit" / "epsilon_lower_bound.json", json.dumps(out, indent=2))
+    out = audit_run(Path(run_dir), ledger, canaries=canaries, seed=seed)
     if as_json:
         typer.echo(json.dumps(out, indent=2))
     else:
-        for r in rows:
-            if r["audited"]:
-                typer.echo(f"{r['count']:>8} x {r['what']}: epsilon accounted {r['epsilon_accounted']:.4g}; "
-                           f"epsilon demonstrated >= {r['epsilon_demonstrated']:.3g} (95%, m = {canaries})")
-            else:
-                typer.echo(f"{r['count']:>8} x {r['what']}: not audited ({r['why']})")
-        typer.echo(f"wrote {Path(run_dir) / 'audit' / 'epsilon_lower_bound.json'}")
-    bad = [r["what"] for r in rows if r.get("violation")]
-    if bad:
-        _fail(RuntimeError(f"privacy bug: the audit demonstrated more epsilon than accounted for {bad}."))
+        for line in audit_lines(out):
+            typer.echo(line)
+        typer.echo(f"wrote {Path(run_dir) / AUDIT_FILE}")
+    try:
+        raise_on_violation(out)
+    except PrivacyAuditError as e:
+        _fail(e)

@@ -6,6 +6,7 @@ import dataclasses
 import math
 
 from privrl_jax import privacy
+from privrl_jax.pipelines._audit_run import AuditConfig
 from privrl_jax.pipelines._config import ConfigSource, load_config
 
 SAMPLERS = ("uniform_one", "poisson")
@@ -123,6 +124,7 @@ class GPOPERunConfig:
     gpope: GPOPEConfig = GPOPEConfig()
     privacy: PrivacyConfig = PrivacyConfig()
     truth: TruthConfig = TruthConfig()
+    audit: AuditConfig = AuditConfig()
 
     def __post_init__(self):
         e, g, p = self.env, self.gpope, self.privacy

@@ -6,6 +6,7 @@ import dataclasses
 import math
 
 from privrl_jax import privacy
+from privrl_jax.pipelines._audit_run import AuditConfig
 from privrl_jax.pipelines._config import ConfigSource, load_config
 
 METHODS = ("pool", "grid", "input_perturbation", "output_perturbation", "non_private")
@@ -100,6 +101,7 @@ class PoolRunConfig:
     pool: PoolAlgoConfig = PoolAlgoConfig()
     eval: EvalConfig = EvalConfig()
     privacy: PoolPrivacyConfig = PoolPrivacyConfig()
+    audit: AuditConfig = AuditConfig()
 
     def __post_init__(self):
         e, a, v, p = self.env, self.pool, self.eval, self.privacy

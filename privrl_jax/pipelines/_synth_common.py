@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from privrl_jax import agents, data, diffusion, envs, privacy, synth
 from privrl_jax import eval as evaluation
 from privrl_jax.pipelines._agent_train import make_run_agent
+from privrl_jax.pipelines._audit_run import audit_into_report, markdown_rows
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
@@ -73,7 +74,7 @@ def begin_run(cfg: Any, run_dir: Path, topo: dist.Topology, method: str) -> dict
     run (only ``eval`` may change on a rerun) and the data sources exist; nothing is written yet."""
     resolved = to_dict(cfg)
     if topo.is_primary:  # process 0 checks and owns the directory
-        refuse_other_run(run_dir, resolved, method, mutable=("eval",))
+        refuse_other_run(run_dir, resolved, method, mutable=("eval", "audit"))
     validate_data_sources(cfg.data)
     return resolved
 
@@ -259,6 +260,11 @@ def release_report(cfg: Any, resolved: dict[str, Any], info: dict[str, Any], led
     return report
 
 
+def epsilon_audit(cfg: Any, run_dir: Path, ledger: privacy.Ledger, report: dict[str, Any]) -> None:
+    """The run's ``audit`` section carried out (see `_audit_run.audit_into_report`)."""
+    audit_into_report(cfg.audit, run_dir, ledger, report)
+
+
 def open_audit(run_dir: Path) -> tuple[Path, dict[str, Any]]:
     """``audit/`` with its NOT_DP_README.txt, and the audit report's first entry (the notice)."""
     audit_dir = run_dir / "audit"
@@ -384,6 +390,7 @@ def markdown_head(report: dict[str, Any], title: str, q_of: str = "") -> list[st
         f"| budget (epsilon, delta) | ({budget['epsilon']:g}, {budget['delta']:g}) |",
         f"| epsilon spent (RDP / PLD) | {fmt(p.get('rdp', {}).get('epsilon'))} / {fmt(p.get('pld', {}).get('epsilon'))} |",
         f"| DP steps, noise multiplier, q{q_of} | {fin['steps']}, {sigma_text(fin['noise_multiplier'])}, {fin['sampling_rate']:.4f} |",
+        *markdown_rows(report),
     ]
 
 

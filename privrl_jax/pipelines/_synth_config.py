@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 from privrl_jax import privacy
+from privrl_jax.pipelines._audit_run import AuditConfig
 
 
 def check_one_of(key: str, value: str, choices: Sequence[str]) -> None:
@@ -182,7 +183,10 @@ class EvalConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SynthPipelineConfig:
-    """The top level both pipelines' configs derive from: the checks that read two sections."""
+    """The top level both pipelines' configs derive from: the checks that read two sections, and
+    the ``audit`` section (epsilon demonstrated beside the release; `AuditConfig`)."""
+
+    audit: AuditConfig = AuditConfig()
 
     def __post_init__(self):
         # Lazy: envs pulls in jax, which loading a config does not need otherwise.

@@ -45,6 +45,7 @@ from privrl_jax import ope, privacy
 from privrl_jax.envs import _hiv, _mountain_car
 from privrl_jax.ope import _features, _montecarlo
 from privrl_jax.pipelines._checkpoints import Checkpoints
+from privrl_jax.pipelines._audit_run import audit_into_report, markdown_rows
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
 from privrl_jax.pipelines._gpope_config import (
@@ -425,7 +426,7 @@ def _run(cfg: GPOPERunConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
     if topo.is_primary:  # process 0 checks and owns the directory
-        refuse_other_run(run_dir, resolved, "GPOPE")
+        refuse_other_run(run_dir, resolved, "GPOPE", mutable=("audit",))
     t0 = time.time()
     plan = make_plan(cfg)  # validates delta against m before anything is written
     if topo.is_primary:
@@ -509,6 +510,7 @@ def _run(cfg: GPOPERunConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
             if secret.fixed
             else ("NOT PRIVATE: privacy.epsilon = inf runs without noise.")
         )
+    audit_into_report(cfg.audit, run_dir, ledger, report)
     report["wall_time_s"] = time.time() - t0
 
     audit_dir = run_dir / "audit"
@@ -687,7 +689,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             )
         )
     lines += ["| quantity | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in rows]
+    lines += [f"| {k} | {v} |" for k, v in rows] + markdown_rows(report)
     theorem = (
         f"Theorem 1 assumes {t1['assumes']}; under poisson sampling it is shown for "
         "scale only."

@@ -44,6 +44,7 @@ from privrl_jax.envs._inventory import (
     collect_inventory_data,
     make_inventory_params,
 )
+from privrl_jax.pipelines._audit_run import audit_into_report, markdown_rows
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPSecret
 from privrl_jax.pipelines._pool_config import (
@@ -268,7 +269,7 @@ def _stage(t0: float, what: str) -> None:
 def _run(cfg: PoolRunConfig, run_dir: Path) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
-    refuse_other_run(run_dir, resolved, "POOL")
+    refuse_other_run(run_dir, resolved, "POOL", mutable=("audit",))
     t0 = time.time()
     params, behaviour, geom, actions = build(cfg)  # validates the demand file first
     mechanism = make_mechanism(cfg, geom)
@@ -363,6 +364,7 @@ def _run(cfg: PoolRunConfig, run_dir: Path) -> dict[str, Any]:
     if not private:
         report["warning"] = (NOT_PRIVATE_SEED if secret is not None and secret.fixed
                              else "NOT PRIVATE: pool.method=non_private adds no noise.")
+    audit_into_report(cfg.audit, run_dir, ledger, report)
     report["wall_time_s"] = time.time() - t0
     _plots(run_dir, cfg, geom, actions, q_tables, evaluation)
     atomic_write_text(run_dir / "report.json", json.dumps(report, indent=2, default=float))
@@ -431,7 +433,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         ("policy cost / gap", f"{ev['policy_cost']:.4f} / {ev['gap']:.3f}"),
         ("behaviour cost / gap", f"{ev['behaviour_cost']:.4f} / {ev['behaviour_gap']:.3f}"),
     ]
-    lines += ["| quantity | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    lines += ["| quantity | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + markdown_rows(report)
     lines += ["", ("**Release** (may be published): `policy.npz`, `policy.json`, "
                    "`ledger.json`, `report.json`, `report.md`, `config.yaml`, `plots/`. "
                    "`checkpoints/` holds the secret noise key: never publish it."), "",

@@ -372,6 +372,7 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
     report = common.release_report(cfg, resolved, dp_info, ledger, synthetic={
         "num_trajectories": len(syn_lengths), "num_transitions": len(synthetic),
         "mean_length": float(np.mean(syn_lengths)), "stitching": stitching_gaps(synthetic, d.horizon)})
+    common.epsilon_audit(cfg, run_dir, ledger, report)
     if cfg.eval.agents:
         report["agents_synthetic"] = common.agent_scores(cfg, synthetic, jax.random.fold_in(key, 400))
 

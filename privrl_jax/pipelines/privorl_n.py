@@ -308,6 +308,7 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, A
         generator="PrivORL-n", private=dp_info["private"])
     syn_flat = common.encode(synthetic, layout)
     report = common.release_report(cfg, resolved, dp_info, ledger)
+    common.epsilon_audit(cfg, run_dir, ledger, report)
     if cfg.eval.agents:
         report["agents_synthetic"] = _agent_scores(cfg, synthetic, jax.random.fold_in(key, 400))
 

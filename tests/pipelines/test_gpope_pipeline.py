@@ -67,8 +67,13 @@ def _check_ledger(run_dir, plan, event_type, delta):
 
 
 def test_default_run_end_to_end_rerun_spends_nothing_and_hides_the_secret(tmp_path):
-    cfg = _cfg()
+    cfg = _cfg("audit.canaries=200")
     rep = gpope.run(cfg, tmp_path)
+    # One-of-m sampling is replace-one: a canary added is an add/remove neighbour, so the audit
+    # says it cannot test this relation instead of showing a bound of another one.
+    (row,) = rep["epsilon_audit"]["rows"]
+    assert not row["audited"] and "replace-one" in row["why"]
+    assert "not audited (replace-one" in (tmp_path / "report.md").read_text()
     for name in (*PUBLIC, "audit/audit.json", "audit/NOT_DP_README.txt"):
         assert (tmp_path / name).exists(), name
     # plots: false in gpope/test: no PNG anywhere, none listed.
@@ -128,12 +133,19 @@ def test_default_run_end_to_end_rerun_spends_nothing_and_hides_the_secret(tmp_pa
 
 
 def test_poisson_run_records_poisson_events(tmp_path):
-    cfg = _cfg("gpope.sampler=poisson")
+    cfg = _cfg("gpope.sampler=poisson", "audit.canaries=1000")
     rep = gpope.run(cfg, tmp_path)
     plan = gpope.make_plan(cfg)
-    _check_ledger(
+    ledger = _check_ledger(
         tmp_path, plan, dp_accounting.PoissonSampledDpEvent, cfg.privacy.delta
     )
+    # The two-block plan (primal, dual) is audited through its first block: a lower bound of
+    # the whole plan's epsilon, which is the ledger's.
+    (row,) = rep["epsilon_audit"]["rows"]
+    assert row["audited"] and not row["violation"]
+    assert row["epsilon_accounted"] == pytest.approx(ledger.epsilon("rdp").epsilon, rel=1e-9)
+    assert 0 <= row["epsilon_demonstrated"] <= row["epsilon_accounted"]
+    assert "epsilon demonstrated >=" in (tmp_path / "report.md").read_text()
     g = rep["gpope"]
     assert g["neighboring"] == "ADD_OR_REMOVE_ONE"
     assert g["sampling_rate"] == pytest.approx(

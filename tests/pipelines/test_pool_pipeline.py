@@ -20,7 +20,7 @@ def _cfg(*overrides):
 @pytest.fixture(scope="module")
 def seeded_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("pool") / "run"
-    cfg = _cfg("privacy.noise_seed=3")
+    cfg = _cfg("privacy.noise_seed=3", "audit.canaries=1000")
     return cfg, run_dir, pool.run(cfg, run_dir)
 
 
@@ -44,6 +44,11 @@ def test_ledger_event_and_epsilon_equal_dp_accountings(seeded_run):
     assert report["privacy"]["rho"] == pytest.approx(cfg.privacy.rho)
     # and below Bun & Steinke's rho + 2 sqrt(rho log 1/delta).
     assert eps <= privacy.zcdp_to_epsilon(cfg.privacy.rho, cfg.privacy.delta)
+    # The canary audit of the same Gaussian mechanism stays below the accounted epsilon.
+    (row,) = report["epsilon_audit"]["rows"]
+    assert row["audited"] and row["epsilon_accounted"] == pytest.approx(eps, rel=1e-9)
+    assert 0 <= row["epsilon_demonstrated"] <= eps
+    assert "epsilon demonstrated >=" in (run_dir / "report.md").read_text()
 
 
 def test_seeded_noise_says_not_private_everywhere(seeded_run):

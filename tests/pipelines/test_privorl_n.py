@@ -247,3 +247,32 @@ def test_a_reused_pre_training_is_the_one_the_run_would_have_trained(tmp_path):
         with pytest.raises(ValueError, match=match):
             privorl_n.run(_cfg(*base, *extra, f"pretrain.reuse_from={src}"), tmp_path / "refused")
         assert not (tmp_path / "refused").exists()
+
+
+def test_audit_canaries_show_epsilon_demonstrated_and_a_noise_fault_stops_the_run(tmp_path, monkeypatch):
+    """``--set audit.canaries=m``: the ledger's DP-SGD plan is rerun with m canaries beside the
+    release; the bound is below the accounted epsilon, and when the loop's noise is gone (the fault:
+    the ledger still records the calibrated sigma) it exceeds it and the run stops."""
+    from privrl_jax.privacy.audit import PrivacyAuditError
+
+    # 5 epochs: every included canary is sampled (about 5 times), so a noiseless loop separates
+    # them all; a small budget is what an m = 1000 audit (at most ~2) can refute.
+    over = (*FAST, "finetune.epochs=5", "finetune.batch_size=160", "privacy.epsilon=0.3", "audit.canaries=1000",
+            "privacy.noise_seed=0")
+    rep = privorl_n.run(_cfg(*over), tmp_path / "ok")
+    (row,) = rep["epsilon_audit"]["rows"]
+    assert row["audited"] and not row["violation"]
+    assert row["epsilon_accounted"] == pytest.approx(rep["privacy"]["rdp"]["epsilon"], rel=1e-9)
+    assert 0 <= row["epsilon_demonstrated"] <= row["epsilon_accounted"] <= 0.3
+    assert "epsilon demonstrated >=" in (tmp_path / "ok" / "report.md").read_text()
+    assert json.loads((tmp_path / "ok" / "audit" / "epsilon_lower_bound.json").read_text())["canaries"] == 1000
+    # The release holds no canary: the audit does not touch the release or the ledger.
+    assert len(data.load_hdf5(tmp_path / "ok" / "synthetic.hdf5")) == 200
+
+    stds = privacy.DPPlan.noise_stds
+    monkeypatch.setattr(privacy.DPPlan, "noise_stds", property(lambda self: tuple(0 * s for s in stds.fget(self))))
+    with pytest.raises(PrivacyAuditError, match="privacy bug"):
+        privorl_n.run(_cfg(*over), tmp_path / "fault")
+    (bad,) = json.loads((tmp_path / "fault" / "audit" / "epsilon_lower_bound.json").read_text())["rows"]
+    assert bad["violation"] and bad["epsilon_demonstrated"] > bad["epsilon_accounted"]
+    assert not (tmp_path / "fault" / "report.json").exists()
