@@ -50,19 +50,26 @@ def main() -> None:
             elif not (run_dir / "audit" / "audit.json").exists():
                 continue
             audit = json.loads((run_dir / "audit" / "audit.json").read_text())
-            rows.append({"epsilon": eps, "seed": seed, **audit["mia"]})
+            dist = {f"distance_{k}": v for k, v in audit.get("mia_distance", {}).items()}
+            rows.append({"epsilon": eps, "seed": seed, **audit["mia"], **dist})
             print(rows[-1], flush=True)
     lines = ["| epsilon | seed | AUC | TPR @ 10% FPR | TPR @ 1% FPR | best noise level |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['epsilon']:g} | {r['seed']} | {r['auc']:.3f} | {r['tpr_at_10_fpr']:.3f} | "
                      f"{r['tpr_at_1_fpr']:.3f} | {r.get('best_sigma', '-')} |")
-    summary = ["", "| epsilon | seeds | AUC | TPR @ 10% FPR | TPR @ 1% FPR |", "|---|---|---|---|---|"]
-    for eps in sorted({r["epsilon"] for r in rows}):
-        rs = [r for r in rows if r["epsilon"] == eps]
-        cell = lambda k: _mean_sd([r[k] for r in rs])  # noqa: E731
-        summary.append(f"| {eps:g} | {len(rs)} | {cell('auc')} | {cell('tpr_at_10_fpr')} | {cell('tpr_at_1_fpr')} |")
-    text = ("# Loss-threshold MIA on a memorising PrivORL-n (privorl_n/mia: 200 members, 200 non-members)\n\n"
+    summary = ["", "| attack | epsilon | seeds | AUC | TPR @ 10% FPR | TPR @ 1% FPR |", "|---|---|---|---|---|---|"]
+    for attack, pre in (("loss threshold (white-box denoiser)", ""),
+                        ("distance to closest synthetic row (black-box)", "distance_")):
+        for eps in sorted({r["epsilon"] for r in rows}):
+            rs = [r for r in rows if r["epsilon"] == eps and f"{pre}auc" in r]
+            if not rs:
+                continue
+            cell = lambda k: _mean_sd([r[pre + k] for r in rs])  # noqa: E731
+            summary.append(f"| {attack} | {eps:g} | {len(rs)} | {cell('auc')} | {cell('tpr_at_10_fpr')} | "
+                           f"{cell('tpr_at_1_fpr')} |")
+    text = ("# MIA on a memorising PrivORL-n (privorl_n/mia: 200 members, 200 non-members)\n\n"
+            "Per-seed rows: the loss-threshold attack.\n\n"
             + "\n".join(lines) + "\n" + "\n".join(summary)
             + "\n\nMean ± sample std (ddof = 1) over seeds. Chance: AUC 0.5, TPR @ 10% FPR 0.10, TPR @ 1% FPR 0.01"
             " (the best of six noise levels, chosen on the same candidates, sits above that).\n")

@@ -9,6 +9,7 @@ from privrl_jax.eval._fidelity import (
 )
 from privrl_jax.eval._membership import (
     DEFAULT_MIA_SIGMAS,
+    distance_to_closest_record_scores,
     loss_threshold_attack,
     mia_loss_scores,
     mia_metrics,
@@ -27,6 +28,7 @@ __all__ = [
     "DEFAULT_MIA_SIGMAS",
     "TrajEncoder",
     "correlation_score",
+    "distance_to_closest_record_scores",
     "fit_trajectory_encoder",
     "free_cell_share",
     "ks_statistics",

@@ -139,8 +139,7 @@ def test_poisson_run_records_poisson_events(tmp_path):
     ledger = _check_ledger(
         tmp_path, plan, dp_accounting.PoissonSampledDpEvent, cfg.privacy.delta
     )
-    # The two-block plan (primal, dual) is audited through its first block: a lower bound of
-    # the whole plan's epsilon, which is the ledger's.
+    # The Poisson plan (add/remove-one) is audited; its accounted epsilon is the ledger's.
     (row,) = rep["epsilon_audit"]["rows"]
     assert row["audited"] and not row["violation"]
     assert row["epsilon_accounted"] == pytest.approx(ledger.epsilon("rdp").epsilon, rel=1e-9)

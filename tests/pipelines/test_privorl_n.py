@@ -72,7 +72,7 @@ def test_smoke_run_writes_everything_and_spends_what_it_reports(tmp_path):
     assert td3["score_mean"] == pytest.approx(np.mean([r["score_mean"] for r in td3["per_seed"]]))
     assert td3["score_std"] == pytest.approx(np.std([r["score_mean"] for r in td3["per_seed"]], ddof=1))
     assert td3["per_seed"][0]["curve"] != td3["per_seed"][1]["curve"]
-    assert 0 <= audit["mia"]["tpr_at_1_fpr"] <= 1
+    assert 0 <= audit["mia"]["tpr_at_1_fpr"] <= 1 and 0 <= audit["mia_distance"]["auc"] <= 1
     assert released["finetune"] == info
     # The secret (noise key and sampling seed) is in the checkpoints and nowhere else.
     assert_secret_not_published(tmp_path)

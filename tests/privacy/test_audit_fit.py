@@ -105,11 +105,17 @@ def test_privacy_audit_command_audits_every_mechanism_a_ledger_records(tmp_path)
     led.record(plan.step_event(), what="DP-SGD step", count=6, params=plan.describe())
     led.record(mech.event(), what="POOL statistics", params=mech.describe())
     led.record(dp_accounting.NonPrivateDpEvent(), what="non-private", params={})
+    two = privacy.DPPlan(sampler=sampler, l2_clip_norm=(1.0, 0.5), steps=6).calibrate(2.0, DELTA)
+    led.record(two.step_event(), what="two blocks", count=6, params=two.describe())
     res = CliRunner().invoke(app, ["privacy", "audit", str(tmp_path), "--canaries", "1000"])
     assert res.exit_code == 0, res.output
     assert "epsilon demonstrated >=" in res.output and "not audited" in res.output
     out = json.loads((tmp_path / "audit" / "epsilon_lower_bound.json").read_text())
-    sgd, gauss, nonpriv = out["rows"]
+    sgd, gauss, nonpriv, blocks = out["rows"]
+    # Two clipped blocks: canaries in the first block alone, against the whole plan's epsilon.
+    assert blocks["audited"] and "block 1 of 2" in blocks["blocks"]
+    assert blocks["epsilon_accounted"] == pytest.approx(two.epsilon(DELTA).epsilon, rel=1e-9)
+    assert 0 <= blocks["epsilon_demonstrated"] <= blocks["epsilon_accounted"]
     assert sgd["epsilon_accounted"] == pytest.approx(plan.epsilon(DELTA).epsilon, rel=1e-9)
     assert gauss["epsilon_accounted"] == pytest.approx(mech.epsilon(DELTA).epsilon, rel=1e-9)
     for row in (sgd, gauss):
