@@ -28,7 +28,6 @@ import yaml
 
 from privrl_jax import agents, envs
 from privrl_jax.data import Transitions, load_hdf5, read_hdf5_metadata
-from privrl_jax.envs import _mujoco_tasks
 from privrl_jax.pipelines._config import coerce_fields, to_dict
 from privrl_jax.pipelines._outputs import check_output_dir
 from privrl_jax.pipelines._rundir import (
@@ -64,7 +63,7 @@ class AgentTrainConfig:
       eval_backend: "jax" (the JAX env) or "mujoco" (real MuJoCo, needs the
         `mujoco` extra: D4RL's point maze for the maze2d-*-v1 tasks, and the only
         backend of the locomotion / kitchen tasks, e.g. "hopper-medium-v2" or
-        "kitchen-mixed-v0"; `envs._mujoco_tasks`).
+        "kitchen-mixed-v0"; `envs.mujoco_task`).
       agent: fields of the algorithm's config (`agents.TD3BCConfig`, ...) that
         differ from CORL's defaults, e.g. {"alpha": 2.5}; `--set agent.alpha=2.5`
         on the command line.
@@ -197,8 +196,8 @@ def _load_inputs(config: AgentTrainConfig) -> tuple[Any, Any, Transitions]:
     A MuJoCo locomotion / kitchen task has no JAX env: `(None, task)` is returned
     and the dataset is checked against the task's observation and action widths.
     """
-    if _mujoco_tasks.is_mujoco_task_name(config.env):
-        env, env_params = None, _mujoco_tasks.mujoco_task(config.env)
+    if envs.is_mujoco_task_name(config.env):
+        env, env_params = None, envs.mujoco_task(config.env)
     else:
         env, env_params = envs.make(config.env)  # validates the env name
     dataset = load_hdf5(config.dataset)

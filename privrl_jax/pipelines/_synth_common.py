@@ -31,8 +31,6 @@ from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
 from privrl_jax.pipelines._rundir import atomic_write_text, not_private_mark, refuse_other_run
-from privrl_jax.privacy import _distributed as dist
-from privrl_jax.synth._privorl_n import init_synth_state
 
 NOT_PRIVATE_SEED = (
     "NOT PRIVATE: privacy.noise_seed is set, so anyone who reads config.yaml can recompute the DP "
@@ -69,7 +67,7 @@ def validate_data_sources(d: Any) -> None:
             raise ValueError(f"data file {f} does not exist; give the path of a D4RL-format HDF5 file.")
 
 
-def begin_run(cfg: Any, run_dir: Path, topo: dist.Topology, method: str) -> dict[str, Any]:
+def begin_run(cfg: Any, run_dir: Path, topo: privacy.Topology, method: str) -> dict[str, Any]:
     """The resolved config, after process 0 has checked that ``run_dir`` is empty or holds this
     run (only ``eval`` may change on a rerun) and the data sources exist; nothing is written yet."""
     resolved = to_dict(cfg)
@@ -142,7 +140,7 @@ def pretrain(pc: Any, make_chunk: Callable, params: Any, rows: np.ndarray, ckpt:
     tx = optax.adam(optax.cosine_decay_schedule(pc.learning_rate, pc.steps))
     chunk = make_chunk(tx)
     width = rows.shape[1]
-    tree = {"state": init_synth_state(params, tx), "rnd": synth.init_rnd(jax.random.fold_in(key, 1), width),
+    tree = {"state": synth.init_synth_state(params, tx), "rnd": synth.init_rnd(jax.random.fold_in(key, 1), width),
             "pool": jnp.zeros((pc.pool_size, width)), "scores": jnp.zeros(pc.pool_size)}
     start = 0
     latest = ckpt.latest()
@@ -175,7 +173,7 @@ def make_plan(cfg: Any, num_units: int) -> privacy.DPPlan:
 
 
 def run_finetune(cfg: Any, plan: privacy.DPPlan, fns: Any, tree: dict[str, Any], units: Any, *, run_dir: Path,
-                 ledger: privacy.Ledger | None, key: jax.Array, topo: dist.Topology, what: str, desc: str,
+                 ledger: privacy.Ledger | None, key: jax.Array, topo: privacy.Topology, what: str, desc: str,
                  item_mask: jax.Array | None = None, public_rows: Callable | None = None):
     """Runs (or resumes) the plan's DP steps on ``units`` (leading axis: the privacy units) in the one
     DP loop; returns (tree, secret). ``tree["state"]`` is the method's state, updated by
@@ -216,7 +214,7 @@ def dp_info(plan: privacy.DPPlan, secret: DPSecret, pc: Any, *, size_source: str
 
 
 # ---------------------------------------------------------------------------------------- release
-def open_ledger(cfg: Any, run_dir: Path, dataset_id: str, n: int, topo: dist.Topology) -> privacy.Ledger | None:
+def open_ledger(cfg: Any, run_dir: Path, dataset_id: str, n: int, topo: privacy.Topology) -> privacy.Ledger | None:
     """Process 0's ledger of the run over ``n`` units; its artifacts are the DP checkpoints and the
     release. The other processes write none (None)."""
     if not topo.is_primary:

@@ -46,8 +46,6 @@ from privrl_jax.pipelines._privorl_j_config import (
 )
 from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
 from privrl_jax.pipelines._synth_common import NOT_PRIVATE_SEED  # noqa: F401 -- a name PrivORL-j always had
-from privrl_jax.privacy import _distributed as dist
-from privrl_jax.synth import _privorl_j as core
 
 __all__ = [
     "DataConfig",
@@ -133,7 +131,7 @@ def _public_rows(public: list[data.Trajectories], cfg, layout, norm) -> np.ndarr
         frags = data.trajectories_to_fragments(traj, horizon=h, max_fragments=f)
         items = _items(frags, layout, norm)
         keep = np.asarray(frags.fragment_mask)
-        rows.append(np.asarray(core.pack_rows({k: jnp.asarray(v[keep]) for k, v in items.items()})))
+        rows.append(np.asarray(synth.pack_rows({k: jnp.asarray(v[keep]) for k, v in items.items()})))
     return np.concatenate(rows)
 
 
@@ -182,14 +180,14 @@ def _make_synth(cfg: PrivORLJConfig, key, obs_dim: int, act_dim: int, dim: int) 
                                jnp.ones(h, bool))
     return _Synth(
         "PrivORL-j-U" if m.kind == "unet" else "PrivORL-j", params,
-        lambda tx: core.make_fragment_pretrain_chunk(
+        lambda tx: synth.make_fragment_pretrain_chunk(
             denoise, tx, horizon=h, dim=dim, batch_size=pc.batch_size, chunk_steps=pc.chunk_steps,
             ema_decay=ema, curiosity_rate=pc.curiosity_rate),
-        (lambda k, p, cond: core.sample_pool_rows(k, denoise, p, cond, horizon=h, num_steps=pc.num_sampling_steps))
+        (lambda k, p, cond: synth.sample_pool_rows(k, denoise, p, cond, horizon=h, num_steps=pc.num_sampling_steps))
         if pc.curiosity_rate > 0 else None,
-        lambda plan: core.make_trajectory_dp_finetune(denoise, plan, learning_rate=fc.learning_rate,
+        lambda plan: synth.make_trajectory_dp_finetune(denoise, plan, learning_rate=fc.learning_rate,
                                                       ema_decay=ema, clip_method=fc.clip_method),
-        lambda k, p, num, nf: core.generate_fragments(k, denoise, p, num=num, num_fragments=nf, horizon=h,
+        lambda k, p, num, nf: synth.generate_fragments(k, denoise, p, num=num, num_fragments=nf, horizon=h,
                                                       dim=dim, num_steps=ns),
     )
 
@@ -213,7 +211,7 @@ def make_plan(cfg: PrivORLJConfig, num_trajectories: int) -> privacy.DPPlan:
     return common.make_plan(cfg, num_trajectories)
 
 
-def _finetune(cfg, model: _Synth, pre_params, items, run_dir: Path, ledger, key, topo: dist.Topology):
+def _finetune(cfg, model: _Synth, pre_params, items, run_dir: Path, ledger, key, topo: privacy.Topology):
     """Trajectory-level DP-SGD: one unit = one trajectory, its fragments the unit's items."""
     plan = make_plan(cfg, items["x"].shape[0])
     fns = model.finetune(plan)
@@ -242,7 +240,7 @@ def _synthesize(cfg, model: _Synth, params, layout, norm, key) -> data.Transitio
     return jax.tree_util.tree_map(lambda *x: np.concatenate(x), *out)
 
 
-def _stitch(gen: core.GeneratedFragments, n: int, length: int, layout, norm, bounds,
+def _stitch(gen: synth.GeneratedFragments, n: int, length: int, layout, norm, bounds,
             stop_at_terminal: bool) -> data.Transitions:
     _, f, h, d = gen.fragments.shape
     steps = diffusion.denormalise(norm, gen.fragments[:n].reshape(n * f * h, d))
@@ -250,7 +248,7 @@ def _stitch(gen: core.GeneratedFragments, n: int, length: int, layout, norm, bou
                                diffusion.unflatten_transitions(steps, layout))
     if not stop_at_terminal:
         t = t.replace(terminals=np.zeros_like(t.terminals))
-    lengths, ended = core.stitched_lengths(jnp.asarray(t.terminals), jnp.full((n,), length, jnp.int32))
+    lengths, ended = synth.stitched_lengths(jnp.asarray(t.terminals), jnp.full((n,), length, jnp.int32))
     lengths, ended = np.asarray(lengths), np.asarray(ended)
     mask = np.arange(f * h)[None, :] < lengths[:, None]
     timeouts = np.zeros((n, f * h), np.float32)
@@ -333,7 +331,7 @@ def run(cfg: PrivORLJConfig, run_dir: str | Path) -> dict[str, Any]:
     return run_in_dir(Path(run_dir), lambda d, topo: _run(cfg, d, topo))
 
 
-def _run(cfg: PrivORLJConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
+def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str, Any]:
     resolved = common.begin_run(cfg, run_dir, topo, "PrivORL-j")
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only

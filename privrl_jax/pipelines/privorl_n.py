@@ -54,8 +54,6 @@ from privrl_jax.pipelines._synth_common import (  # noqa: F401 -- the names Priv
     NOT_PRIVATE_SEED,
     validate_data_sources,
 )
-from privrl_jax.privacy import _distributed as dist
-from privrl_jax.synth import _privorl_n as core
 
 __all__ = [
     "DataConfig",
@@ -121,7 +119,7 @@ def _pretrain(cfg, denoise, params, public_x, ckpt, key, dim):
                                     num_steps=pc.num_sampling_steps)
 
     return common.pretrain(
-        pc, lambda tx: core.make_pretrain_chunk(denoise, tx, batch_size=pc.batch_size, chunk_steps=pc.chunk_steps,
+        pc, lambda tx: synth.make_transition_pretrain_chunk(denoise, tx, batch_size=pc.batch_size, chunk_steps=pc.chunk_steps,
                                                 ema_decay=cfg.synthesis.ema_decay, curiosity_rate=pc.curiosity_rate),
         params, public_x, ckpt, key, sample_pool=sample_pool if pc.curiosity_rate > 0 else None,
         desc="pre-train (public)",
@@ -157,12 +155,12 @@ def make_plan(cfg: PrivORLNConfig, dataset_size: int) -> privacy.DPPlan:
     return common.make_plan(cfg, dataset_size)
 
 
-def _finetune(cfg, denoise, pre_params, sens_x, run_dir: Path, ledger, key, dim, topo: dist.Topology):
+def _finetune(cfg, denoise, pre_params, sens_x, run_dir: Path, ledger, key, dim, topo: privacy.Topology):
     """DP-SGD fine-tuning on the sensitive transitions; returns (SynthState, DP info)."""
     fc = cfg.finetune
     plan = make_plan(cfg, sens_x.shape[0])
     num_curious = synth.num_replaced(fc.batch_size, fc.curiosity_rate)
-    fns = core.make_dp_finetune(
+    fns = synth.make_transition_dp_finetune(
         denoise,
         plan,
         learning_rate=fc.learning_rate,
@@ -208,7 +206,7 @@ def _finecur_rows(cfg, denoise, fns, num_curious, plan, key, dim):
                 num_samples=tree["pool"].shape[0], dim=dim, num_steps=cfg.pretrain.num_sampling_steps,
             )
             tree = {**tree, "pool": pool, "scores": synth.curiosity_score(tree["rnd"], pool)}
-        rows, rnd = core.pick_curious(
+        rows, rnd = synth.pick_curious(
             tree["rnd"], tree["pool"], tree["scores"], jax.random.fold_in(key, 30_000 + t),
             num_candidates=fc.batch_size, num_picked=num_curious,
         )
@@ -267,7 +265,7 @@ def _column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | N
     return names if len(names) == dim else None
 
 
-def _run(cfg: PrivORLNConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
+def _run(cfg: PrivORLNConfig, run_dir: Path, topo: privacy.Topology) -> dict[str, Any]:
     resolved = common.begin_run(cfg, run_dir, topo, "PrivORL-n")
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only: data split, pre-training, losses

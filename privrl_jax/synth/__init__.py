@@ -19,6 +19,15 @@ from privrl_jax.synth._dp_transformer import (
     make_ar_dp_finetune,
     make_ar_pretrain_chunk,
 )
+from privrl_jax.synth._privorl_n import (
+    DPFinetune,
+    SynthState,
+    ema_update,
+    init_synth_state,
+    pick_curious,
+)
+from privrl_jax.synth._privorl_n import make_dp_finetune as make_transition_dp_finetune
+from privrl_jax.synth._privorl_n import make_pretrain_chunk as make_transition_pretrain_chunk
 from privrl_jax.synth._privorl_j import (
     GeneratedFragments,
     generate_fragments,
@@ -32,6 +41,13 @@ from privrl_jax.synth._privorl_j import (
 )
 
 __all__ = [
+    "DPFinetune",
+    "SynthState",
+    "ema_update",
+    "init_synth_state",
+    "make_transition_dp_finetune",
+    "make_transition_pretrain_chunk",
+    "pick_curious",
     "GeneratedFragments",
     "MLP",
     "RNDConfig",
