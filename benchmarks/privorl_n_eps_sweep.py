@@ -78,7 +78,7 @@ def main() -> None:
     args = ap.parse_args()
     base = [f"data.sensitive_size={args.sensitive_size}", "data.public_size=20000", "data.holdout_size=2000",
             "synthesis.num_samples=20000", "eval.agents=[]", "eval.mia=false", "eval.plots=false",
-            "eval.anchors=true", *args.overrides]
+            "eval.anchors=true", "audit.canaries=0", *args.overrides]
 
     runs: list[dict] = []
     for seed in args.seeds:
