@@ -436,7 +436,9 @@ def main() -> None:
         r2 = experiment2(args.sweep_runs or max(2, args.runs // 3), args.eval_episodes,
                          only=args.sweeps)
         stem = "pool_exp2" if not args.sweeps else "pool_exp2_" + "_".join(args.sweeps)
-        stem = stem.replace("+", "")
+        stem = stem.replace("+", "") + ("_additive" if args.zones == "additive" else "")
+        r2["zones"] = args.zones
+        r2["setting"] += f"; pool.zones={args.zones}"
         dump_json((RESULTS / f"{stem}.json"), r2, indent=2)
         (RESULTS / f"{stem}.md").write_text(_md2(r2))
         _plot2(r2, RESULTS / f"{stem}.png")

@@ -246,7 +246,8 @@ def additive_greedy(
         base = jnp.stack([s[c] if c < w else jnp.zeros(()) for c in g])
         pairs = jnp.broadcast_to(base, (levels.shape[0], len(g))).at[:, slot].set(levels)
         part = jax.tree.map(lambda x, p=p: x[p], geom.parts)
-        vals.append(jax.vmap(lambda x, part=part, t=tables[p]: zone_value(part, h, t, x))(pairs))
+        one = lambda x, part=part, t=tables[p]: zone_value(part, h, t, x)  # noqa: E731
+        vals.append(jax.vmap(one)(pairs))
     vals = jnp.stack(vals)  # [P, L]
     best = jnp.argmax(vals, axis=1)
     value = jnp.sum(jnp.max(vals, axis=1))

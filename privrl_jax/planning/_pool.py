@@ -26,7 +26,10 @@ y, y^2 in [0, 1]; the whole vector (n, S, S2) over all H stages moves by at most
 attained by an episode with feedback at every stage and y = 1 (reward 1 and
 V_{h+1}(s') = v_max_{h+1} at every stage). Normalising y by v_max_h is what
 keeps every coordinate's change at most 1; raw value sums would give
-sqrt(sum_h (2 + 2 v_max_h^2)) ~ H^1.5.
+sqrt(sum_h (2 + 2 v_max_h^2)) ~ H^1.5. Additive zones (``_additive``) count a pair
+in one cell of each of their P parts with the public weight 1 / sqrt(P): P
+coordinates each move by at most 1 / sqrt(P) per statistic and stage, the same
+squared norm 1, so Delta = sqrt(3 H) holds for them too (:func:`cell_weight`).
 
 One mechanism, released adaptively. The counts of all stages are released
 first; S_h, S2_h are released in the backward pass, once V_{h+1} is known. Every
