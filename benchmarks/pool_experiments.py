@@ -11,7 +11,11 @@ Scaled down for a shared 2-core CPU (see --runs, --episodes); the defaults are
 what benchmarks/results/pool_*.json hold. Writes JSON, MD and PNG under
 benchmarks/results/.
 
-    python benchmarks/pool_experiments.py [--runs 10] [--episodes 2000]
+    python benchmarks/pool_experiments.py [--runs 10] [--episodes 2000] [--zones paper]
+
+Every config gets ``pool.zones`` from ``--zones`` (default ``paper``: the zones the
+saved results were measured with; the pipeline's default is now ``additive``, which
+equals ``paper`` for one product, so experiment 1 is the same either way).
 """
 
 from __future__ import annotations
@@ -31,6 +35,16 @@ from privrl_jax.pipelines import pool
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 RESULTS = Path(__file__).parent / "results"
+# pool.zones for every config here (--zones): results/pool_exp*.md and pool_data/select were
+# measured with the paper's l2 zones, before zones=additive became the default.
+ZONES = ["pool.zones=paper"]
+
+
+def _load(overrides) -> pool.PoolRunConfig:
+    # pool/default with --zones first, so a sweep's own pool.zones (none today) would win.
+    return pool.load("pool/default", [*ZONES, *overrides])
+
+
 RHOS = (0.1, 1.0, 5.0, 10.0, 20.0, 40.0)
 
 
@@ -38,7 +52,7 @@ def _cfg(method: str, rho: float, episodes: int, seed: int, extra=(), **algo):
     over = [f"pool.method={method}", f"privacy.rho={'.inf' if method == 'non_private' else rho}",
             f"env.num_episodes={episodes}", f"seed={seed}", *extra]
     over += [f"pool.{k}={v}" for k, v in algo.items()]
-    return pool.load("pool/default", over)
+    return _load(over)
 
 
 class Bench:
@@ -117,7 +131,7 @@ def experiment3(runs: int, episodes: int, eval_episodes: int,
     for n, ms in plan:
         w = n // 2
         base = [f"env.num_products={w}", f"env.num_episodes={episodes}"]
-        b = Bench.from_config(pool.load("pool/default", base), eval_episodes)
+        b = Bench.from_config(_load(base), eval_episodes)
         for m in ms:
             for kind in ("zones", "grid"):
                 row = {"w+d": n, "M": m, "kind": kind, "behaviour_gap": b.behaviour_gap}
@@ -126,7 +140,7 @@ def experiment3(runs: int, episodes: int, eval_episodes: int,
                     out["rows"].append(row)
                     print(f"w+d={n} grid M={m}: {m**n:,} cells, not run", flush=True)
                     continue
-                cfg = pool.load("pool/default", [
+                cfg = _load([
                     f"pool.method={'pool' if kind == 'zones' else 'grid'}", "privacy.rho=1",
                     *base, f"pool.num_zones={m}", f"pool.grid_bins={m}"])
                 pool.build.cache_clear()
@@ -163,11 +177,11 @@ def experiment_data(b: Bench, runs: int, ns=(500, 2000, 8000, 32000), ms=(10, 20
     out = {"setting": "non-private POOL (bonus_scale 0.01), affine zones", "N": list(ns),
            "M": list(ms), "behaviour_gap": b.behaviour_gap, "rows": []}
     for m in ms:
-        cfg = pool.load("pool/default", ["pool.method=non_private", "privacy.rho=.inf",
+        cfg = _load(["pool.method=non_private", "privacy.rho=.inf",
                                          f"pool.num_zones={m}"])
         _, _, geom, _ = pool.build(cfg)
         for n in ns:
-            cfg_n = pool.load("pool/default", ["pool.method=non_private", "privacy.rho=.inf",
+            cfg_n = _load(["pool.method=non_private", "privacy.rho=.inf",
                                                f"pool.num_zones={m}", f"env.num_episodes={n}"])
             gaps = [b.run(cfg_n, geom, r) for r in range(runs)]
             out["rows"].append({"M": m, "N": n, "mean": float(np.mean(gaps)),
@@ -189,7 +203,7 @@ def select_bonus_scale(runs: int, episodes: int, eval_episodes: int,
     smallest gap averaged over the rho grid (ties: the larger scale).
     """
     base = ["env.demand_seed=1", f"env.num_episodes={episodes}"]
-    b = Bench.from_config(pool.load("pool/default", base), eval_episodes)
+    b = Bench.from_config(_load(base), eval_episodes)
     out = {"setting": "public stand-in: synthetic demand seed 1 (evaluation uses seed 0), "
                       f"data keys 100+r, {episodes} episodes, {runs} runs per cell",
            "scales": list(scales), "rhos": list(rhos), "behaviour_gap": b.behaviour_gap,
@@ -197,7 +211,7 @@ def select_bonus_scale(runs: int, episodes: int, eval_episodes: int,
     for sc in scales:
         means = []
         for rho in rhos:
-            cfg = pool.load("pool/default", [*base, "pool.method=pool", f"privacy.rho={rho}",
+            cfg = _load([*base, "pool.method=pool", f"privacy.rho={rho}",
                                              f"pool.bonus_scale={sc}"])
             gaps = [b.run(cfg, b.geom, 100 + r) for r in range(runs)]
             means.append(float(np.mean(gaps)))
@@ -269,7 +283,7 @@ def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> 
             continue
         rows = []
         for over, episodes in variants:
-            cfg = pool.load("pool/default", ["pool.method=pool", f"privacy.rho={rho}",
+            cfg = _load(["pool.method=pool", f"privacy.rho={rho}",
                                              f"env.num_episodes={episodes}", *over])
             t = time.perf_counter()
             b = Bench.from_config(cfg, eval_episodes)
@@ -406,7 +420,10 @@ def main() -> None:
     ap.add_argument("--demand", choices=("synthetic", "rossmann-format"), default="synthetic",
                     help="experiment 1's demand: the shipped series, or a generated "
                          "Rossmann-format CSV read through load_rossmann")
+    ap.add_argument("--zones", choices=("paper", "additive"), default="paper",
+                    help="pool.zones of every run (the saved results used paper)")
     args = ap.parse_args()
+    ZONES[:] = [f"pool.zones={args.zones}"]
     RESULTS.mkdir(exist_ok=True)
     if args.only == "select":
         rs = select_bonus_scale(args.runs, args.episodes, args.eval_episodes)
@@ -419,7 +436,9 @@ def main() -> None:
         r2 = experiment2(args.sweep_runs or max(2, args.runs // 3), args.eval_episodes,
                          only=args.sweeps)
         stem = "pool_exp2" if not args.sweeps else "pool_exp2_" + "_".join(args.sweeps)
-        stem = stem.replace("+", "")
+        stem = stem.replace("+", "") + ("_additive" if args.zones == "additive" else "")
+        r2["zones"] = args.zones
+        r2["setting"] += f"; pool.zones={args.zones}"
         dump_json((RESULTS / f"{stem}.json"), r2, indent=2)
         (RESULTS / f"{stem}.md").write_text(_md2(r2))
         _plot2(r2, RESULTS / f"{stem}.png")
@@ -440,7 +459,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 csv_path = write_synthetic_rossmann_csv(Path(tmp) / "train.csv", seed=0)
                 extra = ("env.demand=rossmann", f"env.demand_file={csv_path}", "env.stores=[1]")
-                cfg = pool.load("pool/default", [f"env.num_episodes={args.episodes}", *extra])
+                cfg = _load([f"env.num_episodes={args.episodes}", *extra])
                 br = Bench.from_config(cfg, args.eval_episodes)
                 r1 = experiment1(br, args.runs, args.episodes, tuple(args.rhos), extra,
                                  "SYNTHETIC demand in Rossmann format (store 1 of a generated "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
+from typing import Literal
 
 from privrl_jax import privacy
 from privrl_jax.pipelines._audit_run import AuditConfig
@@ -11,6 +13,8 @@ from privrl_jax.pipelines._config import ConfigSource, load_config
 
 METHODS = ("pool", "grid", "input_perturbation", "output_perturbation", "non_private")
 DEMANDS = ("synthetic", "rossmann", "uniform", "exponential", "truncnormal")
+Zones = Literal["paper", "additive"]
+ZONES = typing.get_args(Zones)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -49,12 +53,17 @@ class PoolAlgoConfig:
 
     ``method``: ``pool`` (zones), ``grid`` (``grid_bins`` per dimension, same
     private statistics), ``input_perturbation``, ``output_perturbation``,
-    ``non_private``. ``bonus_scale`` multiplies Gamma (default 0.01, chosen on a public
+    ``non_private``. ``zones`` (methods other than ``grid``): ``paper``, the
+    l2 shells of the whole (w + d)-dimensional pair (pool.txt Sec. 3.2, with our
+    affine/limiter fixes), or ``additive``, the same shells on each product's
+    (s_i, a_i) plane with Q_bar the sum over products (``planning._additive``;
+    identical to ``paper`` for one product). ``bonus_scale`` multiplies Gamma (default 0.01, chosen on a public
     stand-in; 1: the paper's C1 = sqrt 2,
     C2 = 16, which zero every Q at these data sizes; see docs/pool.md).
     """
 
     method: str = "pool"
+    zones: Zones = "additive"
     num_zones: int = 10
     radius: float | None = None  # default: |lambda| = ||min(lambda, 1)||_2
     affine: bool = True
@@ -117,6 +126,12 @@ class PoolRunConfig:
             raise ValueError(f"env.boundary must be > 0; got {e.boundary}.")
         if a.method not in METHODS:
             raise ValueError(f"pool.method must be one of {METHODS}; got {a.method!r}.")
+        if a.zones not in ZONES:
+            raise ValueError(f"pool.zones must be one of {ZONES}; got {a.zones!r}.")
+        if a.zones == "additive" and a.method == "output_perturbation" and e.num_products > 1:
+            raise ValueError("pool.method=output_perturbation bounds each released Q entry by "
+                             "its range [0, H - h]; additive part tables are centred and "
+                             "leave it. Use pool.zones=paper with output perturbation.")
         if a.num_zones < 1 or a.grid_bins < 1 or a.action_levels < 2:
             raise ValueError("pool.num_zones >= 1, pool.grid_bins >= 1 and pool.action_levels "
                              ">= 2 are required.")

@@ -131,6 +131,11 @@ def build(cfg: PoolRunConfig):
                                   e.behaviour_noise)
     if a.method == "grid":
         geom = planning.make_grid_geometry(params.boundary, a.grid_bins)
+    elif a.zones == "additive":
+        geom = planning.make_additive_geometry(
+            params.boundary, a.num_zones, state_dim=e.num_products, radius=a.radius,
+            affine=a.affine, limiter=a.limiter, seed=a.geometry_seed,
+            action_levels=a.action_levels)
     else:
         box = np.minimum(np.asarray(params.boundary[0]), 1.0)
         radius = a.radius if a.radius is not None else float(np.linalg.norm(box))
@@ -312,15 +317,18 @@ def _run(cfg: PoolRunConfig, run_dir: Path) -> dict[str, Any]:
         import io
 
         buf = io.BytesIO()
+        zg = geom.parts if isinstance(geom, planning.AdditiveGeometry) else geom
         np.savez(buf, q_tables=np.asarray(q_tables), actions=np.asarray(actions),
                  boundary=np.asarray(params.boundary),
-                 **({"points": np.asarray(geom.points), "coef": np.asarray(geom.coef),
-                     "origin": np.asarray(geom.origin)} if hasattr(geom, "points") else {}))
+                 **({"points": np.asarray(zg.points), "coef": np.asarray(zg.coef),
+                     "origin": np.asarray(zg.origin)} if hasattr(zg, "points") else {}))
         atomic_write_bytes(policy_file, buf.getvalue(), suffix=".json.tmp")
     private = mechanism is not None and not (secret is not None and secret.fixed)
     meta = {
         "method": cfg.pool.method,
-        "geometry": ("grid" if cfg.pool.method == "grid" else "l2 zones"),
+        "geometry": ("grid" if cfg.pool.method == "grid" else
+                     "additive l2 zones (one per product, Q_bar = their sum)"
+                     if isinstance(geom, planning.AdditiveGeometry) else "l2 zones"),
         "num_cells": int(geom.num_cells),
         "read": "pi_h(s) = argmax over `actions` of Q_bar_h(s, a) from q_tables[h] "
                 "(privrl_jax.planning.greedy_policy with the geometry rebuilt from config.yaml)",

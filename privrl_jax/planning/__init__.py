@@ -1,11 +1,24 @@
 """POOL: private offline planning with one-sided feedback (pool.txt, Alg. 1).
 
-Zones and Gram-Schmidt bases (`_zones`), the grid baseline (`_grid`), private
+Zones and Gram-Schmidt bases (`_zones`), additive zones -- the zones of each
+product's own plane, summed, our construction beyond the paper (`_additive`),
+the grid baseline (`_grid`), private
 statistics from one Gaussian mechanism and pessimistic backward induction
 (`_pool`), input/output perturbation (`_baselines`), the SAA benchmark and the
 relative optimality gap (`_benchmark`); pure jitted functions.
 """
 
+from privrl_jax.planning._additive import (
+    AdditiveGeometry,
+    additive_cells,
+    additive_greedy,
+    additive_parts_value,
+    additive_value,
+    anchored_tables,
+    centre_tables,
+    make_additive_geometry,
+    product_groups,
+)
 from privrl_jax.planning._baselines import (
     input_mechanism,
     input_perturbation,
@@ -37,6 +50,7 @@ from privrl_jax.planning._pool import (
     action_candidates,
     action_grid,
     bonus_iota,
+    cell_weight,
     data_cells,
     exact_statistics,
     geometry_cell,
@@ -63,6 +77,7 @@ from privrl_jax.planning._zones import (
 )
 
 __all__ = [
+    "AdditiveGeometry",
     "Geometry",
     "GridGeometry",
     "PoolConfig",
@@ -71,9 +86,16 @@ __all__ = [
     "ZoneGeometry",
     "action_candidates",
     "action_grid",
+    "additive_cells",
+    "additive_greedy",
+    "additive_parts_value",
+    "additive_value",
+    "anchored_tables",
     "base_stock_cost",
     "bonus_iota",
     "cell_index",
+    "cell_weight",
+    "centre_tables",
     "data_cells",
     "exact_statistics",
     "geometry_cell",
@@ -87,6 +109,7 @@ __all__ = [
     "input_perturbation",
     "input_sensitivity",
     "interpolate",
+    "make_additive_geometry",
     "make_grid_geometry",
     "make_zone_geometry",
     "noise_bound",
@@ -98,6 +121,7 @@ __all__ = [
     "policy_cost",
     "pool_mechanism",
     "pool_plan",
+    "product_groups",
     "project",
     "radius_for_full_range",
     "relative_gap",

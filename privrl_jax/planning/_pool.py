@@ -26,7 +26,10 @@ y, y^2 in [0, 1]; the whole vector (n, S, S2) over all H stages moves by at most
 attained by an episode with feedback at every stage and y = 1 (reward 1 and
 V_{h+1}(s') = v_max_{h+1} at every stage). Normalising y by v_max_h is what
 keeps every coordinate's change at most 1; raw value sums would give
-sqrt(sum_h (2 + 2 v_max_h^2)) ~ H^1.5.
+sqrt(sum_h (2 + 2 v_max_h^2)) ~ H^1.5. Additive zones (``_additive``) count a pair
+in one cell of each of their P parts with the public weight 1 / sqrt(P): P
+coordinates each move by at most 1 / sqrt(P) per statistic and stage, the same
+squared norm 1, so Delta = sqrt(3 H) holds for them too (:func:`cell_weight`).
 
 One mechanism, released adaptively. The counts of all stages are released
 first; S_h, S2_h are released in the backward pass, once V_{h+1} is known. Every
@@ -93,18 +96,36 @@ import jax.numpy as jnp
 import numpy as np
 
 from privrl_jax.envs._inventory import InventoryData
+from privrl_jax.planning._additive import (
+    AdditiveGeometry,
+    additive_cells,
+    additive_greedy,
+    additive_value,
+    centre_tables,
+)
 from privrl_jax.planning._grid import GridGeometry, grid_cell, grid_value
 from privrl_jax.planning._zones import ZoneGeometry, cell_index, zone_value
 from privrl_jax.privacy import GaussianMechanism
 
-Geometry = ZoneGeometry | GridGeometry
+Geometry = ZoneGeometry | GridGeometry | AdditiveGeometry
 
 
 def geometry_cell(geom: Geometry, h: jax.Array, b: jax.Array) -> jax.Array:
-    """Statistics cell of one pair b [n] at stage h (zones or grid)."""
+    """Statistics cell of one pair b [n] at stage h: a scalar (zones, grid) or [P] (additive)."""
     if isinstance(geom, GridGeometry):
         return grid_cell(geom, h, b)
+    if isinstance(geom, AdditiveGeometry):
+        return additive_cells(geom, h, b)
     return cell_index(geom, h, b)
+
+
+def cell_weight(geom: Geometry) -> float:
+    """What one pair adds to each of its cells: 1, or 1 / sqrt(P) for additive zones.
+
+    A pair lands in 1 (or P) cells, so its squared contribution to each of n, S, S2
+    is at most 1 per stage either way: Delta = sqrt(3 H) for every geometry.
+    """
+    return geom.weight if isinstance(geom, AdditiveGeometry) else 1.0
 
 
 def geometry_value(
@@ -113,6 +134,8 @@ def geometry_value(
     """Q_bar_h(b) from the stage's flat table [K] (unclipped)."""
     if isinstance(geom, GridGeometry):
         return grid_value(geom, h, q_flat, b)
+    if isinstance(geom, AdditiveGeometry):
+        return additive_value(geom, h, q_flat, b)
     return zone_value(geom, h, q_flat, b)
 
 
@@ -131,7 +154,8 @@ class PoolResult(NamedTuple):
     """What POOL releases: Q at the basis points and the noisy statistics.
 
     q_tables: [H, K] pessimistic Q_h at the cells (zones: K = M P, row-major
-      [M, P]: Q_h(b^j_m)) in [0, H - h].
+      [M, P]: Q_h(b^j_m)) in [0, H - h]; additive zones: the centred part tables
+      (``centre_tables``), which may be negative, Q_bar their sum.
     counts, sums, squares: [H, K] the released (noisy) n, S, S2.
     noise_bound: E_rho (0 without noise).
     """
@@ -184,13 +208,14 @@ def action_candidates(
 
 
 def data_cells(geom: Geometry, data: InventoryData) -> jax.Array:
-    """[N, H] cell of every pair, -1 where it has no feedback."""
+    """[N, H] cell of every pair ([N, H, P] for additive zones), -1 without feedback."""
     b = jnp.concatenate([data.observations, data.actions], -1)  # [N, H, n]
     hs = jnp.arange(b.shape[1])
     cells = jax.vmap(jax.vmap(lambda h, x: geometry_cell(geom, h, x), (0, 0)), (None, 0))(
         hs, b
     )
-    return jnp.where(data.feedback, cells, -1)
+    fb = data.feedback if cells.ndim == 2 else data.feedback[..., None]
+    return jnp.where(fb, cells, -1)
 
 
 def state_values(
@@ -200,9 +225,14 @@ def state_values(
     """V_bar_h(s) = max_k clip(Q_bar_h(s, a_k), 0, H - h) for states [N, w].
 
     ``q_table`` is stage h's flat table [K]. Algorithm 1 line 17 takes the
-    expectation under the greedy pi_h, i.e. this max over the public candidates.
+    expectation under the greedy pi_h, i.e. this max over the public candidates
+    (separable additive zones: the exact max over the product grid of their
+    ``levels``, one max per product; ``actions`` is then unused).
     """
     v_max = geom.horizon - h
+    if isinstance(geom, AdditiveGeometry) and geom.separable:
+        return jax.vmap(
+            lambda s: jnp.clip(additive_greedy(geom, h, q_table, s)[0], 0.0, v_max))(states)
 
     def one(s):
         qs = jax.vmap(
@@ -225,9 +255,15 @@ def _targets(geom, h, q_next, data, actions):
     return jnp.where(jnp.isnan(y), 0.0, y)
 
 
-def _cell_sums(cells_h, values, num_cells):
-    # Pairs without feedback (cell -1) add nothing: segment_sum drops them.
+def _cell_sums(cells_h, values, num_cells, weight=1.0):
+    # Pairs without feedback (cell -1) add nothing: segment_sum drops them. cells_h is
+    # [N] or [N, P] (one cell per part, each getting weight * value).
     ids = jnp.where(cells_h >= 0, cells_h, num_cells)
+    if ids.ndim == 2:
+        values = jnp.broadcast_to(values[:, None], ids.shape).ravel()
+        ids = ids.ravel()
+    if weight != 1.0:
+        values = weight * values
     return jax.ops.segment_sum(values, ids, num_segments=num_cells + 1)[:num_cells]
 
 
@@ -243,12 +279,12 @@ def exact_statistics(
     releases: the vector whose sensitivity is sqrt(3 H).
     """
     cells = data_cells(geom, data)
-    k = geom.num_cells
+    k, wt = geom.num_cells, cell_weight(geom)
 
     def stage(h):
         y = _targets(geom, h, q_tables[jnp.minimum(h + 1, geom.horizon - 1)], data, actions)
         ones = jnp.ones_like(y)
-        return jnp.stack([_cell_sums(cells[:, h], v, k) for v in (ones, y, y * y)])
+        return jnp.stack([_cell_sums(cells[:, h], v, k, wt) for v in (ones, y, y * y)])
 
     return jnp.moveaxis(jax.vmap(stage)(jnp.arange(geom.horizon)), 1, 0)
 
@@ -351,15 +387,22 @@ def pool_plan(
     e_rho = noise_bound(mechanism, horizon, k, cfg.failure_prob)
     iota = bonus_iota(horizon, k, cfg.failure_prob)
     cells = data_cells(geom, data)
+    wt = cell_weight(geom)
     ones = jnp.ones(cells.shape[0])
-    counts = release(0, jax.vmap(lambda c: _cell_sums(c, ones, k), 1)(cells))  # [H, K]
+    counts = release(0, jax.vmap(lambda c: _cell_sums(c, ones, k, wt), 1)(cells))  # [H, K]
 
     def body(q_next, h):
         y = _targets(geom, h, q_next, data, actions)
-        sums = release(1 + h, jnp.stack([_cell_sums(cells[:, h], y, k),
-                                         _cell_sums(cells[:, h], y * y, k)]))
-        q = pessimistic_q(counts[h], sums[0], sums[1], (horizon - h).astype(jnp.float32),
-                          e_rho, iota, horizon, cfg)
+        sums = release(1 + h, jnp.stack([_cell_sums(cells[:, h], y, k, wt),
+                                         _cell_sums(cells[:, h], y * y, k, wt)]))
+        v_max = (horizon - h).astype(jnp.float32)
+        # Post-processing of the weighted release: divide by the public weight (a noise
+        # of E_rho on a weighted count is E_rho / weight on the count itself).
+        q = pessimistic_q(counts[h] / wt, sums[0] / wt, sums[1] / wt, v_max, e_rho / wt,
+                          iota, horizon, cfg) if wt != 1.0 else pessimistic_q(
+            counts[h], sums[0], sums[1], v_max, e_rho, iota, horizon, cfg)
+        if isinstance(geom, AdditiveGeometry):
+            q = centre_tables(geom, q, counts[h], sums[0], v_max)
         return q, (q, sums)
 
     q0 = jnp.zeros((k,), jnp.float32)
@@ -373,11 +416,15 @@ def greedy_policy(
     """pi_h(s) = argmax_k Q_bar_h(s, a_k) (Alg. 1, line 16), as policy(key, h, s).
 
     Ties (e.g. several candidates clipped to the same value) go to the first
-    candidate, the smallest order on the row-major action grid.
+    candidate, the smallest order on the row-major action grid. Separable additive
+    zones take the exact max over their product grid of ``levels`` (``actions``
+    unused): one max per product.
     """
 
     def policy(key, h, s):
         del key
+        if isinstance(geom, AdditiveGeometry) and geom.separable:
+            return additive_greedy(geom, h, q_tables[h], s)[1]
         qs = jax.vmap(
             lambda a: geometry_value(geom, h, q_tables[h], jnp.concatenate([s, a]))
         )(actions)

@@ -138,3 +138,33 @@ def test_seeded_ledger_is_marked_not_private(seeded_run):
     _, run_dir, _ = seeded_run
     rep = privacy.Ledger.load(run_dir).report()
     assert rep["not_private"].startswith("privacy.noise_seed is set")
+
+
+def test_zones_mode_is_validated_and_output_perturbation_refuses_additive_tables():
+    with pytest.raises(ValueError, match="pool.zones must be one of"):
+        _cfg("pool.zones=shells")
+    with pytest.raises(ValueError, match="Use pool.zones=paper"):
+        _cfg("pool.zones=additive", "pool.method=output_perturbation", "env.num_products=2")
+    # One product: the additive zones are the paper's, so OP's range bound holds.
+    assert _cfg("pool.zones=additive", "pool.method=output_perturbation").pool.zones == "additive"
+
+
+@pytest.mark.slow
+def test_additive_zones_run_spends_the_same_ledger_event(tmp_path):
+    # Two products, additive zones: the same single GaussianDpEvent(1 / sqrt(2 rho)) and
+    # epsilon as dp-accounting's ZCDpEvent(rho); the weighted cells change no accounting.
+    cfg = _cfg("privacy.noise_seed=3", "pool.zones=additive", "env.num_products=2")
+    report = pool.run(cfg, tmp_path / "run")
+    (rel,) = privacy.Ledger.load(tmp_path / "run").releases
+    assert rel.params["l2_sensitivity"] == pytest.approx(math.sqrt(3 * cfg.env.horizon))
+    assert rel.event == privacy.event_to_dict(dp_accounting.GaussianDpEvent(
+        pytest.approx(1 / math.sqrt(2 * cfg.privacy.rho))))
+    acc = dp_accounting.rdp.RdpAccountant()
+    acc.compose(dp_accounting.ZCDpEvent(cfg.privacy.rho))
+    assert report["privacy"]["epsilon"] == pytest.approx(acc.get_epsilon(cfg.privacy.delta),
+                                                         rel=1e-9)
+    meta = json.loads((tmp_path / "run" / "policy.json").read_text())
+    assert meta["geometry"].startswith("additive")
+    with np.load(tmp_path / "run" / "policy.npz") as z:
+        assert z["q_tables"].shape == (cfg.env.horizon, 2 * cfg.pool.num_zones * 3)
+    assert math.isfinite(report["evaluation"]["gap"])
