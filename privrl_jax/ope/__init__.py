@@ -24,6 +24,11 @@ from privrl_jax.ope._balle import (
     smooth_params,
     trajectory_first_visits,
 )
+from privrl_jax.ope._smooth_gaussian import (
+    calibrate_smooth_alpha,
+    hockey_stick,
+    smooth_gaussian_delta,
+)
 from privrl_jax.ope._chain import (
     ChainMDP,
     Collected,
@@ -124,6 +129,9 @@ __all__ = [
     "pooled_stats",
     "sample_schedule",
     "smooth_params",
+    "smooth_gaussian_delta",
+    "calibrate_smooth_alpha",
+    "hockey_stick",
     "theorem1_sigma",
     "trajectory_direction",
     "trajectory_first_visits",
