@@ -48,6 +48,7 @@ from privrl_jax.ope._gpope import (
     gtd2,
     gtd2_expected,
     sample_schedule,
+    replace_one_target,
     theorem1_sigma,
     value_mse,
 )
@@ -133,6 +134,7 @@ __all__ = [
     "calibrate_smooth_alpha",
     "hockey_stick",
     "theorem1_sigma",
+    "replace_one_target",
     "trajectory_direction",
     "trajectory_first_visits",
     "trajectory_stats",

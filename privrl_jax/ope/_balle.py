@@ -31,7 +31,7 @@ ln(2/delta)) / eps is our 1/a), which they attribute to NRS07's Gaussian admissi
 found no copy of NRS07's statement here, so the constants are checked directly instead:
 ``_smooth_gaussian.smooth_gaussian_delta`` computes the mechanism's exact privacy curve (the
 worst pair of Gaussians any beta-smooth S allows, in closed form) and the tests confirm delta(eps)
-<= delta for these constants at eps = 0.1 ... 10 and d = 1 ... 20 (by 5 orders of magnitude and
+<= delta for these constants at eps = 0.1 ... 10 and d = 1 ... 20 (by 3 orders of magnitude and
 more: they are 3-7x more noise than needed). ``calibration="exact"`` keeps beta and takes the
 largest alpha that curve allows.
 Neighbours are data sets of the same size m that differ in one whole trajectory (replace-one, the
