@@ -16,7 +16,15 @@ the same for every method (GPOPE: clip norm and step size; DP-LSL: lambda; DP-LS
 
 This is a simulation study: seeds are fixed and printed, so nothing here is a private release.
 The GPOPE sigmas come from the DP plan's accountant (RDP); the baselines' (epsilon, delta) is
-the closed-form smooth-sensitivity guarantee of NRS07 (see privrl_jax/ope/_balle.py), one release.
+the smooth-sensitivity guarantee (see privrl_jax/ope/_balle.py), one release, with NRS07's
+closed-form alpha or the exact one (``calibration="exact"``).
+
+Relations (issue 24): the matched table is all replace-one. DP-LSW / DP-LSL and one-of-m GPOPE
+are replace-one by construction; Poisson GPOPE is accounted under add/remove-one, so for the
+matched column it is calibrated to ``ope.replace_one_target(eps, delta)`` (group privacy); its
+add/remove-one run is reported apart, not compared. Tables give the sample std (ddof = 1), the
+95% t-interval of the mean and a paired Wilcoxon test against the best baseline (all methods
+see the same evaluation data sets).
 """
 
 from __future__ import annotations
