@@ -16,7 +16,15 @@ the same for every method (GPOPE: clip norm and step size; DP-LSL: lambda; DP-LS
 
 This is a simulation study: seeds are fixed and printed, so nothing here is a private release.
 The GPOPE sigmas come from the DP plan's accountant (RDP); the baselines' (epsilon, delta) is
-the closed-form smooth-sensitivity guarantee of NRS07 (see privrl_jax/ope/_balle.py), one release.
+the smooth-sensitivity guarantee (see privrl_jax/ope/_balle.py), one release, with NRS07's
+closed-form alpha or the exact one (``calibration="exact"``).
+
+Relations (issue 24): the matched table is all replace-one. DP-LSW / DP-LSL and one-of-m GPOPE
+are replace-one by construction; Poisson GPOPE is accounted under add/remove-one, so for the
+matched column it is calibrated to ``ope.replace_one_target(eps, delta)`` (group privacy); its
+add/remove-one run is reported apart, not compared. Tables give the sample std (ddof = 1), the
+95% t-interval of the mean and a paired Wilcoxon test against the best baseline (all methods
+see the same evaluation data sets).
 """
 
 from __future__ import annotations
@@ -48,9 +56,21 @@ EPSILONS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
 POISSON_BATCH, POISSON_STEPS, MICROBATCH = 50, 2000, 64
 UNIFORM_STEPS = 5000
 # Selection grids (per epsilon, by the MSE on the selection trials).
-POISSON_GRID = [(h, b0) for h in (0.05, 0.1) for b0 in (1.0, 2.0, 4.0)]  # decay 200
-UNIFORM_GRID = [(h, b0) for h in (0.02, 0.05) for b0 in (0.02, 0.05, 0.1)]  # decay 500
+# Widened in issue 24 (h = 0.02, beta0 = 8; h = 0.1, beta0 = 0.2, 0.5): the earlier grids' choices
+# sat on their edges.
+POISSON_GRID = [(h, b0) for h in (0.02, 0.05, 0.1) for b0 in (1.0, 2.0, 4.0, 8.0)]  # decay 200
+UNIFORM_GRID = [(h, b0) for h in (0.02, 0.05, 0.1) for b0 in (0.02, 0.05, 0.1, 0.2, 0.5)]  # decay 500
 LSL_GRID = (10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
+# The neighbouring relation of each method's (eps, delta). GPOPE Poisson is accounted under
+# add/remove-one; "(replace-one)" is the same algorithm calibrated by group privacy to
+# ope.replace_one_target(eps, delta), i.e. (eps, delta)-DP under replace-one (an upper bound on
+# its replace-one cost). The baselines' NRS07 guarantee and one-of-m GPOPE are replace-one.
+RELATION = {"GPOPE Poisson": "add/remove-one", "GPOPE Poisson (replace-one)": "replace-one",
+            "GPOPE uniform-one": "replace-one", "DP-LSW": "replace-one", "DP-LSL": "replace-one",
+            "DP-LSW (exact alpha)": "replace-one", "DP-LSL (exact alpha)": "replace-one"}
+GPOPE_MODES = {"poisson": "GPOPE Poisson", "poisson_r1": "GPOPE Poisson (replace-one)",
+               "uniform": "GPOPE uniform-one"}
+BASELINES = ("DP-LSW", "DP-LSL", "DP-LSW (exact alpha)", "DP-LSL (exact alpha)")
 
 
 def setting():
@@ -73,7 +93,8 @@ def mc_stats(cols: ope.Collected) -> ope.FirstVisits:
 @functools.cache
 def _sigma(mode: str, eps: float, steps: int) -> float:
     # sigma (noise std / sensitivity) does not depend on the clip norm: calibrate once per setting.
-    return _plan(mode, 1.0, steps, None).calibrate(eps, DELTA, "rdp").noise_multiplier
+    target = ope.replace_one_target(eps, DELTA) if mode == "poisson_r1" else (eps, DELTA)
+    return _plan(mode, 1.0, steps, None).calibrate(*target, "rdp").noise_multiplier
 
 
 def _plan(mode: str, h: float, steps: int, sigma: float | None) -> privacy.DPPlan:
@@ -90,7 +111,7 @@ def plan_for(mode: str, h: float, eps: float, steps: int) -> privacy.DPPlan:
 
 
 def step_size(mode: str, beta0: float) -> ope.StepSize:
-    return ope.StepSize(beta0, 200.0 if mode == "poisson" else 500.0)
+    return ope.StepSize(beta0, 500.0 if mode == "uniform" else 200.0)
 
 
 @functools.cache
@@ -112,22 +133,38 @@ def mse(theta, phi, values) -> np.ndarray:
 
 
 def summary(x: np.ndarray) -> dict:
+    """Mean, sample std (ddof = 1), s.e. and the 95% Student-t interval of the mean over trials."""
+    from scipy import stats
+
     x = np.asarray(x, np.float64)
-    return {"mean": float(x.mean()), "std": float(x.std(ddof=1)), "sem": float(x.std(ddof=1) / math.sqrt(len(x))),
-            "median": float(np.median(x)), "n": len(x)}
+    n = len(x)
+    mean, std = float(x.mean()), float(x.std(ddof=1))
+    half = float(stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n)
+    return {"mean": mean, "std": std, "sem": std / math.sqrt(n), "ci95": [mean - half, mean + half],
+            "median": float(np.median(x)), "n": n}
 
 
-def lsl_batch(keys, stats, phi, eps, lam):
+def compare(a: np.ndarray, b: np.ndarray) -> dict:
+    """a vs b on the same trials (same data sets): mean ratio b/a, share of trials a wins, and the
+    two-sided Wilcoxon signed-rank p-value of the paired differences."""
+    from scipy import stats
+
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return {"ratio_of_means": float(b.mean() / a.mean()), "a_wins_fraction": float(np.mean(a < b)),
+            "wilcoxon_p": float(stats.wilcoxon(a, b).pvalue)}
+
+
+def lsl_batch(keys, stats, phi, eps, lam, calibration="nrs07"):
     rho = jnp.full(S, 1.0 / S)
     fn = jax.vmap(lambda k, st: ope.dp_lsl(k, st, phi, rho, epsilon=eps, delta=DELTA, return_bounds=RETURN_BOUNDS,
-                                           num_trajectories=M, ridge=lam))
+                                           num_trajectories=M, ridge=lam, calibration=calibration))
     return jax.jit(fn)(keys, stats)
 
 
-def lsw_batch(keys, stats, phi, eps):
+def lsw_batch(keys, stats, phi, eps, calibration="nrs07"):
     rho = jnp.full(S, 1.0 / S)
     fn = jax.vmap(lambda k, st: ope.dp_lsw(k, st, phi, rho, epsilon=eps, delta=DELTA, return_bounds=RETURN_BOUNDS,
-                                           num_trajectories=M))
+                                           num_trajectories=M, calibration=calibration))
     return jax.jit(fn)(keys, stats)
 
 
@@ -150,21 +187,36 @@ def part_eps(trials: int, select_trials: int, epsilons) -> dict:
     rows = []
     for eps in epsilons:
         row: dict = {"epsilon": eps}
-        # DP-LSW: no hyper-parameter.
-        r = lsw_batch(jax.random.split(jax.random.key(int(eps * 1000) + 1), trials), ev_stats, phi, eps)
-        row["DP-LSW"] = summary(mse(r.theta, phi, values))
-        row["DP-LSW"]["noise_std_median"] = float(np.median(np.asarray(r.noise_std)))
-        # DP-LSL: lambda by the selection MSE.
-        sel_scores = {lam: float(mse(lsl_batch(jax.random.split(jax.random.key(7), select_trials), sel_stats, phi,
-                                               eps, lam).theta, phi, values).mean()) for lam in LSL_GRID}
-        lam = min(sel_scores, key=sel_scores.get)
-        r = lsl_batch(jax.random.split(jax.random.key(int(eps * 1000) + 2), trials), ev_stats, phi, eps, lam)
-        row["DP-LSL"] = summary(mse(r.theta, phi, values)) | {
-            "lambda": lam, "noise_std_median": float(np.median(np.asarray(r.noise_std)))}
-        row["LSL, no noise"] = summary(mse(jax.vmap(lambda st, lam=lam: ope.lsl_solution(ope.monte_carlo_stats(st), phi, rho, lam))(ev_stats),
-                                           phi, values))
-        # GPOPE, both sampling modes.
-        for mode, grid, steps in (("poisson", POISSON_GRID, POISSON_STEPS), ("uniform", UNIFORM_GRID, UNIFORM_STEPS)):
+        per_trial: dict = {}  # method -> [trials] MSE, for the paired tests
+        for calibration, suffix in (("nrs07", ""), ("exact", " (exact alpha)")):
+            # DP-LSW: no hyper-parameter.
+            r = lsw_batch(jax.random.split(jax.random.key(int(eps * 1000) + 1), trials), ev_stats, phi, eps,
+                          calibration)
+            name = "DP-LSW" + suffix
+            per_trial[name] = mse(r.theta, phi, values)
+            row[name] = summary(per_trial[name]) | {
+                "noise_std_median": float(np.median(np.asarray(r.noise_std))),
+                "alpha": ope.smooth_params(eps, DELTA, S, calibration).alpha,
+                "beta": ope.smooth_params(eps, DELTA, S, calibration).beta}
+            # DP-LSL: lambda by the selection MSE.
+            sel_scores = {lam: float(mse(lsl_batch(jax.random.split(jax.random.key(7), select_trials), sel_stats,
+                                                   phi, eps, lam, calibration).theta, phi, values).mean())
+                          for lam in LSL_GRID}
+            lam = min(sel_scores, key=sel_scores.get)
+            r = lsl_batch(jax.random.split(jax.random.key(int(eps * 1000) + 2), trials), ev_stats, phi, eps, lam,
+                          calibration)
+            name = "DP-LSL" + suffix
+            per_trial[name] = mse(r.theta, phi, values)
+            row[name] = summary(per_trial[name]) | {
+                "lambda": lam, "lambda_on_grid_edge": lam in (LSL_GRID[0], LSL_GRID[-1]),
+                "noise_std_median": float(np.median(np.asarray(r.noise_std)))}
+            if calibration == "nrs07":
+                row["LSL, no noise"] = summary(mse(jax.vmap(
+                    lambda st, lam=lam: ope.lsl_solution(ope.monte_carlo_stats(st), phi, rho, lam))(ev_stats),
+                    phi, values))
+        # GPOPE: Poisson under add/remove-one, Poisson calibrated for replace-one, one-of-m (replace-one).
+        for mode, name in GPOPE_MODES.items():
+            grid, steps = (UNIFORM_GRID, UNIFORM_STEPS) if mode == "uniform" else (POISSON_GRID, POISSON_STEPS)
             scores = {}
             for h, b0 in grid:
                 plan = plan_for(mode, h, eps, steps)
@@ -177,12 +229,18 @@ def part_eps(trials: int, select_trials: int, epsilons) -> dict:
             sch = ope.sample_schedule(plan, int(eps * 1000) + 3, trials=trials)
             keys = jax.random.split(jax.random.key(int(eps * 1000) + 4), trials)
             res = run_gpope(plan, ev.data, sch, keys, step_size(mode, b0))
-            name = "GPOPE Poisson" if mode == "poisson" else "GPOPE uniform-one"
-            row[name] = summary(mse(res.theta, phi, values)) | {
-                "l2_clip_norm": h, "beta0": b0, "decay_steps": step_size(mode, b0).decay_steps, "steps": steps,
-                "noise_multiplier": plan.noise_multiplier, "noise_std": plan.noise_multiplier
-                * plan.l2_clip_norms[0] * (2.0 if mode == "uniform" else 1.0),
+            per_trial[name] = mse(res.theta, phi, values)
+            hs, b0s = sorted({g[0] for g in grid}), sorted({g[1] for g in grid})
+            row[name] = summary(per_trial[name]) | {
+                "relation": RELATION[name], "l2_clip_norm": h, "beta0": b0,
+                "h_on_grid_edge": h in (hs[0], hs[-1]), "beta0_on_grid_edge": b0 in (b0s[0], b0s[-1]),
+                "decay_steps": step_size(mode, b0).decay_steps, "steps": steps,
+                "noise_multiplier": plan.noise_multiplier, "noise_std": plan.noise_stds[0],
+                "accounted_as": (dict(zip(("epsilon", "delta"), ope.replace_one_target(eps, DELTA)),
+                                      relation="add/remove-one") if mode == "poisson_r1"
+                                 else {"epsilon": eps, "delta": DELTA, "relation": RELATION[name]}),
                 "clipped_fraction": float(np.mean(np.asarray(res.clipped_fraction))),
+                "selection_scores": {f"{k[0]},{k[1]}": v for k, v in scores.items()},
             }
             if mode == "poisson":
                 gtd2_ss = step_size(mode, b0)
@@ -194,16 +252,27 @@ def part_eps(trials: int, select_trials: int, epsilons) -> dict:
                                    "asymptotic_paper_sigma": t1.asymptotic_paper_sigma,
                                    "lemma1_condition_holds": t1.paper_sigma**2 >= 1 / math.log(2),
                                    "calibrated_uniform_noise_multiplier": plan.noise_multiplier}
+        # The matched comparison (replace-one): each GPOPE variant against the best baseline.
+        best = min(BASELINES, key=lambda b: row[b]["mean"])
+        row["matched"] = {"best_baseline": best}
+        for name in ("GPOPE Poisson (replace-one)", "GPOPE uniform-one"):
+            c = compare(per_trial[name], per_trial[best])
+            c["intervals_overlap"] = bool(row[name]["ci95"][1] >= row[best]["ci95"][0]
+                                          and row[best]["ci95"][1] >= row[name]["ci95"][0])
+            row["matched"][name] = c
+        # Unmatched, for reference only: add/remove-one GPOPE against the replace-one baselines.
+        row["unmatched_add_remove_vs_best_baseline"] = compare(per_trial["GPOPE Poisson"], per_trial[best])
         rows.append(row)
         print(f"eps {eps}: " + ", ".join(f"{k} {v['mean']:.4g}" for k, v in row.items() if isinstance(v, dict)
                                            and "mean" in v), f"[{time.time() - t0:.0f}s]", flush=True)
-    methods = ("GPOPE Poisson", "GPOPE uniform-one", "DP-LSW", "DP-LSL")
-    verdict = {
-        mode: {str(r["epsilon"]): bool(r[mode]["mean"] < min(r["DP-LSW"]["mean"], r["DP-LSL"]["mean"])) for r in rows}
-        for mode in methods[:2]
+    methods = (*GPOPE_MODES.values(), *BASELINES)
+    verdict = {  # matched relations only: the replace-one GPOPE variants
+        name: {str(r["epsilon"]): bool(r[name]["mean"] < min(r[b]["mean"] for b in BASELINES)) for r in rows}
+        for name in ("GPOPE Poisson (replace-one)", "GPOPE uniform-one")
     }
     return {"setting": _setting_dict(trials, select_trials), "references": refs, "rows": rows,
-            "gpope_below_both_baselines": verdict, "seconds": time.time() - t0, "methods": methods}
+            "gpope_below_all_baselines": verdict, "seconds": time.time() - t0, "methods": methods,
+            "relations": RELATION}
 
 
 def _setting_dict(trials, select_trials) -> dict:
@@ -215,27 +284,54 @@ def _setting_dict(trials, select_trials) -> dict:
             "note": "simulation with fixed seeds: NOT a private release"}
 
 
+def _cell(v: dict) -> str:
+    lo, hi = v["ci95"]
+    return f"{v['mean']:.3g} ± {v['std']:.2g} [{lo:.3g}, {hi:.3g}]"
+
+
 def render_eps(res: dict) -> str:
     rows = res["rows"]
-    cols = ["GPOPE Poisson", "GPOPE uniform-one", "DP-LSW", "DP-LSL", "GTD2, no noise (Poisson schedule)",
-            "LSL, no noise"]
-    out = ["| epsilon | " + " | ".join(cols) + " |", "|---:|" + "---:|" * len(cols)]
+    n = res["setting"]["trials"]
+    cols = ["GPOPE Poisson (replace-one)", "GPOPE uniform-one", *BASELINES]
+    out = [f"**Matched: every column is (eps, delta = {DELTA:g})-DP under replace-one** (GPOPE Poisson via "
+           "group privacy: accounted under add/remove-one at (eps/2, delta/(1 + e^(eps/2)))). "
+           f"MSE over {n} trials: mean ± sample std (ddof = 1) [95% t-interval of the mean].", "",
+           "| epsilon | " + " | ".join(cols) + " | best baseline / GPOPE Poisson (r-1), Wilcoxon p |",
+           "|---:|" + "---:|" * len(cols) + "---|"]
     for r in rows:
-        out.append(f"| {r['epsilon']:g} | " + " | ".join(
-            f"{r[c]['mean']:.3g} ± {r[c]['sem']:.2g}" for c in cols) + " |")
+        m = r["matched"]
+        c = m["GPOPE Poisson (replace-one)"]
+        out.append(f"| {r['epsilon']:g} | " + " | ".join(_cell(r[k]) for k in cols)
+                   + f" | {m['best_baseline']}: {c['ratio_of_means']:.2f}x, p = {c['wilcoxon_p']:.2g}"
+                   + (" (intervals overlap)" if c["intervals_overlap"] else "") + " |")
+    out += ["", "**Not matched (reference only): GPOPE Poisson under add/remove-one** at the same (eps, delta), "
+            "and the noise-free references.", "",
+            "| epsilon | GPOPE Poisson (add/remove-one) | its ratio to the best replace-one baseline | "
+            "GTD2, no noise (Poisson schedule) | LSL (chosen lambda), no noise |", "|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        u = r["unmatched_add_remove_vs_best_baseline"]
+        out.append(f"| {r['epsilon']:g} | {_cell(r['GPOPE Poisson'])} | {u['ratio_of_means']:.2f}x | "
+                   f"{r['GTD2, no noise (Poisson schedule)']['mean']:.3g} | {r['LSL, no noise']['mean']:.3g} |")
     out += ["", "References (MSE, mean over trials): " + ", ".join(
         f"{k} {v['mean']:.3g}" for k, v in res["references"].items()), "",
-        ("| epsilon | Poisson h, beta0, sigma | uniform-one h, beta0, sigma | Theorem 1 sigma (noise std / 2h) "
-         "| Theorem 1 paper sigma (std / h) | DP-LSL lambda | DP-LSW noise std (median) | DP-LSL noise std (median) |"),
-        "|---:|---|---|---:|---:|---:|---:|---:|"]
+        ("| epsilon | Poisson add/remove h, beta0, sigma | Poisson replace-one h, beta0, sigma | "
+         "one-of-m h, beta0, sigma | clipped fraction (P a/r, P r-1, 1-of-m) | Theorem 1 sigma (std / 2h) "
+         "| DP-LSL lambda (NRS07, exact) | alpha NRS07 / exact | DP-LSW noise std, median (NRS07, exact) |"),
+        "|---:|---|---|---|---|---:|---|---|---|"]
     for r in rows:
-        p, u, t = r["GPOPE Poisson"], r["GPOPE uniform-one"], r["theorem1"]
-        out.append(f"| {r['epsilon']:g} | {p['l2_clip_norm']}, {p['beta0']}, {p['noise_multiplier']:.3g} | "
-                   f"{u['l2_clip_norm']}, {u['beta0']}, {u['noise_multiplier']:.3g} | {t['noise_multiplier']:.3g}"
-                   f"{'' if t['lemma1_condition_holds'] else ' (*)'} | {t['paper_sigma']:.3g} | "
-                   f"{r['DP-LSL']['lambda']:g} | {r['DP-LSW']['noise_std_median']:.3g} | "
-                   f"{r['DP-LSL']['noise_std_median']:.3g} |")
-    out += ["", "GPOPE mean MSE below both baselines': " + json.dumps(res["gpope_below_both_baselines"])]
+        p, q, u, t = r["GPOPE Poisson"], r["GPOPE Poisson (replace-one)"], r["GPOPE uniform-one"], r["theorem1"]
+
+        def hp(v):
+            edge = "*" if v["beta0_on_grid_edge"] else ""
+            return f"{v['l2_clip_norm']}, {v['beta0']}{edge}, {v['noise_multiplier']:.3g}"
+        out.append(f"| {r['epsilon']:g} | {hp(p)} | {hp(q)} | {hp(u)} | {p['clipped_fraction']:.2f}, "
+                   f"{q['clipped_fraction']:.2f}, {u['clipped_fraction']:.2f} | {t['noise_multiplier']:.3g}"
+                   f"{'' if t['lemma1_condition_holds'] else ' (L)'} | {r['DP-LSL']['lambda']:g}, "
+                   f"{r['DP-LSL (exact alpha)']['lambda']:g} | {r['DP-LSW']['alpha']:.3g} / "
+                   f"{r['DP-LSW (exact alpha)']['alpha']:.3g} | {r['DP-LSW']['noise_std_median']:.3g}, "
+                   f"{r['DP-LSW (exact alpha)']['noise_std_median']:.3g} |")
+    out += ["", "(*) beta0 on the edge of its grid. (L) the paper's sigma^2 < 1/ln 2: Theorem 1 is no guarantee there.",
+            "", "GPOPE mean MSE below every replace-one baseline: " + json.dumps(res["gpope_below_all_baselines"])]
     return "\n".join(out) + "\n"
 
 
@@ -245,18 +341,23 @@ def plot_eps(res: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = res["rows"]
-    eps = [r["epsilon"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for name, style in (("GPOPE Poisson", "o-"), ("GPOPE uniform-one", "s-"), ("DP-LSW", "^--"), ("DP-LSL", "v--")):
+    eps = np.array([r["epsilon"] for r in rows])
+    fig, ax = plt.subplots(figsize=(6.8, 4.6))
+    styles = {"GPOPE Poisson (replace-one)": "o-", "GPOPE uniform-one": "s-", "DP-LSW": "^--", "DP-LSL": "v--",
+              "DP-LSW (exact alpha)": "^:", "DP-LSL (exact alpha)": "v:", "GPOPE Poisson": "o:"}
+    for i, (name, style) in enumerate(styles.items()):
         mean = np.array([r[name]["mean"] for r in rows])
-        std = np.array([r[name]["std"] for r in rows])
-        lower = np.minimum(std, mean * 0.999)  # a log axis cannot show mean - std <= 0
-        ax.errorbar(eps, mean, yerr=[lower, std], fmt=style, capsize=3, label=name)
+        lo = np.array([r[name]["ci95"][0] for r in rows])
+        hi = np.array([r[name]["ci95"][1] for r in rows])
+        lower = mean - np.maximum(lo, mean * 1e-3)  # a log axis cannot show an interval reaching <= 0
+        label = name + (" [add/remove-one, not matched]" if name == "GPOPE Poisson" else " [replace-one]")
+        ax.errorbar(eps * (1 + 0.03 * (i - 3)), mean, yerr=[lower, hi - mean], fmt=style, capsize=3, label=label,
+                    alpha=0.5 if name == "GPOPE Poisson" else 1.0)
     for name, ls in (("LSTD (exact data solution)", ":"), ("zero (V = 0)", "-.")):
         ax.axhline(res["references"][name]["mean"], color="grey", ls=ls, label=name)
-    ax.set(xscale="log", yscale="log", xlabel="epsilon (delta = 1e-5)", ylabel="MSE of V (mean ± std over trials)",
+    ax.set(xscale="log", yscale="log", xlabel=f"epsilon (delta = {DELTA:g})", ylabel="MSE of V (mean, 95% interval)",
            title=f"On-policy chain MDP, m = {M}, {res['setting']['trials']} trials")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -376,13 +477,13 @@ def main() -> None:
         if old.exists() and not args.fresh:
             # Runs over subsets of epsilons (each under a few minutes) add up to one table.
             prev = json.loads(old.read_text())
-            if prev["setting"]["trials"] == args.trials:
+            if prev["setting"]["trials"] == args.trials and "relations" in prev:
                 done = {r["epsilon"] for r in res["rows"]}
                 res["rows"] = sorted([r for r in prev["rows"] if r["epsilon"] not in done] + res["rows"],
                                      key=lambda r: r["epsilon"])
-                for mode, v in prev["gpope_below_both_baselines"].items():
-                    res["gpope_below_both_baselines"][mode] = dict(
-                        sorted((v | res["gpope_below_both_baselines"][mode]).items(), key=lambda kv: float(kv[0])))
+                for mode, v in prev["gpope_below_all_baselines"].items():
+                    res["gpope_below_all_baselines"][mode] = dict(
+                        sorted((v | res["gpope_below_all_baselines"][mode]).items(), key=lambda kv: float(kv[0])))
         md = render_eps(res)
         plot_eps(res, stem.with_suffix(".png"))
         # Sanity: the noise-free references beat every private estimator on average.

@@ -24,6 +24,11 @@ from privrl_jax.ope._balle import (
     smooth_params,
     trajectory_first_visits,
 )
+from privrl_jax.ope._smooth_gaussian import (
+    calibrate_smooth_alpha,
+    hockey_stick,
+    smooth_gaussian_delta,
+)
 from privrl_jax.ope._chain import (
     ChainMDP,
     Collected,
@@ -43,6 +48,7 @@ from privrl_jax.ope._gpope import (
     gtd2,
     gtd2_expected,
     sample_schedule,
+    replace_one_target,
     theorem1_sigma,
     value_mse,
 )
@@ -124,7 +130,11 @@ __all__ = [
     "pooled_stats",
     "sample_schedule",
     "smooth_params",
+    "smooth_gaussian_delta",
+    "calibrate_smooth_alpha",
+    "hockey_stick",
     "theorem1_sigma",
+    "replace_one_target",
     "trajectory_direction",
     "trajectory_first_visits",
     "trajectory_stats",

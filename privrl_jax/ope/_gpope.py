@@ -361,3 +361,26 @@ def theorem1_sigma(epsilon: float, delta: float, *, steps: int, dataset_size: in
     paper_sigma = 2 * math.sqrt(steps) / (dataset_size * math.sqrt(a))
     asymptotic = 4 * math.sqrt(steps * log_inv_delta) / (dataset_size * epsilon)
     return Theorem1Sigma(paper_sigma, paper_sigma / 2, asymptotic)
+
+
+def replace_one_target(epsilon: float, delta: float) -> tuple[float, float]:
+    """The add/remove-one (eps', delta') that guarantees (epsilon, delta) under replace-one.
+
+    Replacing a trajectory is removing it and adding another: two add/remove steps. By group
+    privacy for two steps (Dwork & Roth 2014, Theorem 2.2's argument applied twice), an
+    (eps', delta')-DP mechanism under add/remove-one is (2 eps', (1 + e^eps') delta')-DP between
+    data sets that differ in one replaced trajectory. So a plan accounted under add/remove
+    (Poisson sampling, which dp-accounting cannot analyse under replace-one) calibrated to
+
+        eps' = epsilon / 2,   delta' = delta / (1 + e^(epsilon / 2))
+
+    is (epsilon, delta)-DP under replace-one, the relation of DP-LSW / DP-LSL and of the paper's
+    one-of-m GPOPE. It is an upper bound on the replace-one cost, not a tight one (the tight
+    replace-one analysis of Poisson subsampling would need less noise). Host-side Python.
+    """
+    if not 0 < epsilon < math.inf:
+        raise ValueError(f"epsilon must be a finite number > 0; got {epsilon!r}.")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1); got {delta!r}.")
+    half = epsilon / 2.0
+    return half, delta / (1.0 + math.exp(half))

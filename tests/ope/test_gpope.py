@@ -193,3 +193,27 @@ def test_theorem1_sigma_solves_the_moments_bound():
     assert bound.asymptotic_paper_sigma == pytest.approx(
         4 * math.sqrt(steps * math.log(1e5)) / m, rel=1e-12
     )
+
+
+def test_replace_one_target_is_group_privacy_for_two_steps():
+    eps_ar, delta_ar = ope.replace_one_target(2.0, 1e-5)
+    assert eps_ar == 1.0 and delta_ar == pytest.approx(1e-5 / (1 + math.e), rel=1e-12)
+    # Where replace-one is exact (one Gaussian release of a sum of norm-C units: sensitivity 2C),
+    # the group-privacy route asks for at least the exact replace-one noise, never less.
+    for eps in (0.5, 1.0, 10.0):
+        e2, d2 = ope.replace_one_target(eps, 1e-5)
+        via_group = dp_accounting.pld.accountant.get_smallest_gaussian_noise(
+            dp_accounting.pld.common.DifferentialPrivacyParameters(e2, d2), sensitivity=1.0)
+        exact = dp_accounting.pld.accountant.get_smallest_gaussian_noise(
+            dp_accounting.pld.common.DifferentialPrivacyParameters(eps, 1e-5), sensitivity=2.0)
+        assert via_group >= exact
+    # A Poisson plan calibrated to the target spends eps' at delta' under add/remove (RDP).
+    plan = privacy.DPPlan(sampler=privacy.PoissonSampler(dataset_size=1000, sampling_rate=0.05, microbatch_size=64),
+                          l2_clip_norm=1.0, steps=200).calibrate(eps_ar, delta_ar, "rdp")
+    assert plan.neighboring is privacy.Neighboring.ADD_OR_REMOVE_ONE
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(0.05, dp_accounting.GaussianDpEvent(plan.noise_multiplier)), 200)
+    spent = rdp.RdpAccountant().compose(event).get_epsilon(delta_ar)
+    assert 0.97 * eps_ar <= spent <= eps_ar
+    with pytest.raises(ValueError):
+        ope.replace_one_target(0.0, 1e-5)
