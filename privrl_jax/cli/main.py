@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from privrl_jax import privacy
 from privrl_jax.cli import agent as _agent
 from privrl_jax.cli import data as _data
 from privrl_jax.cli import ope as _ope
@@ -15,7 +16,6 @@ from privrl_jax.cli import pool as _pool
 from privrl_jax.cli import privacy as _privacy
 from privrl_jax.cli import synth as _synth
 from privrl_jax.cli._common import DEBUG_KEY, EXIT_ERROR, PrivrlGroup, one_line
-from privrl_jax.privacy import _distributed as dist
 
 app = typer.Typer(
     cls=PrivrlGroup,
@@ -39,19 +39,19 @@ def main(
     ] = False,
     coordinator: Annotated[
         str | None,
-        typer.Option("--coordinator", envvar=dist.ENV_COORDINATOR, metavar="HOST:PORT",
+        typer.Option("--coordinator", envvar=privacy.ENV_COORDINATOR, metavar="HOST:PORT",
                      help="Multi-process run: process 0's address (see README, Multi-host).",
                      rich_help_panel="Multi-process (jax.distributed)"),
     ] = None,
     num_processes: Annotated[
         int | None,
-        typer.Option("--num-processes", envvar=dist.ENV_NUM_PROCESSES,
+        typer.Option("--num-processes", envvar=privacy.ENV_NUM_PROCESSES,
                      help="Multi-process run: how many processes.",
                      rich_help_panel="Multi-process (jax.distributed)"),
     ] = None,
     process_id: Annotated[
         int | None,
-        typer.Option("--process-id", envvar=dist.ENV_PROCESS_ID,
+        typer.Option("--process-id", envvar=privacy.ENV_PROCESS_ID,
                      help="Multi-process run: this process's index, 0 to N-1.",
                      rich_help_panel="Multi-process (jax.distributed)"),
     ] = None,
@@ -64,13 +64,13 @@ def main(
 ) -> None:
     """privrl_jax: differentially private reinforcement learning in JAX."""
     ctx.meta[DEBUG_KEY] = debug
-    auto = distributed_auto or os.environ.get(dist.ENV_AUTO, "").lower() == "auto"
+    auto = distributed_auto or os.environ.get(privacy.ENV_AUTO, "").lower() == "auto"
     if auto or any(v is not None for v in (coordinator, num_processes, process_id)):
         # Before any command touches JAX's backend: jax.distributed.initialize must come first.
         try:
-            config = (dist.DistributedConfig(auto=True) if auto
-                      else dist.DistributedConfig(coordinator, num_processes, process_id))
-            dist.initialize(config)
+            config = (privacy.DistributedConfig(auto=True) if auto
+                      else privacy.DistributedConfig(coordinator, num_processes, process_id))
+            privacy.initialize_distributed(config)
         except (ValueError, RuntimeError) as err:
             typer.secho(f"error: {one_line(err)}", err=True, fg=typer.colors.RED)
             raise typer.Exit(code=EXIT_ERROR) from None
@@ -93,12 +93,12 @@ def launch(
     Example: privrl launch -n 2 -- synth transitions --config test --out runs/mh. If one process
     fails, the others are stopped; rerun the same command to resume.
     """
-    from privrl_jax.pipelines import _launch  # noqa: PLC0415 -- keeps `privrl --help` fast
+    from privrl_jax import pipelines  # noqa: PLC0415 -- keeps `privrl --help` fast
 
     args = [a for a in ctx.args if a != "--"]
     if not args:
         raise typer.BadParameter("give the privrl command to run after --, e.g. -- synth transitions ...")
-    _launch.launch_local([sys.executable, "-m", "privrl_jax.cli.main", *args], num_processes,
+    pipelines.launch_local([sys.executable, "-m", "privrl_jax.cli.main", *args], num_processes,
                          devices_per_process=devices_per_process)
 
 

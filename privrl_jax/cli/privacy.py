@@ -157,7 +157,7 @@ def report(
     by the run's checkpoints and released files are verified first; an edited, truncated or
     missing ledger is an error (exit 2).
     """
-    from privrl_jax.pipelines._verify import verify_run  # noqa: PLC0415  (keeps --help fast)
+    from privrl_jax.pipelines import verify_run  # noqa: PLC0415  (keeps --help fast)
 
     try:
         rep = verify_run(run_dir).report()
@@ -201,8 +201,13 @@ def audit_command(
     POOL's Gaussian mechanism) with canaries on stand-in data, never on the run's data, so it is
     not a release. A demonstrated epsilon above the accounted one is a privacy bug (exit 2).
     """
-    from privrl_jax.pipelines._audit_run import AUDIT_FILE, audit_lines, audit_run, raise_on_violation  # noqa: PLC0415
-    from privrl_jax.pipelines._verify import verify_run  # noqa: PLC0415
+    from privrl_jax.pipelines import (  # noqa: PLC0415
+        AUDIT_FILE,
+        audit_lines,
+        audit_run,
+        raise_on_violation,
+        verify_run,
+    )
     from privrl_jax.privacy.audit import PrivacyAuditError  # noqa: PLC0415
 
     if canaries < 100:

@@ -10,7 +10,7 @@ import typer
 from privrl_jax.cli._common import SetOption, config_option, load_or_fail, refuse_busy_out
 
 if TYPE_CHECKING:
-    from privrl_jax.pipelines._config import ConfigSource
+    from privrl_jax.pipelines import ConfigSource
 
 app = typer.Typer(
     help="Differentially private synthetic offline-RL datasets (PrivORL).",

@@ -21,6 +21,7 @@ from privrl_jax.data._hdf5 import (
     derive_next_observations,
     load_hdf5,
     read_hdf5_metadata,
+    remove_stale_hdf5_temps,
     save_hdf5,
 )
 from privrl_jax.data._normalization import (
@@ -39,10 +40,10 @@ from privrl_jax.data._validation import validate_transitions
 
 __all__ = [
     "DEFAULT_MIN_SCALE",
-    "STEP_FIELDS",
-    "TRANSITION_FIELDS",
     "Fragments",
     "Normalizer",
+    "STEP_FIELDS",
+    "TRANSITION_FIELDS",
     "Trajectories",
     "Transitions",
     "derive_next_observations",
@@ -54,6 +55,7 @@ __all__ = [
     "load_rossmann",
     "normalizer_from_bounds",
     "read_hdf5_metadata",
+    "remove_stale_hdf5_temps",
     "save_hdf5",
     "synthetic_demand",
     "trajectories_to_fragments",

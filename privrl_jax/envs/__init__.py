@@ -78,6 +78,8 @@ from privrl_jax.envs._registry import (
 )
 from privrl_jax.envs._rollout import Policy, episode_returns
 
+from privrl_jax.envs._hiv import OBS_LOG10_HIGH as HIV_OBS_LOG10_HIGH
+from privrl_jax.envs._hiv import OBS_LOG10_LOW as HIV_OBS_LOG10_LOW
 from privrl_jax.envs._hiv import (
     HEALTHY_STEADY_STATE,
     UNHEALTHY_STEADY_STATE,
@@ -93,6 +95,27 @@ from privrl_jax.envs._mujoco_tasks import (
     kitchen_observation,
     mujoco_task,
 )
+from privrl_jax.envs._inventory import (
+    DEMAND_DISTRIBUTIONS,
+    InventoryControl,
+    InventoryData,
+    InventoryParams,
+    InventoryState,
+    StageOutcome,
+    StagePolicy,
+    base_stock_policy,
+    collect_inventory_data,
+    inventory_costs,
+    inventory_returns,
+    inventory_stage,
+    make_inventory_params,
+    observable,
+    rollout_costs,
+    sample_demand,
+)
+from privrl_jax.envs._mountain_car import NUM_ACTIONS as MOUNTAIN_CAR_NUM_ACTIONS
+from privrl_jax.envs._mountain_car import OBS_HIGH as MOUNTAIN_CAR_OBS_HIGH
+from privrl_jax.envs._mountain_car import OBS_LOW as MOUNTAIN_CAR_OBS_LOW
 from privrl_jax.envs._mountain_car import energy_pumping_action, mountain_car
 
 __all__ = [
@@ -101,6 +124,7 @@ __all__ = [
     "D4RLControllerState",
     "D4RL_MAZE_ENVS",
     "D4RL_REFERENCE_RETURNS",
+    "DEMAND_DISTRIBUTIONS",
     "EVAL_BACKENDS",
     "EnvParams",
     "EnvState",
@@ -110,10 +134,19 @@ __all__ = [
     "HIVParams",
     "HIVState",
     "HIVTreatment",
+    "HIV_OBS_LOG10_HIGH",
+    "HIV_OBS_LOG10_LOW",
+    "InventoryControl",
+    "InventoryData",
+    "InventoryParams",
+    "InventoryState",
     "LARGE_MAZE",
     "MAZE_ENVS",
     "MEASURED_D4RL_RETURNS",
     "MEDIUM_MAZE",
+    "MOUNTAIN_CAR_NUM_ACTIONS",
+    "MOUNTAIN_CAR_OBS_HIGH",
+    "MOUNTAIN_CAR_OBS_LOW",
     "MUJOCO_EVAL_ENVS",
     "MUJOCO_REFERENCE_RETURNS",
     "MazeParams",
@@ -125,15 +158,19 @@ __all__ = [
     "Policy",
     "REFERENCE_RETURNS",
     "SOLVE_THRESHOLD",
+    "StageOutcome",
+    "StagePolicy",
     "UMAZE",
     "UNHEALTHY_STEADY_STATE",
     "ViralLoadRule",
     "WaypointController",
+    "base_stock_policy",
     "batch_policy",
     "canonical_name",
     "check_eval_backend",
     "collect_chunk",
     "collect_dataset",
+    "collect_inventory_data",
     "collect_step",
     "d4rl_collect_chunk",
     "d4rl_collect_step",
@@ -145,9 +182,13 @@ __all__ = [
     "init_collect_state",
     "init_d4rl_collect_state",
     "init_d4rl_controller_state",
+    "inventory_costs",
+    "inventory_returns",
+    "inventory_stage",
     "is_mujoco_task_name",
     "kitchen_observation",
     "make",
+    "make_inventory_params",
     "make_maze_params",
     "make_waypoint_controller",
     "maze_dynamics",
@@ -156,10 +197,13 @@ __all__ = [
     "mujoco_available",
     "mujoco_task",
     "normalized_score",
+    "observable",
     "parse_layout",
     "reference_returns",
     "registered_envs",
     "require_mujoco",
+    "rollout_costs",
+    "sample_demand",
     "seed_from_key",
     "shortest_path_table",
     "waypoint_action",

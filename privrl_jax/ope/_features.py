@@ -30,7 +30,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from privrl_jax.envs import _hiv, _mountain_car
+from privrl_jax import envs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +162,7 @@ class EpsilonSoft:
 def mountain_car_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> FeatureMap:
     """Tile coding of (position, velocity) over gym's box, plus a constant; unit norm."""
     coder = TileCoder(
-        _mountain_car.OBS_LOW, _mountain_car.OBS_HIGH, tiles_per_dim, num_tilings
+        envs.MOUNTAIN_CAR_OBS_LOW, envs.MOUNTAIN_CAR_OBS_HIGH, tiles_per_dim, num_tilings
     )
     return FeatureMap((coder,), bias=True)
 
@@ -172,6 +172,6 @@ def hiv_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> FeatureMap:
     constant; unit norm. A joint 6-D tiling would need (tiles + 1)^6 tiles per tiling."""
     coders = tuple(
         TileCoder((lo,), (hi,), tiles_per_dim, num_tilings, dims=(i,))
-        for i, (lo, hi) in enumerate(zip(_hiv.OBS_LOG10_LOW, _hiv.OBS_LOG10_HIGH))
+        for i, (lo, hi) in enumerate(zip(envs.HIV_OBS_LOG10_LOW, envs.HIV_OBS_LOG10_HIGH))
     )
     return FeatureMap(coders, bias=True)

@@ -11,7 +11,6 @@ from tqdm import tqdm
 
 from privrl_jax import data as data_lib
 from privrl_jax import envs
-from privrl_jax.data._hdf5 import remove_stale_hdf5_temps
 from privrl_jax.pipelines._outputs import check_output_file
 
 MAX_COLLECT_SIZE = 100_000_000
@@ -121,7 +120,7 @@ def run_collect(
     if note:  # said after the checks, next to the progress bar, and in the metadata
         tqdm.write(f"note: {note}", file=sys.stderr)
     config = dataclasses.replace(config, num_envs=config.resolved_num_envs())
-    remove_stale_hdf5_temps(out)
+    data_lib.remove_stale_hdf5_temps(out)
     bar = tqdm(
         total=config.size, desc=f"collect {config.env}", unit="tr", disable=not progress
     )

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Mapping, Sequence
 
-from privrl_jax.privacy._distributed import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID
+from privrl_jax.privacy import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID
 
 
 def free_port() -> int:

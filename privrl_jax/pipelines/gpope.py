@@ -41,9 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 import yaml
 
-from privrl_jax import ope, privacy
-from privrl_jax.envs import _hiv, _mountain_car
-from privrl_jax.ope import _features, _montecarlo
+from privrl_jax import envs, ope, privacy
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._audit_run import audit_into_report, markdown_rows
 from privrl_jax.pipelines._config import to_dict
@@ -63,7 +61,6 @@ from privrl_jax.pipelines._rundir import (
     refuse_other_run,
     run_in_dir,
 )
-from privrl_jax.privacy import _distributed as dist
 
 __all__ = [
     "ChainConfig",
@@ -156,18 +153,18 @@ def _continuous_task(cfg: GPOPERunConfig):
     """(env, params, behaviour, target, features) of Mountain Car or HIV."""
     e = cfg.env
     if e.name == "mountain_car":
-        env, params = _mountain_car.mountain_car(max_steps_in_episode=e.max_length)
-        greedy, num_actions = _mountain_car.energy_pumping_action, _mountain_car.NUM_ACTIONS
-        features = _features.mountain_car_features(e.tiles_per_dim, e.num_tilings)
+        env, params = envs.mountain_car(max_steps_in_episode=e.max_length)
+        greedy, num_actions = envs.energy_pumping_action, envs.MOUNTAIN_CAR_NUM_ACTIONS
+        features = ope.mountain_car_features(e.tiles_per_dim, e.num_tilings)
     else:
-        env = _hiv.HIVTreatment()
+        env = envs.HIVTreatment()
         params = env.default_params.replace(
             init_log10_spread=e.hiv_init_log10_spread, max_steps_in_episode=e.max_length
         )
-        greedy, num_actions = _hiv.ViralLoadRule(e.hiv_threshold_log10), env.num_actions
-        features = _features.hiv_features(e.tiles_per_dim, e.num_tilings)
-    behaviour = _features.EpsilonSoft(greedy, e.behaviour_epsilon, num_actions)
-    target = _features.EpsilonSoft(greedy, e.target_epsilon, num_actions)
+        greedy, num_actions = envs.ViralLoadRule(e.hiv_threshold_log10), env.num_actions
+        features = ope.hiv_features(e.tiles_per_dim, e.num_tilings)
+    behaviour = ope.EpsilonSoft(greedy, e.behaviour_epsilon, num_actions)
+    target = ope.EpsilonSoft(greedy, e.target_epsilon, num_actions)
     return env, params, behaviour, target, features
 
 
@@ -199,7 +196,7 @@ def collect_data(cfg: GPOPERunConfig) -> ope.TrajectoryData:
             max_length=e.max_length,
         ).data
     env, params, behaviour, target, features = _continuous_task(cfg)
-    return _montecarlo.collect_offpolicy(
+    return ope.collect_offpolicy(
         key,
         env,
         params,
@@ -238,7 +235,7 @@ def _gpope_steps(
     data: ope.TrajectoryData,
     run_dir: Path,
     ledger: privacy.Ledger | None,
-    topo: dist.Topology,
+    topo: privacy.Topology,
 ) -> tuple[dict[str, jax.Array], DPSecret]:
     """Algorithm 1 through the DP loop; returns the final state and the run's secret."""
     g, p = cfg.gpope, cfg.privacy
@@ -348,7 +345,7 @@ def _evaluation_states(cfg: GPOPERunConfig):
     t = cfg.truth
     env, params, _, target, _ = _continuous_task(cfg)
     # Public seed distinct from the data's (fold_in 0).
-    return _montecarlo.evaluation_states(
+    return ope.evaluation_states(
         jax.random.fold_in(jax.random.key(cfg.seed), 1),
         env,
         params,
@@ -358,13 +355,13 @@ def _evaluation_states(cfg: GPOPERunConfig):
     )
 
 
-def true_values(cfg: GPOPERunConfig) -> tuple[jax.Array, _montecarlo.MCValues]:
+def true_values(cfg: GPOPERunConfig) -> tuple[jax.Array, ope.MCValues]:
     """Features [K, n] of the public evaluation states and their Monte Carlo V^pi."""
     e, t = cfg.env, cfg.truth
     env, params, _, target, features = _continuous_task(cfg)
     key = jax.random.key(cfg.seed)
     obs, states = _evaluation_states(cfg)
-    mc = _montecarlo.mc_values(
+    mc = ope.mc_values(
         jax.random.fold_in(key, 2),
         env,
         params,
@@ -382,7 +379,7 @@ def true_values(cfg: GPOPERunConfig) -> tuple[jax.Array, _montecarlo.MCValues]:
 def lstd_min_norm(data: ope.TrajectoryData, normalization: str) -> jax.Array:
     """Off-policy LSTD theta of the data, the minimum-norm least-squares solution of
     A theta = b (tiles the data never visit leave A singular; they get 0)."""
-    stats = _montecarlo.pooled_stats(data, normalization)
+    stats = ope.pooled_stats(data, normalization)
     return jnp.linalg.lstsq(stats.a, stats.b)[0]
 
 
@@ -422,7 +419,7 @@ def run(cfg: GPOPERunConfig, run_dir: str | Path) -> dict[str, Any]:
     return run_in_dir(Path(run_dir), lambda d, topo: _run(cfg, d, topo))
 
 
-def _run(cfg: GPOPERunConfig, run_dir: Path, topo: dist.Topology) -> dict[str, Any]:
+def _run(cfg: GPOPERunConfig, run_dir: Path, topo: privacy.Topology) -> dict[str, Any]:
     resolved = to_dict(cfg)
     cfg_file = run_dir / "config.yaml"
     if topo.is_primary:  # process 0 checks and owns the directory

@@ -37,8 +37,8 @@ import numpy as np
 import yaml
 
 from privrl_jax import planning, privacy
-from privrl_jax.data._demand import load_rossmann, synthetic_demand
-from privrl_jax.envs._inventory import (
+from privrl_jax.data import load_rossmann, synthetic_demand
+from privrl_jax.envs import (
     InventoryParams,
     base_stock_policy,
     collect_inventory_data,

@@ -42,7 +42,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from privrl_jax.envs._inventory import InventoryData, observable
+from privrl_jax.envs import InventoryData, observable
 from privrl_jax.privacy import GaussianMechanism, Neighboring
 
 

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from privrl_jax.envs._inventory import (
+from privrl_jax.envs import (
     InventoryParams,
     StagePolicy,
     base_stock_policy,

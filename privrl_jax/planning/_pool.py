@@ -95,7 +95,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from privrl_jax.envs._inventory import InventoryData
+from privrl_jax.envs import InventoryData
 from privrl_jax.planning._additive import (
     AdditiveGeometry,
     additive_cells,
