@@ -30,11 +30,11 @@ import numpy as np
 
 from privrl_jax import agents, envs
 from privrl_jax.data import Transitions
-from privrl_jax.envs._d4rl_expert import (
+from privrl_jax.envs import (
     d4rl_controller_action,
     init_d4rl_controller_state,
+    make_waypoint_controller,
 )
-from privrl_jax.envs._expert import make_waypoint_controller
 from privrl_jax import provenance  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

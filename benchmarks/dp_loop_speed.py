@@ -33,9 +33,9 @@ import numpy as np
 import optax
 
 from privrl_jax import diffusion, privacy
-from privrl_jax.pipelines._checkpoints import Checkpoints
+from privrl_jax.privacy import Checkpoints
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
-from privrl_jax.synth import _privorl_n as core
+from privrl_jax import synth
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 CONFIGS = {"small": (12, 256, 3), "big": (130, 1024, 6)}  # (dim, width, depth)
@@ -58,7 +58,7 @@ def _plan(n: int, steps: int) -> privacy.DPPlan:
 
 def run_previous(denoise, params, data, plan, seed: int) -> None:
     """The pre-plan PrivORL-n loop: host gather per microbatch, noise in an optax chain."""
-    fns = core.make_dp_finetune(denoise, plan, learning_rate=3e-4)
+    fns = synth.make_transition_dp_finetune(denoise, plan, learning_rate=3e-4)
     item_loss = fns.clip.per_item_fn
     clip = privacy.clipped_grad(item_loss, l2_clip_norm=1.0, uses_key=True)
     tx = privacy.dpsgd(optax.adam(3e-4), noise_multiplier=1.0, l2_clip_norm=1.0,
@@ -69,10 +69,10 @@ def run_previous(denoise, params, data, plan, seed: int) -> None:
     @jax.jit
     def apply(state, acc):
         new = dp.apply(privacy.DPTrainState(state.params, state.opt_state), acc)
-        ema = core.ema_update(state.ema_params, new.params, 0.995)
-        return core.SynthState(new.params, ema, new.opt_state, state.step + 1)
+        ema = synth.ema_update(state.ema_params, new.params, 0.995)
+        return synth.SynthState(new.params, ema, new.opt_state, state.step + 1)
 
-    state = core.SynthState(params, params, tx.init(params), jnp.zeros([], jnp.int32))
+    state = synth.SynthState(params, params, tx.init(params), jnp.zeros([], jnp.int32))
     key = jax.random.key(3)
     for t, batch in enumerate(plan.batches(seed)):
         acc = jax.tree_util.tree_map(jnp.zeros_like, state.params)
@@ -86,7 +86,7 @@ def run_previous(denoise, params, data, plan, seed: int) -> None:
 
 
 def run_loop(denoise, params, data, plan, seed: int, tmp: Path) -> None:
-    fns = core.make_dp_finetune(denoise, plan, learning_rate=3e-4)
+    fns = synth.make_transition_dp_finetune(denoise, plan, learning_rate=3e-4)
     ledger = privacy.Ledger.open(tmp, dataset_id="bench", dataset_size=plan.dataset_size,
                                  target_epsilon=1e9, target_delta=1e-9)
     program = DPProgram(lambda s: s.params, fns.update)

@@ -75,10 +75,10 @@ def _prefix(data: ope.TrajectoryData, m: int) -> ope.TrajectoryData:
 
 def _truth(cfg: gpope.GPOPERunConfig):
     """(features [K, n], true values [K], mean squared MC stderr) of the metric."""
-    if cfg.env.name == "chain":
-        mdp, _, target, features = gpope._mdp_and_policies(cfg)
-        return features, ope.exact_values(mdp, target), 0.0
-    phi, mc = gpope.true_values(cfg)
+    task = gpope.build_task(cfg)
+    if task.chain:
+        return task.features, ope.exact_values(task.mdp, task.target), 0.0
+    phi, mc = gpope.true_values(task)
     return phi, mc.values, float(jnp.mean(mc.stderr**2))
 
 
@@ -119,7 +119,7 @@ def run_env(name: str, trials: int | None, seed: int) -> dict:
     m_max = max([*s["ms"], base.env.num_trajectories])
     t0 = time.time()
     data_all = gpope.collect_data(
-        gpope.load(s["config"], [f"env.num_trajectories={m_max}"])
+        gpope.build_task(gpope.load(s["config"], [f"env.num_trajectories={m_max}"]))
     )
     t_collect = time.time() - t0
     t0 = time.time()

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from privrl_jax import envs
-from privrl_jax.envs._d4rl_expert import (
+from privrl_jax.envs import (
     d4rl_controller_action,
     d4rl_expert_returns,
     init_d4rl_controller_state,

@@ -2,7 +2,7 @@
 
 PrivORL-n's small denoiser (EDM residual MLP, dim 12, width 256, depth 3), Poisson q = 256 / N,
 microbatches of 64, vmap clipping, Adam. Each configuration runs as its own launch
-(``pipelines._launch.launch_local``, one forced CPU device per process); the per-step time is the
+(``pipelines.launch_local``, one forced CPU device per process); the per-step time is the
 time from the end of step ``--warmup`` to the end of the run (its final checkpoint included, which
 waits for the last step) divided by the steps in between, so start-up and compilation drop out. On a 2-core machine P = 2 cannot be
 faster: the table shows the overhead of the collective and of the per-process gather, and that the
@@ -29,17 +29,17 @@ N = 4096
 
 def worker(steps: int, warmup: int, out: Path) -> None:
     """One process of a launch: the DP loop for ``steps`` steps, its wall time and final params."""
-    from privrl_jax.privacy import _distributed as dist  # noqa: PLC0415
+    from privrl_jax import privacy  # noqa: PLC0415
 
-    topo = dist.initialize(dist.DistributedConfig.from_env())
+    topo = privacy.initialize_distributed(privacy.DistributedConfig.from_env())
     import jax  # noqa: PLC0415
     import jax.numpy as jnp  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
 
     from privrl_jax import diffusion, privacy  # noqa: PLC0415
-    from privrl_jax.pipelines._checkpoints import Checkpoints  # noqa: PLC0415
+    from privrl_jax.privacy import Checkpoints  # noqa: PLC0415
     from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, LoopStats, run_dp_loop  # noqa: PLC0415
-    from privrl_jax.synth import _privorl_n as core  # noqa: PLC0415
+    from privrl_jax import synth  # noqa: PLC0415
 
     net = diffusion.ResidualMLP(width=256, depth=3)
     denoise = diffusion.EDMDenoiser(net.apply)
@@ -47,7 +47,7 @@ def worker(steps: int, warmup: int, out: Path) -> None:
     data = np.asarray(jax.random.normal(jax.random.key(1), (N, 12)), np.float32)[:, None]
     sampler = privacy.PoissonSampler(dataset_size=N, sampling_rate=256 / N, microbatch_size=64)
     plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=steps, noise_multiplier=1.0)
-    fns = core.make_dp_finetune(denoise, plan, learning_rate=3e-4)
+    fns = synth.make_transition_dp_finetune(denoise, plan, learning_rate=3e-4)
     ledger = None
     if topo.is_primary:
         ledger = privacy.Ledger.open(out, dataset_id="bench", dataset_size=N, target_epsilon=1e9,
@@ -67,11 +67,11 @@ def worker(steps: int, warmup: int, out: Path) -> None:
 
 
 def _launch(processes: int, steps: int, warmup: int) -> dict:
-    from privrl_jax.pipelines import _launch  # noqa: PLC0415
+    from privrl_jax import pipelines  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
-        _launch.launch_local([sys.executable, __file__, "--worker", "--steps", str(steps),
+        pipelines.launch_local([sys.executable, __file__, "--worker", "--steps", str(steps),
                               "--warmup", str(warmup), "--out", str(out)],
                              processes, devices_per_process=1)
         return json.loads((out / "timing.json").read_text())

@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 from privrl_jax import planning
-from privrl_jax.data._demand import write_synthetic_rossmann_csv
+from privrl_jax.data import write_synthetic_rossmann_csv
 from privrl_jax.pipelines import pool
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from privrl_jax import planning
-from privrl_jax.envs._inventory import inventory_stage, sample_demand
+from privrl_jax.envs import inventory_stage, sample_demand
 from privrl_jax.pipelines import pool
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 

@@ -45,7 +45,7 @@ import yaml
 from privrl_jax import data, envs, pipelines
 from privrl_jax import eval as evaluation
 from privrl_jax.pipelines import privorl_j
-from privrl_jax.pipelines._config import to_dict
+from privrl_jax.pipelines import to_dict
 from privrl_jax import provenance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

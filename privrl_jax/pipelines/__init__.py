@@ -15,6 +15,7 @@ from privrl_jax.pipelines._config import (
     qualify_config,
     shipped_config,
     shipped_configs,
+    to_dict,
 )
 from privrl_jax.pipelines._launch import ProcessFailedError, launch_local
 from privrl_jax.pipelines._verify import verify_run
@@ -36,5 +37,6 @@ __all__ = [
     "run_collect",
     "shipped_config",
     "shipped_configs",
+    "to_dict",
     "verify_run",
 ]

@@ -14,7 +14,6 @@ directory (`RunLock`), and a finished run is replaced only with `overwrite=True`
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import platform
@@ -32,9 +31,9 @@ from privrl_jax.pipelines._config import coerce_fields, to_dict
 from privrl_jax.pipelines._outputs import check_output_dir
 from privrl_jax.pipelines._rundir import (
     RunLock,
-    atomic_write_bytes,
     atomic_write_text,
     clean_stale_temp_files,
+    write_png,
 )
 
 RESULT_FILE = "result.json"
@@ -357,7 +356,5 @@ def _plot_curve(payload: dict[str, Any], path: Path) -> None:
     ax2.set_xlabel("updates")
     ax2.set_ylabel("critic loss (chunk mean)")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
+    write_png(fig, path, dpi=100)
     plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue(), suffix=".tmp")

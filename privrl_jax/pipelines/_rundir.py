@@ -9,11 +9,12 @@ at once.
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from privrl_jax.privacy import Topology
 
@@ -114,6 +115,16 @@ def atomic_write_bytes(
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_png(fig: Any, path: str | os.PathLike, *, dpi: int = 100, tight: bool = False) -> None:
+    """Renders a matplotlib ``Figure`` to PNG and writes it atomically: the pipelines' one PNG writer.
+
+    ``tight`` crops the figure to its drawn contents (``bbox_inches="tight"``).
+    """
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
+    atomic_write_bytes(path, buf.getvalue(), suffix=".png.tmp")
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

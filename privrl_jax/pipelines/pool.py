@@ -63,6 +63,7 @@ from privrl_jax.pipelines._rundir import (
     not_private_mark,
     private_dir,
     refuse_other_run,
+    write_png,
 )
 
 __all__ = [
@@ -382,8 +383,6 @@ def _run(cfg: PoolRunConfig, run_dir: Path) -> dict[str, Any]:
 
 def _plots(run_dir: Path, cfg, geom, actions, q_tables, evaluation) -> None:
     """plots/gaps.png (policy, behaviour, SAA) and plots/policy.png (order-up-to level)."""
-    import io
-
     from matplotlib.figure import Figure
 
     out = run_dir / "plots"
@@ -395,9 +394,7 @@ def _plots(run_dir: Path, cfg, geom, actions, q_tables, evaluation) -> None:
     ax.set_ylabel("relative optimality gap")
     ax.set_title(cfg.pool.method)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    atomic_write_bytes(out / "gaps.png", buf.getvalue(), suffix=".json.tmp")
+    write_png(fig, out / "gaps.png", dpi=100)
     levels = jnp.linspace(0.0, 0.95, 20)
     orders = np.asarray(_policy_grid(geom, q_tables, actions, levels))  # [H, 20]
     fig = Figure(figsize=(4, 3))
@@ -409,9 +406,7 @@ def _plots(run_dir: Path, cfg, geom, actions, q_tables, evaluation) -> None:
     ax.set_ylabel("post-order level min(s + a, 1)")
     ax.legend(fontsize=6)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    atomic_write_bytes(out / "policy.png", buf.getvalue(), suffix=".json.tmp")
+    write_png(fig, out / "policy.png", dpi=100)
 
 
 @jax.jit

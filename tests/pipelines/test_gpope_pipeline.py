@@ -162,17 +162,23 @@ def test_plots_on_writes_the_release_and_audit_pngs_apart(tmp_path, monkeypatch)
     _check_plots(tmp_path)
     # The release plot shows theta . phi(s): with one-hot chain features, theta itself.
     theta = np.array(json.loads((tmp_path / "weights.json").read_text())["theta"])
-    np.testing.assert_allclose(gpope.release_values(cfg, theta), theta, rtol=1e-6)
+    task = gpope.build_task(cfg)
+    np.testing.assert_allclose(gpope.release_values(task, theta), theta, rtol=1e-6)
     # The release plot reads no sensitive data and no truth: it renders with every
     # such source disabled.
     def forbidden(*a, **k):
         raise AssertionError("the release plot read the data or the truth")
 
-    for name in ("collect_data", "_references", "true_values", "lstd_min_norm", "_audit"):
-        monkeypatch.setattr(gpope, name, forbidden)
+    from privrl_jax.pipelines.gpope import audit as audit_module
+    from privrl_jax.pipelines.gpope import task as task_module
+
+    for module, names in ((task_module, ("collect_data", "true_values", "lstd_min_norm")),
+                          (audit_module, ("references", "audit_release", "_audit_continuous"))):
+        for name in names:
+            monkeypatch.setattr(module, name, forbidden)
     out = tmp_path / "again.png"
     rep = json.loads((tmp_path / "report.json").read_text())
-    gpope._plot_release_values(cfg, theta, rep["gpope"], out)
+    gpope.plot_release_values(task, theta, rep["gpope"], out)
     assert out.read_bytes()[:8] == PNG_MAGIC
     # The audit plot's curves are the audit's own numbers (checked there).
     audit = json.loads((tmp_path / "audit" / "audit.json").read_text())
@@ -196,13 +202,13 @@ def test_fixed_noise_seed_reproduces_the_core_and_says_not_private(tmp_path):
     idx = np.stack(
         [plan.sample(secret.sampling_seed, t).indices[0] for t in range(plan.steps)]
     )
-    mdp, behaviour, target, features = gpope._mdp_and_policies(cfg)
+    task = gpope.build_task(cfg)
     data = ope.collect(
         jax.random.fold_in(jax.random.key(cfg.seed), 0),
-        mdp,
-        behaviour,
-        target,
-        features,
+        task.mdp,
+        task.behaviour,
+        task.target,
+        task.features,
         num_trajectories=cfg.env.num_trajectories,
         max_length=cfg.env.max_length,
     ).data
@@ -266,7 +272,7 @@ def test_mountain_car_run_audits_against_monte_carlo(tmp_path):
     assert rep["audit"]["mse_vs_exact"] == audit["mse_vs_exact"]
     # The release plot's values: theta . phi over the public evaluation states, sorted;
     # the same states the audit's estimates are taken at.
-    v = gpope.release_values(cfg, np.array(w["theta"]))
+    v = gpope.release_values(gpope.build_task(cfg), np.array(w["theta"]))
     np.testing.assert_allclose(v, np.sort(est), rtol=1e-5, atol=1e-6)
     assert len(audit["mc_stderr"]) == cfg.truth.eval_states
 
