@@ -258,6 +258,13 @@ def data_parallel(
     return fn
 
 
+def holds_dp_noise(opt_state: PyTree) -> bool:
+    """Whether an optimizer state holds the state of this module's DP noise transform
+    (:func:`dp_aggregator`, :func:`dpsgd`, :func:`add_gaussian_noise`)."""
+    nodes = jax.tree_util.tree_leaves(opt_state, is_leaf=lambda x: isinstance(x, AddNoiseState))
+    return any(isinstance(x, AddNoiseState) for x in nodes)
+
+
 def make_dp_step(
     clip_fn: ClippedSumFn,
     tx: optax.GradientTransformation,
@@ -285,6 +292,13 @@ def make_dp_step(
 
     def apply(state: DPTrainState, acc: PyTree) -> DPTrainState:
         chex.assert_trees_all_equal_structs(acc, state.params)
+        if not holds_dp_noise(state.opt_state):
+            # A plain optimizer here would train on the clipped sum without noise, silently.
+            raise ValueError(
+                "make_dp_step: tx adds no DP noise, so the step would not be private; build it with "
+                "privacy.dpsgd(optimizer, ...) or optax.chain(privacy.dp_aggregator(...), optimizer), "
+                "or train through privacy.fit(plan, ...), which adds the plan's noise itself."
+            )
         updates, opt_state = tx.update(acc, state.opt_state, state.params)
         return DPTrainState(optax.apply_updates(state.params, updates), opt_state)
 

@@ -131,3 +131,19 @@ def test_fast_normal_is_jax_normal_of_the_original_threefry_stream(size):
     rbg = jax.random.key(7, impl="rbg")
     np.testing.assert_array_equal(np.asarray(_standard_normal_f32(rbg, size)),
                                   np.asarray(jax.random.normal(rbg, (size,), jnp.float32)))
+
+
+def test_make_dp_step_refuses_an_optimizer_without_dp_noise():
+    """``make_dp_step(clip, optax.adam(...))`` would train on the clipped sum with no noise."""
+    loss = lambda w, x: 0.5 * jnp.sum((w - x) ** 2)  # noqa: E731
+    clip = clipped_grad(loss, l2_clip_norm=1.0)
+    params, x, mask = jnp.zeros(3), jnp.ones((4, 1, 3)), jnp.ones((4, 1), bool)
+    for plain in (optax.adam(1e-3), optax.chain(optax.add_noise(1.0, 0.0, 0), optax.sgd(0.1))):
+        state = DPTrainState(params, plain.init(params))
+        with pytest.raises(ValueError, match="adds no DP noise"):
+            jax.jit(make_dp_step(clip, plain).step)(state, x, mask)
+    # The same step with the DP noise transform runs and moves the noise counter once.
+    tx = dpsgd(optax.sgd(0.1), noise_multiplier=1.0, l2_clip_norm=1.0, expected_batch_size=4.0,
+               key=jax.random.key(0))
+    new, _ = jax.jit(make_dp_step(clip, tx).step)(DPTrainState(params, tx.init(params)), x, mask)
+    assert int(new.opt_state[0][0].count) == 1
