@@ -75,7 +75,13 @@ from privrl_jax.privacy._fit import (
     make_accumulate,
 )
 from privrl_jax.privacy._ghost import ghost_clipped_grad_sum, ghost_coverage
-from privrl_jax.privacy._plan import DPPlan, GaussianMechanism, effective_noise_multiplier
+from privrl_jax.privacy._plan import (
+    DPPlan,
+    GaussianMechanism,
+    PlanArrays,
+    PlanStructure,
+    effective_noise_multiplier,
+)
 from privrl_jax.privacy._sampling import (
     FullBatchSampler,
     IndexBatch,
@@ -106,6 +112,8 @@ __all__ = [
     "Ledger",
     "LedgerError",
     "Neighboring",
+    "PlanArrays",
+    "PlanStructure",
     "PoissonSampler",
     "Sampling",
     "Topology",
