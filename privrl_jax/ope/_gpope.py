@@ -166,6 +166,84 @@ def sample_schedule(
     return IndexSchedule(idx, mask)
 
 
+_GAP_BLOCK = 16
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "blocks", "sampling_rate", "dataset_size"))
+def _poisson_positions(key, shape, blocks, sampling_rate, dataset_size):
+    # Positions of the successes of m Bernoulli(q) trials, as sums of Geometric(q) gaps:
+    # gap = 1 + floor(log(u) / log(1 - q)), u uniform in (0, 1]; returned [blocks, *shape, 16]
+    # (a stream's gaps in block-major order). Block axis first: with JAX's partitionable
+    # Threefry (the default) an element's bits depend on its flat index only, so drawing more
+    # blocks extends every stream and never redraws it, and the loop in draw_schedule keeps
+    # the law exact (tests/ope/test_draw_schedule.py checks the prefix).
+    u = 1.0 - jax.random.uniform(key, (blocks,) + shape + (_GAP_BLOCK,))
+    gaps = 1.0 + jnp.floor(jnp.log(u) / jnp.log1p(-sampling_rate))
+    # Clipping a gap at m + 1 changes nothing below m and keeps the int32 sums in range.
+    gaps = jnp.minimum(gaps, dataset_size + 1).astype(jnp.int32)
+    within = jnp.cumsum(gaps, axis=-1)
+    ends = within[..., -1]
+    pos = (jnp.cumsum(ends, axis=0) - ends)[..., None] + within - 1
+    valid = pos < dataset_size
+    return pos, valid, jnp.all(pos[-1, ..., -1] >= dataset_size), jnp.max(jnp.sum(valid, axis=(0, -1)))
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def _cut(pos, valid, width):
+    # [blocks, *shape, 16] -> [*shape, width]: each stream's first ``width`` positions.
+    def streams(x):
+        return jnp.moveaxis(x, 0, -2).reshape(x.shape[1:-1] + (-1,))[..., :width]
+
+    mask = streams(valid)
+    return jnp.where(mask, streams(pos), 0).astype(jnp.int32), mask
+
+
+def draw_schedule(
+    plan: privacy.DPPlan, key: jax.Array, *, trials: int | None = None
+) -> IndexSchedule:
+    """Draws a Poisson plan's ``plan.steps`` batches (per trial) on the device, from a key.
+
+    The device counterpart of :func:`sample_schedule` for a
+    :class:`~privrl_jax.privacy.PoissonSampler`: trajectory i is in a batch with probability q,
+    independently of every other (i, step, trial), as the plan's event assumes. The successes of
+    the m Bernoulli(q) trials are drawn as running sums of Geometric(q) gaps, so a batch costs
+    about qm draws instead of m, and every batch is kept whole: draws are extended (never redrawn)
+    until each stream has passed index m - 1. Padded to U = the largest batch over all steps and
+    trials (at least 1); indices ascend within a batch. One host sync reads U. The key is secret
+    in a real release (docs/design.md, contract 5).
+
+    Args:
+      plan: a plan with a :class:`~privrl_jax.privacy.PoissonSampler` without ``capacity``.
+      key: the sampling key (not the noise key).
+      trials: None for one schedule ``[N, U]``; K for ``[K, N, U]``.
+
+    Returns:
+      An :class:`IndexSchedule` of device arrays.
+    """
+    sampler = plan.sampler
+    if not isinstance(sampler, privacy.PoissonSampler) or sampler.capacity is not None:
+        raise ValueError(
+            "draw_schedule draws whole Poisson batches; use a PoissonSampler without capacity "
+            "(sample_schedule draws one-of-m schedules on the host)."
+        )
+    q, m = sampler.sampling_rate, sampler.dataset_size
+    shape = (trials or 1, plan.steps)
+    # Enough gaps that a stream passes m with overwhelming probability; the loop below makes
+    # it certain.
+    expected = q * m + 6.0 * math.sqrt(q * m * (1 - q)) + 1
+    blocks = max(1, math.ceil(expected / _GAP_BLOCK))
+    while True:
+        pos, valid, complete, largest = _poisson_positions(key, shape, blocks, q, m)
+        if bool(complete):
+            break
+        blocks *= 2
+    width = max(1, int(largest))
+    idx, mask = _cut(pos, valid, width)
+    if trials is None:
+        return IndexSchedule(idx[0], mask[0])
+    return IndexSchedule(idx, mask)
+
+
 def _gather(data: TrajectoryData, indices: jax.Array, unit_mask: jax.Array):
     """The sampled trajectories ``[U, T, ...]`` (gathered inside jit) and their item mask."""
     transitions = jax.tree_util.tree_map(lambda x: x[indices], data.transitions)
