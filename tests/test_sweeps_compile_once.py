@@ -84,7 +84,7 @@ def test_gpope_epsilon_sweep_compiles_once_and_binds_each_sigma(data, sampling):
         jax.block_until_ready(out)
     assert names.count("_gpope_run") == 1, names
     for plan, got in zip(plans[::2], out[::2]):
-        folded = jax.jit(lambda d, s, k: ope.gpope(plan, d, s, k, step_size=step_size))
+        folded = jax.jit(lambda d, s, k, p=plan: ope.gpope(p, d, s, k, step_size=step_size))
         ref = folded(data, schedule, key)
         for a, b in zip(got, ref):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -197,7 +197,7 @@ def test_dp_step_sigma_sweep_compiles_once():
     for plan, got in zip(plans, out):
         state, tx = init(plan)
         ref = jax.jit(
-            lambda s, b, m: privacy.make_dp_step(plan.clipped_grad(loss), tx).step(s, b, m)[0]
+            lambda s, b, m, p=plan, tx=tx: privacy.make_dp_step(p.clipped_grad(loss), tx).step(s, b, m)[0]
         )(state, (x, y), mask)
         np.testing.assert_array_equal(np.asarray(got.params), np.asarray(ref.params))
     assert len({float(o.params[0]) for o in out}) == 6
