@@ -27,6 +27,11 @@ a fixed-shape ``[N, U]`` index array with a mask:
   plain Poisson one (a public fixed capacity would truncate, which changes the accounting). U
   depends only on the sampling randomness, never on the data. Empty batches stay as all-masked
   rows: the step still adds pure noise and counts (docs/dp_pitfalls.md, item 5).
+  :func:`draw_schedule` draws the same Poisson law on the device from a key instead.
+
+Compiles. sigma and h (:meth:`~privrl_jax.privacy.DPPlan.split`) and beta_0 (a :class:`StepSize`
+leaf) are traced arguments of one jitted core, so a sweep over epsilon, h or beta_0 at fixed
+shapes compiles once.
 
 The sampling stream and noise key must be secret in a real release (docs/design.md, contract
 5); tests pass fixed ones.
