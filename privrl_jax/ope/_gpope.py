@@ -27,6 +27,11 @@ a fixed-shape ``[N, U]`` index array with a mask:
   plain Poisson one (a public fixed capacity would truncate, which changes the accounting). U
   depends only on the sampling randomness, never on the data. Empty batches stay as all-masked
   rows: the step still adds pure noise and counts (docs/dp_pitfalls.md, item 5).
+  :func:`draw_schedule` draws the same Poisson law on the device from a key instead.
+
+Compiles. sigma and h (:meth:`~privrl_jax.privacy.DPPlan.split`) and beta_0 (a :class:`StepSize`
+leaf) are traced arguments of one jitted core, so a sweep over epsilon, h or beta_0 at fixed
+shapes compiles once.
 
 The sampling stream and noise key must be secret in a real release (docs/design.md, contract
 5); tests pass fixed ones.
@@ -54,12 +59,21 @@ from privrl_jax.ope._gtd2 import (
 )
 
 
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["beta"],
+    meta_fields=["decay_steps", "power"],
+)
 @dataclasses.dataclass(frozen=True)
 class StepSize:
     """beta_j = beta / (1 + j / decay_steps) ** power; constant when ``decay_steps`` is None.
 
     Constant steps converge linearly and then stall at a noise floor; diminishing steps end
-    lower (the paper's Theorems 2 and 3). Frozen, so it can be a static jit argument.
+    lower (the paper's Theorems 2 and 3). A pytree whose one leaf is ``beta``: passed to a jit
+    as an ordinary argument it traces, so a sweep over beta_0 compiles once. ``decay_steps`` and
+    ``power`` pick the schedule's shape and stay static: XLA folds them into the compiled
+    constants (``x ** 1.0`` becomes ``x``), which traced values would round differently in the
+    last bit. Frozen and hashable too.
     """
 
     beta: float
@@ -157,13 +171,144 @@ def sample_schedule(
     return IndexSchedule(idx, mask)
 
 
+_GAP_BLOCK = 16
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "blocks", "sampling_rate", "dataset_size"))
+def _poisson_positions(key, shape, blocks, sampling_rate, dataset_size):
+    # Positions of the successes of m Bernoulli(q) trials, as sums of Geometric(q) gaps:
+    # gap = 1 + floor(log(u) / log(1 - q)), u uniform in (0, 1]; returned [blocks, *shape, 16]
+    # (a stream's gaps in block-major order). Block axis first: with JAX's partitionable
+    # Threefry (the default) an element's bits depend on its flat index only, so drawing more
+    # blocks extends every stream and never redraws it, and the loop in draw_schedule keeps
+    # the law exact (tests/ope/test_draw_schedule.py checks the prefix).
+    u = 1.0 - jax.random.uniform(key, (blocks,) + shape + (_GAP_BLOCK,))
+    gaps = 1.0 + jnp.floor(jnp.log(u) / jnp.log1p(-sampling_rate))
+    # Clipping a gap at m + 1 changes nothing below m and keeps the int32 sums in range.
+    gaps = jnp.minimum(gaps, dataset_size + 1).astype(jnp.int32)
+    within = jnp.cumsum(gaps, axis=-1)
+    ends = within[..., -1]
+    pos = (jnp.cumsum(ends, axis=0) - ends)[..., None] + within - 1
+    valid = pos < dataset_size
+    return pos, valid, jnp.all(pos[-1, ..., -1] >= dataset_size), jnp.max(jnp.sum(valid, axis=(0, -1)))
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def _cut(pos, valid, width):
+    # [blocks, *shape, 16] -> [*shape, width]: each stream's first ``width`` positions.
+    def streams(x):
+        return jnp.moveaxis(x, 0, -2).reshape(x.shape[1:-1] + (-1,))[..., :width]
+
+    mask = streams(valid)
+    return jnp.where(mask, streams(pos), 0).astype(jnp.int32), mask
+
+
+def draw_schedule(
+    plan: privacy.DPPlan, key: jax.Array, *, trials: int | None = None
+) -> IndexSchedule:
+    """Draws a Poisson plan's ``plan.steps`` batches (per trial) on the device, from a key.
+
+    The device counterpart of :func:`sample_schedule` for a
+    :class:`~privrl_jax.privacy.PoissonSampler`: trajectory i is in a batch with probability q,
+    independently of every other (i, step, trial), as the plan's event assumes. The successes of
+    the m Bernoulli(q) trials are drawn as running sums of Geometric(q) gaps, so a batch costs
+    about qm draws instead of m, and every batch is kept whole: draws are extended (never redrawn)
+    until each stream has passed index m - 1. Padded to U = the largest batch over all steps and
+    trials (at least 1); indices ascend within a batch. One host sync reads U. The key is secret
+    in a real release (docs/design.md, contract 5).
+
+    Args:
+      plan: a plan with a :class:`~privrl_jax.privacy.PoissonSampler` without ``capacity``.
+      key: the sampling key (not the noise key).
+      trials: None for one schedule ``[N, U]``; K for ``[K, N, U]``.
+
+    Returns:
+      An :class:`IndexSchedule` of device arrays.
+    """
+    sampler = plan.sampler
+    if not isinstance(sampler, privacy.PoissonSampler) or sampler.capacity is not None:
+        raise ValueError(
+            "draw_schedule draws whole Poisson batches; use a PoissonSampler without capacity "
+            "(sample_schedule draws one-of-m schedules on the host)."
+        )
+    q, m = sampler.sampling_rate, sampler.dataset_size
+    shape = (trials or 1, plan.steps)
+    # Enough gaps that a stream passes m with overwhelming probability; the loop below makes
+    # it certain.
+    expected = q * m + 6.0 * math.sqrt(q * m * (1 - q)) + 1
+    blocks = max(1, math.ceil(expected / _GAP_BLOCK))
+    while True:
+        pos, valid, complete, largest = _poisson_positions(key, shape, blocks, q, m)
+        if bool(complete):
+            break
+        blocks *= 2
+    width = max(1, int(largest))
+    idx, mask = _cut(pos, valid, width)
+    if trials is None:
+        return IndexSchedule(idx[0], mask[0])
+    return IndexSchedule(idx, mask)
+
+
 def _gather(data: TrajectoryData, indices: jax.Array, unit_mask: jax.Array):
     """The sampled trajectories ``[U, T, ...]`` (gathered inside jit) and their item mask."""
     transitions = jax.tree_util.tree_map(lambda x: x[indices], data.transitions)
     return transitions, data.mask[indices] & unit_mask[:, None]
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "step_size", "normalization"))
+def _check_schedule(plan_steps: int, schedule: IndexSchedule) -> None:
+    if schedule.indices.shape[-2] != plan_steps:
+        raise ValueError(
+            f"the schedule has {schedule.indices.shape[-2]} iterations but the plan accounts for "
+            f"{plan_steps}; draw it with sample_schedule(plan, ...)."
+        )
+
+
+def _gpope_run(
+    structure: privacy.PlanStructure,
+    arrays: privacy.PlanArrays,
+    data: TrajectoryData,
+    schedule: IndexSchedule,
+    key: jax.Array,
+    step_size: StepSize,
+    init: tuple[jax.Array, jax.Array] | None,
+    normalization: str,
+) -> GPOPEResult:
+    # The body of Algorithm 1 with sigma, h (``arrays``) and beta (``step_size``) traced.
+    n = data.transitions.phi_tm1.shape[-1]
+    clipped_sum = structure.clipped_sum(weighted_transition_direction, arrays)
+    params = init if init is not None else (jnp.zeros(n), jnp.zeros(n))
+
+    def body(params, xs):
+        step, indices, unit_mask = xs
+        transitions, item_mask = _gather(data, indices, unit_mask)
+        items = with_weights(transitions, item_mask, normalization)
+        total, metrics = clipped_sum(params, items, item_mask)
+        if structure.num_blocks > 1:
+            total = tuple(total)
+        g_theta, g_w = structure.privatize(total, jax.random.fold_in(key, step), arrays)
+        beta = step_size(step)
+        theta, w = params
+        return (theta - beta * g_theta, w - beta * g_w), metrics.clipped_fraction
+
+    steps = jnp.arange(structure.steps)
+    (theta, w), clipped = jax.lax.scan(
+        body, params, (steps, jnp.asarray(schedule.indices), jnp.asarray(schedule.mask))
+    )
+    return GPOPEResult(theta, w, jnp.mean(clipped))
+
+
+# Compiled once per (structure, shapes, normalization): a sweep over epsilon, h or beta_0 that
+# keeps those fixed reuses one executable.
+_gpope_jit = jax.jit(_gpope_run, static_argnames=("structure", "normalization"))
+
+
+@functools.partial(jax.jit, static_argnames=("structure", "normalization"))
+def _gpope_trials_jit(structure, arrays, data, schedules, keys, step_size, normalization):
+    run = functools.partial(_gpope_run, structure, arrays, step_size=step_size, init=None,
+                            normalization=normalization)
+    return jax.vmap(lambda s, k: run(data, s, k))(schedules, keys)
+
+
 def gpope(
     plan: privacy.DPPlan,
     data: TrajectoryData,
@@ -174,15 +319,19 @@ def gpope(
     init: tuple[jax.Array, jax.Array] | None = None,
     normalization: str = "horizon",
 ) -> GPOPEResult:
-    """Algorithm 1: N = ``plan.steps`` noisy primal-dual steps, one ``lax.scan``.
+    """Algorithm 1: N = ``plan.steps`` noisy primal-dual steps, one ``lax.scan``, jitted.
+
+    The plan's sigma and clip norm h and the step size's numbers are bound here as traced
+    arguments (:meth:`~privrl_jax.privacy.DPPlan.split`), so plans that differ only in sigma or
+    h, and step sizes that differ only in beta_0, share one compiled executable.
 
     Args:
-      plan: a calibrated :class:`~privrl_jax.privacy.DPPlan` (static; sigma = 0 runs it without
-        noise but still clipped).
+      plan: a calibrated :class:`~privrl_jax.privacy.DPPlan` (sigma = 0 runs it without noise,
+        still clipped: the noise term is 0 * N(0, 1)).
       data: m trajectories, leaves ``[m, T, ...]``.
       schedule: indices and mask ``[N, U]`` from :func:`sample_schedule`.
       key: the noise key; iteration j's noise uses ``fold_in(key, j)``.
-      step_size: a :class:`StepSize` (static).
+      step_size: a :class:`StepSize`.
       init: ``(theta_0, w_0)``; zeros by default.
       normalization: B_i's weights, ``"horizon"`` (sum / T) or ``"mean"`` (the paper's eq.
         2.2; biased with outcome-dependent lengths, see :mod:`._gtd2`).
@@ -190,35 +339,11 @@ def gpope(
     Returns:
       A :class:`GPOPEResult` with the last iterate.
     """
-    n = data.transitions.phi_tm1.shape[-1]
-    if schedule.indices.shape[0] != plan.steps:
-        raise ValueError(
-            f"the schedule has {schedule.indices.shape[0]} iterations but the plan accounts for "
-            f"{plan.steps}; draw it with sample_schedule(plan, ...)."
-        )
-    clipped_sum = plan.clipped_sum(weighted_transition_direction)
-    params = init if init is not None else (jnp.zeros(n), jnp.zeros(n))
-
-    def body(params, xs):
-        step, indices, unit_mask = xs
-        transitions, item_mask = _gather(data, indices, unit_mask)
-        items = with_weights(transitions, item_mask, normalization)
-        total, metrics = clipped_sum(params, items, item_mask)
-        if plan.num_blocks > 1:
-            total = tuple(total)
-        g_theta, g_w = plan.privatize(total, jax.random.fold_in(key, step))
-        beta = step_size(step)
-        theta, w = params
-        return (theta - beta * g_theta, w - beta * g_w), metrics.clipped_fraction
-
-    steps = jnp.arange(plan.steps)
-    (theta, w), clipped = jax.lax.scan(
-        body, params, (steps, jnp.asarray(schedule.indices), jnp.asarray(schedule.mask))
-    )
-    return GPOPEResult(theta, w, jnp.mean(clipped))
+    _check_schedule(plan.steps, schedule)
+    structure, arrays = plan.split()
+    return _gpope_jit(structure, arrays, data, schedule, key, step_size, init, normalization)
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "step_size", "normalization"))
 def gpope_trials(
     plan: privacy.DPPlan,
     data: TrajectoryData,
@@ -228,12 +353,16 @@ def gpope_trials(
     step_size: StepSize,
     normalization: str = "horizon",
 ) -> GPOPEResult:
-    """K independent GPOPE runs in one jit: ``vmap`` over ``schedules [K, N, U]`` and ``keys [K]``."""
-    run = functools.partial(gpope, plan, step_size=step_size, normalization=normalization)
-    return jax.vmap(lambda s, k: run(data, s, k))(schedules, keys)
+    """K independent GPOPE runs in one jit: ``vmap`` over ``schedules [K, N, U]`` and ``keys [K]``.
+
+    Compiled once per plan structure and shapes, like :func:`gpope`.
+    """
+    _check_schedule(plan.steps, schedules)
+    structure, arrays = plan.split()
+    return _gpope_trials_jit(structure, arrays, data, schedules, keys, step_size, normalization)
 
 
-@functools.partial(jax.jit, static_argnames=("step_size", "normalization"))
+@functools.partial(jax.jit, static_argnames=("normalization",))
 def gtd2(
     data: TrajectoryData,
     schedule: IndexSchedule,
@@ -267,7 +396,7 @@ def gtd2(
     return params
 
 
-@functools.partial(jax.jit, static_argnames=("steps", "step_size"))
+@functools.partial(jax.jit, static_argnames=("steps",))
 def gtd2_expected(
     stats: GTD2Stats,
     *,

@@ -105,7 +105,7 @@ from privrl_jax.planning._additive import (
 )
 from privrl_jax.planning._grid import GridGeometry, grid_cell, grid_value
 from privrl_jax.planning._zones import ZoneGeometry, cell_index, zone_value
-from privrl_jax.privacy import GaussianMechanism
+from privrl_jax.privacy import GaussianMechanism, add_noise
 
 Geometry = ZoneGeometry | GridGeometry | AdditiveGeometry
 
@@ -327,7 +327,7 @@ def paper_constants_samples_needed(
 
 def pessimistic_q(
     counts: jax.Array, sums: jax.Array, squares: jax.Array, v_max: jax.Array,
-    e_rho: float, iota: float, horizon: int, cfg: PoolConfig,
+    e_rho: jax.typing.ArrayLike, iota: float, horizon: int, cfg: PoolConfig,
 ) -> jax.Array:
     """Lines 7-10 of Algorithm 1 on the cells of one stage ([K] arrays).
 
@@ -349,7 +349,6 @@ def pessimistic_q(
     return jnp.clip(v_max * mean - gamma, 0.0, v_max)
 
 
-@partial(jax.jit, static_argnames=("mechanism", "cfg"))
 def pool_plan(
     key: jax.Array,
     data: InventoryData,
@@ -358,7 +357,11 @@ def pool_plan(
     mechanism: GaussianMechanism | None,
     cfg: PoolConfig = PoolConfig(),
 ) -> PoolResult:
-    """POOL (Algorithm 1): private statistics, then pessimistic backward induction.
+    """POOL (Algorithm 1): private statistics, then pessimistic backward induction (jitted).
+
+    The mechanism's noise std and E_rho are bound here as traced arguments, so mechanisms that
+    differ only in rho (or sigma) share one compiled executable; only ``mechanism=None`` (no
+    noise drawn at all) compiles apart.
 
     Args:
       key: secret noise key; release 0 is the counts, release 1 + h stage h's sums.
@@ -379,12 +382,39 @@ def pool_plan(
             f"the mechanism's sensitivity {mechanism.l2_sensitivity} is not POOL's "
             f"sqrt(3 H) = {statistics_sensitivity(geom.horizon)}; use pool_mechanism."
         )
+    e_rho = noise_bound(mechanism, geom.horizon, geom.num_cells, cfg.failure_prob)
+    # Host-side float64 arithmetic, as when these were compile-time constants: the traced
+    # float32 values are then the very constants the static version used.
+    noise = _PoolNoise(
+        noise_std=mechanism.noise_std if mechanism is not None else 0.0,
+        e_rho=e_rho,
+        e_rho_per_weight=e_rho / cell_weight(geom),
+    )
+    return _pool_plan_jit(key, data, geom, actions, noise, mechanism is not None, cfg)
+
+
+class _PoolNoise(NamedTuple):
+    noise_std: float
+    e_rho: float
+    e_rho_per_weight: float
+
+
+@partial(jax.jit, static_argnames=("private", "cfg"))
+def _pool_plan_jit(
+    key: jax.Array,
+    data: InventoryData,
+    geom: Geometry,
+    actions: jax.Array,
+    noise: _PoolNoise,
+    private: bool,
+    cfg: PoolConfig,
+) -> PoolResult:
     horizon, k = geom.horizon, geom.num_cells
     release = (
-        (lambda i, x: mechanism.release(jax.random.fold_in(key, i), x))
-        if mechanism is not None else (lambda i, x: x)
+        (lambda i, x: add_noise(x, jax.random.fold_in(key, i), noise.noise_std))
+        if private else (lambda i, x: x)
     )
-    e_rho = noise_bound(mechanism, horizon, k, cfg.failure_prob)
+    e_rho = noise.e_rho
     iota = bonus_iota(horizon, k, cfg.failure_prob)
     cells = data_cells(geom, data)
     wt = cell_weight(geom)
@@ -398,9 +428,9 @@ def pool_plan(
         v_max = (horizon - h).astype(jnp.float32)
         # Post-processing of the weighted release: divide by the public weight (a noise
         # of E_rho on a weighted count is E_rho / weight on the count itself).
-        q = pessimistic_q(counts[h] / wt, sums[0] / wt, sums[1] / wt, v_max, e_rho / wt,
-                          iota, horizon, cfg) if wt != 1.0 else pessimistic_q(
-            counts[h], sums[0], sums[1], v_max, e_rho, iota, horizon, cfg)
+        q = pessimistic_q(counts[h] / wt, sums[0] / wt, sums[1] / wt, v_max,
+                          noise.e_rho_per_weight, iota, horizon, cfg) if wt != 1.0 else (
+            pessimistic_q(counts[h], sums[0], sums[1], v_max, e_rho, iota, horizon, cfg))
         if isinstance(geom, AdditiveGeometry):
             q = centre_tables(geom, q, counts[h], sums[0], v_max)
         return q, (q, sums)

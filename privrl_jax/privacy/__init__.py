@@ -82,7 +82,13 @@ from privrl_jax.privacy._fit import (
     make_accumulate,
 )
 from privrl_jax.privacy._ghost import ghost_clipped_grad_sum, ghost_coverage
-from privrl_jax.privacy._plan import DPPlan, GaussianMechanism, effective_noise_multiplier
+from privrl_jax.privacy._plan import (
+    DPPlan,
+    GaussianMechanism,
+    PlanArrays,
+    PlanStructure,
+    effective_noise_multiplier,
+)
 from privrl_jax.privacy._sampling import (
     FullBatchSampler,
     IndexBatch,
@@ -94,8 +100,6 @@ from privrl_jax.privacy._sampling import (
 from privrl_jax.privacy import audit
 
 __all__ = [
-    "# empirical auditing; also as the namespace ``privrl_jax.privacy.audit``",
-    "# the public DP loop",
     "AddNoiseState",
     "AuditResult",
     "BudgetExceededError",
@@ -131,6 +135,8 @@ __all__ = [
     "LoopStats",
     "Neighboring",
     "PLD_DISCRETIZATION",
+    "PlanArrays",
+    "PlanStructure",
     "PoissonSampler",
     "ProgressBar",
     "Recorder",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterator, Union
+from typing import Any, Iterator, NamedTuple, Union
 
 import dp_accounting
 import jax
@@ -31,6 +31,7 @@ from privrl_jax.privacy._clipping import (
     ClippedSumFn,
     PerItemFn,
     _check_clip_norms,
+    _check_common,
     clipped_grad,
     clipped_sum,
 )
@@ -64,6 +65,109 @@ def effective_noise_multiplier(noise_multipliers: tuple[float, ...]) -> float:
     if any(s == 0 for s in noise_multipliers):
         return 0.0
     return 1.0 / math.sqrt(sum(s**-2 for s in noise_multipliers))
+
+
+class PlanArrays(NamedTuple):
+    """The numbers of a plan that a sweep varies, as the leaves of a pytree.
+
+    Pass it to a jitted function as an ordinary (traced) argument: plans that differ only in
+    sigma (or in their clip norms) then share one compiled executable. Python floats trace as
+    weak-typed float32 scalars, exactly the values (and dtype promotion) the same floats have as
+    constants, so a bound plan computes bit-for-bit what the plan itself computes.
+
+    Attributes:
+      l2_clip_norms: C_i per block.
+      noise_stds: the noise std per block, sigma_i times its sensitivity (0 for sigma = 0: the
+        noise term is still added, as 0 * N(0, 1), so nothing branches on a traced sigma).
+    """
+
+    l2_clip_norms: tuple[jax.typing.ArrayLike, ...]
+    noise_stds: tuple[jax.typing.ArrayLike, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanStructure:
+    """The static half of :meth:`DPPlan.split`: what fixes shapes and code, not sigma or C.
+
+    Hashable, so it is a static jit argument; its methods need the :class:`PlanArrays` of the
+    same :meth:`DPPlan.split` (traced), and are the plan's own methods with those numbers bound.
+    It carries no event and no epsilon: accounting stays on the :class:`DPPlan`.
+    """
+
+    sampler: Any
+    steps: int
+    neighboring: Neighboring
+    num_blocks: int
+
+    @property
+    def expected_batch_size(self) -> float:
+        return self.sampler.expected_batch_size
+
+    def _check(self, arrays: PlanArrays) -> None:
+        if len(arrays.l2_clip_norms) != self.num_blocks or len(arrays.noise_stds) != self.num_blocks:
+            raise ValueError(
+                f"this plan has {self.num_blocks} block(s) but the arrays hold "
+                f"{len(arrays.l2_clip_norms)} clip norm(s) and {len(arrays.noise_stds)} noise "
+                "std(s); bind the arrays of the same plan.split()."
+            )
+
+    def clipped_sum(
+        self,
+        per_item_fn: PerItemFn,
+        arrays: PlanArrays,
+        *,
+        microbatch_size: int | None = None,
+        uses_key: bool = False,
+    ) -> ClippedSumFn:
+        """:meth:`DPPlan.clipped_sum` with the clip norms of ``arrays`` (validated by the plan)."""
+        self._check(arrays)
+        _check_common(microbatch_size, "vmap")
+        return ClippedSumFn(
+            per_item_fn=per_item_fn, l2_clip_norms=tuple(arrays.l2_clip_norms), kind="value",
+            microbatch_size=microbatch_size, uses_key=uses_key,
+        )
+
+    def clipped_grad(
+        self,
+        per_item_loss: PerItemFn,
+        arrays: PlanArrays,
+        *,
+        microbatch_size: int | None = None,
+        uses_key: bool = False,
+        method: str = "vmap",
+    ) -> ClippedSumFn:
+        """:meth:`DPPlan.clipped_grad` with the clip norm of ``arrays``."""
+        self._check(arrays)
+        if self.num_blocks != 1:
+            raise ValueError(f"this plan has {self.num_blocks} blocks; use clipped_sum.")
+        _check_common(microbatch_size, method)
+        return ClippedSumFn(
+            per_item_fn=per_item_loss, l2_clip_norms=tuple(arrays.l2_clip_norms), kind="grad",
+            microbatch_size=microbatch_size, uses_key=uses_key, method=method,
+        )
+
+    def privatize(self, clipped: PyTree, key: jax.Array, arrays: PlanArrays) -> PyTree:
+        """:meth:`DPPlan.privatize` with the noise stds of ``arrays``."""
+        self._check(arrays)
+        blocks = (clipped,) if self.num_blocks == 1 else tuple(clipped)
+        noised = add_noise_blocks(blocks, key, tuple(arrays.noise_stds))
+        scale = 1.0 / self.expected_batch_size
+        out = jax.tree_util.tree_map(lambda x: (x * scale).astype(x.dtype), noised)
+        return out[0] if self.num_blocks == 1 else out
+
+    def privatizer(self, key: jax.Array, arrays: PlanArrays) -> optax.GradientTransformation:
+        """:meth:`DPPlan.privatizer` with the noise stds of ``arrays``."""
+        self._check(arrays)
+        return optax.chain(
+            _noise_transform(tuple(arrays.noise_stds), key),
+            optax.scale(1.0 / self.expected_batch_size),
+        )
+
+    def dpsgd(
+        self, optimizer: optax.GradientTransformation, *, key: jax.Array, arrays: PlanArrays
+    ) -> optax.GradientTransformation:
+        """:meth:`DPPlan.dpsgd` with the noise stds of ``arrays``."""
+        return optax.chain(self.privatizer(key, arrays), optimizer)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -268,6 +372,29 @@ class DPPlan:
         return dataclasses.replace(self, noise_multiplier=tuple(scale * r for r in ratios))
 
     # ------------------------------------------------------------------ clipping and noise
+    def split(self) -> tuple[PlanStructure, PlanArrays]:
+        """The plan as a static structure and its swept numbers, for one compile per sweep.
+
+        A jitted function that takes the plan as a static argument compiles once per sigma (a
+        6-epsilon sweep compiles 6 times). Take ``structure`` static and ``arrays`` traced
+        instead: every plan with the same sampler, steps, relation and number of blocks then
+        runs the same executable, and the plan stays the only source of sigma and of the event.
+
+        Example:
+          >>> from privrl_jax import privacy
+          >>> plan = privacy.DPPlan(
+          ...     sampler=privacy.UniformOneSampler(dataset_size=100), l2_clip_norm=0.5,
+          ...     steps=10, noise_multiplier=2.0)
+          >>> structure, arrays = plan.split()
+          >>> arrays
+          PlanArrays(l2_clip_norms=(0.5,), noise_stds=(2.0,))
+        """
+        structure = PlanStructure(
+            sampler=self.sampler, steps=self.steps, neighboring=self.neighboring,
+            num_blocks=self.num_blocks,
+        )
+        return structure, PlanArrays(self.l2_clip_norms, self.noise_stds)
+
     def clipped_grad(
         self,
         per_item_loss: PerItemFn,
@@ -307,11 +434,8 @@ class DPPlan:
         Pure and jittable. ``key`` is this release's key (e.g. ``fold_in(secret_key, step)``);
         with several blocks ``clipped`` is a tuple of them.
         """
-        blocks = (clipped,) if self.num_blocks == 1 else tuple(clipped)
-        noised = add_noise_blocks(blocks, key, self.noise_stds)
-        scale = 1.0 / self.expected_batch_size
-        out = jax.tree_util.tree_map(lambda x: (x * scale).astype(x.dtype), noised)
-        return out[0] if self.num_blocks == 1 else out
+        structure, arrays = self.split()
+        return structure.privatize(clipped, key, arrays)
 
     def privatizer(self, key: jax.Array) -> optax.GradientTransformation:
         """An optax transformation: noise once (release t uses ``fold_in(key, t)``), then / q N."""
