@@ -29,12 +29,12 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+from privorl_n_eps_sweep import METRICS, summary  # noqa: E402  (benchmarks/)
 
 from privrl_jax import data
 from privrl_jax.pipelines import marginal
 from privrl_jax.pipelines.privorl_n import _collect
-from privorl_n_eps_sweep import METRICS, summary  # noqa: E402  (benchmarks/)
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 

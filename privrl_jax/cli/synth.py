@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from privrl_jax.cli._common import SetOption, config_option, fail, load_or_fail, refuse_busy_out
+from privrl_jax.cli._common import (
+    SetOption,
+    config_option,
+    fail,
+    load_or_fail,
+    refuse_busy_out,
+)
 
 if TYPE_CHECKING:
     from privrl_jax.pipelines._config import ConfigSource

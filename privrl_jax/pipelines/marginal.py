@@ -29,7 +29,6 @@ from typing import Any
 
 import dp_accounting
 import jax
-import jax.numpy as jnp
 import numpy as np
 import yaml
 
@@ -45,10 +44,22 @@ from privrl_jax.pipelines._marginal_config import (
     load,
 )
 from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
-from privrl_jax.pipelines.privorl_n import _load_or_collect  # the same public/sensitive/holdout split
+from privrl_jax.pipelines.privorl_n import (
+    _load_or_collect,  # the same public/sensitive/holdout split
+)
 
-__all__ = ["MODELS", "EvalConfig", "MarginalConfig", "ModelConfig", "SynthesisConfig", "load",
-           "public_discretisation", "noise_multiplier", "render_markdown", "run"]
+__all__ = [
+    "MODELS",
+    "EvalConfig",
+    "MarginalConfig",
+    "ModelConfig",
+    "SynthesisConfig",
+    "load",
+    "noise_multiplier",
+    "public_discretisation",
+    "render_markdown",
+    "run",
+]
 
 GENERATORS = {"pgm": "PGM (mbi)", "mst": "MST (mbi)"}
 
@@ -166,7 +177,7 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
 
 def _dp_info(cfg, sigma, secret, ledger, disc, cliques, fit_info, private) -> dict[str, Any]:
     """The report's ``finetune`` section (the name the shared report keeps): the releases as run."""
-    releases = [g for g in ledger.groups()]
+    releases = ledger.groups()
     return {
         "model": cfg.model.name,
         "unit": "transition",

@@ -40,7 +40,6 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import jax
 import numpy as np
