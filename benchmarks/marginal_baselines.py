@@ -108,7 +108,8 @@ def main() -> None:
         "iterations; 20000 rows sampled. Mean ± sample std (ddof = 1) [95% t half-width] over seeds. "
         "Noise multiplier of the whole release (one Gaussian; PGM: 23 marginals in one release, MST: "
         "three releases sharing rho in thirds): "
-        + ", ".join(f"eps {k}: {v:.3f}" for k, v in sigma.items()) + ".", "",
+        + ", ".join(f"eps {k}: {v:.3f}" for k, v in sigma.items()) + "."
+        + (f" Overrides of every run: `{' '.join(args.overrides)}`." if args.overrides else ""), "",
         *lines, "",
         f"Wall time {time.time() - t0:.0f} s for the runs not reused; `uptime` at the end: {load}; "
         f"{os.cpu_count()} CPUs.", ""])

@@ -37,6 +37,9 @@ class ModelConfig:
     act_low: tuple[float, ...] = ()
     act_high: tuple[float, ...] = ()
     cliques: tuple[tuple[str, ...], ...] = ()
+    # Bin s' - s on [-b_i, b_i] (b_i declared from the task's physics) instead of s' on the
+    # observation space; empty: bin s'. See `synth.transition_discretisation`.
+    next_obs_delta_bound: tuple[float, ...] = ()
     iters: int = 1000
     mst_split: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
 
@@ -49,6 +52,8 @@ class ModelConfig:
         for a, b in (("obs_low", "obs_high"), ("act_low", "act_high")):
             if len(getattr(self, a)) != len(getattr(self, b)):
                 raise ValueError(f"model.{a} and model.{b} must have the same length (or both be empty).")
+        if any(not b > 0 for b in self.next_obs_delta_bound):
+            raise ValueError(f"model.next_obs_delta_bound must be positive numbers; got {list(self.next_obs_delta_bound)}.")
         if self.cliques and self.name != "pgm":
             raise ValueError("model.cliques is PGM's fixed marginal set; MST selects its own (leave it empty).")
 

@@ -83,7 +83,8 @@ def public_discretisation(cfg: MarginalConfig, obs_dim: int, act_dim: int) -> sy
                          f"data have {obs_dim} and {act_dim}.")
     return synth.transition_discretisation(
         obs_low=obs_low, obs_high=obs_high, act_low=act_low, act_high=act_high, reward_range=m.reward_range,
-        obs_bins=m.obs_bins, act_bins=m.act_bins, reward_bins=m.reward_bins)
+        obs_bins=m.obs_bins, act_bins=m.act_bins, reward_bins=m.reward_bins,
+        next_obs_delta_bound=m.next_obs_delta_bound or None)
 
 
 def noise_multiplier(cfg: MarginalConfig) -> float:
@@ -142,7 +143,8 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     fit_info: dict[str, Any] = {}
 
     def synthesize():
-        codes = disc.discretise(synth.transition_table(sensitive))
+        delta = bool(cfg.model.next_obs_delta_bound)
+        codes = disc.discretise(synth.transition_table(sensitive, next_obs_delta=delta))
         common_kw = dict(noise_multiplier=sigma, num_rows=cfg.synthesis.num_samples, iters=cfg.model.iters,
                          sample_seed=cfg.synthesis.sample_seed, on_release=_recorder(ledger, cfg.privacy.accountant))
         if cfg.model.name == "pgm":
@@ -151,7 +153,7 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
             fit = synth.fit_mst(secret.noise_key, codes, disc, split=cfg.model.mst_split, **common_kw)
         fit_info["selected"] = [list(c) for c in fit.selected]
         table = disc.undiscretise(jax.random.fold_in(key, 300), fit.codes)
-        return synth.table_transitions(table, obs_dim, act_dim)
+        return synth.table_transitions(table, obs_dim, act_dim, next_obs_delta=delta)
 
     private = sigma > 0 and not secret.fixed
     synthetic = common.release(cfg, run_dir, ledger, synthesize, generator=method, private=private,

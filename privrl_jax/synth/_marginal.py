@@ -177,8 +177,15 @@ def transition_discretisation(
     obs_bins: int | Sequence[int],
     act_bins: int,
     reward_bins: int,
+    next_obs_delta_bound: Sequence[float] | None = None,
 ) -> PublicDiscretisation:
     """The public bins of (s, a, r, s', done): s and s' share the observation space's bounds.
+
+    With ``next_obs_delta_bound`` (b_i > 0 per coordinate, declared from the task's physics, e.g.
+    one step moves a maze ball at most dt * v_max), the ``next_obs`` columns hold s'_i - s_i on
+    [-b_i, b_i] instead of s'_i (use ``transition_table(..., next_obs_delta=True)``): bins sized to
+    one step's change, where s' binned on the whole space and decoded apart from s would make
+    s' - s mostly decoding noise.
 
     Args:
       obs_low, obs_high: [obs_dim] bounds of the observation space (e.g. the env's
@@ -202,26 +209,36 @@ def transition_discretisation(
     cols = [obs(i, names[i]) for i in range(o)]
     cols += [ColumnBins(name=names[o + j], low=act_low[j], high=act_high[j], num_bins=act_bins) for j in range(a)]
     cols.append(ColumnBins(name="reward", low=reward_range[0], high=reward_range[1], num_bins=reward_bins))
-    cols += [obs(i, names[o + a + 1 + i]) for i in range(o)]
+    if next_obs_delta_bound is None:
+        cols += [obs(i, names[o + a + 1 + i]) for i in range(o)]
+    else:
+        b = np.asarray(next_obs_delta_bound, float)
+        if b.shape != (o,) or not (b > 0).all():
+            raise ValueError(f"next_obs_delta_bound needs {o} positive numbers; got {list(b)}.")
+        cols += [ColumnBins(name=names[o + a + 1 + i], low=-b[i], high=b[i], num_bins=ob[i]) for i in range(o)]
     cols.append(ColumnBins(name="terminal", values=(0.0, 1.0)))
     return PublicDiscretisation(columns=tuple(cols))
 
 
-def transition_table(transitions: data.Transitions) -> np.ndarray:
-    """Transitions -> a float table [N, 2 obs_dim + act_dim + 2] in :func:`transition_columns` order."""
+def transition_table(transitions: data.Transitions, *, next_obs_delta: bool = False) -> np.ndarray:
+    """Transitions -> a float table [N, 2 obs_dim + act_dim + 2] in :func:`transition_columns` order
+    (the next-state columns hold s' - s with ``next_obs_delta``)."""
     t = jax.tree_util.tree_map(np.asarray, transitions)
-    return np.concatenate([t.observations, t.actions, t.rewards[:, None], t.next_observations,
+    nxt = t.next_observations - t.observations if next_obs_delta else t.next_observations
+    return np.concatenate([t.observations, t.actions, t.rewards[:, None], nxt,
                            t.terminals[:, None]], axis=1).astype(np.float64)
 
 
-def table_transitions(table: np.ndarray, obs_dim: int, act_dim: int) -> data.Transitions:
+def table_transitions(table: np.ndarray, obs_dim: int, act_dim: int, *,
+                      next_obs_delta: bool = False) -> data.Transitions:
     """Inverse of :func:`transition_table` (float32; timeouts = 0, as PrivORL-n's release)."""
-    t = np.asarray(table, np.float32)
+    t = np.asarray(table, np.float64)
     o, a = obs_dim, act_dim
-    terminals = t[:, 2 * o + a + 1]
-    return data.Transitions(observations=t[:, :o], actions=t[:, o:o + a], rewards=t[:, o + a],
-                            next_observations=t[:, o + a + 1:2 * o + a + 1], terminals=terminals,
-                            timeouts=np.zeros_like(terminals))
+    terminals = t[:, 2 * o + a + 1].astype(np.float32)
+    nxt = t[:, o + a + 1:2 * o + a + 1] + (t[:, :o] if next_obs_delta else 0.0)
+    return data.Transitions(observations=t[:, :o].astype(np.float32), actions=t[:, o:o + a].astype(np.float32),
+                            rewards=t[:, o + a].astype(np.float32), next_observations=nxt.astype(np.float32),
+                            terminals=terminals, timeouts=np.zeros_like(terminals))
 
 
 # ---------------------------------------------------------------------------------------- marginals

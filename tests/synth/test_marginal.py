@@ -68,6 +68,27 @@ def test_transition_table_round_trip():
     assert synth.transition_columns(OBS, ACT)[6] == "reward"
 
 
+def test_next_state_deltas_are_binned_on_their_own_public_bound():
+    rng = np.random.default_rng(6)
+    t = _table(rng, 50)
+    t[:, 7:11] = t[:, :4] + rng.uniform(-0.05, 0.05, (50, 4))  # s' one small step from s
+    tr = synth.table_transitions(t, OBS, ACT)
+    delta = synth.transition_table(tr, next_obs_delta=True)
+    np.testing.assert_allclose(delta[:, 7:11], t[:, 7:11] - t[:, :4], atol=1e-5)
+    back = synth.table_transitions(delta, OBS, ACT, next_obs_delta=True)
+    np.testing.assert_allclose(np.asarray(back.next_observations), np.asarray(tr.next_observations), atol=1e-5)
+    disc = synth.transition_discretisation(
+        obs_low=[0, 0, -5, -5], obs_high=[4, 4, 5, 5], act_low=[-1, -1], act_high=[1, 1],
+        reward_range=(0.0, 1.0), obs_bins=8, act_bins=4, reward_bins=4,
+        next_obs_delta_bound=[0.05, 0.05, 0.25, 0.25])
+    assert (disc.columns[7].low, disc.columns[7].high) == (-0.05, 0.05)
+    assert disc.columns[0].high == 4.0  # s keeps the observation space's bins
+    with pytest.raises(ValueError, match="needs 4 positive"):
+        synth.transition_discretisation(
+            obs_low=[0] * 4, obs_high=[1] * 4, act_low=[-1] * 2, act_high=[1] * 2, reward_range=(0, 1),
+            obs_bins=4, act_bins=4, reward_bins=4, next_obs_delta_bound=[0.1, 0.1])
+
+
 # ---------------------------------------------------------------------------------------- sensitivity
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_one_row_moves_the_measured_marginals_by_exactly_sqrt_k(seed):
