@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from privrl_jax.cli._common import SetOption, config_option, load_or_fail, refuse_busy_out
+from privrl_jax.cli._common import (
+    SetOption,
+    config_option,
+    fail,
+    load_or_fail,
+    refuse_busy_out,
+)
 
 if TYPE_CHECKING:
     from privrl_jax.pipelines import ConfigSource
@@ -49,11 +55,40 @@ def transitions(
     ],
     config: Annotated[str | None, config_option("privorl_n")] = None,
     overrides: SetOption = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="privorl_n (default), or a marginal-based baseline: pgm or mst (configs in "
+            'privrl_jax/configs/marginal/, e.g. --config pgm_umaze; needs pip install ".[baselines]").',
+        ),
+    ] = "privorl_n",
 ) -> None:
-    """PrivORL-n: pre-train on public data, DP fine-tune on sensitive data, sample, evaluate."""
+    """PrivORL-n: pre-train on public data, DP fine-tune on sensitive data, sample, evaluate.
+
+    With --model pgm|mst: the marginal-based baselines of PrivORL's Table I, written in the same
+    release / audit layout, ledger and report."""
     from privrl_jax import pipelines
 
-    _run(pipelines.qualify_config(config, "privorl_n"), overrides or [], out)
+    if model == "privorl_n":
+        _run(pipelines.qualify_config(config, "privorl_n"), overrides or [], out)
+    elif model in ("pgm", "mst"):
+        _run_marginal(pipelines.qualify_config(config, "marginal"), [f"model.name={model}", *(overrides or [])], out)
+    else:
+        fail(f"--model must be privorl_n, pgm or mst; got {model!r}.")
+
+
+def _run_marginal(config: ConfigSource | None, overrides: list[str], out: Path) -> None:
+    refuse_busy_out(out)
+    from privrl_jax.pipelines import marginal  # here: keeps `privrl --help` fast
+
+    cfg = load_or_fail(marginal.load, config, overrides)
+    try:
+        report = marginal.run(cfg, out)
+    except ImportError as e:  # the optional extra is missing: one line, not a traceback
+        fail(e)
+    typer.echo(marginal.render_markdown(report))
+    typer.echo(f"wrote {out}/report.md, report.json, synthetic.hdf5, ledger.json")
 
 
 def quickstart(

@@ -1,4 +1,5 @@
-"""Synthesizers: RND curiosity, PrivORL-n (transitions), PrivORL-j (fragments), DP-Transformer."""
+"""Synthesizers: RND curiosity, PrivORL-n (transitions), PrivORL-j (fragments), DP-Transformer,
+and the marginal-based baselines PGM / MST (through the optional ``mbi`` extra)."""
 
 from privrl_jax.synth._curiosity import (
     MLP,
@@ -18,6 +19,28 @@ from privrl_jax.synth._dp_transformer import (
     init_step_transformer,
     make_ar_dp_finetune,
     make_ar_pretrain_chunk,
+)
+from privrl_jax.synth._marginal import (
+    ColumnBins,
+    MarginalFit,
+    Measurement,
+    PublicDiscretisation,
+    default_transition_cliques,
+    estimate_and_sample,
+    fit_mst,
+    fit_pgm,
+    marginal_counts,
+    marginal_sensitivity,
+    max_spanning_tree,
+    measure,
+    mst_noise_multipliers,
+    pair_scores,
+    release_scores,
+    require_mbi,
+    table_transitions,
+    transition_columns,
+    transition_discretisation,
+    transition_table,
 )
 from privrl_jax.synth._privorl_n import (
     DPFinetune,
@@ -41,9 +64,13 @@ from privrl_jax.synth._privorl_j import (
 )
 
 __all__ = [
+    "ColumnBins",
     "DPFinetune",
     "GeneratedFragments",
     "MLP",
+    "MarginalFit",
+    "Measurement",
+    "PublicDiscretisation",
     "RNDConfig",
     "RNDState",
     "StepTransformer",
@@ -51,7 +78,11 @@ __all__ = [
     "ar_fragment_nll",
     "curiosity_replace",
     "curiosity_score",
+    "default_transition_cliques",
     "ema_update",
+    "estimate_and_sample",
+    "fit_mst",
+    "fit_pgm",
     "generate_ar_fragments",
     "generate_fragments",
     "init_rnd",
@@ -63,13 +94,25 @@ __all__ = [
     "make_trajectory_dp_finetune",
     "make_transition_dp_finetune",
     "make_transition_pretrain_chunk",
+    "marginal_counts",
+    "marginal_sensitivity",
+    "max_spanning_tree",
+    "measure",
+    "mst_noise_multipliers",
     "num_replaced",
     "pack_rows",
+    "pair_scores",
     "pick_curious",
+    "release_scores",
+    "require_mbi",
     "rnd_update",
     "sample_candidates",
     "sample_pool_rows",
     "stitched_lengths",
+    "table_transitions",
     "trajectory_dp_finetune",
+    "transition_columns",
+    "transition_discretisation",
+    "transition_table",
     "unpack_rows",
 ]

@@ -1,0 +1,26 @@
+"""`privrl synth transitions --model pgm|mst` reaches the marginal pipeline with its config."""
+
+from typer.testing import CliRunner
+
+from privrl_jax.cli.main import app
+from privrl_jax.pipelines import marginal
+
+
+def test_model_option_selects_the_baseline_pipeline(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake(cfg, out):
+        seen["cfg"], seen["out"] = cfg, out
+        return {}
+
+    monkeypatch.setattr(marginal, "run", fake)
+    monkeypatch.setattr(marginal, "render_markdown", lambda report: "")
+    monkeypatch.chdir(tmp_path)
+    for model, config in (("pgm", "pgm_umaze"), ("mst", "test")):
+        result = CliRunner().invoke(app, ["synth", "transitions", "--model", model, "--config", config,
+                                          "--set", "privacy.epsilon=1", "--out", f"runs/{model}"])
+        assert result.exit_code == 0, result.output
+        assert (seen["cfg"].model.name, seen["cfg"].privacy.epsilon, str(seen["out"])) == (model, 1.0, f"runs/{model}")
+    assert seen["cfg"].data.sensitive_size == 600  # the shipped marginal/test config
+    bad = CliRunner().invoke(app, ["synth", "transitions", "--model", "gan", "--out", "runs/g"])
+    assert bad.exit_code != 0 and "--model must be privorl_n, pgm or mst" in bad.output
