@@ -1,4 +1,5 @@
-"""How every benchmark writes a result file: the numbers and what they ran with, together."""
+"""How every benchmark writes a result file: the numbers and what they ran with,
+together."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from privrl_jax import provenance
 
 
 def dump_json(path: str | Path, payload: Any, **json_kwargs: Any) -> None:
-    """Writes ``payload`` to ``path`` as JSON, with :func:`privrl_jax.provenance` (versions,
-    platform, devices): under the key ``provenance`` of a dict payload, or for any other payload
-    in ``NAME.provenance.json`` beside it (readers of the list keep working)."""
+    """Writes ``payload`` to ``path`` as JSON, with :func:`privrl_jax.provenance`
+    (versions,
+    platform, devices): under the key ``provenance`` of a dict payload, or for any other
+    payload in ``NAME.provenance.json`` beside it (readers of the list keep working)."""
     path = Path(path)
     info = provenance()
     if isinstance(payload, dict):

@@ -32,14 +32,19 @@ import jax.numpy as jnp
 import numpy as np
 import tqdm
 
-from privrl_jax import agents, envs
+from privrl_jax import (
+    agents,
+    envs,
+    provenance,  # noqa: E402
+)
 from privrl_jax.data import Transitions
-from privrl_jax import provenance  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
-def collect_random(key: jax.Array, env_name: str, size: int, num_envs: int = 100) -> Transitions:
+def collect_random(
+    key: jax.Array, env_name: str, size: int, num_envs: int = 100
+) -> Transitions:
     """`size` transitions of uniform-random actions, episodes of the env's length."""
     env, params = envs.make(env_name)
     steps = -(-size // num_envs)
@@ -52,13 +57,16 @@ def collect_random(key: jax.Array, env_name: str, size: int, num_envs: int = 100
             obs, state = carry
             k_act, k_step = jax.random.split(k)
             action = jax.random.uniform(k_act, (2,), minval=-1.0, maxval=1.0)
-            next_obs, state, reward, done, info = env.step(k_step, state, action, params)
+            next_obs, state, reward, done, info = env.step(
+                k_step, state, action, params
+            )
             row = Transitions(
                 observations=obs,
                 actions=action,
                 rewards=reward,
                 next_observations=info.get("final_observation", next_obs)
-                if isinstance(info, dict) else next_obs,
+                if isinstance(info, dict)
+                else next_obs,
                 terminals=jnp.asarray(info["terminated"], jnp.float32),
                 timeouts=jnp.asarray(info["truncated"], jnp.float32),
             )
@@ -69,7 +77,9 @@ def collect_random(key: jax.Array, env_name: str, size: int, num_envs: int = 100
 
     rows = jax.jit(jax.vmap(stream))(jax.random.split(key, num_envs))
     rows = jax.tree.map(lambda x: np.asarray(x).reshape(-1, *x.shape[2:])[:size], rows)
-    return Transitions(**{k: jnp.asarray(v, jnp.float32) for k, v in vars(rows).items()})
+    return Transitions(
+        **{k: jnp.asarray(v, jnp.float32) for k, v in vars(rows).items()}
+    )
 
 
 def write_json_atomic(path: str, payload: dict) -> None:
@@ -89,15 +99,22 @@ def summarise(runs: list[dict]) -> list[dict]:
     for (env, data, algo), rs in sorted(groups.items()):
         scores = np.array([r["final"]["score_mean"] for r in rs])
         best = np.array([max(c["score_mean"] for c in r["curve"]) for r in rs])
-        rows.append({
-            "env": env, "data": data, "algo": algo, "seeds": [r["seed"] for r in rs],
-            "score_mean": float(scores.mean()), "score_std": float(scores.std(ddof=1)),
-            "scores": scores.tolist(),
-            "best_eval_mean": float(best.mean()), "best_eval_std": float(best.std(ddof=1)),
-            "updates": rs[0]["updates"],
-            "hidden_dims": rs[0]["config"]["hidden_dims"],
-            "train_seconds_mean": float(np.mean([r["train_seconds"] for r in rs])),
-        })
+        rows.append(
+            {
+                "env": env,
+                "data": data,
+                "algo": algo,
+                "seeds": [r["seed"] for r in rs],
+                "score_mean": float(scores.mean()),
+                "score_std": float(scores.std(ddof=1)),
+                "scores": scores.tolist(),
+                "best_eval_mean": float(best.mean()),
+                "best_eval_std": float(best.std(ddof=1)),
+                "updates": rs[0]["updates"],
+                "hidden_dims": rs[0]["config"]["hidden_dims"],
+                "train_seconds_mean": float(np.mean([r["train_seconds"] for r in rs])),
+            }
+        )
     return rows
 
 
@@ -139,26 +156,51 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=["maze2d-umaze", "maze2d-medium"])
     parser.add_argument("--algos", nargs="+", default=["td3bc", "iql", "edac"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--data", nargs="+", default=["expert", "random"],
-                        choices=["expert", "random"])
-    parser.add_argument("--random-algos", nargs="+", default=["td3bc"],
-                        help="algorithms trained on the random-action data")
-    parser.add_argument("--random-envs", nargs="+", default=["maze2d-umaze"],
-                        help="envs on which the random-data check runs")
-    parser.add_argument("--size", type=int, default=100_000, help="transitions per dataset")
+    parser.add_argument(
+        "--data", nargs="+", default=["expert", "random"], choices=["expert", "random"]
+    )
+    parser.add_argument(
+        "--random-algos",
+        nargs="+",
+        default=["td3bc"],
+        help="algorithms trained on the random-action data",
+    )
+    parser.add_argument(
+        "--random-envs",
+        nargs="+",
+        default=["maze2d-umaze"],
+        help="envs on which the random-data check runs",
+    )
+    parser.add_argument(
+        "--size", type=int, default=100_000, help="transitions per dataset"
+    )
     parser.add_argument("--updates", type=int, default=20_000)
-    parser.add_argument("--edac-updates", type=int, default=None,
-                        help="EDAC's update count (default: --updates)")
+    parser.add_argument(
+        "--edac-updates",
+        type=int,
+        default=None,
+        help="EDAC's update count (default: --updates)",
+    )
     parser.add_argument("--chunk", type=int, default=1000)
     parser.add_argument("--eval-every", type=int, default=5000)
     parser.add_argument("--episodes", type=int, default=100)
-    parser.add_argument("--hidden", type=int, nargs="+", default=None,
-                        help="hidden widths for all agents (default: CORL's per agent)")
+    parser.add_argument(
+        "--hidden",
+        type=int,
+        nargs="+",
+        default=None,
+        help="hidden widths for all agents (default: CORL's per agent)",
+    )
     parser.add_argument("--edac-hidden", type=int, nargs="+", default=None)
     parser.add_argument("--edac-critics", type=int, default=None)
     parser.add_argument("--tag", default="agents_maze")
-    parser.add_argument("--combine", nargs="+", default=None, metavar="TAG",
-                        help="only merge the results of these tags into --tag")
+    parser.add_argument(
+        "--combine",
+        nargs="+",
+        default=None,
+        metavar="TAG",
+        help="only merge the results of these tags into --tag",
+    )
     args = parser.parse_args()
     if args.combine:
         combine(args.combine, args.tag)
@@ -169,8 +211,12 @@ def main() -> None:
     os.makedirs(RESULTS, exist_ok=True)
     payload = {
         "command": "PYTHONPATH=. python " + " ".join(sys.argv),
-        "jax_version": jax.__version__, "platform": platform.platform(),
-        "cpu_count": os.cpu_count(), "args": vars(args), "runs": [], "summary": [],
+        "jax_version": jax.__version__,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "args": vars(args),
+        "runs": [],
+        "summary": [],
     }
 
     # Seeds in the outer loop, so a run cut short still has every algorithm.
@@ -189,11 +235,15 @@ def main() -> None:
             k = jax.random.key(12345)
             t0 = time.perf_counter()
             datasets[(env_name, data)] = (
-                envs.collect_dataset(k, env_name, args.size) if data == "expert"
+                envs.collect_dataset(k, env_name, args.size)
+                if data == "expert"
                 else collect_random(k, env_name, args.size)
             )
-            print(f"collected {data} {env_name}: {args.size} in "
-                  f"{time.perf_counter() - t0:.0f}s", flush=True)
+            print(
+                f"collected {data} {env_name}: {args.size} in "
+                f"{time.perf_counter() - t0:.0f}s",
+                flush=True,
+            )
         dataset = datasets[(env_name, data)]
         env, params = envs.make(env_name)
         overrides: dict = {}
@@ -204,31 +254,64 @@ def main() -> None:
                 overrides["hidden_dims"] = tuple(args.edac_hidden)
             if args.edac_critics:
                 overrides["num_critics"] = args.edac_critics
-        updates = args.edac_updates if (algo == "edac" and args.edac_updates) else args.updates
+        updates = (
+            args.edac_updates
+            if (algo == "edac" and args.edac_updates)
+            else args.updates
+        )
         if algo == "iql":
             overrides["actor_decay_steps"] = updates  # CORL: cosine over the whole run
         agent = agents.make_agent(algo, **overrides)
 
-        def eval_fn(state, key, agent=agent, env=env, params=params, env_name=env_name,
-                    episodes=args.episodes):
-            res = agents.evaluate(key, state, act=agent.act, env=env, env_params=params,
-                                  num_episodes=episodes, env_name=env_name)
-            return {"return_mean": res["return_mean"], "score_mean": res["score_mean"],
-                    "score_std": res["score_std"]}
+        def eval_fn(
+            state,
+            key,
+            agent=agent,
+            env=env,
+            params=params,
+            env_name=env_name,
+            episodes=args.episodes,
+        ):
+            res = agents.evaluate(
+                key,
+                state,
+                act=agent.act,
+                env=env,
+                env_params=params,
+                num_episodes=episodes,
+                env_name=env_name,
+            )
+            return {
+                "return_mean": res["return_mean"],
+                "score_mean": res["score_mean"],
+                "score_std": res["score_std"],
+            }
 
         t0 = time.perf_counter()
         result = agents.train(
-            agent, dataset, key=jax.random.key(seed), num_updates=updates,
-            chunk_size=args.chunk, eval_fn=eval_fn,
+            agent,
+            dataset,
+            key=jax.random.key(seed),
+            num_updates=updates,
+            chunk_size=args.chunk,
+            eval_fn=eval_fn,
             eval_every=args.eval_every if args.eval_every <= updates else None,
         )
         seconds = time.perf_counter() - t0
         run = {
-            "env": env_name, "data": data, "algo": algo, "seed": seed,
-            "updates": updates, "dataset_size": len(dataset),
-            "config": {k: (list(v) if isinstance(v, tuple) else v)
-                       for k, v in vars(agent.config).items()},
-            "train_seconds": seconds, "curve": result.evals, "final": result.evals[-1],
+            "env": env_name,
+            "data": data,
+            "algo": algo,
+            "seed": seed,
+            "updates": updates,
+            "dataset_size": len(dataset),
+            "config": {
+                k: (list(v) if isinstance(v, tuple) else v)
+                for k, v in vars(agent.config).items()
+            },
+            "train_seconds": seconds,
+            "curve": result.evals,
+            "final": result.evals[-1],
             "final_critic_loss": float(result.metrics["critic_loss"][-1]),
         }
         payload["runs"].append(run)
@@ -237,8 +320,11 @@ def main() -> None:
         with open(out_md + ".tmp", "w") as f:
             f.write(markdown(payload["summary"]))
         os.replace(out_md + ".tmp", out_md)
-        print(f"{env_name} {data} {algo} seed {seed}: score "
-              f"{run['final']['score_mean']:.1f} ({seconds:.0f}s)", flush=True)
+        print(
+            f"{env_name} {data} {algo} seed {seed}: score "
+            f"{run['final']['score_mean']:.1f} ({seconds:.0f}s)",
+            flush=True,
+        )
 
     print(markdown(payload["summary"]))
 

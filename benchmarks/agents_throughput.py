@@ -1,4 +1,5 @@
-"""Agent updates per second: one jitted `lax.scan` chunk vs a Python loop of jitted steps.
+"""Agent updates per second: one jitted `lax.scan` chunk vs a Python loop of jitted
+steps.
 
 For each algorithm (CORL's default sizes unless --hidden is given) on a synthetic
 maze-shaped dataset (obs 4, action 2, 100k transitions, batch 256): compile both
@@ -22,14 +23,18 @@ import time
 import jax
 import jax.numpy as jnp
 
-from privrl_jax import agents
+from privrl_jax import (
+    agents,
+    provenance,  # noqa: E402
+)
 from privrl_jax.data import Transitions
-from privrl_jax import provenance  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
-def synthetic_dataset(key: jax.Array, n: int, obs_dim: int = 4, act_dim: int = 2) -> Transitions:
+def synthetic_dataset(
+    key: jax.Array, n: int, obs_dim: int = 4, act_dim: int = 2
+) -> Transitions:
     k1, k2, k3, k4 = jax.random.split(key, 4)
     return Transitions(
         observations=jax.random.normal(k1, (n, obs_dim)),
@@ -68,7 +73,9 @@ def main() -> None:
         k = args.edac_updates if name == "edac" else args.updates
         agent = agents.make_agent(name)
         state = agent.init(jax.random.key(1), data)
-        chunk = agents.make_train_chunk(agent, batch_size=args.batch_size, num_updates=k)
+        chunk = agents.make_train_chunk(
+            agent, batch_size=args.batch_size, num_updates=k
+        )
         step = jax.jit(agents.make_train_step(agent, batch_size=args.batch_size))
         keys = jax.random.split(jax.random.key(2), k)
 
@@ -90,35 +97,59 @@ def main() -> None:
         scan_s = time_it(run_scan, args.repeats)
         loop_s = time_it(run_loop, args.repeats)
         row = {
-            "algo": name, "config": {kk: (list(v) if isinstance(v, tuple) else v)
-                                     for kk, v in vars(agent.config).items()},
-            "updates_timed": k, "scan_updates_per_s": k / scan_s,
-            "loop_updates_per_s": k / loop_s, "speedup": loop_s / scan_s,
-            "compile_scan_s": compile_scan, "compile_step_s": compile_step,
+            "algo": name,
+            "config": {
+                kk: (list(v) if isinstance(v, tuple) else v)
+                for kk, v in vars(agent.config).items()
+            },
+            "updates_timed": k,
+            "scan_updates_per_s": k / scan_s,
+            "loop_updates_per_s": k / loop_s,
+            "speedup": loop_s / scan_s,
+            "compile_scan_s": compile_scan,
+            "compile_step_s": compile_step,
         }
         rows.append(row)
-        print(f"{name}: scan {row['scan_updates_per_s']:.1f} upd/s, loop "
-              f"{row['loop_updates_per_s']:.1f} upd/s, x{row['speedup']:.2f}", flush=True)
+        print(
+            f"{name}: scan {row['scan_updates_per_s']:.1f} upd/s, loop "
+            f"{row['loop_updates_per_s']:.1f} upd/s, x{row['speedup']:.2f}",
+            flush=True,
+        )
 
-    md = ["| algo | networks | scan (upd/s) | python loop of jitted steps (upd/s) | scan speed-up | compile scan / step (s) |",
-          "|---|---|---|---|---|---|"]
+    md = [
+        "| algo | networks | scan (upd/s) | python loop of jitted steps (upd/s) | scan "
+        "speed-up | compile scan / step (s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         c = r["config"]
-        nets = f"{c['hidden_dims']}" + (f" x {c['num_critics']} critics" if "num_critics" in c else "")
-        md.append(f"| {r['algo']} | {nets} | {r['scan_updates_per_s']:.1f} | "
-                  f"{r['loop_updates_per_s']:.1f} | {r['speedup']:.2f} | "
-                  f"{r['compile_scan_s']:.1f} / {r['compile_step_s']:.1f} |")
+        nets = f"{c['hidden_dims']}" + (
+            f" x {c['num_critics']} critics" if "num_critics" in c else ""
+        )
+        md.append(
+            f"| {r['algo']} | {nets} | {r['scan_updates_per_s']:.1f} | "
+            f"{r['loop_updates_per_s']:.1f} | {r['speedup']:.2f} | "
+            f"{r['compile_scan_s']:.1f} / {r['compile_step_s']:.1f} |"
+        )
     table = "\n".join(md) + "\n"
     print(table)
     payload = {
         "command": "PYTHONPATH=. python " + " ".join(sys.argv),
-        "jax_version": jax.__version__, "platform": platform.platform(),
-        "devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
-        "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-        "batch_size": args.batch_size, "dataset_size": args.size, "results": rows,
+        "jax_version": jax.__version__,
+        "platform": platform.platform(),
+        "devices": [str(d) for d in jax.devices()],
+        "cpu_count": os.cpu_count(),
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "batch_size": args.batch_size,
+        "dataset_size": args.size,
+        "results": rows,
     }
     os.makedirs(RESULTS, exist_ok=True)
-    for ext, text in (("json", json.dumps({**payload, "provenance": provenance()}, indent=2)), ("md", table)):
+    for ext, text in (
+        ("json", json.dumps({**payload, "provenance": provenance()}, indent=2)),
+        ("md", table),
+    ):
         path = os.path.join(RESULTS, f"{args.tag}.{ext}")
         with open(path + ".tmp", "w") as f:
             f.write(text)

@@ -28,14 +28,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from privrl_jax import agents, envs
+from privrl_jax import (
+    agents,
+    envs,
+    provenance,  # noqa: E402
+)
 from privrl_jax.data import Transitions
 from privrl_jax.envs import (
     d4rl_controller_action,
     init_d4rl_controller_state,
     make_waypoint_controller,
 )
-from privrl_jax import provenance  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 ENV = "maze2d-umaze-dense-v1"
@@ -63,11 +66,18 @@ def task_data(num_episodes: int, noise: float = 0.5) -> Transitions:
         return out
 
     o, a, r, no = jax.jit(jax.vmap(episode))(
-        jax.random.split(jax.random.key(0), num_episodes))
+        jax.random.split(jax.random.key(0), num_episodes)
+    )
     flat = lambda x: x.reshape((-1,) + x.shape[2:])
     zeros = jnp.zeros(num_episodes * steps)
-    return Transitions(observations=flat(o), actions=flat(a), rewards=flat(r),
-                       next_observations=flat(no), terminals=zeros, timeouts=zeros)
+    return Transitions(
+        observations=flat(o),
+        actions=flat(a),
+        rewards=flat(r),
+        next_observations=flat(no),
+        terminals=zeros,
+        timeouts=zeros,
+    )
 
 
 def main() -> None:
@@ -81,30 +91,53 @@ def main() -> None:
 
     env, params = envs.make(ENV)
     if args.data == "d4rl":
-        data = envs.collect_dataset(jax.random.key(0), ENV, args.size,
-                                    action_noise=0.5)
+        data = envs.collect_dataset(jax.random.key(0), ENV, args.size, action_noise=0.5)
     else:
         data = task_data(args.size // int(params.max_steps_in_episode))
     goal = np.asarray(params.goal)
     pos = np.asarray(data.next_observations)[:, :2]
-    stats = {"transitions": len(data), "reward_mean": float(np.mean(data.rewards)),
-             "share_within_0.5_of_goal": float(np.mean(
-                 np.linalg.norm(pos - goal, axis=1) <= 0.5))}
+    stats = {
+        "transitions": len(data),
+        "reward_mean": float(np.mean(data.rewards)),
+        "share_within_0.5_of_goal": float(
+            np.mean(np.linalg.norm(pos - goal, axis=1) <= 0.5)
+        ),
+    }
     agent = agents.make_agent("iql", actor_decay_steps=args.updates)
 
     def eval_fn(state, k):
-        ev = agents.evaluate(k, state, act=agent.act, env=env, env_params=params,
-                             num_episodes=50, env_name=ENV)
+        ev = agents.evaluate(
+            k,
+            state,
+            act=agent.act,
+            env=env,
+            env_params=params,
+            num_episodes=50,
+            env_name=ENV,
+        )
         return {m: float(ev[m]) for m in ("return_mean", "score_mean")}
 
     t0 = time.time()
-    res = agents.train(agent, data, key=jax.random.key(args.seed),
-                       num_updates=args.updates, chunk_size=1000, eval_fn=eval_fn,
-                       eval_every=args.eval_every, progress=False)
+    res = agents.train(
+        agent,
+        data,
+        key=jax.random.key(args.seed),
+        num_updates=args.updates,
+        chunk_size=1000,
+        eval_fn=eval_fn,
+        eval_every=args.eval_every,
+        progress=False,
+    )
     q = dict(zip(res.metrics["step"].tolist(), res.metrics["q_mean"].tolist()))
     curve = [{**e, "q_mean": q[e["step"]]} for e in res.evals]
-    out = {"config": vars(args), "env": ENV, "data_stats": stats, "curve": curve,
-           "seconds": time.time() - t0, "jax": jax.__version__}
+    out = {
+        "config": vars(args),
+        "env": ENV,
+        "data_stats": stats,
+        "curve": curve,
+        "seconds": time.time() - t0,
+        "jax": jax.__version__,
+    }
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"agents_v1_budget_{args.data}_s{args.seed}.json")
     with open(path, "w") as f:
@@ -112,8 +145,10 @@ def main() -> None:
     print(json.dumps(stats))
     print("| updates | score | return | Q mean |\n|---:|---:|---:|---:|")
     for e in curve:
-        print(f"| {e['step']} | {e['score_mean']:.1f} | {e['return_mean']:.1f} | "
-              f"{e['q_mean']:.2f} |")
+        print(
+            f"| {e['step']} | {e['score_mean']:.1f} | {e['return_mean']:.1f} | "
+            f"{e['q_mean']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -46,10 +46,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from privrl_jax import agents, envs
+from privrl_jax import (
+    agents,
+    envs,
+    provenance,  # noqa: E402
+)
 from privrl_jax.agents._rollouts import _unpack_step, episode_length
 from privrl_jax.data import Transitions, load_hdf5
-from privrl_jax import provenance  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 NumpyPolicy = Callable[[np.ndarray], np.ndarray]
@@ -64,10 +67,12 @@ def _batched_env(env: Any) -> tuple[Callable, Callable]:
     """Jitted, vmapped (reset, step) of an env, built once (not once per eval)."""
     if id(env) not in _BATCHED:
         reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))
-        step = jax.jit(jax.vmap(
-            lambda k, s, a, p: _unpack_step(env.step(k, s, a, p)),
-            in_axes=(0, 0, 0, None),
-        ))
+        step = jax.jit(
+            jax.vmap(
+                lambda k, s, a, p: _unpack_step(env.step(k, s, a, p)),
+                in_axes=(0, 0, 0, None),
+            )
+        )
         _BATCHED[id(env)] = (reset, step)
     return _BATCHED[id(env)]
 
@@ -123,14 +128,25 @@ def train_ours(
     def eval_fn(state, _key):
         step = int(state.step)
         ev = agents.evaluate(
-            eval_key(seed, step), state, act=agent.act, env=env, env_params=params,
-            num_episodes=args.episodes, env_name=args.env,
+            eval_key(seed, step),
+            state,
+            act=agent.act,
+            env=env,
+            env_params=params,
+            num_episodes=args.episodes,
+            env_name=args.env,
         )
         return {"return_mean": ev["return_mean"], "score_mean": ev["score_mean"]}
 
     res = agents.train(
-        agent, data, key=jax.random.key(seed), num_updates=args.updates,
-        chunk_size=args.chunk, eval_fn=eval_fn, eval_every=args.chunk, progress=False,
+        agent,
+        data,
+        key=jax.random.key(seed),
+        num_updates=args.updates,
+        chunk_size=args.chunk,
+        eval_fn=eval_fn,
+        eval_every=args.chunk,
+        progress=False,
     )
     return res.evals
 
@@ -199,19 +215,29 @@ def d3rlpy_algo(algo: str, data: Transitions, updates: int):
         eps=eps,
     )
     common = {
-        "actor_learning_rate": 3e-4, "critic_learning_rate": 3e-4,
-        "batch_size": 256, "gamma": 0.99, "tau": 5e-3, "n_critics": 2,
+        "actor_learning_rate": 3e-4,
+        "critic_learning_rate": 3e-4,
+        "batch_size": 256,
+        "gamma": 0.99,
+        "tau": 5e-3,
+        "n_critics": 2,
         "observation_scaler": scaler,
     }
     if algo == "td3bc":
         cfg = d3rlpy.algos.TD3PlusBCConfig(
-            **common, target_smoothing_sigma=0.2, target_smoothing_clip=0.5,
-            alpha=2.5, update_actor_interval=2,
+            **common,
+            target_smoothing_sigma=0.2,
+            target_smoothing_clip=0.5,
+            alpha=2.5,
+            update_actor_interval=2,
         )
     else:
         schedule = d3rlpy.optimizers.CosineAnnealingLRFactory(T_max=updates)
         cfg = d3rlpy.algos.IQLConfig(
-            **common, expectile=0.7, weight_temp=3.0, max_weight=100.0,
+            **common,
+            expectile=0.7,
+            weight_temp=3.0,
+            max_weight=100.0,
             actor_optim_factory=d3rlpy.optimizers.AdamFactory(
                 lr_scheduler_factory=schedule
             ),
@@ -229,9 +255,13 @@ def train_d3rlpy(
     model = d3rlpy_algo(algo, data, args.updates)
     evals = []
     fitter = model.fitter(
-        dataset, n_steps=args.updates, n_steps_per_epoch=args.chunk,
-        experiment_name=f"vs_{algo}_{seed}", with_timestamp=False,
-        logger_adapter=d3rlpy.logging.NoopAdapterFactory(), show_progress=False,
+        dataset,
+        n_steps=args.updates,
+        n_steps_per_epoch=args.chunk,
+        experiment_name=f"vs_{algo}_{seed}",
+        with_timestamp=False,
+        logger_adapter=d3rlpy.logging.NoopAdapterFactory(),
+        show_progress=False,
         save_interval=10**9,
     )
     for epoch, _ in fitter:
@@ -245,31 +275,42 @@ def train_d3rlpy(
 
 def summarise(runs: list[dict[str, Any]], final_evals: int) -> dict[str, Any]:
     """Per-seed mean of the last `final_evals` scores, then mean and std over seeds."""
-    per_seed = [float(np.mean([e["score_mean"] for e in r["evals"][-final_evals:]]))
-                for r in runs]
-    return {"seeds": [r["seed"] for r in runs], "per_seed": per_seed,
-            "mean": float(np.mean(per_seed)), "std": float(np.std(per_seed, ddof=1))}
+    per_seed = [
+        float(np.mean([e["score_mean"] for e in r["evals"][-final_evals:]]))
+        for r in runs
+    ]
+    return {
+        "seeds": [r["seed"] for r in runs],
+        "per_seed": per_seed,
+        "mean": float(np.mean(per_seed)),
+        "std": float(np.std(per_seed, ddof=1)),
+    }
 
 
 def table(results: dict[str, Any], final_evals: int) -> str:
     """Markdown table of the summary."""
     lines = [
-        (f"| algo | impl | seeds | per-seed score (mean of last {final_evals} "
-         f"evals) | mean ± std over seeds | mean of evals >= {CURVE_FROM} |"),
+        (
+            f"| algo | impl | seeds | per-seed score (mean of last {final_evals} "
+            f"evals) | mean ± std over seeds | mean of evals >= {CURVE_FROM} |"
+        ),
         "|---|---|---:|---|---:|---:|",
     ]
     for algo in ("td3bc", "iql"):
         for impl in ("privrl_jax", "d3rlpy"):
-            runs = [r for r in results["runs"] if r["algo"] == algo
-                    and r["impl"] == impl]
+            runs = [
+                r for r in results["runs"] if r["algo"] == algo and r["impl"] == impl
+            ]
             if not runs:
                 continue
             s = summarise(runs, final_evals)
             per = " / ".join(f"{v:.1f}" for v in s["per_seed"])
             curve = curve_means(runs)
-            lines.append(f"| {algo} | {impl} | {len(runs)} | {per} | "
-                         f"{s['mean']:.1f} ± {s['std']:.1f} | "
-                         f"{np.mean(curve):.1f} ± {np.std(curve, ddof=1):.1f} |")
+            lines.append(
+                f"| {algo} | {impl} | {len(runs)} | {per} | "
+                f"{s['mean']:.1f} ± {s['std']:.1f} | "
+                f"{np.mean(curve):.1f} ± {np.std(curve, ddof=1):.1f} |"
+            )
     return "\n".join(lines)
 
 
@@ -284,19 +325,28 @@ def verdict(results: dict[str, Any], final_evals: int) -> dict[str, Any]:
 
     out = {}
     for algo in ("td3bc", "iql"):
-        by = {impl: [r for r in results["runs"] if r["algo"] == algo
-                     and r["impl"] == impl] for impl in ("privrl_jax", "d3rlpy")}
+        by = {
+            impl: [
+                r for r in results["runs"] if r["algo"] == algo and r["impl"] == impl
+            ]
+            for impl in ("privrl_jax", "d3rlpy")
+        }
         if not all(by.values()):
             continue
         ours = summarise(by["privrl_jax"], final_evals)
         theirs = summarise(by["d3rlpy"], final_evals)["per_seed"]
-        out[algo] = {"ours_mean": ours["mean"], "d3rlpy_min": min(theirs),
-                     "d3rlpy_max": max(theirs),
-                     "within": bool(min(theirs) <= ours["mean"] <= max(theirs)),
-                     "n": [len(ours["per_seed"]), len(theirs)]}
+        out[algo] = {
+            "ours_mean": ours["mean"],
+            "d3rlpy_min": min(theirs),
+            "d3rlpy_max": max(theirs),
+            "within": bool(min(theirs) <= ours["mean"] <= max(theirs)),
+            "n": [len(ours["per_seed"]), len(theirs)],
+        }
         curves = {impl: curve_means(runs) for impl, runs in by.items()}
-        for name, (a, b) in (("final", (ours["per_seed"], theirs)),
-                             ("curve", (curves["privrl_jax"], curves["d3rlpy"]))):
+        for name, (a, b) in (
+            ("final", (ours["per_seed"], theirs)),
+            ("curve", (curves["privrl_jax"], curves["d3rlpy"])),
+        ):
             if min(len(a), len(b)) < 2:
                 continue
             t = stats.ttest_ind(a, b, equal_var=False)
@@ -304,14 +354,17 @@ def verdict(results: dict[str, Any], final_evals: int) -> dict[str, Any]:
             out[algo][f"{name}_welch_df"] = float(t.df)
             out[algo][f"{name}_welch_p"] = float(t.pvalue)
             out[algo][f"{name}_mannwhitney_p"] = float(
-                stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+                stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+            )
     return out
 
 
 def curve_means(runs: list[dict[str, Any]]) -> list[float]:
     """Per seed, the mean of all evaluations from `CURVE_FROM` updates on."""
-    return [float(np.mean([e["score_mean"] for e in r["evals"] if e["step"] >= CURVE_FROM]))
-            for r in runs]
+    return [
+        float(np.mean([e["score_mean"] for e in r["evals"] if e["step"] >= CURVE_FROM]))
+        for r in runs
+    ]
 
 
 def write(results: dict[str, Any], args: argparse.Namespace) -> str:
@@ -320,7 +373,10 @@ def write(results: dict[str, Any], args: argparse.Namespace) -> str:
     md = table(results, args.final_evals)
     results["verdict"] = verdict(results, args.final_evals)
     base = os.path.join(RESULTS, args.tag)
-    for ext, text in (("json", json.dumps({**results, "provenance": provenance()}, indent=1)), ("md", md + "\n")):
+    for ext, text in (
+        ("json", json.dumps({**results, "provenance": provenance()}, indent=1)),
+        ("md", md + "\n"),
+    ):
         tmp = f"{base}.{ext}.tmp"
         with open(tmp, "w") as f:
             f.write(text)
@@ -333,8 +389,13 @@ def check_same_episodes(env, params, env_name: str) -> None:
     w = np.array([[0.3, -0.2], [-0.1, 0.4], [0.5, 0.1], [-0.3, -0.6]], np.float32)
     key = jax.random.key(7)
     ref = agents.rollout_returns(
-        key, jnp.asarray(w), act=lambda p, o: jnp.tanh(o @ p), env=env,
-        env_params=params, num_episodes=8, num_steps=episode_length(env, params),
+        key,
+        jnp.asarray(w),
+        act=lambda p, o: jnp.tanh(o @ p),
+        env=env,
+        env_params=params,
+        num_episodes=8,
+        num_steps=episode_length(env, params),
     )
     got = host_loop_returns(key, lambda o: np.tanh(o @ w), env, params, 8)
     np.testing.assert_allclose(got, np.asarray(ref), rtol=1e-4, atol=1e-3)
@@ -352,14 +413,28 @@ def main() -> None:
     p.add_argument("--final-evals", type=int, default=3)
     p.add_argument("--episodes", type=int, default=50)
     p.add_argument("--tag", default="agents_vs_d3rlpy")
-    p.add_argument("--torch-threads", type=int, default=1,
-                   help="small MLPs: more threads only add contention on a busy CPU")
-    p.add_argument("--merge", nargs="+", default=None, metavar="JSON[:IMPL]",
-                   help="only merge the runs of earlier result files into --tag "
-                   "(FILE:d3rlpy keeps only that file's d3rlpy runs)")
-    p.add_argument("--ours-set", nargs="+", default=None, metavar="KEY=VALUE",
-                   help="agent-config overrides of our side, e.g. "
-                   "log_std_param=sigmoid advantage_from=new_v (IQL: d3rlpy's choices)")
+    p.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="small MLPs: more threads only add contention on a busy CPU",
+    )
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="JSON[:IMPL]",
+        help="only merge the runs of earlier result files into --tag "
+        "(FILE:d3rlpy keeps only that file's d3rlpy runs)",
+    )
+    p.add_argument(
+        "--ours-set",
+        nargs="+",
+        default=None,
+        metavar="KEY=VALUE",
+        help="agent-config overrides of our side, e.g. "
+        "log_std_param=sigmoid advantage_from=new_v (IQL: d3rlpy's choices)",
+    )
     args = p.parse_args()
     if args.merge:
         merged = []
@@ -369,8 +444,11 @@ def main() -> None:
                 m = json.load(f)
             m["runs"] = [r for r in m["runs"] if not impl or r["impl"] == impl]
             merged.append(m)
-        results = {**merged[0], "runs": [r for m in merged for r in m["runs"]],
-                   "merged_from": args.merge}
+        results = {
+            **merged[0],
+            "runs": [r for m in merged for r in m["runs"]],
+            "merged_from": args.merge,
+        }
         results["config"]["seeds"] = sorted({r["seed"] for r in results["runs"]})
         print(write(results, args))
         print(json.dumps(results["verdict"], indent=1))
@@ -387,23 +465,41 @@ def main() -> None:
     torch.set_num_threads(args.torch_threads)
     dataset = d3rlpy_dataset(data) if "d3rlpy" in args.impls else None
     results: dict[str, Any] = {
-        "config": vars(args), "n_transitions": len(data.rewards),
-        "versions": {"jax": jax.__version__, "d3rlpy": d3rlpy.__version__,
-                     "torch": torch.__version__, "python": platform.python_version()},
+        "config": vars(args),
+        "n_transitions": len(data.rewards),
+        "versions": {
+            "jax": jax.__version__,
+            "d3rlpy": d3rlpy.__version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
         "runs": [],
     }
     for seed in args.seeds:
         for algo in args.algos:
             for impl in args.impls:
                 t0 = time.time()
-                fn = train_ours if impl == "privrl_jax" else (
-                    lambda *a: train_d3rlpy(a[0], dataset, *a[1:]))
+                fn = (
+                    train_ours
+                    if impl == "privrl_jax"
+                    else (lambda *a: train_d3rlpy(a[0], dataset, *a[1:]))
+                )
                 evals = fn(algo, data, seed, args, env, params)
-                results["runs"].append({"algo": algo, "impl": impl, "seed": seed,
-                                        "seconds": time.time() - t0, "evals": evals})
-                last = np.mean([e["score_mean"] for e in evals[-args.final_evals:]])
-                print(f"seed {seed} {algo} {impl}: final {last:.1f} "
-                      f"({time.time() - t0:.0f} s)", flush=True)
+                results["runs"].append(
+                    {
+                        "algo": algo,
+                        "impl": impl,
+                        "seed": seed,
+                        "seconds": time.time() - t0,
+                        "evals": evals,
+                    }
+                )
+                last = np.mean([e["score_mean"] for e in evals[-args.final_evals :]])
+                print(
+                    f"seed {seed} {algo} {impl}: final {last:.1f} "
+                    f"({time.time() - t0:.0f} s)",
+                    flush=True,
+                )
                 md = write(results, args)
     print(md)
     print(json.dumps(results["verdict"], indent=1))

@@ -1,17 +1,19 @@
-"""The one DP loop vs the hand-built PrivORL-n loop it replaced, and the DP noise draw, side by side.
+"""The one DP loop vs the hand-built PrivORL-n loop it replaced, and the DP noise draw,
+side by side.
 
-1. **DP step.** PrivORL-n's fine-tuning step (EDM residual-MLP denoiser, Poisson q = 256 / N,
-   microbatches of 64, vmap clipping, Adam + EMA) run two ways on the same data and plan:
-   ``previous``: the loop this library used before the DP plan (host gather of each microbatch,
-   noise inside an optax transform); ``dp_loop``: ``pipelines._dp_loop.run_dp_loop`` (data on the
-   device, gathered inside jit; the plan's noise). The per-step time is the difference between a
-   run of ``--steps`` and one of ``--steps // 4`` steps divided by the step difference, so
-   compilation and checkpoint costs cancel.
-2. **Noise draw** on the parameter tree of each denoiser: ours (``privacy.add_noise``: per-leaf
-   ``jax.random.normal`` with split keys on JAX's default stream since this benchmark showed it
-   fastest), the previous flat draw of JAX's original Threefry stream split over the leaves,
-   jax-privacy 2.0's per-leaf scheme, and per-leaf on the original stream. Median of 20 jitted
-   calls, milliseconds.
+1. **DP step.** PrivORL-n's fine-tuning step (EDM residual-MLP denoiser, Poisson q = 256
+   / N, microbatches of 64, vmap clipping, Adam + EMA) run two ways on the same data and
+   plan: ``previous``: the loop this library used before the DP plan (host gather of
+   each microbatch, noise inside an optax transform); ``dp_loop``:
+   ``pipelines._dp_loop.run_dp_loop`` (data on the device, gathered inside jit; the
+   plan's noise). The per-step time is the difference between a run of ``--steps`` and
+   one of ``--steps // 4`` steps divided by the step difference, so compilation and
+   checkpoint costs cancel.
+2. **Noise draw** on the parameter tree of each denoiser: ours (``privacy.add_noise``:
+   per-leaf ``jax.random.normal`` with split keys on JAX's default stream since this
+   benchmark showed it fastest), the previous flat draw of JAX's original Threefry
+   stream split over the leaves, jax-privacy 2.0's per-leaf scheme, and per-leaf on the
+   original stream. Median of 20 jitted calls, milliseconds.
 
     python benchmarks/dp_loop_speed.py [--steps 80] [--configs small big]
 
@@ -31,12 +33,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
-from privrl_jax import diffusion, privacy
-from privrl_jax.privacy import Checkpoints
-from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
-from privrl_jax import synth
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+
+from privrl_jax import diffusion, privacy, synth
+from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
+from privrl_jax.privacy import Checkpoints
 
 CONFIGS = {"small": (12, 256, 3), "big": (130, 1024, 6)}  # (dim, width, depth)
 RESULTS = Path(__file__).parent / "results"
@@ -52,8 +53,12 @@ def _setup(config: str, n: int):
 
 
 def _plan(n: int, steps: int) -> privacy.DPPlan:
-    sampler = privacy.PoissonSampler(dataset_size=n, sampling_rate=256 / n, microbatch_size=64)
-    return privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=steps, noise_multiplier=1.0)
+    sampler = privacy.PoissonSampler(
+        dataset_size=n, sampling_rate=256 / n, microbatch_size=64
+    )
+    return privacy.DPPlan(
+        sampler=sampler, l2_clip_norm=1.0, steps=steps, noise_multiplier=1.0
+    )
 
 
 def run_previous(denoise, params, data, plan, seed: int) -> None:
@@ -61,8 +66,13 @@ def run_previous(denoise, params, data, plan, seed: int) -> None:
     fns = synth.make_transition_dp_finetune(denoise, plan, learning_rate=3e-4)
     item_loss = fns.clip.per_item_fn
     clip = privacy.clipped_grad(item_loss, l2_clip_norm=1.0, uses_key=True)
-    tx = privacy.dpsgd(optax.adam(3e-4), noise_multiplier=1.0, l2_clip_norm=1.0,
-                       expected_batch_size=plan.expected_batch_size, key=jax.random.key(2))
+    tx = privacy.dpsgd(
+        optax.adam(3e-4),
+        noise_multiplier=1.0,
+        l2_clip_norm=1.0,
+        expected_batch_size=plan.expected_batch_size,
+        key=jax.random.key(2),
+    )
     dp = privacy.make_dp_step(clip, tx)
     accumulate = jax.jit(dp.accumulate, donate_argnums=0)
 
@@ -79,27 +89,47 @@ def run_previous(denoise, params, data, plan, seed: int) -> None:
         kt = jax.random.fold_in(key, t)
         for j in range(batch.indices.shape[0]):
             x = jnp.asarray(data[batch.indices[j]])[:, None]
-            acc, _ = accumulate(acc, state.params, x, jnp.asarray(batch.mask[j])[:, None],
-                                jax.random.fold_in(kt, j))
+            acc, _ = accumulate(
+                acc,
+                state.params,
+                x,
+                jnp.asarray(batch.mask[j])[:, None],
+                jax.random.fold_in(kt, j),
+            )
         state = apply(state, acc)
     jax.block_until_ready(state.params)
 
 
 def run_loop(denoise, params, data, plan, seed: int, tmp: Path) -> None:
     fns = synth.make_transition_dp_finetune(denoise, plan, learning_rate=3e-4)
-    ledger = privacy.Ledger.open(tmp, dataset_id="bench", dataset_size=plan.dataset_size,
-                                 target_epsilon=1e9, target_delta=1e-9)
+    ledger = privacy.Ledger.open(
+        tmp,
+        dataset_id="bench",
+        dataset_size=plan.dataset_size,
+        target_epsilon=1e9,
+        target_delta=1e-9,
+    )
     program = DPProgram(lambda s: s.params, fns.update)
     state, _ = run_dp_loop(
-        plan, fns.clip, program, fns.init(params), data[:, None], ckpt=Checkpoints(tmp / "ckpt"),
-        ledger=ledger, what="bench", secret=DPSecret.from_seed(seed), loss_key=jax.random.key(3),
-        checkpoint_every=plan.steps, desc="dp_loop",
+        plan,
+        fns.clip,
+        program,
+        fns.init(params),
+        data[:, None],
+        ckpt=Checkpoints(tmp / "ckpt"),
+        ledger=ledger,
+        what="bench",
+        secret=DPSecret.from_seed(seed),
+        loss_key=jax.random.key(3),
+        checkpoint_every=plan.steps,
+        desc="dp_loop",
     )
     jax.block_until_ready(state.params)
 
 
 def time_step(fn, steps: int) -> float:
-    """Seconds per step: (time of ``steps`` - time of ``steps // 4``) / the step difference."""
+    """Seconds per step: (time of ``steps`` - time of ``steps // 4``) / the step
+    difference."""
     short = max(2, steps // 4)
     out = {}
     for s in (short, steps):
@@ -115,19 +145,25 @@ def noise_draws(config: str, reps: int = 20) -> dict[str, float]:
     def per_leaf(tree, key):
         leaves, treedef = jax.tree_util.tree_flatten(tree)
         keys = jax.random.split(key, len(leaves))
-        noised = [x + jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)]
+        noised = [
+            x + jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)
+        ]
         return jax.tree_util.tree_unflatten(treedef, noised)
 
     def per_leaf_original(tree, key):
         with jax.threefry_partitionable(False):
             return per_leaf(tree, key)
 
-    def flat_original(tree, key):  # the draw this library used before (one flat vector, split)
+    def flat_original(
+        tree, key
+    ):  # the draw this library used before (one flat vector, split)
         leaves, treedef = jax.tree_util.tree_flatten(tree)
         sizes = [x.size for x in leaves]
         z = privacy.standard_normal(key, sum(sizes))
         parts = jnp.split(z, np.cumsum(sizes)[:-1])
-        return jax.tree_util.tree_unflatten(treedef, [x + p.reshape(x.shape) for x, p in zip(leaves, parts)])
+        return jax.tree_util.tree_unflatten(
+            treedef, [x + p.reshape(x.shape) for x, p in zip(leaves, parts)]
+        )
 
     fns = {
         "ours": lambda t, k: privacy.add_noise(t, k, 1.0),
@@ -149,11 +185,15 @@ def noise_draws(config: str, reps: int = 20) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--steps", type=int, default=80)
     ap.add_argument("--configs", nargs="+", default=["small", "big"])
     ap.add_argument("--n", type=int, default=20_000)
-    ap.add_argument("--noise-only", action="store_true", help="re-measure the noise draws only")
+    ap.add_argument(
+        "--noise-only", action="store_true", help="re-measure the noise draws only"
+    )
     args = ap.parse_args()
     rows = []
     for config in args.configs:
@@ -172,42 +212,70 @@ def main() -> None:
                 d = Path(tmp) / f"run{next(counter)}"
                 run_loop(denoise, params, data, _plan(args.n, steps), 0, d)
 
-            prev = time_step(lambda s: run_previous(denoise, params, data, _plan(args.n, s), 0), args.steps)
+            prev = time_step(
+                lambda s: run_previous(denoise, params, data, _plan(args.n, s), 0),
+                args.steps,
+            )
             new = time_step(loop, args.steps)
         noise = noise_draws(config)
-        rows.append({
-            "config": config, "n_params": int(sum(x.size for x in jax.tree_util.tree_leaves(params))),
-            "previous_ms_per_step": 1000 * prev, "dp_loop_ms_per_step": 1000 * new,
-            "loop_speedup": prev / new, **{f"noise_{k}_ms": v for k, v in noise.items()},
-        })
+        rows.append(
+            {
+                "config": config,
+                "n_params": int(sum(x.size for x in jax.tree_util.tree_leaves(params))),
+                "previous_ms_per_step": 1000 * prev,
+                "dp_loop_ms_per_step": 1000 * new,
+                "loop_speedup": prev / new,
+                **{f"noise_{k}_ms": v for k, v in noise.items()},
+            }
+        )
         print(rows[-1], flush=True)
     for r in rows if not args.noise_only else []:
-        r |= {"steps": args.steps, "short_steps": max(2, args.steps // 4), "load_avg": os.getloadavg()[0]}
+        r |= {
+            "steps": args.steps,
+            "short_steps": max(2, args.steps // 4),
+            "load_avg": os.getloadavg()[0],
+        }
     # Rows of configs not run this time are kept from the previous results file.
     out_json = RESULTS / "dp_loop_speed.json"
     if out_json.exists():
-        old = [r for r in json.loads(out_json.read_text())["rows"] if r["config"] not in args.configs]
+        old = [
+            r
+            for r in json.loads(out_json.read_text())["rows"]
+            if r["config"] not in args.configs
+        ]
         rows = sorted(old + rows, key=lambda r: list(CONFIGS).index(r["config"]))
     lines = [
-        f"DP step: PrivORL-n fine-tuning, N = {args.n}, q = 256/N, microbatch 64, vmap clipping; "
-        f"per-step time from two runs of different lengths, differenced. {os.cpu_count()} CPUs.",
+        f"DP step: PrivORL-n fine-tuning, N = {args.n}, q = 256/N, microbatch 64, vmap "
+        "clipping; "
+        "per-step time from two runs of different lengths, differenced. "
+        f"{os.cpu_count()} CPUs.",
         "",
-        "| config | params | steps (long/short) | load | previous loop (ms/step) | DP loop (ms/step) | previous / DP loop | noise: ours, privacy.add_noise (ms) | flat draw, original stream (previous) | per-leaf, default stream (jax-privacy 2.0) | per-leaf, original stream |",
+        "| config | params | steps (long/short) | load | previous loop (ms/step) | DP "
+        "loop (ms/step) | previous / DP loop | noise: ours, privacy.add_noise (ms) | "
+        "flat draw, original stream (previous) | per-leaf, default stream (jax-privacy "
+        "2.0) | per-leaf, original stream |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        flat = r.get(
+            "noise_flat_original_stream_ms", r.get("noise_ours_flat_original_stream_ms")
+        )
         lines.append(
-            f"| {r['config']} | {r['n_params']:,} | {r['steps']}/{r['short_steps']} | {r['load_avg']:.1f} | "
+            f"| {r['config']} | {r['n_params']:,} | {r['steps']}/{r['short_steps']} | "
+            f"{r['load_avg']:.1f} | "
             f"{r['previous_ms_per_step']:.1f} | {r['dp_loop_ms_per_step']:.1f} | "
             f"{r['loop_speedup']:.2f} | {r.get('noise_ours_ms', float('nan')):.1f} | "
-            f"{r.get('noise_flat_original_stream_ms', r.get('noise_ours_flat_original_stream_ms')):.1f} | "
-            f"{r['noise_per_leaf_default_stream_ms']:.1f} | {r['noise_per_leaf_original_stream_ms']:.1f} |"
+            f"{flat:.1f} | "
+            f"{r['noise_per_leaf_default_stream_ms']:.1f} | "
+            f"{r['noise_per_leaf_original_stream_ms']:.1f} |"
         )
     table = "\n".join(lines)
     print(table)
     RESULTS.mkdir(parents=True, exist_ok=True)
     dump_json(out_json, {"rows": rows}, indent=2)
-    (RESULTS / "dp_loop_speed.md").write_text(f"# DP loop and noise draw speed\n\n{table}\n")
+    (RESULTS / "dp_loop_speed.md").write_text(
+        f"# DP loop and noise draw speed\n\n{table}\n"
+    )
 
 
 if __name__ == "__main__":

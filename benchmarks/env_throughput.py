@@ -23,8 +23,10 @@ import jax
 import jax.numpy as jnp
 from tqdm import tqdm
 
-from privrl_jax import envs
-from privrl_jax import provenance  # noqa: E402
+from privrl_jax import (
+    envs,
+    provenance,  # noqa: E402
+)
 
 
 def _best_time(fn, repeats: int) -> float:
@@ -49,7 +51,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="steps per env per call")
     parser.add_argument(
         "--out",
-        default=os.path.join(os.path.dirname(__file__), "results", "env_throughput.json"),
+        default=os.path.join(
+            os.path.dirname(__file__), "results", "env_throughput.json"
+        ),
     )
     args = parser.parse_args()
     rows = []
@@ -120,7 +124,9 @@ def main() -> None:
     print(f"wrote {args.out}")
     # Vectorisation must pay off: the widest vmapped collection beats the Python loop.
     for name in ("maze2d-umaze", "maze2d-large"):
-        loop = next(r for r in rows if r["env"] == name and r["method"] == "python_loop")
+        loop = next(
+            r for r in rows if r["env"] == name and r["method"] == "python_loop"
+        )
         best = max(
             r["env_steps_per_second"]
             for r in rows

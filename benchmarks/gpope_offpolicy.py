@@ -1,12 +1,14 @@
-"""GPOPE off-policy: MSE of V-hat vs epsilon and vs the number of trajectories m (issue 13, exp. 2).
+"""GPOPE off-policy: MSE of V-hat vs epsilon and vs the number of trajectories m (issue
+13, exp. 2).
 
-On the medical chain MDP, Mountain Car and the HIV simulator, each from its shipped config
-(``configs/gpope/{chain,mountain_car,hiv}.yaml``): the behaviour policy's data are collected
-once at the largest m (a public seed), a smaller m takes the first m trajectories (they are
-i.i.d., so a prefix is a sample of size m). For every (epsilon, m) the plan is calibrated
-for that m (Poisson sampling, expected batch b, add/remove-one; RDP accountant, delta =
-1e-5) and ``privrl_jax.ope.gpope_trials`` runs K vmapped trials in one jit (independent
-sampling streams and noise keys; fixed benchmark seeds, so these runs are NOT private
+On the medical chain MDP, Mountain Car and the HIV simulator, each from its shipped
+config (``configs/gpope/{chain,mountain_car,hiv}.yaml``): the behaviour policy's data
+are collected once at the largest m (a public seed), a smaller m takes the first m
+trajectories (they are i.i.d., so a prefix is a sample of size m). For every (epsilon,
+m) the plan is calibrated for that m (Poisson sampling, expected batch b,
+add/remove-one; RDP accountant, delta = 1e-5) and ``privrl_jax.ope.gpope_trials`` runs K
+vmapped trials in one jit (independent sampling streams and noise keys; fixed benchmark
+seeds, so these runs are NOT private
 releases: they measure utility).
 
 The metric (docs/gpope_envs.md): chain, the mean over the S levels of (V-hat - V^pi)^2
@@ -16,8 +18,8 @@ V_MC)^2, V_MC from Monte Carlo rollouts of the target policy. Shown next to it: 
 off-policy LSTD solution of the same data (the features' floor, non-private), noise-free
 GTD2 (epsilon = inf: the same clipped iterations without noise) and predicting V = 0.
 
-The issue asks for 100 trials; on this 2-core machine the trials are scaled down (chain 20,
-Mountain Car and HIV 4; ``--trials`` overrides all) and so are the sweeps. Writes
+The issue asks for 100 trials; on this 2-core machine the trials are scaled down (chain
+20, Mountain Car and HIV 4; ``--trials`` overrides all) and so are the sweeps. Writes
 ``benchmarks/results/gpope_offpolicy{.json,.md,.png}``.
 
     python benchmarks/gpope_offpolicy.py                 # all three envs
@@ -35,10 +37,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import ope
 from privrl_jax.pipelines import gpope
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -99,7 +101,11 @@ def _mse_row(cfg, data, phi, values, trials, seed) -> dict:
     from scipy import stats
 
     # 95% Student-t interval of the mean over trials (sample std, ddof = 1).
-    half = float(stats.t.ppf(0.975, trials - 1)) * float(np.std(mse, ddof=1)) / math.sqrt(trials)
+    half = (
+        float(stats.t.ppf(0.975, trials - 1))
+        * float(np.std(mse, ddof=1))
+        / math.sqrt(trials)
+    )
     return {
         "epsilon": cfg.privacy.epsilon,
         "m": cfg.env.num_trajectories,
@@ -140,9 +146,16 @@ def run_env(name: str, trials: int | None, seed: int) -> dict:
         else:
             theta = gpope.lstd_min_norm(data, base.gpope.normalization)
         noise_free = _mse_row(cfg_for(math.inf, m), data, phi, values, trials, seed)
-        # What the clip h costs without noise: the same iterations with h = 1e6 (never binds).
-        unclipped = _mse_row(cfg_for(math.inf, m, ["gpope.l2_clip_norm=1e6"]), data, phi, values,
-                             trials, seed)
+        # What the clip h costs without noise: the same iterations with h = 1e6 (never
+        # binds).
+        unclipped = _mse_row(
+            cfg_for(math.inf, m, ["gpope.l2_clip_norm=1e6"]),
+            data,
+            phi,
+            values,
+            trials,
+            seed,
+        )
         return {
             "m": m,
             "lstd_mse": float(ope.value_mse(theta, phi, values)),
@@ -196,12 +209,15 @@ def render_md(results: dict) -> str:
         refs = {x["m"]: x for x in r["references"]}
         lines += [
             (
-                f"## {name} ({r['config']}, {r['trials']} trials, N = {r['steps']}, b = "
-                f"{r['batch_size']:g}, h = {r['l2_clip_norm']:g}, n = {r['num_features']})"
+                f"## {name} ({r['config']}, {r['trials']} trials, N = {r['steps']}, b "
+                "= "
+                f"{r['batch_size']:g}, h = {r['l2_clip_norm']:g}, n = "
+                f"{r['num_features']})"
             ),
             "",
             f"True values: mean {r['true_values_mean']:.3f}, variance "
-            f"{r['true_values_var']:.4f} over {r['num_eval_states']} states; predicting "
+            f"{r['true_values_var']:.4f} over {r['num_eval_states']} states; "
+            "predicting "
             f"V = 0 scores {r['zero_predictor_mse']:.4f}"
             + (
                 f"; MC mean squared stderr {r['mc_mean_squared_stderr']:.1e}."
@@ -209,9 +225,12 @@ def render_md(results: dict) -> str:
                 else " (exact values)."
             ),
             "",
-            "Relation: add/remove-one (Poisson sampling), delta = 1e-5. MSE: mean +- sample std "
-            "(ddof = 1) [95% t-interval of the mean]; clipped: share of sampled trajectories "
-            "whose direction exceeded h; the last two columns are noise-free GTD2 with the "
+            "Relation: add/remove-one (Poisson sampling), delta = 1e-5. MSE: mean +- "
+            "sample std "
+            "(ddof = 1) [95% t-interval of the mean]; clipped: share of sampled "
+            "trajectories "
+            "whose direction exceeded h; the last two columns are noise-free GTD2 with "
+            "the "
             "clip h and with no clip (h = 1e6), the clip's own cost.",
             "",
             "| epsilon | m | sigma | MSE mean +- std [95% CI] | median | clipped "
@@ -225,7 +244,8 @@ def render_md(results: dict) -> str:
             unclipped = ref.get("gtd2_noise_free_unclipped_mse")
             lines.append(
                 f"| {row['epsilon']:g} | {row['m']} | {row['noise_multiplier']:.3g} | "
-                f"{row['mse_mean']:.4g} +- {row['mse_std']:.2g}{ci_txt} | {row['mse_median']:.4g} | "
+                f"{row['mse_mean']:.4g} +- {row['mse_std']:.2g}{ci_txt} | "
+                f"{row['mse_median']:.4g} | "
                 f"{row['clipped_fraction']:.2f} | {ref['gtd2_noise_free_mse']:.4g} | "
                 + (f"{unclipped:.4g}" if unclipped is not None else "-")
                 + f" | {ref['lstd_mse']:.4g} |"

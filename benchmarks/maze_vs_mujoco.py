@@ -39,13 +39,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from privrl_jax import envs
+from privrl_jax import (
+    envs,
+    provenance,  # noqa: E402
+)
 from privrl_jax.envs import (
     d4rl_controller_action,
     d4rl_expert_returns,
     init_d4rl_controller_state,
 )
-from privrl_jax import provenance  # noqa: E402
 
 MAZES = ("umaze", "medium", "large")  # gymnasium-robotics PointMaze_*-v3 under the hood
 OFFSET = 0.2  # D4RL qpos (i, j) = centre of cell (i, j) + 0.2 per axis
@@ -331,17 +333,11 @@ def main() -> None:
     import mujoco
 
     t_start = time.perf_counter()
-    gaps = [
-        r
-        for name in MAZES
-        for r in dynamics_gaps(name, args.starts, args.seed)
-    ]
+    gaps = [r for name in MAZES for r in dynamics_gaps(name, args.starts, args.seed)]
     returns = []
     for name in MAZES:
         ours = jax_returns(name, args.episodes, args.controllers, args.seed)
-        theirs = mujoco_returns(
-            name, args.episodes, args.controllers, args.seed + 1
-        )
+        theirs = mujoco_returns(name, args.episodes, args.controllers, args.seed + 1)
         for reward in ("sparse", "dense"):
             task = f"maze2d-{name}{'-dense' if reward == 'dense' else ''}-v1"
             d4rl_random, d4rl_expert = envs.D4RL_REFERENCE_RETURNS[task]
@@ -448,8 +444,13 @@ def main() -> None:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out + ".json", "w") as f:
         json.dump(
-            {"meta": meta, "dynamics": gaps, "returns": returns, "throughput": speed,
-             "provenance": provenance()},
+            {
+                "meta": meta,
+                "dynamics": gaps,
+                "returns": returns,
+                "throughput": speed,
+                "provenance": provenance(),
+            },
             f,
             indent=1,
         )
@@ -459,9 +460,7 @@ def main() -> None:
             f"`PYTHONPATH=. python benchmarks/maze_vs_mujoco.py` (jax {meta['jax']}, "
             f"mujoco {meta['mujoco']}, gymnasium-robotics "
             f"{meta['gymnasium_robotics']}, {meta['cpus']} CPUs, "
-            f"{meta['seconds']:.0f} s)\n\n"
-            + text
-            + "\n"
+            f"{meta['seconds']:.0f} s)\n\n" + text + "\n"
         )
 
     # The issue's targets (issue 12): MuJoCo's trajectories to float64 precision,

@@ -1,12 +1,14 @@
-"""DP steps per second of the one DP loop on 1 process vs P processes (jax.distributed, CPU, gloo).
+"""DP steps per second of the one DP loop on 1 process vs P processes (jax.distributed,
+CPU, gloo).
 
-PrivORL-n's small denoiser (EDM residual MLP, dim 12, width 256, depth 3), Poisson q = 256 / N,
-microbatches of 64, vmap clipping, Adam. Each configuration runs as its own launch
-(``pipelines.launch_local``, one forced CPU device per process); the per-step time is the
-time from the end of step ``--warmup`` to the end of the run (its final checkpoint included, which
-waits for the last step) divided by the steps in between, so start-up and compilation drop out. On a 2-core machine P = 2 cannot be
-faster: the table shows the overhead of the collective and of the per-process gather, and that the
-release is the same (largest parameter difference to the 1-process run).
+PrivORL-n's small denoiser (EDM residual MLP, dim 12, width 256, depth 3), Poisson q =
+256 / N, microbatches of 64, vmap clipping, Adam. Each configuration runs as its own
+launch (``pipelines.launch_local``, one forced CPU device per process); the per-step
+time is the time from the end of step ``--warmup`` to the end of the run (its final
+checkpoint included, which waits for the last step) divided by the steps in between, so
+start-up and compilation drop out. On a 2-core machine P = 2 cannot be
+faster: the table shows the overhead of the collective and of the per-process gather,
+and that the release is the same (largest parameter difference to the 1-process run).
 
     python benchmarks/multihost_speed.py [--steps 60] [--warmup 10] [--processes 1 2]
 
@@ -21,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 RESULTS = Path(__file__).parent / "results"
@@ -28,7 +31,8 @@ N = 4096
 
 
 def worker(steps: int, warmup: int, out: Path) -> None:
-    """One process of a launch: the DP loop for ``steps`` steps, its wall time and final params."""
+    """One process of a launch: the DP loop for ``steps`` steps, its wall time and final
+    params."""
     from privrl_jax import privacy  # noqa: PLC0415
 
     topo = privacy.initialize_distributed(privacy.DistributedConfig.from_env())
@@ -36,34 +40,68 @@ def worker(steps: int, warmup: int, out: Path) -> None:
     import jax.numpy as jnp  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
 
-    from privrl_jax import diffusion, privacy  # noqa: PLC0415
+    from privrl_jax import (  # noqa: PLC0415
+        diffusion,
+        privacy,
+        synth,  # noqa: PLC0415
+    )
+    from privrl_jax.pipelines._dp_loop import (
+        DPProgram,
+        DPSecret,
+        LoopStats,
+        run_dp_loop,
+    )  # noqa: PLC0415
     from privrl_jax.privacy import Checkpoints  # noqa: PLC0415
-    from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, LoopStats, run_dp_loop  # noqa: PLC0415
-    from privrl_jax import synth  # noqa: PLC0415
 
     net = diffusion.ResidualMLP(width=256, depth=3)
     denoise = diffusion.EDMDenoiser(net.apply)
     params = net.init(jax.random.key(0), jnp.zeros(12), jnp.zeros(()))
-    data = np.asarray(jax.random.normal(jax.random.key(1), (N, 12)), np.float32)[:, None]
-    sampler = privacy.PoissonSampler(dataset_size=N, sampling_rate=256 / N, microbatch_size=64)
-    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=steps, noise_multiplier=1.0)
+    data = np.asarray(jax.random.normal(jax.random.key(1), (N, 12)), np.float32)[
+        :, None
+    ]
+    sampler = privacy.PoissonSampler(
+        dataset_size=N, sampling_rate=256 / N, microbatch_size=64
+    )
+    plan = privacy.DPPlan(
+        sampler=sampler, l2_clip_norm=1.0, steps=steps, noise_multiplier=1.0
+    )
     fns = synth.make_transition_dp_finetune(denoise, plan, learning_rate=3e-4)
     ledger = None
     if topo.is_primary:
-        ledger = privacy.Ledger.open(out, dataset_id="bench", dataset_size=N, target_epsilon=1e9,
-                                     target_delta=1e-5)
+        ledger = privacy.Ledger.open(
+            out,
+            dataset_id="bench",
+            dataset_size=N,
+            target_epsilon=1e9,
+            target_delta=1e-5,
+        )
     program = DPProgram(params=lambda s: s.params, update=fns.update)
     stats = LoopStats()
     state, _ = run_dp_loop(
-        plan, fns.clip, program, fns.init(params), topo.local_block(data),
-        ckpt=Checkpoints(out / "ckpt"), ledger=ledger, what="bench step",
-        secret=DPSecret.from_seed(0), loss_key=jax.random.key(2), checkpoint_every=10**9,
-        topology=topo, stats=stats,
+        plan,
+        fns.clip,
+        program,
+        fns.init(params),
+        topo.local_block(data),
+        ckpt=Checkpoints(out / "ckpt"),
+        ledger=ledger,
+        what="bench step",
+        secret=DPSecret.from_seed(0),
+        loss_key=jax.random.key(2),
+        checkpoint_every=10**9,
+        topology=topo,
+        stats=stats,
     )
     per_step = (time.perf_counter() - stats.step_end_s[warmup - 1]) / (steps - warmup)
     if topo.is_primary:
-        leaves = [np.asarray(x).ravel() for x in jax.tree_util.tree_leaves(state.params)]
-        (out / "timing.json").write_text(json.dumps({"per_step_s": per_step, "params": np.concatenate(leaves).tolist()}))
+        leaves = [
+            np.asarray(x).ravel() for x in jax.tree_util.tree_leaves(state.params)
+        ]
+        (out / "timing.json").write_text(
+            json.dumps(
+                {"per_step_s": per_step, "params": np.concatenate(leaves).tolist()}
+            )
+        )
 
 
 def _launch(processes: int, steps: int, warmup: int) -> dict:
@@ -71,9 +109,21 @@ def _launch(processes: int, steps: int, warmup: int) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
-        pipelines.launch_local([sys.executable, __file__, "--worker", "--steps", str(steps),
-                              "--warmup", str(warmup), "--out", str(out)],
-                             processes, devices_per_process=1)
+        pipelines.launch_local(
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                "--steps",
+                str(steps),
+                "--warmup",
+                str(warmup),
+                "--out",
+                str(out),
+            ],
+            processes,
+            devices_per_process=1,
+        )
         return json.loads((out / "timing.json").read_text())
 
 
@@ -98,21 +148,40 @@ def main() -> None:
         per_step = run["per_step_s"]
         params = np.asarray(run["params"])
         reference = params if reference is None else reference
-        rows.append({"processes": p, "steps_per_s": 1.0 / per_step, "ms_per_step": 1e3 * per_step,
-                     "max_param_diff_vs_first": float(np.max(np.abs(params - reference)))})
+        rows.append(
+            {
+                "processes": p,
+                "steps_per_s": 1.0 / per_step,
+                "ms_per_step": 1e3 * per_step,
+                "max_param_diff_vs_first": float(np.max(np.abs(params - reference))),
+            }
+        )
         print(f"{p} process(es): {1e3 * per_step:.1f} ms/step", flush=True)
     base = rows[0]["steps_per_s"]
     for r in rows:
         r["speed_vs_first"] = r["steps_per_s"] / base
-    lines = ["| processes | ms / DP step | steps / s | speed vs first | max param diff vs first |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {r['processes']} | {r['ms_per_step']:.1f} | {r['steps_per_s']:.2f} | "
-              f"{r['speed_vs_first']:.2f}x | {r['max_param_diff_vs_first']:.2e} |" for r in rows]
+    lines = [
+        "| processes | ms / DP step | steps / s | speed vs first | max param diff vs "
+        "first |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['processes']} | {r['ms_per_step']:.1f} | {r['steps_per_s']:.2f} | "
+        f"{r['speed_vs_first']:.2f}x | {r['max_param_diff_vs_first']:.2e} |"
+        for r in rows
+    ]
     table = "\n".join(lines)
     RESULTS.mkdir(exist_ok=True)
-    meta = {"steps": args.steps, "warmup": args.warmup, "dataset_size": N, "model": "ResidualMLP(256, 3), dim 12",
-            "devices_per_process": 1}
-    dump_json((RESULTS / "multihost_speed.json"), {"meta": meta, "rows": rows}, indent=2)
+    meta = {
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "dataset_size": N,
+        "model": "ResidualMLP(256, 3), dim 12",
+        "devices_per_process": 1,
+    }
+    dump_json(
+        (RESULTS / "multihost_speed.json"), {"meta": meta, "rows": rows}, indent=2
+    )
     (RESULTS / "multihost_speed.md").write_text(table + "\n")
     print(table)
 

@@ -1,8 +1,9 @@
-"""PrivORL-j: per-trajectory clipped gradient sum, vmap vs ghost clipping, on the fragment transformer.
+"""PrivORL-j: per-trajectory clipped gradient sum, vmap vs ghost clipping, on the
+fragment transformer.
 
-One microbatch of trajectories [units, fragments, ...] through ``plan.clipped_grad`` with each method;
-median wall time of jitted calls (compilation excluded), interleaved repeats. Writes
-``benchmarks/results/privorl_j_clip_speed.json``. Usage:
+One microbatch of trajectories [units, fragments, ...] through ``plan.clipped_grad``
+with each method; median wall time of jitted calls (compilation excluded), interleaved
+repeats. Writes ``benchmarks/results/privorl_j_clip_speed.json``. Usage:
 
     PYTHONPATH=. python benchmarks/privorl_j_clip_speed.py [--repeats 5]
 """
@@ -10,16 +11,15 @@ median wall time of jitted calls (compilation excluded), interleaved repeats. Wr
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import diffusion, privacy, synth
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 CONFIGS = {
     # name: (H, fragments, units per microbatch, layers, heads, width)
@@ -31,21 +31,43 @@ SIZES = (4, 2, 1, 4, 2)  # maze2d: s, a, r, s' - s, one-hot d
 
 def measure(h, f, mb, layers, heads, width, repeats):
     d = sum(SIZES)
-    net = diffusion.FragmentTransformer(SIZES, h, num_layers=layers, num_heads=heads, embed_dim=width)
-    params = jax.jit(net.init)(jax.random.key(0), jnp.zeros(h * d), jnp.zeros(()), jnp.zeros(d),
-                               jnp.array(True), jnp.ones(h, bool))
+    net = diffusion.FragmentTransformer(
+        SIZES, h, num_layers=layers, num_heads=heads, embed_dim=width
+    )
+    params = jax.jit(net.init)(
+        jax.random.key(0),
+        jnp.zeros(h * d),
+        jnp.zeros(()),
+        jnp.zeros(d),
+        jnp.array(True),
+        jnp.ones(h, bool),
+    )
     den = diffusion.FragmentDenoiser(net.apply)
     rng = np.random.default_rng(0)
     nf = rng.integers(1, f + 1, size=mb)
     fmask = np.arange(f)[None, :] < nf[:, None]
-    items = {"x": jnp.asarray(rng.normal(size=(mb, f, h * d)), jnp.float32),
-             "link": jnp.asarray(rng.normal(size=(mb, f, d)), jnp.float32),
-             "has_link": jnp.asarray(fmask & (np.arange(f) > 0)),
-             "step_mask": jnp.asarray(np.repeat(fmask[..., None], h, -1))}
-    plan = privacy.DPPlan(sampler=privacy.PoissonSampler(dataset_size=1000, sampling_rate=0.01, microbatch_size=mb),
-                          l2_clip_norm=1.0, steps=1, noise_multiplier=1.0)
-    fns = {m: jax.jit(synth.make_trajectory_dp_finetune(den, plan, learning_rate=1e-3, clip_method=m).clip)
-           for m in ("vmap", "ghost")}
+    items = {
+        "x": jnp.asarray(rng.normal(size=(mb, f, h * d)), jnp.float32),
+        "link": jnp.asarray(rng.normal(size=(mb, f, d)), jnp.float32),
+        "has_link": jnp.asarray(fmask & (np.arange(f) > 0)),
+        "step_mask": jnp.asarray(np.repeat(fmask[..., None], h, -1)),
+    }
+    plan = privacy.DPPlan(
+        sampler=privacy.PoissonSampler(
+            dataset_size=1000, sampling_rate=0.01, microbatch_size=mb
+        ),
+        l2_clip_norm=1.0,
+        steps=1,
+        noise_multiplier=1.0,
+    )
+    fns = {
+        m: jax.jit(
+            synth.make_trajectory_dp_finetune(
+                den, plan, learning_rate=1e-3, clip_method=m
+            ).clip
+        )
+        for m in ("vmap", "ghost")
+    }
     key = jax.random.key(1)
     out, times = {}, {m: [] for m in fns}
     for m, fn in fns.items():
@@ -55,9 +77,16 @@ def measure(h, f, mb, layers, heads, width, repeats):
             t0 = time.perf_counter()
             jax.block_until_ready(fn(params, items, jnp.asarray(fmask), key))
             times[m].append(time.perf_counter() - t0)
-    diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree_util.tree_leaves(out["vmap"]),
-                                                               jax.tree_util.tree_leaves(out["ghost"])))
-    return {m: float(np.median(t) * 1e3) for m, t in times.items()} | {"max_abs_diff": diff}
+    diff = max(
+        float(jnp.max(jnp.abs(a - b)))
+        for a, b in zip(
+            jax.tree_util.tree_leaves(out["vmap"]),
+            jax.tree_util.tree_leaves(out["ghost"]),
+        )
+    )
+    return {m: float(np.median(t) * 1e3) for m, t in times.items()} | {
+        "max_abs_diff": diff
+    }
 
 
 def main():
@@ -70,7 +99,9 @@ def main():
     for name, cfg in CONFIGS.items():
         r = measure(*cfg, args.repeats)
         rows[name] = r
-        print(f"| {name} | {r['vmap']:.1f} | {r['ghost']:.1f} | {r['max_abs_diff']:.2e} |")
+        print(
+            f"| {name} | {r['vmap']:.1f} | {r['ghost']:.1f} | {r['max_abs_diff']:.2e} |"
+        )
     out = Path(__file__).parent / "results" / "privorl_j_clip_speed.json"
     dump_json(out, rows, indent=2)
     for r in rows.values():

@@ -23,8 +23,10 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from privrl_jax import envs
-from privrl_jax import provenance  # noqa: E402
+from privrl_jax import (
+    envs,
+    provenance,  # noqa: E402
+)
 
 
 def main() -> None:
@@ -86,13 +88,15 @@ def main() -> None:
         results[name] = row
 
     print(
-        f"\n{'env':24s} {'len':>5s} {'random (mean ± se)':>22s} {'expert (mean ± se)':>22s}"
+        f"\n{'env':24s} {'len':>5s} {'random (mean ± se)':>22s} "
+        f"{'expert (mean ± se)':>22s}"
     )
     for name, row in results.items():
         r, e = row["random"], row["expert"]
         print(
             f"{name:24s} {row['episode_length']:5d} "
-            f"{r['mean']:12.3f} ± {r['stderr']:7.3f} {e['mean']:12.3f} ± {e['stderr']:7.3f}"
+            f"{r['mean']:12.3f} ± {r['stderr']:7.3f} {e['mean']:12.3f} ± "
+            f"{e['stderr']:7.3f}"
         )
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     payload = {

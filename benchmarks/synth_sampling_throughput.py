@@ -20,7 +20,6 @@ Writes benchmarks/results/synth_sampling_throughput.json and .md and prints the 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
@@ -28,10 +27,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 from tqdm import tqdm
 
 from privrl_jax.diffusion import EDMDenoiser, ResidualMLP, edm_sample
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 RESULTS = Path(__file__).parent / "results"
 # name: (input dim, width, depth, sampling steps, batch)
@@ -120,7 +119,8 @@ def main() -> None:
     ]
     for r in rows:
         lines.append(
-            f"| {r['config']} | {r['params']:,} | {r['dim']} | {r['steps']} | {r['batch']} "
+            f"| {r['config']} | {r['params']:,} | {r['dim']} | {r['steps']} | "
+            f"{r['batch']} "
             f"| {r['median_s']:.3f} | {r['transitions_per_s']:,.0f} "
             f"| {r['transitions_per_s_at_128']:,.0f} |"
         )

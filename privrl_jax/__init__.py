@@ -1,7 +1,8 @@
 """privrl_jax: differentially private reinforcement learning in JAX.
 
-The subpackages (``privacy``, ``agents``, ``synth``, ``ope``, ``planning``, ``eval``, ...) are
-the API; modules whose name starts with ``_`` are not, and may change without notice.
+The subpackages (``privacy``, ``agents``, ``synth``, ``ope``, ``planning``, ``eval``,
+...) are the API; modules whose name starts with ``_`` are not, and may change without
+notice.
 """
 
 from privrl_jax._provenance import provenance

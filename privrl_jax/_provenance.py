@@ -1,4 +1,5 @@
-"""What a published number ran with: package versions, Python, platform and JAX's devices."""
+"""What a published number ran with: package versions, Python, platform and JAX's
+devices."""
 
 from __future__ import annotations
 
@@ -9,16 +10,36 @@ import sys
 from typing import Any
 
 # The packages whose versions can move a number we publish (the stack and its numerics).
-PACKAGES = ("privrl_jax", "jax", "jaxlib", "flax", "optax", "dp-accounting", "chex",
-            "orbax-checkpoint", "gymnax", "numpy", "scipy", "scikit-learn", "h5py",
-            "torch", "opacus", "d3rlpy", "mujoco", "gymnasium-robotics", "jax-privacy")
+PACKAGES = (
+    "privrl_jax",
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "dp-accounting",
+    "chex",
+    "orbax-checkpoint",
+    "gymnax",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "h5py",
+    "torch",
+    "opacus",
+    "d3rlpy",
+    "mujoco",
+    "gymnasium-robotics",
+    "jax-privacy",
+)
 
 
 def provenance() -> dict[str, Any]:
-    """Versions of the installed stack (absent extras omitted), Python, the OS, the CPU and JAX's
+    """Versions of the installed stack (absent extras omitted), Python, the OS, the CPU
+    and JAX's
     backend and devices, as a JSON-ready dict to store beside a result.
 
-    A deterministic run is reproducible only with the same versions and, for XLA on a CPU, the
+    A deterministic run is reproducible only with the same versions and, for XLA on a
+    CPU, the
     same instruction set: the same seed can train differently on another processor.
     """
     versions = {}

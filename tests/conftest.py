@@ -1,11 +1,12 @@
 """Session-wide test setup.
 
-Most of the suite's time is XLA compiling the same programs again: every pipeline test builds its
-run from scratch, and pytest-xdist's workers cannot share an in-memory jit cache. JAX's persistent
-compilation cache shares them through files. Its directory is made fresh for each pytest session
-and removed afterwards, so nothing carries over between runs (a fresh clone sees what CI sees), and
-a cached executable is the one the compiler would build again (the key is the program, the jax
-version and the backend), so no test can pass because of it. A directory the user set with
+Most of the suite's time is XLA compiling the same programs again: every pipeline test
+builds its run from scratch, and pytest-xdist's workers cannot share an in-memory jit
+cache. JAX's persistent compilation cache shares them through files. Its directory is
+made fresh for each pytest session and removed afterwards, so nothing carries over
+between runs (a fresh clone sees what CI sees), and a cached executable is the one the
+compiler would build again (the key is the program, the jax version and the backend), so
+no test can pass because of it. A directory the user set with
 ``JAX_COMPILATION_CACHE_DIR`` is left alone.
 """
 
@@ -20,19 +21,27 @@ _OWNED = "PRIVRL_TEST_OWNS_JAX_CACHE"
 
 
 def pytest_configure(config) -> None:
-    # Runs in the controller before xdist starts its workers, which inherit the environment,
-    # so one directory serves them all (and the subprocesses that multi-host tests start).
+    # Runs in the controller before xdist starts its workers, which inherit the
+    # environment, so one directory serves them all (and the subprocesses that
+    # multi-host tests start).
     if hasattr(config, "workerinput") or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="privrl-jax-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(
+        prefix="privrl-jax-cache-"
+    )
     os.environ[_OWNED] = "1"
-    # Cache every program: the tiny test configs compile many programs well under jax's 1 s default.
+    # Cache every program: the tiny test configs compile many programs well under jax's
+    # 1 s default.
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-    if "jax" in sys.modules:  # imported before us (by a plugin): jax read its config already
+    if (
+        "jax" in sys.modules
+    ):  # imported before us (by a plugin): jax read its config already
         import jax
 
-        jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+        jax.config.update(
+            "jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"]
+        )
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 

@@ -11,12 +11,22 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_readme_dpsgd_example():
-    code = re.search(r"## DP-SGD on a flax model\n\n```python\n(.*?)```", README.read_text(), re.S).group(1)
+    code = re.search(
+        r"## DP-SGD on a flax model\n\n```python\n(.*?)```", README.read_text(), re.S
+    ).group(1)
     ns: dict = {}
     exec(compile(code.replace("print(", "eps = ("), "README", "exec"), ns)  # noqa: S102
-    model, params, state, x, y = ns["model"], ns["params"], ns["state"], ns["x"], ns["y"]
+    model, params, state, x, y = (
+        ns["model"],
+        ns["params"],
+        ns["state"],
+        ns["x"],
+        ns["y"],
+    )
     before = np.mean((np.asarray(model.apply(params, x[:2000]))[:, 0] - y[:2000]) ** 2)
-    after = np.mean((np.asarray(model.apply(state.params, x[:2000]))[:, 0] - y[:2000]) ** 2)
+    after = np.mean(
+        (np.asarray(model.apply(state.params, x[:2000]))[:, 0] - y[:2000]) ** 2
+    )
     assert after < 0.5 * before
     assert 2.9 <= ns["eps"] <= 3.0
 
@@ -72,13 +82,27 @@ def test_readme_cli_commands_reach_their_pipelines(captured, tmp_path, monkeypat
         results[sub] = (captured["cfg"], captured["out"])
     collect, out = results["data collect"]
     assert (collect.env, collect.size, collect.seed, out) == (
-        "maze2d-umaze-v1", 200_000, 0, "data/umaze.hdf5")
+        "maze2d-umaze-v1",
+        200_000,
+        0,
+        "data/umaze.hdf5",
+    )
     agent, out = results["agent train"]
     assert (agent.algo, agent.steps, agent.agent, out) == (
-        "td3bc", 100_000, {"alpha": 2.5}, "runs/agent")
+        "td3bc",
+        100_000,
+        {"alpha": 2.5},
+        "runs/agent",
+    )
     synth, out = results["synth transitions"]
     assert (synth.privacy.epsilon, synth.data.sensitive_size, out) == (
-        1.0, 100_000, "runs/x")
+        1.0,
+        100_000,
+        "runs/x",
+    )
     quick, out = results["quickstart"]
     assert (quick.privacy.epsilon, quick.eval.agent_seeds, out) == (
-        10.0, 1, "runs/quickstart")
+        10.0,
+        1,
+        "runs/quickstart",
+    )

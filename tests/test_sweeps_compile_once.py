@@ -1,10 +1,11 @@
 """A sweep over epsilon (sigma), h, beta_0 or rho compiles once (issue 25, item 2).
 
-Compiles are counted from JAX's own compile log (``jax.log_compiles``): one "Finished XLA
-compilation of jit(<name>)" record per executable built. Each sweep also checks that the bound
-numbers really reach the computation: the traced run equals, bit for bit, the run of an outer
-jit that closes over the plan (its numbers are then constants of the outer program, which XLA
-inlines and may fold), and the noise scales with the plan's std.
+Compiles are counted from JAX's own compile log (``jax.log_compiles``): one "Finished
+XLA compilation of jit(<name>)" record per executable built. Each sweep also checks that
+the bound
+numbers really reach the computation: the traced run equals, bit for bit, the run of an
+outer jit that closes over the plan (its numbers are then constants of the outer
+program, which XLA inlines and may fold), and the noise scales with the plan's std.
 """
 
 import contextlib
@@ -55,9 +56,13 @@ def compiles():
 @pytest.fixture(scope="module")
 def data():
     return ope.collect(
-        jax.random.key(0), ope.medical_chain(S), ope.treatment_policy([0.3] * S),
-        ope.treatment_policy([0.9, 0.7, 0.4, 0.2]), ope.one_hot_features(S),
-        num_trajectories=M, max_length=T,
+        jax.random.key(0),
+        ope.medical_chain(S),
+        ope.treatment_policy([0.3] * S),
+        ope.treatment_policy([0.9, 0.7, 0.4, 0.2]),
+        ope.one_hot_features(S),
+        num_trajectories=M,
+        max_length=T,
     ).data
 
 
@@ -68,7 +73,9 @@ def _plans(sampler, h=0.2, steps=8):
 
 SAMPLERS = {
     "uniform": privacy.UniformOneSampler(dataset_size=M),
-    "poisson": privacy.PoissonSampler(dataset_size=M, sampling_rate=0.1, microbatch_size=1),
+    "poisson": privacy.PoissonSampler(
+        dataset_size=M, sampling_rate=0.1, microbatch_size=1
+    ),
 }
 
 
@@ -84,26 +91,36 @@ def test_gpope_epsilon_sweep_compiles_once_and_binds_each_sigma(data, sampling):
         jax.block_until_ready(out)
     assert names.count("_gpope_run") == 1, names
     for plan, got in zip(plans[::2], out[::2]):
-        folded = jax.jit(lambda d, s, k, p=plan: ope.gpope(p, d, s, k, step_size=step_size))
+        folded = jax.jit(
+            lambda d, s, k, p=plan: ope.gpope(p, d, s, k, step_size=step_size)
+        )
         ref = folded(data, schedule, key)
         for a, b in zip(got, ref):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    # sigma = 0 is still clipped and noise-free: the same run as a plan with no noise at all.
+    # sigma = 0 is still clipped and noise-free: the same run as a plan with no noise at
+    # all.
     assert not np.array_equal(np.asarray(out[0].theta), np.asarray(out[-1].theta))
 
 
 def test_one_step_noise_is_the_plans_std_times_one_fixed_draw(data):
-    # One iteration from zero: theta_1 = -beta (clipped sum + std z) / 1 with the same z for
-    # every sigma, so (theta(sigma) - theta(0)) / std is one vector for the whole sweep.
+    # One iteration from zero: theta_1 = -beta (clipped sum + std z) / 1 with the same z
+    # for every sigma, so (theta(sigma) - theta(0)) / std is one vector for the whole
+    # sweep.
     plans = _plans(SAMPLERS["uniform"], steps=1)
     schedule = ope.sample_schedule(plans[0], 4)
     with compiles() as names:
-        thetas = [ope.gpope(p, data, schedule, jax.random.key(7), step_size=ope.StepSize(1.0)).theta
-                  for p in plans]
+        thetas = [
+            ope.gpope(
+                p, data, schedule, jax.random.key(7), step_size=ope.StepSize(1.0)
+            ).theta
+            for p in plans
+        ]
     assert names.count("_gpope_run") == 1, names
     z = [(t - thetas[-1]) / -p.noise_stds[0] for t, p in zip(thetas[:-1], plans[:-1])]
     for zi in z[1:]:
-        np.testing.assert_allclose(np.asarray(zi), np.asarray(z[0]), rtol=2e-4, atol=2e-4)
+        np.testing.assert_allclose(
+            np.asarray(zi), np.asarray(z[0]), rtol=2e-4, atol=2e-4
+        )
 
 
 @pytest.mark.parametrize("sampling", sorted(SAMPLERS))
@@ -111,18 +128,24 @@ def test_gpope_trials_sweep_over_epsilon_h_and_beta_compiles_once(data, sampling
     sampler = SAMPLERS[sampling]
     plans = _plans(sampler)
     # h and beta_0 vary too: two more sweeps, the same executable.
-    plans += [privacy.DPPlan(sampler=sampler, l2_clip_norm=h, steps=8, noise_multiplier=1.0)
-              for h in (0.05, 0.1, 0.4)]
+    plans += [
+        privacy.DPPlan(sampler=sampler, l2_clip_norm=h, steps=8, noise_multiplier=1.0)
+        for h in (0.05, 0.1, 0.4)
+    ]
     step_sizes = [ope.StepSize(0.5)] * 6 + [ope.StepSize(b) for b in (0.1, 0.3, 0.9)]
     schedules = ope.sample_schedule(plans[0], 3, trials=4)
     keys = jax.random.split(jax.random.key(5), 4)
     with compiles() as names:
-        out = [ope.gpope_trials(p, data, schedules, keys, step_size=s)
-               for p, s in zip(plans, step_sizes)]
+        out = [
+            ope.gpope_trials(p, data, schedules, keys, step_size=s)
+            for p, s in zip(plans, step_sizes)
+        ]
         jax.block_until_ready(out)
     assert names.count("_gpope_trials_jit") == 1, names
     plan, step_size = plans[7], step_sizes[7]
-    ref = jax.jit(lambda: ope.gpope_trials(plan, data, schedules, keys, step_size=step_size))()
+    ref = jax.jit(
+        lambda: ope.gpope_trials(plan, data, schedules, keys, step_size=step_size)
+    )()
     for a, b in zip(out[7], ref):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert len({float(r.theta[0, 0]) for r in out}) == len(out)
@@ -136,38 +159,52 @@ def test_pool_plan_rho_sweep_compiles_once():
     )
     geom = planning.make_zone_geometry(params.boundary, 10, radius=0.9 * math.sqrt(2))
     actions = planning.action_grid(1, 5)
-    mechanisms = [planning.pool_mechanism(rho, horizon) for rho in (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)]
+    mechanisms = [
+        planning.pool_mechanism(rho, horizon)
+        for rho in (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+    ]
     with compiles() as names:
-        out = [planning.pool_plan(jax.random.key(1), episodes, geom, actions, m) for m in mechanisms]
+        out = [
+            planning.pool_plan(jax.random.key(1), episodes, geom, actions, m)
+            for m in mechanisms
+        ]
         jax.block_until_ready(out)
     assert names.count("_pool_plan_jit") == 1, names
     mech = mechanisms[2]
     ref = jax.jit(lambda k, d: planning.pool_plan(k, d, geom, actions, mech))(
         jax.random.key(1), episodes
     )
-    # Equal to 1 ulp, not bitwise: with the std a constant of the outer program XLA fuses
-    # value + std * z differently (the traced run is bitwise equal to the static-mechanism
-    # version this replaced; checked when the change was made).
+    # Equal to 1 ulp, not bitwise: with the std a constant of the outer program XLA
+    # fuses value + std * z differently (the traced run is bitwise equal to the
+    # static-mechanism version this replaced; checked when the change was made).
     for a, b in zip(out[2], ref):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-7, atol=1e-6)
     # The count noise is the mechanism's std times one fixed draw.
     exact = planning.pool_plan(jax.random.key(1), episodes, geom, actions, None).counts
     z = [(r.counts - exact) / m.noise_std for r, m in zip(out, mechanisms)]
     for zi in z[1:]:
-        np.testing.assert_allclose(np.asarray(zi), np.asarray(z[0]), rtol=1e-3, atol=1e-3)
-    np.testing.assert_allclose([float(r.noise_bound) for r in out],
-                               [planning.noise_bound(m, horizon, geom.num_cells, 0.05)
-                                for m in mechanisms], rtol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(zi), np.asarray(z[0]), rtol=1e-3, atol=1e-3
+        )
+    np.testing.assert_allclose(
+        [float(r.noise_bound) for r in out],
+        [planning.noise_bound(m, horizon, geom.num_cells, 0.05) for m in mechanisms],
+        rtol=1e-6,
+    )
 
 
 def test_dp_step_sigma_sweep_compiles_once():
-    # The DP-SGD step of privacy.make_dp_step with the plan's structure static and its numbers
-    # traced: one jitted step serves six sigmas, bit-equal to the plan's own (constant) step.
+    # The DP-SGD step of privacy.make_dp_step with the plan's structure static and its
+    # numbers traced: one jitted step serves six sigmas, bit-equal to the plan's own
+    # (constant) step.
     n = 64
     x = jax.random.normal(jax.random.key(0), (n, 1, 3))
     y = x[..., 0] * 2.0
-    plans = _plans(privacy.PoissonSampler(dataset_size=n, sampling_rate=0.25, microbatch_size=n),
-                   h=1.0, steps=10)
+    plans = _plans(
+        privacy.PoissonSampler(dataset_size=n, sampling_rate=0.25, microbatch_size=n),
+        h=1.0,
+        steps=10,
+    )
     structure = plans[0].split()[0]
     opt = optax.sgd(0.1)
 
@@ -197,7 +234,9 @@ def test_dp_step_sigma_sweep_compiles_once():
     for plan, got in zip(plans, out):
         state, tx = init(plan)
         ref = jax.jit(
-            lambda s, b, m, p=plan, tx=tx: privacy.make_dp_step(p.clipped_grad(loss), tx).step(s, b, m)[0]
+            lambda s, b, m, p=plan, tx=tx: privacy.make_dp_step(
+                p.clipped_grad(loss), tx
+            ).step(s, b, m)[0]
         )(state, (x, y), mask)
         np.testing.assert_array_equal(np.asarray(got.params), np.asarray(ref.params))
     assert len({float(o.params[0]) for o in out}) == 6

@@ -18,6 +18,7 @@ from privrl_jax.data import DEFAULT_MIN_SCALE, Normalizer, Transitions, fit_norm
 PyTree: TypeAlias = Any
 Metrics: TypeAlias = dict[str, jax.Array]
 
+
 def fit_state_normalizer(observations: jax.Array, enabled: bool) -> Normalizer:
     """The agent's state normaliser: fitted on the training observations [N, obs_dim]
     (CORL's `normalize=True`), or the identity.

@@ -68,11 +68,16 @@ class EDACConfig:
         if not (isinstance(self.num_critics, int) and self.num_critics >= 2):
             raise ValueError(f"num_critics={self.num_critics!r}: expected an int >= 2")
         if not self.hidden_dims or any(int(h) < 1 for h in self.hidden_dims):
-            raise ValueError(f"hidden_dims={self.hidden_dims!r}: expected positive widths")
+            raise ValueError(
+                f"hidden_dims={self.hidden_dims!r}: expected positive widths"
+            )
 
 
 def diversity_loss(
-    critic: nn.Module, params: _common.PyTree, observations: jax.Array, actions: jax.Array
+    critic: nn.Module,
+    params: _common.PyTree,
+    observations: jax.Array,
+    actions: jax.Array,
 ) -> jax.Array:
     """EDAC's ensemble similarity loss (An et al., 2021, Eq. 4; CORL's form).
 
@@ -91,9 +96,13 @@ def diversity_loss(
     num = jax.tree.leaves(params)[0].shape[0]
 
     def q_sum(a: jax.Array) -> jax.Array:  # a: [N, B, A], one copy per critic
-        return jax.vmap(lambda p, a_n: critic.apply(p, observations, a_n))(params, a).sum()
+        return jax.vmap(lambda p, a_n: critic.apply(p, observations, a_n))(
+            params, a
+        ).sum()
 
-    grads = jax.grad(q_sum)(jnp.broadcast_to(actions, (num, *actions.shape)))  # [N, B, A]
+    grads = jax.grad(q_sum)(
+        jnp.broadcast_to(actions, (num, *actions.shape))
+    )  # [N, B, A]
     grads = grads / (jnp.linalg.norm(grads, axis=-1, keepdims=True) + 1e-10)
     cosine = jnp.einsum("nba,mba->bnm", grads, grads)  # [B, N, N]
     off_diagonal = cosine * (1.0 - jnp.eye(num))
@@ -156,9 +165,13 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
         k_actor, k_critic = jax.random.split(key)
         obs, act = jnp.zeros((1, obs_dim)), jnp.zeros((1, act_dim))
         actor_params = make_actor(act_dim).init(k_actor, obs)
-        critic_params = _networks.init_ensemble(critic, k_critic, cfg.num_critics, obs, act)
+        critic_params = _networks.init_ensemble(
+            critic, k_critic, cfg.num_critics, obs, act
+        )
         log_alpha = jnp.zeros((), jnp.float32)
-        normalizer = _common.fit_state_normalizer(dataset.observations, cfg.normalize_states)
+        normalizer = _common.fit_state_normalizer(
+            dataset.observations, cfg.normalize_states
+        )
         return EDACState(
             actor_params=actor_params,
             critic_params=critic_params,
@@ -177,7 +190,9 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
     ) -> tuple[EDACState, _common.Metrics]:
         actor = make_actor(state.action_dim)
         target_entropy = (
-            -float(state.action_dim) if cfg.target_entropy is None else cfg.target_entropy
+            -float(state.action_dim)
+            if cfg.target_entropy is None
+            else cfg.target_entropy
         )
         b = _common.normalized_batch(batch, state.normalizer)
         k_alpha, k_actor, k_next = jax.random.split(key, 3)
@@ -224,7 +239,9 @@ def edac(config: EDACConfig | None = None) -> _common.Agent:
         )
 
         def critic_loss_fn(params):
-            q = _networks.apply_ensemble(critic, params, b.observations, b.actions)  # [N, B]
+            q = _networks.apply_ensemble(
+                critic, params, b.observations, b.actions
+            )  # [N, B]
             td = ((q - target_q) ** 2).mean(1).sum()
             div = (
                 diversity_loss(critic, params, b.observations, b.actions)

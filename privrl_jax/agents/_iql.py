@@ -21,7 +21,8 @@ from flax import struct
 from privrl_jax.agents import _common, _networks
 from privrl_jax.data import Transitions
 
-# CORL's cap on exp(beta * A); the policy's log-std clamp is in `_networks.GaussianPolicy`.
+# CORL's cap on exp(beta * A); the policy's log-std clamp is in
+# `_networks.GaussianPolicy`.
 EXP_ADV_MAX = 100.0
 
 
@@ -31,7 +32,8 @@ class IQLConfig:
 
     Attributes:
       actor_lr: Adam learning rate of the policy (3e-4), cosine-decayed to 0 over
-        `actor_decay_steps` (CORL's `CosineAnnealingLR(actor_optimizer, max_timesteps)`).
+        `actor_decay_steps` (CORL's `CosineAnnealingLR(actor_optimizer,
+        max_timesteps)`).
       critic_lr: Adam learning rate of the twin Q networks (3e-4).
       value_lr: Adam learning rate of V (3e-4).
       hidden_dims: hidden widths of all networks (256, 256).
@@ -66,8 +68,10 @@ class IQLConfig:
     advantage_from: str = "old_v"
 
     def __post_init__(self):
-        for name, choices in (("log_std_param", ("clamp", "sigmoid")),
-                              ("advantage_from", ("old_v", "new_v"))):
+        for name, choices in (
+            ("log_std_param", ("clamp", "sigmoid")),
+            ("advantage_from", ("old_v", "new_v")),
+        ):
             if getattr(self, name) not in choices:
                 raise ValueError(
                     f"{name}={getattr(self, name)!r}: expected one of {list(choices)}"
@@ -77,12 +81,16 @@ class IQLConfig:
         _common.check_unit_interval("discount", self.discount)
         _common.check_unit_interval("tau", self.tau)
         _common.check_unit_interval("expectile", self.expectile, closed=False)
-        if not (isinstance(self.actor_decay_steps, int) and self.actor_decay_steps >= 1):
+        if not (
+            isinstance(self.actor_decay_steps, int) and self.actor_decay_steps >= 1
+        ):
             raise ValueError(
                 f"actor_decay_steps={self.actor_decay_steps!r}: expected an int >= 1"
             )
         if not self.hidden_dims or any(int(h) < 1 for h in self.hidden_dims):
-            raise ValueError(f"hidden_dims={self.hidden_dims!r}: expected positive widths")
+            raise ValueError(
+                f"hidden_dims={self.hidden_dims!r}: expected positive widths"
+            )
 
 
 def expectile_loss(diff: jax.Array, expectile: jax.typing.ArrayLike) -> jax.Array:
@@ -127,15 +135,20 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
     cfg = config or IQLConfig()
     critic = _networks.QNetwork(tuple(cfg.hidden_dims))
     value = _networks.ValueNetwork(tuple(cfg.hidden_dims))
-    actor_opt = optax.adam(optax.cosine_decay_schedule(cfg.actor_lr, cfg.actor_decay_steps))
+    actor_opt = optax.adam(
+        optax.cosine_decay_schedule(cfg.actor_lr, cfg.actor_decay_steps)
+    )
     critic_opt = optax.adam(cfg.critic_lr)
     value_opt = optax.adam(cfg.value_lr)
 
     def make_actor(action_dim: int) -> _networks.GaussianPolicy:
         if cfg.log_std_param == "sigmoid":  # d3rlpy's IQL policy: log-std in [-5, 2]
             return _networks.GaussianPolicy(
-                tuple(cfg.hidden_dims), action_dim, log_std_min=-5.0,
-                log_std_max=2.0, log_std_mode="sigmoid",
+                tuple(cfg.hidden_dims),
+                action_dim,
+                log_std_min=-5.0,
+                log_std_max=2.0,
+                log_std_mode="sigmoid",
             )
         return _networks.GaussianPolicy(tuple(cfg.hidden_dims), action_dim)
 
@@ -146,7 +159,9 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
         actor_params = make_actor(act_dim).init(k_actor, obs)
         critic_params = _networks.init_ensemble(critic, k_critic, 2, obs, act)
         value_params = value.init(k_value, obs)
-        normalizer = _common.fit_state_normalizer(dataset.observations, cfg.normalize_states)
+        normalizer = _common.fit_state_normalizer(
+            dataset.observations, cfg.normalize_states
+        )
         return IQLState(
             actor_params=actor_params,
             critic_params=critic_params,
@@ -207,7 +222,9 @@ def iql(config: IQLConfig | None = None) -> _common.Agent:
 
         def actor_loss_fn(params):
             mean, log_std = actor.apply(params, b.observations)
-            return (weights * -_networks.gaussian_log_prob(mean, log_std, b.actions)).mean()
+            return (
+                weights * -_networks.gaussian_log_prob(mean, log_std, b.actions)
+            ).mean()
 
         actor_loss, grads = jax.value_and_grad(actor_loss_fn)(state.actor_params)
         updates, actor_opt_state = actor_opt.update(grads, state.actor_opt_state)

@@ -38,9 +38,7 @@ def episode_length(env: Any, env_params: Any) -> int:
     return int(steps)
 
 
-@functools.partial(
-    jax.jit, static_argnames=("act", "env", "num_episodes", "num_steps")
-)
+@functools.partial(jax.jit, static_argnames=("act", "env", "num_episodes", "num_steps"))
 def rollout_returns(
     key: jax.Array,
     agent_state: Any,
@@ -83,7 +81,9 @@ def rollout_returns(
             return (obs, env_state, ret, alive), None
 
         init = (obs, env_state, jnp.zeros(()), jnp.ones(()))
-        (_, _, ret, _), _ = jax.lax.scan(body, init, jax.random.split(k_steps, num_steps))
+        (_, _, ret, _), _ = jax.lax.scan(
+            body, init, jax.random.split(k_steps, num_steps)
+        )
         return ret
 
     return jax.vmap(episode)(jax.random.split(key, num_episodes))
@@ -124,8 +124,13 @@ def evaluate(
         num_steps = episode_length(env, env_params)
     returns = np.asarray(
         rollout_returns(
-            key, agent_state, act=act, env=env, env_params=env_params,
-            num_episodes=num_episodes, num_steps=int(num_steps),
+            key,
+            agent_state,
+            act=act,
+            env=env,
+            env_params=env_params,
+            num_episodes=num_episodes,
+            num_steps=int(num_steps),
         )
     )
     out: dict[str, Any] = {
@@ -135,8 +140,11 @@ def evaluate(
     }
     scores = _normalized(env_name, returns)
     if scores is not None:
-        out.update(scores=scores, score_mean=float(scores.mean()),
-                   score_std=float(scores.std()))
+        out.update(
+            scores=scores,
+            score_mean=float(scores.mean()),
+            score_std=float(scores.std()),
+        )
     return out
 
 

@@ -65,7 +65,9 @@ class TD3BCConfig:
         if not (isinstance(self.policy_freq, int) and self.policy_freq >= 1):
             raise ValueError(f"policy_freq={self.policy_freq!r}: expected an int >= 1")
         if not self.hidden_dims or any(int(h) < 1 for h in self.hidden_dims):
-            raise ValueError(f"hidden_dims={self.hidden_dims!r}: expected positive widths")
+            raise ValueError(
+                f"hidden_dims={self.hidden_dims!r}: expected positive widths"
+            )
 
 
 @struct.dataclass
@@ -105,7 +107,9 @@ def td3_bc(config: TD3BCConfig | None = None) -> _common.Agent:
     critic_opt = optax.adam(cfg.critic_lr)
 
     def make_actor(action_dim: int) -> _networks.DeterministicActor:
-        return _networks.DeterministicActor(tuple(cfg.hidden_dims), action_dim, cfg.max_action)
+        return _networks.DeterministicActor(
+            tuple(cfg.hidden_dims), action_dim, cfg.max_action
+        )
 
     def init(key: jax.Array, dataset: Transitions) -> TD3BCState:
         obs_dim, act_dim = _common.dims_of(dataset)
@@ -114,7 +118,9 @@ def td3_bc(config: TD3BCConfig | None = None) -> _common.Agent:
         obs, act = jnp.zeros((1, obs_dim)), jnp.zeros((1, act_dim))
         actor_params = actor.init(k_actor, obs)
         critic_params = _networks.init_ensemble(critic, k_critic, 2, obs, act)
-        normalizer = _common.fit_state_normalizer(dataset.observations, cfg.normalize_states)
+        normalizer = _common.fit_state_normalizer(
+            dataset.observations, cfg.normalize_states
+        )
         return TD3BCState(
             actor_params=actor_params,
             actor_target_params=actor_params,
@@ -134,11 +140,14 @@ def td3_bc(config: TD3BCConfig | None = None) -> _common.Agent:
         b = _common.normalized_batch(batch, state.normalizer)
 
         # Critic: TD3 target with clipped policy smoothing noise.
-        noise = jnp.clip(
-            cfg.policy_noise * jax.random.normal(key, b.actions.shape),
-            -cfg.noise_clip,
-            cfg.noise_clip,
-        ) * cfg.max_action
+        noise = (
+            jnp.clip(
+                cfg.policy_noise * jax.random.normal(key, b.actions.shape),
+                -cfg.noise_clip,
+                cfg.noise_clip,
+            )
+            * cfg.max_action
+        )
         next_actions = jnp.clip(
             actor.apply(state.actor_target_params, b.next_observations) + noise,
             -cfg.max_action,
@@ -150,7 +159,9 @@ def td3_bc(config: TD3BCConfig | None = None) -> _common.Agent:
         target_q = b.rewards + cfg.discount * (1.0 - b.terminals) * next_q
 
         def critic_loss_fn(params):
-            q = _networks.apply_ensemble(critic, params, b.observations, b.actions)  # [2, B]
+            q = _networks.apply_ensemble(
+                critic, params, b.observations, b.actions
+            )  # [2, B]
             return ((q - target_q) ** 2).mean(1).sum(), q
 
         (critic_loss, q), grads = jax.value_and_grad(critic_loss_fn, has_aux=True)(
@@ -167,7 +178,9 @@ def td3_bc(config: TD3BCConfig | None = None) -> _common.Agent:
             def actor_loss_fn(params):
                 pi = actor.apply(params, b.observations)
                 q1 = critic.apply(
-                    jax.tree.map(lambda x: x[0], state.critic_params), b.observations, pi
+                    jax.tree.map(lambda x: x[0], state.critic_params),
+                    b.observations,
+                    pi,
                 )
                 lmbda = jax.lax.stop_gradient(cfg.alpha / jnp.abs(q1).mean())
                 bc = ((pi - b.actions) ** 2).mean()

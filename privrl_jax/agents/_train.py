@@ -51,7 +51,10 @@ def make_agent(name: str, **overrides: Any) -> _common.Agent:
     fields = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
-        raise ValueError(f"{name} config: unknown fields {unknown}; expected some of {sorted(fields)}")
+        raise ValueError(
+            f"{name} config: unknown fields {unknown}; expected some of "
+            f"{sorted(fields)}"
+        )
     return factory(config_cls(**overrides))
 
 
@@ -153,8 +156,11 @@ def train(
       ValueError: non-positive sizes, sizes that are not multiples of `chunk_size`,
         or an empty dataset.
     """
-    for name, value in (("num_updates", num_updates), ("batch_size", batch_size),
-                        ("chunk_size", chunk_size)):
+    for name, value in (
+        ("num_updates", num_updates),
+        ("batch_size", batch_size),
+        ("chunk_size", chunk_size),
+    ):
         if not (isinstance(value, int) and value > 0):
             raise ValueError(f"{name}={value!r}: expected a positive int")
     if num_updates % chunk_size:
@@ -163,7 +169,8 @@ def train(
         )
     if eval_every is not None and (eval_every <= 0 or eval_every % chunk_size):
         raise ValueError(
-            f"eval_every={eval_every!r}: expected a positive multiple of chunk_size={chunk_size}"
+            f"eval_every={eval_every!r}: expected a positive multiple of "
+            f"chunk_size={chunk_size}"
         )
     if len(dataset) == 0:
         raise ValueError("dataset: expected at least one transition, got 0")
@@ -177,8 +184,13 @@ def train(
     evals: list[dict[str, Any]] = []
     start = time.perf_counter()
     num_chunks = num_updates // chunk_size
-    bar = tqdm.tqdm(total=num_updates, desc=f"train {agent.name}", disable=not progress,
-                    unit="upd", smoothing=0.1)
+    bar = tqdm.tqdm(
+        total=num_updates,
+        desc=f"train {agent.name}",
+        disable=not progress,
+        unit="upd",
+        smoothing=0.1,
+    )
     for i in range(num_chunks):
         state, metrics = chunk(state, dataset, jax.random.fold_in(k_train, i))
         metrics = jax.device_get(metrics)
@@ -189,7 +201,11 @@ def train(
             # nanmean: TD3+BC reports NaN actor losses on its critic-only steps.
             logs.setdefault(name, []).append(float(np.nanmean(values)))
         bar.update(chunk_size)
-        postfix = {"critic": f"{logs['critic_loss'][-1]:.3g}"} if "critic_loss" in logs else {}
+        postfix = (
+            {"critic": f"{logs['critic_loss'][-1]:.3g}"}
+            if "critic_loss" in logs
+            else {}
+        )
         if eval_fn is not None and (
             step == num_updates or (eval_every is not None and step % eval_every == 0)
         ):

@@ -34,7 +34,8 @@ def set_help(*examples: str) -> str:
 
 
 def set_option(*examples: str) -> Any:
-    """The --set option of a command, its help showing ``examples`` (keys its config has)."""
+    """The --set option of a command, its help showing ``examples`` (keys its config
+    has)."""
     return Annotated[
         list[str] | None,
         typer.Option("--set", metavar="SECTION.KEY=VALUE", help=set_help(*examples)),
@@ -98,15 +99,17 @@ def options_to_values(**options: Any) -> Mapping[str, Any]:
     return {k: v for k, v in options.items() if v is not None}
 
 
-# The run directory's lock file (privrl_jax.pipelines._rundir.LOCK_FILE; tests check they agree).
+# The run directory's lock file (privrl_jax.pipelines._rundir.LOCK_FILE; tests check
+# they agree).
 RUN_LOCK_FILE = ".lock"
 
 
 def refuse_busy_out(out: Path) -> None:
-    """Fails at once when a live run holds ``out``'s lock, before the imports and set-up of a run.
+    """Fails at once when a live run holds ``out``'s lock, before the imports and set-up
+    of a run.
 
-    Only a probe: the run takes the lock itself (a run that starts in between is still refused
-    there). It creates nothing, so a refused command leaves no ``.lock`` behind.
+    Only a probe: the run takes the lock itself (a run that starts in between is still
+    refused there). It creates nothing, so a refused command leaves no ``.lock`` behind.
     """
     import fcntl  # noqa: PLC0415
     import os  # noqa: PLC0415
@@ -119,8 +122,11 @@ def refuse_busy_out(out: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        fail(f"another run is using {out} right now (it holds {lock}); wait for it to finish or "
-             "choose another --out directory.")
+        fail(
+            f"another run is using {out} right now (it holds {lock}); wait for it to "
+            "finish or "
+            "choose another --out directory."
+        )
     finally:
         os.close(fd)
 
@@ -146,10 +152,11 @@ def expected_error_message(err: BaseException) -> str | None:
     on paths (missing, unreadable, not writable, not HDF5), YAML errors, and the
     library's own RuntimeErrors (a budget that would be exceeded, a diverged run).
     """
-    own = _loaded_error_types(
-        "privrl_jax.privacy._ledger", "BudgetExceededError"
-    ) + _loaded_error_types("privrl_jax.pipelines._dp_loop", "DivergenceError") + _loaded_error_types(
-        "privrl_jax.pipelines._launch", "ProcessFailedError")
+    own = (
+        _loaded_error_types("privrl_jax.privacy._ledger", "BudgetExceededError")
+        + _loaded_error_types("privrl_jax.pipelines._dp_loop", "DivergenceError")
+        + _loaded_error_types("privrl_jax.pipelines._launch", "ProcessFailedError")
+    )
     yaml_errors = _loaded_error_types("yaml", "YAMLError")
     if isinstance(err, (ValueError, *own, *yaml_errors)):
         return one_line(err)

@@ -11,10 +11,10 @@ import typer
 from privrl_jax.cli._common import (
     JsonFlag,
     OverwriteFlag,
-    set_option,
     config_option,
     load_or_fail,
     options_to_values,
+    set_option,
     with_default,
 )
 
@@ -47,34 +47,49 @@ def train(
     ] = None,
     env: Annotated[
         str | None,
-        typer.Option(help="Evaluation env, e.g. maze2d-umaze-v1, or a MuJoCo task "
-                     "such as halfcheetah-medium-v2 (required)."),
+        typer.Option(
+            help="Evaluation env, e.g. maze2d-umaze-v1, or a MuJoCo task "
+            "such as halfcheetah-medium-v2 (required)."
+        ),
     ] = None,
     steps: Annotated[
         int | None,
-        typer.Option(help=with_default(
-            "Gradient updates: a multiple of --chunk, or fewer than --chunk (one "
-            "chunk of --steps updates).", 100_000)),
+        typer.Option(
+            help=with_default(
+                "Gradient updates: a multiple of --chunk, or fewer than --chunk (one "
+                "chunk of --steps updates).",
+                100_000,
+            )
+        ),
     ] = None,
     seed: Annotated[
         int | None, typer.Option(help=with_default("PRNG seed.", 0))
     ] = None,
     batch_size: Annotated[
         int | None,
-        typer.Option(help=with_default(
-            "Minibatch size, at most the dataset's size.", 256)),
+        typer.Option(
+            help=with_default("Minibatch size, at most the dataset's size.", 256)
+        ),
     ] = None,
     chunk: Annotated[
         int | None,
-        typer.Option(help=with_default(
-            "Updates per jitted scan call (progress, metrics and evaluations happen "
-            "between chunks).", 1000)),
+        typer.Option(
+            help=with_default(
+                "Updates per jitted scan call (progress, metrics and evaluations "
+                "happen "
+                "between chunks).",
+                1000,
+            )
+        ),
     ] = None,
     eval_every: Annotated[
         int | None,
-        typer.Option(help=with_default(
-            "Updates between evaluations, a multiple of --chunk.",
-            "about a tenth of --steps")),
+        typer.Option(
+            help=with_default(
+                "Updates between evaluations, a multiple of --chunk.",
+                "about a tenth of --steps",
+            )
+        ),
     ] = None,
     eval_episodes: Annotated[
         int | None,
@@ -82,11 +97,16 @@ def train(
     ] = None,
     eval_backend: Annotated[
         str | None,
-        typer.Option(help=with_default(
-            "Where evaluations run: jax, or mujoco (real MuJoCo, pip install -e "
-            "\".\\[mujoco]\": D4RL's point maze for maze2d-*-v1, and the only backend "
-            "of the locomotion and kitchen tasks, e.g. hopper-medium-v2, "
-            "kitchen-mixed-v0).", "jax")),
+        typer.Option(
+            help=with_default(
+                "Where evaluations run: jax, or mujoco (real MuJoCo, pip install -e "
+                '".\\[mujoco]": D4RL\'s point maze for maze2d-*-v1, and the only '
+                "backend "
+                "of the locomotion and kitchen tasks, e.g. hopper-medium-v2, "
+                "kitchen-mixed-v0).",
+                "jax",
+            )
+        ),
     ] = None,
     config: Annotated[str | None, config_option(None)] = None,
     overrides: AgentSet = None,

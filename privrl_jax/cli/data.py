@@ -12,10 +12,10 @@ import typer
 from privrl_jax.cli._common import (
     JsonFlag,
     OverwriteFlag,
-    set_option,
     config_option,
     load_or_fail,
     options_to_values,
+    set_option,
     with_default,
 )
 
@@ -36,13 +36,20 @@ CollectSet = set_option("size=5000", "action_noise=0.3")
 def collect(
     out: Annotated[
         Path,
-        typer.Option(help="Output HDF5 file (written atomically; never replaced "
-                     "without --overwrite)."),
+        typer.Option(
+            help="Output HDF5 file (written atomically; never replaced "
+            "without --overwrite)."
+        ),
     ],
     env: Annotated[
         str | None,
-        typer.Option(help=with_default("maze2d task, e.g. maze2d-medium-v1 (D4RL physics) or maze2d-medium-legacy.",
-                                       "maze2d-umaze-v1")),
+        typer.Option(
+            help=with_default(
+                "maze2d task, e.g. maze2d-medium-v1 (D4RL physics) or "
+                "maze2d-medium-legacy.",
+                "maze2d-umaze-v1",
+            )
+        ),
     ] = None,
     size: Annotated[
         int | None,
@@ -57,9 +64,14 @@ def collect(
     ] = None,
     num_envs: Annotated[
         int | None,
-        typer.Option(help=with_default(
-            "Parallel env streams; lowered (and said so) when --size gives a stream "
-            "less than one episode.", 1000)),
+        typer.Option(
+            help=with_default(
+                "Parallel env streams; lowered (and said so) when --size gives a "
+                "stream "
+                "less than one episode.",
+                1000,
+            )
+        ),
     ] = None,
     chunk_steps: Annotated[
         int | None,
@@ -96,8 +108,13 @@ def collect(
     extra = {"overwrite": True} if overwrite else {}
     path = pipelines.run_collect(cfg, out, **extra)
     if as_json:
-        summary = {"path": str(path), "env": cfg.env, "size": cfg.size,
-                   "num_envs": cfg.resolved_num_envs(), "seed": cfg.seed}
+        summary = {
+            "path": str(path),
+            "env": cfg.env,
+            "size": cfg.size,
+            "num_envs": cfg.resolved_num_envs(),
+            "seed": cfg.seed,
+        }
         typer.echo(json.dumps(summary))
     else:
         typer.echo(f"wrote {cfg.size} transitions of {cfg.env} to {path}")

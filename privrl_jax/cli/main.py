@@ -39,37 +39,54 @@ def main(
     ] = False,
     coordinator: Annotated[
         str | None,
-        typer.Option("--coordinator", envvar=privacy.ENV_COORDINATOR, metavar="HOST:PORT",
-                     help="Multi-process run: process 0's address (see README, Multi-host).",
-                     rich_help_panel="Multi-process (jax.distributed)"),
+        typer.Option(
+            "--coordinator",
+            envvar=privacy.ENV_COORDINATOR,
+            metavar="HOST:PORT",
+            help="Multi-process run: process 0's address (see README, Multi-host).",
+            rich_help_panel="Multi-process (jax.distributed)",
+        ),
     ] = None,
     num_processes: Annotated[
         int | None,
-        typer.Option("--num-processes", envvar=privacy.ENV_NUM_PROCESSES,
-                     help="Multi-process run: how many processes.",
-                     rich_help_panel="Multi-process (jax.distributed)"),
+        typer.Option(
+            "--num-processes",
+            envvar=privacy.ENV_NUM_PROCESSES,
+            help="Multi-process run: how many processes.",
+            rich_help_panel="Multi-process (jax.distributed)",
+        ),
     ] = None,
     process_id: Annotated[
         int | None,
-        typer.Option("--process-id", envvar=privacy.ENV_PROCESS_ID,
-                     help="Multi-process run: this process's index, 0 to N-1.",
-                     rich_help_panel="Multi-process (jax.distributed)"),
+        typer.Option(
+            "--process-id",
+            envvar=privacy.ENV_PROCESS_ID,
+            help="Multi-process run: this process's index, 0 to N-1.",
+            rich_help_panel="Multi-process (jax.distributed)",
+        ),
     ] = None,
     distributed_auto: Annotated[
         bool,
-        typer.Option("--distributed-auto", metavar="",
-                     help="Multi-process run: let JAX detect the cluster (TPU, SLURM, Open MPI).",
-                     rich_help_panel="Multi-process (jax.distributed)"),
+        typer.Option(
+            "--distributed-auto",
+            metavar="",
+            help="Multi-process run: let JAX detect the cluster (TPU, SLURM, Open MPI).",
+            rich_help_panel="Multi-process (jax.distributed)",
+        ),
     ] = False,
 ) -> None:
     """privrl_jax: differentially private reinforcement learning in JAX."""
     ctx.meta[DEBUG_KEY] = debug
     auto = distributed_auto or os.environ.get(privacy.ENV_AUTO, "").lower() == "auto"
     if auto or any(v is not None for v in (coordinator, num_processes, process_id)):
-        # Before any command touches JAX's backend: jax.distributed.initialize must come first.
+        # Before any command touches JAX's backend: jax.distributed.initialize must come
+        # first.
         try:
-            config = (privacy.DistributedConfig(auto=True) if auto
-                      else privacy.DistributedConfig(coordinator, num_processes, process_id))
+            config = (
+                privacy.DistributedConfig(auto=True)
+                if auto
+                else privacy.DistributedConfig(coordinator, num_processes, process_id)
+            )
             privacy.initialize_distributed(config)
         except (ValueError, RuntimeError) as err:
             typer.secho(f"error: {one_line(err)}", err=True, fg=typer.colors.RED)
@@ -82,24 +99,33 @@ def main(
 )
 def launch(
     ctx: typer.Context,
-    num_processes: Annotated[int, typer.Option("-n", "--num-processes", help="Processes to start.")] = 2,
+    num_processes: Annotated[
+        int, typer.Option("-n", "--num-processes", help="Processes to start.")
+    ] = 2,
     devices_per_process: Annotated[
         int | None,
-        typer.Option("--devices-per-process", help="Force this many CPU devices in each process."),
+        typer.Option(
+            "--devices-per-process", help="Force this many CPU devices in each process."
+        ),
     ] = None,
 ) -> None:
     """Run a privrl command as N cooperating processes on this machine.
 
-    Example: privrl launch -n 2 -- synth transitions --config test --out runs/mh. If one process
-    fails, the others are stopped; rerun the same command to resume.
+    Example: privrl launch -n 2 -- synth transitions --config test --out runs/mh. If one
+    process fails, the others are stopped; rerun the same command to resume.
     """
     from privrl_jax import pipelines  # noqa: PLC0415 -- keeps `privrl --help` fast
 
     args = [a for a in ctx.args if a != "--"]
     if not args:
-        raise typer.BadParameter("give the privrl command to run after --, e.g. -- synth transitions ...")
-    pipelines.launch_local([sys.executable, "-m", "privrl_jax.cli.main", *args], num_processes,
-                         devices_per_process=devices_per_process)
+        raise typer.BadParameter(
+            "give the privrl command to run after --, e.g. -- synth transitions ..."
+        )
+    pipelines.launch_local(
+        [sys.executable, "-m", "privrl_jax.cli.main", *args],
+        num_processes,
+        devices_per_process=devices_per_process,
+    )
 
 
 app.add_typer(_privacy.app, name="privacy")

@@ -7,7 +7,12 @@ from typing import Annotated
 
 import typer
 
-from privrl_jax.cli._common import config_option, load_or_fail, refuse_busy_out, set_option
+from privrl_jax.cli._common import (
+    config_option,
+    load_or_fail,
+    refuse_busy_out,
+    set_option,
+)
 
 app = typer.Typer(
     help="Differentially private off-policy evaluation (GPOPE).",
@@ -28,7 +33,8 @@ def run_command(
     config: Annotated[str | None, config_option("gpope")] = None,
     overrides: OpeSet = None,
 ) -> None:
-    """GPOPE on the medical chain MDP, Mountain Car or the HIV simulator (env.name): DP plan, noisy GTD2 steps, report and audit."""
+    """GPOPE on the medical chain MDP, Mountain Car or the HIV simulator (env.name): DP
+    plan, noisy GTD2 steps, report and audit."""
     refuse_busy_out(out)
     from privrl_jax import pipelines  # here: keeps `privrl --help` fast
     from privrl_jax.pipelines import gpope
@@ -36,7 +42,9 @@ def run_command(
     spec = pipelines.qualify_config(config, "gpope")
     cfg = load_or_fail(gpope.load, spec, overrides or [])
     report = gpope.run(cfg, out)
-    if "process_id" in report:  # another process of a multi-process run: process 0 reports
+    if (
+        "process_id" in report
+    ):  # another process of a multi-process run: process 0 reports
         return
     typer.echo(gpope.render_markdown(report))
     typer.echo(f"wrote {out}/report.md, report.json, weights.json, ledger.json")

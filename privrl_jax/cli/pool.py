@@ -7,7 +7,12 @@ from typing import Annotated
 
 import typer
 
-from privrl_jax.cli._common import config_option, load_or_fail, refuse_busy_out, set_option
+from privrl_jax.cli._common import (
+    config_option,
+    load_or_fail,
+    refuse_busy_out,
+    set_option,
+)
 
 app = typer.Typer(
     help="Private offline RL with one-sided feedback (POOL) on lost-sales inventory.",
@@ -23,7 +28,9 @@ PoolSet = set_option("privacy.rho=0.5", "pool.bonus_scale=0.02")
 def run_command(
     out: Annotated[
         Path,
-        typer.Option("--out", help="Run directory (a rerun of a finished run spends nothing)."),
+        typer.Option(
+            "--out", help="Run directory (a rerun of a finished run spends nothing)."
+        ),
     ],
     config: Annotated[str | None, config_option("pool")] = None,
     overrides: PoolSet = None,
@@ -37,4 +44,6 @@ def run_command(
     cfg = load_or_fail(pool.load, spec, overrides or [])
     report = pool.run(cfg, out)
     typer.echo(pool.render_markdown(report))
-    typer.echo(f"wrote {out}/report.md, report.json, policy.npz, policy.json, ledger.json")
+    typer.echo(
+        f"wrote {out}/report.md, report.json, policy.npz, policy.json, ledger.json"
+    )

@@ -13,7 +13,8 @@ from privrl_jax import privacy
 from privrl_jax.cli._common import JsonFlag
 
 app = typer.Typer(
-    help="Privacy accounting: epsilon, noise calibration, ledger reports.", no_args_is_help=True
+    help="Privacy accounting: epsilon, noise calibration, ledger reports.",
+    no_args_is_help=True,
 )
 
 
@@ -45,30 +46,49 @@ AccountantOpt = Annotated[AccountantName, typer.Option(help="rdp or pld.")]
 AsJson = JsonFlag  # a flag: --json takes no value
 SamplingOpt = Annotated[
     SamplingName,
-    typer.Option(help="poisson (add/remove-one), uniform_one (one of N per step, replace-one) or "
-                 "full_batch (every unit every step)."),
+    typer.Option(
+        help="poisson (add/remove-one), uniform_one (one of N per step, replace-one) or "
+        "full_batch (every unit every step)."
+    ),
 ]
 DatasetSize = Annotated[
-    int | None, typer.Option(help="N, the number of privacy units (needed for uniform_one and full_batch).")
+    int | None,
+    typer.Option(
+        help="N, the number of privacy units (needed for uniform_one and full_batch)."
+    ),
 ]
 
 
-def _plan(sampling: SamplingName, sampling_rate: float, dataset_size: int | None, steps: int,
-          noise_multiplier: float | None = None) -> privacy.DPPlan:
-    """The DP plan the options describe (clip norm 1: sigma and epsilon do not depend on it)."""
+def _plan(
+    sampling: SamplingName,
+    sampling_rate: float,
+    dataset_size: int | None,
+    steps: int,
+    noise_multiplier: float | None = None,
+) -> privacy.DPPlan:
+    """The DP plan the options describe (clip norm 1: sigma and epsilon do not depend on
+    it)."""
     if sampling is not SamplingName.poisson and dataset_size is None:
         raise ValueError(f"--sampling {sampling.value} needs --dataset-size N.")
     if sampling is SamplingName.poisson and sampling_rate is None:
         raise ValueError("--sampling poisson needs --sampling-rate q (batch / N).")
     if sampling is SamplingName.poisson:
         # N only scales the sampler's normaliser here; epsilon depends on q alone.
-        sampler = privacy.PoissonSampler(dataset_size=dataset_size or 1, sampling_rate=sampling_rate,
-                                         microbatch_size=1)
+        sampler = privacy.PoissonSampler(
+            dataset_size=dataset_size or 1,
+            sampling_rate=sampling_rate,
+            microbatch_size=1,
+        )
     elif sampling is SamplingName.uniform_one:
         sampler = privacy.UniformOneSampler(dataset_size=dataset_size)
     else:
         sampler = privacy.FullBatchSampler(dataset_size=dataset_size, microbatch_size=1)
-    return privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=steps, noise_multiplier=noise_multiplier)
+    return privacy.DPPlan(
+        sampler=sampler,
+        l2_clip_norm=1.0,
+        steps=steps,
+        noise_multiplier=noise_multiplier,
+    )
 
 
 def _described(plan: privacy.DPPlan, dataset_size: int | None) -> dict:
@@ -80,36 +100,50 @@ def _described(plan: privacy.DPPlan, dataset_size: int | None) -> dict:
 
 def _sensitivity_note(plan: privacy.DPPlan) -> str:
     factor = plan.neighboring.sensitivity_factor
-    return (f"{plan.neighboring.name}: noise std = {factor:g} x sigma x C" if factor != 1
-            else f"{plan.neighboring.name}: noise std = sigma x C")
+    return (
+        f"{plan.neighboring.name}: noise std = {factor:g} x sigma x C"
+        if factor != 1
+        else f"{plan.neighboring.name}: noise std = sigma x C"
+    )
 
 
 @app.command()
 def epsilon(
     noise_multiplier: Annotated[
-        float, typer.Option(help="sigma: noise std / L2 sensitivity (C add/remove, 2C replace-one).")
+        float,
+        typer.Option(
+            help="sigma: noise std / L2 sensitivity (C add/remove, 2C replace-one)."
+        ),
     ],
     steps: Steps,
     delta: Delta,
     sampling_rate: Annotated[
-        float | None, typer.Option(help="Poisson sampling rate q = batch / N (poisson only).")
+        float | None,
+        typer.Option(help="Poisson sampling rate q = batch / N (poisson only)."),
     ] = None,
     sampling: SamplingOpt = SamplingName.poisson,
     dataset_size: DatasetSize = None,
     accountant: AccountantOpt = AccountantName.rdp,
     as_json: AsJson = False,
 ) -> None:
-    """Epsilon spent by T DP steps of a sampling scheme (dp-accounting's meaning of sigma)."""
+    """Epsilon spent by T DP steps of a sampling scheme (dp-accounting's meaning of
+    sigma)."""
     try:
         plan = _plan(sampling, sampling_rate, dataset_size, steps, noise_multiplier)
         rep = plan.epsilon(delta, accountant.value)
     except ValueError as e:
         _fail(e)
     _emit(
-        {**rep.to_dict(), **_described(plan, dataset_size), "noise_multiplier": noise_multiplier},
+        {
+            **rep.to_dict(),
+            **_described(plan, dataset_size),
+            "noise_multiplier": noise_multiplier,
+        },
         as_json,
-        f"epsilon = {rep.epsilon:.4f} at delta = {delta:g} ({accountant.value.upper()}, "
-        f"sigma={noise_multiplier}, {sampling.value} q={plan.sampling_rate:g}, T={steps}; "
+        f"epsilon = {rep.epsilon:.4f} at delta = {delta:g} "
+        f"({accountant.value.upper()}, "
+        f"sigma={noise_multiplier}, {sampling.value} q={plan.sampling_rate:g}, "
+        f"T={steps}; "
         f"{_sensitivity_note(plan)}; dp-accounting {rep.dp_accounting_version})",
     )
 
@@ -120,14 +154,16 @@ def calibrate(
     delta: Delta,
     steps: Steps,
     sampling_rate: Annotated[
-        float | None, typer.Option(help="Poisson sampling rate q = batch / N (poisson only).")
+        float | None,
+        typer.Option(help="Poisson sampling rate q = batch / N (poisson only)."),
     ] = None,
     sampling: SamplingOpt = SamplingName.poisson,
     dataset_size: DatasetSize = None,
     accountant: AccountantOpt = AccountantName.rdp,
     as_json: AsJson = False,
 ) -> None:
-    """Smallest sigma (noise std / L2 sensitivity) that keeps T steps within the target epsilon."""
+    """Smallest sigma (noise std / L2 sensitivity) that keeps T steps within the target
+    epsilon."""
     try:
         plan = _plan(sampling, sampling_rate, dataset_size, steps).calibrate(
             target_epsilon, delta, accountant.value
@@ -137,11 +173,17 @@ def calibrate(
         _fail(e)
     sigma = plan.noise_multiplier
     _emit(
-        {**rep.to_dict(), **_described(plan, dataset_size), "noise_multiplier": sigma,
-         "target_epsilon": target_epsilon},
+        {
+            **rep.to_dict(),
+            **_described(plan, dataset_size),
+            "noise_multiplier": sigma,
+            "target_epsilon": target_epsilon,
+        },
         as_json,
-        f"noise_multiplier = {sigma:.6f} gives epsilon = {rep.epsilon:.6f} <= {target_epsilon} at "
-        f"delta = {delta:g} ({accountant.value.upper()}, {sampling.value} q={plan.sampling_rate:g}, "
+        f"noise_multiplier = {sigma:.6f} gives epsilon = {rep.epsilon:.6f} <= "
+        f"{target_epsilon} at "
+        f"delta = {delta:g} ({accountant.value.upper()}, {sampling.value} "
+        f"q={plan.sampling_rate:g}, "
         f"T={steps}; {_sensitivity_note(plan)})",
     )
 
@@ -151,11 +193,12 @@ def report(
     run_dir: Path = typer.Argument(..., help="A run directory holding ledger.json."),
     as_json: AsJson = False,
 ) -> None:
-    """What a run spent: every release in its verified ledger, total epsilon under RDP and PLD.
+    """What a run spent: every release in its verified ledger, total epsilon under RDP
+    and PLD.
 
-    The ledger's hash chain, every event against its recorded parameters, and the ledger heads held
-    by the run's checkpoints and released files are verified first; an edited, truncated or
-    missing ledger is an error (exit 2).
+    The ledger's hash chain, every event against its recorded parameters, and the ledger
+    heads held by the run's checkpoints and released files are verified first; an
+    edited, truncated or missing ledger is an error (exit 2).
     """
     from privrl_jax.pipelines import verify_run  # noqa: PLC0415  (keeps --help fast)
 
@@ -170,9 +213,13 @@ def report(
     if rep.get("not_private"):
         typer.secho(f"NOT PRIVATE: {rep['not_private']}", fg=typer.colors.RED)
     if rep["over_budget"]:
-        typer.secho(f"OVER BUDGET: this run spent more than epsilon = {budget['epsilon']:g}.",
-                    fg=typer.colors.RED)
-    typer.echo(f"run: {run_dir}  dataset: {rep['dataset_id']} (N={rep['dataset_size']})")
+        typer.secho(
+            f"OVER BUDGET: this run spent more than epsilon = {budget['epsilon']:g}.",
+            fg=typer.colors.RED,
+        )
+    typer.echo(
+        f"run: {run_dir}  dataset: {rep['dataset_id']} (N={rep['dataset_size']})"
+    )
     typer.echo(f"ledger: verified (chain head {rep['chain_head'][:16]}...)")
     typer.echo(f"budget: epsilon={budget['epsilon']:g}, delta={budget['delta']:g}")
     typer.echo(f"releases: {rep['num_releases']}")
@@ -181,7 +228,10 @@ def report(
     for acc in ("rdp", "pld"):
         res = rep[acc]
         if "epsilon" in res:
-            typer.echo(f"spent ({acc.upper()}): epsilon = {res['epsilon']:.4f} at delta = {res['delta']:g}")
+            typer.echo(
+                f"spent ({acc.upper()}): epsilon = {res['epsilon']:.4f} at delta = "
+                f"{res['delta']:g}"
+            )
         else:
             typer.echo(f"spent ({acc.upper()}): {res['error']}")
 
@@ -189,17 +239,21 @@ def report(
 @app.command(name="audit")
 def audit_command(
     run_dir: Path = typer.Argument(..., help="A run directory holding ledger.json."),
-    canaries: Annotated[int, typer.Option(help="Gradient canaries m of the one-run audit.")] = 10_000,
+    canaries: Annotated[
+        int, typer.Option(help="Gradient canaries m of the one-run audit.")
+    ] = 10_000,
     seed: Annotated[int, typer.Option(help="Draws the canaries' inclusion bits.")] = 0,
     as_json: AsJson = False,
 ) -> None:
-    """Epsilon demonstrated beside epsilon accounted: a one-run canary audit of every mechanism
+    """Epsilon demonstrated beside epsilon accounted: a one-run canary audit of every
+    mechanism
     the run's verified ledger records (Steinke, Nasr & Jagielski 2023), written to
     RUN_DIR/audit/epsilon_lower_bound.json.
 
-    The audit reruns each recorded mechanism (the plan's sampler, clip norm, sigma and steps;
-    POOL's Gaussian mechanism) with canaries on stand-in data, never on the run's data, so it is
-    not a release. A demonstrated epsilon above the accounted one is a privacy bug (exit 2).
+    The audit reruns each recorded mechanism (the plan's sampler, clip norm, sigma and
+    steps; POOL's Gaussian mechanism) with canaries on stand-in data, never on the run's
+    data, so it is not a release. A demonstrated epsilon above the accounted one is a
+    privacy bug (exit 2).
     """
     from privrl_jax.pipelines import (  # noqa: PLC0415
         AUDIT_FILE,
@@ -211,7 +265,12 @@ def audit_command(
     from privrl_jax.privacy.audit import PrivacyAuditError  # noqa: PLC0415
 
     if canaries < 100:
-        _fail(ValueError(f"--canaries must be >= 100 (1% of them are guessed each way); got {canaries}."))
+        _fail(
+            ValueError(
+                "--canaries must be >= 100 (1% of them are guessed each way); got "
+                f"{canaries}."
+            )
+        )
     try:
         ledger = verify_run(run_dir)
     except privacy.LedgerError as e:

@@ -1,4 +1,5 @@
-"""`privrl synth ...` and `privrl quickstart`: the PrivORL pipelines from the command line."""
+"""`privrl synth ...` and `privrl quickstart`: the PrivORL pipelines from the command
+line."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ def _run(config: ConfigSource | None, overrides: list[str], out: Path) -> None:
 
     cfg = load_or_fail(privorl_n.load, config, overrides)
     report = privorl_n.run(cfg, out)
-    if "process_id" in report:  # another process of a multi-process run: process 0 reports
+    if (
+        "process_id" in report
+    ):  # another process of a multi-process run: process 0 reports
         return
     typer.echo(privorl_n.render_markdown(report))
     typer.echo(f"wrote {out}/report.md, report.json, synthetic.hdf5, ledger.json")
@@ -60,20 +63,26 @@ def transitions(
         typer.Option(
             "--model",
             help="privorl_n (default), or a marginal-based baseline: pgm or mst (configs in "
-            'privrl_jax/configs/marginal/, e.g. --config pgm_umaze; needs pip install ".[baselines]").',
+            "privrl_jax/configs/marginal/, e.g. --config pgm_umaze; needs pip install "
+            '".[baselines]").',
         ),
     ] = "privorl_n",
 ) -> None:
-    """PrivORL-n: pre-train on public data, DP fine-tune on sensitive data, sample, evaluate.
+    """PrivORL-n: pre-train on public data, DP fine-tune on sensitive data, sample,
+    evaluate.
 
-    With --model pgm|mst: the marginal-based baselines of PrivORL's Table I, written in the same
-    release / audit layout, ledger and report."""
+    With --model pgm|mst: the marginal-based baselines of PrivORL's Table I, written in
+    the same release / audit layout, ledger and report."""
     from privrl_jax import pipelines
 
     if model == "privorl_n":
         _run(pipelines.qualify_config(config, "privorl_n"), overrides or [], out)
     elif model in ("pgm", "mst"):
-        _run_marginal(pipelines.qualify_config(config, "marginal"), [f"model.name={model}", *(overrides or [])], out)
+        _run_marginal(
+            pipelines.qualify_config(config, "marginal"),
+            [f"model.name={model}", *(overrides or [])],
+            out,
+        )
     else:
         fail(f"--model must be privorl_n, pgm or mst; got {model!r}.")
 
@@ -97,7 +106,8 @@ def quickstart(
     ),
     overrides: SetOption = None,
 ) -> None:
-    """CPU-sized PrivORL-n on the embedded mazes (public: medium + large, sensitive: umaze), eps = 10."""
+    """CPU-sized PrivORL-n on the embedded mazes (public: medium + large, sensitive:
+    umaze), eps = 10."""
     _run(quickstart_config(), overrides or [], out)
 
 
@@ -110,14 +120,19 @@ def trajectories(
     config: Annotated[str | None, config_option("privorl_j")] = None,
     overrides: SetOption = None,
 ) -> None:
-    """PrivORL-j: trajectory-level DP synthesis (fragments + a conditional diffusion transformer)."""
+    """PrivORL-j: trajectory-level DP synthesis (fragments + a conditional diffusion
+    transformer)."""
     refuse_busy_out(out)
     from privrl_jax import pipelines
     from privrl_jax.pipelines import privorl_j  # here: keeps `privrl --help` fast
 
-    cfg = load_or_fail(privorl_j.load, pipelines.qualify_config(config, "privorl_j"), overrides or [])
+    cfg = load_or_fail(
+        privorl_j.load, pipelines.qualify_config(config, "privorl_j"), overrides or []
+    )
     report = privorl_j.run(cfg, out)
-    if "process_id" in report:  # another process of a multi-process run: process 0 reports
+    if (
+        "process_id" in report
+    ):  # another process of a multi-process run: process 0 reports
         return
     typer.echo(privorl_j.render_markdown(report))
     typer.echo(f"wrote {out}/report.md, report.json, synthetic.hdf5, ledger.json")

@@ -30,7 +30,11 @@ ROSSMANN_COLUMNS = ("Store", "Date", "Sales")
 
 
 def synthetic_demand(
-    num_days: int = 364, num_products: int = 1, *, noise: float = 0.25, seed: int = 0,
+    num_days: int = 364,
+    num_products: int = 1,
+    *,
+    noise: float = 0.25,
+    seed: int = 0,
     target_mean: float = 0.4,
 ) -> np.ndarray:
     """[num_days, w] daily demand: weekly profile x lognormal noise, deterministic.
@@ -61,8 +65,11 @@ def scale_demand(series: np.ndarray, target_mean: float = 0.4) -> np.ndarray:
 
 
 def load_rossmann(
-    path: str | os.PathLike, stores: tuple[int, ...] | list[int] = (1,), *,
-    open_days_only: bool = True, target_mean: float = 0.4,
+    path: str | os.PathLike,
+    stores: tuple[int, ...] | list[int] = (1,),
+    *,
+    open_days_only: bool = True,
+    target_mean: float = 0.4,
 ) -> np.ndarray:
     """[T, w] daily sales of ``stores`` from a Rossmann train.csv, scaled.
 
@@ -76,8 +83,10 @@ def load_rossmann(
     """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"no Rossmann CSV at {path}; pass the path of train.csv from the "
-                         "Kaggle 'Rossmann Store Sales' data")
+        raise ValueError(
+            f"no Rossmann CSV at {path}; pass the path of train.csv from the "
+            "Kaggle 'Rossmann Store Sales' data"
+        )
     wanted = {int(s) for s in stores}
     if not wanted:
         raise ValueError("choose at least one store (env.stores)")
@@ -85,11 +94,14 @@ def load_rossmann(
     try:
         with path.open(newline="") as f:
             reader = csv.DictReader(f)
-            missing = [c for c in ROSSMANN_COLUMNS if c not in (reader.fieldnames or [])]
+            missing = [
+                c for c in ROSSMANN_COLUMNS if c not in (reader.fieldnames or [])
+            ]
             if missing:
                 raise ValueError(
                     f"{path} lacks the column(s) {missing}; a Rossmann train.csv has "
-                    f"{', '.join(ROSSMANN_COLUMNS)}, ... in its header row")
+                    f"{', '.join(ROSSMANN_COLUMNS)}, ... in its header row"
+                )
             for i, row in enumerate(reader, start=2):
                 try:
                     store = int(row["Store"])
@@ -99,11 +111,14 @@ def load_rossmann(
                     value = float(row["Sales"])
                     is_open = row.get("Open")
                     closed = (is_open is not None and is_open.strip() == "0") or (
-                        is_open is None and value == 0)
+                        is_open is None and value == 0
+                    )
                 except (TypeError, ValueError) as e:
                     raise ValueError(
-                        f"{path} line {i} is not a Rossmann row (Store int, Date YYYY-MM-DD, "
-                        f"Sales number): {e}") from None
+                        f"{path} line {i} is not a Rossmann row (Store int, Date "
+                        "YYYY-MM-DD, "
+                        f"Sales number): {e}"
+                    ) from None
                 if value < 0:
                     raise ValueError(f"{path} line {i}: negative Sales {value}")
                 if open_days_only and closed:
@@ -111,33 +126,53 @@ def load_rossmann(
                 else:
                     sales[store][day] = value
     except UnicodeDecodeError:
-        raise ValueError(f"{path} is not a text CSV file; pass Rossmann's train.csv") from None
+        raise ValueError(
+            f"{path} is not a text CSV file; pass Rossmann's train.csv"
+        ) from None
     empty = sorted(s for s, d in sales.items() if not d)
     if empty:
-        raise ValueError(f"{path} has no rows for store(s) {empty}; choose stores it holds")
+        raise ValueError(
+            f"{path} has no rows for store(s) {empty}; choose stores it holds"
+        )
     dates = sorted(set.intersection(*(set(d) for d in sales.values())))
     while dates and dates[0].weekday() != 0:  # start on a Monday
         dates = dates[1:]
     table = np.array([[sales[s][d] for s in sorted(wanted)] for d in dates], np.float64)
     table = table[~np.isnan(table).any(1)] if len(table) else table
     if table.shape[0] < 7:
-        raise ValueError(f"{path} gives only {table.shape[0]} usable days for stores "
-                         f"{sorted(wanted)}; at least 7 are needed")
+        raise ValueError(
+            f"{path} gives only {table.shape[0]} usable days for stores "
+            f"{sorted(wanted)}; at least 7 are needed"
+        )
     return scale_demand(table, target_mean)
 
 
-ROSSMANN_HEADER = ("Store", "DayOfWeek", "Date", "Sales", "Customers", "Open", "Promo",
-                   "StateHoliday", "SchoolHoliday")
+ROSSMANN_HEADER = (
+    "Store",
+    "DayOfWeek",
+    "Date",
+    "Sales",
+    "Customers",
+    "Open",
+    "Promo",
+    "StateHoliday",
+    "SchoolHoliday",
+)
 # Fixed-date public holidays (month, day) with Rossmann's StateHoliday codes:
 # a = public holiday, c = Christmas. Stores are closed on them.
 _HOLIDAYS = {(1, 1): "a", (5, 1): "a", (10, 3): "a", (12, 25): "c", (12, 26): "c"}
 
 
 def write_synthetic_rossmann_csv(
-    path: str | os.PathLike, num_stores: int = 3, *, start: str = "2014-01-06",
-    num_days: int = 364, seed: int = 0,
+    path: str | os.PathLike,
+    num_stores: int = 3,
+    *,
+    start: str = "2014-01-06",
+    num_days: int = 364,
+    seed: int = 0,
 ) -> Path:
-    """Writes a SYNTHETIC sales table in the Rossmann train.csv format; returns its path.
+    """Writes a SYNTHETIC sales table in the Rossmann train.csv format; returns its
+    path.
 
     Not real data. The process, per store s and date t (all draws from ``seed``):
 
@@ -155,23 +190,34 @@ def write_synthetic_rossmann_csv(
     Rows are written newest date first, as in Kaggle's file.
     """
     if num_stores < 1 or num_days < 7:
-        raise ValueError("write_synthetic_rossmann_csv needs num_stores >= 1, num_days >= 7")
+        raise ValueError(
+            "write_synthetic_rossmann_csv needs num_stores >= 1, num_days >= 7"
+        )
     rng = np.random.default_rng(seed)
     first = _dt.date.fromisoformat(start)
     dates = [first + _dt.timedelta(days=i) for i in range(num_days)]
     rows = []
     for store in range(1, num_stores + 1):
         base = 5000.0 * rng.lognormal(0.0, 0.3)
-        profile = np.array([1.15, *(1.0 + 0.05 * rng.uniform(-1, 1, 4)),
-                            0.9 + 0.05 * rng.uniform(-1, 1), 0.0])
+        profile = np.array(
+            [
+                1.15,
+                *(1.0 + 0.05 * rng.uniform(-1, 1, 4)),
+                0.9 + 0.05 * rng.uniform(-1, 1),
+                0.0,
+            ]
+        )
         promo_gain = 1.2 + 0.2 * rng.uniform()
         phase = int(rng.integers(2))
         basket = 9.0 + 0.5 * rng.uniform(-1, 1)
-        for i, d in enumerate(dates):
+        for d in dates:
             wd = d.weekday()
             holiday = _HOLIDAYS.get((d.month, d.day), "0")
-            school = int((d.month, d.day) >= (7, 15) and d.month <= 8
-                         or (d.month == 12 and d.day >= 22))
+            school = int(
+                (d.month, d.day) >= (7, 15)
+                and d.month <= 8
+                or (d.month == 12 and d.day >= 22)
+            )
             promo = int(wd < 5 and ((d.isocalendar()[1] + phase) % 2 == 0))
             is_open = int(wd != 6 and holiday == "0")
             sales = 0.0
@@ -183,8 +229,19 @@ def write_synthetic_rossmann_csv(
                 nxt = d + _dt.timedelta(days=1)
                 sales *= 1.2 if (nxt.month, nxt.day) in _HOLIDAYS else 1.0
             customers = round(sales / basket)
-            rows.append((store, wd + 1, d.isoformat(), round(sales), customers,
-                         is_open, promo, holiday, school))
+            rows.append(
+                (
+                    store,
+                    wd + 1,
+                    d.isoformat(),
+                    round(sales),
+                    customers,
+                    is_open,
+                    promo,
+                    holiday,
+                    school,
+                )
+            )
     rows.sort(key=lambda r: (r[2], -r[0]), reverse=True)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,18 +2,19 @@
 
 Host side (NumPy): shapes depend on the data, as for `Trajectories`.
 
-A trajectory of length L is cut into ceil(L / H) consecutive fragments of H steps; the last one
-is zero-padded and its padding is marked in ``step_mask``. Each fragment carries its *link
-transition* S = (s, a, r, s', d), the transition just before its first step: the last step of the
-previous fragment, zeros for a trajectory's first fragment (``has_link = False``).
+A trajectory of length L is cut into ceil(L / H) consecutive fragments of H steps; the
+last one is zero-padded and its padding is marked in ``step_mask``. Each fragment
+carries its *link transition* S = (s, a, r, s', d), the transition just before its first
+step: the last step of the previous fragment, zeros for a trajectory's first fragment
+(``has_link = False``).
 
-The privacy unit of PrivORL-j is the trajectory, so fragments are kept grouped by trajectory:
-fields are ``[units, max_fragments, H, ...]``. ``max_fragments`` F is a *public* constant (a
-config value, never read from the sensitive data). A trajectory longer than F H steps is
-**truncated** to its first F H steps: a data-independent rule that keeps one trajectory = one
-unit. (Splitting it into several units would let one trajectory move the clipped sum by more than
-C, i.e. group privacy, docs/dp_pitfalls.md item 11.) ``overflow="error"`` refuses such data
-instead.
+The privacy unit of PrivORL-j is the trajectory, so fragments are kept grouped by
+trajectory: fields are ``[units, max_fragments, H, ...]``. ``max_fragments`` F is a
+*public* constant (a config value, never read from the sensitive data). A trajectory
+longer than F H steps is **truncated** to its first F H steps: a data-independent rule
+that keeps one trajectory = one unit. (Splitting it into several units would let one
+trajectory move the clipped sum by more than C, i.e. group privacy, docs/dp_pitfalls.md
+item 11.) ``overflow="error"`` refuses such data instead.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from flax import struct
 
 from privrl_jax.data._types import TRANSITION_FIELDS, Trajectories
 
-# The modelled per-step fields (timeouts is bookkeeping: it is not synthesised per step).
+# The modelled per-step fields (timeouts is bookkeeping: it is not synthesised per
+# step).
 STEP_FIELDS: tuple[str, ...] = (
     "observations",
     "actions",
@@ -48,7 +50,8 @@ class Fragments:
       step_mask: [U, F, H] bool, True on real steps (a prefix of each real fragment).
       fragment_mask: [U, F] bool, True on fragments holding at least one real step.
       link: dict of the link transition's fields ``observations, actions, rewards,
-        next_observations, terminals``, each [U, F, ...]; zeros where ``has_link`` is False.
+        next_observations, terminals``, each [U, F, ...]; zeros where ``has_link`` is
+        False.
       has_link: [U, F] bool, False on each trajectory's first fragment and on padding.
       lengths: [U] int32 real steps per unit after truncation.
     """
@@ -101,7 +104,11 @@ def trajectories_to_fragments(
         longer than F H steps with ``overflow="error"``.
     """
     for name, value in (("horizon", horizon), ("max_fragments", max_fragments)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, np.integer))
+            or value < 1
+        ):
             raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
     if overflow not in ("truncate", "error"):
         raise ValueError(f"overflow must be 'truncate' or 'error'; got {overflow!r}.")
@@ -109,8 +116,10 @@ def trajectories_to_fragments(
     cap = horizon * max_fragments
     if overflow == "error" and lengths.size and lengths.max() > cap:
         raise ValueError(
-            f"a trajectory has {int(lengths.max())} steps, more than max_fragments * horizon = "
-            f"{max_fragments} * {horizon} = {cap}; raise max_fragments or use overflow='truncate'."
+            f"a trajectory has {int(lengths.max())} steps, more than max_fragments * "
+            "horizon = "
+            f"{max_fragments} * {horizon} = {cap}; raise max_fragments or use "
+            "overflow='truncate'."
         )
     lengths = np.minimum(lengths, cap)
     b, t = np.asarray(trajectories.mask).shape
@@ -138,7 +147,9 @@ def trajectories_to_fragments(
     has_link[:, 0] = False
     link = {}
     for k in STEP_FIELDS:
-        last_step = fields[k][:, :, -1]  # the previous fragment's last step (full if a next exists)
+        last_step = fields[k][
+            :, :, -1
+        ]  # the previous fragment's last step (full if a next exists)
         lk = np.zeros_like(last_step)
         lk[:, 1:] = last_step[:, :-1]
         lk[~has_link] = 0
@@ -153,7 +164,9 @@ def trajectories_to_fragments(
     )
 
 
-def fragments_to_trajectories(fragments: Fragments, *, max_length: int | None = None) -> Trajectories:
+def fragments_to_trajectories(
+    fragments: Fragments, *, max_length: int | None = None
+) -> Trajectories:
     """Concatenates each unit's fragments back into one padded trajectory.
 
     Args:
@@ -172,10 +185,15 @@ def fragments_to_trajectories(fragments: Fragments, *, max_length: int | None = 
     lengths = np.asarray(fragments.lengths).astype(np.int64)
     mask = np.asarray(fragments.step_mask).reshape(u, cap)
     if not np.array_equal(mask, np.arange(cap)[None, :] < lengths[:, None]):
-        raise ValueError("fragments.step_mask must be a prefix of `lengths` ones per unit.")
+        raise ValueError(
+            "fragments.step_mask must be a prefix of `lengths` ones per unit."
+        )
     t = cap if max_length is None else int(max_length)
     if lengths.size and t < lengths.max():
-        raise ValueError(f"max_length={max_length} is shorter than the longest unit ({lengths.max()}).")
+        raise ValueError(
+            f"max_length={max_length} is shorter than the longest unit "
+            f"({lengths.max()})."
+        )
 
     def join(x):
         x = np.asarray(x).reshape((u, cap) + np.asarray(x).shape[3:])
@@ -190,7 +208,8 @@ def fragments_to_trajectories(fragments: Fragments, *, max_length: int | None = 
 
 
 def link_consistency(fragments: Fragments) -> float:
-    """Max |link of fragment k+1 - last step of fragment k| over real links (0 when exact)."""
+    """Max |link of fragment k+1 - last step of fragment k| over real links (0 when
+    exact)."""
     has = np.asarray(fragments.has_link)
     worst = 0.0
     for k in STEP_FIELDS:

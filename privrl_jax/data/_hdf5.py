@@ -55,7 +55,8 @@ def _open_hdf5(path: str) -> h5py.File:
 
 
 def derive_next_observations(data: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Adds `next_observations` to a D4RL dict that lacks it (as `d4rl.qlearning_dataset`).
+    """Adds `next_observations` to a D4RL dict that lacks it (as
+    `d4rl.qlearning_dataset`).
 
     `next_observations[i] = observations[i + 1]` inside an episode. Rows whose successor
     is unknown are dropped: rows with `timeouts` set (the next row starts a new
@@ -105,7 +106,8 @@ def _read_minari(f: h5py.File, path: str, observation_key: str | None) -> dict:
         for k in ("observations", "actions", "rewards", "terminations", "truncations"):
             if k not in ep:
                 raise ValueError(
-                    f"Minari episode {name!r} in {path!r} is missing key {k!r}; a Minari "
+                    f"Minari episode {name!r} in {path!r} is missing key {k!r}; a "
+                    "Minari "
                     f"episode needs observations, actions, rewards, terminations, "
                     f"truncations"
                 )
@@ -176,7 +178,8 @@ def load_hdf5(
         missing = [k for k in _REQUIRED if k not in f]
         if missing:
             raise ValueError(
-                f"dataset {path!r} is missing key(s) {missing}; a D4RL-format file needs "
+                f"dataset {path!r} is missing key(s) {missing}; a D4RL-format file "
+                "needs "
                 f"{list(_REQUIRED)} (and optionally 'next_observations')"
             )
         keys = [k for k in TRANSITION_FIELDS if k in f]

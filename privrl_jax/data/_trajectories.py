@@ -57,7 +57,8 @@ def transitions_to_trajectories(
     t_max = longest if max_length is None else int(max_length)
     if t_max < longest:
         raise ValueError(
-            f"max_length={max_length} is shorter than the longest trajectory ({longest} "
+            f"max_length={max_length} is shorter than the longest trajectory "
+            f"({longest} "
             f"steps); pass max_length >= {longest} or None"
         )
     b = len(lengths)

@@ -63,7 +63,8 @@ def validate_transitions(
                 "next_observations from consecutive observations)"
             )
         raise ValueError(
-            f"dataset{_where(source)} is missing key(s) {missing}; a D4RL-format dataset "
+            f"dataset{_where(source)} is missing key(s) {missing}; a D4RL-format "
+            "dataset "
             f"needs {list(TRANSITION_FIELDS)}{hint}"
         )
     arrays = {k: np.asarray(data[k]) for k in TRANSITION_FIELDS}
@@ -99,7 +100,8 @@ def validate_transitions(
     for k, x in arrays.items():
         if x.shape[0] != n:
             raise ValueError(
-                f"key {k!r}{_where(source)} has {x.shape[0]} rows but 'observations' has "
+                f"key {k!r}{_where(source)} has {x.shape[0]} rows but 'observations' "
+                "has "
                 f"{n}; every key must have one row per transition"
             )
     if arrays["next_observations"].shape != arrays["observations"].shape:

@@ -1,35 +1,40 @@
-"""PrivORL-j's conditional diffusion transformer over trajectory fragments, with padding masks.
+"""PrivORL-j's conditional diffusion transformer over trajectory fragments, with padding
+masks.
 
 PrivORL Sec. VI-B and Appendix F-A (after MTDiff, He et al. 2023,
-https://arxiv.org/abs/2305.18459): the input is a sequence of 5H + 6 tokens, one per component
-(s, a, r, s', d) of each of the H steps of the noisy fragment, five for the link transition S
-the fragment is conditioned on, and one for the diffusion noise level. Each component is
-embedded by its own two-layer MLP (the paper's "MLPs"; fragment steps and the link have separate
-MLPs), a learned position embedding is added, GPT-2 blocks (pre-LayerNorm, GELU MLP of 4x width,
-6 layers and 4 heads at paper scale) mix the tokens, and per-component MLPs decode the fragment
-tokens back into the fragment's shape.
+https://arxiv.org/abs/2305.18459): the input is a sequence of 5H + 6 tokens, one per
+component (s, a, r, s', d) of each of the H steps of the noisy fragment, five for the
+link transition S the fragment is conditioned on, and one for the diffusion noise level.
+Each component is embedded by its own two-layer MLP (the paper's "MLPs"; fragment steps
+and the link have separate MLPs), a learned position embedding is added, GPT-2 blocks
+(pre-LayerNorm, GELU MLP of 4x width, 6 layers and 4 heads at paper scale) mix the
+tokens, and per-component MLPs decode the fragment tokens back into the fragment's
+shape.
 
 Choices the paper leaves open, and ours:
 
-* **Bidirectional attention** (``causal=False``, the default). A denoiser predicts the whole
-  fragment jointly at one noise level; it is not an autoregressive model. The consistency a
-  trajectory needs runs both ways (s'_t = s_{t+1}: step t's next state is pinned by step t+1),
-  so step t should see the noisy step t+1. DiT (Peebles & Xie 2023), Diffuser (Janner et al.
-  2022) and MTDiff denoise whole sequences with full attention. ``causal=True`` is available for
-  ablations (each token then sees only the noise-level token, the link and earlier tokens).
+* **Bidirectional attention** (``causal=False``, the default). A denoiser predicts the
+  whole fragment jointly at one noise level; it is not an autoregressive model. The
+  consistency a trajectory needs runs both ways (s'_t = s_{t+1}: step t's next state is
+  pinned by step t+1), so step t should see the noisy step t+1. DiT (Peebles & Xie
+  2023), Diffuser (Janner et al. 2022) and MTDiff denoise whole sequences with full
+  attention. ``causal=True`` is available for ablations (each token then sees only the
+  noise-level token, the link and earlier tokens).
 * **Padding**: the last fragment of a trajectory is padded. Padded steps are removed as
-  attention *keys* (every query still sees the noise-level and link tokens, so no row is empty),
-  their outputs are set to zero, and the loss (:func:`fragment_edm_loss`) sums over real steps
-  only. Hence a padded input never changes a real step's prediction and gets no gradient.
-* **First fragments**: their link is absent (the paper zero-pads it); we replace its tokens by a
-  learned "no link" vector so a zero link is not confused with a real transition whose
-  normalised value is near zero.
-* Width 128, no dropout. Every op acts within one example (LayerNorm, attention over that
-  example's tokens), so per-unit gradients are exact under ``jax.vmap``, as DP-SGD needs.
+  attention *keys* (every query still sees the noise-level and link tokens, so no row is
+  empty), their outputs are set to zero, and the loss (:func:`fragment_edm_loss`) sums
+  over real steps only. Hence a padded input never changes a real step's prediction and
+  gets no gradient.
+* **First fragments**: their link is absent (the paper zero-pads it); we replace its
+  tokens by a learned "no link" vector so a zero link is not confused with a real
+  transition whose normalised value is near zero.
+* Width 128, no dropout. Every op acts within one example (LayerNorm, attention over
+  that example's tokens), so per-unit gradients are exact under ``jax.vmap``, as DP-SGD
+  needs.
 
 EDM (Karras et al. 2022) preconditioning and loss weights are those of ``_edm.py``; the
-conditional sampler below is EDM's Algorithm 2 with the same constants, the link and mask
-threaded through (``edm_sample`` takes an unconditional denoiser).
+conditional sampler below is EDM's Algorithm 2 with the same constants, the link and
+mask threaded through (``edm_sample`` takes an unconditional denoiser).
 """
 
 from __future__ import annotations
@@ -78,17 +83,21 @@ class MaskedTransformerBlock(nn.Module):
     def __call__(self, x: jax.Array, mask: jax.Array) -> jax.Array:
         width = x.shape[-1]
         h = nn.LayerNorm()(x)
-        x = x + nn.MultiHeadDotProductAttention(num_heads=self.num_heads)(h, h, mask=mask)
+        x = x + nn.MultiHeadDotProductAttention(num_heads=self.num_heads)(
+            h, h, mask=mask
+        )
         h = nn.LayerNorm()(x)
         h = nn.Dense(self.mlp_ratio * width)(h)
         return x + nn.Dense(width)(nn.gelu(h))
 
 
 class FragmentTransformer(nn.Module):
-    """Noise-prediction network F_theta(x, c_noise, link, has_link, step_mask) over fragments.
+    """Noise-prediction network F_theta(x, c_noise, link, has_link, step_mask) over
+    fragments.
 
     Attributes:
-      component_sizes: per-step component sizes, e.g. (obs, act, 1, obs, 1) for (s, a, r, s', d).
+      component_sizes: per-step component sizes, e.g. (obs, act, 1, obs, 1) for (s, a,
+        r, s', d).
       horizon: H, steps per fragment.
       num_layers: transformer blocks (6 at paper scale).
       num_heads: attention heads (4 at paper scale).
@@ -139,24 +148,36 @@ class FragmentTransformer(nn.Module):
         Args:
           x: preconditioned noisy fragment, [..., H * transition_dim] (step-major).
           c_noise: noise-level input, [...].
-          link: link transition, [..., transition_dim] (ignored where ``has_link`` is False).
+          link: link transition, [..., transition_dim] (ignored where ``has_link`` is
+            False).
           has_link: [...] bool, False for a trajectory's first fragment.
           step_mask: [..., H] bool, True on real steps.
 
         Returns:
           [..., H * transition_dim], exactly zero on padded steps.
         """
-        h_len, t_dim, num_c = self.horizon, self.transition_dim, len(self.component_sizes)
+        h_len, t_dim, num_c = (
+            self.horizon,
+            self.transition_dim,
+            len(self.component_sizes),
+        )
         if x.shape[-1] != h_len * t_dim:
             raise ValueError(
-                f"x has last dim {x.shape[-1]}, expected horizon * transition_dim = {h_len} * {t_dim}."
+                f"x has last dim {x.shape[-1]}, expected horizon * transition_dim = "
+                f"{h_len} * {t_dim}."
             )
         if link.shape[-1] != t_dim:
             raise ValueError(f"link has last dim {link.shape[-1]}, expected {t_dim}.")
         if step_mask.shape[-1] != h_len:
-            raise ValueError(f"step_mask has last dim {step_mask.shape[-1]}, expected horizon {h_len}.")
+            raise ValueError(
+                f"step_mask has last dim {step_mask.shape[-1]}, expected horizon "
+                f"{h_len}."
+            )
         if self.embed_dim % self.num_heads:
-            raise ValueError(f"embed_dim={self.embed_dim} must be divisible by num_heads={self.num_heads}.")
+            raise ValueError(
+                f"embed_dim={self.embed_dim} must be divisible by "
+                f"num_heads={self.num_heads}."
+            )
         batch_shape = x.shape[:-1]
         step_mask = step_mask.astype(bool)
         e = self.embed_dim
@@ -169,11 +190,19 @@ class FragmentTransformer(nn.Module):
         t = RandomFourierFeatures(self.fourier_dim, self.fourier_seed)(c_noise)
         t = nn.Dense(e)(nn.silu(nn.Dense(e)(t)))
         seq = jnp.concatenate([t[..., None, :], link_tokens, frag_tokens], axis=-2)
-        seq = seq + self.param("pos_embed", nn.initializers.normal(0.02), (self.num_tokens, e))
-        # Key validity: noise-level and link tokens always; a step's tokens iff the step is real.
+        seq = seq + self.param(
+            "pos_embed", nn.initializers.normal(0.02), (self.num_tokens, e)
+        )
+        # Key validity: noise-level and link tokens always; a step's tokens iff the step
+        # is real.
         step_tokens = jnp.repeat(step_mask, num_c, axis=-1)
-        valid = jnp.concatenate([jnp.ones(batch_shape + (1 + num_c,), bool), step_tokens], axis=-1)
-        attn = jnp.broadcast_to(valid[..., None, None, :], batch_shape + (1, self.num_tokens, self.num_tokens))
+        valid = jnp.concatenate(
+            [jnp.ones(batch_shape + (1 + num_c,), bool), step_tokens], axis=-1
+        )
+        attn = jnp.broadcast_to(
+            valid[..., None, None, :],
+            batch_shape + (1, self.num_tokens, self.num_tokens),
+        )
         if self.causal:
             attn = attn & jnp.tril(jnp.ones((self.num_tokens, self.num_tokens), bool))
         for _ in range(self.num_layers):
@@ -190,10 +219,11 @@ class FragmentTransformer(nn.Module):
 
 @dataclasses.dataclass(frozen=True)
 class FragmentDenoiser:
-    """D(x; sigma, link) = c_skip x + c_out F(c_in x, c_noise, link, has_link, step_mask).
+    """D(x; sigma, link) = c_skip x + c_out F(c_in x, c_noise, link, has_link,
+    step_mask).
 
-    EDM's preconditioned denoiser (``EDMDenoiser``) with the conditioning threaded through.
-    Frozen and hashable, so it can be a static argument of ``jax.jit``.
+    EDM's preconditioned denoiser (``EDMDenoiser``) with the conditioning threaded
+    through. Frozen and hashable, so it can be a static argument of ``jax.jit``.
 
     Attributes:
       apply_fn: ``FragmentTransformer(...).apply`` (or any network with its signature).
@@ -203,10 +233,14 @@ class FragmentDenoiser:
     apply_fn: Callable[..., jax.Array]
     sigma_data: float = 1.0
 
-    def __call__(self, params: Params, x: jax.Array, sigma, link, has_link, step_mask) -> jax.Array:
+    def __call__(
+        self, params: Params, x: jax.Array, sigma, link, has_link, step_mask
+    ) -> jax.Array:
         sigma = jnp.broadcast_to(jnp.asarray(sigma, x.dtype), x.shape[:-1])
         pre = edm_preconditioning(sigma, self.sigma_data)
-        f_x = self.apply_fn(params, pre.c_in[..., None] * x, pre.c_noise, link, has_link, step_mask)
+        f_x = self.apply_fn(
+            params, pre.c_in[..., None] * x, pre.c_noise, link, has_link, step_mask
+        )
         chex.assert_equal_shape([f_x, x])
         return pre.c_skip[..., None] * x + pre.c_out[..., None] * f_x
 
@@ -221,25 +255,32 @@ def fragment_edm_loss(
 ) -> jax.Array:
     """EDM loss of ONE fragment: lambda(sigma) sum_{real steps, dims} (D - x)^2 / (H d).
 
-    The sum runs over real steps only and is divided by the public constant H d (not by the
-    number of real steps, which would weight a 1-step fragment like a full one), so each real
-    step of a trajectory weighs the same. ``item`` holds ``x [H d]``, ``link [d]``,
-    ``has_link []`` and ``step_mask [H]``. Written for one fragment: the privacy core vmaps it
-    over a trajectory's fragments (items) and sums them into the trajectory's loss.
+    The sum runs over real steps only and is divided by the public constant H d (not by
+    the number of real steps, which would weight a 1-step fragment like a full one), so
+    each real step of a trajectory weighs the same. ``item`` holds ``x [H d]``, ``link
+    [d]``, ``has_link []`` and ``step_mask [H]``. Written for one fragment: the privacy
+    core vmaps it over a trajectory's fragments (items) and sums them into the
+    trajectory's loss.
     """
     x, step_mask = item["x"], item["step_mask"].astype(bool)
     chex.assert_rank(x, 1)
     horizon = step_mask.shape[-1]
     k_sigma, k_noise = jax.random.split(key)
-    sigma = sample_training_sigma(k_sigma, (), p_mean=config.p_mean, p_std=config.p_std).astype(x.dtype)
+    sigma = sample_training_sigma(
+        k_sigma, (), p_mean=config.p_mean, p_std=config.p_std
+    ).astype(x.dtype)
     noise = jax.random.normal(k_noise, x.shape, x.dtype)
-    denoised = denoise_fn(params, x + sigma * noise, sigma, item["link"], item["has_link"], step_mask)
+    denoised = denoise_fn(
+        params, x + sigma * noise, sigma, item["link"], item["has_link"], step_mask
+    )
     dim_mask = jnp.repeat(step_mask, x.shape[-1] // horizon)
     err = jnp.where(dim_mask, (denoised - x) ** 2, 0.0)
     return edm_loss_weight(sigma, config.sigma_data) * jnp.sum(err) / x.shape[-1]
 
 
-@functools.partial(jax.jit, static_argnames=("denoise_fn", "horizon", "num_steps", "config"))
+@functools.partial(
+    jax.jit, static_argnames=("denoise_fn", "horizon", "num_steps", "config")
+)
 def sample_fragments(
     key: jax.Array,
     denoise_fn: FragmentDenoiser,
@@ -268,9 +309,16 @@ def sample_fragments(
     """
     b, d = link.shape
     step_mask = jnp.ones((b, horizon), bool)
-    sigmas = karras_sigmas(num_steps, sigma_min=config.sigma_min, sigma_max=config.sigma_max, rho=config.rho)
+    sigmas = karras_sigmas(
+        num_steps,
+        sigma_min=config.sigma_min,
+        sigma_max=config.sigma_max,
+        rho=config.rho,
+    )
     gamma_max = min(config.s_churn / num_steps, math.sqrt(2.0) - 1.0)
-    gammas = jnp.where((sigmas[:-1] >= config.s_min) & (sigmas[:-1] <= config.s_max), gamma_max, 0.0)
+    gammas = jnp.where(
+        (sigmas[:-1] >= config.s_min) & (sigmas[:-1] <= config.s_max), gamma_max, 0.0
+    )
     k_init, k_steps = jax.random.split(key)
     step_keys = jax.random.split(k_steps, num_steps)
     x = sigmas[0] * jax.random.normal(k_init, (b, horizon * d))
@@ -290,6 +338,8 @@ def sample_fragments(
         dx_next = (x_euler - den(x_euler, sigma_next)) / sigma_next
         return x_hat + (sigma_next - s_hat) * 0.5 * (dx + dx_next), None
 
-    x, _ = jax.lax.scan(heun, x, (sigmas[:-2], sigmas[1:-1], gammas[:-1], step_keys[:-1]))
+    x, _ = jax.lax.scan(
+        heun, x, (sigmas[:-2], sigmas[1:-1], gammas[:-1], step_keys[:-1])
+    )
     x_hat, s_hat = churn(x, sigmas[-2], gammas[-1], step_keys[-1])
     return den(x_hat, s_hat)

@@ -1,17 +1,21 @@
-"""PrivORL-j-U's denoiser: a 1-D temporal U-Net over fragments (PrivORL Sec. VIII-A baseline).
+"""PrivORL-j-U's denoiser: a 1-D temporal U-Net over fragments (PrivORL Sec. VIII-A
+baseline).
 
-The paper's PrivORL-j-U "uses U-Net as the noise prediction network instead of the transformer,
-and the other components, like fragment synthesizing, are the same". Its architecture is not
-given; ours follows Diffuser's temporal U-Net (Janner et al. 2022, https://arxiv.org/abs/2205.09991)
-in miniature: the fragment is a length-H sequence with d channels; residual blocks of two 1-D
-convolutions (kernel 5, GELU) with the conditioning vector (noise-level embedding + link
-embedding, or a learned "no link" vector for first fragments) added after the first
-convolution; two resolutions (average-pool down by 2, repeat up by 2, skip concatenation).
+The paper's PrivORL-j-U "uses U-Net as the noise prediction network instead of the
+transformer, and the other components, like fragment synthesizing, are the same". Its
+architecture is not given; ours follows Diffuser's temporal U-Net (Janner et al. 2022,
+https://arxiv.org/abs/2205.09991)
+in miniature: the fragment is a length-H sequence with d channels; residual blocks of
+two 1-D convolutions (kernel 5, GELU) with the conditioning vector (noise-level
+embedding + link embedding, or a learned "no link" vector for first fragments) added
+after the first convolution; two resolutions (average-pool down by 2, repeat up by 2,
+skip concatenation).
 
-Same signature as :class:`FragmentTransformer`, so :class:`FragmentDenoiser`, the masked loss,
-the sampler and the DP pipeline use it unchanged. Padding: padded steps are zeroed on input and
-output, so a padded value never changes a real prediction and gets no gradient. Requires H
-divisible by 2. Every op is per example, so per-unit gradients are exact under ``vmap``.
+Same signature as :class:`FragmentTransformer`, so :class:`FragmentDenoiser`, the masked
+loss, the sampler and the DP pipeline use it unchanged. Padding: padded steps are zeroed
+on input and output, so a padded value never changes a real prediction and gets no
+gradient. Requires H divisible by 2. Every op is per example, so per-unit gradients are
+exact under ``vmap``.
 """
 
 from __future__ import annotations
@@ -58,7 +62,10 @@ class FragmentUNet(nn.Module):
         if h_len % 2:
             raise ValueError(f"FragmentUNet needs an even horizon; got {h_len}.")
         if x.shape[-1] != h_len * d:
-            raise ValueError(f"x has last dim {x.shape[-1]}, expected horizon * transition_dim = {h_len} * {d}.")
+            raise ValueError(
+                f"x has last dim {x.shape[-1]}, expected horizon * transition_dim = "
+                f"{h_len} * {d}."
+            )
         batch_shape = x.shape[:-1]
         m = step_mask.astype(x.dtype)[..., None]
         seq = x.reshape(*batch_shape, h_len, d) * m

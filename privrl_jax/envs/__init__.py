@@ -38,48 +38,6 @@ from privrl_jax.envs._expert import (
     waypoint_action,
     waypoint_target,
 )
-from privrl_jax.envs._maze import (
-    LARGE_MAZE,
-    MEDIUM_MAZE,
-    UMAZE,
-    MazeParams,
-    MazeState,
-    PointMaze,
-    make_maze_params,
-    maze_dynamics,
-    maze_reward,
-    parse_layout,
-)
-from privrl_jax.envs._mujoco_eval import (
-    EVAL_BACKENDS,
-    MUJOCO_EVAL_ENVS,
-    MujocoExtraMissing,
-    MujocoPointMaze,
-    batch_policy,
-    check_eval_backend,
-    evaluate_mujoco,
-    mujoco_available,
-    require_mujoco,
-    seed_from_key,
-)
-from privrl_jax.envs._reference import (
-    D4RL_REFERENCE_RETURNS,
-    MEASURED_D4RL_RETURNS,
-    REFERENCE_RETURNS,
-    normalized_score,
-    reference_returns,
-)
-from privrl_jax.envs._registry import (
-    D4RL_MAZE_ENVS,
-    MAZE_ENVS,
-    canonical_name,
-    make,
-    registered_envs,
-)
-from privrl_jax.envs._rollout import Policy, episode_returns
-
-from privrl_jax.envs._hiv import OBS_LOG10_HIGH as HIV_OBS_LOG10_HIGH
-from privrl_jax.envs._hiv import OBS_LOG10_LOW as HIV_OBS_LOG10_LOW
 from privrl_jax.envs._hiv import (
     HEALTHY_STEADY_STATE,
     UNHEALTHY_STEADY_STATE,
@@ -88,13 +46,8 @@ from privrl_jax.envs._hiv import (
     HIVTreatment,
     ViralLoadRule,
 )
-from privrl_jax.envs._mujoco_tasks import REFERENCE_RETURNS as MUJOCO_REFERENCE_RETURNS
-from privrl_jax.envs._mujoco_tasks import (
-    MujocoTask,
-    is_mujoco_task_name,
-    kitchen_observation,
-    mujoco_task,
-)
+from privrl_jax.envs._hiv import OBS_LOG10_HIGH as HIV_OBS_LOG10_HIGH
+from privrl_jax.envs._hiv import OBS_LOG10_LOW as HIV_OBS_LOG10_LOW
 from privrl_jax.envs._inventory import (
     DEMAND_DISTRIBUTIONS,
     InventoryControl,
@@ -113,10 +66,56 @@ from privrl_jax.envs._inventory import (
     rollout_costs,
     sample_demand,
 )
+from privrl_jax.envs._maze import (
+    LARGE_MAZE,
+    MEDIUM_MAZE,
+    UMAZE,
+    MazeParams,
+    MazeState,
+    PointMaze,
+    make_maze_params,
+    maze_dynamics,
+    maze_reward,
+    parse_layout,
+)
 from privrl_jax.envs._mountain_car import NUM_ACTIONS as MOUNTAIN_CAR_NUM_ACTIONS
 from privrl_jax.envs._mountain_car import OBS_HIGH as MOUNTAIN_CAR_OBS_HIGH
 from privrl_jax.envs._mountain_car import OBS_LOW as MOUNTAIN_CAR_OBS_LOW
 from privrl_jax.envs._mountain_car import energy_pumping_action, mountain_car
+from privrl_jax.envs._mujoco_eval import (
+    EVAL_BACKENDS,
+    MUJOCO_EVAL_ENVS,
+    MujocoExtraMissing,
+    MujocoPointMaze,
+    batch_policy,
+    check_eval_backend,
+    evaluate_mujoco,
+    mujoco_available,
+    require_mujoco,
+    seed_from_key,
+)
+from privrl_jax.envs._mujoco_tasks import REFERENCE_RETURNS as MUJOCO_REFERENCE_RETURNS
+from privrl_jax.envs._mujoco_tasks import (
+    MujocoTask,
+    is_mujoco_task_name,
+    kitchen_observation,
+    mujoco_task,
+)
+from privrl_jax.envs._reference import (
+    D4RL_REFERENCE_RETURNS,
+    MEASURED_D4RL_RETURNS,
+    REFERENCE_RETURNS,
+    normalized_score,
+    reference_returns,
+)
+from privrl_jax.envs._registry import (
+    D4RL_MAZE_ENVS,
+    MAZE_ENVS,
+    canonical_name,
+    make,
+    registered_envs,
+)
+from privrl_jax.envs._rollout import Policy, episode_returns
 
 __all__ = [
     "CollectState",

@@ -1,10 +1,11 @@
-"""The environment API: gymnax's `reset(key, params)` / `step(key, state, action, params)`.
+"""The environment API: gymnax's `reset(key, params)` / `step(key, state, action,
+params)`.
 
 The installed gymnax (>= 1.0) returns a 6-tuple from `step` (terminated and truncated
-separately). privrl_jax keeps the classic 5-tuple `(obs, state, reward, done, info)` with
-`done = terminated | truncated` and both flags in `info`, which is what D4RL-style data
-needs (`terminals` vs `timeouts`). `GymnaxAdapter` gives gymnax's own environments the
-same API, so every env returned by `privrl_jax.envs.make` is stepped the same way.
+separately). privrl_jax keeps the classic 5-tuple `(obs, state, reward, done, info)`
+with `done = terminated | truncated` and both flags in `info`, which is what D4RL-style
+data needs (`terminals` vs `timeouts`). `GymnaxAdapter` gives gymnax's own environments
+the same API, so every env returned by `privrl_jax.envs.make` is stepped the same way.
 
 Everything here runs in JAX: `step` and `reset` are pure, jittable and vmappable.
 """
@@ -84,11 +85,11 @@ class Environment(Generic[TEnvState, TEnvParams]):
           params: environment constants.
 
         Returns:
-          `(obs, state, reward, done, info)`. When `done`, `obs` and `state` are those of
-          a fresh episode (as in gymnax) and `info["final_observation"]` holds the last
-          observation of the finished one. `info` also has boolean `terminated`
-          (a terminal state: D4RL's `terminals`) and `truncated` (the time limit:
-          D4RL's `timeouts`).
+          `(obs, state, reward, done, info)`. When `done`, `obs` and `state` are those
+          of a fresh episode (as in gymnax) and `info["final_observation"]` holds the
+          last observation of the finished one. `info` also has boolean `terminated` (a
+          terminal state: D4RL's `terminals`) and `truncated` (the time limit: D4RL's
+          `timeouts`).
         """
         key_step, key_reset = jax.random.split(key)
         obs_st, state_st, reward, terminated, info = self.step_env(

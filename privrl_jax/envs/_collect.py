@@ -15,8 +15,8 @@ D4RL's relabel_maze2d_rewards.py does with `env._target`. One deliberate differe
 D4RL relabels with the current position, we use the next position (the reward the env
 returns for that transition), so dataset and env rewards agree.
 
-Rows of the flattened result are grouped per parallel env (env 0's stream, then env
-1's, ...), and the last row of every stream is marked `timeouts = 1`, so consecutive rows
+Rows of the flattened result are grouped per parallel env (env 0's stream, then env 1's,
+...), and the last row of every stream is marked `timeouts = 1`, so consecutive rows
 belong to one trajectory until a terminal or timeout: what
 `privrl_jax.data.transitions_to_trajectories` assumes.
 """
@@ -186,7 +186,8 @@ def collect_dataset(
       on_chunk: called after each chunk with the number of transitions collected in it.
 
     Returns:
-      `Transitions` with leading axis `size`, float32 fields, rows grouped per env stream.
+      `Transitions` with leading axis `size`, float32 fields, rows grouped per env
+      stream.
 
     Raises:
       ValueError: non-maze env, or non-positive size / num_envs / chunk_steps.

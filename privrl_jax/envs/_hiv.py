@@ -2,10 +2,10 @@
 
 Dynamics. Six concentrations (per ml of blood), in this order: T1 (uninfected CD4+
 T-lymphocytes), T2 (uninfected macrophages), T1* and T2* (their infected forms), V (free
-virions) and E (cytotoxic T-lymphocytes, the immune effectors). With drug efficacies eps1
-(reverse-transcriptase inhibitor) and eps2 (protease inhibitor), Adams et al. (2004,
-"Dynamic multidrug therapies for HIV: optimal and STI control approaches", Math. Biosci.
-Eng. 1(2); eq. 2.1 and Table 1) write
+virions) and E (cytotoxic T-lymphocytes, the immune effectors). With drug efficacies
+eps1 (reverse-transcriptase inhibitor) and eps2 (protease inhibitor), Adams et al.
+(2004, "Dynamic multidrug therapies for HIV: optimal and STI control approaches", Math.
+Biosci. Eng. 1(2); eq. 2.1 and Table 1) write
 
     dT1/dt  = lambda1 - d1 T1 - (1 - eps1) k1 V T1
     dT2/dt  = lambda2 - d2 T2 - (1 - f eps1) k2 V T2
@@ -16,10 +16,11 @@ Eng. 1(2); eq. 2.1 and Table 1) write
     dE/dt   = lambda_E + b_E (T1* + T2*) / (T1* + T2* + K_b) E
               - d_E (T1* + T2*) / (T1* + T2* + K_d) E - delta_E E
 
-with the constants of :class:`HIVParams` (Adams et al. 2004, Table 1; the same values are
-in Ernst et al. 2006, "Clinical data based optimal STI strategies for HIV: a reinforcement
-learning approach", IEEE CDC, Section IV, and in RLPy's ``HIVTreatment`` and WhyNot's
-``hiv`` simulators, which we read to cross-check the numbers, not the code).
+with the constants of :class:`HIVParams` (Adams et al. 2004, Table 1; the same values
+are in Ernst et al. 2006, "Clinical data based optimal STI strategies for HIV: a
+reinforcement learning approach", IEEE CDC, Section IV, and in RLPy's ``HIVTreatment``
+and WhyNot's ``hiv`` simulators, which we read to cross-check the numbers, not the
+code).
 
 The RL task (Ernst et al. 2006, Section IV): a decision every 5 days among 4 drug
 combinations, (eps1, eps2) in {0, 0.7} x {0, 0.3}, held constant over the 5 days; the
@@ -67,8 +68,8 @@ from privrl_jax.envs._base import Environment
 
 STATE_NAMES = ("T1", "T2", "T1*", "T2*", "V", "E")
 
-# Adams et al. 2004, Table 2; Ernst et al. 2006: the untreated system's stable "unhealthy"
-# equilibrium (rounded to integers by the authors).
+# Adams et al. 2004, Table 2; Ernst et al. 2006: the untreated system's stable
+# "unhealthy" equilibrium (rounded to integers by the authors).
 UNHEALTHY_STEADY_STATE = (163573.0, 5.0, 11945.0, 46.0, 63919.0, 24.0)
 # Adams et al. 2004, Table 2: the stable "healthy" equilibrium (for reference).
 HEALTHY_STEADY_STATE = (967839.0, 621.0, 76.0, 6.0, 415.0, 353108.0)
@@ -196,7 +197,8 @@ def reward(x: jax.Array, eps1: jax.Array, eps2: jax.Array, p: HIVParams) -> jax.
 
 
 class HIVTreatment(Environment[HIVState, HIVParams]):
-    """Ernst et al.'s (2006) HIV structured-treatment-interruption task (gymnax-style API).
+    """Ernst et al.'s (2006) HIV structured-treatment-interruption task (gymnax-style
+    API).
 
     Four discrete actions (none, RTI, PI, both), observations log10 of the six
     concentrations, no terminal state (episodes end at the time limit).
@@ -257,9 +259,10 @@ class ViralLoadRule:
     """A simple structured-treatment-interruption rule: both drugs (action 3) while the
     viral load exceeds 10^``log10_threshold`` copies/ml, none (action 0) otherwise.
 
-    A hand-written clinical heuristic (treat on viral rebound, interrupt when suppressed),
-    used to build OPE behaviour and target policies; not Ernst et al.'s learned policy.
-    Takes the log10 observation. Frozen, so usable as a static jit argument.
+    A hand-written clinical heuristic (treat on viral rebound, interrupt when
+    suppressed), used to build OPE behaviour and target policies; not Ernst et al.'s
+    learned policy. Takes the log10 observation. Frozen, so usable as a static jit
+    argument.
     """
 
     log10_threshold: float = 4.0

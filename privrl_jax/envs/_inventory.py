@@ -99,9 +99,7 @@ class InventoryParams:
     def cost_max(self) -> jax.Array:
         """Largest cost of a stage: every order 1, stock 1 left, demand_max lost."""
         return jnp.sum(
-            self.order_cost
-            + self.holding_cost
-            + self.lost_sales_cost * self.demand_max
+            self.order_cost + self.holding_cost + self.lost_sales_cost * self.demand_max
         )
 
 
@@ -128,17 +126,29 @@ def make_inventory_params(
     if demand_series is not None:
         demand = "empirical"
     if demand not in DEMAND_DISTRIBUTIONS:
-        raise ValueError(f"demand must be one of {DEMAND_DISTRIBUTIONS}; got {demand!r}")
+        raise ValueError(
+            f"demand must be one of {DEMAND_DISTRIBUTIONS}; got {demand!r}"
+        )
     if num_products < 1 or horizon < 1:
         raise ValueError("num_products and horizon must be >= 1")
     w = num_products
     table = None
     if demand == "empirical":
-        series = jnp.asarray(demand_series, jnp.float32) if demand_series is not None else None
-        if series is None or series.ndim != 2 or series.shape[1] != w or series.shape[0] < 7:
+        series = (
+            jnp.asarray(demand_series, jnp.float32)
+            if demand_series is not None
+            else None
+        )
+        if (
+            series is None
+            or series.ndim != 2
+            or series.shape[1] != w
+            or series.shape[0] < 7
+        ):
             raise ValueError(
                 f"demand='empirical' needs demand_series of shape [T >= 7, {w}]; got "
-                f"{None if series is None else tuple(series.shape)}")
+                f"{None if series is None else tuple(series.shape)}"
+            )
         weeks = series.shape[0] // 7
         table = jnp.transpose(series[: 7 * weeks].reshape(weeks, 7, w), (1, 0, 2))
 
@@ -211,9 +221,7 @@ def inventory_stage(
     return StageOutcome(nxt, reward, sales, lost, demand >= y, cost, costs)
 
 
-def observable(
-    level: jax.Array, order: jax.Array, boundary_h: jax.Array
-) -> jax.Array:
+def observable(level: jax.Array, order: jax.Array, boundary_h: jax.Array) -> jax.Array:
     """Definition 1/2: b = (s, a) < lambda_h in every coordinate (lower feedback)."""
     return jnp.all(jnp.concatenate([level, order], -1) < boundary_h, axis=-1)
 
@@ -232,9 +240,10 @@ class InventoryControl(Environment[InventoryState, InventoryParams]):
         self.horizon = horizon
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and (
-            other.num_products, other.horizon
-        ) == (self.num_products, self.horizon)
+        return type(other) is type(self) and (other.num_products, other.horizon) == (
+            self.num_products,
+            self.horizon,
+        )
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.num_products, self.horizon))
@@ -362,7 +371,8 @@ def inventory_returns(
 def rollout_costs(
     key: jax.Array, params: InventoryParams, policy: StagePolicy, num_episodes: int
 ) -> jax.Array:
-    """[num_episodes] total costs over H stages (vmapped; not jitted, for use under jit)."""
+    """[num_episodes] total costs over H stages (vmapped; not jitted, for use under
+    jit)."""
     _, _, out, _ = jax.vmap(lambda k: _episode(k, params, policy))(
         jax.random.split(key, num_episodes)
     )

@@ -1,9 +1,11 @@
-"""Mountain Car for off-policy evaluation: gymnax's MountainCar-v0 plus a hand-coded policy.
+"""Mountain Car for off-policy evaluation: gymnax's MountainCar-v0 plus a hand-coded
+policy.
 
 The environment itself is gymnax's ``MountainCar-v0`` (Moore 1990; Sutton & Barto 2018,
-Example 10.1, with gym's constants: force 0.001, gravity 0.0025, position in [-1.2, 0.6],
-speed at most 0.07, start at position U(-0.6, -0.4) with zero speed, reward -1 per step,
-termination at position >= 0.5), reused unchanged; this module adds only what off-policy
+Example 10.1, with gym's constants: force 0.001, gravity 0.0025, position in [-1.2,
+0.6], speed at most 0.07, start at position U(-0.6, -0.4) with zero speed, reward -1 per
+step, termination at position >= 0.5), reused unchanged; this module adds only what
+off-policy
 evaluation needs: the observation box for tile coding and the energy-pumping controller
 that the behaviour and target policies are built from.
 """

@@ -222,8 +222,11 @@ def mujoco_returns(
     if _mujoco_tasks.is_mujoco_task_name(env_name):
         require_mujoco()
         return _mujoco_tasks.task_returns(
-            policy, _mujoco_tasks.mujoco_task(env_name), num_episodes=num_episodes,
-            seed=seed, num_steps=num_steps,
+            policy,
+            _mujoco_tasks.mujoco_task(env_name),
+            num_episodes=num_episodes,
+            seed=seed,
+            num_steps=num_steps,
         )
     sim = MujocoPointMaze(env_name, num_episodes)
     steps = int(sim.params.max_steps_in_episode if num_steps is None else num_steps)

@@ -53,7 +53,12 @@ _LOCOMOTION = {
     "walker2d": ("Walker2d", 17, 6),
 }
 LOCOMOTION_DATASETS = (
-    "random", "medium", "expert", "medium-replay", "medium-expert", "full-replay",
+    "random",
+    "medium",
+    "expert",
+    "medium-replay",
+    "medium-expert",
+    "full-replay",
 )
 # D4RL kitchen dataset -> its TASK_ELEMENTS (d4rl/kitchen/__init__.py, kitchen_envs.py).
 KITCHEN_DATASETS: dict[str, tuple[str, ...]] = {
@@ -94,7 +99,11 @@ NAME_FORMS = (
     "<dataset>-v<k> (Minari) and D4RL/kitchen/{complete,partial,mixed}-v<k> (Minari)"
 )
 
-_PREFIXES = tuple(f"{d}-" for d in _LOCOMOTION) + ("kitchen-", "mujoco/", "D4RL/kitchen/")
+_PREFIXES = tuple(f"{d}-" for d in _LOCOMOTION) + (
+    "kitchen-",
+    "mujoco/",
+    "D4RL/kitchen/",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,8 +155,12 @@ def mujoco_task(env_name: str) -> MujocoTask:
     dataset = m and (m.group(1) or m.group(2))
     if dataset in KITCHEN_DATASETS:
         return MujocoTask(
-            name=env_name, domain="kitchen", gym_id="FrankaKitchen-v1",
-            obs_dim=KITCHEN_OBS_DIM, act_dim=9, max_steps=KITCHEN_EPISODE_STEPS,
+            name=env_name,
+            domain="kitchen",
+            gym_id="FrankaKitchen-v1",
+            obs_dim=KITCHEN_OBS_DIM,
+            act_dim=9,
+            max_steps=KITCHEN_EPISODE_STEPS,
             kitchen_tasks=KITCHEN_DATASETS[dataset],
         )
     raise ValueError(
@@ -158,8 +171,12 @@ def mujoco_task(env_name: str) -> MujocoTask:
 def _locomotion(name: str, domain: str, version: str) -> MujocoTask:
     gym_name, obs_dim, act_dim = _LOCOMOTION[domain]
     return MujocoTask(
-        name=name, domain=domain, gym_id=f"{gym_name}-{version}",
-        obs_dim=obs_dim, act_dim=act_dim, max_steps=1000,
+        name=name,
+        domain=domain,
+        gym_id=f"{gym_name}-{version}",
+        obs_dim=obs_dim,
+        act_dim=act_dim,
+        max_steps=1000,
     )
 
 
@@ -219,7 +236,7 @@ def _patch_joint_readers() -> None:
                 raise ValueError(f"joint {name!r} is not part of the model")
             start = int(getattr(model, address)[jid])
             width = widths.get(int(model.jnt_type[jid]), 1)
-            return getattr(data, field)[start:start + width].copy()
+            return getattr(data, field)[start : start + width].copy()
 
         return read
 
@@ -239,7 +256,8 @@ def make_gym_env(task: MujocoTask, max_steps: int | None = None):
         gym.register_envs(gymnasium_robotics)
         _patch_joint_readers()
         return gym.make(
-            task.gym_id, tasks_to_complete=list(task.kitchen_tasks),
+            task.gym_id,
+            tasks_to_complete=list(task.kitchen_tasks),
             max_episode_steps=steps,
         )
     with warnings.catch_warnings():
@@ -280,10 +298,12 @@ def task_returns(
     steps = task.max_steps if num_steps is None else int(num_steps)
     envs = [make_gym_env(task, steps) for _ in range(num_episodes)]
     try:
-        obs = np.stack([
-            adapt_observation(task, e.reset(seed=seed + i)[0])
-            for i, e in enumerate(envs)
-        ])
+        obs = np.stack(
+            [
+                adapt_observation(task, e.reset(seed=seed + i)[0])
+                for i, e in enumerate(envs)
+            ]
+        )
         returns = np.zeros(num_episodes)
         alive = np.ones(num_episodes, bool)
         for _ in range(steps):

@@ -15,8 +15,9 @@ Inventory names (see `_inventory.py`, POOL's task):
 
 * `inventory-w<w>-h<H>`: lost-sales inventory control of w products over H stages with
   lower one-sided feedback (Definition 2 of POOL, pool.txt), for any w, H >= 1; params
-  from `make_inventory_params` (overrides are its keyword arguments, e.g. `boundary=0.8`,
-  `demand_series=...`). `registered_envs` lists `INVENTORY_ENVS`, a few common ones.
+  from `make_inventory_params` (overrides are its keyword arguments, e.g.
+  `boundary=0.8`, `demand_series=...`). `registered_envs` lists `INVENTORY_ENVS`, a few
+  common ones.
 """
 
 from __future__ import annotations
@@ -63,10 +64,15 @@ MAZE_ENVS: tuple[str, ...] = tuple(
 
 
 # Listed inventory names; `make` accepts any inventory-w<w>-h<H> with w, H >= 1.
-INVENTORY_ENVS: tuple[str, ...] = ("inventory-w1-h5", "inventory-w2-h5", "inventory-w1-h10")
+INVENTORY_ENVS: tuple[str, ...] = (
+    "inventory-w1-h5",
+    "inventory-w2-h5",
+    "inventory-w1-h10",
+)
 _INVENTORY_NAME = re.compile(r"inventory-w([1-9][0-9]*)-h([1-9][0-9]*)")
 _INVENTORY_KWARGS = tuple(
-    p for p in inspect.signature(make_inventory_params).parameters
+    p
+    for p in inspect.signature(make_inventory_params).parameters
     if p not in ("num_products", "horizon")
 )
 
@@ -125,7 +131,8 @@ def make(name: str, **param_overrides: Any) -> tuple[Environment, Any]:
         if unknown:
             raise ValueError(
                 f"unknown params {sorted(unknown)} for env {name!r}; its params are "
-                f"the keyword arguments of make_inventory_params: {list(_INVENTORY_KWARGS)}"
+                "the keyword arguments of make_inventory_params: "
+                f"{list(_INVENTORY_KWARGS)}"
             )
         return InventoryControl(w, horizon), make_inventory_params(
             w, horizon, **param_overrides

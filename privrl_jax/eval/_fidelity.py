@@ -111,25 +111,30 @@ def correlation_score(
 
 
 def free_cell_share(positions: np.ndarray, walls: np.ndarray) -> float:
-    """Share of 2-D ``positions`` [N, 2] that lie in a free cell of the wall grid ``walls`` [H, W].
+    """Share of 2-D ``positions`` [N, 2] that lie in a free cell of the wall grid
+    ``walls`` [H, W].
 
-    The cell of position p is round(p), as in the maze envs (cell (i, j) spans (i, j) ± 0.5);
-    positions outside the grid count as not free. A synthesizer of maze2d data that reproduces
-    the sensitive maze scores 1.0 (real data do); one that copies another maze's layout scores
-    about that layout's overlap with this one's free cells.
+    The cell of position p is round(p), as in the maze envs (cell (i, j) spans (i, j) ±
+    0.5); positions outside the grid count as not free. A synthesizer of maze2d data
+    that reproduces the sensitive maze scores 1.0 (real data do); one that copies
+    another maze's layout scores about that layout's overlap with this one's free cells.
     """
     walls = np.asarray(walls, bool)
     positions = np.asarray(positions, np.float64)
     if positions.ndim != 2 or positions.shape[1] != 2 or walls.ndim != 2:
-        raise ValueError(f"expected positions [N, 2] and walls [H, W]; got {positions.shape} and {walls.shape}.")
+        raise ValueError(
+            f"expected positions [N, 2] and walls [H, W]; got {positions.shape} and "
+            f"{walls.shape}."
+        )
     cell = np.rint(positions).astype(np.int64)
     inside = np.all((cell >= 0) & (cell < np.array(walls.shape)), axis=1)
     cell = np.clip(cell, 0, np.array(walls.shape) - 1)
     return float(np.mean(inside & ~walls[cell[:, 0], cell[:, 1]]))
 
 
-def sliced_wasserstein(real: np.ndarray, synthetic: np.ndarray, *, num_projections: int = 64,
-                       seed: int = 0) -> float:
+def sliced_wasserstein(
+    real: np.ndarray, synthetic: np.ndarray, *, num_projections: int = 64, seed: int = 0
+) -> float:
     """Sliced 1-Wasserstein distance between two tables: the mean over random unit directions of
     the 1-D Wasserstein-1 distance of the projected rows (``scipy.stats.wasserstein_distance``).
 
@@ -152,4 +157,11 @@ def sliced_wasserstein(real: np.ndarray, synthetic: np.ndarray, *, num_projectio
     dirs = np.random.default_rng(seed).normal(size=(num_projections, real.shape[1]))
     dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
     pr, ps = real @ dirs.T, synthetic @ dirs.T
-    return float(np.mean([scipy.stats.wasserstein_distance(pr[:, j], ps[:, j]) for j in range(num_projections)]))
+    return float(
+        np.mean(
+            [
+                scipy.stats.wasserstein_distance(pr[:, j], ps[:, j])
+                for j in range(num_projections)
+            ]
+        )
+    )

@@ -146,7 +146,8 @@ def loss_threshold_attack(
         )
     if nonmember_losses.ndim != 2 or nonmember_losses.shape[1] != len(sigmas):
         raise ValueError(
-            f"nonmember_losses must be [m, {len(sigmas)}], got {nonmember_losses.shape}."
+            f"nonmember_losses must be [m, {len(sigmas)}], got "
+            f"{nonmember_losses.shape}."
         )
     per_sigma = {
         float(s): mia_metrics(-member_losses[:, i], -nonmember_losses[:, i])
@@ -158,27 +159,33 @@ def loss_threshold_attack(
     return {"per_sigma": per_sigma, "best_sigma": best, **per_sigma[best]}
 
 
-def distance_to_closest_record_scores(candidates: np.ndarray, synthetic: np.ndarray, *,
-                                      chunk: int | None = None) -> np.ndarray:
-    """Black-box membership scores from a synthetic release: minus each candidate's Euclidean
+def distance_to_closest_record_scores(
+    candidates: np.ndarray, synthetic: np.ndarray, *, chunk: int | None = None
+) -> np.ndarray:
+    """Black-box membership scores from a synthetic release: minus each candidate's
+    Euclidean
     distance to its nearest synthetic row (higher = predicted member).
 
-    The "full black-box" attack of Chen, Yu, Zhang & Fritz (GAN-Leaks, CCS 2020): a generator that
-    memorised a training row emits samples near it, so members sit closer to the release than
-    non-members of the same law. It needs only the release (no model), which makes it the attack
-    a reader of a published synthetic dataset can run. Compare rows on one scale (e.g. the public
-    normaliser's). Exact nearest neighbours, in chunks of ``chunk`` candidates (default: as many
-    as keep a chunk's distance matrix near 10^7 entries, 80 MB).
+    The "full black-box" attack of Chen, Yu, Zhang & Fritz (GAN-Leaks, CCS 2020): a
+    generator that memorised a training row emits samples near it, so members sit closer
+    to the release than non-members of the same law. It needs only the release (no
+    model), which makes it the attack a reader of a published synthetic dataset can run.
+    Compare rows on one scale (e.g. the public normaliser's). Exact nearest neighbours,
+    in chunks of ``chunk`` candidates (default: as many as keep a chunk's distance
+    matrix near 10^7 entries, 80 MB).
     """
     c = np.asarray(candidates, np.float64)
     s = np.asarray(synthetic, np.float64)
     if c.ndim != 2 or s.ndim != 2 or c.shape[1] != s.shape[1] or len(s) == 0:
-        raise ValueError(f"expected candidates [n, d] and synthetic [N >= 1, d]; got {c.shape} and {s.shape}.")
+        raise ValueError(
+            f"expected candidates [n, d] and synthetic [N >= 1, d]; got {c.shape} and "
+            f"{s.shape}."
+        )
     s_sq = np.sum(s * s, axis=1)
     chunk = chunk or max(1, 10_000_000 // len(s))
     out = np.empty(len(c))
     for i in range(0, len(c), chunk):
-        x = c[i:i + chunk]
+        x = c[i : i + chunk]
         d2 = np.sum(x * x, axis=1)[:, None] - 2 * x @ s.T + s_sq[None, :]
-        out[i:i + chunk] = -np.sqrt(np.maximum(d2.min(axis=1), 0.0))
+        out[i : i + chunk] = -np.sqrt(np.maximum(d2.min(axis=1), 0.0))
     return out

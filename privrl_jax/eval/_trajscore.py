@@ -1,28 +1,28 @@
-"""TrajScore: BERTScore-style similarity of synthetic and real trajectories (PrivORL Sec. VIII-C,
+"""TrajScore: BERTScore-style similarity of synthetic and real trajectories (PrivORL
+Sec. VIII-C,
 Appendix H-C).
 
-The paper gives the idea only: "TrajScore uses pre-trained MLPs in an autoencoder as a trajectory
-encoder [...] to compute trajectory embeddings. It calculates similarity via cosine similarity
-between generated and real trajectories", inspired by BERTScore (Zhang et al. 2020,
-https://arxiv.org/abs/1904.09675). Our exact definition:
+The paper gives the idea only: "TrajScore uses pre-trained MLPs in an autoencoder as a
+trajectory encoder [...] to compute trajectory embeddings. It calculates similarity via
+cosine similarity between generated and real trajectories", inspired by BERTScore (Zhang
+et al. 2020, https://arxiv.org/abs/1904.09675). Our exact definition:
 
-1. **Elements.** Each trajectory (steps encoded and normalised as the synthesizer sees them,
-   [s, a, r, s' (or s' - s), d]) is cut into non-overlapping windows of W consecutive steps from
-   its start; a tail shorter than W is dropped. A window, flattened to [W d], is one element (the
-   analogue of a token).
-2. **Encoder.** An MLP autoencoder (encoder [W d] -> hidden -> latent, decoder back, ReLU, mean
-   squared reconstruction error, Adam) trained on windows of *public* trajectories only, so the
-   metric itself reads no sensitive data before it is applied. The embedding of a window is the
-   encoder's output.
-3. **Score.** With e(.) the embeddings and cos the cosine similarity, for real windows R and
-   synthetic windows S (BERTScore's greedy matching, without idf weights or baseline rescaling):
-   recall = mean_{x in R} max_{y in S} cos(e(x), e(y)),
-   precision = mean_{y in S} max_{x in R} cos(e(x), e(y)),
-   TrajScore = F1 = 2 P R / (P + R).
-   Identical sets give 1; F1 <= 1 always (when P + R > 0).
+1. **Elements.** Each trajectory (steps encoded and normalised as the synthesizer sees
+   them, [s, a, r, s' (or s' - s), d]) is cut into non-overlapping windows of W
+   consecutive steps from its start; a tail shorter than W is dropped. A window,
+   flattened to [W d], is one element (the analogue of a token).
+2. **Encoder.** An MLP autoencoder (encoder [W d] -> hidden -> latent, decoder back,
+   ReLU, mean squared reconstruction error, Adam) trained on windows of *public*
+   trajectories only, so the metric itself reads no sensitive data before it is applied.
+   The embedding of a window is the encoder's output.
+3. **Score.** With e(.) the embeddings and cos the cosine similarity, for real windows R
+   and synthetic windows S (BERTScore's greedy matching, without idf weights or baseline
+   rescaling): recall = mean_{x in R} max_{y in S} cos(e(x), e(y)), precision = mean_{y
+   in S} max_{x in R} cos(e(x), e(y)), TrajScore = F1 = 2 P R / (P + R). Identical sets
+   give 1; F1 <= 1 always (when P + R > 0).
 
-TrajScore compares with the real (sensitive) trajectories, so it is an audit quantity: never
-publish it as part of a DP release.
+TrajScore compares with the real (sensitive) trajectories, so it is an audit quantity:
+never publish it as part of a DP release.
 """
 
 from __future__ import annotations
@@ -74,8 +74,11 @@ def _embed(module, params, x):
     return module.apply(params, x, method=module.encode)
 
 
-def trajectory_windows(steps: np.ndarray, lengths: np.ndarray, window: int) -> np.ndarray:
-    """Non-overlapping windows of ``window`` steps from each trajectory's start, flattened.
+def trajectory_windows(
+    steps: np.ndarray, lengths: np.ndarray, window: int
+) -> np.ndarray:
+    """Non-overlapping windows of ``window`` steps from each trajectory's start,
+    flattened.
 
     Args:
       steps: [B, T, d] encoded steps of padded trajectories.
@@ -104,10 +107,13 @@ def fit_trajectory_encoder(
     batch_size: int = 256,
     learning_rate: float = 1e-3,
 ) -> TrajEncoder:
-    """Trains the autoencoder on public windows (uniform batches, Adam); returns the encoder."""
+    """Trains the autoencoder on public windows (uniform batches, Adam); returns the
+    encoder."""
     x = jnp.asarray(public_windows, jnp.float32)
     if x.ndim != 2 or x.shape[0] < 1:
-        raise ValueError(f"public_windows must be [n >= 1, W d]; got shape {tuple(x.shape)}.")
+        raise ValueError(
+            f"public_windows must be [n >= 1, W d]; got shape {tuple(x.shape)}."
+        )
     module = _AutoEncoder(tuple(hidden), latent_dim, x.shape[1])
     k_init, k_train = jax.random.split(key)
     params = module.init(k_init, x[:1])
@@ -116,16 +122,21 @@ def fit_trajectory_encoder(
     def step(carry, k):
         params, opt = carry
         batch = x[jax.random.randint(k, (batch_size,), 0, x.shape[0])]
-        loss, g = jax.value_and_grad(lambda p: jnp.mean((module.apply(p, batch) - batch) ** 2))(params)
+        loss, g = jax.value_and_grad(
+            lambda p: jnp.mean((module.apply(p, batch) - batch) ** 2)
+        )(params)
         upd, opt = tx.update(g, opt, params)
         return (optax.apply_updates(params, upd), opt), loss
 
-    (params, _), _ = jax.jit(lambda p, o, k: jax.lax.scan(step, (p, o), jax.random.split(k, steps)))(
-        params, tx.init(params), k_train)
+    (params, _), _ = jax.jit(
+        lambda p, o, k: jax.lax.scan(step, (p, o), jax.random.split(k, steps))
+    )(params, tx.init(params), k_train)
     return TrajEncoder(params, module, window)
 
 
-def trajscore_from_embeddings(real: jax.typing.ArrayLike, synthetic: jax.typing.ArrayLike) -> dict[str, float]:
+def trajscore_from_embeddings(
+    real: jax.typing.ArrayLike, synthetic: jax.typing.ArrayLike
+) -> dict[str, float]:
     """Precision, recall and F1 of greedy cosine matching (see the module docstring).
 
     >>> e = np.array([[1.0, 0.0], [0.0, 1.0]])
@@ -134,17 +145,36 @@ def trajscore_from_embeddings(real: jax.typing.ArrayLike, synthetic: jax.typing.
     """
     r = np.asarray(real, np.float64)
     s = np.asarray(synthetic, np.float64)
-    if r.ndim != 2 or s.ndim != 2 or not len(r) or not len(s) or r.shape[1] != s.shape[1]:
-        raise ValueError(f"need two non-empty [n, k] embedding sets; got {r.shape} and {s.shape}.")
+    if (
+        r.ndim != 2
+        or s.ndim != 2
+        or not len(r)
+        or not len(s)
+        or r.shape[1] != s.shape[1]
+    ):
+        raise ValueError(
+            f"need two non-empty [n, k] embedding sets; got {r.shape} and {s.shape}."
+        )
     unit = lambda a: a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
     cos = unit(r) @ unit(s).T
     recall = float(cos.max(axis=1).mean())
     precision = float(cos.max(axis=0).mean())
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return {"precision": precision, "recall": recall, "f1": float(min(f1, 1.0)),
-            "num_real": len(r), "num_synthetic": len(s)}
+    f1 = (
+        2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    )
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": float(min(f1, 1.0)),
+        "num_real": len(r),
+        "num_synthetic": len(s),
+    }
 
 
-def trajscore(encoder: TrajEncoder, real_windows: np.ndarray, synthetic_windows: np.ndarray) -> dict[str, float]:
+def trajscore(
+    encoder: TrajEncoder, real_windows: np.ndarray, synthetic_windows: np.ndarray
+) -> dict[str, float]:
     """TrajScore of synthetic vs real windows under a trained encoder."""
-    return trajscore_from_embeddings(encoder.embed(real_windows), encoder.embed(synthetic_windows))
+    return trajscore_from_embeddings(
+        encoder.embed(real_windows), encoder.embed(synthetic_windows)
+    )

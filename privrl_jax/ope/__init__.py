@@ -1,7 +1,9 @@
-"""Differentially private off-policy evaluation: GTD2 and GPOPE on the DP plan; DP-LSW / DP-LSL.
+"""Differentially private off-policy evaluation: GTD2 and GPOPE on the DP plan; DP-LSW /
+DP-LSL.
 
-What runs where: the GTD2 maths, GPOPE's scan, the trials' vmap and the chain MDP are pure
-jitted JAX; drawing the index schedule and the paper's Theorem-1 sigma are host-side.
+What runs where: the GTD2 maths, GPOPE's scan, the trials' vmap and the chain MDP are
+pure jitted JAX; drawing the index schedule and the paper's Theorem-1 sigma are
+host-side.
 """
 
 from privrl_jax.ope._balle import (
@@ -24,11 +26,6 @@ from privrl_jax.ope._balle import (
     smooth_params,
     trajectory_first_visits,
 )
-from privrl_jax.ope._smooth_gaussian import (
-    calibrate_smooth_alpha,
-    hockey_stick,
-    smooth_gaussian_delta,
-)
 from privrl_jax.ope._chain import (
     ChainMDP,
     Collected,
@@ -37,6 +34,13 @@ from privrl_jax.ope._chain import (
     medical_chain,
     one_hot_features,
     treatment_policy,
+)
+from privrl_jax.ope._features import (
+    EpsilonSoft,
+    FeatureMap,
+    TileCoder,
+    hiv_features,
+    mountain_car_features,
 )
 from privrl_jax.ope._gpope import (
     GPOPEResult,
@@ -48,8 +52,8 @@ from privrl_jax.ope._gpope import (
     gpope_trials,
     gtd2,
     gtd2_expected,
-    sample_schedule,
     replace_one_target,
+    sample_schedule,
     theorem1_sigma,
     value_mse,
 )
@@ -68,7 +72,6 @@ from privrl_jax.ope._gtd2 import (
     weighted_transition_direction,
     with_weights,
 )
-from privrl_jax.ope._features import EpsilonSoft, FeatureMap, TileCoder, hiv_features, mountain_car_features
 from privrl_jax.ope._montecarlo import (
     ContinuousCollected,
     MCValues,
@@ -77,6 +80,11 @@ from privrl_jax.ope._montecarlo import (
     importance_ratio,
     mc_values,
     pooled_stats,
+)
+from privrl_jax.ope._smooth_gaussian import (
+    calibrate_smooth_alpha,
+    hockey_stick,
+    smooth_gaussian_delta,
 )
 
 __all__ = [

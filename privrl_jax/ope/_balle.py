@@ -1,4 +1,6 @@
-"""DP-LSW and DP-LSL: output-perturbed Monte-Carlo policy evaluation (Balle, Gomrokchi & Precup 2016).
+"""DP-LSW and DP-LSL: output-perturbed Monte-Carlo policy evaluation.
+
+Balle, Gomrokchi & Precup (2016).
 
 The baselines of the GPOPE paper (Section 7, "output perturbation V1 / V2"). On-policy: a
 finite state space of S states, features Phi [S, d] (row phi_s), a public state weighting rho
@@ -19,7 +21,8 @@ Estimators (non-private):
           = (Phi^T Gamma Phi + lambda_w I)^-1 Phi^T Gamma F^,  Gamma = diag(rho).
   The paper's LSW has lambda_w = 0 (then Gamma^1/2 Phi must have full column rank).
 - LSL (ridge-regularised least squares on every first-visit return):
-  J(theta) = 1/m sum_i sum_{s visited by i} rho_s (F_{i,s} - phi_s^T theta)^2 + lambda/(2m) ||theta||^2,
+  J(theta) = 1/m sum_i sum_{s visited by i} rho_s (F_{i,s} - phi_s^T theta)^2
+             + lambda/(2m) ||theta||^2,
   theta_l = (Phi^T diag(rho n) Phi + lambda/2 I)^-1 Phi^T (rho * G)   (independent of m).
 
 Privacy: smooth sensitivity (Nissim, Raskhodnikova & Smith 2007, "NRS07"). With S(X) a
@@ -73,7 +76,8 @@ class FirstVisits(NamedTuple):
 
     Attributes:
       visited: [m, S] bool, trajectory i visits state s.
-      returns: [m, S] F_{i,s}, the discounted return from the first visit (0 where not visited).
+      returns: [m, S] F_{i,s}, the discounted return from the first visit (0 where not
+        visited).
     """
 
     visited: jax.Array
@@ -88,7 +92,8 @@ class MonteCarloStats(NamedTuple):
 
 
 class SmoothParams(NamedTuple):
-    """Gaussian smooth-sensitivity constants: noise = S(X) / alpha * N(0, I), S beta-smooth."""
+    """Gaussian smooth-sensitivity constants: noise = S(X) / alpha * N(0, I), S
+    beta-smooth."""
 
     alpha: float
     beta: float
@@ -112,17 +117,23 @@ class BalleRelease(NamedTuple):
 
 
 def trajectory_first_visits(
-    states: jax.Array, rewards: jax.Array, mask: jax.Array, gamma: float, num_states: int
+    states: jax.Array,
+    rewards: jax.Array,
+    mask: jax.Array,
+    gamma: float,
+    num_states: int,
 ) -> tuple[jax.Array, jax.Array]:
     """One trajectory's first visits; unbatched (vmap it).
 
     Args:
-      states: [T] int state acted in at each step. rewards: [T]. mask: [T] bool (real steps).
+      states: [T] int state acted in at each step. rewards: [T]. mask: [T] bool (real
+        steps).
       gamma: discount. num_states: S.
 
     Returns:
-      ``(visited [S] bool, returns [S])``: returns[s] = sum_{k >= t_s} gamma^(k - t_s) r_k over
-      the real steps, t_s the first real step in s (a time-limit cut truncates the return).
+      ``(visited [S] bool, returns [S])``: returns[s] = sum_{k >= t_s} gamma^(k - t_s)
+      r_k over the real steps, t_s the first real step in s (a time-limit cut truncates
+      the return).
     """
     rewards = jnp.where(mask, rewards, 0.0)
 
@@ -131,14 +142,20 @@ def trajectory_first_visits(
         return g, g
 
     _, to_go = jax.lax.scan(back, jnp.zeros((), rewards.dtype), rewards, reverse=True)
-    hits = (states[:, None] == jnp.arange(num_states)[None, :]) & mask[:, None]  # [T, S]
+    hits = (states[:, None] == jnp.arange(num_states)[None, :]) & mask[
+        :, None
+    ]  # [T, S]
     visited = jnp.any(hits, axis=0)
     first = jnp.argmax(hits, axis=0)  # the first True (0 when none: masked below)
     return visited, jnp.where(visited, to_go[first], 0.0)
 
 
 def first_visits(
-    states: jax.Array, rewards: jax.Array, mask: jax.Array, gamma: float, num_states: int
+    states: jax.Array,
+    rewards: jax.Array,
+    mask: jax.Array,
+    gamma: float,
+    num_states: int,
 ) -> FirstVisits:
     """:func:`trajectory_first_visits` over m trajectories (leaves [m, T])."""
     visited, returns = jax.vmap(trajectory_first_visits, in_axes=(0, 0, 0, None, None))(
@@ -157,14 +174,19 @@ def monte_carlo_stats(visits: FirstVisits) -> MonteCarloStats:
     return MonteCarloStats(jnp.sum(v, axis=0), jnp.sum(v * visits.returns, axis=0))
 
 
-def clip_first_visits(visits: FirstVisits, return_bounds: tuple[float, float]) -> FirstVisits:
-    """Each first-visit return forced into the public [lo, hi] the smooth sensitivity assumes.
+def clip_first_visits(
+    visits: FirstVisits, return_bounds: tuple[float, float]
+) -> FirstVisits:
+    """Each first-visit return forced into the public [lo, hi] the smooth sensitivity
+    assumes.
 
-    The NRS07 bounds below hold only if every F_{i,s} lies in [lo, hi]; user data need not. So
-    the bound is enforced where the data enter the mechanism: finite returns are clipped, +inf
-    maps to hi and -inf to lo (what clipping gives), and NaN maps to 0, the value an unvisited
-    state already contributes (0 is in [lo, hi] by :func:`_check_bounds`). A NaN reward thus
-    costs its trajectory's estimate, never the guarantee. Unvisited entries stay 0.
+    The NRS07 bounds below hold only if every F_{i,s} lies in [lo, hi]; user data need
+    not. So
+    the bound is enforced where the data enter the mechanism: finite returns are
+    clipped, +inf maps to hi and -inf to lo (what clipping gives), and NaN maps to 0,
+    the value an unvisited state already contributes (0 is in [lo, hi] by
+    :func:`_check_bounds`). A NaN reward thus costs its trajectory's estimate, never the
+    guarantee. Unvisited entries stay 0.
     """
     lo, hi = _check_bounds(return_bounds)
     r = jnp.clip(visits.returns, lo, hi)
@@ -176,7 +198,8 @@ def _private_stats(visits: FirstVisits, return_bounds, num_trajectories: int | N
     m = visits.visited.shape[0]
     if num_trajectories is not None and num_trajectories != m:
         raise ValueError(
-            f"num_trajectories={num_trajectories} but the visits hold {m} trajectories; pass "
+            f"num_trajectories={num_trajectories} but the visits hold {m} "
+            "trajectories; pass "
             f"the visits of all m trajectories (or omit num_trajectories)."
         )
     return monte_carlo_stats(clip_first_visits(visits, return_bounds)), m
@@ -185,14 +208,18 @@ def _private_stats(visits: FirstVisits, return_bounds, num_trajectories: int | N
 NOISE_CALIBRATIONS = ("nrs07", "exact")
 
 
-def smooth_params(epsilon: float, delta: float, dim: int, calibration: str = "nrs07") -> SmoothParams:
+def smooth_params(
+    epsilon: float, delta: float, dim: int, calibration: str = "nrs07"
+) -> SmoothParams:
     """beta = eps / (4 (d + ln(2/delta))) and alpha by ``calibration``.
 
-    - ``"nrs07"``: alpha = eps / (5 sqrt(2 ln(2/delta))), the closed-form constants of NRS07's
-      Gaussian as the authors' code uses them (docs/gpope.md, section 3: checked numerically by
-      :func:`privrl_jax.ope.smooth_gaussian_delta`; they hold at every eps we run and are 3-7x conservative).
-    - ``"exact"``: the same beta and the largest alpha whose numerically computed privacy curve
-      (:func:`calibrate_smooth_alpha`) stays within delta: less noise for the same guarantee.
+    - ``"nrs07"``: alpha = eps / (5 sqrt(2 ln(2/delta))), the closed-form constants of
+      NRS07's Gaussian as the authors' code uses them (docs/gpope.md, section 3: checked
+      numerically by :func:`privrl_jax.ope.smooth_gaussian_delta`; they hold at every
+      eps we run and are 3-7x conservative).
+    - ``"exact"``: the same beta and the largest alpha whose numerically computed
+      privacy curve (:func:`calibrate_smooth_alpha`) stays within delta: less noise for
+      the same guarantee.
     """
     if not 0 < epsilon < math.inf:
         raise ValueError(f"epsilon must be a finite number > 0; got {epsilon!r}.")
@@ -201,17 +228,22 @@ def smooth_params(epsilon: float, delta: float, dim: int, calibration: str = "nr
     if dim < 1:
         raise ValueError(f"dim must be >= 1; got {dim!r}.")
     if calibration not in NOISE_CALIBRATIONS:
-        raise ValueError(f"calibration must be one of {NOISE_CALIBRATIONS}; got {calibration!r}.")
+        raise ValueError(
+            f"calibration must be one of {NOISE_CALIBRATIONS}; got {calibration!r}."
+        )
     log_term = math.log(2.0 / delta)
     beta = epsilon / (4.0 * (dim + log_term))
     if calibration == "exact":
-        return SmoothParams(_exact_alpha(float(epsilon), float(delta), beta, int(dim)), beta)
+        return SmoothParams(
+            _exact_alpha(float(epsilon), float(delta), beta, int(dim)), beta
+        )
     return SmoothParams(epsilon / (5.0 * math.sqrt(2.0 * log_term)), beta)
 
 
 @functools.lru_cache(maxsize=256)
 def _exact_alpha(epsilon: float, delta: float, beta: float, dim: int) -> float:
-    # A few seconds of host-side SciPy per (eps, delta, d): cached, as vmapped trials reuse it.
+    # A few seconds of host-side SciPy per (eps, delta, d): cached, as vmapped trials
+    # reuse it.
     return calibrate_smooth_alpha(epsilon, delta, beta, dim)
 
 
@@ -219,7 +251,8 @@ def _check_bounds(return_bounds: tuple[float, float]) -> tuple[float, float]:
     lo, hi = (float(x) for x in return_bounds)
     if not lo <= 0.0 <= hi or lo == hi:
         raise ValueError(
-            f"return_bounds must be an interval [lo, hi] with lo <= 0 <= hi (an unvisited state's "
+            "return_bounds must be an interval [lo, hi] with lo <= 0 <= hi (an "
+            "unvisited state's "
             f"estimate is 0); got {return_bounds!r}."
         )
     return lo, hi
@@ -228,7 +261,8 @@ def _check_bounds(return_bounds: tuple[float, float]) -> tuple[float, float]:
 def lsw_solution(
     stats: MonteCarloStats, features: jax.Array, rho: jax.Array, ridge: float = 0.0
 ) -> jax.Array:
-    """theta_w = (Phi^T Gamma Phi + ridge I)^-1 Phi^T Gamma F^ (LSW; the paper's has ridge = 0)."""
+    """theta_w = (Phi^T Gamma Phi + ridge I)^-1 Phi^T Gamma F^ (LSW; the paper's has
+    ridge = 0)."""
     mean = stats.sums / jnp.maximum(stats.counts, 1.0)
     weighted = features.T * rho[None, :]  # Phi^T Gamma
     gram = weighted @ features + ridge * jnp.eye(features.shape[1])
@@ -238,14 +272,19 @@ def lsw_solution(
 def lsl_solution(
     stats: MonteCarloStats, features: jax.Array, rho: jax.Array, ridge: float
 ) -> jax.Array:
-    """theta_l = (Phi^T diag(rho n) Phi + ridge/2 I)^-1 Phi^T (rho G), the minimiser of LSL's J."""
+    """theta_l = (Phi^T diag(rho n) Phi + ridge/2 I)^-1 Phi^T (rho G), the minimiser of
+    LSL's J."""
     weighted = features.T * (rho * stats.counts)[None, :]
     gram = weighted @ features + 0.5 * ridge * jnp.eye(features.shape[1])
     return jnp.linalg.solve(gram, features.T @ (rho * stats.sums))
 
 
-def lsw_operator_norm(features: jax.Array, rho: jax.Array, ridge: float = 0.0) -> jax.Array:
-    """||M||_2, M = (Phi^T Gamma Phi + ridge I)^-1 Phi^T Gamma^1/2; = ||(Gamma^1/2 Phi)^+||_2 at ridge 0.
+def lsw_operator_norm(
+    features: jax.Array, rho: jax.Array, ridge: float = 0.0
+) -> jax.Array:
+    """||M||_2, M = (Phi^T Gamma Phi + ridge I)^-1 Phi^T Gamma^1/2.
+
+    At ridge 0 it equals ||(Gamma^1/2 Phi)^+||_2.
 
     The authors' code takes the Frobenius norm of (Gamma^1/2 Phi)^-1; the spectral norm is what
     the bound needs and is never larger.
@@ -265,14 +304,16 @@ def lsw_local_sensitivity(
     ridge: float = 0.0,
     k: jax.Array | int = 0,
 ) -> jax.Array:
-    """U_w(k) = W ||M||_2 sqrt(sum_s rho_s / max(n_s - k, 1)^2): LS of theta_w at distance k.
+    """U_w(k) = W ||M||_2 sqrt(sum_s rho_s / max(n_s - k, 1)^2): LS of theta_w at
+    distance k.
 
-    Derivation (ours; the shape is the paper's phi_w). theta_w = M Gamma^1/2 F^ with M data
-    independent, so ||theta - theta'|| <= ||M||_2 ||Gamma^1/2 (F^ - F^')||_2. Replacing one
-    trajectory moves each F^_s by at most W / max(n_s, 1): with n_s fixed by |f - g| / n_s; when
-    it leaves s (n_s -> n_s - 1) by |f - mean'| / n_s; when it arrives (n_s -> n_s + 1) by at
-    most W / (n_s + 1); from or to an unvisited state (estimate 0, 0 in [lo, hi]) by at most W.
-    At distance k every n_s is at least n_s - k, hence U_w(k) >= LS at distance k.
+    Derivation (ours; the shape is the paper's phi_w). theta_w = M Gamma^1/2 F^ with M
+    data independent, so ||theta - theta'|| <= ||M||_2 ||Gamma^1/2 (F^ - F^')||_2.
+    Replacing one trajectory moves each F^_s by at most W / max(n_s, 1): with n_s fixed
+    by |f - g| / n_s; when it leaves s (n_s -> n_s - 1) by |f - mean'| / n_s; when it
+    arrives (n_s -> n_s + 1) by at most W / (n_s + 1); from or to an unvisited state
+    (estimate 0, 0 in [lo, hi]) by at most W. At distance k every n_s is at least n_s -
+    k, hence U_w(k) >= LS at distance k.
     """
     lo, hi = _check_bounds(return_bounds)
     phi_w = jnp.sum(rho / jnp.maximum(counts - k, 1.0) ** 2)
@@ -289,16 +330,18 @@ def lsl_local_sensitivity(
     num_trajectories: int,
     k: jax.Array | int = 0,
 ) -> jax.Array:
-    """U_l(k) = (2 ||Phi||_2 / lambda) (W ||rho||_2 + ||Phi||_2 ||rho||_inf B sqrt(2 N_k / lambda)).
+    """U_l(k) = (2 ||Phi||_2 / lambda) (W ||rho||_2 + ||Phi||_2 ||rho||_inf B sqrt(2 N_k
+    / lambda)).
 
-    N_k = sum_s rho_s min(n_s + k, m). Derivation (ours; the two-term shape is the authors'
-    code's). With H = Phi^T diag(rho n) Phi + lambda/2 I and g = Phi^T (rho G), theta = H^-1 g;
-    a neighbour has H' = H + E, g' = g + e, and theta' - theta = H'^-1 (e - E theta). Then
-    ||H'^-1||_2 <= 2 / lambda; ||e|| <= ||Phi||_2 ||rho * dG||_2 <= ||Phi||_2 W ||rho||_2 (each
-    |dG_s| <= W); ||E theta|| <= ||Phi||_2^2 ||rho||_inf ||theta|| (|dn_s| <= 1); and J(theta) <=
-    J(0) gives lambda/2 ||theta||^2 <= B^2 sum_s rho_s n_s. At distance k, n_s <= min(n_s + k, m).
-    The authors' code has lambda - ||rho||_inf ||Phi||^2 in the denominator and a different
-    factor on the sqrt term (their normalisation of J); we use the bound we can prove.
+    N_k = sum_s rho_s min(n_s + k, m). Derivation (ours; the two-term shape is the
+    authors' code's). With H = Phi^T diag(rho n) Phi + lambda/2 I and g = Phi^T (rho G),
+    theta = H^-1 g; a neighbour has H' = H + E, g' = g + e, and theta' - theta = H'^-1
+    (e - E theta). Then ||H'^-1||_2 <= 2 / lambda; ||e|| <= ||Phi||_2 ||rho * dG||_2 <=
+    ||Phi||_2 W ||rho||_2 (each |dG_s| <= W); ||E theta|| <= ||Phi||_2^2 ||rho||_inf
+    ||theta|| (|dn_s| <= 1); and J(theta) <= J(0) gives lambda/2 ||theta||^2 <= B^2
+    sum_s rho_s n_s. At distance k, n_s <= min(n_s + k, m). The authors' code has lambda
+    - ||rho||_inf ||Phi||^2 in the denominator and a different factor on the sqrt term
+    (their normalisation of J); we use the bound we can prove.
     """
     lo, hi = _check_bounds(return_bounds)
     if not ridge > 0:
@@ -312,10 +355,11 @@ def lsl_local_sensitivity(
 
 
 def _smooth(bound_at, beta: float, max_k: int) -> jax.Array:
-    """sqrt(max_{0 <= k <= K} e^{-k beta} U(k)^2), the papers' Psi form (beta/2-, so beta-smooth).
+    """sqrt(max_{0 <= k <= K} e^{-k beta} U(k)^2), the papers' Psi form (beta/2-, so
+    beta-smooth).
 
-    Both U's are monotone in k and constant beyond K (LSW: K = max n_s <= m; LSL: K = m), so the
-    max over k >= 0 is reached within [0, K].
+    Both U's are monotone in k and constant beyond K (LSW: K = max n_s <= m; LSL: K =
+    m), so the max over k >= 0 is reached within [0, K].
     """
     ks = jnp.arange(max_k + 1, dtype=jnp.float32)
     u = jax.vmap(bound_at)(ks)
@@ -323,9 +367,17 @@ def _smooth(bound_at, beta: float, max_k: int) -> jax.Array:
 
 
 def lsw_smooth_sensitivity(
-    counts, features, rho, *, return_bounds, beta: float, num_trajectories: int, ridge: float = 0.0
+    counts,
+    features,
+    rho,
+    *,
+    return_bounds,
+    beta: float,
+    num_trajectories: int,
+    ridge: float = 0.0,
 ) -> jax.Array:
-    """S_w(X) = sqrt(max_k e^{-k beta} U_w(k)^2) (the paper's Psi_w with sigma ~ sqrt(Psi))."""
+    """S_w(X) = sqrt(max_k e^{-k beta} U_w(k)^2) (the paper's Psi_w with sigma ~
+    sqrt(Psi))."""
     return _smooth(
         lambda k: lsw_local_sensitivity(
             counts, features, rho, return_bounds=return_bounds, ridge=ridge, k=k
@@ -336,13 +388,25 @@ def lsw_smooth_sensitivity(
 
 
 def lsl_smooth_sensitivity(
-    counts, features, rho, *, return_bounds, beta: float, num_trajectories: int, ridge: float
+    counts,
+    features,
+    rho,
+    *,
+    return_bounds,
+    beta: float,
+    num_trajectories: int,
+    ridge: float,
 ) -> jax.Array:
     """S_l(X) = sqrt(max_k e^{-k beta} U_l(k)^2)."""
     return _smooth(
         lambda k: lsl_local_sensitivity(
-            counts, features, rho, return_bounds=return_bounds, ridge=ridge,
-            num_trajectories=num_trajectories, k=k,
+            counts,
+            features,
+            rho,
+            return_bounds=return_bounds,
+            ridge=ridge,
+            num_trajectories=num_trajectories,
+            k=k,
         ),
         beta,
         num_trajectories,
@@ -351,7 +415,8 @@ def lsl_smooth_sensitivity(
 
 def _release(key, theta, smooth, params: SmoothParams, epsilon, delta) -> BalleRelease:
     std = smooth / params.alpha
-    # The one noise primitive of the privacy core; the std is S(X) / alpha (NRS07), explicit.
+    # The one noise primitive of the privacy core; the std is S(X) / alpha (NRS07),
+    # explicit.
     noised = privacy.add_noise(theta, key, std)
     return BalleRelease(noised, std, smooth, float(epsilon), float(delta))
 
@@ -369,27 +434,35 @@ def dp_lsw(
     ridge: float = 0.0,
     calibration: str = "nrs07",
 ) -> BalleRelease:
-    """DP-LSW: theta_w + S_w(X) / alpha * N(0, I_d); (epsilon, delta)-DP by NRS07 (replace-one).
+    """DP-LSW: theta_w + S_w(X) / alpha * N(0, I_d); (epsilon, delta)-DP by NRS07
+    (replace-one).
 
     Args:
       key: the noise key (secret in a real release).
       visits: :func:`first_visits` of the m trajectories. Their returns are clipped into
-        ``return_bounds`` here (:func:`clip_first_visits`), so data outside the declared bounds
-        cost accuracy, never the guarantee.
-      features: [S, d] Phi. rho: [S] public state weights (> 0 where Phi must be identified).
+        ``return_bounds`` here (:func:`clip_first_visits`), so data outside the declared
+        bounds cost accuracy, never the guarantee.
+      features: [S, d] Phi. rho: [S] public state weights (> 0 where Phi must be
+        identified).
       epsilon, delta: the target guarantee of this one release.
       return_bounds: public [lo, hi] containing every first-visit return and 0.
       num_trajectories: m (public); optional, checked against the visits' leading axis.
       ridge: lambda_w >= 0 (0 is the paper's LSW).
-      calibration: alpha from NRS07's closed form (``"nrs07"``, the authors' choice) or the
-        exact privacy curve at the same beta (``"exact"``, less noise); see :func:`smooth_params`.
+      calibration: alpha from NRS07's closed form (``"nrs07"``, the authors' choice) or
+        the exact privacy curve at the same beta (``"exact"``, less noise); see
+        :func:`smooth_params`.
     """
     params = smooth_params(epsilon, delta, features.shape[1], calibration)
     stats, num_trajectories = _private_stats(visits, return_bounds, num_trajectories)
     theta = lsw_solution(stats, features, rho, ridge)
     smooth = lsw_smooth_sensitivity(
-        stats.counts, features, rho, return_bounds=return_bounds, beta=params.beta,
-        num_trajectories=num_trajectories, ridge=ridge,
+        stats.counts,
+        features,
+        rho,
+        return_bounds=return_bounds,
+        beta=params.beta,
+        num_trajectories=num_trajectories,
+        ridge=ridge,
     )
     return _release(key, theta, smooth, params, epsilon, delta)
 
@@ -407,16 +480,23 @@ def dp_lsl(
     ridge: float,
     calibration: str = "nrs07",
 ) -> BalleRelease:
-    """DP-LSL: theta_l + S_l(X) / alpha * N(0, I_d); (epsilon, delta)-DP by NRS07 (replace-one).
+    """DP-LSL: theta_l + S_l(X) / alpha * N(0, I_d); (epsilon, delta)-DP by NRS07
+    (replace-one).
 
-    Args as :func:`dp_lsw`; ``ridge`` is LSL's lambda > 0 (the authors' code grows it with m,
-    e.g. lambda = c m^0.4; the noise falls like 1/lambda, the bias grows with it).
+    Args as :func:`dp_lsw`; ``ridge`` is LSL's lambda > 0 (the authors' code grows it
+    with m, e.g. lambda = c m^0.4; the noise falls like 1/lambda, the bias grows with
+    it).
     """
     params = smooth_params(epsilon, delta, features.shape[1], calibration)
     stats, num_trajectories = _private_stats(visits, return_bounds, num_trajectories)
     theta = lsl_solution(stats, features, rho, ridge)
     smooth = lsl_smooth_sensitivity(
-        stats.counts, features, rho, return_bounds=return_bounds, beta=params.beta,
-        num_trajectories=num_trajectories, ridge=ridge,
+        stats.counts,
+        features,
+        rho,
+        return_bounds=return_bounds,
+        beta=params.beta,
+        num_trajectories=num_trajectories,
+        ridge=ridge,
     )
     return _release(key, theta, smooth, params, epsilon, delta)

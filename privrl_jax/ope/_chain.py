@@ -1,18 +1,21 @@
-"""A small chain MDP that mimics a medical application (the GPOPE paper's Section 7 setting).
+"""A small chain MDP that mimics a medical application (the GPOPE paper's Section 7
+setting).
 
-Construction. A patient's health is one of S levels, 0 (critical) .. S-1 (nearly well). Each
-step the clinician either waits (action 0) or treats (action 1). Health then moves one level up,
-stays, or moves one level down with probabilities that depend on the action (treatment makes
-improvement likelier). Moving below level 0 is death, moving above level S-1 is discharge; both
-are absorbing and end the trajectory (reward -1 and +1 on entering them). Treatment costs
-``treatment_cost`` per step (side effects, money). A patient enters at a uniformly random level;
-records are cut at ``max_length`` visits (a time-limit cut bootstraps: discount gamma, not 0).
-So trajectories have random, unequal lengths, and one trajectory is one patient: the privacy
-unit.
+Construction. A patient's health is one of S levels, 0 (critical) .. S-1 (nearly well).
+Each step the clinician either waits (action 0) or treats (action 1). Health then moves
+one level up, stays, or moves one level down with probabilities that depend on the
+action (treatment makes improvement likelier). Moving below level 0 is death, moving
+above level S-1 is discharge; both are absorbing and end the trajectory (reward -1 and
++1 on entering them). Treatment costs ``treatment_cost`` per step (side effects, money).
+A patient enters at a uniformly random level; records are cut at ``max_length`` visits
+(a time-limit cut bootstraps: discount gamma, not 0).
+So trajectories have random, unequal lengths, and one trajectory is one patient: the
+privacy unit.
 
-Outcomes are indexed 0..S-1 (levels), S (death), S+1 (discharge). Exact values of a policy come
-from one linear solve on the S transient levels: V = (I - gamma P_pi)^-1 r_pi. Everything here is
-pure JAX; :func:`collect` is jitted.
+Outcomes are indexed 0..S-1 (levels), S (death), S+1 (discharge). Exact values of a
+policy come
+from one linear solve on the S transient levels: V = (I - gamma P_pi)^-1 r_pi.
+Everything here is pure JAX; :func:`collect` is jitted.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ class ChainMDP(NamedTuple):
     """A finite episodic MDP with two absorbing outcomes.
 
     Attributes:
-      transition: [S, A, S + 2] P(outcome | level, action); outcomes S and S+1 are terminal.
+      transition: [S, A, S + 2] P(outcome | level, action); outcomes S and S+1 are
+        terminal.
       reward: [S, A, S + 2] reward of the transition.
       initial: [S] distribution of the first level.
       gamma: [] discount.
@@ -74,9 +78,13 @@ def medical_chain(
     transition = jnp.zeros((s, 2, s + 2))
     for a, (up, stay, down) in enumerate((wait_probs, treat_probs)):
         for level in range(s):
-            transition = transition.at[level, a, discharge if level == s - 1 else level + 1].add(up)
+            transition = transition.at[
+                level, a, discharge if level == s - 1 else level + 1
+            ].add(up)
             transition = transition.at[level, a, level].add(stay)
-            transition = transition.at[level, a, death if level == 0 else level - 1].add(down)
+            transition = transition.at[
+                level, a, death if level == 0 else level - 1
+            ].add(down)
     reward = jnp.zeros((s, 2, s + 2))
     reward = reward.at[:, :, death].set(death_reward)
     reward = reward.at[:, :, discharge].set(discharge_reward)
@@ -100,7 +108,8 @@ def exact_values(mdp: ChainMDP, policy: jax.Array) -> jax.Array:
 
 
 def one_hot_features(num_states: int) -> jax.Array:
-    """[S, S] tabular features: V = theta exactly, A invertible when every level is visited."""
+    """[S, S] tabular features: V = theta exactly, A invertible when every level is
+    visited."""
     return jnp.eye(num_states)
 
 
@@ -115,7 +124,8 @@ class Collected(NamedTuple):
 
     Attributes:
       data: :class:`TrajectoryData`, leaves [m, T, ...].
-      states: [m, T] int32 level acted in. actions: [m, T] int32. next_outcomes: [m, T] int32.
+      states: [m, T] int32 level acted in. actions: [m, T] int32. next_outcomes: [m, T]
+        int32.
     """
 
     data: TrajectoryData
@@ -147,7 +157,9 @@ def collect(
       :class:`Collected` with masks True on each trajectory's real transitions.
     """
     s = mdp.num_states
-    phi_all = jnp.concatenate([features, jnp.zeros((2, features.shape[1]), features.dtype)])
+    phi_all = jnp.concatenate(
+        [features, jnp.zeros((2, features.shape[1]), features.dtype)]
+    )
 
     def one(key):
         k0, key = jax.random.split(key)

@@ -1,14 +1,15 @@
-"""Tile-coding features and epsilon-soft policies for off-policy evaluation on continuous envs.
+"""Tile-coding features and epsilon-soft policies for off-policy evaluation on
+continuous envs.
 
 Tile coding (Sutton & Barto 2018, Section 9.5.4). ``num_tilings`` grids of
 ``tiles_per_dim`` tiles along each input dimension, each grid shifted by a fraction of a
 tile width. Tiling k is displaced by ``k * (1, 3, 5, ..., 2d - 1) / num_tilings`` tile
 widths (the book's asymmetric offsets: uniform offsets along the diagonal make the tiles
 of all tilings line up in diagonal stripes). A shifted grid needs one more tile per
-dimension to cover the box, so a tiling has ``(tiles_per_dim + 1) ** d`` tiles; the coder
-is dense (no hashing: the features are one-hot blocks of that size), which is small for
-the 1-D and 2-D inputs used here. Inputs outside ``[low, high]`` are clipped to the box.
-Every state activates exactly one tile per tiling.
+dimension to cover the box, so a tiling has ``(tiles_per_dim + 1) ** d`` tiles; the
+coder is dense (no hashing: the features are one-hot blocks of that size), which is
+small for the 1-D and 2-D inputs used here. Inputs outside ``[low, high]`` are clipped
+to the box. Every state activates exactly one tile per tiling.
 
 Scale. The book's features are binary (step sizes divided by the number of tilings).
 :class:`FeatureMap` concatenates tile coders (and an optional constant) and divides by
@@ -86,7 +87,8 @@ class TileCoder:
         return jnp.mod(k * odd, self.num_tilings) / self.num_tilings
 
     def active(self, x: jax.Array) -> jax.Array:
-        """[num_tilings] int32: the index (into the feature vector) of each tiling's tile."""
+        """[num_tilings] int32: the index (into the feature vector) of each tiling's
+        tile."""
         x = jnp.asarray(x, jnp.float32)
         if self.dims is not None:
             x = x[jnp.asarray(self.dims)]
@@ -134,11 +136,13 @@ class FeatureMap:
 
 @dataclasses.dataclass(frozen=True)
 class EpsilonSoft:
-    """``obs -> [A]`` probabilities: ``greedy(obs)`` w.p. 1 - eps, else uniform over A actions.
+    """``obs -> [A]`` probabilities: ``greedy(obs)`` w.p. 1 - eps, else uniform over A
+    actions.
 
     Every action gets at least eps / A, so an epsilon-soft behaviour policy covers any
-    target policy (importance ratios at most (1 - eps' + eps'/A) / (eps / A)). Frozen and
-    hashable (with a module-level ``greedy``), so equal policies share a jit cache entry.
+    target policy (importance ratios at most (1 - eps' + eps'/A) / (eps / A)). Frozen
+    and hashable (with a module-level ``greedy``), so equal policies share a jit cache
+    entry.
 
     Attributes:
       greedy: ``obs -> int`` action.
@@ -162,16 +166,22 @@ class EpsilonSoft:
 def mountain_car_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> FeatureMap:
     """Tile coding of (position, velocity) over gym's box, plus a constant; unit norm."""
     coder = TileCoder(
-        envs.MOUNTAIN_CAR_OBS_LOW, envs.MOUNTAIN_CAR_OBS_HIGH, tiles_per_dim, num_tilings
+        envs.MOUNTAIN_CAR_OBS_LOW,
+        envs.MOUNTAIN_CAR_OBS_HIGH,
+        tiles_per_dim,
+        num_tilings,
     )
     return FeatureMap((coder,), bias=True)
 
 
 def hiv_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> FeatureMap:
     """One 1-D tile coder per log10 concentration (an additive value model), plus a
-    constant; unit norm. A joint 6-D tiling would need (tiles + 1)^6 tiles per tiling."""
+    constant; unit norm. A joint 6-D tiling would need (tiles + 1)^6 tiles per tiling.
+    """
     coders = tuple(
         TileCoder((lo,), (hi,), tiles_per_dim, num_tilings, dims=(i,))
-        for i, (lo, hi) in enumerate(zip(envs.HIV_OBS_LOG10_LOW, envs.HIV_OBS_LOG10_HIGH))
+        for i, (lo, hi) in enumerate(
+            zip(envs.HIV_OBS_LOG10_LOW, envs.HIV_OBS_LOG10_HIGH)
+        )
     )
     return FeatureMap(coders, bias=True)

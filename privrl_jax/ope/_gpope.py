@@ -1,40 +1,44 @@
-"""GPOPE: gradient-perturbed off-policy evaluation (the paper's Algorithm 1) on a DP plan.
+"""GPOPE: gradient-perturbed off-policy evaluation (the paper's Algorithm 1) on a DP
+plan.
 
-Each iteration j takes the plan's batch of trajectories, computes every sampled trajectory's
-primal-dual direction B_i(theta_j, w_j) (eq. 4.1, :mod:`._gtd2`), clips it to L2 norm h, sums,
-adds the plan's Gaussian noise once, divides by the plan's public expected batch size and steps:
-``(theta, w) <- (theta, w) - beta_j * B~``. N iterations are one ``lax.scan``; independent trials
-are a ``vmap`` of it over keys and index schedules, in one jit.
+Each iteration j takes the plan's batch of trajectories, computes every sampled
+trajectory's primal-dual direction B_i(theta_j, w_j) (eq. 4.1, :mod:`._gtd2`), clips it
+to L2 norm h, sums, adds the plan's Gaussian noise once, divides by the plan's public
+expected batch size and steps: ``(theta, w) <- (theta, w) - beta_j * B~``. N iterations
+are one ``lax.scan``; independent trials are a ``vmap`` of it over keys and index
+schedules, in one jit.
 
-Clipping. The paper clips the *stacked* vector B_i = (theta block, w block) to norm h (Algorithm
-1). A plan with one clip norm h does exactly that (its clipped sum clips the pytree
-``(g_theta, g_w)`` as one vector): it is the default and what the paper's Theorem 1 analyses. A
-plan with ``l2_clip_norm=(h_theta, h_w)`` clips the blocks separately; the accountant then sees
-the effective noise multiplier of the two blocks (docs/design.md, contract 8), which at equal
-clip norms and equal sigmas costs a factor sqrt(2) more noise for the same epsilon, so it only
-pays when the blocks' scales differ a lot. Both run through the same code.
+Clipping. The paper clips the *stacked* vector B_i = (theta block, w block) to norm h
+(Algorithm 1). A plan with one clip norm h does exactly that (its clipped sum clips the
+pytree ``(g_theta, g_w)`` as one vector): it is the default and what the paper's Theorem
+1 analyses. A plan with ``l2_clip_norm=(h_theta, h_w)`` clips the blocks separately; the
+accountant then sees the effective noise multiplier of the two blocks (docs/design.md,
+contract 8), which at equal clip norms and equal sigmas costs a factor sqrt(2) more
+noise for the same epsilon, so it only pays when the blocks' scales differ a lot. Both
+run through the same code.
 
-Sampling (host side, before the jit). The per-iteration indices come from the plan's sampler as
-a fixed-shape ``[N, U]`` index array with a mask:
+Sampling (host side, before the jit). The per-iteration indices come from the plan's
+sampler as a fixed-shape ``[N, U]`` index array with a mask:
 
-- :class:`~privrl_jax.privacy.UniformOneSampler` (the paper's one-of-m): U = 1, every row valid.
-  Fixed-size sampling is only defined under replace-one, so the sensitivity is 2h and the noise
-  std 2 sigma h; the event is ``SampledWithoutReplacementDpEvent`` (RDP only: dp-accounting's PLD
-  accountant refuses it).
-- :class:`~privrl_jax.privacy.PoissonSampler` (add/remove-one): every realised batch is kept
-  whole, padded with masked units to U = the largest batch realised over the run (or over all
-  trials); ``pad_to="dataset"`` pads to m. Both are exact: nothing is cut, so the event stays the
-  plain Poisson one (a public fixed capacity would truncate, which changes the accounting). U
-  depends only on the sampling randomness, never on the data. Empty batches stay as all-masked
-  rows: the step still adds pure noise and counts (docs/dp_pitfalls.md, item 5).
-  :func:`draw_schedule` draws the same Poisson law on the device from a key instead.
+- :class:`~privrl_jax.privacy.UniformOneSampler` (the paper's one-of-m): U = 1, every
+  row valid. Fixed-size sampling is only defined under replace-one, so the sensitivity
+  is 2h and the noise std 2 sigma h; the event is ``SampledWithoutReplacementDpEvent``
+  (RDP only: dp-accounting's PLD accountant refuses it).
+- :class:`~privrl_jax.privacy.PoissonSampler` (add/remove-one): every realised batch is
+  kept whole, padded with masked units to U = the largest batch realised over the run
+  (or over all trials); ``pad_to="dataset"`` pads to m. Both are exact: nothing is cut,
+  so the event stays the plain Poisson one (a public fixed capacity would truncate,
+  which changes the accounting). U depends only on the sampling randomness, never on the
+  data. Empty batches stay as all-masked rows: the step still adds pure noise and counts
+  (docs/dp_pitfalls.md, item 5). :func:`draw_schedule` draws the same Poisson law on the
+  device from a key instead.
 
-Compiles. sigma and h (:meth:`~privrl_jax.privacy.DPPlan.split`) and beta_0 (a :class:`StepSize`
-leaf) are traced arguments of one jitted core, so a sweep over epsilon, h or beta_0 at fixed
-shapes compiles once.
+Compiles. sigma and h (:meth:`~privrl_jax.privacy.DPPlan.split`) and beta_0 (a
+:class:`StepSize` leaf) are traced arguments of one jitted core, so a sweep over
+epsilon, h or beta_0 at fixed shapes compiles once.
 
-The sampling stream and noise key must be secret in a real release (docs/design.md, contract
-5); tests pass fixed ones.
+The sampling stream and noise key must be secret in a real release (docs/design.md,
+contract 5); tests pass fixed ones.
 """
 
 from __future__ import annotations
@@ -66,14 +70,15 @@ from privrl_jax.ope._gtd2 import (
 )
 @dataclasses.dataclass(frozen=True)
 class StepSize:
-    """beta_j = beta / (1 + j / decay_steps) ** power; constant when ``decay_steps`` is None.
+    """beta_j = beta / (1 + j / decay_steps) ** power; constant when ``decay_steps`` is
+    None.
 
-    Constant steps converge linearly and then stall at a noise floor; diminishing steps end
-    lower (the paper's Theorems 2 and 3). A pytree whose one leaf is ``beta``: passed to a jit
-    as an ordinary argument it traces, so a sweep over beta_0 compiles once. ``decay_steps`` and
-    ``power`` pick the schedule's shape and stay static: XLA folds them into the compiled
-    constants (``x ** 1.0`` becomes ``x``), which traced values would round differently in the
-    last bit. Frozen and hashable too.
+    Constant steps converge linearly and then stall at a noise floor; diminishing steps
+    end lower (the paper's Theorems 2 and 3). A pytree whose one leaf is ``beta``:
+    passed to a jit as an ordinary argument it traces, so a sweep over beta_0 compiles
+    once. ``decay_steps`` and ``power`` pick the schedule's shape and stay static: XLA
+    folds them into the compiled constants (``x ** 1.0`` becomes ``x``), which traced
+    values would round differently in the last bit. Frozen and hashable too.
     """
 
     beta: float
@@ -91,7 +96,8 @@ class IndexSchedule(NamedTuple):
     """Every iteration's sampled trajectories, fixed shape.
 
     Attributes:
-      indices: [N, U] int32 trajectory indices ([trials, N, U] for many trials); padding -> 0.
+      indices: [N, U] int32 trajectory indices ([trials, N, U] for many trials); padding
+        -> 0.
       mask: same shape, bool, False on padding.
     """
 
@@ -105,8 +111,9 @@ class GPOPEResult(NamedTuple):
     Attributes:
       theta: [n] value weights, V(s) = theta . phi(s) (the release).
       w: [n] dual weights (released too: they are part of the iterate).
-      clipped_fraction: [] mean over iterations of the fraction of sampled trajectories that
-        were clipped. A function of the private data: a diagnostic, never to be published.
+      clipped_fraction: [] mean over iterations of the fraction of sampled trajectories
+        that were clipped. A function of the private data: a diagnostic, never to be
+        published.
     """
 
     theta: jax.Array
@@ -121,14 +128,17 @@ def sample_schedule(
     trials: int | None = None,
     pad_to: str = "max",
 ) -> IndexSchedule:
-    """Draws ``plan.steps`` batches (per trial) with the plan's own sampler, on the host.
+    """Draws ``plan.steps`` batches (per trial) with the plan's own sampler, on the
+    host.
 
     Args:
       plan: a plan with a :class:`~privrl_jax.privacy.UniformOneSampler` or
         :class:`~privrl_jax.privacy.PoissonSampler` (without ``capacity``).
       seed: the sampling seed (secret in a real release) or a NumPy generator.
-      trials: None for one schedule ``[N, U]``; K for ``[K, N, U]`` (independent streams).
-      pad_to: ``"max"`` (U = largest realised batch, at least 1) or ``"dataset"`` (U = m).
+      trials: None for one schedule ``[N, U]``; K for ``[K, N, U]`` (independent
+        streams).
+      pad_to: ``"max"`` (U = largest realised batch, at least 1) or ``"dataset"`` (U =
+        m).
 
     Returns:
       An :class:`IndexSchedule`.
@@ -151,8 +161,10 @@ def sample_schedule(
         for r in streams:
             batches = [sampler.sample(r) for _ in range(plan.steps)]
             rows.append([b.indices[b.mask] for b in batches])
-        width = plan.dataset_size if pad_to == "dataset" else max(
-            1, max(len(x) for trial in rows for x in trial)
+        width = (
+            plan.dataset_size
+            if pad_to == "dataset"
+            else max(1, max(len(x) for trial in rows for x in trial))
         )
         idx = np.zeros((len(rows), plan.steps, width), np.int64)
         mask = np.zeros(idx.shape, bool)
@@ -162,7 +174,8 @@ def sample_schedule(
                 mask[k, t, : len(x)] = True
     else:
         raise ValueError(
-            f"GPOPE samples trajectories with a UniformOneSampler or a PoissonSampler; got "
+            "GPOPE samples trajectories with a UniformOneSampler or a PoissonSampler; "
+            "got "
             f"{type(sampler).__name__}."
         )
     idx = idx.astype(np.int32)
@@ -174,14 +187,17 @@ def sample_schedule(
 _GAP_BLOCK = 16
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "blocks", "sampling_rate", "dataset_size"))
+@functools.partial(
+    jax.jit, static_argnames=("shape", "blocks", "sampling_rate", "dataset_size")
+)
 def _poisson_positions(key, shape, blocks, sampling_rate, dataset_size):
     # Positions of the successes of m Bernoulli(q) trials, as sums of Geometric(q) gaps:
-    # gap = 1 + floor(log(u) / log(1 - q)), u uniform in (0, 1]; returned [blocks, *shape, 16]
-    # (a stream's gaps in block-major order). Block axis first: with JAX's partitionable
-    # Threefry (the default) an element's bits depend on its flat index only, so drawing more
-    # blocks extends every stream and never redraws it, and the loop in draw_schedule keeps
-    # the law exact (tests/ope/test_draw_schedule.py checks the prefix).
+    # gap = 1 + floor(log(u) / log(1 - q)), u uniform in (0, 1]; returned [blocks,
+    # *shape, 16] (a stream's gaps in block-major order). Block axis first: with JAX's
+    # partitionable Threefry (the default) an element's bits depend on its flat index
+    # only, so drawing more blocks extends every stream and never redraws it, and the
+    # loop in draw_schedule keeps the law exact (tests/ope/test_draw_schedule.py checks
+    # the prefix).
     u = 1.0 - jax.random.uniform(key, (blocks,) + shape + (_GAP_BLOCK,))
     gaps = 1.0 + jnp.floor(jnp.log(u) / jnp.log1p(-sampling_rate))
     # Clipping a gap at m + 1 changes nothing below m and keeps the int32 sums in range.
@@ -190,7 +206,12 @@ def _poisson_positions(key, shape, blocks, sampling_rate, dataset_size):
     ends = within[..., -1]
     pos = (jnp.cumsum(ends, axis=0) - ends)[..., None] + within - 1
     valid = pos < dataset_size
-    return pos, valid, jnp.all(pos[-1, ..., -1] >= dataset_size), jnp.max(jnp.sum(valid, axis=(0, -1)))
+    return (
+        pos,
+        valid,
+        jnp.all(pos[-1, ..., -1] >= dataset_size),
+        jnp.max(jnp.sum(valid, axis=(0, -1))),
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("width",))
@@ -206,19 +227,22 @@ def _cut(pos, valid, width):
 def draw_schedule(
     plan: privacy.DPPlan, key: jax.Array, *, trials: int | None = None
 ) -> IndexSchedule:
-    """Draws a Poisson plan's ``plan.steps`` batches (per trial) on the device, from a key.
+    """Draws a Poisson plan's ``plan.steps`` batches (per trial) on the device, from a
+    key.
 
     The device counterpart of :func:`sample_schedule` for a
-    :class:`~privrl_jax.privacy.PoissonSampler`: trajectory i is in a batch with probability q,
-    independently of every other (i, step, trial), as the plan's event assumes. The successes of
-    the m Bernoulli(q) trials are drawn as running sums of Geometric(q) gaps, so a batch costs
-    about qm draws instead of m, and every batch is kept whole: draws are extended (never redrawn)
-    until each stream has passed index m - 1. Padded to U = the largest batch over all steps and
-    trials (at least 1); indices ascend within a batch. One host sync reads U. The key is secret
-    in a real release (docs/design.md, contract 5).
+    :class:`~privrl_jax.privacy.PoissonSampler`: trajectory i is in a batch with
+    probability q, independently of every other (i, step, trial), as the plan's event
+    assumes. The successes of the m Bernoulli(q) trials are drawn as running sums of
+    Geometric(q) gaps, so a batch costs
+    about qm draws instead of m, and every batch is kept whole: draws are extended
+    (never redrawn) until each stream has passed index m - 1. Padded to U = the largest
+    batch over all steps and trials (at least 1); indices ascend within a batch. One
+    host sync reads U. The key is secret in a real release (docs/design.md, contract 5).
 
     Args:
-      plan: a plan with a :class:`~privrl_jax.privacy.PoissonSampler` without ``capacity``.
+      plan: a plan with a :class:`~privrl_jax.privacy.PoissonSampler` without
+        ``capacity``.
       key: the sampling key (not the noise key).
       trials: None for one schedule ``[N, U]``; K for ``[K, N, U]``.
 
@@ -228,13 +252,14 @@ def draw_schedule(
     sampler = plan.sampler
     if not isinstance(sampler, privacy.PoissonSampler) or sampler.capacity is not None:
         raise ValueError(
-            "draw_schedule draws whole Poisson batches; use a PoissonSampler without capacity "
+            "draw_schedule draws whole Poisson batches; use a PoissonSampler without "
+            "capacity "
             "(sample_schedule draws one-of-m schedules on the host)."
         )
     q, m = sampler.sampling_rate, sampler.dataset_size
     shape = (trials or 1, plan.steps)
-    # Enough gaps that a stream passes m with overwhelming probability; the loop below makes
-    # it certain.
+    # Enough gaps that a stream passes m with overwhelming probability; the loop below
+    # makes it certain.
     expected = q * m + 6.0 * math.sqrt(q * m * (1 - q)) + 1
     blocks = max(1, math.ceil(expected / _GAP_BLOCK))
     while True:
@@ -250,7 +275,8 @@ def draw_schedule(
 
 
 def _gather(data: TrajectoryData, indices: jax.Array, unit_mask: jax.Array):
-    """The sampled trajectories ``[U, T, ...]`` (gathered inside jit) and their item mask."""
+    """The sampled trajectories ``[U, T, ...]`` (gathered inside jit) and their item
+    mask."""
     transitions = jax.tree_util.tree_map(lambda x: x[indices], data.transitions)
     return transitions, data.mask[indices] & unit_mask[:, None]
 
@@ -258,7 +284,8 @@ def _gather(data: TrajectoryData, indices: jax.Array, unit_mask: jax.Array):
 def _check_schedule(plan_steps: int, schedule: IndexSchedule) -> None:
     if schedule.indices.shape[-2] != plan_steps:
         raise ValueError(
-            f"the schedule has {schedule.indices.shape[-2]} iterations but the plan accounts for "
+            f"the schedule has {schedule.indices.shape[-2]} iterations but the plan "
+            "accounts for "
             f"{plan_steps}; draw it with sample_schedule(plan, ...)."
         )
 
@@ -273,7 +300,8 @@ def _gpope_run(
     init: tuple[jax.Array, jax.Array] | None,
     normalization: str,
 ) -> GPOPEResult:
-    # The body of Algorithm 1 with sigma, h (``arrays``) and beta (``step_size``) traced.
+    # The body of Algorithm 1 with sigma, h (``arrays``) and beta (``step_size``)
+    # traced.
     n = data.transitions.phi_tm1.shape[-1]
     clipped_sum = structure.clipped_sum(weighted_transition_direction, arrays)
     params = init if init is not None else (jnp.zeros(n), jnp.zeros(n))
@@ -297,15 +325,23 @@ def _gpope_run(
     return GPOPEResult(theta, w, jnp.mean(clipped))
 
 
-# Compiled once per (structure, shapes, normalization): a sweep over epsilon, h or beta_0 that
-# keeps those fixed reuses one executable.
+# Compiled once per (structure, shapes, normalization): a sweep over epsilon, h or
+# beta_0 that keeps those fixed reuses one executable.
 _gpope_jit = jax.jit(_gpope_run, static_argnames=("structure", "normalization"))
 
 
 @functools.partial(jax.jit, static_argnames=("structure", "normalization"))
-def _gpope_trials_jit(structure, arrays, data, schedules, keys, step_size, normalization):
-    run = functools.partial(_gpope_run, structure, arrays, step_size=step_size, init=None,
-                            normalization=normalization)
+def _gpope_trials_jit(
+    structure, arrays, data, schedules, keys, step_size, normalization
+):
+    run = functools.partial(
+        _gpope_run,
+        structure,
+        arrays,
+        step_size=step_size,
+        init=None,
+        normalization=normalization,
+    )
     return jax.vmap(lambda s, k: run(data, s, k))(schedules, keys)
 
 
@@ -319,29 +355,33 @@ def gpope(
     init: tuple[jax.Array, jax.Array] | None = None,
     normalization: str = "horizon",
 ) -> GPOPEResult:
-    """Algorithm 1: N = ``plan.steps`` noisy primal-dual steps, one ``lax.scan``, jitted.
+    """Algorithm 1: N = ``plan.steps`` noisy primal-dual steps, one ``lax.scan``,
+    jitted.
 
-    The plan's sigma and clip norm h and the step size's numbers are bound here as traced
-    arguments (:meth:`~privrl_jax.privacy.DPPlan.split`), so plans that differ only in sigma or
-    h, and step sizes that differ only in beta_0, share one compiled executable.
+    The plan's sigma and clip norm h and the step size's numbers are bound here as
+    traced arguments (:meth:`~privrl_jax.privacy.DPPlan.split`), so plans that differ
+    only in sigma or h, and step sizes that differ only in beta_0, share one compiled
+    executable.
 
     Args:
-      plan: a calibrated :class:`~privrl_jax.privacy.DPPlan` (sigma = 0 runs it without noise,
-        still clipped: the noise term is 0 * N(0, 1)).
+      plan: a calibrated :class:`~privrl_jax.privacy.DPPlan` (sigma = 0 runs it without
+        noise, still clipped: the noise term is 0 * N(0, 1)).
       data: m trajectories, leaves ``[m, T, ...]``.
       schedule: indices and mask ``[N, U]`` from :func:`sample_schedule`.
       key: the noise key; iteration j's noise uses ``fold_in(key, j)``.
       step_size: a :class:`StepSize`.
       init: ``(theta_0, w_0)``; zeros by default.
-      normalization: B_i's weights, ``"horizon"`` (sum / T) or ``"mean"`` (the paper's eq.
-        2.2; biased with outcome-dependent lengths, see :mod:`._gtd2`).
+      normalization: B_i's weights, ``"horizon"`` (sum / T) or ``"mean"`` (the paper's
+        eq. 2.2; biased with outcome-dependent lengths, see :mod:`._gtd2`).
 
     Returns:
       A :class:`GPOPEResult` with the last iterate.
     """
     _check_schedule(plan.steps, schedule)
     structure, arrays = plan.split()
-    return _gpope_jit(structure, arrays, data, schedule, key, step_size, init, normalization)
+    return _gpope_jit(
+        structure, arrays, data, schedule, key, step_size, init, normalization
+    )
 
 
 def gpope_trials(
@@ -353,13 +393,16 @@ def gpope_trials(
     step_size: StepSize,
     normalization: str = "horizon",
 ) -> GPOPEResult:
-    """K independent GPOPE runs in one jit: ``vmap`` over ``schedules [K, N, U]`` and ``keys [K]``.
+    """K independent GPOPE runs in one jit: ``vmap`` over ``schedules [K, N, U]`` and
+    ``keys [K]``.
 
     Compiled once per plan structure and shapes, like :func:`gpope`.
     """
     _check_schedule(plan.steps, schedules)
     structure, arrays = plan.split()
-    return _gpope_trials_jit(structure, arrays, data, schedules, keys, step_size, normalization)
+    return _gpope_trials_jit(
+        structure, arrays, data, schedules, keys, step_size, normalization
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("normalization",))
@@ -371,10 +414,12 @@ def gtd2(
     init: tuple[jax.Array, jax.Array] | None = None,
     normalization: str = "horizon",
 ) -> tuple[jax.Array, jax.Array]:
-    """Non-private stochastic GTD2 (eq. 2.3): no clipping, no noise, B averaged over the batch.
+    """Non-private stochastic GTD2 (eq. 2.3): no clipping, no noise, B averaged over the
+    batch.
 
-    The same trajectory directions and schedule as :func:`gpope`; with one trajectory per step,
-    GPOPE with sigma = 0 and a clip norm that never binds equals it. Returns ``(theta, w)``.
+    The same trajectory directions and schedule as :func:`gpope`; with one trajectory
+    per step, GPOPE with sigma = 0 and a clip norm that never binds equals it. Returns
+    ``(theta, w)``.
     """
     n = data.transitions.phi_tm1.shape[-1]
     params = init if init is not None else (jnp.zeros(n), jnp.zeros(n))
@@ -404,10 +449,12 @@ def gtd2_expected(
     step_size: StepSize,
     init: tuple[jax.Array, jax.Array] | None = None,
 ) -> tuple[jax.Array, jax.Array]:
-    """Deterministic GTD2 on the mean statistics: ``x <- x - beta B(x)`` with B from A, b, C.
+    """Deterministic GTD2 on the mean statistics: ``x <- x - beta B(x)`` with B from A,
+    b, C.
 
-    The noise-free, full-batch limit of GPOPE; it converges to :func:`~._gtd2.lstd_solution`
-    of the same statistics when beta is small enough. Returns ``(theta, w)``.
+    The noise-free, full-batch limit of GPOPE; it converges to
+    :func:`~._gtd2.lstd_solution` of the same statistics when beta is small enough.
+    Returns ``(theta, w)``.
     """
     n = stats.b.shape[-1]
     params = init if init is not None else (jnp.zeros(n), jnp.zeros(n))
@@ -430,8 +477,8 @@ def value_mse(
     """Mean squared error of V = features @ theta against ``values``; theta [..., n].
 
     Args:
-      theta: [..., n]. features: [S, n]. values: [S]. weights: [S] state weights (uniform
-        when None; normalised here).
+      theta: [..., n]. features: [S, n]. values: [S]. weights: [S] state weights
+        (uniform when None; normalised here).
 
     Returns:
       [...] the (weighted) MSE over states.
@@ -446,10 +493,11 @@ class Theorem1Sigma(NamedTuple):
     """The paper's closed-form noise scale (Theorem 1) in its units and in ours.
 
     Attributes:
-      paper_sigma: the paper's sigma: noise std / h (Algorithm 1 adds N(0, sigma^2 h^2 I)).
-      noise_multiplier: the same noise as noise std / sensitivity, sensitivity 2h under the
-        replace-one relation the theorem assumes: ``paper_sigma / 2``. Compare it with a
-        calibrated uniform-one plan's ``noise_multiplier``.
+      paper_sigma: the paper's sigma: noise std / h (Algorithm 1 adds N(0, sigma^2 h^2
+        I)).
+      noise_multiplier: the same noise as noise std / sensitivity, sensitivity 2h under
+        the replace-one relation the theorem assumes: ``paper_sigma / 2``. Compare it
+        with a calibrated uniform-one plan's ``noise_multiplier``.
       asymptotic_paper_sigma: ``4 sqrt(N log(1/delta)) / (m eps)``: the theorem's
         ``c2 sqrt(N log(1/delta)) / (m eps)`` with c2 = 4, the small-epsilon limit.
     """
@@ -459,22 +507,27 @@ class Theorem1Sigma(NamedTuple):
     asymptotic_paper_sigma: float
 
 
-def theorem1_sigma(epsilon: float, delta: float, *, steps: int, dataset_size: int) -> Theorem1Sigma:
-    """Theorem 1's sigma for (epsilon, delta) over N = ``steps`` iterations on m trajectories.
+def theorem1_sigma(
+    epsilon: float, delta: float, *, steps: int, dataset_size: int
+) -> Theorem1Sigma:
+    """Theorem 1's sigma for (epsilon, delta) over N = ``steps`` iterations on m
+    trajectories.
 
     The theorem (privacy of Algorithm 1: one trajectory drawn uniformly per iteration,
     neighbouring data sets of the same size m that differ in one whole trajectory, i.e.
-    *replace-one*) states sigma >= c2 sqrt(N log(1/delta)) / (m eps) without giving c2. Its
-    proof runs the moments accountant on Lemma 1's bound (the paper's large-sigma form, sigma^2 >=
-    1/ln 2): ``alpha(lambda) <= 4 lambda (lambda + 1) / (m^2 sigma^2)`` per iteration (the 4 is the
-    squared replace-one sensitivity 2h over the noise std sigma h). N iterations compose to
-    ``a lambda (lambda + 1)``, a = 4N / (m^2 sigma^2), and the tail bound gives delta =
-    min_lambda exp(a lambda (lambda + 1) - lambda eps). Minimising over a real lambda:
-    (eps - a)^2 / (4a) >= log(1/delta), i.e.
+    *replace-one*) states sigma >= c2 sqrt(N log(1/delta)) / (m eps) without giving c2.
+    Its proof runs the moments accountant on Lemma 1's bound (the paper's large-sigma
+    form, sigma^2 >= 1/ln 2): ``alpha(lambda) <= 4 lambda (lambda + 1) / (m^2 sigma^2)``
+    per iteration (the 4 is the squared replace-one sensitivity 2h over the noise std
+    sigma h). N iterations compose to ``a lambda (lambda + 1)``, a = 4N / (m^2 sigma^2),
+    and the tail bound gives delta = min_lambda exp(a lambda (lambda + 1) - lambda eps).
+    Minimising over a real lambda: (eps - a)^2 / (4a) >= log(1/delta), i.e.
 
-        a <= eps + 2L - 2 sqrt(L (eps + L)),  L = log(1/delta),  sigma = 2 sqrt(N) / (m sqrt(a)),
+        a <= eps + 2L - 2 sqrt(L (eps + L)),  L = log(1/delta),  sigma = 2 sqrt(N) / (m
+        sqrt(a)),
 
-    which tends to sigma = 4 sqrt(N L) / (m eps) as eps / L -> 0 (so c2 = 4). Host-side Python.
+    which tends to sigma = 4 sqrt(N L) / (m eps) as eps / L -> 0 (so c2 = 4). Host-side
+    Python.
     """
     for name, v in (("epsilon", epsilon), ("delta", delta)):
         if not 0 < v < math.inf:
@@ -482,10 +535,12 @@ def theorem1_sigma(epsilon: float, delta: float, *, steps: int, dataset_size: in
     if not delta < 1:
         raise ValueError(f"delta must be < 1; got {delta!r}.")
     log_inv_delta = math.log(1.0 / delta)
-    # eps + 2L - 2 sqrt(L (eps + L)) rewritten without the cancellation (product with the
-    # conjugate is eps^2).
+    # eps + 2L - 2 sqrt(L (eps + L)) rewritten without the cancellation (product with
+    # the conjugate is eps^2).
     a = epsilon**2 / (
-        epsilon + 2 * log_inv_delta + 2 * math.sqrt(log_inv_delta * (epsilon + log_inv_delta))
+        epsilon
+        + 2 * log_inv_delta
+        + 2 * math.sqrt(log_inv_delta * (epsilon + log_inv_delta))
     )
     paper_sigma = 2 * math.sqrt(steps) / (dataset_size * math.sqrt(a))
     asymptotic = 4 * math.sqrt(steps * log_inv_delta) / (dataset_size * epsilon)
@@ -493,19 +548,22 @@ def theorem1_sigma(epsilon: float, delta: float, *, steps: int, dataset_size: in
 
 
 def replace_one_target(epsilon: float, delta: float) -> tuple[float, float]:
-    """The add/remove-one (eps', delta') that guarantees (epsilon, delta) under replace-one.
+    """The add/remove-one (eps', delta') that guarantees (epsilon, delta) under
+    replace-one.
 
-    Replacing a trajectory is removing it and adding another: two add/remove steps. By group
-    privacy for two steps (Dwork & Roth 2014, Theorem 2.2's argument applied twice), an
-    (eps', delta')-DP mechanism under add/remove-one is (2 eps', (1 + e^eps') delta')-DP between
-    data sets that differ in one replaced trajectory. So a plan accounted under add/remove
-    (Poisson sampling, which dp-accounting cannot analyse under replace-one) calibrated to
+    Replacing a trajectory is removing it and adding another: two add/remove steps. By
+    group privacy for two steps (Dwork & Roth 2014, Theorem 2.2's argument applied
+    twice), an (eps', delta')-DP mechanism under add/remove-one is (2 eps', (1 + e^eps')
+    delta')-DP between data sets that differ in one replaced trajectory. So a plan
+    accounted under add/remove (Poisson sampling, which dp-accounting cannot analyse
+    under replace-one) calibrated to
 
         eps' = epsilon / 2,   delta' = delta / (1 + e^(epsilon / 2))
 
-    is (epsilon, delta)-DP under replace-one, the relation of DP-LSW / DP-LSL and of the paper's
-    one-of-m GPOPE. It is an upper bound on the replace-one cost, not a tight one (the tight
-    replace-one analysis of Poisson subsampling would need less noise). Host-side Python.
+    is (epsilon, delta)-DP under replace-one, the relation of DP-LSW / DP-LSL and of the
+    paper's one-of-m GPOPE. It is an upper bound on the replace-one cost, not a tight
+    one (the tight replace-one analysis of Poisson subsampling would need less noise).
+    Host-side Python.
     """
     if not 0 < epsilon < math.inf:
         raise ValueError(f"epsilon must be a finite number > 0; got {epsilon!r}.")

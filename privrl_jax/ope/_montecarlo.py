@@ -2,28 +2,30 @@
 
 Data. :func:`collect_offpolicy` runs m episodes of a stochastic behaviour policy in any
 environment with the gymnax ``reset_env(key, params)`` / ``step_env(key, state, action,
-params) -> (obs, state, reward, done, info)`` methods (gymnax's own envs and privrl_jax's;
-auto-reset is bypassed: one row per real step), and writes the same padded layout as the
-chain MDP's :func:`~._chain.collect`: :class:`~._gtd2.TrajectoryData` with leaves ``[m, T,
-...]``, a mask True on each trajectory's real transitions, ``discount_t = gamma`` except 0
-on termination (a cut at the padded length T bootstraps), ``phi_t = 0`` after termination,
-and the importance ratio ``rho = pi(a|s) / pi_b(a|s)`` of the action taken, from the two
-policies' probability vectors (per step, as GTD2 uses it; never a product over steps).
+params) -> (obs, state, reward, done, info)`` methods (gymnax's own envs and
+privrl_jax's; auto-reset is bypassed: one row per real step), and writes the same padded
+layout as the chain MDP's :func:`~._chain.collect`: :class:`~._gtd2.TrajectoryData` with
+leaves ``[m, T, ...]``, a mask True on each trajectory's real transitions, ``discount_t
+= gamma`` except 0 on termination (a cut at the padded length T bootstraps), ``phi_t =
+0`` after termination, and the importance ratio ``rho = pi(a|s) / pi_b(a|s)`` of the
+action taken, from the two policies' probability vectors (per step, as GTD2 uses it;
+never a product over steps).
 
 True values. There is no model to solve on a continuous state space, so V^pi comes from
-Monte Carlo: :func:`mc_values` rolls the target policy out ``num_rollouts`` times from each
-of K fixed evaluation states for ``horizon`` steps (no time limit: the infinite-horizon
-discounted value that TD's fixed point targets, truncated where gamma^horizon is
-negligible) and averages the discounted returns, vmapped over states and rollouts in one
-jit. It returns the standard error of each mean too, so the MC noise can be compared with
-the errors it is used to measure.
+Monte Carlo: :func:`mc_values` rolls the target policy out ``num_rollouts`` times from
+each of K fixed evaluation states for ``horizon`` steps (no time limit: the
+infinite-horizon discounted value that TD's fixed point targets, truncated where
+gamma^horizon is negligible) and averages the discounted returns, vmapped over states
+and rollouts in one jit. It returns the standard error of each mean too, so the MC noise
+can be compared with the errors it is used to measure.
 
 The metric (:func:`value_mse` of :mod:`._gpope`, which the experiments report): the mean
-over the K evaluation states of ``(theta . phi(s_k) - V_MC(s_k))^2``, the evaluation states
-drawn from the environment's initial-state distribution with a public seed that is not
-the data's (:func:`evaluation_states`). It includes the features' approximation error, so
-the best reachable value is the MSE of the off-policy LSTD solution of a large data set
-(reported next to it as the floor); the MC standard errors add about mean(se^2) to it.
+over the K evaluation states of ``(theta . phi(s_k) - V_MC(s_k))^2``, the evaluation
+states drawn from the environment's initial-state distribution with a public seed that
+is not the data's (:func:`evaluation_states`). It includes the features' approximation
+error, so the best reachable value is the MSE of the off-policy LSTD solution of a large
+data set (reported next to it as the floor); the MC standard errors add about mean(se^2)
+to it.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ def collect_offpolicy(
     Args:
       key: PRNG key (public in simulation; a data holder loads its records instead).
       env, params: a gymnax-style environment (static) and its parameters.
-      behaviour, target: ``obs -> [A]`` probabilities (static; behaviour > 0 where target > 0).
+      behaviour, target: ``obs -> [A]`` probabilities (static; behaviour > 0 where
+        target > 0).
       features: ``obs -> [n]`` (static).
       gamma: discount. reward_scale: multiplies every reward (a public unit change).
       num_trajectories: m. max_length: T, the padded length (a time-limit cut).
@@ -124,7 +127,8 @@ def collect_offpolicy(
                 phi_t=phi_t,
                 rho_tm1=importance_ratio(target(obs), probs_b, action),
             )
-            # After termination the rows are masked out; the env keeps stepping harmlessly.
+            # After termination the rows are masked out; the env keeps stepping
+            # harmlessly.
             return (next_obs, next_state, alive & ~done), (
                 row,
                 alive,
@@ -251,9 +255,11 @@ def mc_values(
       env, params: environment (static) and parameters; the rollouts ignore
         ``max_steps_in_episode`` (no time limit) and stop only at termination.
       policy: ``obs -> [A]`` probabilities (static).
-      obs, states: K start observations and env states (e.g. from :func:`evaluation_states`).
+      obs, states: K start observations and env states (e.g. from
+        :func:`evaluation_states`).
       gamma, reward_scale: as in :func:`collect_offpolicy`.
-      horizon: steps per rollout; choose gamma^horizon * max|r| / (1 - gamma) negligible.
+      horizon: steps per rollout; choose gamma^horizon * max|r| / (1 - gamma)
+        negligible.
       num_rollouts: rollouts per state.
 
     Returns:

@@ -1,31 +1,34 @@
-"""The exact (epsilon, delta) of Gaussian noise scaled to a smooth sensitivity (host side, SciPy).
+"""The exact (epsilon, delta) of Gaussian noise scaled to a smooth sensitivity (host
+side, SciPy).
 
-The release is Y = f(X) + S(X) / alpha * Z, Z ~ N(0, I_d), where S is a beta-smooth upper bound on
-the local L2 sensitivity of f (S(X) >= LS(X) and S(X) <= e^beta S(X') for neighbours X, X';
-Nissim, Raskhodnikova & Smith 2007). We could not find NRS07's statement of the Gaussian's
-constants in any source available here, so instead of trusting a recalled lemma we compute the
-privacy curve of this mechanism directly.
+The release is Y = f(X) + S(X) / alpha * Z, Z ~ N(0, I_d), where S is a beta-smooth
+upper bound on the local L2 sensitivity of f (S(X) >= LS(X) and S(X) <= e^beta S(X') for
+neighbours X, X'; Nissim, Raskhodnikova & Smith 2007). We could not find NRS07's
+statement of the Gaussian's constants in any source available here, so instead of
+trusting a recalled lemma we compute the privacy curve of this mechanism directly.
 
-The reduction (our derivation). Take neighbours X, X', s = S(X), s' = S(X') and
-Delta = f(X') - f(X).
-By the definition of local sensitivity ||Delta|| <= LS(X) <= s, and likewise ||Delta|| <= s'.
-Dividing by the noise std s / alpha and rotating (the Gaussian is isotropic), the two output laws
-are P = N(0, I_d) and Q = N(a e_1, t^2 I_d) with
+The reduction (our derivation). Take neighbours X, X', s = S(X), s' = S(X') and Delta =
+f(X') - f(X). By the definition of local sensitivity ||Delta|| <= LS(X) <= s, and
+likewise ||Delta|| <= s'. Dividing by the noise std s / alpha and rotating (the Gaussian
+is isotropic), the two output laws are P = N(0, I_d) and Q = N(a e_1, t^2 I_d) with
 
-    t = s' / s in [e^-beta, e^beta]   and   a = alpha ||Delta|| / s in [0, alpha min(1, t)].
+    t = s' / s in [e^-beta, e^beta]   and   a = alpha ||Delta|| / s in [0, alpha min(1,
+    t)].
 
-(epsilon, delta)-DP holds iff the hockey-stick divergence E_{e^eps}(P || Q) <= delta for every
-such (t, a) and for the pair in the other order; swapping X and X' maps (t, a) to (1/t, a/t),
-which is again in the set, so the sup of E_{e^eps}(P || Q) over the set is the mechanism's delta.
+(epsilon, delta)-DP holds iff the hockey-stick divergence E_{e^eps}(P || Q) <= delta for
+every such (t, a) and for the pair in the other order; swapping X and X' maps (t, a) to
+(1/t, a/t), which is again in the set, so the sup of E_{e^eps}(P || Q) over the set is
+the mechanism's delta.
 
-E_{e^eps}(P || Q) = P(L > eps) - e^eps Q(L > eps) for the privacy loss L = log p/q, and here
-L(z) = c ||z||^2 + b z_1 + k with c = (1/t^2 - 1)/2, b = -a/t^2, k = d log t + a^2/(2 t^2). For
-t != 1 it is c ||z + u||^2 + const with u = b/(2c) e_1, so the event {L > eps} is a ball or the
-outside of one around -u and both probabilities are noncentral chi-square tails in closed form
-(under Q, z + u = t (w + (a + b/(2c))/t e_1), w ~ N(0, I)). For t = 1 the loss is linear in z_1
-and the curve is the Gaussian mechanism's, Phi(a/2 - eps/a) - e^eps Phi(-a/2 - eps/a) (Balle &
-Wang 2018). The sup over (t, a) is taken on a grid that contains the corners; it is a numerical
-maximum, so calibration keeps a relative safety margin on delta.
+E_{e^eps}(P || Q) = P(L > eps) - e^eps Q(L > eps) for the privacy loss L = log p/q, and
+here L(z) = c ||z||^2 + b z_1 + k with c = (1/t^2 - 1)/2, b = -a/t^2, k = d log t +
+a^2/(2 t^2). For t != 1 it is c ||z + u||^2 + const with u = b/(2c) e_1, so the event {L
+> eps} is a ball or the outside of one around -u and both probabilities are noncentral
+chi-square tails in closed form (under Q, z + u = t (w + (a + b/(2c))/t e_1), w ~ N(0,
+I)). For t = 1 the loss is linear in z_1 and the curve is the Gaussian mechanism's,
+Phi(a/2 - eps/a) - e^eps Phi(-a/2 - eps/a) (Balle & Wang 2018). The sup over (t, a) is
+taken on a grid that contains the corners; it is a numerical maximum, so calibration
+keeps a relative safety margin on delta.
 """
 
 from __future__ import annotations
@@ -45,13 +48,16 @@ def _gaussian_curve(epsilon: float, a: float) -> float:
 
 
 def hockey_stick(epsilon: float, a: float, t: float, dim: int) -> float:
-    """E_{e^eps}(N(0, I_d) || N(a e_1, t^2 I_d)) in closed form (noncentral chi-square tails).
+    """E_{e^eps}(N(0, I_d) || N(a e_1, t^2 I_d)) in closed form (noncentral chi-square
+    tails).
 
     Args:
       epsilon: eps >= 0. a: the mean shift, >= 0. t: the std ratio, > 0. dim: d >= 1.
     """
     if not (epsilon >= 0 and a >= 0 and t > 0 and dim >= 1):
-        raise ValueError(f"need epsilon >= 0, a >= 0, t > 0, dim >= 1; got {epsilon, a, t, dim}.")
+        raise ValueError(
+            f"need epsilon >= 0, a >= 0, t > 0, dim >= 1; got {epsilon, a, t, dim}."
+        )
     log_t = math.log(t)
     if log_t == 0.0:
         return _gaussian_curve(epsilon, a)
@@ -72,7 +78,8 @@ def _closed_form(epsilon: float, a: float, t: float, dim: int) -> float:
     b = -a / t**2
     k = dim * math.log(t) + a**2 / (2 * t**2)
     shift = b / (2 * c)  # u = shift * e_1
-    # L = c ||z + u||^2 + k - b^2 / (4c) > eps  <=>  c ||z + u||^2 > eps - k + b^2 / (4c).
+    # L = c ||z + u||^2 + k - b^2 / (4c) > eps  <=>  c ||z + u||^2 > eps - k + b^2 /
+    # (4c).
     tau = (epsilon - k + b**2 / (4 * c)) / c
     lam_p = shift**2
     lam_q = ((a + shift) / t) ** 2
@@ -90,7 +97,8 @@ def _closed_form(epsilon: float, a: float, t: float, dim: int) -> float:
     value = float(p_in - math.exp(epsilon) * q_in)
     if not math.isfinite(value):
         raise ValueError(
-            f"the privacy curve did not evaluate at eps={epsilon}, a={a}, t={t}, d={dim}."
+            f"the privacy curve did not evaluate at eps={epsilon}, a={a}, t={t}, "
+            f"d={dim}."
         )
     return max(value, 0.0)
 
@@ -98,14 +106,18 @@ def _closed_form(epsilon: float, a: float, t: float, dim: int) -> float:
 def smooth_gaussian_delta(
     epsilon: float, alpha: float, beta: float, dim: int, *, grid: int = 12
 ) -> float:
-    """delta(eps) of f(X) + S(X)/alpha * N(0, I_d) for every beta-smooth upper bound S (replace-one
+    """delta(eps) of f(X) + S(X)/alpha * N(0, I_d) for every beta-smooth upper bound S
+    (replace-one
     or any other relation: only neighbouring pairs enter).
 
-    The sup over t in [e^-beta, e^beta], a in [0, alpha min(1, t)] of :func:`hockey_stick`, on a
-    grid of 2 ``grid`` + 1 values of log t (the corners included) and ``grid`` + 1 values of a.
+    The sup over t in [e^-beta, e^beta], a in [0, alpha min(1, t)] of
+    :func:`hockey_stick`, on a grid of 2 ``grid`` + 1 values of log t (the corners
+    included) and ``grid`` + 1 values of a.
     """
     if not (alpha > 0 and beta >= 0 and dim >= 1):
-        raise ValueError(f"need alpha > 0, beta >= 0, dim >= 1; got {alpha, beta, dim}.")
+        raise ValueError(
+            f"need alpha > 0, beta >= 0, dim >= 1; got {alpha, beta, dim}."
+        )
     worst = 0.0
     for log_t in np.linspace(-beta, beta, 2 * grid + 1):
         t = math.exp(log_t)
@@ -115,24 +127,37 @@ def smooth_gaussian_delta(
 
 
 def calibrate_smooth_alpha(
-    epsilon: float, delta: float, beta: float, dim: int, *, margin: float = 0.01, tol: float = 1e-4
+    epsilon: float,
+    delta: float,
+    beta: float,
+    dim: int,
+    *,
+    margin: float = 0.01,
+    tol: float = 1e-4,
 ) -> float:
-    """The largest alpha with smooth_gaussian_delta <= delta (1 - margin), bisected to relative ``tol``.
+    """The largest alpha with smooth_gaussian_delta <= delta (1 - margin), bisected to
+    relative ``tol``.
 
-    A smaller noise std S(X)/alpha than NRS07's closed-form constants give, at the same beta; the
-    guarantee is the numerically computed privacy curve above (``margin`` covers the grid sup).
+    A smaller noise std S(X)/alpha than NRS07's closed-form constants give, at the same
+    beta; the guarantee is the numerically computed privacy curve above (``margin``
+    covers the grid sup).
     """
     if not (0 < epsilon < math.inf and 0 < delta < 1):
-        raise ValueError(f"need 0 < epsilon < inf and 0 < delta < 1; got {epsilon!r}, {delta!r}.")
+        raise ValueError(
+            f"need 0 < epsilon < inf and 0 < delta < 1; got {epsilon!r}, {delta!r}."
+        )
     target = delta * (1.0 - margin)
     lo, hi = 1e-6, 1.0
     while smooth_gaussian_delta(epsilon, hi, beta, dim) <= target:
         lo, hi = hi, 2.0 * hi
         if hi > 1e6:
-            raise ValueError("no finite alpha reaches delta: beta is too small to matter?")
+            raise ValueError(
+                "no finite alpha reaches delta: beta is too small to matter?"
+            )
     if smooth_gaussian_delta(epsilon, lo, beta, dim) > target:
         raise ValueError(
-            f"beta = {beta} is too large: even alpha -> 0 gives delta > {target:g} (the variance "
+            f"beta = {beta} is too large: even alpha -> 0 gives delta > {target:g} "
+            "(the variance "
             "change alone leaks too much)."
         )
     while hi / lo > 1 + tol:

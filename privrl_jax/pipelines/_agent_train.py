@@ -103,7 +103,8 @@ class AgentTrainConfig:
             raise ValueError(
                 f"steps={self.steps} is not a multiple of "
                 f"chunk_size={self.chunk_size}; give --steps as a multiple of "
-                f"--chunk (e.g. {self.steps // self.chunk_size * self.chunk_size or self.chunk_size})"
+                "--chunk (e.g. "
+                f"{self.steps // self.chunk_size * self.chunk_size or self.chunk_size})"
                 " or a --chunk that divides it."
             )
         every = self.eval_every
@@ -159,10 +160,14 @@ def check_dataset_for_env(
             f"env {env_name!r} has a discrete action space; the offline-RL agents need "
             "continuous actions (choose e.g. a maze2d env or Pendulum-v1)."
         )
-    want = {"observations": int(np.prod(obs_space.shape)),
-            "actions": int(np.prod(act_shape))}
-    have = {"observations": int(dataset.observations.shape[1]),
-            "actions": int(dataset.actions.shape[1])}
+    want = {
+        "observations": int(np.prod(obs_space.shape)),
+        "actions": int(np.prod(act_shape)),
+    }
+    have = {
+        "observations": int(dataset.observations.shape[1]),
+        "actions": int(dataset.actions.shape[1]),
+    }
     for key in ("observations", "actions"):
         if have[key] != want[key]:
             raise ValueError(
@@ -185,8 +190,13 @@ def _check_dataset_for_task(dataset: Transitions, task: Any, *, source: str) -> 
 
 
 def _check_out_dir(out_dir: str | os.PathLike, *, overwrite: bool) -> None:
-    check_output_dir(out_dir, owned=OWNED_FILES, finished=RESULT_FILE,
-                     overwrite=overwrite, job="agent train")
+    check_output_dir(
+        out_dir,
+        owned=OWNED_FILES,
+        finished=RESULT_FILE,
+        overwrite=overwrite,
+        job="agent train",
+    )
 
 
 def _load_inputs(config: AgentTrainConfig) -> tuple[Any, Any, Transitions]:
@@ -200,19 +210,23 @@ def _load_inputs(config: AgentTrainConfig) -> tuple[Any, Any, Transitions]:
     else:
         env, env_params = envs.make(config.env)  # validates the env name
     dataset = load_hdf5(config.dataset)
-    # Files we collected record their env: a dataset of one maze trained and scored in another
-    # has the same widths, so only the recorded name can catch it.
+    # Files we collected record their env: a dataset of one maze trained and scored in
+    # another has the same widths, so only the recorded name can catch it.
     recorded = read_hdf5_metadata(config.dataset).get("env")
-    if isinstance(recorded, str) and envs.canonical_name(recorded) != envs.canonical_name(config.env):
+    if isinstance(recorded, str) and envs.canonical_name(
+        recorded
+    ) != envs.canonical_name(config.env):
         raise ValueError(
-            f"dataset {config.dataset!r} was collected in {recorded!r}, not {config.env!r}; give "
+            f"dataset {config.dataset!r} was collected in {recorded!r}, not "
+            f"{config.env!r}; give "
             f"--env {recorded} or a dataset of {config.env}."
         )
     if env is None:
         _check_dataset_for_task(dataset, env_params, source=config.dataset)
     else:
-        check_dataset_for_env(dataset, config.env, env, env_params,
-                              source=config.dataset)
+        check_dataset_for_env(
+            dataset, config.env, env, env_params, source=config.dataset
+        )
     if config.batch_size > len(dataset):
         raise ValueError(
             f"batch_size={config.batch_size} is larger than the dataset "
@@ -220,8 +234,8 @@ def _load_inputs(config: AgentTrainConfig) -> tuple[Any, Any, Transitions]:
             f"{len(dataset)} or less."
         )
     # After the inputs' own checks: a dataset of the wrong layout is wrong whatever is
-    # installed, so the user hears it before being sent to install an extra. Still before
-    # anything is written or trained.
+    # installed, so the user hears it before being sent to install an extra. Still
+    # before anything is written or trained.
     if config.eval_backend == "mujoco":
         envs.require_mujoco()
     return env, env_params, dataset
@@ -266,16 +280,24 @@ def run_agent_train(
         # next to the new run's config.
         for name in (RESULT_FILE, CURVE_FILE):
             (Path(out_dir) / name).unlink(missing_ok=True)
-        atomic_write_text(Path(out_dir) / CONFIG_FILE,
-                          yaml.safe_dump(to_dict(config), sort_keys=False))
+        atomic_write_text(
+            Path(out_dir) / CONFIG_FILE,
+            yaml.safe_dump(to_dict(config), sort_keys=False),
+        )
         payload = _train(config, env, env_params, dataset, progress=progress)
         atomic_write_text(Path(out_dir) / RESULT_FILE, json.dumps(payload, indent=2))
         _plot_curve(payload, Path(out_dir) / CURVE_FILE)
     return payload
 
 
-def _train(config: AgentTrainConfig, env: Any, env_params: Any, dataset: Transitions,
-           *, progress: bool) -> dict[str, Any]:
+def _train(
+    config: AgentTrainConfig,
+    env: Any,
+    env_params: Any,
+    dataset: Transitions,
+    *,
+    progress: bool,
+) -> dict[str, Any]:
     overrides = dict(config.agent)
     if "max_action" not in overrides and hasattr(env, "action_space"):
         high = np.asarray(getattr(env.action_space(env_params), "high", 1.0))
@@ -285,20 +307,34 @@ def _train(config: AgentTrainConfig, env: Any, env_params: Any, dataset: Transit
     def eval_fn(state, key):
         if config.eval_backend == "mujoco":
             res = envs.evaluate_mujoco(
-                envs.batch_policy(agent.act, state), config.env,
-                num_episodes=config.eval_episodes, seed=envs.seed_from_key(key))
+                envs.batch_policy(agent.act, state),
+                config.env,
+                num_episodes=config.eval_episodes,
+                seed=envs.seed_from_key(key),
+            )
         else:
-            res = agents.evaluate(key, state, act=agent.act, env=env,
-                                  env_params=env_params,
-                                  num_episodes=config.eval_episodes,
-                                  env_name=config.env)
+            res = agents.evaluate(
+                key,
+                state,
+                act=agent.act,
+                env=env,
+                env_params=env_params,
+                num_episodes=config.eval_episodes,
+                env_name=config.env,
+            )
         return {k: v for k, v in res.items() if np.isscalar(v)}
 
     t0 = time.perf_counter()
     result = agents.train(
-        agent, dataset, key=jax.random.key(config.seed), num_updates=config.steps,
-        batch_size=config.batch_size, chunk_size=config.resolved_chunk(),
-        eval_fn=eval_fn, eval_every=config.resolved_eval_every(), progress=progress,
+        agent,
+        dataset,
+        key=jax.random.key(config.seed),
+        num_updates=config.steps,
+        batch_size=config.batch_size,
+        chunk_size=config.resolved_chunk(),
+        eval_fn=eval_fn,
+        eval_every=config.resolved_eval_every(),
+        progress=progress,
     )
     seconds = time.perf_counter() - t0
     return {

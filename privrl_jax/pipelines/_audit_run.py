@@ -1,10 +1,12 @@
-"""The audit every DP pipeline can run beside its release: epsilon demonstrated next to epsilon
+"""The audit every DP pipeline can run beside its release: epsilon demonstrated next to
+epsilon
 accounted (``--set audit.canaries=m``, or ``privrl privacy audit RUN_DIR`` afterwards).
 
-The audit reruns each mechanism the run's ledger records (the plan's sampler, clip norm, sigma and
-steps; POOL's Gaussian mechanism) with m canaries on stand-in data, through the same DP loop
-(:func:`privrl_jax.privacy.audit.audit_ledger`). It reads neither the sensitive data nor the
-release, so its result is public and goes into ``report.json``; the release never holds a canary.
+The audit reruns each mechanism the run's ledger records (the plan's sampler, clip norm,
+sigma and steps; POOL's Gaussian mechanism) with m canaries on stand-in data, through
+the same DP loop (:func:`privrl_jax.privacy.audit.audit_ledger`). It reads neither the
+sensitive data nor the release, so its result is public and goes into ``report.json``;
+the release never holds a canary.
 A demonstrated epsilon above the accounted one is a privacy bug: the run stops with
 :class:`~privrl_jax.privacy.audit.PrivacyAuditError` after writing what it found.
 """
@@ -25,31 +27,54 @@ CONFIDENCE = 0.95
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AuditConfig:
-    """``canaries``: m gradient canaries of the one-run audit (0: no audit; the bound it can show
-    grows with m: at most 1.8 at m = 1,000 and 4.2 at m = 10,000 with 1% guesses each way, at
-    delta = 1e-6);
-    ``seed``: draws the canaries' inclusion bits and the audit's noise (public: the audit is no
-    release)."""
+    """``canaries``: m gradient canaries of the one-run audit (0: no audit; the bound it
+    can show
+    grows with m: at most 1.8 at m = 1,000 and 4.2 at m = 10,000 with 1% guesses each
+    way, at delta = 1e-6); ``seed``: draws the canaries' inclusion bits and the audit's
+    noise (public: the audit is no release)."""
 
     canaries: int = 0
     seed: int = 0
 
     def __post_init__(self):
         if self.canaries != 0 and self.canaries < 100:
-            raise ValueError(f"audit.canaries must be 0 (no audit) or >= 100 (1% of them are guessed each way); "
-                             f"got {self.canaries}.")
+            raise ValueError(
+                "audit.canaries must be 0 (no audit) or >= 100 (1% of them are "
+                "guessed each way); "
+                f"got {self.canaries}."
+            )
 
 
-def audit_run(run_dir: Path, ledger: privacy.Ledger, *, canaries: int, seed: int = 0,
-              progress: bool = True) -> dict[str, Any]:
-    """Audits every mechanism in ``ledger`` and writes ``run_dir/audit/epsilon_lower_bound.json``;
+def audit_run(
+    run_dir: Path,
+    ledger: privacy.Ledger,
+    *,
+    canaries: int,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Audits every mechanism in ``ledger`` and writes
+    ``run_dir/audit/epsilon_lower_bound.json``;
     returns what it wrote (rows as :func:`audit_ledger` gives them)."""
     from privrl_jax import provenance  # noqa: PLC0415 -- keeps this module's import light
     from privrl_jax.privacy import audit  # noqa: PLC0415
 
-    rows = audit.audit_ledger(ledger, num_canaries=canaries, seed=seed, confidence=CONFIDENCE, progress=progress)
-    out = {"run": str(run_dir), "delta": ledger.target_delta, "canaries": canaries, "seed": seed,
-           "confidence": CONFIDENCE, "rows": rows, "provenance": provenance()}
+    rows = audit.audit_ledger(
+        ledger,
+        num_canaries=canaries,
+        seed=seed,
+        confidence=CONFIDENCE,
+        progress=progress,
+    )
+    out = {
+        "run": str(run_dir),
+        "delta": ledger.target_delta,
+        "canaries": canaries,
+        "seed": seed,
+        "confidence": CONFIDENCE,
+        "rows": rows,
+        "provenance": provenance(),
+    }
     (run_dir / AUDIT_FILE).parent.mkdir(exist_ok=True)
     atomic_write_text(run_dir / AUDIT_FILE, json.dumps(out, indent=2))
     return out
@@ -62,18 +87,24 @@ def raise_on_violation(out: dict[str, Any]) -> None:
     bad = [r["what"] for r in out["rows"] if r.get("violation")]
     if bad:
         raise PrivacyAuditError(
-            f"privacy bug: the audit demonstrated more epsilon than accounted for {bad} "
-            f"(see {AUDIT_FILE}); do not publish this run's release.")
+            "privacy bug: the audit demonstrated more epsilon than accounted for "
+            f"{bad} "
+            f"(see {AUDIT_FILE}); do not publish this run's release."
+        )
 
 
 def audit_lines(out: dict[str, Any]) -> list[str]:
-    """One line per ledger group: "epsilon accounted a; epsilon demonstrated >= b (95%, m = ...)"."""
+    """One line per ledger group: "epsilon accounted a; epsilon demonstrated >= b (95%,
+    m = ...)"."""
     lines = []
     for r in out["rows"]:
         if r["audited"]:
-            lines.append(f"{r['count']} x {r['what']}: epsilon accounted {r['epsilon_accounted']:.4g}; "
-                         f"epsilon demonstrated >= {r['epsilon_demonstrated']:.3g} "
-                         f"({CONFIDENCE:.0%}, m = {out['canaries']} canaries)")
+            lines.append(
+                f"{r['count']} x {r['what']}: epsilon accounted "
+                f"{r['epsilon_accounted']:.4g}; "
+                f"epsilon demonstrated >= {r['epsilon_demonstrated']:.3g} "
+                f"({CONFIDENCE:.0%}, m = {out['canaries']} canaries)"
+            )
         else:
             lines.append(f"{r['count']} x {r['what']}: not audited ({r['why']})")
     return lines
@@ -81,14 +112,35 @@ def audit_lines(out: dict[str, Any]) -> list[str]:
 
 def report_section(out: dict[str, Any]) -> dict[str, Any]:
     """What ``report.json`` keeps of an audit (the file has the details)."""
-    return {"file": str(AUDIT_FILE), "canaries": out["canaries"], "confidence": out["confidence"],
-            "lines": audit_lines(out),
-            "rows": [{k: r[k] for k in ("what", "count", "audited", "epsilon_accounted", "epsilon_demonstrated",
-                                        "violation", "why") if k in r} for r in out["rows"]]}
+    return {
+        "file": str(AUDIT_FILE),
+        "canaries": out["canaries"],
+        "confidence": out["confidence"],
+        "lines": audit_lines(out),
+        "rows": [
+            {
+                k: r[k]
+                for k in (
+                    "what",
+                    "count",
+                    "audited",
+                    "epsilon_accounted",
+                    "epsilon_demonstrated",
+                    "violation",
+                    "why",
+                )
+                if k in r
+            }
+            for r in out["rows"]
+        ],
+    }
 
 
-def audit_into_report(cfg: AuditConfig, run_dir: Path, ledger: privacy.Ledger, report: dict[str, Any]) -> None:
-    """With ``cfg.canaries`` > 0: :func:`audit_run` into ``report["epsilon_audit"]``; a demonstrated
+def audit_into_report(
+    cfg: AuditConfig, run_dir: Path, ledger: privacy.Ledger, report: dict[str, Any]
+) -> None:
+    """With ``cfg.canaries`` > 0: :func:`audit_run` into ``report["epsilon_audit"]``; a
+    demonstrated
     epsilon above the accounted one then stops the run (PrivacyAuditError)."""
     if cfg.canaries:
         out = audit_run(run_dir, ledger, canaries=cfg.canaries, seed=cfg.seed)
@@ -97,9 +149,13 @@ def audit_into_report(cfg: AuditConfig, run_dir: Path, ledger: privacy.Ledger, r
 
 
 def markdown_rows(report: dict[str, Any]) -> list[str]:
-    """The report.md table rows of a report's ``epsilon_audit`` section (none without one)."""
+    """The report.md table rows of a report's ``epsilon_audit`` section (none without
+    one)."""
     sec = report.get("epsilon_audit")
     if not sec:
         return []
-    return [f"| epsilon audit (one-run canary audit; Steinke, Nasr & Jagielski 2023) | {line} |"
-            for line in sec["lines"]]
+    return [
+        "| epsilon audit (one-run canary audit; Steinke, Nasr & Jagielski 2023) | "
+        f"{line} |"
+        for line in sec["lines"]
+    ]

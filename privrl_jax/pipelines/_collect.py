@@ -50,11 +50,12 @@ class CollectConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-        # A D4RL file is written from memory (~100 bytes a maze transition): refuse sizes that
-        # could never be written before hours of collection, not after.
+        # A D4RL file is written from memory (~100 bytes a maze transition): refuse
+        # sizes that could never be written before hours of collection, not after.
         if self.size > MAX_COLLECT_SIZE:
             raise ValueError(
-                f"size={self.size:.3g} transitions is more than {MAX_COLLECT_SIZE:,} (D4RL's largest "
+                f"size={self.size:.3g} transitions is more than {MAX_COLLECT_SIZE:,} "
+                "(D4RL's largest "
                 "maze2d set is 4M); lower --size."
             )
         if not isinstance(self.seed, int) or self.seed < 0:

@@ -1,26 +1,42 @@
 """The pipelines' wiring of the public DP loop (:func:`privrl_jax.privacy.fit`).
 
-:func:`run_dp_loop` is ``privacy.fit`` with a :class:`privrl_jax.privacy.RunRecorder` over a run
-directory's ledger and checkpoints and a progress bar: every pipeline's DP phase runs it, and so
-makes the same release (bit for bit) as before the loop became public.
+:func:`run_dp_loop` is ``privacy.fit`` with a :class:`privrl_jax.privacy.RunRecorder`
+over a run directory's ledger and checkpoints and a progress bar: every pipeline's DP
+phase runs it, and so makes the same release (bit for bit) as before the loop became
+public.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 
 from privrl_jax import privacy
-from privrl_jax.privacy import Checkpoints, DivergenceError, DPSecret, LoopStats, make_accumulate
+from privrl_jax.privacy import (
+    Checkpoints,
+    DivergenceError,
+    DPSecret,
+    LoopStats,
+    make_accumulate,
+)
 
-__all__ = ["DPProgram", "DPSecret", "DivergenceError", "LoopStats", "make_accumulate", "run_dp_loop"]
+__all__ = [
+    "DPProgram",
+    "DPSecret",
+    "DivergenceError",
+    "LoopStats",
+    "make_accumulate",
+    "run_dp_loop",
+]
 
 PyTree = Any
 
 
 class DPProgram(NamedTuple):
-    """A method's state functions, without its clipped sum (see :class:`privacy.DPMethod`)."""
+    """A method's state functions, without its clipped sum (see
+    :class:`privacy.DPMethod`)."""
 
     params: Callable[[PyTree], PyTree]
     update: Callable[[PyTree, PyTree], PyTree]
@@ -49,19 +65,37 @@ def run_dp_loop(
     topology: privacy.Topology | None = None,
     data_parallel: bool = False,
 ) -> tuple[PyTree, DPSecret]:
-    """``privacy.fit`` into a run directory; returns the final state and the run's secret.
+    """``privacy.fit`` into a run directory; returns the final state and the run's
+    secret.
 
     ``ckpt``, ``ledger``, ``what``, ``accountant`` and ``checkpoint_every`` make its
-    :class:`privacy.RunRecorder` (process 0 passes the ledger, the other processes None);
-    ``desc`` labels the progress bar; the rest is :func:`privacy.fit`'s.
+    :class:`privacy.RunRecorder` (process 0 passes the ledger, the other processes
+    None); ``desc`` labels the progress bar; the rest is :func:`privacy.fit`'s.
     """
-    recorder = privacy.RunRecorder(ckpt, ledger, what=what, accountant=accountant,
-                                   checkpoint_every=checkpoint_every)
-    method = privacy.DPMethod(clip_fn, program.params, program.update, program.public_rows)
+    recorder = privacy.RunRecorder(
+        ckpt,
+        ledger,
+        what=what,
+        accountant=accountant,
+        checkpoint_every=checkpoint_every,
+    )
+    method = privacy.DPMethod(
+        clip_fn, program.params, program.update, program.public_rows
+    )
     result = privacy.fit(
-        plan, method, data, init_state, secret=secret, recorder=recorder,
-        callbacks=(privacy.ProgressBar(desc),), topology=topology, loss_key=loss_key,
-        item_mask=item_mask, stats=stats, max_abs_param=max_abs_param,
-        divergence_hint=divergence_hint, data_parallel=data_parallel,
+        plan,
+        method,
+        data,
+        init_state,
+        secret=secret,
+        recorder=recorder,
+        callbacks=(privacy.ProgressBar(desc),),
+        topology=topology,
+        loss_key=loss_key,
+        item_mask=item_mask,
+        stats=stats,
+        max_abs_param=max_abs_param,
+        divergence_hint=divergence_hint,
+        data_parallel=data_parallel,
     )
     return result.state, result.secret

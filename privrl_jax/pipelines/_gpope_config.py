@@ -60,7 +60,8 @@ EnvConfig = ChainConfig
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TruthConfig:
-    """Monte Carlo V^pi for the audit of the continuous envs (public seed, model access).
+    """Monte Carlo V^pi for the audit of the continuous envs (public seed, model
+    access).
 
     ``eval_states`` states from the env's start distribution, each rolled forward under
     the target policy for U[0, ``eval_max_steps``) steps; ``rollouts`` rollouts of
@@ -219,7 +220,8 @@ class GPOPERunConfig:
             raise ValueError("env.tiles_per_dim and env.num_tilings must be >= 1.")
         if e.hiv_init_log10_spread < 0:
             raise ValueError(
-                f"env.hiv_init_log10_spread must be >= 0; got {e.hiv_init_log10_spread}."
+                "env.hiv_init_log10_spread must be >= 0; got "
+                f"{e.hiv_init_log10_spread}."
             )
         if min(t.eval_states, t.rollouts, t.horizon) < 1 or t.eval_max_steps < 0:
             raise ValueError(

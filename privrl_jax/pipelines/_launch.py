@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from privrl_jax.privacy import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID
 
@@ -22,17 +22,20 @@ def free_port() -> int:
 
 
 class ProcessFailedError(RuntimeError):
-    """A process of a local multi-process run exited with an error; the others were stopped."""
+    """A process of a local multi-process run exited with an error; the others were
+    stopped."""
 
 
-# Runs in each worker before the command (Linux): asks the kernel to SIGTERM the worker when the
-# launcher dies, however it dies (SIGKILL included), then execs the command. The check of the
-# parent closes the race of a launcher that died before the request. A wrapper rather than
-# ``preexec_fn``: Python code between fork and exec can deadlock in a multithreaded (JAX) parent.
+# Runs in each worker before the command (Linux): asks the kernel to SIGTERM the worker
+# when the launcher dies, however it dies (SIGKILL included), then execs the command.
+# The check of the parent closes the race of a launcher that died before the request. A
+# wrapper rather than ``preexec_fn``: Python code between fork and exec can deadlock in
+# a multithreaded (JAX) parent.
 _DIE_WITH_THE_LAUNCHER = (
     "import ctypes, os, signal, sys\n"
     "try:\n"
-    "    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG\n"
+    "    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # "
+    "PR_SET_PDEATHSIG\n"
     "except (OSError, AttributeError):\n"
     "    pass  # not Linux: the launcher's own clean-up still stops the workers\n"
     "if os.getppid() != int(sys.argv[1]):\n"
@@ -51,10 +54,11 @@ def launch_local(
 ) -> None:
     """Runs ``command`` as ``num_processes`` cooperating processes on this machine.
 
-    Each copy gets ``PRIVRL_COORDINATOR`` (a free loopback port), ``PRIVRL_NUM_PROCESSES`` and its
-    ``PRIVRL_PROCESS_ID``; with ``devices_per_process``, that many forced CPU devices. When one
-    process fails, the others are stopped (they would otherwise wait in a collective until the
-    heartbeat times out) and :class:`ProcessFailedError` says which one; the run directory keeps
+    Each copy gets ``PRIVRL_COORDINATOR`` (a free loopback port),
+    ``PRIVRL_NUM_PROCESSES`` and its ``PRIVRL_PROCESS_ID``; with
+    ``devices_per_process``, that many forced CPU devices. When one process fails, the
+    others are stopped (they would otherwise wait in a collective until the heartbeat
+    times out) and :class:`ProcessFailedError` says which one; the run directory keeps
     its last checkpoint and ledger, so rerunning the same command resumes it.
     """
     if num_processes < 1:
@@ -64,16 +68,29 @@ def launch_local(
     base[ENV_NUM_PROCESSES] = str(num_processes)
     if devices_per_process is not None:
         flags = base.get("XLA_FLAGS", "")
-        base["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices_per_process}".strip()
+        base["XLA_FLAGS"] = (
+            f"{flags} --xla_force_host_platform_device_count={devices_per_process}".strip()
+        )
         base.setdefault("JAX_PLATFORMS", "cpu")
     procs = []
     for pid in range(num_processes):
         child = dict(base, **{ENV_PROCESS_ID: str(pid)})
-        wrapped = [sys.executable, "-c", _DIE_WITH_THE_LAUNCHER, str(os.getpid()), *command]
+        wrapped = [
+            sys.executable,
+            "-c",
+            _DIE_WITH_THE_LAUNCHER,
+            str(os.getpid()),
+            *command,
+        ]
         procs.append(subprocess.Popen(wrapped, env=child, start_new_session=True))
-    # A SIGTERM to the launcher (kill, a scheduler) runs the clean-up below, as Ctrl-C does.
+    # A SIGTERM to the launcher (kill, a scheduler) runs the clean-up below, as Ctrl-C
+    # does.
     on_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM)) if on_main else None
+    previous = (
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        if on_main
+        else None
+    )
     failed: tuple[int, int] | None = None
     try:
         while failed is None and any(p.poll() is None for p in procs):
@@ -83,7 +100,9 @@ def launch_local(
                     break
             time.sleep(poll_s)
         if failed is None:
-            failed = next(((i, p.returncode) for i, p in enumerate(procs) if p.returncode), None)
+            failed = next(
+                ((i, p.returncode) for i, p in enumerate(procs) if p.returncode), None
+            )
     finally:
         for p in procs:
             if p.poll() is None:
@@ -99,8 +118,9 @@ def launch_local(
     if failed is not None:
         pid, code = failed
         raise ProcessFailedError(
-            f"process {pid} of {num_processes} exited with code {code}; the others were stopped. "
-            f"Rerun the same command to resume from the last checkpoint (steps already in the "
+            f"process {pid} of {num_processes} exited with code {code}; the others "
+            "were stopped. "
+            "Rerun the same command to resume from the last checkpoint (steps already "
+            "in the "
             f"ledger are not spent again)."
         )
-

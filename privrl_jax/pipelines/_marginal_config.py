@@ -1,6 +1,8 @@
-"""The marginal-based baselines' configuration (PGM, MST): frozen dataclasses the YAML files in
-``configs/marginal/`` load into. Data, privacy and synthesis sizes mean what they mean in PrivORL-n,
-so the same transitions are released under the same budget and scored the same way."""
+"""The marginal-based baselines' configuration (PGM, MST): frozen dataclasses the YAML
+files in
+``configs/marginal/`` load into. Data, privacy and synthesis sizes mean what they mean
+in PrivORL-n, so the same transitions are released under the same budget and scored the
+same way."""
 
 from __future__ import annotations
 
@@ -19,12 +21,13 @@ MODELS = ("pgm", "mst")
 class ModelConfig:
     """Which synthesizer, its public discretisation and mbi's estimation.
 
-    ``obs_low`` / ``obs_high`` / ``act_low`` / ``act_high`` are public bounds; left empty they are
-    the sensitive env's observation and action spaces (the task's declaration, never the data's
-    range). ``reward_range`` is declared (the dense maze reward exp(-distance) lies in [0, 1]).
-    ``cliques`` (PGM only) lists the measured marginals by column name (``obs0``, ``act1``,
-    ``reward``, ``next_obs2``, ``terminal``); empty: `synth.default_transition_cliques`.
-    ``mst_split`` shares the budget (as rho) among MST's 1-way, selection and 2-way releases.
+    ``obs_low`` / ``obs_high`` / ``act_low`` / ``act_high`` are public bounds; left
+    empty they are the sensitive env's observation and action spaces (the task's
+    declaration, never the data's range). ``reward_range`` is declared (the dense maze
+    reward exp(-distance) lies in [0, 1]). ``cliques`` (PGM only) lists the measured
+    marginals by column name (``obs0``, ``act1``, ``reward``, ``next_obs2``,
+    ``terminal``); empty: `synth.default_transition_cliques`. ``mst_split`` shares the
+    budget (as rho) among MST's 1-way, selection and 2-way releases.
     """
 
     name: str = "pgm"
@@ -37,30 +40,45 @@ class ModelConfig:
     act_low: tuple[float, ...] = ()
     act_high: tuple[float, ...] = ()
     cliques: tuple[tuple[str, ...], ...] = ()
-    # Bin s' - s on [-b_i, b_i] (b_i declared from the task's physics) instead of s' on the
-    # observation space; empty: bin s'. See `synth.transition_discretisation`.
+    # Bin s' - s on [-b_i, b_i] (b_i declared from the task's physics) instead of s' on
+    # the observation space; empty: bin s'. See `synth.transition_discretisation`.
     next_obs_delta_bound: tuple[float, ...] = ()
     iters: int = 1000
     mst_split: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
 
     def __post_init__(self):
         _synth_config.check_one_of("model.name", self.name, MODELS)
-        _synth_config.check_at_least_one("model", self, "obs_bins", "act_bins", "reward_bins", "iters")
+        _synth_config.check_at_least_one(
+            "model", self, "obs_bins", "act_bins", "reward_bins", "iters"
+        )
         lo, hi = self.reward_range
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(f"model.reward_range must be [low, high] with low < high; got {list(self.reward_range)}.")
+            raise ValueError(
+                "model.reward_range must be [low, high] with low < high; got "
+                f"{list(self.reward_range)}."
+            )
         for a, b in (("obs_low", "obs_high"), ("act_low", "act_high")):
             if len(getattr(self, a)) != len(getattr(self, b)):
-                raise ValueError(f"model.{a} and model.{b} must have the same length (or both be empty).")
+                raise ValueError(
+                    f"model.{a} and model.{b} must have the same length (or both be "
+                    "empty)."
+                )
         if any(not b > 0 for b in self.next_obs_delta_bound):
-            raise ValueError(f"model.next_obs_delta_bound must be positive numbers; got {list(self.next_obs_delta_bound)}.")
+            raise ValueError(
+                "model.next_obs_delta_bound must be positive numbers; got "
+                f"{list(self.next_obs_delta_bound)}."
+            )
         if self.cliques and self.name != "pgm":
-            raise ValueError("model.cliques is PGM's fixed marginal set; MST selects its own (leave it empty).")
+            raise ValueError(
+                "model.cliques is PGM's fixed marginal set; MST selects its own (leave "
+                "it empty)."
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SynthesisConfig:
-    """``num_samples`` rows are sampled from the fitted model with mbi's sampler (public seed)."""
+    """``num_samples`` rows are sampled from the fitted model with mbi's sampler (public
+    seed)."""
 
     num_samples: int = 20_000
     sample_seed: int = 0
@@ -72,7 +90,8 @@ class SynthesisConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EvalConfig(_synth_config.EvalConfig):
-    """Agents trained on the release (none by default), and the audit's anchors (the real
+    """Agents trained on the release (none by default), and the audit's anchors (the
+    real
     holdout scored like the release)."""
 
     agents: tuple[str, ...] = ()
@@ -88,8 +107,9 @@ class EvalConfig(_synth_config.EvalConfig):
 class MarginalConfig(_synth_config.SynthPipelineConfig):
     """Everything a PGM / MST run needs (``load("marginal/pgm_umaze")``).
 
-    ``data`` is PrivORL-n's section: the public data are read only to fit the fidelity scores'
-    normaliser in the audit (the synthesizer itself uses none), so scores sit beside PrivORL-n's.
+    ``data`` is PrivORL-n's section: the public data are read only to fit the fidelity
+    scores' normaliser in the audit (the synthesizer itself uses none), so scores sit
+    beside PrivORL-n's.
     """
 
     seed: int = 0
@@ -101,6 +121,7 @@ class MarginalConfig(_synth_config.SynthPipelineConfig):
 
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> MarginalConfig:
-    """Loads a PGM / MST config: a YAML file or a shipped name (``"marginal/pgm_umaze"``) plus
+    """Loads a PGM / MST config: a YAML file or a shipped name
+    (``"marginal/pgm_umaze"``) plus
     ``section.key=value`` overrides."""
     return load_config(MarginalConfig, path, overrides)

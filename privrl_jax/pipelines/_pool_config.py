@@ -51,15 +51,15 @@ class InventoryEnvConfig:
 class PoolAlgoConfig:
     """Algorithm 1 and the baselines.
 
-    ``method``: ``pool`` (zones), ``grid`` (``grid_bins`` per dimension, same
-    private statistics), ``input_perturbation``, ``output_perturbation``,
-    ``non_private``. ``zones`` (methods other than ``grid``): ``paper``, the
-    l2 shells of the whole (w + d)-dimensional pair (pool.txt Sec. 3.2, with our
-    affine/limiter fixes), or ``additive``, the same shells on each product's
-    (s_i, a_i) plane with Q_bar the sum over products (``planning._additive``;
-    identical to ``paper`` for one product). ``bonus_scale`` multiplies Gamma (default 0.01, chosen on a public
-    stand-in; 1: the paper's C1 = sqrt 2,
-    C2 = 16, which zero every Q at these data sizes; see docs/pool.md).
+    ``method``: ``pool`` (zones), ``grid`` (``grid_bins`` per dimension, same private
+    statistics), ``input_perturbation``, ``output_perturbation``, ``non_private``.
+    ``zones`` (methods other than ``grid``): ``paper``, the l2 shells of the whole (w +
+    d)-dimensional pair (pool.txt Sec. 3.2, with our affine/limiter fixes), or
+    ``additive``, the same shells on each product's (s_i, a_i) plane with Q_bar the sum
+    over products (``planning._additive``; identical to ``paper`` for one product).
+    ``bonus_scale`` multiplies Gamma (default 0.01, chosen on a public stand-in; 1: the
+    paper's C1 = sqrt 2, C2 = 16, which zero every Q at these data sizes; see
+    docs/pool.md).
     """
 
     method: str = "pool"
@@ -115,44 +115,66 @@ class PoolRunConfig:
     def __post_init__(self):
         e, a, v, p = self.env, self.pool, self.eval, self.privacy
         if e.num_products < 1 or e.horizon < 1 or e.num_episodes < 2:
-            raise ValueError("env.num_products >= 1, env.horizon >= 1 and env.num_episodes >= 2 "
-                             f"are required; got {e.num_products}, {e.horizon}, {e.num_episodes}.")
+            raise ValueError(
+                "env.num_products >= 1, env.horizon >= 1 and env.num_episodes >= 2 "
+                f"are required; got {e.num_products}, {e.horizon}, {e.num_episodes}."
+            )
         if e.demand not in DEMANDS:
             raise ValueError(f"env.demand must be one of {DEMANDS}; got {e.demand!r}.")
         if e.demand == "rossmann" and not e.demand_file:
-            raise ValueError("env.demand=rossmann needs env.demand_file (the path of "
-                             "Rossmann's train.csv).")
+            raise ValueError(
+                "env.demand=rossmann needs env.demand_file (the path of "
+                "Rossmann's train.csv)."
+            )
         if not e.boundary > 0:
             raise ValueError(f"env.boundary must be > 0; got {e.boundary}.")
         if a.method not in METHODS:
             raise ValueError(f"pool.method must be one of {METHODS}; got {a.method!r}.")
         if a.zones not in ZONES:
             raise ValueError(f"pool.zones must be one of {ZONES}; got {a.zones!r}.")
-        if a.zones == "additive" and a.method == "output_perturbation" and e.num_products > 1:
-            raise ValueError("pool.method=output_perturbation bounds each released Q entry by "
-                             "its range [0, H - h]; additive part tables are centred and "
-                             "leave it. Use pool.zones=paper with output perturbation.")
+        if (
+            a.zones == "additive"
+            and a.method == "output_perturbation"
+            and e.num_products > 1
+        ):
+            raise ValueError(
+                "pool.method=output_perturbation bounds each released Q entry by "
+                "its range [0, H - h]; additive part tables are centred and "
+                "leave it. Use pool.zones=paper with output perturbation."
+            )
         if a.num_zones < 1 or a.grid_bins < 1 or a.action_levels < 2:
-            raise ValueError("pool.num_zones >= 1, pool.grid_bins >= 1 and pool.action_levels "
-                             ">= 2 are required.")
+            raise ValueError(
+                "pool.num_zones >= 1, pool.grid_bins >= 1 and pool.action_levels "
+                ">= 2 are required."
+            )
         if a.max_actions < a.action_levels:
-            raise ValueError(f"pool.max_actions must be >= pool.action_levels; got "
-                             f"{a.max_actions} < {a.action_levels}.")
+            raise ValueError(
+                f"pool.max_actions must be >= pool.action_levels; got "
+                f"{a.max_actions} < {a.action_levels}."
+            )
         if not a.bonus_scale >= 0:
             raise ValueError(f"pool.bonus_scale must be >= 0; got {a.bonus_scale}.")
         if not 0 < a.failure_prob < 1:
-            raise ValueError(f"pool.failure_prob must be in (0, 1); got {a.failure_prob}.")
+            raise ValueError(
+                f"pool.failure_prob must be in (0, 1); got {a.failure_prob}."
+            )
         if v.saa_samples < 1 or v.eval_episodes < 1 or v.saa_levels < 2:
-            raise ValueError("eval.saa_samples, eval.eval_episodes >= 1 and eval.saa_levels >= 2.")
+            raise ValueError(
+                "eval.saa_samples, eval.eval_episodes >= 1 and eval.saa_levels >= 2."
+            )
         if not p.rho > 0:
             raise ValueError(f"privacy.rho must be > 0 (inf for no DP); got {p.rho}.")
         if p.rho_budget is not None and not p.rho_budget > 0:
             raise ValueError(f"privacy.rho_budget must be > 0; got {p.rho_budget}.")
         privacy.validate_delta(p.delta)
         if a.method == "non_private" and not math.isinf(p.rho):
-            raise ValueError("pool.method=non_private spends no privacy: set privacy.rho=.inf.")
+            raise ValueError(
+                "pool.method=non_private spends no privacy: set privacy.rho=.inf."
+            )
         if math.isinf(p.rho) and a.method != "non_private":
-            raise ValueError("privacy.rho=.inf means no noise: use pool.method=non_private.")
+            raise ValueError(
+                "privacy.rho=.inf means no noise: use pool.method=non_private."
+            )
 
     @property
     def rho_budget(self) -> float:

@@ -1,4 +1,5 @@
-"""PrivORL-j's configuration: frozen dataclasses that ``configs/privorl_j/*.yaml`` load into."""
+"""PrivORL-j's configuration: frozen dataclasses that ``configs/privorl_j/*.yaml`` load
+into."""
 
 from __future__ import annotations
 
@@ -13,14 +14,16 @@ from privrl_jax.pipelines._synth_config import PrivacyConfig
 class DataConfig:
     """Where the public and sensitive trajectories come from, and how they are cut.
 
-    Without files, both are collected from our JAX mazes with D4RL's maze2d protocol (the ``-v1``
-    tasks; public = medium + large, sensitive = umaze, as in the paper). ``num_envs`` collector
-    streams each run until ``size`` transitions are collected; their episodes are the trajectories.
+    Without files, both are collected from our JAX mazes with D4RL's maze2d protocol
+    (the ``-v1`` tasks; public = medium + large, sensitive = umaze, as in the paper).
+    ``num_envs`` collector streams each run until ``size`` transitions are collected;
+    their episodes are the trajectories.
 
-    ``horizon`` is H; ``max_fragments`` F is public: a sensitive trajectory longer than F H steps
-    is truncated to its first F H steps (one trajectory stays one privacy unit). Choose F H at
-    least the env's time limit (maze2d-umaze: 300 steps) and nothing is ever cut.
-    ``holdout_trajectories`` sensitive trajectories (a seed-fixed choice) are never trained on.
+    ``horizon`` is H; ``max_fragments`` F is public: a sensitive trajectory longer than
+    F H steps is truncated to its first F H steps (one trajectory stays one privacy
+    unit). Choose F H at least the env's time limit (maze2d-umaze: 300 steps) and
+    nothing is ever cut. ``holdout_trajectories`` sensitive trajectories (a seed-fixed
+    choice) are never trained on.
     """
 
     sensitive_env: str = "maze2d-umaze-v1"
@@ -41,13 +44,15 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """The synthesizer: ``kind: transformer`` (PrivORL-j's fragment denoiser; paper scale 6 layers,
+    """The synthesizer: ``kind: transformer`` (PrivORL-j's fragment denoiser; paper
+    scale 6 layers,
     4 heads), ``kind: unet`` (the PrivORL-j-U baseline: a 1-D temporal U-Net of width
-    ``unet_channels``) or ``kind: dp_transformer`` (the DP-Transformer baseline: a causal
-    transformer over transitions, ``synth.StepTransformer``, of ``num_layers`` x ``num_heads`` x
-    ``embed_dim``, pre-trained on public fragments without curiosity, DP fine-tuned at trajectory
-    level like PrivORL-j, sampled autoregressively; ``fourier_dim``, ``causal``, ``unet_channels``
-    and the sampling steps do not apply to it)."""
+    ``unet_channels``) or ``kind: dp_transformer`` (the DP-Transformer baseline: a
+    causal transformer over transitions, ``synth.StepTransformer``, of ``num_layers`` x
+    ``num_heads`` x ``embed_dim``, pre-trained on public fragments without curiosity, DP
+    fine-tuned at trajectory level like PrivORL-j, sampled autoregressively;
+    ``fourier_dim``, ``causal``, ``unet_channels`` and the sampling steps do not apply
+    to it)."""
 
     kind: str = "transformer"
     unet_channels: int = 32
@@ -56,13 +61,19 @@ class ModelConfig:
     embed_dim: int = 64
     fourier_dim: int = 16
     causal: bool = False
-    # Model s' - s rather than s' (as PrivORL-n's default; see `diffusion.TransitionLayout`).
+    # Model s' - s rather than s' (as PrivORL-n's default; see
+    # `diffusion.TransitionLayout`).
     next_obs_delta: bool = True
 
     def __post_init__(self):
-        _synth_config.check_one_of("model.kind", self.kind, ("transformer", "unet", "dp_transformer"))
+        _synth_config.check_one_of(
+            "model.kind", self.kind, ("transformer", "unet", "dp_transformer")
+        )
         if self.embed_dim % self.num_heads:
-            raise ValueError(f"model.embed_dim={self.embed_dim} must be divisible by model.num_heads.")
+            raise ValueError(
+                f"model.embed_dim={self.embed_dim} must be divisible by "
+                "model.num_heads."
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -77,10 +88,11 @@ class PretrainConfig(_synth_config.PretrainConfig):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneConfig(_synth_config.FinetuneConfig):
-    """Trajectory-level DP-SGD: ``batch_size`` is the expected number of *trajectories* per step.
+    """Trajectory-level DP-SGD: ``batch_size`` is the expected number of *trajectories*
+    per step.
 
-    ``clip_method``: ``vmap`` (measured faster than ghost clipping for this transformer on CPU,
-    see docs/privorl_j.md) or ``ghost``.
+    ``clip_method``: ``vmap`` (measured faster than ghost clipping for this transformer
+    on CPU, see docs/privorl_j.md) or ``ghost``.
     """
 
     batch_size: int = 32
@@ -90,17 +102,21 @@ class FinetuneConfig(_synth_config.FinetuneConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        _synth_config.check_one_of("finetune.clip_method", self.clip_method, ("vmap", "ghost"))
+        _synth_config.check_one_of(
+            "finetune.clip_method", self.clip_method, ("vmap", "ghost")
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SynthesisConfig:
-    """``num_trajectories`` stitched trajectories of ``episode_length`` steps (cut earlier at a
+    """``num_trajectories`` stitched trajectories of ``episode_length`` steps (cut
+    earlier at a
     generated terminal), sampled ``batch_size`` at a time with the EMA weights.
 
-    ``stop_at_terminal: false`` is for tasks without terminal states (maze2d: D4RL's mazes never
-    terminate, a public fact about the env): generated d is then ignored and written as 0, and
-    every trajectory runs ``episode_length`` steps and ends with a timeout.
+    ``stop_at_terminal: false`` is for tasks without terminal states (maze2d: D4RL's
+    mazes never terminate, a public fact about the env): generated d is then ignored and
+    written as 0, and every trajectory runs ``episode_length`` steps and ends with a
+    timeout.
     """
 
     num_trajectories: int = 500
@@ -112,19 +128,25 @@ class SynthesisConfig:
     stop_at_terminal: bool = True
 
     def __post_init__(self):
-        _synth_config.check_at_least_one("synthesis", self, "episode_length", "num_trajectories", "batch_size")
-        _synth_config.check_release_rows("synthesis.num_trajectories x synthesis.episode_length",
-                                         self.num_trajectories * self.episode_length)
+        _synth_config.check_at_least_one(
+            "synthesis", self, "episode_length", "num_trajectories", "batch_size"
+        )
+        _synth_config.check_release_rows(
+            "synthesis.num_trajectories x synthesis.episode_length",
+            self.num_trajectories * self.episode_length,
+        )
         _synth_config.check_action_bounds(self.action_bounds)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EvalConfig(_synth_config.EvalConfig):
-    """Agents trained on the release (and, in the audit, on the real trajectories): the shared
+    """Agents trained on the release (and, in the audit, on the real trajectories): the
+    shared
     `EvalConfig`; the audit adds TrajScore."""
 
     backend: str = "jax"
-    # TrajScore (audit): window = data.horizon steps, MLP autoencoder trained on public windows.
+    # TrajScore (audit): window = data.horizon steps, MLP autoencoder trained on public
+    # windows.
     trajscore: bool = True
     trajscore_steps: int = 2_000
 
@@ -137,7 +159,8 @@ class EvalConfig(_synth_config.EvalConfig):
 class PrivORLJConfig(_synth_config.SynthPipelineConfig):
     """Everything a PrivORL-j run needs (``load("privorl_j/test")`` etc.).
 
-    ``privacy.dataset_size``, when given, declares the number of sensitive *trajectories*.
+    ``privacy.dataset_size``, when given, declares the number of sensitive
+    *trajectories*.
     """
 
     seed: int = 0
@@ -151,11 +174,14 @@ class PrivORLJConfig(_synth_config.SynthPipelineConfig):
 
     def __post_init__(self):
         if self.model.kind == "unet" and self.data.horizon % 2:
-            raise ValueError(f"model.kind=unet needs an even data.horizon; got {self.data.horizon}.")
+            raise ValueError(
+                f"model.kind=unet needs an even data.horizon; got {self.data.horizon}."
+            )
         super().__post_init__()
 
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> PrivORLJConfig:
-    """Loads a PrivORL-j config: a YAML file or a shipped name (``"privorl_j/umaze"``) plus
+    """Loads a PrivORL-j config: a YAML file or a shipped name (``"privorl_j/umaze"``)
+    plus
     ``section.key=value`` overrides."""
     return load_config(PrivORLJConfig, path, overrides)

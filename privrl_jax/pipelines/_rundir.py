@@ -1,9 +1,10 @@
-"""Run directories: one run at a time (a lock), atomic text writes, and stale temporary files.
+"""Run directories: one run at a time (a lock), atomic text writes, and stale temporary
+files.
 
-A run directory is owned by the process that holds its lock. The lock is an ``fcntl.flock`` on
-``run_dir/.lock``: the operating system releases it when the process exits, however it exits
-(SIGKILL included), so a stale lock can never block a rerun, while a live run blocks a second one
-at once.
+A run directory is owned by the process that holds its lock. The lock is an
+``fcntl.flock`` on ``run_dir/.lock``: the operating system releases it when the process
+exits, however it exits (SIGKILL included), so a stale lock can never block a rerun,
+while a live run blocks a second one at once.
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ _TEMP_PATTERNS = ("*.json*.tmp", ".tmp-*.hdf5", ".*.txt.tmp", "*.yaml*.tmp")
 
 
 class RunDirError(ValueError):
-    """The run directory cannot be used (locked by a live run, not writable, someone else's)."""
+    """The run directory cannot be used (locked by a live run, not writable, someone
+    else's)."""
 
 
 class RunLock:
     """Holds ``run_dir``'s lock while a run is alive (a context manager).
 
     Raises:
-      RunDirError: another live process holds the lock, or the directory is not writable.
+      RunDirError: another live process holds the lock, or the directory is not
+        writable.
     """
 
     def __init__(self, run_dir: str | os.PathLike):
@@ -41,14 +44,15 @@ class RunLock:
         self._fd: int | None = None
         self._created = False
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         self._created = not self.run_dir.exists()
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
             raise RunDirError(
-                f"cannot write to the run directory {self.run_dir} ({e.strerror}); choose a writable "
+                f"cannot write to the run directory {self.run_dir} ({e.strerror}); "
+                "choose a writable "
                 "--out directory."
             ) from None
         try:
@@ -56,7 +60,8 @@ class RunLock:
         except BlockingIOError:
             os.close(fd)
             raise RunDirError(
-                f"another run is using {self.run_dir} right now (it holds {self.run_dir / LOCK_FILE}); "
+                f"another run is using {self.run_dir} right now (it holds "
+                f"{self.run_dir / LOCK_FILE}); "
                 "wait for it to finish or choose another --out directory."
             ) from None
         os.ftruncate(fd, 0)
@@ -66,8 +71,9 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         if self._fd is not None:
-            # A run refused before it wrote anything leaves the directory as it found it: the
-            # lock file goes while we still hold the lock (no other run can own it yet).
+            # A run refused before it wrote anything leaves the directory as it found
+            # it: the lock file goes while we still hold the lock (no other run can own
+            # it yet).
             try:
                 empty = not any(p.name != LOCK_FILE for p in self.run_dir.iterdir())
             except OSError:  # the directory went away or became unreadable: leave it be
@@ -85,7 +91,8 @@ class RunLock:
 
 
 def private_dir(path: str | os.PathLike) -> Path:
-    """Creates ``path`` (and its parents) readable by its owner only: it holds a noise secret."""
+    """Creates ``path`` (and its parents) readable by its owner only: it holds a noise
+    secret."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
@@ -93,11 +100,17 @@ def private_dir(path: str | os.PathLike) -> Path:
 
 
 def atomic_write_bytes(
-    path: str | os.PathLike, data: bytes, *, suffix: str = ".txt.tmp", secret: bool = False
+    path: str | os.PathLike,
+    data: bytes,
+    *,
+    suffix: str = ".txt.tmp",
+    secret: bool = False,
 ) -> None:
-    """Writes ``data`` to ``path`` by write-then-rename: readers see the old file or the new one.
+    """Writes ``data`` to ``path`` by write-then-rename: readers see the old file or the
+    new one.
 
-    ``secret=True`` keeps mkstemp's 0600 (owner only): for files that hold a noise secret.
+    ``secret=True`` keeps mkstemp's 0600 (owner only): for files that hold a noise
+    secret.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
@@ -109,7 +122,9 @@ def atomic_write_bytes(
         if not secret:
             umask = os.umask(0)
             os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give it a normal file's permissions
+            os.chmod(
+                tmp, 0o666 & ~umask
+            )  # mkstemp makes 0600; give it a normal file's permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -117,13 +132,18 @@ def atomic_write_bytes(
         raise
 
 
-def write_png(fig: Any, path: str | os.PathLike, *, dpi: int = 100, tight: bool = False) -> None:
-    """Renders a matplotlib ``Figure`` to PNG and writes it atomically: the pipelines' one PNG writer.
+def write_png(
+    fig: Any, path: str | os.PathLike, *, dpi: int = 100, tight: bool = False
+) -> None:
+    """Renders a matplotlib ``Figure`` to PNG and writes it atomically: the pipelines'
+    one PNG writer.
 
     ``tight`` crops the figure to its drawn contents (``bbox_inches="tight"``).
     """
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
+    fig.savefig(
+        buf, format="png", dpi=dpi, **({"bbox_inches": "tight"} if tight else {})
+    )
     atomic_write_bytes(path, buf.getvalue(), suffix=".png.tmp")
 
 
@@ -133,9 +153,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def clean_stale_temp_files(directory: str | os.PathLike) -> list[Path]:
-    """Deletes temporary files a killed write left in ``directory``; returns what was deleted.
+    """Deletes temporary files a killed write left in ``directory``; returns what was
+    deleted.
 
-    Call it only while holding the directory's :class:`RunLock`, so no live writer owns them.
+    Call it only while holding the directory's :class:`RunLock`, so no live writer owns
+    them.
     """
     directory = Path(directory)
     removed = []
@@ -147,11 +169,15 @@ def clean_stale_temp_files(directory: str | os.PathLike) -> list[Path]:
     return removed
 
 
-def refuse_other_run(run_dir: Path, resolved: dict, method: str, mutable: tuple[str, ...] = ()) -> None:
-    """Raises unless ``run_dir`` is empty or holds a run of ``method`` with the config ``resolved``.
+def refuse_other_run(
+    run_dir: Path, resolved: dict, method: str, mutable: tuple[str, ...] = ()
+) -> None:
+    """Raises unless ``run_dir`` is empty or holds a run of ``method`` with the config
+    ``resolved``.
 
-    Sections named in ``mutable`` (e.g. ``eval``, which only re-reads a finished release) may
-    differ; anything else would mix two runs' checkpoints and ledger in one directory.
+    Sections named in ``mutable`` (e.g. ``eval``, which only re-reads a finished
+    release) may differ; anything else would mix two runs' checkpoints and ledger in one
+    directory.
     """
     import yaml  # noqa: PLC0415 -- keeps this module's import light
 
@@ -160,23 +186,30 @@ def refuse_other_run(run_dir: Path, resolved: dict, method: str, mutable: tuple[
         previous = yaml.safe_load(cfg_file.read_text()) or {}
         fixed = lambda d: {k: v for k, v in d.items() if k not in mutable}  # noqa: E731
         if fixed(previous) != fixed(resolved):
-            may = f" (only the {' and '.join(mutable)} section may change)" if mutable else ""
+            may = (
+                f" (only the {' and '.join(mutable)} section may change)"
+                if mutable
+                else ""
+            )
             raise ValueError(
-                f"{run_dir} holds a run with a different config ({cfg_file}); resume it with the same "
+                f"{run_dir} holds a run with a different config ({cfg_file}); resume "
+                "it with the same "
                 f"config{may} or choose a new --out directory."
             )
     elif any(p.name != LOCK_FILE for p in run_dir.iterdir()):
         raise ValueError(
-            f"{run_dir} is not empty and holds no {method} run (no config.yaml); choose an empty or "
+            f"{run_dir} is not empty and holds no {method} run (no config.yaml); "
+            "choose an empty or "
             "new --out directory."
         )
 
 
 def run_in_dir(run_dir: Path, body: Callable[[Path, Topology], T]) -> T:
-    """``body(run_dir, topology)`` with the directory locked, on process 0 of a multi-process run.
+    """``body(run_dir, topology)`` with the directory locked, on process 0 of a
+    multi-process run.
 
-    The other processes of a ``jax.distributed`` run compute their share without the lock (they
-    write nothing; process 0 owns the directory): see docs/multihost.md.
+    The other processes of a ``jax.distributed`` run compute their share without the
+    lock (they write nothing; process 0 owns the directory): see docs/multihost.md.
     """
     topo = Topology.current()
     if not topo.is_primary:
@@ -187,5 +220,6 @@ def run_in_dir(run_dir: Path, body: Callable[[Path, Topology], T]) -> T:
 
 
 def not_private_mark(warning: str, noise_seed: int | None) -> str | None:
-    """The ledger's not-private mark for a run whose noise a public seed fixes (None if private)."""
+    """The ledger's not-private mark for a run whose noise a public seed fixes (None if
+    private)."""
     return None if noise_seed is None else warning.removeprefix("NOT PRIVATE: ")

@@ -1,9 +1,11 @@
-"""Config sections and checks that PrivORL-n and PrivORL-j share (no jax: loading a config needs none).
+"""Config sections and checks that PrivORL-n and PrivORL-j share (no jax: loading a
+config needs none).
 
-Each pipeline's own section classes (``_privorl_n_config``, ``_privorl_j_config``) derive from the
-bases here and give their defaults and their own fields; a field keeps the base's position, so
-``to_dict`` writes the keys in the same order as before the bases existed. Every check is one
-section's; checks that read two sections stay in the pipeline's top-level config.
+Each pipeline's own section classes (``_privorl_n_config``, ``_privorl_j_config``)
+derive from the bases here and give their defaults and their own fields; a field keeps
+the base's position, so ``to_dict`` writes the keys in the same order as before the
+bases existed. Every check is one section's; checks that read two sections stay in the
+pipeline's top-level config.
 """
 
 from __future__ import annotations
@@ -17,15 +19,21 @@ from privrl_jax.pipelines._audit_run import AuditConfig
 
 
 def check_one_of(key: str, value: str, choices: Sequence[str]) -> None:
-    """Raises ``"{key} must be 'a', 'b' or 'c'; got 'x'."`` unless ``value`` is a choice."""
+    """Raises ``"{key} must be 'a', 'b' or 'c'; got 'x'."`` unless ``value`` is a
+    choice."""
     if value not in choices:
         quoted = [repr(c) for c in choices]
-        listed = f"{', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+        listed = (
+            f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+            if len(quoted) > 1
+            else quoted[0]
+        )
         raise ValueError(f"{key} must be {listed}; got {value!r}.")
 
 
 def check_at_least_one(section: str, cfg: object, *names: str) -> None:
-    """Raises ``"{section}.{name} must be >= 1; got 0."`` for the first of ``names`` below 1."""
+    """Raises ``"{section}.{name} must be >= 1; got 0."`` for the first of ``names``
+    below 1."""
     for name in names:
         value = getattr(cfg, name)
         if value < 1:
@@ -37,13 +45,14 @@ def check_rate(key: str, rate: float) -> None:
         raise ValueError(f"{key} must be in [0, 1]; got {rate}.")
 
 
-# A release is written from memory: 1e8 rows of a maze transition (~10 float32) are ~4 GB, already
-# more than the 2-core / 24 GB machines we test on hold comfortably.
+# A release is written from memory: 1e8 rows of a maze transition (~10 float32) are ~4
+# GB, already more than the 2-core / 24 GB machines we test on hold comfortably.
 MAX_RELEASE_ROWS = 100_000_000
 
 
 def check_positive(key: str, value: float) -> None:
-    """Raises ``"{key} must be a finite number > 0; got x."`` (0, negatives, inf and NaN)."""
+    """Raises ``"{key} must be a finite number > 0; got x."`` (0, negatives, inf and
+    NaN)."""
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise ValueError(f"{key} must be a finite number > 0; got {value!r}.")
 
@@ -52,15 +61,20 @@ def check_release_rows(key: str, rows: float) -> None:
     """Refuses a release size that could never be written, before any noise is drawn."""
     if rows > MAX_RELEASE_ROWS:
         raise ValueError(
-            f"{key} asks for {rows:.3g} released rows, more than {MAX_RELEASE_ROWS:,} (a release is "
+            f"{key} asks for {rows:.3g} released rows, more than {MAX_RELEASE_ROWS:,} "
+            "(a release is "
             "written from memory); lower it."
         )
 
 
 def check_action_bounds(bounds: tuple[float, ...]) -> None:
-    """``synthesis.action_bounds``: ``[low, high]`` with low < high, or empty (no clipping)."""
+    """``synthesis.action_bounds``: ``[low, high]`` with low < high, or empty (no
+    clipping)."""
     if bounds and (len(bounds) != 2 or not bounds[0] < bounds[1]):
-        raise ValueError(f"synthesis.action_bounds must be [low, high] with low < high, or []; got {list(bounds)}.")
+        raise ValueError(
+            "synthesis.action_bounds must be [low, high] with low < high, or []; got "
+            f"{list(bounds)}."
+        )
 
 
 def check_eval_backend(backend: str) -> None:
@@ -70,17 +84,18 @@ def check_eval_backend(backend: str) -> None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrivacyConfig:
-    """Target (epsilon, delta); epsilon = inf trains without noise (the non-private ablation).
+    """Target (epsilon, delta); epsilon = inf trains without noise (the non-private
+    ablation).
 
-    ``dataset_size`` declares N, the number of sensitive privacy units (PrivORL-n: transitions;
-    PrivORL-j: trajectories), as a public quantity (the sampling rate and the normaliser depend on
-    it). Left empty, N is read from the data and the report records that it was treated as public,
-    as Opacus and jax_privacy do.
+    ``dataset_size`` declares N, the number of sensitive privacy units (PrivORL-n:
+    transitions; PrivORL-j: trajectories), as a public quantity (the sampling rate and
+    the normaliser depend on it). Left empty, N is read from the data and the report
+    records that it was treated as public, as Opacus and jax_privacy do.
 
-    ``noise_seed`` fixes the DP noise and the batches for tests and exact reproduction. Anyone who
-    reads it can recompute the noise, so such a run is NOT private and its report says so. Left
-    empty (the default), the secret comes from the OS's entropy source and lives only in the
-    checkpoints.
+    ``noise_seed`` fixes the DP noise and the batches for tests and exact reproduction.
+    Anyone who reads it can recompute the noise, so such a run is NOT private and its
+    report says so. Left empty (the default), the secret comes from the OS's entropy
+    source and lives only in the checkpoints.
     """
 
     epsilon: float = 10.0
@@ -91,21 +106,28 @@ class PrivacyConfig:
 
     def __post_init__(self):
         if not self.epsilon > 0:
-            raise ValueError(f"privacy.epsilon must be > 0 (inf for no DP); got {self.epsilon}.")
+            raise ValueError(
+                f"privacy.epsilon must be > 0 (inf for no DP); got {self.epsilon}."
+            )
         privacy.validate_delta(self.delta)
         check_one_of("privacy.accountant", self.accountant, ("rdp", "pld"))
         if self.dataset_size is not None and self.dataset_size < 2:
-            raise ValueError(f"privacy.dataset_size must be an int >= 2 or empty; got {self.dataset_size}.")
+            raise ValueError(
+                "privacy.dataset_size must be an int >= 2 or empty; got "
+                f"{self.dataset_size}."
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainConfig:
-    """Non-private curiosity-driven pre-training on public data (``steps = 0`` disables it).
+    """Non-private curiosity-driven pre-training on public data (``steps = 0`` disables
+    it).
 
-    The pipelines give ``steps``, ``batch_size``, ``pool_size`` and ``steps_per_epoch`` their own
-    defaults. Every ``steps_per_epoch`` steps a pool of ``pool_size`` samples is drawn (with
-    ``num_sampling_steps`` sampler steps) and scored by RND; ``curiosity_rate`` of each batch is
-    replaced by its most curious rows. Resumable every ``chunk_steps`` steps.
+    The pipelines give ``steps``, ``batch_size``, ``pool_size`` and ``steps_per_epoch``
+    their own defaults. Every ``steps_per_epoch`` steps a pool of ``pool_size`` samples
+    is drawn (with ``num_sampling_steps`` sampler steps) and scored by RND;
+    ``curiosity_rate`` of each batch is replaced by its most curious rows. Resumable
+    every ``chunk_steps`` steps.
     """
 
     steps: int
@@ -120,16 +142,21 @@ class PretrainConfig:
     def __post_init__(self):
         check_rate("pretrain.curiosity_rate", self.curiosity_rate)
         if self.steps % self.chunk_steps or self.steps_per_epoch % self.chunk_steps:
-            raise ValueError("pretrain.steps and pretrain.steps_per_epoch must be multiples of pretrain.chunk_steps.")
+            raise ValueError(
+                "pretrain.steps and pretrain.steps_per_epoch must be multiples of "
+                "pretrain.chunk_steps."
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneConfig:
-    """DP-SGD on the sensitive data: ``epochs`` over the units, ``batch_size`` the expected number
-    of units per step, ``l2_clip_norm`` C per unit, clipped ``microbatch_size`` units at a time.
+    """DP-SGD on the sensitive data: ``epochs`` over the units, ``batch_size`` the
+    expected number
+    of units per step, ``l2_clip_norm`` C per unit, clipped ``microbatch_size`` units at
+    a time.
 
-    The pipelines add ``clip_method`` (``vmap`` or ``ghost``, checked by `check_one_of`) and
-    their own fields after these.
+    The pipelines add ``clip_method`` (``vmap`` or ``ghost``, checked by `check_one_of`)
+    and their own fields after these.
     """
 
     epochs: float = 5.0
@@ -139,8 +166,8 @@ class FinetuneConfig:
     microbatch_size: int
 
     def __post_init__(self):
-        # These size the DP phase: a bad one must be refused here, before any noise is drawn
-        # (epochs = 0 used to become one DP step that spent the budget).
+        # These size the DP phase: a bad one must be refused here, before any noise is
+        # drawn (epochs = 0 used to become one DP step that spent the budget).
         for name in ("epochs", "learning_rate", "l2_clip_norm"):
             check_positive(f"finetune.{name}", getattr(self, name))
         check_at_least_one("finetune", self, "batch_size", "microbatch_size")
@@ -150,15 +177,17 @@ class FinetuneConfig:
 class EvalConfig:
     """Agents trained on the release (and, in the audit, on the real data).
 
-    Agent scores follow Fujimoto & Gu (TD3+BC, NeurIPS 2021, Sec. 5): the average normalised score
-    of the final evaluations over several training seeds. Here a policy is evaluated after each of
-    the last ``final_evals`` chunks of ``agent_chunk`` updates; those scores are averaged per seed,
-    then over ``agent_seeds`` seeds. One final evaluation of one seed swings by tens of points on
-    maze2d, which would drown the synthetic-vs-real comparison.
+    Agent scores follow Fujimoto & Gu (TD3+BC, NeurIPS 2021, Sec. 5): the average
+    normalised score of the final evaluations over several training seeds. Here a policy
+    is evaluated after each of the last ``final_evals`` chunks of ``agent_chunk``
+    updates; those scores are averaged per seed, then over ``agent_seeds`` seeds. One
+    final evaluation of one seed swings by tens of points on maze2d, which would drown
+    the synthetic-vs-real comparison.
 
-    The pipelines add ``backend`` (where the agents are scored: ``jax``, the JAX env, or ``mujoco``,
-    D4RL's real MuJoCo point maze for a ``maze2d-*-v1`` sensitive env, ``pip install -e
-    ".[mujoco]"``; checked by `check_eval_backend`) and their audit's own fields.
+    The pipelines add ``backend`` (where the agents are scored: ``jax``, the JAX env, or
+    ``mujoco``, D4RL's real MuJoCo point maze for a ``maze2d-*-v1`` sensitive env, ``pip
+    install -e ".[mujoco]"``; checked by `check_eval_backend`) and their audit's own
+    fields.
     """
 
     agents: tuple[str, ...] = ("td3bc",)
@@ -171,7 +200,9 @@ class EvalConfig:
 
     def __post_init__(self):
         if self.agent_updates % self.agent_chunk:
-            raise ValueError("eval.agent_updates must be a multiple of eval.agent_chunk.")
+            raise ValueError(
+                "eval.agent_updates must be a multiple of eval.agent_chunk."
+            )
         if self.agent_seeds < 1:
             raise ValueError(f"eval.agent_seeds={self.agent_seeds}: expected >= 1.")
         if not 1 <= self.final_evals <= self.agent_updates // self.agent_chunk:
@@ -183,7 +214,8 @@ class EvalConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SynthPipelineConfig:
-    """The top level both pipelines' configs derive from: the checks that read two sections, and
+    """The top level both pipelines' configs derive from: the checks that read two
+    sections, and
     the ``audit`` section (epsilon demonstrated beside the release; `AuditConfig`)."""
 
     audit: AuditConfig = AuditConfig()
@@ -192,4 +224,6 @@ class SynthPipelineConfig:
         # Lazy: envs pulls in jax, which loading a config does not need otherwise.
         from privrl_jax.envs import check_eval_backend as check_env_backend
 
-        check_env_backend(self.eval.backend, self.data.sensitive_env, key="eval.backend")
+        check_env_backend(
+            self.eval.backend, self.data.sensitive_env, key="eval.backend"
+        )

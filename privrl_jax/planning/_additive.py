@@ -1,4 +1,5 @@
-"""Additive zones: POOL's l2 zones on each product's own plane, summed (beyond pool.txt).
+"""Additive zones: POOL's l2 zones on each product's own plane, summed (beyond
+pool.txt).
 
 Why. The paper's zones (Sec. 3.2) are l2 shells of the whole (w + d)-dimensional
 pair b = (s, a). The lost-sales MDP is separable across products (per-product
@@ -59,7 +60,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from privrl_jax.planning._zones import ZoneGeometry, cell_index, make_zone_geometry, zone_value
+from privrl_jax.planning._zones import (
+    ZoneGeometry,
+    cell_index,
+    make_zone_geometry,
+    zone_value,
+)
 
 
 @struct.dataclass
@@ -112,7 +118,8 @@ class AdditiveGeometry:
 
     @property
     def weight(self) -> float:
-        """1 / sqrt(P): what one pair adds to each of its P cells (keeps Delta = sqrt(3H))."""
+        """1 / sqrt(P): what one pair adds to each of its P cells (keeps Delta =
+        sqrt(3H))."""
         return 1.0 / math.sqrt(self.num_parts)
 
     @property
@@ -124,8 +131,10 @@ class AdditiveGeometry:
 def product_groups(state_dim: int, action_dim: int) -> tuple[tuple[int, ...], ...]:
     """Product i's (s_i, a_i): groups (i, w + i); needs d = w (the inventory MDP)."""
     if state_dim != action_dim:
-        raise ValueError("product_groups needs one order per product (d = w); got "
-                         f"w={state_dim}, d={action_dim}. Pass groups explicitly.")
+        raise ValueError(
+            "product_groups needs one order per product (d = w); got "
+            f"w={state_dim}, d={action_dim}. Pass groups explicitly."
+        )
     return tuple((i, state_dim + i) for i in range(state_dim))
 
 
@@ -181,22 +190,42 @@ def make_additive_geometry(
     action_dim = n - state_dim
     if not 0 < state_dim < n:
         raise ValueError(f"state_dim must be in [1, {n - 1}]; got {state_dim}")
-    groups = (product_groups(state_dim, action_dim) if groups is None
-              else tuple(tuple(int(c) for c in g) for g in groups))
+    groups = (
+        product_groups(state_dim, action_dim)
+        if groups is None
+        else tuple(tuple(int(c) for c in g) for g in groups)
+    )
     flat = sorted(c for g in groups for c in g)
     if flat != list(range(n)) or len({len(g) for g in groups}) != 1:
-        raise ValueError(f"groups must partition range({n}) into equal-size groups; got "
-                         f"{groups}")
+        raise ValueError(
+            f"groups must partition range({n}) into equal-size groups; got {groups}"
+        )
     if action_levels < 2:
         raise ValueError(f"action_levels must be >= 2; got {action_levels}")
     if radius is None:
-        radius = max(float(np.linalg.norm(np.minimum(lam[0, list(g)], 1.0))) for g in groups)
-    parts = [make_zone_geometry(lam[:, list(g)], num_zones, radius=radius, affine=affine,
-                                limiter=limiter, seed=seed) for g in groups]
+        radius = max(
+            float(np.linalg.norm(np.minimum(lam[0, list(g)], 1.0))) for g in groups
+        )
+    parts = [
+        make_zone_geometry(
+            lam[:, list(g)],
+            num_zones,
+            radius=radius,
+            affine=affine,
+            limiter=limiter,
+            seed=seed,
+        )
+        for g in groups
+    ]
     stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *parts)
     acts, slots = _separable_slots(groups, state_dim, action_dim)
-    return AdditiveGeometry(parts=stacked, levels=jnp.linspace(0.0, 1.0, action_levels),
-                            groups=groups, action_of_group=acts, slot_of_group=slots)
+    return AdditiveGeometry(
+        parts=stacked,
+        levels=jnp.linspace(0.0, 1.0, action_levels),
+        groups=groups,
+        action_of_group=acts,
+        slot_of_group=slots,
+    )
 
 
 def _split(geom: AdditiveGeometry, b: jax.Array) -> jax.Array:
@@ -208,7 +237,10 @@ def _split(geom: AdditiveGeometry, b: jax.Array) -> jax.Array:
 def additive_cells(geom: AdditiveGeometry, h: jax.Array, b: jax.Array) -> jax.Array:
     """[P] flat statistics cells of one pair b [n]: one per part, part-major."""
     offsets = jnp.arange(geom.num_parts) * geom.cells_per_part
-    return jax.vmap(lambda g, x: cell_index(g, h, x))(geom.parts, _split(geom, b)) + offsets
+    return (
+        jax.vmap(lambda g, x: cell_index(g, h, x))(geom.parts, _split(geom, b))
+        + offsets
+    )
 
 
 def additive_parts_value(
@@ -216,8 +248,9 @@ def additive_parts_value(
 ) -> jax.Array:
     """[P] Q_bar_h,p(b_p) of one pair b [n] from the flat table [K] (unclipped)."""
     tables = q_flat.reshape(geom.num_parts, geom.cells_per_part)
-    return jax.vmap(lambda g, t, x: zone_value(g, h, t, x))(geom.parts, tables,
-                                                             _split(geom, b))
+    return jax.vmap(lambda g, t, x: zone_value(g, h, t, x))(
+        geom.parts, tables, _split(geom, b)
+    )
 
 
 def additive_value(
@@ -244,7 +277,9 @@ def additive_greedy(
     for p, g in enumerate(geom.groups):
         slot = geom.slot_of_group[p]
         base = jnp.stack([s[c] if c < w else jnp.zeros(()) for c in g])
-        pairs = jnp.broadcast_to(base, (levels.shape[0], len(g))).at[:, slot].set(levels)
+        pairs = (
+            jnp.broadcast_to(base, (levels.shape[0], len(g))).at[:, slot].set(levels)
+        )
         part = jax.tree.map(lambda x, p=p: x[p], geom.parts)
         one = lambda x, part=part, t=tables[p]: zone_value(part, h, t, x)  # noqa: E731
         vals.append(jax.vmap(one)(pairs))
@@ -257,7 +292,10 @@ def additive_greedy(
 
 
 def centre_tables(
-    geom: AdditiveGeometry, q: jax.Array, counts: jax.Array, sums: jax.Array,
+    geom: AdditiveGeometry,
+    q: jax.Array,
+    counts: jax.Array,
+    sums: jax.Array,
     v_max: jax.Array,
 ) -> jax.Array:
     """Part tables t_p = Q_p - (P - 1) / P mu of one stage (module docstring).
@@ -281,7 +319,8 @@ def centre_tables(
 
 
 def anchored_tables(
-    geom: AdditiveGeometry, q_fn: Callable[[int, jax.Array], jax.Array],
+    geom: AdditiveGeometry,
+    q_fn: Callable[[int, jax.Array], jax.Array],
     anchor: jax.Array | None = None,
 ) -> jax.Array:
     """[H, K] part tables from a Q oracle by the anchored decomposition.
@@ -304,7 +343,11 @@ def anchored_tables(
         rows = []
         for p, g in enumerate(geom.groups):
             pts = geom.parts.points[p, h].reshape(-1, len(g))  # [M (g+1), g]
-            b = jnp.broadcast_to(anchor, (pts.shape[0], n)).at[:, jnp.asarray(g)].set(pts)
+            b = (
+                jnp.broadcast_to(anchor, (pts.shape[0], n))
+                .at[:, jnp.asarray(g)]
+                .set(pts)
+            )
             rows.append(q_fn(h, b) - (p_count - 1) / p_count * base)
         out.append(jnp.concatenate(rows))
     return jnp.stack(out)

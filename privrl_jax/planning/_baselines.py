@@ -56,10 +56,13 @@ def output_sensitivity(horizon: int, num_cells: int) -> float:
     return math.sqrt(num_cells * sum((horizon - h) ** 2 for h in range(horizon)))
 
 
-def input_mechanism(rho: float, horizon: int, state_dim: int, action_dim: int) -> GaussianMechanism:
+def input_mechanism(
+    rho: float, horizon: int, state_dim: int, action_dim: int
+) -> GaussianMechanism:
     """IP's rho-zCDP mechanism (replace-one neighbours)."""
     return GaussianMechanism.from_zcdp(
-        rho, l2_sensitivity=input_sensitivity(horizon, state_dim, action_dim),
+        rho,
+        l2_sensitivity=input_sensitivity(horizon, state_dim, action_dim),
         neighboring=Neighboring.REPLACE_ONE,
     )
 
@@ -75,8 +78,15 @@ def _records(data: InventoryData) -> jax.Array:
     # [N, H, 2w + d + 2]: every coordinate in [0, 1].
     fb = data.feedback.astype(jnp.float32)[..., None]
     return jnp.concatenate(
-        [data.observations, data.actions, data.rewards[..., None],
-         data.next_observations, fb], -1)
+        [
+            data.observations,
+            data.actions,
+            data.rewards[..., None],
+            data.next_observations,
+            fb,
+        ],
+        -1,
+    )
 
 
 def record_vector(data: InventoryData) -> jax.Array:
@@ -86,19 +96,28 @@ def record_vector(data: InventoryData) -> jax.Array:
 
 @partial(jax.jit, static_argnames="mechanism")
 def input_perturbation(
-    key: jax.Array, data: InventoryData, boundary: jax.Array,
+    key: jax.Array,
+    data: InventoryData,
+    boundary: jax.Array,
     mechanism: GaussianMechanism,
 ) -> InventoryData:
     """The noisy dataset IP releases (``mechanism`` from :func:`input_mechanism`)."""
     w, d = data.observations.shape[-1], data.actions.shape[-1]
     noisy = jnp.clip(mechanism.release(key, _records(data)), 0.0, 1.0)
-    s, a = noisy[..., :w], noisy[..., w:w + d]
-    r, s2, flag = noisy[..., w + d], noisy[..., w + d + 1:2 * w + d + 1], noisy[..., -1]
+    s, a = noisy[..., :w], noisy[..., w : w + d]
+    r, s2, flag = (
+        noisy[..., w + d],
+        noisy[..., w + d + 1 : 2 * w + d + 1],
+        noisy[..., -1],
+    )
     fb = (flag > 0.5) & observable(s, a, boundary[None, :, :])
     return InventoryData(
-        observations=s, actions=a, rewards=jnp.where(fb, r, 0.0),
+        observations=s,
+        actions=a,
+        rewards=jnp.where(fb, r, 0.0),
         next_observations=jnp.where(fb[..., None], s2, 0.0),
-        sales=jnp.zeros_like(data.sales), feedback=fb,
+        sales=jnp.zeros_like(data.sales),
+        feedback=fb,
     )
 
 
@@ -106,7 +125,8 @@ def input_perturbation(
 def output_perturbation(
     key: jax.Array, q_tables: jax.Array, mechanism: GaussianMechanism
 ) -> jax.Array:
-    """Noisy Q tables [H, K], clipped to [0, H - h] (``mechanism`` from :func:`output_mechanism`)."""
+    """Noisy Q tables [H, K], clipped to [0, H - h] (``mechanism`` from
+    :func:`output_mechanism`)."""
     horizon = q_tables.shape[0]
     v_max = (horizon - jnp.arange(horizon, dtype=jnp.float32))[:, None]
     return jnp.clip(mechanism.release(key, q_tables), 0.0, v_max)

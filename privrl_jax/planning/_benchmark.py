@@ -50,7 +50,9 @@ def zero_start(params: InventoryParams) -> InventoryParams:
 
 @partial(jax.jit, static_argnames=("num_samples", "num_levels"))
 def saa_base_stock(
-    key: jax.Array, params: InventoryParams, num_samples: int = 10_000,
+    key: jax.Array,
+    params: InventoryParams,
+    num_samples: int = 10_000,
     num_levels: int = 101,
 ) -> SAAResult:
     """Best base-stock level per product by SAA over ``num_samples`` demand paths."""
@@ -58,7 +60,8 @@ def saa_base_stock(
     keys = jax.random.split(key, num_samples * horizon).reshape(num_samples, horizon)
     hs = jnp.arange(horizon)
     demand = jax.vmap(jax.vmap(lambda k, h: sample_demand(k, params, h)))(
-        keys, jnp.broadcast_to(hs, (num_samples, horizon)))  # [n, H, w]
+        keys, jnp.broadcast_to(hs, (num_samples, horizon))
+    )  # [n, H, w]
     grid = jnp.linspace(0.0, 1.0, num_levels)
 
     def path_costs(level_s, d_path):
@@ -88,8 +91,12 @@ def policy_cost(
 
 @partial(jax.jit, static_argnames="num_episodes")
 def greedy_policy_cost(
-    key: jax.Array, params: InventoryParams, geom, q_tables: jax.Array,
-    actions: jax.Array, num_episodes: int,
+    key: jax.Array,
+    params: InventoryParams,
+    geom,
+    q_tables: jax.Array,
+    actions: jax.Array,
+    num_episodes: int,
 ) -> jax.Array:
     """Mean cost of ``greedy_policy(geom, q_tables, actions)`` from zero inventory.
 
@@ -107,8 +114,9 @@ def base_stock_cost(
     key: jax.Array, params: InventoryParams, levels: jax.Array, num_episodes: int
 ) -> jax.Array:
     """Mean cost of the noiseless base-stock policy ``levels`` [w] from zero inventory."""
-    return rollout_costs(key, zero_start(params), base_stock_policy(levels, 0.0),
-                         num_episodes).mean()
+    return rollout_costs(
+        key, zero_start(params), base_stock_policy(levels, 0.0), num_episodes
+    ).mean()
 
 
 def saa_policy(result: SAAResult) -> StagePolicy:

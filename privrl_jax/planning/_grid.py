@@ -51,7 +51,9 @@ def make_grid_geometry(boundary: np.ndarray | jax.Array, bins: int) -> GridGeome
     if bins < 1:
         raise ValueError(f"bins must be >= 1; got {bins}")
     if bins ** lam.shape[-1] > 50_000_000:
-        raise ValueError(f"{bins}^{lam.shape[-1]} grid cells do not fit; lower the bins")
+        raise ValueError(
+            f"{bins}^{lam.shape[-1]} grid cells do not fit; lower the bins"
+        )
     return GridGeometry(boundary=lam, bins=int(bins))
 
 

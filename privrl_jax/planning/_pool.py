@@ -1,9 +1,10 @@
 """POOL: private statistics and pessimistic backward induction (pool.txt, Alg. 1).
 
-Statistics. Cells are the basis points of the zones (K = M P, see
-:func:`cell_index`), or the cells of a :class:`GridGeometry` (the grid baseline). For stage h (0-based, v_max_h = H - h is the largest value
-to go, the paper's H - h + 1) and each transition i of the data whose pair
-b = (s_h, a_h) has feedback (b < lambda_h, Definition 2), the target is
+Statistics. Cells are the basis points of the zones (K = M P, see :func:`cell_index`),
+or the cells of a :class:`GridGeometry` (the grid baseline). For stage h (0-based,
+v_max_h = H - h is the largest value to go, the paper's H - h + 1) and each transition i
+of the data whose pair b = (s_h, a_h) has feedback (b < lambda_h, Definition 2), the
+target is
 
     y_i = clip((r_i + V_{h+1}(s'_i)) / v_max_h, 0, 1)   (0 where r_i is NaN),
 
@@ -111,7 +112,8 @@ Geometry = ZoneGeometry | GridGeometry | AdditiveGeometry
 
 
 def geometry_cell(geom: Geometry, h: jax.Array, b: jax.Array) -> jax.Array:
-    """Statistics cell of one pair b [n] at stage h: a scalar (zones, grid) or [P] (additive)."""
+    """Statistics cell of one pair b [n] at stage h: a scalar (zones, grid) or [P]
+    (additive)."""
     if isinstance(geom, GridGeometry):
         return grid_cell(geom, h, b)
     if isinstance(geom, AdditiveGeometry):
@@ -174,7 +176,9 @@ def statistics_sensitivity(horizon: int) -> float:
 
 def pool_mechanism(rho: float, horizon: int) -> GaussianMechanism:
     """The one Gaussian mechanism of a POOL run that is exactly rho-zCDP."""
-    return GaussianMechanism.from_zcdp(rho, l2_sensitivity=statistics_sensitivity(horizon))
+    return GaussianMechanism.from_zcdp(
+        rho, l2_sensitivity=statistics_sensitivity(horizon)
+    )
 
 
 def action_grid(action_dim: int, levels: int) -> jax.Array:
@@ -196,9 +200,11 @@ def action_candidates(
     not say how; a random candidate set is the usual cheap stand-in.
     """
     if action_dim < 1 or levels < 2 or max_candidates < levels:
-        raise ValueError("action_candidates needs action_dim >= 1, levels >= 2 and "
-                         f"max_candidates >= levels; got {action_dim}, {levels}, "
-                         f"{max_candidates}")
+        raise ValueError(
+            "action_candidates needs action_dim >= 1, levels >= 2 and "
+            f"max_candidates >= levels; got {action_dim}, {levels}, "
+            f"{max_candidates}"
+        )
     if levels**action_dim <= max_candidates:
         return action_grid(action_dim, levels)
     diag = np.repeat(np.linspace(0.0, 1.0, levels)[:, None], action_dim, 1)
@@ -211,15 +217,18 @@ def data_cells(geom: Geometry, data: InventoryData) -> jax.Array:
     """[N, H] cell of every pair ([N, H, P] for additive zones), -1 without feedback."""
     b = jnp.concatenate([data.observations, data.actions], -1)  # [N, H, n]
     hs = jnp.arange(b.shape[1])
-    cells = jax.vmap(jax.vmap(lambda h, x: geometry_cell(geom, h, x), (0, 0)), (None, 0))(
-        hs, b
-    )
+    cells = jax.vmap(
+        jax.vmap(lambda h, x: geometry_cell(geom, h, x), (0, 0)), (None, 0)
+    )(hs, b)
     fb = data.feedback if cells.ndim == 2 else data.feedback[..., None]
     return jnp.where(fb, cells, -1)
 
 
 def state_values(
-    geom: Geometry, h: jax.Array, q_table: jax.Array, states: jax.Array,
+    geom: Geometry,
+    h: jax.Array,
+    q_table: jax.Array,
+    states: jax.Array,
     actions: jax.Array,
 ) -> jax.Array:
     """V_bar_h(s) = max_k clip(Q_bar_h(s, a_k), 0, H - h) for states [N, w].
@@ -232,7 +241,8 @@ def state_values(
     v_max = geom.horizon - h
     if isinstance(geom, AdditiveGeometry) and geom.separable:
         return jax.vmap(
-            lambda s: jnp.clip(additive_greedy(geom, h, q_table, s)[0], 0.0, v_max))(states)
+            lambda s: jnp.clip(additive_greedy(geom, h, q_table, s)[0], 0.0, v_max)
+        )(states)
 
     def one(s):
         qs = jax.vmap(
@@ -250,8 +260,9 @@ def _targets(geom, h, q_next, data, actions):
     v = state_values(geom, hn, q_next, data.next_observations[:, h], actions)
     v = jnp.where(h + 1 < horizon, v, 0.0)
     y = jnp.clip((data.rewards[:, h] + v) / (horizon - h), 0.0, 1.0)
-    # The sensitivity sqrt(3 H) needs y in [0, 1]; clip keeps NaN, so a missing (NaN) reward
-    # is mapped to 0, the pessimistic target (inf rewards are clipped to 0 or 1 above).
+    # The sensitivity sqrt(3 H) needs y in [0, 1]; clip keeps NaN, so a missing (NaN)
+    # reward is mapped to 0, the pessimistic target (inf rewards are clipped to 0 or 1
+    # above).
     return jnp.where(jnp.isnan(y), 0.0, y)
 
 
@@ -269,7 +280,9 @@ def _cell_sums(cells_h, values, num_cells, weight=1.0):
 
 @jax.jit
 def exact_statistics(
-    geom: Geometry, data: InventoryData, actions: jax.Array,
+    geom: Geometry,
+    data: InventoryData,
+    actions: jax.Array,
     q_tables: jax.Array,
 ) -> jax.Array:
     """[3, H, K] exact (n, S, S2) with targets from the given value tables.
@@ -282,7 +295,9 @@ def exact_statistics(
     k, wt = geom.num_cells, cell_weight(geom)
 
     def stage(h):
-        y = _targets(geom, h, q_tables[jnp.minimum(h + 1, geom.horizon - 1)], data, actions)
+        y = _targets(
+            geom, h, q_tables[jnp.minimum(h + 1, geom.horizon - 1)], data, actions
+        )
         ones = jnp.ones_like(y)
         return jnp.stack([_cell_sums(cells[:, h], v, k, wt) for v in (ones, y, y * y)])
 
@@ -290,7 +305,9 @@ def exact_statistics(
 
 
 def noise_bound(
-    mechanism: GaussianMechanism | None, horizon: int, num_cells: int,
+    mechanism: GaussianMechanism | None,
+    horizon: int,
+    num_cells: int,
     failure_prob: float,
 ) -> float:
     """E_rho: every released coordinate's |noise| is below it w.p. 1 - delta.
@@ -312,8 +329,12 @@ def bonus_iota(horizon: int, num_cells: int, failure_prob: float) -> float:
 
 
 def paper_constants_samples_needed(
-    rho: float, horizon: int, num_cells: int, failure_prob: float = 0.05,
-    alpha: float = 0.1, c2: float = 16.0,
+    rho: float,
+    horizon: int,
+    num_cells: int,
+    failure_prob: float = 0.05,
+    alpha: float = 0.1,
+    c2: float = 16.0,
 ) -> float:
     """n~ at which the paper's privacy term C2 v_max E_rho iota / n~ is alpha v_max.
 
@@ -326,8 +347,14 @@ def paper_constants_samples_needed(
 
 
 def pessimistic_q(
-    counts: jax.Array, sums: jax.Array, squares: jax.Array, v_max: jax.Array,
-    e_rho: jax.typing.ArrayLike, iota: float, horizon: int, cfg: PoolConfig,
+    counts: jax.Array,
+    sums: jax.Array,
+    squares: jax.Array,
+    v_max: jax.Array,
+    e_rho: jax.typing.ArrayLike,
+    iota: float,
+    horizon: int,
+    cfg: PoolConfig,
 ) -> jax.Array:
     """Lines 7-10 of Algorithm 1 on the cells of one stage ([K] arrays).
 
@@ -343,7 +370,8 @@ def pessimistic_q(
     # that up to ~1e-3 in Gamma; variances below 1e-6 (of y in [0, 1]) count as 0.
     var_y = jnp.clip(squares / n, 0.0, 1.0) - mean**2
     var = v_max**2 * jnp.where(var_y > 1e-6, var_y, 0.0)
-    # DP-APVI Alg. 1 line 5: the variance term over n~ - E_rho, the privacy term over n~.
+    # DP-APVI Alg. 1 line 5: the variance term over n~ - E_rho, the privacy term over
+    # n~.
     gamma = cfg.c1 * jnp.sqrt(var * iota / n_lo) + cfg.c2 * v_max * e_rho * iota / n
     gamma = jnp.where(covered, cfg.bonus_scale * gamma, cfg.c * horizon)
     return jnp.clip(v_max * mean - gamma, 0.0, v_max)
@@ -357,11 +385,12 @@ def pool_plan(
     mechanism: GaussianMechanism | None,
     cfg: PoolConfig = PoolConfig(),
 ) -> PoolResult:
-    """POOL (Algorithm 1): private statistics, then pessimistic backward induction (jitted).
+    """POOL (Algorithm 1): private statistics, then pessimistic backward induction
+    (jitted).
 
-    The mechanism's noise std and E_rho are bound here as traced arguments, so mechanisms that
-    differ only in rho (or sigma) share one compiled executable; only ``mechanism=None`` (no
-    noise drawn at all) compiles apart.
+    The mechanism's noise std and E_rho are bound here as traced arguments, so
+    mechanisms that differ only in rho (or sigma) share one compiled executable; only
+    ``mechanism=None`` (no noise drawn at all) compiles apart.
 
     Args:
       key: secret noise key; release 0 is the counts, release 1 + h stage h's sums.
@@ -383,8 +412,8 @@ def pool_plan(
             f"sqrt(3 H) = {statistics_sensitivity(geom.horizon)}; use pool_mechanism."
         )
     e_rho = noise_bound(mechanism, geom.horizon, geom.num_cells, cfg.failure_prob)
-    # Host-side float64 arithmetic, as when these were compile-time constants: the traced
-    # float32 values are then the very constants the static version used.
+    # Host-side float64 arithmetic, as when these were compile-time constants: the
+    # traced float32 values are then the very constants the static version used.
     noise = _PoolNoise(
         noise_std=mechanism.noise_std if mechanism is not None else 0.0,
         e_rho=e_rho,
@@ -412,25 +441,50 @@ def _pool_plan_jit(
     horizon, k = geom.horizon, geom.num_cells
     release = (
         (lambda i, x: add_noise(x, jax.random.fold_in(key, i), noise.noise_std))
-        if private else (lambda i, x: x)
+        if private
+        else (lambda i, x: x)
     )
     e_rho = noise.e_rho
     iota = bonus_iota(horizon, k, cfg.failure_prob)
     cells = data_cells(geom, data)
     wt = cell_weight(geom)
     ones = jnp.ones(cells.shape[0])
-    counts = release(0, jax.vmap(lambda c: _cell_sums(c, ones, k, wt), 1)(cells))  # [H, K]
+    counts = release(
+        0, jax.vmap(lambda c: _cell_sums(c, ones, k, wt), 1)(cells)
+    )  # [H, K]
 
     def body(q_next, h):
         y = _targets(geom, h, q_next, data, actions)
-        sums = release(1 + h, jnp.stack([_cell_sums(cells[:, h], y, k, wt),
-                                         _cell_sums(cells[:, h], y * y, k, wt)]))
+        sums = release(
+            1 + h,
+            jnp.stack(
+                [
+                    _cell_sums(cells[:, h], y, k, wt),
+                    _cell_sums(cells[:, h], y * y, k, wt),
+                ]
+            ),
+        )
         v_max = (horizon - h).astype(jnp.float32)
         # Post-processing of the weighted release: divide by the public weight (a noise
         # of E_rho on a weighted count is E_rho / weight on the count itself).
-        q = pessimistic_q(counts[h] / wt, sums[0] / wt, sums[1] / wt, v_max,
-                          noise.e_rho_per_weight, iota, horizon, cfg) if wt != 1.0 else (
-            pessimistic_q(counts[h], sums[0], sums[1], v_max, e_rho, iota, horizon, cfg))
+        q = (
+            pessimistic_q(
+                counts[h] / wt,
+                sums[0] / wt,
+                sums[1] / wt,
+                v_max,
+                noise.e_rho_per_weight,
+                iota,
+                horizon,
+                cfg,
+            )
+            if wt != 1.0
+            else (
+                pessimistic_q(
+                    counts[h], sums[0], sums[1], v_max, e_rho, iota, horizon, cfg
+                )
+            )
+        )
         if isinstance(geom, AdditiveGeometry):
             q = centre_tables(geom, q, counts[h], sums[0], v_max)
         return q, (q, sums)

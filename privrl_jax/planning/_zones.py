@@ -134,9 +134,7 @@ def _candidates(rng, lo, hi, box, n, count):
     return pts[ok]
 
 
-def _select_basis(
-    cands: np.ndarray, n: int, rng, affine: bool
-) -> np.ndarray | None:
+def _select_basis(cands: np.ndarray, n: int, rng, affine: bool) -> np.ndarray | None:
     """P points of ``cands``: a random first one, then greedy on independence.
 
     Linear: n points whose vectors b^j are independent. Affine: the first point is
@@ -157,7 +155,9 @@ def _select_basis(
         resid = resid - np.outer(resid @ e, e)
     while len(chosen) < total:
         if affine:  # farthest from the affine span so far: a spread, max-volume simplex
-            scores = np.linalg.norm(resid, axis=1) / max(np.linalg.norm(resid, axis=1).max(), 1e-12)
+            scores = np.linalg.norm(resid, axis=1) / max(
+                np.linalg.norm(resid, axis=1).max(), 1e-12
+            )
         else:
             norms = np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)
             scores = np.linalg.norm(resid, axis=1) / norms
@@ -242,12 +242,24 @@ def make_zone_geometry(
             cache[key] = per
         for m, (sel, q, c, o, ok) in enumerate(cache[key]):
             points[h, m], ortho[h, m], coef[h, m], origin[h, m], valid[h, m] = (
-                sel, q, c, o, ok)
+                sel,
+                q,
+                c,
+                o,
+                ok,
+            )
     f32 = lambda x: jnp.asarray(x, jnp.float32)
     return ZoneGeometry(
-        points=f32(points), ortho=f32(ortho), coef=f32(coef), origin=f32(origin),
-        boundary=f32(lam), valid=jnp.asarray(valid), width=float(width),
-        num_zones=int(num_zones), affine=bool(affine), limiter=bool(limiter),
+        points=f32(points),
+        ortho=f32(ortho),
+        coef=f32(coef),
+        origin=f32(origin),
+        boundary=f32(lam),
+        valid=jnp.asarray(valid),
+        width=float(width),
+        num_zones=int(num_zones),
+        affine=bool(affine),
+        limiter=bool(limiter),
     )
 
 
@@ -327,9 +339,7 @@ def zone_value(
     geom: ZoneGeometry, h: jax.Array, q_flat: jax.Array, b: jax.Array
 ) -> jax.Array:
     """:func:`interpolate` from the flat table [K] = [M P] of the planner."""
-    return interpolate(
-        geom, h, q_flat.reshape(geom.num_zones, geom.points_per_zone), b
-    )
+    return interpolate(geom, h, q_flat.reshape(geom.num_zones, geom.points_per_zone), b)
 
 
 def radius_for_full_range(dim: int) -> float:

@@ -1,9 +1,11 @@
 """The DP core: per-unit clipping, noise once, sampling, accounting and the ledger.
 
-What runs where: clipping and noise are JAX (jit/vmap/shard_map); sampling of indices, accounting
-and the ledger are host-side NumPy / dp-accounting.
+What runs where: clipping and noise are JAX (jit/vmap/shard_map); sampling of indices,
+accounting and the ledger are host-side NumPy / dp-accounting.
 """
 
+# The auditing namespace: ``from privrl_jax.privacy import audit``.
+from privrl_jax.privacy import audit
 from privrl_jax.privacy._accounting import (
     DP_ACCOUNTING_VERSION,
     PLD_DISCRETIZATION,
@@ -47,7 +49,12 @@ from privrl_jax.privacy._audit import (
 )
 from privrl_jax.privacy._checkpoints import Checkpoints
 from privrl_jax.privacy._clip_core import ClipMetrics, clip_unit_blocks, clip_unit_grads
-from privrl_jax.privacy._clipping import ClippedGradFn, ClippedSumFn, clipped_grad, clipped_sum
+from privrl_jax.privacy._clipping import (
+    ClippedGradFn,
+    ClippedSumFn,
+    clipped_grad,
+    clipped_sum,
+)
 from privrl_jax.privacy._distributed import (
     ENV_AUTO,
     ENV_COORDINATOR,
@@ -57,14 +64,6 @@ from privrl_jax.privacy._distributed import (
     Topology,
 )
 from privrl_jax.privacy._distributed import initialize as initialize_distributed
-from privrl_jax.privacy._ledger import (
-    LEDGER_FILE,
-    BudgetExceededError,
-    Ledger,
-    LedgerError,
-    event_from_dict,
-    event_to_dict,
-)
 from privrl_jax.privacy._fit import (
     Callback,
     DivergenceError,
@@ -82,6 +81,14 @@ from privrl_jax.privacy._fit import (
     make_accumulate,
 )
 from privrl_jax.privacy._ghost import ghost_clipped_grad_sum, ghost_coverage
+from privrl_jax.privacy._ledger import (
+    LEDGER_FILE,
+    BudgetExceededError,
+    Ledger,
+    LedgerError,
+    event_from_dict,
+    event_to_dict,
+)
 from privrl_jax.privacy._plan import (
     DPPlan,
     GaussianMechanism,
@@ -96,8 +103,6 @@ from privrl_jax.privacy._sampling import (
     UniformOneSampler,
     step_rng,
 )
-# The auditing namespace: ``from privrl_jax.privacy import audit``.
-from privrl_jax.privacy import audit
 
 __all__ = [
     "AddNoiseState",

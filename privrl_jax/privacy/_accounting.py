@@ -1,9 +1,10 @@
 """Privacy accounting on Google's dp-accounting (host-side, plain Python).
 
-Every DP mechanism in privrl_jax is described by a ``dp_accounting.DpEvent``; epsilon comes from
-dp-accounting's RDP or PLD accountant, never from a formula of ours. Inputs are validated *before*
-dp-accounting sees them, because it silently returns epsilon = 0 for delta = NaN or delta > 1 and
-infinity for some tiny deltas (docs/dp_pitfalls.md, item 12).
+Every DP mechanism in privrl_jax is described by a ``dp_accounting.DpEvent``; epsilon
+comes from dp-accounting's RDP or PLD accountant, never from a formula of ours. Inputs
+are validated *before* dp-accounting sees them, because it silently returns epsilon = 0
+for delta = NaN or delta > 1 and infinity for some tiny deltas (docs/dp_pitfalls.md,
+item 12).
 """
 
 from __future__ import annotations
@@ -24,18 +25,21 @@ from dp_accounting import pld, rdp
 
 Accountant = Literal["rdp", "pld"]
 
-# PLD discretisation: dp-accounting's default value_discretization_interval. It moves epsilon by up
-# to tens of percent when coarsened, so it is pinned here and recorded with every reported epsilon.
+# PLD discretisation: dp-accounting's default value_discretization_interval. It moves
+# epsilon by up to tens of percent when coarsened, so it is pinned here and recorded
+# with every reported epsilon.
 PLD_DISCRETIZATION = 1e-4
-# RDP orders: dp-accounting's defaults (``rdp.RdpAccountant`` with orders=None); recorded likewise.
+# RDP orders: dp-accounting's defaults (``rdp.RdpAccountant`` with orders=None);
+# recorded likewise.
 DP_ACCOUNTING_VERSION = importlib.metadata.version("dp-accounting")
 
 
 class Neighboring(enum.Enum):
     """Neighbouring relations between datasets, as dp-accounting names them.
 
-    The relation fixes the L2 sensitivity of a clipped sum: C when one unit is added or removed,
-    2C when one unit is replaced by another (both may point in opposite directions).
+    The relation fixes the L2 sensitivity of a clipped sum: C when one unit is added or
+    removed, 2C when one unit is replaced by another (both may point in opposite
+    directions).
     """
 
     ADD_OR_REMOVE_ONE = "add_or_remove_one"
@@ -51,9 +55,11 @@ class Neighboring(enum.Enum):
 
 
 class Sampling(str, enum.Enum):
-    """How the units of each step are chosen; each scheme has its own dp-accounting event.
+    """How the units of each step are chosen; each scheme has its own dp-accounting
+    event.
 
-    - ``POISSON``: every unit independently with probability q (DP-SGD's analysed scheme).
+    - ``POISSON``: every unit independently with probability q (DP-SGD's analysed
+      scheme).
     - ``TRUNCATED_POISSON``: Poisson, then cut to a fixed capacity; accounted with
       ``TruncatedSubsampledGaussianDpEvent`` (PLD only).
     - ``UNIFORM_ONE``: one unit drawn uniformly per step (GPOPE), accounted as
@@ -68,7 +74,8 @@ class Sampling(str, enum.Enum):
 
 
 def _is_real(value) -> bool:
-    """Python or NumPy real scalar (not bool): NumPy ints and floats are accepted everywhere."""
+    """Python or NumPy real scalar (not bool): NumPy ints and floats are accepted
+    everywhere."""
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
@@ -82,15 +89,20 @@ def validate_delta(delta: float, *, dataset_size: int | None = None) -> None:
 
     Args:
       delta: the target delta.
-      dataset_size: number of privacy units N (trajectories, not transitions, when the unit is a
-        trajectory), if known.
+      dataset_size: number of privacy units N (trajectories, not transitions, when the
+        unit is a trajectory), if known.
     """
     if not _is_real(delta) or not math.isfinite(delta) or not 0 < delta < 1:
-        raise ValueError(f"delta must be a number in (0, 1); got {delta!r}. Typical: 1e-5 or 1/N^1.1.")
+        raise ValueError(
+            f"delta must be a number in (0, 1); got {delta!r}. Typical: 1e-5 or "
+            "1/N^1.1."
+        )
     if dataset_size is not None and delta >= 1.0 / dataset_size:
         warnings.warn(
-            f"delta={delta:g} >= 1/N = {1.0 / dataset_size:g} for N={dataset_size} privacy units: a "
-            "mechanism that publishes one unit in the clear satisfies this (epsilon, delta), so the "
+            f"delta={delta:g} >= 1/N = {1.0 / dataset_size:g} for N={dataset_size} "
+            "privacy units: a "
+            "mechanism that publishes one unit in the clear satisfies this (epsilon, "
+            "delta), so the "
             "guarantee is weak. Choose delta well below 1/N (e.g. 1/N^1.1).",
             stacklevel=2,
         )
@@ -98,11 +110,17 @@ def validate_delta(delta: float, *, dataset_size: int | None = None) -> None:
 
 def validate_sampling_rate(sampling_rate: float) -> None:
     if not _is_real(sampling_rate) or not 0 < sampling_rate <= 1:
-        raise ValueError(f"sampling_rate must be in (0, 1]; got {sampling_rate!r} (use batch / N).")
+        raise ValueError(
+            f"sampling_rate must be in (0, 1]; got {sampling_rate!r} (use batch / N)."
+        )
 
 
 def validate_steps(steps: int) -> None:
-    if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, numbers.Integral) or steps < 1:
+    if (
+        isinstance(steps, (bool, np.bool_))
+        or not isinstance(steps, numbers.Integral)
+        or steps < 1
+    ):
         raise ValueError(f"steps must be an int >= 1; got {steps!r}.")
 
 
@@ -115,21 +133,24 @@ def dpsgd_event(
     dataset_size: int | None = None,
     capacity: int | None = None,
 ) -> dp_accounting.DpEvent:
-    """The dp-accounting event of ``steps`` DP-SGD steps (Gaussian noise on a clipped sum).
+    """The dp-accounting event of ``steps`` DP-SGD steps (Gaussian noise on a clipped
+    sum).
 
-    ``noise_multiplier`` is dp-accounting's: the noise std over the L2 *sensitivity* of the sum
-    under the scheme's neighbouring relation, never over the clip norm. Under add/remove-one
-    (Poisson) the sensitivity is C, so the noise std is sigma*C; under replace-one (``UNIFORM_ONE``)
-    it is 2C, so the mechanism this event describes adds noise of std 2*sigma*C. Build the noise
-    from the same :class:`~privrl_jax.privacy.DPPlan` that builds this event and the two cannot
+    ``noise_multiplier`` is dp-accounting's: the noise std over the L2 *sensitivity* of
+    the sum under the scheme's neighbouring relation, never over the clip norm. Under
+    add/remove-one (Poisson) the sensitivity is C, so the noise std is sigma*C; under
+    replace-one (``UNIFORM_ONE``) it is 2C, so the mechanism this event describes adds
+    noise of std 2*sigma*C. Build the noise from the same
+    :class:`~privrl_jax.privacy.DPPlan` that builds this event and the two cannot
     disagree.
 
     Args:
       noise_multiplier: sigma > 0, noise std / L2 sensitivity.
-      sampling_rate: q in (0, 1]: Poisson inclusion probability (ignored for ``UNIFORM_ONE``, where it
-        is 1/N).
+      sampling_rate: q in (0, 1]: Poisson inclusion probability (ignored for
+        ``UNIFORM_ONE``, where it is 1/N).
       steps: number of noisy releases T >= 1 (empty Poisson batches count too).
-      sampling: the sampling scheme actually used by the trainer (see :class:`Sampling`).
+      sampling: the sampling scheme actually used by the trainer (see
+        :class:`Sampling`).
       dataset_size: N, required for ``TRUNCATED_POISSON`` and ``UNIFORM_ONE``.
       capacity: the fixed batch capacity of ``TRUNCATED_POISSON``.
 
@@ -160,13 +181,21 @@ def dpsgd_event(
         step = gaussian
     else:
         if dataset_size is None or dataset_size < 1:
-            raise ValueError(f"uniform one-unit sampling needs dataset_size >= 1; got {dataset_size!r}.")
-        step = dp_accounting.SampledWithoutReplacementDpEvent(int(dataset_size), 1, gaussian)
+            raise ValueError(
+                "uniform one-unit sampling needs dataset_size >= 1; got "
+                f"{dataset_size!r}."
+            )
+        step = dp_accounting.SampledWithoutReplacementDpEvent(
+            int(dataset_size), 1, gaussian
+        )
     return dp_accounting.SelfComposedDpEvent(step, int(steps))
 
 
-def neighboring_relation_for(event: dp_accounting.DpEvent) -> dp_accounting.NeighboringRelation:
-    """Replace-one for events containing sampling without replacement, else add/remove-one."""
+def neighboring_relation_for(
+    event: dp_accounting.DpEvent,
+) -> dp_accounting.NeighboringRelation:
+    """Replace-one for events containing sampling without replacement, else
+    add/remove-one."""
     if _contains(event, dp_accounting.SampledWithoutReplacementDpEvent):
         return dp_accounting.NeighboringRelation.REPLACE_ONE
     return dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -188,7 +217,9 @@ def make_accountant(
     if accountant == "rdp":
         return rdp.RdpAccountant(neighboring_relation=neighboring)
     if accountant == "pld":
-        return pld.PLDAccountant(neighboring, value_discretization_interval=PLD_DISCRETIZATION)
+        return pld.PLDAccountant(
+            neighboring, value_discretization_interval=PLD_DISCRETIZATION
+        )
     raise ValueError(f"accountant must be 'rdp' or 'pld'; got {accountant!r}.")
 
 
@@ -219,13 +250,14 @@ def compute_epsilon(
     Args:
       event: any dp-accounting event (see :func:`dpsgd_event`).
       delta: target delta in (0, 1).
-      accountant: ``"rdp"`` (Mironov 2017; upper bound, never below PLD) or ``"pld"`` (tight).
-      neighboring: neighbouring relation; by default replace-one for events with sampling without
-        replacement and add/remove-one otherwise.
+      accountant: ``"rdp"`` (Mironov 2017; upper bound, never below PLD) or ``"pld"``
+        (tight).
+      neighboring: neighbouring relation; by default replace-one for events with
+        sampling without replacement and add/remove-one otherwise.
 
     Raises:
-      ValueError: for invalid delta or an event the accountant does not support (e.g. truncated
-        Poisson under RDP), with what to use instead.
+      ValueError: for invalid delta or an event the accountant does not support (e.g.
+        truncated Poisson under RDP), with what to use instead.
     """
     validate_delta(delta)
     neighboring = neighboring or neighboring_relation_for(event)
@@ -233,7 +265,9 @@ def compute_epsilon(
     with _quiet_absl():
         eps = float(acc.compose(event).get_epsilon(delta))
     if math.isnan(eps) or eps < 0:
-        raise ValueError(f"dp-accounting returned epsilon={eps} for delta={delta}; check the inputs.")
+        raise ValueError(
+            f"dp-accounting returned epsilon={eps} for delta={delta}; check the inputs."
+        )
     return EpsilonReport(
         epsilon=eps,
         delta=float(delta),
@@ -259,11 +293,12 @@ def dpsgd_epsilon(
     dataset_size: int | None = None,
     capacity: int | None = None,
 ) -> EpsilonReport:
-    """Epsilon of ``steps`` DP-SGD steps; shorthand for ``compute_epsilon(dpsgd_event(...))``.
+    """Epsilon of ``steps`` DP-SGD steps; shorthand for
+    ``compute_epsilon(dpsgd_event(...))``.
 
     ``noise_multiplier`` is noise std / L2 sensitivity (see :func:`dpsgd_event`): with
-    ``sampling="uniform_one"`` (replace-one) the noise that achieves the returned epsilon has std
-    ``2 * noise_multiplier * C``.
+    ``sampling="uniform_one"`` (replace-one) the noise that achieves the returned
+    epsilon has std ``2 * noise_multiplier * C``.
     """
     event = dpsgd_event(
         noise_multiplier,
@@ -276,12 +311,16 @@ def dpsgd_epsilon(
     return compute_epsilon(event, delta, accountant=accountant)
 
 
-def _supporting_accountant(accountant: Accountant, neighboring, event: dp_accounting.DpEvent):
-    """dp-accounting's accountant for ``event``; a one-line ValueError when it cannot take it."""
+def _supporting_accountant(
+    accountant: Accountant, neighboring, event: dp_accounting.DpEvent
+):
+    """dp-accounting's accountant for ``event``; a one-line ValueError when it cannot
+    take it."""
     acc = make_accountant(accountant, neighboring)
     if not acc.supports(event):
         raise ValueError(
-            f"the {accountant.upper()} accountant of dp-accounting {DP_ACCOUNTING_VERSION} does not support "
+            f"the {accountant.upper()} accountant of dp-accounting "
+            f"{DP_ACCOUNTING_VERSION} does not support "
             f"{type(_innermost(event)).__name__} under {neighboring.name}; use "
             f"accountant='{'pld' if accountant == 'rdp' else 'rdp'}'."
         )
@@ -300,27 +339,45 @@ def calibrate_noise_multiplier(
     capacity: int | None = None,
     tol: float = 1e-3,
 ) -> float:
-    """Smallest noise multiplier whose epsilon is at most ``target_epsilon`` (``calibrate_dp_mechanism``).
+    """Smallest noise multiplier whose epsilon is at most ``target_epsilon``
+    (``calibrate_dp_mechanism``).
 
-    The result is noise std / L2 sensitivity (see :func:`dpsgd_event`): under ``uniform_one``
-    sampling, add noise of std ``2 * sigma * C``.
+    The result is noise std / L2 sensitivity (see :func:`dpsgd_event`): under
+    ``uniform_one`` sampling, add noise of std ``2 * sigma * C``.
 
-    The result is dp-accounting's bracketing search (tolerance ``tol`` on sigma), which returns a sigma on
+    The result is dp-accounting's bracketing search (tolerance ``tol`` on sigma), which
+    returns a sigma on
     the private side of the target: recomputing epsilon gives a value <= target_epsilon.
     """
     _check_positive("target_epsilon", target_epsilon)
     validate_delta(delta)
     validate_steps(steps)
-    probe = dpsgd_event(1.0, sampling_rate, 1, sampling=sampling, dataset_size=dataset_size, capacity=capacity)
+    probe = dpsgd_event(
+        1.0,
+        sampling_rate,
+        1,
+        sampling=sampling,
+        dataset_size=dataset_size,
+        capacity=capacity,
+    )
 
     def make_event(sigma: float) -> dp_accounting.DpEvent:
         return dpsgd_event(
-            sigma, sampling_rate, steps, sampling=sampling, dataset_size=dataset_size, capacity=capacity
+            sigma,
+            sampling_rate,
+            steps,
+            sampling=sampling,
+            dataset_size=dataset_size,
+            capacity=capacity,
         )
 
     return calibrate_sigma(
-        make_event, target_epsilon, delta, accountant=accountant,
-        neighboring=neighboring_relation_for(probe), tol=tol,
+        make_event,
+        target_epsilon,
+        delta,
+        accountant=accountant,
+        neighboring=neighboring_relation_for(probe),
+        tol=tol,
     )
 
 
@@ -333,34 +390,44 @@ def calibrate_sigma(
     neighboring: dp_accounting.NeighboringRelation,
     tol: float = 1e-3,
 ) -> float:
-    """Smallest sigma with ``epsilon(make_event(sigma)) <= target_epsilon`` (dp-accounting's search).
+    """Smallest sigma with ``epsilon(make_event(sigma)) <= target_epsilon``
+    (dp-accounting's search).
 
-    The one calibration routine behind :func:`calibrate_noise_multiplier`, ``DPPlan.calibrate`` and
-    ``GaussianMechanism.calibrate``.
+    The one calibration routine behind :func:`calibrate_noise_multiplier`,
+    ``DPPlan.calibrate`` and ``GaussianMechanism.calibrate``.
     """
     if accountant not in ("rdp", "pld"):
         raise ValueError(f"accountant must be 'rdp' or 'pld'; got {accountant!r}.")
-    # dp-accounting's search raises a bare "Unsupported event" deep inside; say it first, plainly.
+    # dp-accounting's search raises a bare "Unsupported event" deep inside; say it
+    # first, plainly.
     _supporting_accountant(accountant, neighboring, make_event(1.0))
 
     def search(acc: Accountant, bracket) -> float:
         with _quiet_absl():
-            return float(dp_accounting.calibrate_dp_mechanism(
-                lambda: make_accountant(acc, neighboring), make_event, float(target_epsilon),
-                float(delta), bracket, tol=tol,
-            ))
+            return float(
+                dp_accounting.calibrate_dp_mechanism(
+                    lambda: make_accountant(acc, neighboring),
+                    make_event,
+                    float(target_epsilon),
+                    float(delta),
+                    bracket,
+                    tol=tol,
+                )
+            )
 
     sigma = search("rdp", dp_accounting.LowerEndpointAndGuess(1e-2, 1.0))
     if accountant == "pld":
-        # PLD evaluations cost seconds each; RDP's sigma (an upper bound, since RDP epsilon >= PLD
-        # epsilon) brackets the PLD answer tightly and saves most of the search.
+        # PLD evaluations cost seconds each; RDP's sigma (an upper bound, since RDP
+        # epsilon >= PLD epsilon) brackets the PLD answer tightly and saves most of the
+        # search.
         sigma = search("pld", dp_accounting.LowerEndpointAndGuess(sigma / 2, sigma))
     return sigma
 
 
 @contextlib.contextmanager
 def _quiet_absl():
-    """Silences dp-accounting's per-order convergence warnings while a search probes tiny sigmas."""
+    """Silences dp-accounting's per-order convergence warnings while a search probes
+    tiny sigmas."""
     logger = logging.getLogger("absl")
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -373,8 +440,8 @@ def _quiet_absl():
 def zcdp_noise_std(rho: float, sensitivity: float) -> float:
     """Gaussian std giving rho-zCDP for an L2 sensitivity: sigma = Delta / sqrt(2 rho).
 
-    Reference: Bun & Steinke 2016, "Concentrated Differential Privacy: Simplifications, Extensions,
-    and Lower Bounds", Proposition 1.6 (https://arxiv.org/abs/1605.02065).
+    Reference: Bun & Steinke 2016, "Concentrated Differential Privacy: Simplifications,
+    Extensions, and Lower Bounds", Proposition 1.6 (https://arxiv.org/abs/1605.02065).
     """
     _check_positive("rho", rho)
     _check_positive("sensitivity", sensitivity)

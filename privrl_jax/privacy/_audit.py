@@ -1,24 +1,28 @@
-"""Empirical privacy auditing: epsilon lower bounds from canaries (host-side NumPy / SciPy).
+"""Empirical privacy auditing: epsilon lower bounds from canaries (host-side NumPy /
+SciPy).
 
-An audit is the reverse of accounting: the accountant proves an upper bound on epsilon, an audit
-measures how well an attacker tells canaries that were in the input from canaries that were not,
-and turns that into a lower bound that holds with a stated confidence. A lower bound above the
-accounted epsilon means the implementation (or the analysis) is wrong: that is what this module is
-for (docs/dp_pitfalls.md, "Empirical audit on a CPU").
+An audit is the reverse of accounting: the accountant proves an upper bound on epsilon,
+an audit measures how well an attacker tells canaries that were in the input from
+canaries that were not, and turns that into a lower bound that holds with a stated
+confidence. A lower bound above the accounted epsilon means the implementation (or the
+analysis) is wrong: that is what this module is for (docs/dp_pitfalls.md, "Empirical
+audit on a CPU").
 
 Three estimators:
 
-- :func:`one_run_epsilon_lower_bound`: Steinke, Nasr & Jagielski (NeurIPS 2023), one training run
-  with m canaries each included independently with probability 1/2.
-- :func:`clopper_pearson_epsilon_lower_bound`: the classical many-run audit (Jagielski, Ullman &
-  Oprea 2020; Nasr et al. 2021/2023) from one (TPR, FPR) pair with Clopper-Pearson intervals.
-- :func:`gaussian_dp_epsilon_estimate`: the Gaussian-DP fit of Nasr et al. (USENIX Security 2023),
-  through the exact mu-GDP to (epsilon, delta) conversion of Dong, Roth & Su (2022).
+- :func:`one_run_epsilon_lower_bound`: Steinke, Nasr & Jagielski (NeurIPS 2023), one
+  training run with m canaries each included independently with probability 1/2.
+- :func:`clopper_pearson_epsilon_lower_bound`: the classical many-run audit (Jagielski,
+  Ullman & Oprea 2020; Nasr et al. 2021/2023) from one (TPR, FPR) pair with
+  Clopper-Pearson intervals.
+- :func:`gaussian_dp_epsilon_estimate`: the Gaussian-DP fit of Nasr et al. (USENIX
+  Security 2023), through the exact mu-GDP to (epsilon, delta) conversion of Dong, Roth
+  & Su (2022).
 
-And two kinds of canaries: white-box gradient canaries for DP-SGD (:func:`dirac_canaries`,
-:func:`random_direction_canaries`) and black-box out-of-distribution rows for synthetic data
-(:func:`out_of_distribution_canaries`, :func:`density_scores`, after Annamalai, Ganev & De
-Cristofaro, USENIX Security 2024).
+And two kinds of canaries: white-box gradient canaries for DP-SGD
+(:func:`dirac_canaries`, :func:`random_direction_canaries`) and black-box
+out-of-distribution rows for synthetic data (:func:`out_of_distribution_canaries`,
+:func:`density_scores`, after Annamalai, Ganev & De Cristofaro, USENIX Security 2024).
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ import scipy.stats
 
 KeyOrSeed = int | np.random.Generator | jax.Array
 
-# Bracket of the epsilon searches. exp(60) overflows nothing in float64 and no audit with fewer
-# than ~1e26 guesses can certify more (the all-correct bound grows like log(r)).
+# Bracket of the epsilon searches. exp(60) overflows nothing in float64 and no audit
+# with fewer than ~1e26 guesses can certify more (the all-correct bound grows like
+# log(r)).
 _EPS_MAX = 60.0
 _XTOL = 1e-9
 
@@ -61,7 +66,8 @@ def _check_delta(delta: float, *, allow_zero: bool) -> float:
 
 
 def _rng(key_or_seed: KeyOrSeed) -> np.random.Generator:
-    """A NumPy generator from an int seed, a generator, or a JAX key (typed or raw uint32)."""
+    """A NumPy generator from an int seed, a generator, or a JAX key (typed or raw
+    uint32)."""
     if isinstance(key_or_seed, np.random.Generator):
         return key_or_seed
     if isinstance(key_or_seed, numbers.Integral) and not isinstance(key_or_seed, bool):
@@ -72,14 +78,18 @@ def _rng(key_or_seed: KeyOrSeed) -> np.random.Generator:
             raw = jax.random.key_data(raw)
         # The key's bits seed NumPy: the same key always gives the same canaries.
         return np.random.default_rng(np.asarray(raw, dtype=np.uint32).ravel().tolist())
-    raise TypeError(f"expected an int seed, a numpy Generator or a JAX key; got {key_or_seed!r}.")
+    raise TypeError(
+        f"expected an int seed, a numpy Generator or a JAX key; got {key_or_seed!r}."
+    )
 
 
 def _flatten(tree: Any) -> np.ndarray:
     leaves = jax.tree_util.tree_leaves(tree)
     if not leaves:
         raise ValueError("the update has no leaves.")
-    return np.concatenate([np.asarray(leaf, dtype=np.float64).ravel() for leaf in leaves])
+    return np.concatenate(
+        [np.asarray(leaf, dtype=np.float64).ravel() for leaf in leaves]
+    )
 
 
 # ------------------------------------------------------------------------------- one-run audit
@@ -90,9 +100,10 @@ class AuditResult:
     """The outcome of a one-run audit, JSON-ready through :meth:`to_dict`.
 
     Attributes:
-      epsilon_lower_bound: epsilon such that, with probability >= ``confidence`` over the
-        canaries' inclusion and the mechanism's noise, the mechanism is not (epsilon', delta)-DP for
-        any epsilon' < this value. 0.0 when the audit proves nothing.
+      epsilon_lower_bound: epsilon such that, with probability >= ``confidence`` over
+        the canaries' inclusion and the mechanism's noise, the mechanism is not
+        (epsilon', delta)-DP for any epsilon' < this value. 0.0 when the audit proves
+        nothing.
       confidence: the confidence level, e.g. 0.95.
       delta: the delta of the (epsilon, delta) hypothesis being tested.
       method: ``"one_run"`` (with the delta term) or ``"one_run_pure"`` (delta = 0).
@@ -118,13 +129,17 @@ class AuditResult:
         return dataclasses.asdict(self)
 
 
-def one_run_p_value(m: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
-    """P[>= ``correct`` of ``guesses`` guesses are right] under an (epsilon, delta)-DP mechanism.
+def one_run_p_value(
+    m: int, guesses: int, correct: int, epsilon: float, delta: float
+) -> float:
+    """P[>= ``correct`` of ``guesses`` guesses are right] under an (epsilon, delta)-DP
+    mechanism.
 
-    Steinke, Nasr & Jagielski 2023 show that, for m canaries each included independently with
-    probability 1/2, the number W of correct guesses of an auditor that makes r guesses about an
-    epsilon-DP mechanism is stochastically dominated by Binomial(r, p) with
-    p = e^eps / (1 + e^eps), the accuracy of randomized response. With delta > 0 the tail gains an
+    Steinke, Nasr & Jagielski 2023 show that, for m canaries each included independently
+    with probability 1/2, the number W of correct guesses of an auditor that makes r
+    guesses about an epsilon-DP mechanism is stochastically dominated by Binomial(r, p)
+    with p = e^eps / (1 + e^eps), the accuracy of randomized response. With delta > 0
+    the tail gains an
     additive term: with beta = P[Bin(r, p) >= v] and
     alpha = max_{1 <= i <= v} P[v - i <= Bin(r, p) < v] / i, one has
     P[W >= v] <= beta + 2 m delta alpha (their Theorem 5.2 and its algorithm).
@@ -140,7 +155,9 @@ def one_run_p_value(m: int, guesses: int, correct: int, epsilon: float, delta: f
       The p-value, in [0, 1].
     """
     if not 0 <= correct <= guesses <= m:
-        raise ValueError(f"need 0 <= correct <= guesses <= m; got {correct}, {guesses}, {m}.")
+        raise ValueError(
+            f"need 0 <= correct <= guesses <= m; got {correct}, {guesses}, {m}."
+        )
     if correct == 0:
         return 1.0
     p = float(scipy.special.expit(epsilon))
@@ -148,7 +165,9 @@ def one_run_p_value(m: int, guesses: int, correct: int, epsilon: float, delta: f
     if delta == 0:
         return beta
     # P[v - i <= Bin < v] for i = 1..v is a running sum of the pmf from v - 1 downwards.
-    window = np.cumsum(scipy.stats.binom.pmf(np.arange(correct - 1, -1, -1), guesses, p))
+    window = np.cumsum(
+        scipy.stats.binom.pmf(np.arange(correct - 1, -1, -1), guesses, p)
+    )
     alpha = float(np.max(window / np.arange(1, correct + 1)))
     return min(1.0, beta + 2.0 * m * delta * alpha)
 
@@ -156,13 +175,15 @@ def one_run_p_value(m: int, guesses: int, correct: int, epsilon: float, delta: f
 def one_run_epsilon_from_counts(
     m: int, guesses: int, correct: int, *, delta: float, confidence: float = 0.95
 ) -> float:
-    """The largest epsilon that ``correct`` of ``guesses`` guesses reject at level 1 - confidence.
+    """The largest epsilon that ``correct`` of ``guesses`` guesses reject at level 1 -
+    confidence.
 
-    Solves ``one_run_p_value(m, guesses, correct, eps, delta) = 1 - confidence`` for eps (the
-    p-value increases with eps); 0.0 when even eps = 0 is not rejected.
+    Solves ``one_run_p_value(m, guesses, correct, eps, delta) = 1 - confidence`` for eps
+    (the p-value increases with eps); 0.0 when even eps = 0 is not rejected.
 
-    With delta = 0 and all r guesses correct the p-value is p^r, so the bound has the closed form
-    log(a / (1 - a)) with a = (1 - confidence)^(1/r): the most any audit with r guesses can show.
+    With delta = 0 and all r guesses correct the p-value is p^r, so the bound has the
+    closed form log(a / (1 - a)) with a = (1 - confidence)^(1/r): the most any audit
+    with r guesses can show.
     """
     confidence = _check_confidence(confidence)
     delta = _check_delta(delta, allow_zero=True)
@@ -187,19 +208,22 @@ def one_run_epsilon_lower_bound(
     k_negative: int = 0,
     confidence: float = 0.95,
 ) -> AuditResult:
-    """One-run audit (Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training Run").
+    """One-run audit (Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training
+    Run").
 
-    The auditor guesses "in" for the ``k_positive`` canaries with the highest scores and "out" for
-    the ``k_negative`` lowest, abstains on the rest, and counts correct guesses against the secret
-    ``inclusion``. Ties are broken by canary index, which is independent of the inclusion draw.
+    The auditor guesses "in" for the ``k_positive`` canaries with the highest scores and
+    "out" for the ``k_negative`` lowest, abstains on the rest, and counts correct
+    guesses against the secret ``inclusion``. Ties are broken by canary index, which is
+    independent of the inclusion draw.
 
-    ``k_positive``/``k_negative`` must be fixed before looking at the scores: choosing them to
-    maximise the bound on the same data invalidates the confidence (split the canaries, or divide
-    1 - confidence by the number of choices tried).
+    ``k_positive``/``k_negative`` must be fixed before looking at the scores: choosing
+    them to maximise the bound on the same data invalidates the confidence (split the
+    canaries, or divide 1 - confidence by the number of choices tried).
 
     Args:
       scores: [m] attack scores, higher meaning "more likely in".
-      inclusion: [m] bool, whether each canary was in the input (drawn by :func:`draw_inclusion`).
+      inclusion: [m] bool, whether each canary was in the input (drawn by
+        :func:`draw_inclusion`).
       delta: delta of the (epsilon, delta) claim under test; 0 gives the pure-DP bound.
       k_positive: number of "in" guesses.
       k_negative: number of "out" guesses.
@@ -216,7 +240,9 @@ def one_run_epsilon_lower_bound(
             f"{inclusion.shape}."
         )
     if inclusion.dtype != np.bool_:
-        raise ValueError(f"inclusion must be a bool array; got dtype {inclusion.dtype}.")
+        raise ValueError(
+            f"inclusion must be a bool array; got dtype {inclusion.dtype}."
+        )
     if not np.all(np.isfinite(scores)):
         raise ValueError("scores must be finite.")
     m = scores.size
@@ -228,10 +254,12 @@ def one_run_epsilon_lower_bound(
         )
     # A stable sort on the scores ranks tied canaries by index.
     order = np.argsort(scores, kind="stable")
-    correct = int(inclusion[order[m - k_positive:]].sum()) if k_positive else 0
+    correct = int(inclusion[order[m - k_positive :]].sum()) if k_positive else 0
     correct += int((~inclusion[order[:k_negative]]).sum())
     guesses = k_positive + k_negative
-    eps = one_run_epsilon_from_counts(m, guesses, correct, delta=delta, confidence=confidence)
+    eps = one_run_epsilon_from_counts(
+        m, guesses, correct, delta=delta, confidence=confidence
+    )
     return AuditResult(
         epsilon_lower_bound=eps,
         confidence=float(confidence),
@@ -256,9 +284,15 @@ def clopper_pearson_interval(
     Each side fails with probability at most (1 - confidence) / 2.
     """
     if not 0 <= successes <= trials or trials < 1:
-        raise ValueError(f"need 0 <= successes <= trials, trials >= 1; got {successes}, {trials}.")
+        raise ValueError(
+            f"need 0 <= successes <= trials, trials >= 1; got {successes}, {trials}."
+        )
     tail = (1.0 - _check_confidence(confidence)) / 2.0
-    lo = float(scipy.stats.beta.ppf(tail, successes, trials - successes + 1)) if successes else 0.0
+    lo = (
+        float(scipy.stats.beta.ppf(tail, successes, trials - successes + 1))
+        if successes
+        else 0.0
+    )
     hi = (
         float(scipy.stats.beta.ppf(1.0 - tail, successes + 1, trials - successes))
         if successes < trials
@@ -270,14 +304,15 @@ def clopper_pearson_interval(
 def clopper_pearson_epsilon_lower_bound(
     tp: int, fp: int, n_pos: int, n_neg: int, *, delta: float, confidence: float = 0.95
 ) -> float:
-    """Many-run epsilon lower bound from one membership test (Jagielski et al. 2020; Nasr et al.).
+    """Many-run epsilon lower bound from one membership test (Jagielski et al. 2020;
+    Nasr et al.).
 
-    (epsilon, delta)-DP forces TPR <= e^eps FPR + delta and, applied to the complement event,
-    1 - FPR <= e^eps (1 - TPR) + delta. With a Clopper-Pearson lower bound on TPR and an upper bound
-    on FPR (each failing with probability (1 - confidence) / 2, so both hold with probability
-    >= confidence) the bound is the larger of log((TPR_lo - delta) / FPR_hi) and
-    log((1 - FPR_hi - delta) / (1 - TPR_lo)); both directions use the same two bounds, so taking
-    the maximum needs no further correction.
+    (epsilon, delta)-DP forces TPR <= e^eps FPR + delta and, applied to the complement
+    event, 1 - FPR <= e^eps (1 - TPR) + delta. With a Clopper-Pearson lower bound on TPR
+    and an upper bound on FPR (each failing with probability (1 - confidence) / 2, so
+    both hold with probability >= confidence) the bound is the larger of log((TPR_lo -
+    delta) / FPR_hi) and log((1 - FPR_hi - delta) / (1 - TPR_lo)); both directions use
+    the same two bounds, so taking the maximum needs no further correction.
 
     Args:
       tp: runs with the canary in, flagged "in".
@@ -307,9 +342,9 @@ def clopper_pearson_epsilon_lower_bound(
 def gdp_delta(epsilon: float, mu: float) -> float:
     """delta(eps) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2).
 
-    Dong, Roth & Su, "Gaussian Differential Privacy" (JRSS-B 2022), Corollary 2.13: the exact
-    (epsilon, delta) curve of the Gaussian mechanism with sensitivity / std = mu. Evaluated in the
-    log domain so large epsilon does not overflow e^eps.
+    Dong, Roth & Su, "Gaussian Differential Privacy" (JRSS-B 2022), Corollary 2.13: the
+    exact (epsilon, delta) curve of the Gaussian mechanism with sensitivity / std = mu.
+    Evaluated in the log domain so large epsilon does not overflow e^eps.
     """
     if not mu > 0:
         return 0.0
@@ -321,12 +356,15 @@ def gdp_delta(epsilon: float, mu: float) -> float:
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
-    """The epsilon at which mu-GDP gives ``delta`` (inverse of :func:`gdp_delta` in epsilon)."""
+    """The epsilon at which mu-GDP gives ``delta`` (inverse of :func:`gdp_delta` in
+    epsilon)."""
     delta = _check_delta(delta, allow_zero=False)
     if not mu > 0 or gdp_delta(0.0, mu) <= delta:
         return 0.0
 
-    def gap(eps: float) -> float:  # delta(eps) decreases in eps; compared in logs for tiny deltas
+    def gap(
+        eps: float,
+    ) -> float:  # delta(eps) decreases in eps; compared in logs for tiny deltas
         d = gdp_delta(eps, mu)
         return (math.log(d) if d > 0 else -math.inf) - math.log(delta)
 
@@ -344,8 +382,8 @@ class GaussianDpEstimate:
 
     Attributes:
       mu: point estimate of mu, (mean_in - mean_out) / pooled std (clipped at 0).
-      mu_lower_bound: lower confidence bound on mu from the best threshold's Clopper-Pearson
-        (TPR, FPR) bounds, mu >= Phi^-1(TPR_lo) - Phi^-1(FPR_hi).
+      mu_lower_bound: lower confidence bound on mu from the best threshold's
+        Clopper-Pearson (TPR, FPR) bounds, mu >= Phi^-1(TPR_lo) - Phi^-1(FPR_hi).
       epsilon: epsilon of ``mu``-GDP at ``delta``.
       epsilon_lower_bound: epsilon of ``mu_lower_bound``-GDP at ``delta``.
       delta: the delta used.
@@ -374,14 +412,16 @@ def gaussian_dp_epsilon_estimate(
     confidence: float = 0.95,
     thresholds: Sequence[float] | np.ndarray | None = None,
 ) -> GaussianDpEstimate:
-    """Gaussian-DP estimate of epsilon (Nasr et al., "Tight Auditing of DP Machine Learning", 2023).
+    """Gaussian-DP estimate of epsilon (Nasr et al., "Tight Auditing of DP Machine
+    Learning", 2023).
 
-    If a mechanism is mu-GDP, every threshold test on its output satisfies
-    Phi^-1(TPR) - Phi^-1(FPR) <= mu (Dong, Roth & Su 2022). The lower bound takes, over the
-    thresholds, the largest Phi^-1(TPR_lo) - Phi^-1(FPR_hi) with one-sided Clopper-Pearson bounds
-    at level (1 - confidence) / (2 n) each (Bonferroni over the n thresholds and the two rates),
-    and converts it with the exact GDP curve. It is a lower bound on epsilon *if* the mechanism's
-    privacy is Gaussian-shaped (DP-SGD's is close to it, Nasr et al.); for any mechanism prefer
+    If a mechanism is mu-GDP, every threshold test on its output satisfies Phi^-1(TPR) -
+    Phi^-1(FPR) <= mu (Dong, Roth & Su 2022). The lower bound takes, over the
+    thresholds, the largest Phi^-1(TPR_lo) - Phi^-1(FPR_hi) with one-sided
+    Clopper-Pearson bounds at level (1 - confidence) / (2 n) each (Bonferroni over the n
+    thresholds and the two rates), and converts it with the exact GDP curve. It is a
+    lower bound on epsilon *if* the mechanism's privacy is Gaussian-shaped (DP-SGD's is
+    close to it, Nasr et al.); for any mechanism prefer
     :func:`one_run_epsilon_lower_bound` or :func:`clopper_pearson_epsilon_lower_bound`.
 
     Args:
@@ -389,8 +429,8 @@ def gaussian_dp_epsilon_estimate(
       scores_out: scores of those that were out.
       delta: delta in (0, 1) of the conversion.
       confidence: confidence of ``mu_lower_bound`` and ``epsilon_lower_bound``.
-      thresholds: thresholds to try (test: score >= t means "in"); default all distinct scores.
-        Fix them before seeing the scores to keep the Bonferroni count small.
+      thresholds: thresholds to try (test: score >= t means "in"); default all distinct
+        scores. Fix them before seeing the scores to keep the Bonferroni count small.
 
     Returns:
       A :class:`GaussianDpEstimate`.
@@ -404,14 +444,20 @@ def gaussian_dp_epsilon_estimate(
     pooled = math.sqrt(0.5 * (a.var(ddof=1) + b.var(ddof=1)))
     mu_hat = max(0.0, (a.mean() - b.mean()) / pooled) if pooled > 0 else math.inf
 
-    ts = np.union1d(a, b) if thresholds is None else np.unique(np.asarray(thresholds, float))
+    ts = (
+        np.union1d(a, b)
+        if thresholds is None
+        else np.unique(np.asarray(thresholds, float))
+    )
     a_sorted, b_sorted = np.sort(a), np.sort(b)
     tp = a.size - np.searchsorted(a_sorted, ts, side="left")  # in-scores >= t
     fp = b.size - np.searchsorted(b_sorted, ts, side="left")
     tail = (1.0 - confidence) / (2 * ts.size)
     with np.errstate(divide="ignore", invalid="ignore"):
         tpr_lo = np.where(tp > 0, scipy.stats.beta.ppf(tail, tp, a.size - tp + 1), 0.0)
-        fpr_hi = np.where(fp < b.size, scipy.stats.beta.ppf(1 - tail, fp + 1, b.size - fp), 1.0)
+        fpr_hi = np.where(
+            fp < b.size, scipy.stats.beta.ppf(1 - tail, fp + 1, b.size - fp), 1.0
+        )
         mus = scipy.stats.norm.ppf(tpr_lo) - scipy.stats.norm.ppf(fpr_hi)
     mus = np.where(np.isfinite(mus), mus, -np.inf)
     best = int(np.argmax(mus))
@@ -433,8 +479,8 @@ def gaussian_dp_epsilon_estimate(
 def draw_inclusion(key_or_seed: KeyOrSeed, m: int) -> np.ndarray:
     """[m] bool: each canary is in with probability 1/2, independently.
 
-    The draw is the auditor's secret: the mechanism sees only the included canaries, and the
-    one-run theorem needs exactly this fair, independent coin per canary.
+    The draw is the auditor's secret: the mechanism sees only the included canaries, and
+    the one-run theorem needs exactly this fair, independent coin per canary.
     """
     if m < 1:
         raise ValueError(f"m must be >= 1; got {m}.")
@@ -443,13 +489,14 @@ def draw_inclusion(key_or_seed: KeyOrSeed, m: int) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class GradientCanaries:
-    """White-box DP-SGD canaries: m unit directions in a flat parameter space of dimension d.
+    """White-box DP-SGD canaries: m unit directions in a flat parameter space of
+    dimension d.
 
-    A canary unit's gradient is a huge multiple of its direction, so clipping makes it exactly
-    C * direction; projecting the noised sum on the direction then gives
-    C * [in] + N(0, (sigma C)^2), plus cross-talk from the other canaries when the directions are
-    not orthogonal. That is the Gaussian mechanism per canary, the worst case DP-SGD is analysed
-    for.
+    A canary unit's gradient is a huge multiple of its direction, so clipping makes it
+    exactly C * direction; projecting the noised sum on the direction then gives C *
+    [in] + N(0, (sigma C)^2), plus cross-talk from the other canaries when the
+    directions are not orthogonal. That is the Gaussian mechanism per canary, the worst
+    case DP-SGD is analysed for.
 
     Attributes:
       d: parameter dimension (of the flattened update).
@@ -467,24 +514,29 @@ class GradientCanaries:
         return int(self.directions.shape[0])
 
     def gradients(self, norm: float = 1e6) -> np.ndarray:
-        """[m, d] canary gradients of L2 norm ``norm`` (far above any clip norm by default)."""
+        """[m, d] canary gradients of L2 norm ``norm`` (far above any clip norm by
+        default)."""
         return norm * self.directions
 
     def scores(self, update: Any) -> np.ndarray:
-        """[m] projections of ``update`` (an array or a pytree, flattened) on each canary."""
+        """[m] projections of ``update`` (an array or a pytree, flattened) on each
+        canary."""
         flat = _flatten(update)
         if flat.size != self.d:
-            raise ValueError(f"update has {flat.size} parameters; the canaries expect {self.d}.")
+            raise ValueError(
+                f"update has {flat.size} parameters; the canaries expect {self.d}."
+            )
         if self.coordinates is not None:  # exact and cheap: no [m, d] product
             return flat[self.coordinates]
         return self.directions @ flat
 
 
 def dirac_canaries(d: int, m: int, key_or_seed: KeyOrSeed = 0) -> GradientCanaries:
-    """m canaries on m distinct coordinates of a d-dimensional parameter vector (m <= d).
+    """m canaries on m distinct coordinates of a d-dimensional parameter vector (m <=
+    d).
 
-    Dirac canaries are orthogonal, so their projections do not interfere (Nasr et al. 2023 use
-    them for white-box audits).
+    Dirac canaries are orthogonal, so their projections do not interfere (Nasr et al.
+    2023 use them for white-box audits).
     """
     if not 1 <= m <= d:
         raise ValueError(f"need 1 <= m <= d; got m={m}, d={d}.")
@@ -494,24 +546,34 @@ def dirac_canaries(d: int, m: int, key_or_seed: KeyOrSeed = 0) -> GradientCanari
     return GradientCanaries(d=d, directions=directions, coordinates=coords)
 
 
-def random_direction_canaries(d: int, m: int, key_or_seed: KeyOrSeed = 0) -> GradientCanaries:
+def random_direction_canaries(
+    d: int, m: int, key_or_seed: KeyOrSeed = 0
+) -> GradientCanaries:
     """m uniformly random unit directions in R^d (nearly orthogonal when d >> m)."""
     if m < 1 or d < 1:
         raise ValueError(f"need m, d >= 1; got m={m}, d={d}.")
     g = _rng(key_or_seed).standard_normal((m, d))
-    return GradientCanaries(d=d, directions=g / np.linalg.norm(g, axis=1, keepdims=True))
+    return GradientCanaries(
+        d=d, directions=g / np.linalg.norm(g, axis=1, keepdims=True)
+    )
 
 
 def out_of_distribution_canaries(
-    data: np.typing.ArrayLike, m: int, key_or_seed: KeyOrSeed = 0, *, distance: float = 2.0
+    data: np.typing.ArrayLike,
+    m: int,
+    key_or_seed: KeyOrSeed = 0,
+    *,
+    distance: float = 2.0,
 ) -> np.ndarray:
-    """[m, dim] rows outside the data's bounding box, in random directions from its centre.
+    """[m, dim] rows outside the data's bounding box, in random directions from its
+    centre.
 
-    Black-box canaries for synthetic data (Annamalai, Ganev & De Cristofaro, "What do you want from
-    theory alone?", USENIX Security 2024): a row unlike any real row is one a private generator
-    should not reproduce, and one a leaky generator visibly does. Each canary sits at ``distance``
-    half-diagonals from the box centre; the box lies within one half-diagonal of its centre, so any
-    ``distance > 1`` puts every canary outside it.
+    Black-box canaries for synthetic data (Annamalai, Ganev & De Cristofaro, "What do
+    you want from theory alone?", USENIX Security 2024): a row unlike any real row is
+    one a private generator should not reproduce, and one a leaky generator visibly
+    does. Each canary sits at ``distance`` half-diagonals from the box centre; the box
+    lies within one half-diagonal of its centre, so any ``distance > 1`` puts every
+    canary outside it.
     """
     x = np.asarray(data, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < 1:
@@ -533,18 +595,20 @@ def density_scores(
     bandwidth: float | None = None,
     chunk: int = 1024,
 ) -> np.ndarray:
-    """[m] how densely the released rows sit near each canary (higher: more likely "in").
+    """[m] how densely the released rows sit near each canary (higher: more likely
+    "in").
 
-    With ``bandwidth=None``: minus the distance to the k-th nearest released row. Otherwise: the
-    log of a Gaussian kernel density at that fixed bandwidth (unnormalised; only the ranking across
-    canaries matters to the audits). The bandwidth must be fixed in advance, not fitted on the
-    canaries' outcome.
+    With ``bandwidth=None``: minus the distance to the k-th nearest released row.
+    Otherwise: the log of a Gaussian kernel density at that fixed bandwidth
+    (unnormalised; only the ranking across canaries matters to the audits). The
+    bandwidth must be fixed in advance, not fitted on the canaries' outcome.
     """
     r = np.asarray(released, dtype=np.float64)
     c = np.asarray(canaries, dtype=np.float64)
     if r.ndim != 2 or c.ndim != 2 or r.shape[1] != c.shape[1]:
         raise ValueError(
-            f"released and canaries must be [n, dim], [m, dim]; got {r.shape}, {c.shape}."
+            f"released and canaries must be [n, dim], [m, dim]; got {r.shape}, "
+            f"{c.shape}."
         )
     if bandwidth is None and not 1 <= k <= r.shape[0]:
         raise ValueError(f"k must be in [1, {r.shape[0]}]; got {k}.")
@@ -552,12 +616,19 @@ def density_scores(
         raise ValueError(f"bandwidth must be > 0; got {bandwidth!r}.")
     out = np.empty(c.shape[0])
     r_sq = np.sum(r**2, axis=1)
-    for start in range(0, c.shape[0], chunk):  # chunks bound the [chunk, n] distance matrix
-        cc = c[start:start + chunk]
-        sq = np.maximum(np.sum(cc**2, axis=1)[:, None] + r_sq[None, :] - 2 * cc @ r.T, 0.0)
+    for start in range(
+        0, c.shape[0], chunk
+    ):  # chunks bound the [chunk, n] distance matrix
+        cc = c[start : start + chunk]
+        sq = np.maximum(
+            np.sum(cc**2, axis=1)[:, None] + r_sq[None, :] - 2 * cc @ r.T, 0.0
+        )
         if bandwidth is None:
-            out[start:start + chunk] = -np.sqrt(np.partition(sq, k - 1, axis=1)[:, k - 1])
+            out[start : start + chunk] = -np.sqrt(
+                np.partition(sq, k - 1, axis=1)[:, k - 1]
+            )
         else:
-            out[start:start + chunk] = scipy.special.logsumexp(-sq / (2 * bandwidth**2), axis=1)
+            out[start : start + chunk] = scipy.special.logsumexp(
+                -sq / (2 * bandwidth**2), axis=1
+            )
     return out
-

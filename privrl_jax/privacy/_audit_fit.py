@@ -1,24 +1,28 @@
-"""A white-box one-run audit of the library's own DP-SGD loop (:func:`privrl_jax.privacy.fit`).
+"""A white-box one-run audit of the library's own DP-SGD loop
+(:func:`privrl_jax.privacy.fit`).
 
 Steinke, Nasr & Jagielski ("Privacy Auditing with One (1) Training Run", NeurIPS 2023)
-audit DP-SGD in one run with *gradient canaries*: m extra units whose gradient is a fixed
-direction, each put in the training set with probability 1/2, and an auditor who sees every
-noisy update (the white-box threat model DP-SGD's analysis covers) and scores each canary by the
-updates' projection on its direction. We do exactly that through the real loop, on the user's
-loss, optimizer and data:
+audit DP-SGD in one run with *gradient canaries*: m extra units whose gradient is a
+fixed direction, each put in the training set with probability 1/2, and an auditor who
+sees every noisy update (the white-box threat model DP-SGD's analysis covers) and scores
+each canary by the updates' projection on its direction. We do exactly that through the
+real loop, on the user's loss, optimizer and data:
 
-- the parameters get an extra block ``canary`` of m zeros that the real loss never reads, so the
-  real gradients are 0 there and the canaries' directions are the Dirac vectors of that block;
-- canary i's unit has one item whose loss is ``1e6 * canary[i]``: its gradient, ``1e6 e_i``, is
-  clipped to exactly ``C e_i`` by the same clipping every unit gets;
-- the included canaries are appended to the data, the sampler keeps its sampling rate (the dataset
-  size grows by the number included), and :func:`fit` runs the plan's steps with the plan's noise;
-- canary i's score is the sum over steps of the released noisy mean's coordinate ``canary[i]``.
+- the parameters get an extra block ``canary`` of m zeros that the real loss never
+  reads, so the real gradients are 0 there and the canaries' directions are the Dirac
+  vectors of that block;
+- canary i's unit has one item whose loss is ``1e6 * canary[i]``: its gradient, ``1e6
+  e_i``, is clipped to exactly ``C e_i`` by the same clipping every unit gets;
+- the included canaries are appended to the data, the sampler keeps its sampling rate
+  (the dataset size grows by the number included), and :func:`fit` runs the plan's steps
+  with the plan's noise;
+- canary i's score is the sum over steps of the released noisy mean's coordinate
+  ``canary[i]``.
 
-The result is :func:`one_run_epsilon_lower_bound` on those scores: with probability >= the
-confidence, the loop as implemented is not (eps, delta)-DP for any eps below it. Above the
-accounted epsilon it is a privacy bug (:class:`PrivacyAuditError`). The canaries are audit-only:
-a release run never contains them.
+The result is :func:`one_run_epsilon_lower_bound` on those scores: with probability >=
+the confidence, the loop as implemented is not (eps, delta)-DP for any eps below it.
+Above the accounted epsilon it is a privacy bug (:class:`PrivacyAuditError`). The
+canaries are audit-only: a release run never contains them.
 """
 
 from __future__ import annotations
@@ -45,7 +49,11 @@ from privrl_jax.privacy._audit import (
 )
 from privrl_jax.privacy._fit import Callback, DPMethod, DPSecret, ProgressBar, fit
 from privrl_jax.privacy._ledger import Ledger
-from privrl_jax.privacy._plan import DPPlan, GaussianMechanism, mechanism_from_description
+from privrl_jax.privacy._plan import (
+    DPPlan,
+    GaussianMechanism,
+    mechanism_from_description,
+)
 
 PyTree = Any
 # A canary's gradient norm before clipping: any value far above every clip norm in use.
@@ -62,11 +70,13 @@ class FitAudit:
 
     Attributes:
       epsilon_accounted: the plan's epsilon at ``delta`` (inf for sigma = 0).
-      audit: the one-run bound (its ``epsilon_lower_bound`` is the demonstrated epsilon).
-      gdp: the Gaussian-DP fit of the same scores (Nasr et al. 2023): ``mu`` is the noise the run
-        showed, in units of the sensitivity (1 / sigma for one full-batch step). An estimate, not
-        a guarantee: only the one-run bound is.
-      included: how many of the m canaries were in the training set (secret until the audit ends).
+      audit: the one-run bound (its ``epsilon_lower_bound`` is the demonstrated
+        epsilon).
+      gdp: the Gaussian-DP fit of the same scores (Nasr et al. 2023): ``mu`` is the
+        noise the run showed, in units of the sensitivity (1 / sigma for one full-batch
+        step). An estimate, not a guarantee: only the one-run bound is.
+      included: how many of the m canaries were in the training set (secret until the
+        audit ends).
       steps: DP steps run.
     """
 
@@ -83,17 +93,24 @@ class FitAudit:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python values only, so ``json.dumps`` works."""
-        return {"epsilon_accounted": self.epsilon_accounted,
-                "epsilon_demonstrated": self.epsilon_demonstrated,
-                "included": self.included, "steps": self.steps, "audit": self.audit.to_dict(),
-                "gaussian_dp_estimate": self.gdp.to_dict()}
+        return {
+            "epsilon_accounted": self.epsilon_accounted,
+            "epsilon_demonstrated": self.epsilon_demonstrated,
+            "included": self.included,
+            "steps": self.steps,
+            "audit": self.audit.to_dict(),
+            "gaussian_dp_estimate": self.gdp.to_dict(),
+        }
 
     def line(self) -> str:
         """The report's line: "epsilon accounted X; epsilon demonstrated >= Y (95%)"."""
-        return (f"epsilon accounted {self.epsilon_accounted:.4g}; epsilon demonstrated >= "
-                f"{self.epsilon_demonstrated:.3g} ({100 * self.audit.confidence:g}%, one-run audit, "
-                f"m = {self.audit.m} canaries, {self.audit.guesses} guesses, "
-                f"{self.audit.correct} right)")
+        return (
+            f"epsilon accounted {self.epsilon_accounted:.4g}; epsilon demonstrated >= "
+            f"{self.epsilon_demonstrated:.3g} ({100 * self.audit.confidence:g}%, "
+            "one-run audit, "
+            f"m = {self.audit.m} canaries, {self.audit.guesses} guesses, "
+            f"{self.audit.correct} right)"
+        )
 
 
 def audit_fit(
@@ -114,22 +131,26 @@ def audit_fit(
     raise_on_violation: bool = True,
     callbacks: Sequence[Callback] = (),
 ) -> FitAudit:
-    """One white-box training run of :func:`fit` with ``num_canaries`` gradient canaries.
+    """One white-box training run of :func:`fit` with ``num_canaries`` gradient
+    canaries.
 
     Args:
-      plan: the plan the release run uses (its sampling rate, clip norm, sigma and steps).
+      plan: the plan the release run uses (its sampling rate, clip norm, sigma and
+        steps).
       per_item_loss, optimizer, params: as :func:`privrl_jax.privacy.gradient_method`.
-      data: the training units, leaves ``[N, items, ...]`` (the release run's data, or a stand-in).
+      data: the training units, leaves ``[N, items, ...]`` (the release run's data, or a
+        stand-in).
       num_canaries: m.
-      k_positive, k_negative: the auditor's "in" / "out" guesses (highest / lowest scores; fixed
-        before the run, as the one-run bound requires). ``k_negative`` defaults to ``k_positive``.
+      k_positive, k_negative: the auditor's "in" / "out" guesses (highest / lowest
+        scores; fixed before the run, as the one-run bound requires). ``k_negative``
+        defaults to ``k_positive``.
       delta: the delta of the tested (eps, delta) hypothesis (the release's delta).
       seed: draws the inclusion bits (secret to the auditor until scoring).
       secret: the run's noise secret (default: fresh from the OS).
       confidence: of the lower bound.
       accountant: for the accounted epsilon.
-      raise_on_violation: raise :class:`PrivacyAuditError` when the lower bound exceeds the
-        accounted epsilon.
+      raise_on_violation: raise :class:`PrivacyAuditError` when the lower bound exceeds
+        the accounted epsilon.
       callbacks: passed to :func:`fit` (e.g. a :class:`ProgressBar` for a long audit).
 
     Returns:
@@ -142,10 +163,12 @@ def audit_fit(
     ids = np.flatnonzero(inclusion).astype(np.int32)
     leaves, tree = jax.tree_util.tree_flatten(data)
     n, items = leaves[0].shape[:2]
-    # Canary units: a copy of unit 0's shapes (never read: only their flag and id matter).
+    # Canary units: a copy of unit 0's shapes (never read: only their flag and id
+    # matter).
     canary_units = [np.repeat(np.asarray(x[:1]), len(ids), axis=0) for x in leaves]
     augmented = jax.tree_util.tree_unflatten(
-        tree, [np.concatenate([np.asarray(x), c]) for x, c in zip(leaves, canary_units)])
+        tree, [np.concatenate([np.asarray(x), c]) for x, c in zip(leaves, canary_units)]
+    )
     flag = np.zeros((n + len(ids), items), bool)
     flag[n:, 0] = True
     cid = np.zeros((n + len(ids), items), np.int32)
@@ -158,7 +181,11 @@ def audit_fit(
 
     def loss(p, item):
         real, is_canary, c = item
-        return jnp.where(is_canary, CANARY_GRADIENT_NORM * p["canary"][c], per_item_loss(p["model"], real))
+        return jnp.where(
+            is_canary,
+            CANARY_GRADIENT_NORM * p["canary"][c],
+            per_item_loss(p["model"], real),
+        )
 
     full_params = {"model": params, "canary": jnp.zeros(num_canaries, jnp.float32)}
     opt_state = optimizer.init(full_params)
@@ -166,49 +193,85 @@ def audit_fit(
     def update(state, noisy_mean):
         train, scores = state
         updates, new_opt = optimizer.update(noisy_mean, train.opt_state, train.params)
-        # The white-box auditor's view: every released noisy mean, projected on each canary.
-        return DPTrainState(optax.apply_updates(train.params, updates), new_opt), scores + noisy_mean["canary"]
+        # The white-box auditor's view: every released noisy mean, projected on each
+        # canary.
+        return DPTrainState(
+            optax.apply_updates(train.params, updates), new_opt
+        ), scores + noisy_mean["canary"]
 
     method = DPMethod(audit_plan.clipped_grad(loss), lambda s: s[0].params, update)
     init = (DPTrainState(full_params, opt_state), jnp.zeros(num_canaries, jnp.float32))
-    result = fit(audit_plan, method, (augmented, flag, cid), init, secret=secret,
-                 item_mask=jnp.asarray(item_mask), callbacks=callbacks)
+    result = fit(
+        audit_plan,
+        method,
+        (augmented, flag, cid),
+        init,
+        secret=secret,
+        item_mask=jnp.asarray(item_mask),
+        callbacks=callbacks,
+    )
     scores = np.asarray(result.state[1], np.float64)
-    bound = one_run_epsilon_lower_bound(scores, inclusion, delta=delta, k_positive=k_positive,
-                                        k_negative=k_negative, confidence=confidence)
-    gdp = gaussian_dp_epsilon_estimate(scores[inclusion], scores[~inclusion], delta=delta,
-                                       confidence=confidence)
+    bound = one_run_epsilon_lower_bound(
+        scores,
+        inclusion,
+        delta=delta,
+        k_positive=k_positive,
+        k_negative=k_negative,
+        confidence=confidence,
+    )
+    gdp = gaussian_dp_epsilon_estimate(
+        scores[inclusion], scores[~inclusion], delta=delta, confidence=confidence
+    )
     accounted = plan.epsilon(delta, accountant).epsilon
     out = FitAudit(accounted, bound, gdp, int(len(ids)), plan.steps)
     if raise_on_violation and bound.epsilon_lower_bound > accounted * (1 + 1e-9):
         raise PrivacyAuditError(
-            f"privacy bug: the audit demonstrated epsilon >= {bound.epsilon_lower_bound:.4g} "
-            f"({100 * confidence:g}%) but the plan accounts epsilon = {accounted:.4g} at delta = "
+            "privacy bug: the audit demonstrated epsilon >= "
+            f"{bound.epsilon_lower_bound:.4g} "
+            f"({100 * confidence:g}%) but the plan accounts epsilon = {accounted:.4g} "
+            "at delta = "
             f"{delta:g}: the noise that ran is smaller than the noise accounted."
         )
     return out
 
 
 def _stand_in_problem(n: int) -> tuple[Callable, PyTree, PyTree]:
-    # A linear model on random rows: the canaries live in their own block, so the model only has
-    # to give the loop real units to clip and sample beside them.
+    # A linear model on random rows: the canaries live in their own block, so the model
+    # only has to give the loop real units to clip and sample beside them.
     x = np.random.default_rng(0).normal(size=(n, 1, 2)).astype(np.float32)
     loss = lambda p, item: (jnp.dot(p["w"], item[0]) - item[1]) ** 2  # noqa: E731
     return loss, {"w": jnp.zeros(2, jnp.float32)}, (x, x.sum(-1))
 
 
-def _audit_gaussian(mech: GaussianMechanism, count: int, m: int, k: int, delta: float,
-                    seed: KeyOrSeed, confidence: float) -> tuple[AuditResult, GaussianDpEstimate]:
-    # Canary i moves coordinate i by the whole sensitivity; ``count`` releases of the same vector,
-    # summed by the auditor (what composing them can show along a fixed direction).
+def _audit_gaussian(
+    mech: GaussianMechanism,
+    count: int,
+    m: int,
+    k: int,
+    delta: float,
+    seed: KeyOrSeed,
+    confidence: float,
+) -> tuple[AuditResult, GaussianDpEstimate]:
+    # Canary i moves coordinate i by the whole sensitivity; ``count`` releases of the
+    # same vector, summed by the auditor (what composing them can show along a fixed
+    # direction).
     inclusion = draw_inclusion(seed, m)
     value = jnp.asarray(inclusion, jnp.float32) * mech.l2_sensitivity
-    keys = jax.random.split(jax.random.key(int(np.random.default_rng(seed).integers(2**31))), count)
+    keys = jax.random.split(
+        jax.random.key(int(np.random.default_rng(seed).integers(2**31))), count
+    )
     scores = sum(np.asarray(mech.release(k_, value), np.float64) for k_ in keys)
-    bound = one_run_epsilon_lower_bound(scores, inclusion, delta=delta, k_positive=k, k_negative=k,
-                                        confidence=confidence)
-    gdp = gaussian_dp_epsilon_estimate(scores[inclusion], scores[~inclusion], delta=delta,
-                                       confidence=confidence)
+    bound = one_run_epsilon_lower_bound(
+        scores,
+        inclusion,
+        delta=delta,
+        k_positive=k,
+        k_negative=k,
+        confidence=confidence,
+    )
+    gdp = gaussian_dp_epsilon_estimate(
+        scores[inclusion], scores[~inclusion], delta=delta, confidence=confidence
+    )
     return bound, gdp
 
 
@@ -222,18 +285,20 @@ def audit_ledger(
     microbatch_size: int = 256,
     progress: bool = False,
 ) -> list[dict[str, Any]]:
-    """Audits every mechanism a run's ledger recorded, as recorded: one row per ledger group.
+    """Audits every mechanism a run's ledger recorded, as recorded: one row per ledger
+    group.
 
-    A DP-SGD group (a :meth:`DPPlan.describe`) is rebuilt as a plan with the recorded sampler,
-    clip norm, sigma and number of steps and audited through :func:`audit_fit` on stand-in data
-    of the recorded size (the canaries do not need the method's model: what is audited is the
-    loop's clipping, sampling and noise as the plan runs them). A Gaussian-mechanism group (POOL)
-    is audited on Dirac canaries of its released vector. A plan of several clipped blocks (GPOPE's
-    primal and dual) is audited through its first block alone, a valid but loose lower bound of the
-    whole. Groups that describe no mechanism (a non-private release) or replace-one sampling (adding
-    a canary is an add/remove neighbour) are listed with why they were not audited. Each row's accounted epsilon
-    is the group's own, at the ledger's delta. ``progress`` shows a bar per audited DP-SGD group
-    (an audit reruns every recorded step).
+    A DP-SGD group (a :meth:`DPPlan.describe`) is rebuilt as a plan with the recorded
+    sampler, clip norm, sigma and number of steps and audited through :func:`audit_fit`
+    on stand-in data of the recorded size (the canaries do not need the method's model:
+    what is audited is the loop's clipping, sampling and noise as the plan runs them). A
+    Gaussian-mechanism group (POOL) is audited on Dirac canaries of its released vector.
+    A plan of several clipped blocks (GPOPE's primal and dual) is audited through its
+    first block alone, a valid but loose lower bound of the whole. Groups that describe
+    no mechanism (a non-private release) or replace-one sampling (adding a canary is an
+    add/remove neighbour) are listed with why they were not audited. Each row's
+    accounted epsilon is the group's own, at the ledger's delta. ``progress`` shows a
+    bar per audited DP-SGD group (an audit reruns every recorded step).
     """
 
     delta = ledger.target_delta
@@ -251,27 +316,57 @@ def audit_ledger(
             rows.append({**row, "audited": False, "why": why})
             continue
         if isinstance(mech, GaussianMechanism):
-            event = mech.event() if g["count"] == 1 else dp_accounting.SelfComposedDpEvent(mech.event(), g["count"])
+            event = (
+                mech.event()
+                if g["count"] == 1
+                else dp_accounting.SelfComposedDpEvent(mech.event(), g["count"])
+            )
             accounted = compute_epsilon(event, delta).epsilon
-            bound, gdp = _audit_gaussian(mech, g["count"], num_canaries, k, delta, seed, confidence)
+            bound, gdp = _audit_gaussian(
+                mech, g["count"], num_canaries, k, delta, seed, confidence
+            )
         else:
             plan = dataclasses.replace(mech, steps=int(g["count"]))
             accounted = plan.epsilon(delta).epsilon
             if plan.num_blocks > 1:
-                # Canaries move the first block only: such a unit is a neighbour of the whole
-                # mechanism and the auditor may ignore the other blocks (post-processing), so the
-                # bound is one of the whole plan's epsilon, not tight (the whole accounts every block).
-                row["blocks"] = f"block 1 of {plan.num_blocks} audited alone (a lower bound of the whole)"
-                plan = dataclasses.replace(plan, l2_clip_norm=plan.l2_clip_norms[0],
-                                           noise_multiplier=plan.noise_multipliers[0])
+                # Canaries move the first block only: such a unit is a neighbour of the
+                # whole mechanism and the auditor may ignore the other blocks
+                # (post-processing), so the bound is one of the whole plan's epsilon,
+                # not tight (the whole accounts every block).
+                row["blocks"] = (
+                    f"block 1 of {plan.num_blocks} audited alone (a lower bound of the "
+                    "whole)"
+                )
+                plan = dataclasses.replace(
+                    plan,
+                    l2_clip_norm=plan.l2_clip_norms[0],
+                    noise_multiplier=plan.noise_multipliers[0],
+                )
             loss, params, data = _stand_in_problem(plan.dataset_size)
-            res = audit_fit(plan, loss, optax.sgd(0.0), params, data, num_canaries=num_canaries,
-                            k_positive=k, delta=delta, seed=seed, confidence=confidence,
-                            raise_on_violation=False,
-                            callbacks=[ProgressBar(f"audit: {g['what']}", disable=not progress)])
+            res = audit_fit(
+                plan,
+                loss,
+                optax.sgd(0.0),
+                params,
+                data,
+                num_canaries=num_canaries,
+                k_positive=k,
+                delta=delta,
+                seed=seed,
+                confidence=confidence,
+                raise_on_violation=False,
+                callbacks=[ProgressBar(f"audit: {g['what']}", disable=not progress)],
+            )
             bound, gdp = res.audit, res.gdp
-        rows.append({**row, "audited": True, "epsilon_accounted": accounted,
-                     "epsilon_demonstrated": bound.epsilon_lower_bound, "audit": bound.to_dict(),
-                     "gaussian_dp_estimate": gdp.to_dict(),
-                     "violation": bool(bound.epsilon_lower_bound > accounted * (1 + 1e-9))})
+        rows.append(
+            {
+                **row,
+                "audited": True,
+                "epsilon_accounted": accounted,
+                "epsilon_demonstrated": bound.epsilon_lower_bound,
+                "audit": bound.to_dict(),
+                "gaussian_dp_estimate": gdp.to_dict(),
+                "violation": bool(bound.epsilon_lower_bound > accounted * (1 + 1e-9)),
+            }
+        )
     return rows

@@ -1,4 +1,5 @@
-"""Orbax checkpoints of a DP run: one manager per phase directory, PRNG keys as raw data."""
+"""Orbax checkpoints of a DP run: one manager per phase directory, PRNG keys as raw
+data."""
 
 from __future__ import annotations
 
@@ -19,12 +20,16 @@ def _is_key(x) -> bool:
 
 
 def _keys_to_data(tree: PyTree) -> PyTree:
-    return jax.tree_util.tree_map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+    return jax.tree_util.tree_map(
+        lambda x: jax.random.key_data(x) if _is_key(x) else x, tree
+    )
 
 
 def _to_host(tree: PyTree) -> PyTree:
-    """NumPy copies of the leaves: orbax's multi-process checkpoints refuse process-local jax.Arrays,
-    and our states are replicated (every process holds the same values), so process 0 writes them."""
+    """NumPy copies of the leaves: orbax's multi-process checkpoints refuse
+    process-local jax.Arrays,
+    and our states are replicated (every process holds the same values), so process 0
+    writes them."""
     return jax.tree_util.tree_map(lambda x: np.asarray(jax.device_get(x)), tree)
 
 
@@ -35,17 +40,21 @@ def _data_to_keys(tree: PyTree, like: PyTree) -> PyTree:
 
 
 class Checkpoints:
-    """An orbax manager over ``directory``; one checkpoint per step, the latest two kept.
+    """An orbax manager over ``directory``; one checkpoint per step, the latest two
+    kept.
 
-    On several processes (``jax.distributed``) every process takes part in each save and restore
-    (orbax synchronises them); the trees must be replicated, and are saved as NumPy arrays.
+    On several processes (``jax.distributed``) every process takes part in each save and
+    restore (orbax synchronises them); the trees must be replicated, and are saved as
+    NumPy arrays.
 
-    Saves are synchronous (``wait_until_finished``) and atomic (orbax commits by rename), so a
-    kill leaves either the previous or the new checkpoint, never half of one.
+    Saves are synchronous (``wait_until_finished``) and atomic (orbax commits by
+    rename), so a kill leaves either the previous or the new checkpoint, never half of
+    one.
     """
 
     def __init__(self, directory: str | Path, *, max_to_keep: int = 2):
-        # The DP checkpoints hold the noise secret: owner-only, like every secret we write.
+        # The DP checkpoints hold the noise secret: owner-only, like every secret we
+        # write.
         self.directory = Path(directory).absolute()
         self.directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.directory, 0o700)
@@ -61,7 +70,8 @@ class Checkpoints:
         return self.mgr.latest_step()
 
     def save(self, step: int, tree: PyTree) -> None:
-        """Saves ``tree`` (PRNG keys included) as ``step`` and waits until it is on disk."""
+        """Saves ``tree`` (PRNG keys included) as ``step`` and waits until it is on
+        disk."""
         tree = _keys_to_data(tree)
         if jax.process_count() > 1:
             tree = _to_host(tree)

@@ -1,31 +1,38 @@
 """The public DP training loop every method runs: :func:`fit`.
 
-sample (the plan's sampler, a secret stream) -> clipped sums of masked microbatches (the sensitive
-data on the device, gathered inside jit) -> noise once (the plan) -> the method's update -> record
-**before** checkpoint -> checkpoint -> resume (same batches, same noise, nothing spent twice).
+sample (the plan's sampler, a secret stream) -> clipped sums of masked microbatches (the
+sensitive data on the device, gathered inside jit) -> noise once (the plan) -> the
+method's update -> record **before** checkpoint -> checkpoint -> resume (same batches,
+same noise, nothing spent twice).
 
 Three small pieces plug into it:
 
-- a :class:`DPMethod`: the per-unit clipped sum (it must clip to the plan's norms), how to read
-  the parameters from the method's state, how to update the state from the noisy mean, and
-  optionally public rows added to the sum before the noise (PrivORL's FineCur). A gradient method
-  is one call: :func:`gradient_method` from a per-item loss and a *plain* optax optimizer;
-- a :class:`Recorder` (resume / commit): :class:`RunRecorder` keeps a run directory's guarantees
-  (ledger before checkpoint, the hash chain, the budget checked before any release, bitwise resume,
-  one writer on several processes); ``recorder=None`` runs in memory for experiments;
-- callbacks (:class:`ProgressBar`, :class:`JsonLinesLogger`) that see public quantities only: the
-  step, the elapsed time and the epsilon spent, never a loss on the private data.
+- a :class:`DPMethod`: the per-unit clipped sum (it must clip to the plan's norms), how
+  to read the parameters from the method's state, how to update the state from the noisy
+  mean, and optionally public rows added to the sum before the noise (PrivORL's
+  FineCur). A gradient method is one call: :func:`gradient_method` from a per-item loss
+  and a *plain* optax optimizer;
+- a :class:`Recorder` (resume / commit): :class:`RunRecorder` keeps a run directory's
+  guarantees (ledger before checkpoint, the hash chain, the budget checked before any
+  release, bitwise resume, one writer on several processes); ``recorder=None`` runs in
+  memory for experiments;
+- callbacks (:class:`ProgressBar`, :class:`JsonLinesLogger`) that see public quantities
+  only: the step, the elapsed time and the epsilon spent, never a loss on the private
+  data.
 
-The noise comes from the plan and nowhere else: the loop adds ``plan.privatize`` to the clipped
-sum, so it cannot run without the plan's noise, and an optimizer that adds its own is refused.
+The noise comes from the plan and nowhere else: the loop adds ``plan.privatize`` to the
+clipped sum, so it cannot run without the plan's noise, and an optimizer that adds its
+own is refused.
 
-Secrets (docs/design.md, contract 5): the noise key and the sampling seed come from the OS's
-entropy source (:meth:`DPSecret.fresh`) and are stored only in the checkpoints, which must never
-be published. :meth:`DPSecret.from_seed` exists for tests and reproduction; a run using it is not
-private, and says so.
+Secrets (docs/design.md, contract 5): the noise key and the sampling seed come from the
+OS's entropy source (:meth:`DPSecret.fresh`) and are stored only in the checkpoints,
+which must never be published. :meth:`DPSecret.from_seed` exists for tests and
+reproduction; a run using it is not private, and says so.
 
-Several processes (``jax.distributed``) run the same loop and make the same release as one
-process: see :mod:`privrl_jax.privacy._distributed` (the split, the collective, the single writer).
+Several processes (``jax.distributed``) run the same loop and make the same release as
+one
+process: see :mod:`privrl_jax.privacy._distributed` (the split, the collective, the
+  single writer).
 """
 
 from __future__ import annotations
@@ -58,30 +65,40 @@ _SECRET_WORDS = 8
 
 @dataclasses.dataclass(frozen=True)
 class DPSecret:
-    """The secret randomness of one DP run: the noise key and the sampling stream's seed.
+    """The secret randomness of one DP run: the noise key and the sampling stream's
+    seed.
 
-    ``words`` is 8 uint32 words: words 0-1 are the Threefry noise key, words 2-7 (192 bits) seed
-    the NumPy sampling stream. ``fixed`` marks a secret derived from a public seed.
+    ``words`` is 8 uint32 words: words 0-1 are the Threefry noise key, words 2-7 (192
+    bits) seed the NumPy sampling stream. ``fixed`` marks a secret derived from a public
+    seed.
     """
 
     words: np.ndarray
     fixed: bool
 
     @classmethod
-    def fresh(cls) -> "DPSecret":
-        """256 bits from ``os.urandom``: nobody can regenerate the noise from the run directory."""
-        return cls(np.frombuffer(os.urandom(4 * _SECRET_WORDS), np.uint32).copy(), False)
+    def fresh(cls) -> DPSecret:
+        """256 bits from ``os.urandom``: nobody can regenerate the noise from the run
+        directory."""
+        return cls(
+            np.frombuffer(os.urandom(4 * _SECRET_WORDS), np.uint32).copy(), False
+        )
 
     @classmethod
-    def from_seed(cls, seed: int) -> "DPSecret":
-        """A reproducible secret for tests; anyone who knows ``seed`` can recompute the noise."""
-        words = np.random.SeedSequence([int(seed), 0x5EC2E7]).generate_state(_SECRET_WORDS)
+    def from_seed(cls, seed: int) -> DPSecret:
+        """A reproducible secret for tests; anyone who knows ``seed`` can recompute the
+        noise."""
+        words = np.random.SeedSequence([int(seed), 0x5EC2E7]).generate_state(
+            _SECRET_WORDS
+        )
         return cls(words.astype(np.uint32), True)
 
     @property
     def noise_key(self) -> jax.Array:
         """The Threefry key every step's noise is folded from."""
-        return jax.random.wrap_key_data(jnp.asarray(self.words[:2], jnp.uint32), impl="threefry2x32")
+        return jax.random.wrap_key_data(
+            jnp.asarray(self.words[:2], jnp.uint32), impl="threefry2x32"
+        )
 
     @property
     def sampling_seed(self) -> int:
@@ -93,25 +110,30 @@ class DPSecret:
         return {"words": self.words, "fixed": np.asarray(self.fixed, np.int32)}
 
     @classmethod
-    def from_tree(cls, tree: Mapping[str, Any]) -> "DPSecret":
+    def from_tree(cls, tree: Mapping[str, Any]) -> DPSecret:
         """Inverse of :meth:`to_tree`."""
-        return cls(np.asarray(tree["words"], np.uint32), bool(np.asarray(tree["fixed"])))
+        return cls(
+            np.asarray(tree["words"], np.uint32), bool(np.asarray(tree["fixed"]))
+        )
 
 
 class DivergenceError(RuntimeError):
-    """The noisy parameters became non-finite or exploded; the loop stopped, spend recorded."""
+    """The noisy parameters became non-finite or exploded; the loop stopped, spend
+    recorded."""
 
 
 class DPMethod(NamedTuple):
     """What a method adds to the loop (all pure; the loop jits them).
 
     Attributes:
-      clipped: the per-unit clipped sum (``plan.clipped_grad(loss)``, ``plan.clipped_sum(fn)``);
-        it must clip to the plan's norms (checked).
+      clipped: the per-unit clipped sum (``plan.clipped_grad(loss)``,
+        ``plan.clipped_sum(fn)``); it must clip to the plan's norms (checked).
       params: ``state -> params`` the clipped sum is taken at.
-      update: ``(state, noisy_mean) -> state``: the method's step from the privatized mean.
-      public_rows: optional host-side hook ``(state, acc, step) -> (state, acc)`` adding clipped
-        contributions of public rows (never sensitive ones) to the sum before the noise.
+      update: ``(state, noisy_mean) -> state``: the method's step from the privatized
+        mean.
+      public_rows: optional host-side hook ``(state, acc, step) -> (state, acc)`` adding
+        clipped contributions of public rows (never sensitive ones) to the sum before
+        the noise.
     """
 
     clipped: ClippedSumFn
@@ -135,28 +157,36 @@ def gradient_method(
     uses_key: bool = False,
     clip_method: str = "vmap",
 ) -> tuple[DPMethod, DPTrainState]:
-    """DP-SGD in one call: the plan's clipped gradient of ``per_item_loss`` and a plain optimizer.
+    """DP-SGD in one call: the plan's clipped gradient of ``per_item_loss`` and a plain
+    optimizer.
 
     Args:
-      plan: the calibrated plan (its clip norm clips the gradient; its noise is added by :func:`fit`).
-      per_item_loss: ``loss(params, item)`` (``loss(params, item, key)`` with ``uses_key``) of ONE
-        item; a unit's items are summed before its gradient is clipped.
-      optimizer: a plain optax optimizer (e.g. ``optax.adam(1e-3)``) applied to the noisy mean.
+      plan: the calibrated plan (its clip norm clips the gradient; its noise is added by
+        :func:`fit`).
+      per_item_loss: ``loss(params, item)`` (``loss(params, item, key)`` with
+        ``uses_key``) of ONE item; a unit's items are summed before its gradient is
+        clipped.
+      optimizer: a plain optax optimizer (e.g. ``optax.adam(1e-3)``) applied to the
+        noisy mean.
       params: the initial parameters.
       uses_key, clip_method: as :meth:`DPPlan.clipped_grad`.
 
     Returns:
-      ``(method, init_state)`` for :func:`fit`; the state is ``DPTrainState(params, opt_state)``.
+      ``(method, init_state)`` for :func:`fit`; the state is ``DPTrainState(params,
+      opt_state)``.
 
     Raises:
-      ValueError: the optimizer already adds noise (``privacy.dpsgd``, ``optax.add_noise``): the
-        noise would be added twice, or, worse, accounted once and added by someone else.
+      ValueError: the optimizer already adds noise (``privacy.dpsgd``,
+        ``optax.add_noise``): the noise would be added twice, or, worse, accounted once
+        and added by someone else.
     """
     opt_state = optimizer.init(params)
     if _adds_noise(opt_state):
         raise ValueError(
-            "the optimizer adds its own noise (privacy.dpsgd / add_gaussian_noise / optax.add_noise): "
-            "fit adds the plan's noise once; pass a plain optimizer such as optax.adam(1e-3)."
+            "the optimizer adds its own noise (privacy.dpsgd / add_gaussian_noise / "
+            "optax.add_noise): "
+            "fit adds the plan's noise once; pass a plain optimizer such as "
+            "optax.adam(1e-3)."
         )
 
     def update(state: DPTrainState, noisy_mean: PyTree) -> DPTrainState:
@@ -164,22 +194,28 @@ def gradient_method(
         return DPTrainState(optax.apply_updates(state.params, updates), new_opt)
 
     clipped = plan.clipped_grad(per_item_loss, uses_key=uses_key, method=clip_method)
-    return DPMethod(clipped, lambda s: s.params, update), DPTrainState(params, opt_state)
+    return DPMethod(clipped, lambda s: s.params, update), DPTrainState(
+        params, opt_state
+    )
 
 
 @dataclasses.dataclass
 class LoopStats:
-    """What actually ran in this call of the loop (for tests and audits; private: never publish)."""
+    """What actually ran in this call of the loop (for tests and audits; private: never
+    publish)."""
 
     steps: int = 0
     noise_draws: int = 0
     sampled_units: list[int] = dataclasses.field(default_factory=list)
     local_units: list[int] = dataclasses.field(default_factory=list)
-    step_end_s: list[float] = dataclasses.field(default_factory=list)  # perf_counter after each step
+    step_end_s: list[float] = dataclasses.field(
+        default_factory=list
+    )  # perf_counter after each step
 
 
 class FitResult(NamedTuple):
-    """What :func:`fit` returns: the final state, the run's secret (never publish it) and whether
+    """What :func:`fit` returns: the final state, the run's secret (never publish it)
+    and whether
     the run was private (sigma > 0 and a secret not derived from a public seed)."""
 
     state: PyTree
@@ -191,20 +227,25 @@ class FitResult(NamedTuple):
 
 
 class Recorder(Protocol):
-    """Where a DP run's progress lives: resume from it, commit each stretch of steps to it.
+    """Where a DP run's progress lives: resume from it, commit each stretch of steps to
+    it.
 
-    A recorder may set ``checkpoint_every`` (steps between commits); without it :func:`fit`
-    commits once, after the last step.
+    A recorder may set ``checkpoint_every`` (steps between commits); without it
+    :func:`fit` commits once, after the last step.
     """
 
-    def resume(self, plan: DPPlan, tree: PyTree, topology: dist.Topology) -> tuple[int, PyTree]:
-        """``(start, tree)``: the newest saved step and its tree (``tree`` itself and 0 when
-        fresh), after checking the record and the budget for the remaining steps. Raises before
-        any release when the run must not go on."""
+    def resume(
+        self, plan: DPPlan, tree: PyTree, topology: dist.Topology
+    ) -> tuple[int, PyTree]:
+        """``(start, tree)``: the newest saved step and its tree (``tree`` itself and 0
+        when
+        fresh), after checking the record and the budget for the remaining steps. Raises
+        before any release when the run must not go on."""
         ...
 
     def commit(self, plan: DPPlan, step: int, tree: PyTree) -> None:
-        """Records every step up to ``step`` (the spend first), then saves ``tree`` at ``step``."""
+        """Records every step up to ``step`` (the spend first), then saves ``tree`` at
+        ``step``."""
         ...
 
     def epsilon_spent(self) -> float | None:
@@ -213,7 +254,8 @@ class Recorder(Protocol):
 
 
 class InMemoryRecorder:
-    """No files: the run starts fresh and keeps nothing (experiments, tests). The epsilon spent
+    """No files: the run starts fresh and keeps nothing (experiments, tests). The
+    epsilon spent
     is the plan's for the steps committed so far."""
 
     def __init__(self, accountant: str = "rdp", delta: float | None = None):
@@ -221,7 +263,9 @@ class InMemoryRecorder:
         self.steps_done = 0
         self._plan: DPPlan | None = None
 
-    def resume(self, plan: DPPlan, tree: PyTree, topology: dist.Topology) -> tuple[int, PyTree]:
+    def resume(
+        self, plan: DPPlan, tree: PyTree, topology: dist.Topology
+    ) -> tuple[int, PyTree]:
         self._plan = plan
         if topology.distributed:
             tree = {**tree, "secret": dist.broadcast_from_primary(tree["secret"])}
@@ -250,25 +294,35 @@ def _head_from_tree(arr: Any) -> str:
 
 
 class RunRecorder:
-    """A run directory's record: the ledger (process 0 only) and orbax checkpoints of the state,
+    """A run directory's record: the ledger (process 0 only) and orbax checkpoints of
+    the state,
     the secret and the ledger head.
 
-    Guarantees: the budget is checked before the first release and on every resume; steps are
-    recorded in the ledger **before** the checkpoint that contains them (a crash in between
-    over-counts, never under); a checkpoint whose ledger head the ledger does not hold, or that is
-    ahead of the ledger, is refused (the spend is unknown); the secret is on disk before any noise
-    is drawn; a non-private plan is recorded as a ``NonPrivateDpEvent``.
+    Guarantees: the budget is checked before the first release and on every resume;
+    steps are recorded in the ledger **before** the checkpoint that contains them (a
+    crash in between over-counts, never under); a checkpoint whose ledger head the
+    ledger does not hold, or that is ahead of the ledger, is refused (the spend is
+    unknown); the secret is on disk before any noise is drawn; a non-private plan is
+    recorded as a ``NonPrivateDpEvent``.
 
     Args:
-      checkpoints: this phase's :class:`Checkpoints` (every process takes part in saves).
+      checkpoints: this phase's :class:`Checkpoints` (every process takes part in
+        saves).
       ledger: the run's ledger on process 0; None on the other processes.
       what: the ledger's name for one step of this loop.
       accountant: for the budget check and the epsilon shown.
       checkpoint_every: steps between commits (ledger records and checkpoints).
     """
 
-    def __init__(self, checkpoints: Checkpoints, ledger: Ledger | None, *, what: str,
-                 accountant: str = "rdp", checkpoint_every: int = 50):
+    def __init__(
+        self,
+        checkpoints: Checkpoints,
+        ledger: Ledger | None,
+        *,
+        what: str,
+        accountant: str = "rdp",
+        checkpoint_every: int = 50,
+    ):
         if checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1; got {checkpoint_every}.")
         self.ckpt, self.ledger, self.what = checkpoints, ledger, what
@@ -276,12 +330,19 @@ class RunRecorder:
         self._done = 0
         self._topology: dist.Topology | None = None
 
-    def resume(self, plan: DPPlan, tree: PyTree, topology: dist.Topology) -> tuple[int, PyTree]:
+    def resume(
+        self, plan: DPPlan, tree: PyTree, topology: dist.Topology
+    ) -> tuple[int, PyTree]:
         self._topology = topology
         writer = self.ledger if topology.is_primary else None
         if topology.is_primary and writer is None:
-            raise ValueError("process 0 writes the ledger: pass it (only the other processes pass None).")
-        head = _head_to_tree(writer.head) if writer is not None else np.zeros(32, np.uint8)
+            raise ValueError(
+                "process 0 writes the ledger: pass it (only the other processes pass "
+                "None)."
+            )
+        head = (
+            _head_to_tree(writer.head) if writer is not None else np.zeros(32, np.uint8)
+        )
         tree = {**tree, "ledger_head": head}
         start = 0
         latest = self.ckpt.latest()
@@ -289,8 +350,9 @@ class RunRecorder:
             tree = self.ckpt.restore(latest, tree)
             start = latest
         if topology.distributed:
-            # Everyone has read the same latest checkpoint before anyone can write a newer one; a
-            # fresh run takes process 0's secret, so all processes draw the same batches and noise.
+            # Everyone has read the same latest checkpoint before anyone can write a
+            # newer one; a fresh run takes process 0's secret, so all processes draw the
+            # same batches and noise.
             dist.barrier("privrl-dp-loop-restored")
             if latest is None:
                 tree["secret"] = dist.broadcast_from_primary(tree["secret"])
@@ -298,39 +360,62 @@ class RunRecorder:
         if writer is not None:
             try:
                 if latest is not None:
-                    writer.require_head(_head_from_tree(tree["ledger_head"]), f"the checkpoint of DP step {start}")
-                self._done = sum(r.count for r in writer.releases if r.what == self.what)
+                    writer.require_head(
+                        _head_from_tree(tree["ledger_head"]),
+                        f"the checkpoint of DP step {start}",
+                    )
+                self._done = sum(
+                    r.count for r in writer.releases if r.what == self.what
+                )
                 if plan.private:
                     if self._done < start:
                         raise LedgerError(
-                            f"the checkpoint is at DP step {start} but the ledger records only "
-                            f"{self._done} steps of {self.what!r}: the privacy spend is unknown. "
+                            f"the checkpoint is at DP step {start} but the ledger "
+                            "records only "
+                            f"{self._done} steps of {self.what!r}: the privacy spend "
+                            "is unknown. "
                             "Start a new run directory."
                         )
-                    writer.check(plan.step_event(), plan.steps - self._done, accountant=self.accountant)
+                    writer.check(
+                        plan.step_event(),
+                        plan.steps - self._done,
+                        accountant=self.accountant,
+                    )
                 elif not any(r.what == self.what for r in writer.releases):
-                    # A non-private run is a release too: the ledger says the data were used without DP.
-                    writer.record(dp_accounting.NonPrivateDpEvent(), what=self.what, params=plan.describe())
+                    # A non-private run is a release too: the ledger says the data were
+                    # used without DP.
+                    writer.record(
+                        dp_accounting.NonPrivateDpEvent(),
+                        what=self.what,
+                        params=plan.describe(),
+                    )
                     self._done = plan.steps
             except (LedgerError, BudgetExceededError) as e:
                 refusal = e
-        if topology.distributed and bool(dist.broadcast_from_primary(np.asarray(refusal is not None))):
+        if topology.distributed and bool(
+            dist.broadcast_from_primary(np.asarray(refusal is not None))
+        ):
             if refusal is None:
-                raise RuntimeError("process 0 refused to run (see its error: the ledger or the budget); "
-                                   "nothing was released.")
+                raise RuntimeError(
+                    "process 0 refused to run (see its error: the ledger or the "
+                    "budget); "
+                    "nothing was released."
+                )
         if refusal is not None:
             raise refusal
         state_tree = {k: v for k, v in tree.items() if k != "ledger_head"}
         if latest is None:
-            # The secret is on disk before any noise is drawn, so a crash can never lead to a
-            # second, differently-noised version of a recorded step.
+            # The secret is on disk before any noise is drawn, so a crash can never lead
+            # to a second, differently-noised version of a recorded step.
             self._save(0, state_tree)
         return start, state_tree
 
     def _save(self, step: int, tree: PyTree) -> None:
         topo = self._topology
         writer = self.ledger if topo is not None and topo.is_primary else None
-        head = _head_to_tree(writer.head) if writer is not None else np.zeros(32, np.uint8)
+        head = (
+            _head_to_tree(writer.head) if writer is not None else np.zeros(32, np.uint8)
+        )
         if topo is not None and topo.distributed:
             head = dist.broadcast_from_primary(head)
         self.ckpt.save(step, {**tree, "ledger_head": head})
@@ -340,11 +425,14 @@ class RunRecorder:
         self._save(step, tree)
 
     def record(self, plan: DPPlan, step: int) -> None:
-        """Records the steps up to ``step`` in the ledger (process 0; private plans only)."""
+        """Records the steps up to ``step`` in the ledger (process 0; private plans
+        only)."""
         topo = self._topology
         if topo is not None and topo.is_primary and plan.private and step > self._done:
             new = step - self._done
-            self.ledger.record(plan.step_event(), what=self.what, count=new, params=plan.describe())
+            self.ledger.record(
+                plan.step_event(), what=self.what, count=new, params=plan.describe()
+            )
             self._done += new
 
     def epsilon_spent(self) -> float | None:
@@ -358,7 +446,8 @@ class RunRecorder:
 
 
 class Callback(Protocol):
-    """Sees public quantities only: ``info`` holds ``step``, ``total``, ``elapsed_s`` and, at a
+    """Sees public quantities only: ``info`` holds ``step``, ``total``, ``elapsed_s``
+    and, at a
     commit, ``epsilon_spent`` (when the recorder knows it)."""
 
     def on_step(self, info: Mapping[str, Any]) -> None: ...
@@ -377,8 +466,13 @@ class ProgressBar:
         if self._bar is None:
             from tqdm.auto import tqdm  # noqa: PLC0415
 
-            self._bar = tqdm(total=info["total"], initial=info["step"] - 1, desc=self.desc,
-                             unit="step", disable=self.disable)
+            self._bar = tqdm(
+                total=info["total"],
+                initial=info["step"] - 1,
+                desc=self.desc,
+                unit="step",
+                disable=self.disable,
+            )
         if info.get("epsilon_spent") is not None:
             self._bar.set_postfix(eps_spent=f"{info['epsilon_spent']:.3g}")
         self._bar.update(1)
@@ -389,7 +483,8 @@ class ProgressBar:
 
 
 class JsonLinesLogger:
-    """Appends one JSON object per commit to ``path``: step, elapsed seconds, epsilon spent."""
+    """Appends one JSON object per commit to ``path``: step, elapsed seconds, epsilon
+    spent."""
 
     def __init__(self, path: str | os.PathLike, *, every_step: bool = False):
         self.path, self.every_step = Path(path), every_step
@@ -407,15 +502,19 @@ class JsonLinesLogger:
 # ---------------------------------------------------------------------------------- the loop
 
 
-def make_accumulate(clip_fn: ClippedSumFn, mesh: jax.sharding.Mesh | None = None) -> Callable[..., PyTree]:
-    """``acc, params, data, item_mask, idx, unit_mask, offset, loss_key, t -> acc + clipped sum``.
+def make_accumulate(
+    clip_fn: ClippedSumFn, mesh: jax.sharding.Mesh | None = None
+) -> Callable[..., PyTree]:
+    """``acc, params, data, item_mask, idx, unit_mask, offset, loss_key, t -> acc +
+    clipped sum``.
 
-    ``data`` leaves are ``[N, items, ...]`` and stay on the device; the microbatch ``idx`` is
-    gathered inside the jitted function, so only the (public-shaped) index vector crosses from the
-    host. Unit ``i`` (global index ``offset + idx``) of step ``t`` gets the key
-    ``fold_in(fold_in(loss_key, t), i)``, derived inside jit: a unit's randomness (e.g. its EDM
-    noise level) is the same however the batch is split into microbatches, devices or processes.
-    With ``mesh``, each microbatch is split over the mesh's devices (:func:`data_parallel`).
+    ``data`` leaves are ``[N, items, ...]`` and stay on the device; the microbatch
+    ``idx`` is gathered inside the jitted function, so only the (public-shaped) index
+    vector crosses from the host. Unit ``i`` (global index ``offset + idx``) of step
+    ``t`` gets the key ``fold_in(fold_in(loss_key, t), i)``, derived inside jit: a
+    unit's randomness (e.g. its EDM noise level) is the same however the batch is split
+    into microbatches, devices or processes. With ``mesh``, each microbatch is split
+    over the mesh's devices (:func:`data_parallel`).
     """
     sum_fn = (clip_fn if mesh is None else data_parallel(clip_fn, mesh)).with_unit_keys
 
@@ -426,7 +525,9 @@ def make_accumulate(clip_fn: ClippedSumFn, mesh: jax.sharding.Mesh | None = None
         unit_keys = None
         if clip_fn.uses_key:
             step_key = jax.random.fold_in(loss_key, t)
-            unit_keys = jax.vmap(lambda i: jax.random.fold_in(step_key, i))(offset + idx)
+            unit_keys = jax.vmap(lambda i: jax.random.fold_in(step_key, i))(
+                offset + idx
+            )
         clipped, _ = sum_fn(params, batch, mask, unit_keys)
         return jax.tree_util.tree_map(jnp.add, acc, clipped)
 
@@ -450,36 +551,45 @@ def fit(
     divergence_hint: str = "lower the learning rate or the clip norm, or raise the batch size",
     data_parallel: bool = False,
 ) -> FitResult:
-    """Runs (or resumes) ``plan.steps`` DP steps of ``method`` on the sensitive ``data``.
+    """Runs (or resumes) ``plan.steps`` DP steps of ``method`` on the sensitive
+    ``data``.
 
     Args:
-      plan: the calibrated plan (sampler, clip norms, sigma, steps): its noise is the only noise.
+      plan: the calibrated plan (sampler, clip norms, sigma, steps): its noise is the
+        only noise.
       method: see :class:`DPMethod` (:func:`gradient_method` builds one from a loss).
-      data: the sensitive units, leaves ``[N, items, ...]`` with N = ``plan.dataset_size``; on
-        several processes, this process's block ``topology.local_block(all_units)``.
-      init_state: the method's state before step 0 (used when the recorder has nothing saved).
-      secret: the run's noise key and sampling seed; default :meth:`DPSecret.fresh`. Used only
-        when starting fresh: a resumed run continues with its saved one.
-      recorder: a :class:`RunRecorder` for a resumable, accounted run directory; None runs in
-        memory (:class:`InMemoryRecorder`), checkpointing nothing.
+      data: the sensitive units, leaves ``[N, items, ...]`` with N =
+        ``plan.dataset_size``; on several processes, this process's block
+        ``topology.local_block(all_units)``.
+      init_state: the method's state before step 0 (used when the recorder has nothing
+        saved).
+      secret: the run's noise key and sampling seed; default :meth:`DPSecret.fresh`.
+        Used only when starting fresh: a resumed run continues with its saved one.
+      recorder: a :class:`RunRecorder` for a resumable, accounted run directory; None
+        runs in memory (:class:`InMemoryRecorder`), checkpointing nothing.
       callbacks: progress and logging (:class:`ProgressBar`, :class:`JsonLinesLogger`).
       topology: which process this is, of how many (default: the running JAX runtime's).
       loss_key: the public randomness of the per-unit function (e.g. EDM noise levels).
-      item_mask: ``[N, items]`` bool (all True by default; this process's block, like ``data``).
+      item_mask: ``[N, items]`` bool (all True by default; this process's block, like
+        ``data``).
       stats: filled with what ran, when given (private: never publish it).
-      max_abs_param: the divergence guard's bound on the noisy parameters' absolute values.
-      divergence_hint: what the divergence error advises (name the method's config keys).
+      max_abs_param: the divergence guard's bound on the noisy parameters' absolute
+        values.
+      divergence_hint: what the divergence error advises (name the method's config
+        keys).
       data_parallel: split each microbatch over this process's local devices.
 
-    The divergence guard checks the *noisy* parameters (post-processing: it costs no privacy) at
-    each commit: the steps already run are recorded (they were spent), the diverged state is not
-    saved, and :class:`DivergenceError` stops the run.
+    The divergence guard checks the *noisy* parameters (post-processing: it costs no
+    privacy) at
+    each commit: the steps already run are recorded (they were spent), the diverged
+    state is not saved, and :class:`DivergenceError` stops the run.
 
     Returns:
       :class:`FitResult` (state, secret, private).
 
     Raises:
-      ValueError: the method clips to other norms than the plan, or the data's shape is wrong.
+      ValueError: the method clips to other norms than the plan, or the data's shape is
+        wrong.
       LedgerError, BudgetExceededError: from a :class:`RunRecorder`, before any release.
       DivergenceError: see above.
     """
@@ -504,14 +614,20 @@ def fit(
     stats = stats if stats is not None else LoopStats()
     every = getattr(recorder, "checkpoint_every", plan.steps)
 
-    start, tree = recorder.resume(plan, {"state": init_state, "secret": secret.to_tree()}, topo)
+    start, tree = recorder.resume(
+        plan, {"state": init_state, "secret": secret.to_tree()}, topo
+    )
     secret = DPSecret.from_tree(tree["secret"])
     state = tree["state"]
 
     clip_fn = method.clipped
     sum_shapes = jax.eval_shape(
-        lambda s: clip_fn(method.params(s), jax.tree_util.tree_map(lambda x: x[:1], data),
-                          item_mask[:1], jax.random.key(0) if clip_fn.uses_key else None)[0],
+        lambda s: clip_fn(
+            method.params(s),
+            jax.tree_util.tree_map(lambda x: x[:1], data),
+            item_mask[:1],
+            jax.random.key(0) if clip_fn.uses_key else None,
+        )[0],
         state,
     )
     mesh = None
@@ -519,20 +635,35 @@ def fit(
         mesh = jax.sharding.Mesh(np.array(jax.local_devices()), ("data",))
         size = plan.sampler.microbatch_size
         if size % mesh.size:
-            raise ValueError(f"data_parallel splits each microbatch over {mesh.size} local devices: "
-                             f"use a microbatch size that is a multiple of {mesh.size} (got {size}).")
+            raise ValueError(
+                f"data_parallel splits each microbatch over {mesh.size} local devices: "
+                f"use a microbatch size that is a multiple of {mesh.size} (got {size})."
+            )
     accumulate = make_accumulate(clip_fn, mesh)
 
     @jax.jit
     def release(state, acc, noise_key, t, healthy):
-        state = method.update(state, plan.privatize(acc, jax.random.fold_in(noise_key, t)))
+        state = method.update(
+            state, plan.privatize(acc, jax.random.fold_in(noise_key, t))
+        )
         leaves = jax.tree_util.tree_leaves(method.params(state))
-        ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x) & (jnp.abs(x) <= max_abs_param)) for x in leaves]))
+        ok = jnp.all(
+            jnp.stack(
+                [
+                    jnp.all(jnp.isfinite(x) & (jnp.abs(x) <= max_abs_param))
+                    for x in leaves
+                ]
+            )
+        )
         return state, healthy & ok
 
-    # One jitted call per step; eager jnp.zeros dispatches one op per leaf (~18 ms per step on
-    # the denoiser under load, measured).
-    zero_sum = jax.jit(lambda: jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), sum_shapes))
+    # One jitted call per step; eager jnp.zeros dispatches one op per leaf (~18 ms per
+    # step on the denoiser under load, measured).
+    zero_sum = jax.jit(
+        lambda: jax.tree_util.tree_map(
+            lambda s: jnp.zeros(s.shape, s.dtype), sum_shapes
+        )
+    )
     params_of = jax.jit(method.params)
     noise_key = secret.noise_key
     offset = np.int64(lo)
@@ -550,8 +681,17 @@ def fit(
             acc = zero_sum()
             params = params_of(state)
             for j in range(batch.indices.shape[0]):
-                acc = accumulate(acc, params, data, item_mask, batch.indices[j], batch.mask[j],
-                                 offset, loss_key, np.int32(t))
+                acc = accumulate(
+                    acc,
+                    params,
+                    data,
+                    item_mask,
+                    batch.indices[j],
+                    batch.mask[j],
+                    offset,
+                    loss_key,
+                    np.int32(t),
+                )
             if topo.distributed:
                 acc = dist.sum_over_processes(acc)
             if method.public_rows is not None:
@@ -561,24 +701,37 @@ def fit(
             stats.steps += 1
             stats.noise_draws += 1
             unrecorded += 1
-            info: dict[str, Any] = {"step": t + 1, "total": plan.steps,
-                                    "elapsed_s": round(time.perf_counter() - t0, 3)}
+            info: dict[str, Any] = {
+                "step": t + 1,
+                "total": plan.steps,
+                "elapsed_s": round(time.perf_counter() - t0, 3),
+            }
             if unrecorded == every or t == plan.steps - 1:
                 if not bool(healthy):
                     _record_only(recorder, plan, t + 1)
                     spent = recorder.epsilon_spent()
-                    spent = (f"epsilon = {spent:.4g} spent and recorded" if spent is not None
-                             else "the spend recorded by process 0")
+                    spent = (
+                        f"epsilon = {spent:.4g} spent and recorded"
+                        if spent is not None
+                        else "the spend recorded by process 0"
+                    )
                     raise DivergenceError(
-                        f"DP training diverged: the noisy parameters became non-finite or larger "
-                        f"than {max_abs_param:g} in steps {t + 2 - unrecorded}..{t + 1}; stopped "
+                        "DP training diverged: the noisy parameters became non-finite "
+                        "or larger "
+                        f"than {max_abs_param:g} in steps "
+                        f"{t + 2 - unrecorded}..{t + 1}; stopped "
                         f"there with {spent}. Likely cause: the "
-                        f"update is too large for the noise (sigma = {plan.noise_multipliers[0]:.3g}); "
+                        "update is too large for the noise (sigma = "
+                        f"{plan.noise_multipliers[0]:.3g}); "
                         f"{divergence_hint}, and use a new run directory."
                     )
-                recorder.commit(plan, t + 1, {"state": state, "secret": secret.to_tree()})
+                recorder.commit(
+                    plan, t + 1, {"state": state, "secret": secret.to_tree()}
+                )
                 unrecorded = 0
-                if plan.private:  # a public quantity only: never a loss on the private data
+                if (
+                    plan.private
+                ):  # a public quantity only: never a loss on the private data
                     info["epsilon_spent"] = recorder.epsilon_spent()
             for cb in callbacks:
                 cb.on_step(info)
@@ -589,7 +742,8 @@ def fit(
 
 
 def _record_only(recorder: Recorder, plan: DPPlan, step: int) -> None:
-    # A diverged stretch was spent: record it (recorders that can), but never save the state.
+    # A diverged stretch was spent: record it (recorders that can), but never save the
+    # state.
     record = getattr(recorder, "record", None)
     if record is not None:
         record(plan, step)

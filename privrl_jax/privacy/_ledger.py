@@ -1,23 +1,29 @@
-"""The privacy ledger: a tamper-evident record of every DP release of a run, with a budget guard.
+"""The privacy ledger: a tamper-evident record of every DP release of a run, with a
+budget guard.
 
-The ledger is a JSON file (``ledger.json``) written atomically beside a run's checkpoints. Each entry
-is a batch of identical releases (a dp-accounting event, serialised, and how many times it happened,
-what it released, the mechanism's parameters and when). Entries are only ever appended, and each is
-chained to the one before by a SHA-256 hash over its content and the previous hash; the header
-(dataset, size, budget) starts the chain. The newest hash, the *head*, is also stored in every
-checkpoint and in the metadata of every released file, so:
+The ledger is a JSON file (``ledger.json``) written atomically beside a run's
+checkpoints. Each entry is a batch of identical releases (a dp-accounting event,
+serialised, and how many times it happened, what it released, the mechanism's parameters
+and when). Entries are only ever appended, and each is chained to the one before by a
+SHA-256 hash over its content and the previous hash; the header (dataset, size, budget)
+starts the chain. The newest hash, the *head*, is also stored in every checkpoint and in
+the metadata of every released file, so:
 
 - an edited entry (a count lowered, a sigma raised) breaks the chain at that entry;
-- an event that disagrees with its recorded parameters is refused (the event is recomputed from them);
-- a truncated or replaced ledger no longer contains the head that a checkpoint or a release holds;
-- a missing ledger is never replaced by an empty one while checkpoints or a release exist.
+- an event that disagrees with its recorded parameters is refused (the event is
+  recomputed from them);
+- a truncated or replaced ledger no longer contains the head that a checkpoint or a
+  release holds;
+- a missing ledger is never replaced by an empty one while checkpoints or a release
+  exist.
 
-What it does not protect against: someone who rewrites the ledger *and* every checkpoint and release
-consistently (the hash has no secret key), or who deletes the whole run directory. It guards
-against mistakes and casual edits, not against the data owner's own adversarial tampering.
+What it does not protect against: someone who rewrites the ledger *and* every checkpoint
+and release consistently (the hash has no secret key), or who deletes the whole run
+directory. It guards against mistakes and casual edits, not against the data owner's own
+adversarial tampering.
 
-Total epsilon is computed by dp-accounting over the composition of all entries (consecutive
-identical events grouped), under RDP and PLD.
+Total epsilon is computed by dp-accounting over the composition of all entries
+(consecutive identical events grouped), under RDP and PLD.
 """
 
 from __future__ import annotations
@@ -28,8 +34,9 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import attr
 import dp_accounting
@@ -41,7 +48,8 @@ _FORMAT = "privrl_jax.ledger/2"
 
 
 class BudgetExceededError(RuntimeError):
-    """A release would take the run past its (epsilon, delta) budget; nothing was released."""
+    """A release would take the run past its (epsilon, delta) budget; nothing was
+    released."""
 
 
 class LedgerError(ValueError):
@@ -56,13 +64,17 @@ def event_to_dict(event: dp_accounting.DpEvent) -> dict[str, Any]:
         if isinstance(value, dp_accounting.DpEvent):
             value = event_to_dict(value)
         elif isinstance(value, (list, tuple)):
-            value = [event_to_dict(v) if isinstance(v, dp_accounting.DpEvent) else v for v in value]
+            value = [
+                event_to_dict(v) if isinstance(v, dp_accounting.DpEvent) else v
+                for v in value
+            ]
         out[field.name] = value
     return out
 
 
 def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
-    """Inverse of :func:`event_to_dict`; raises :class:`LedgerError` for unknown event types."""
+    """Inverse of :func:`event_to_dict`; raises :class:`LedgerError` for unknown event
+    types."""
     data = dict(data)
     name = data.pop("type", None)
     cls = getattr(dp_accounting, str(name), None)
@@ -73,14 +85,18 @@ def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
         if isinstance(value, dict) and "type" in value:
             value = event_from_dict(value)
         elif isinstance(value, list):
-            value = [event_from_dict(v) if isinstance(v, dict) and "type" in v else v for v in value]
+            value = [
+                event_from_dict(v) if isinstance(v, dict) and "type" in v else v
+                for v in value
+            ]
         kwargs[key] = value
     return cls(**kwargs)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Release:
-    """``count`` identical releases of one event, chained to the entry before by ``prev``/``hash``."""
+    """``count`` identical releases of one event, chained to the entry before by
+    ``prev``/``hash``."""
 
     event: dict[str, Any]
     count: int
@@ -92,12 +108,21 @@ class Release:
 
     def payload(self) -> dict[str, Any]:
         """What the hash covers (everything but the hash itself)."""
-        return {"event": self.event, "count": self.count, "what": self.what,
-                "params": self.params, "time": self.time}
+        return {
+            "event": self.event,
+            "count": self.count,
+            "what": self.what,
+            "params": self.params,
+            "time": self.time,
+        }
 
     def dp_event(self) -> dp_accounting.DpEvent:
         single = event_from_dict(self.event)
-        return single if self.count == 1 else dp_accounting.SelfComposedDpEvent(single, self.count)
+        return (
+            single
+            if self.count == 1
+            else dp_accounting.SelfComposedDpEvent(single, self.count)
+        )
 
 
 def _digest(prev: str, payload: dict[str, Any]) -> str:
@@ -106,7 +131,7 @@ def _digest(prev: str, payload: dict[str, Any]) -> str:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def _atomic_write_json(path: Path, data: Any) -> None:
@@ -127,9 +152,10 @@ def _atomic_write_json(path: Path, data: Any) -> None:
 class Ledger:
     """The record of a run's DP releases and its budget.
 
-    Create or reopen it with :meth:`open`; ``record`` persists before it returns, so a crash after a
-    release can never lose it. ``check`` raises *before* a release that would exceed the budget.
-    Loading verifies the hash chain and every event against its parameters.
+    Create or reopen it with :meth:`open`; ``record`` persists before it returns, so a
+    crash after a release can never lose it. ``check`` raises *before* a release that
+    would exceed the budget. Loading verifies the hash chain and every event against its
+    parameters.
     """
 
     def __init__(
@@ -153,10 +179,16 @@ class Ledger:
 
     # ------------------------------------------------------------------ the chain
     def _header(self) -> dict[str, Any]:
-        header = {"format": _FORMAT, "dataset_id": self.dataset_id, "dataset_size": self.dataset_size,
-                  "target_epsilon": self.target_epsilon, "target_delta": self.target_delta}
-        # Only present when set, so the genesis of a private run is what it always was; when set,
-        # it is hashed with the header: the mark cannot be removed without breaking the chain.
+        header = {
+            "format": _FORMAT,
+            "dataset_id": self.dataset_id,
+            "dataset_size": self.dataset_size,
+            "target_epsilon": self.target_epsilon,
+            "target_delta": self.target_delta,
+        }
+        # Only present when set, so the genesis of a private run is what it always was;
+        # when set, it is hashed with the header: the mark cannot be removed without
+        # breaking the chain.
         if self.not_private is not None:
             header["not_private"] = self.not_private
         return header
@@ -176,11 +208,14 @@ class Ledger:
         return head == self.genesis or any(r.hash == head for r in self.releases)
 
     def require_head(self, head: str, where: str) -> None:
-        """Raises :class:`LedgerError` unless ``head``, recorded in ``where``, is in the chain."""
+        """Raises :class:`LedgerError` unless ``head``, recorded in ``where``, is in the
+        chain."""
         if not self.contains(head):
             raise LedgerError(
-                f"{where} was written after ledger entry {head[:12]}..., which {self.path} does not "
-                "hold: the ledger was truncated or replaced, so the run's privacy spend is unknown. "
+                f"{where} was written after ledger entry {head[:12]}..., which "
+                f"{self.path} does not "
+                "hold: the ledger was truncated or replaced, so the run's privacy "
+                "spend is unknown. "
                 "Restore the original ledger.json or start a new run directory."
             )
 
@@ -196,36 +231,45 @@ class Ledger:
         target_delta: float,
         artifacts: Sequence[str | os.PathLike] = (),
         not_private: str | None = None,
-    ) -> "Ledger":
+    ) -> Ledger:
         """Opens the ledger of ``run_dir``, creating it if absent.
 
         Args:
           run_dir: the run's directory (the ledger is ``run_dir/ledger.json``).
-          dataset_id: identifies the sensitive dataset (by its source, never by a hash of its
-            content); a ledger of another dataset is refused, since its budget says nothing about
-            this one.
+          dataset_id: identifies the sensitive dataset (by its source, never by a hash
+            of its content); a ledger of another dataset is refused, since its budget
+            says nothing about this one.
           dataset_size: number of privacy units N (for the delta >= 1/N warning).
-          target_epsilon, target_delta: the run's budget; must equal the stored budget on reopen.
-          artifacts: paths whose existence proves that releases happened (checkpoints of a DP
-            phase, released files): while any exists, a missing ledger is an error, never a new one.
-          not_private: why this run's releases are not private although accounted (e.g. the noise
-            is fixed by a public seed); stored in the hashed header and shown by :meth:`report`.
+          target_epsilon, target_delta: the run's budget; must equal the stored budget
+            on reopen.
+          artifacts: paths whose existence proves that releases happened (checkpoints of
+            a DP phase, released files): while any exists, a missing ledger is an error,
+            never a new one.
+          not_private: why this run's releases are not private although accounted (e.g.
+            the noise is fixed by a public seed); stored in the hashed header and shown
+            by :meth:`report`.
 
         Raises:
-          LedgerError: the file is missing while artifacts exist, corrupt, edited, or belongs to
-            another dataset or budget.
+          LedgerError: the file is missing while artifacts exist, corrupt, edited, or
+            belongs to another dataset or budget.
         """
         if not (_accounting._is_real(target_epsilon) and target_epsilon > 0):
-            raise ValueError(f"target_epsilon must be > 0 (inf for no budget); got {target_epsilon!r}.")
+            raise ValueError(
+                "target_epsilon must be > 0 (inf for no budget); got "
+                f"{target_epsilon!r}."
+            )
         _accounting.validate_delta(target_delta, dataset_size=dataset_size)
         path = Path(run_dir) / LEDGER_FILE
         if not path.exists():
             found = [str(a) for a in artifacts if Path(a).exists()]
             if found:
                 raise LedgerError(
-                    f"{path} is missing, but this run directory holds {', '.join(found)}: releases "
-                    "happened and their privacy spend is unknown. Restore the original ledger.json "
-                    "or start a new run directory (a new empty ledger would under-report epsilon)."
+                    f"{path} is missing, but this run directory holds "
+                    f"{', '.join(found)}: releases "
+                    "happened and their privacy spend is unknown. Restore the original "
+                    "ledger.json "
+                    "or start a new run directory (a new empty ledger would "
+                    "under-report epsilon)."
                 )
             ledger = cls(
                 path,
@@ -240,30 +284,39 @@ class Ledger:
         ledger = cls.load(path)
         if ledger.dataset_id != dataset_id:
             raise LedgerError(
-                f"{path} belongs to dataset {ledger.dataset_id!r}, not {dataset_id!r}: a run directory "
-                "holds the ledger of one sensitive dataset. Use a new run directory for this dataset."
+                f"{path} belongs to dataset {ledger.dataset_id!r}, not {dataset_id!r}: "
+                "a run directory "
+                "holds the ledger of one sensitive dataset. Use a new run directory "
+                "for this dataset."
             )
-        if (ledger.target_epsilon, ledger.target_delta) != (float(target_epsilon), float(target_delta)):
+        if (ledger.target_epsilon, ledger.target_delta) != (
+            float(target_epsilon),
+            float(target_delta),
+        ):
             raise LedgerError(
                 f"{path} was opened with budget (epsilon={ledger.target_epsilon}, "
-                f"delta={ledger.target_delta}), now (epsilon={target_epsilon}, delta={target_delta}); "
+                f"delta={ledger.target_delta}), now (epsilon={target_epsilon}, "
+                f"delta={target_delta}); "
                 "a budget cannot change mid-run. Use a new run directory."
             )
         if ledger.not_private != (None if not_private is None else str(not_private)):
             raise LedgerError(
-                f"{path} was written by a run that was {'not ' if ledger.not_private else ''}private, "
-                f"this one is {'not ' if not_private else ''}private (privacy.noise_seed differs); "
+                f"{path} was written by a run that was "
+                f"{'not ' if ledger.not_private else ''}private, "
+                f"this one is {'not ' if not_private else ''}private "
+                "(privacy.noise_seed differs); "
                 "a run directory holds one kind of run. Use a new run directory."
             )
         return ledger
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Ledger":
+    def load(cls, path: str | os.PathLike) -> Ledger:
         """Reads and verifies a ledger file.
 
         Raises:
-          LedgerError: missing, not a privrl_jax ledger, corrupt, or edited (a hash that does not
-            match its entry, or an event that does not match its recorded parameters).
+          LedgerError: missing, not a privrl_jax ledger, corrupt, or edited (a hash that
+            does not match its entry, or an event that does not match its recorded
+            parameters).
         """
         path = Path(path)
         if path.is_dir():
@@ -284,11 +337,15 @@ class Ledger:
             )
             stored_genesis = data["genesis"]
         except FileNotFoundError:
-            raise LedgerError(f"no ledger at {path}: this is not a privrl_jax run directory.") from None
+            raise LedgerError(
+                f"no ledger at {path}: this is not a privrl_jax run directory."
+            ) from None
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise LedgerError(
-                f"the ledger {path} is corrupt ({type(e).__name__}: {e}). Do not edit it by hand; if the "
-                "run's releases are unknown, its privacy spend is unknown: start a new run directory."
+                f"the ledger {path} is corrupt ({type(e).__name__}: {e}). Do not edit "
+                "it by hand; if the "
+                "run's releases are unknown, its privacy spend is unknown: start a new "
+                "run directory."
             ) from e
         ledger._verify(stored_genesis)
         return ledger
@@ -296,7 +353,8 @@ class Ledger:
     def _verify(self, stored_genesis: str) -> None:
         def edited(what: str) -> LedgerError:
             return LedgerError(
-                f"the ledger {self.path} was edited: {what}. Its privacy spend cannot be trusted; "
+                f"the ledger {self.path} was edited: {what}. Its privacy spend cannot "
+                "be trusted; "
                 "restore the original file or start a new run directory."
             )
 
@@ -325,8 +383,11 @@ class Ledger:
     def save(self) -> None:
         _atomic_write_json(
             self.path,
-            {**self._header(), "genesis": self.genesis,
-             "releases": [dataclasses.asdict(r) for r in self.releases]},
+            {
+                **self._header(),
+                "genesis": self.genesis,
+                "releases": [dataclasses.asdict(r) for r in self.releases],
+            },
         )
 
     # ------------------------------------------------------------------ accounting
@@ -336,22 +397,42 @@ class Ledger:
         return sum(r.count for r in self.releases)
 
     def groups(self) -> list[dict[str, Any]]:
-        """Consecutive entries with the same event, description and parameters, counts summed."""
+        """Consecutive entries with the same event, description and parameters, counts
+        summed."""
         out: list[dict[str, Any]] = []
         for r in self.releases:
-            if out and (out[-1]["event"], out[-1]["what"], out[-1]["params"]) == (r.event, r.what, r.params):
+            if out and (out[-1]["event"], out[-1]["what"], out[-1]["params"]) == (
+                r.event,
+                r.what,
+                r.params,
+            ):
                 out[-1]["count"] += r.count
             else:
-                out.append({"what": r.what, "count": r.count, "event": r.event, "params": r.params})
+                out.append(
+                    {
+                        "what": r.what,
+                        "count": r.count,
+                        "event": r.event,
+                        "params": r.params,
+                    }
+                )
         return out
 
-    def event(self, extra: list[tuple[dp_accounting.DpEvent, int]] = ()) -> dp_accounting.DpEvent:
+    def event(
+        self, extra: list[tuple[dp_accounting.DpEvent, int]] = ()
+    ) -> dp_accounting.DpEvent:
         """The composition of all recorded releases (plus ``extra`` planned ones)."""
         events = []
         for g in self.groups():
             single = event_from_dict(g["event"])
-            events.append(single if g["count"] == 1 else dp_accounting.SelfComposedDpEvent(single, g["count"]))
-        events += [e if n == 1 else dp_accounting.SelfComposedDpEvent(e, n) for e, n in extra]
+            events.append(
+                single
+                if g["count"] == 1
+                else dp_accounting.SelfComposedDpEvent(single, g["count"])
+            )
+        events += [
+            e if n == 1 else dp_accounting.SelfComposedDpEvent(e, n) for e, n in extra
+        ]
         return dp_accounting.ComposedDpEvent(events)
 
     def epsilon(
@@ -361,17 +442,27 @@ class Ledger:
         event = self.event(extra)
         if not event.events:
             return _accounting.EpsilonReport(
-                epsilon=0.0, delta=self.target_delta, accountant=accountant, neighboring="-"
+                epsilon=0.0,
+                delta=self.target_delta,
+                accountant=accountant,
+                neighboring="-",
             )
         try:
-            return _accounting.compute_epsilon(event, self.target_delta, accountant=accountant)
+            return _accounting.compute_epsilon(
+                event, self.target_delta, accountant=accountant
+            )
         except ValueError:
             if accountant == "rdp":  # e.g. truncated Poisson, which only PLD supports
-                return _accounting.compute_epsilon(event, self.target_delta, accountant="pld")
+                return _accounting.compute_epsilon(
+                    event, self.target_delta, accountant="pld"
+                )
             raise
 
-    def check(self, event: dp_accounting.DpEvent, count: int = 1, *, accountant="rdp") -> float:
-        """Epsilon after ``count`` more ``event`` releases; raises if it exceeds the budget.
+    def check(
+        self, event: dp_accounting.DpEvent, count: int = 1, *, accountant="rdp"
+    ) -> float:
+        """Epsilon after ``count`` more ``event`` releases; raises if it exceeds the
+        budget.
 
         Raises:
           BudgetExceededError: nothing has been released; the message says what is left.
@@ -380,36 +471,59 @@ class Ledger:
         if after > self.target_epsilon * (1 + 1e-9):
             spent = self.epsilon(accountant).epsilon
             raise BudgetExceededError(
-                f"{count} more release(s) of {type(event).__name__} would bring epsilon to {after:.4g} > "
-                f"budget {self.target_epsilon:g} (delta={self.target_delta:g}; spent so far {spent:.4g} "
-                f"over {self.num_releases} releases, {accountant.upper()}). Nothing was released. Raise "
-                "the noise multiplier (a larger privacy.epsilon target calibrates less noise), take "
-                "fewer steps (finetune.epochs) or a smaller sampling rate (finetune.batch_size), or "
+                f"{count} more release(s) of {type(event).__name__} would bring "
+                f"epsilon to {after:.4g} > "
+                f"budget {self.target_epsilon:g} (delta={self.target_delta:g}; spent "
+                f"so far {spent:.4g} "
+                f"over {self.num_releases} releases, {accountant.upper()}). Nothing "
+                "was released. Raise "
+                "the noise multiplier (a larger privacy.epsilon target calibrates less "
+                "noise), take "
+                "fewer steps (finetune.epochs) or a smaller sampling rate "
+                "(finetune.batch_size), or "
                 "start a new run directory with a larger budget."
             )
         return after
 
     def record(
-        self, event: dp_accounting.DpEvent, *, what: str, count: int = 1, params: dict | None = None
+        self,
+        event: dp_accounting.DpEvent,
+        *,
+        what: str,
+        count: int = 1,
+        params: dict | None = None,
     ) -> None:
-        """Appends ``count`` releases of ``event`` as one chained entry and saves atomically.
+        """Appends ``count`` releases of ``event`` as one chained entry and saves
+        atomically.
 
-        ``params`` describe the mechanism (``DPPlan.describe()``, ``GaussianMechanism.describe()``);
-        when they do, loading recomputes the event from them and refuses a mismatch.
+        ``params`` describe the mechanism (``DPPlan.describe()``,
+        ``GaussianMechanism.describe()``); when they do, loading recomputes the event
+        from them and refuses a mismatch.
         """
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"count must be an int >= 1; got {count!r}.")
-        params = json.loads(json.dumps(dict(params or {})))  # plain JSON types, as reloaded
+        params = json.loads(
+            json.dumps(dict(params or {}))
+        )  # plain JSON types, as reloaded
         ev = event_to_dict(event)
         expected = _plan.event_from_description(params)
         if expected is not None and event_to_dict(expected) != ev:
             raise ValueError(f"the event {ev} does not match its parameters {params}.")
-        payload = {"event": ev, "count": count, "what": what, "params": params, "time": _now()}
-        self.releases.append(Release(**payload, prev=self.head, hash=_digest(self.head, payload)))
+        payload = {
+            "event": ev,
+            "count": count,
+            "what": what,
+            "params": params,
+            "time": _now(),
+        }
+        self.releases.append(
+            Release(**payload, prev=self.head, hash=_digest(self.head, payload))
+        )
         self.save()
 
     def report(self) -> dict[str, Any]:
-        """What was spent, under RDP and PLD, as a JSON-ready dict (flags an exceeded budget)."""
+        """What was spent, under RDP and PLD, as a JSON-ready dict (flags an exceeded
+        budget)."""
         out: dict[str, Any] = {
             "dataset_id": self.dataset_id,
             "dataset_size": self.dataset_size,

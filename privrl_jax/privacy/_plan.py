@@ -1,31 +1,40 @@
-"""One frozen plan per DP mechanism: sampler, relation, clip norms, sigma, event, calibration.
+"""One frozen plan per DP mechanism: sampler, relation, clip norms, sigma, event,
+calibration.
 
-Every piece of a DP release that must agree with every other comes from here (docs/design.md,
-contract 8). A replace-one accounting bug once came from building the accounting event apart from
-the sensitivity it depends on; with a plan, the noise std and the event are two views of the same
-fields and cannot drift apart.
+Every piece of a DP release that must agree with every other comes from here
+(docs/design.md, contract 8). A replace-one accounting bug once came from building the
+accounting event apart from the sensitivity it depends on; with a plan, the noise std
+and the event are two views of the same fields and cannot drift apart.
 
-The meaning of sigma (``noise_multiplier``) is dp-accounting's and jax_privacy's everywhere: noise
-std / L2 sensitivity of the released sum. The sensitivity is C under add/remove-one and 2C under
-replace-one, so a replace-one plan with sigma = 1 and C = 1 adds noise of std 2 and is accounted
-as ``GaussianDpEvent(1)`` inside its sampling event.
+The meaning of sigma (``noise_multiplier``) is dp-accounting's and jax_privacy's
+everywhere: noise std / L2 sensitivity of the released sum. The sensitivity is C under
+add/remove-one and 2C under replace-one, so a replace-one plan with sigma = 1 and C = 1
+adds noise of std 2 and is accounted as ``GaussianDpEvent(1)`` inside its sampling
+event.
 
-What runs where: the plan itself, accounting and sampling are host-side (NumPy, dp-accounting);
-:meth:`DPPlan.privatize` and the clipped sums it builds are pure JAX functions.
+What runs where: the plan itself, accounting and sampling are host-side (NumPy,
+dp-accounting); :meth:`DPPlan.privatize` and the clipped sums it builds are pure JAX
+functions.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterator, NamedTuple, Union
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import dp_accounting
 import jax
 import optax
 
 from privrl_jax.privacy import _accounting
-from privrl_jax.privacy._accounting import Accountant, EpsilonReport, Neighboring, Sampling
+from privrl_jax.privacy._accounting import (
+    Accountant,
+    EpsilonReport,
+    Neighboring,
+    Sampling,
+)
 from privrl_jax.privacy._aggregation import _noise_transform, add_noise_blocks
 from privrl_jax.privacy._clipping import (
     ClippedSumFn,
@@ -45,7 +54,7 @@ from privrl_jax.privacy._sampling import (
 )
 
 PyTree = Any
-Sampler = Union[PoissonSampler, UniformOneSampler, FullBatchSampler]
+Sampler = PoissonSampler | UniformOneSampler | FullBatchSampler
 
 
 def _as_tuple(value) -> tuple:
@@ -55,12 +64,12 @@ def _as_tuple(value) -> tuple:
 def effective_noise_multiplier(noise_multipliers: tuple[float, ...]) -> float:
     """sigma_eff = (sum_i sigma_i^-2)^(-1/2) of k Gaussian blocks released together.
 
-    Block i moves by at most its sensitivity Delta_i and gets noise of std sigma_i Delta_i. Scaling
-    block i by 1 / (sigma_i Delta_i) gives unit noise on every coordinate and moves block i by at
-    most 1 / sigma_i, so the whole release is one Gaussian mechanism of sensitivity
-    (sum_i sigma_i^-2)^(1/2) and unit noise: noise multiplier sigma_eff. Accounting the blocks as
-    independent mechanisms would over-count; accounting them as one block of sigma_1 would
-    under-count.
+    Block i moves by at most its sensitivity Delta_i and gets noise of std sigma_i
+    Delta_i. Scaling block i by 1 / (sigma_i Delta_i) gives unit noise on every
+    coordinate and moves block i by at most 1 / sigma_i, so the whole release is one
+    Gaussian mechanism of sensitivity (sum_i sigma_i^-2)^(1/2) and unit noise: noise
+    multiplier sigma_eff. Accounting the blocks as independent mechanisms would
+    over-count; accounting them as one block of sigma_1 would under-count.
     """
     if any(s == 0 for s in noise_multipliers):
         return 0.0
@@ -70,15 +79,17 @@ def effective_noise_multiplier(noise_multipliers: tuple[float, ...]) -> float:
 class PlanArrays(NamedTuple):
     """The numbers of a plan that a sweep varies, as the leaves of a pytree.
 
-    Pass it to a jitted function as an ordinary (traced) argument: plans that differ only in
-    sigma (or in their clip norms) then share one compiled executable. Python floats trace as
-    weak-typed float32 scalars, exactly the values (and dtype promotion) the same floats have as
-    constants, so a bound plan computes bit-for-bit what the plan itself computes.
+    Pass it to a jitted function as an ordinary (traced) argument: plans that differ
+    only in sigma (or in their clip norms) then share one compiled executable. Python
+    floats trace as weak-typed float32 scalars, exactly the values (and dtype promotion)
+    the same floats have as constants, so a bound plan computes bit-for-bit what the
+    plan itself computes.
 
     Attributes:
       l2_clip_norms: C_i per block.
-      noise_stds: the noise std per block, sigma_i times its sensitivity (0 for sigma = 0: the
-        noise term is still added, as 0 * N(0, 1), so nothing branches on a traced sigma).
+      noise_stds: the noise std per block, sigma_i times its sensitivity (0 for sigma =
+        0: the noise term is still added, as 0 * N(0, 1), so nothing branches on a
+        traced sigma).
     """
 
     l2_clip_norms: tuple[jax.typing.ArrayLike, ...]
@@ -87,10 +98,12 @@ class PlanArrays(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class PlanStructure:
-    """The static half of :meth:`DPPlan.split`: what fixes shapes and code, not sigma or C.
+    """The static half of :meth:`DPPlan.split`: what fixes shapes and code, not sigma or
+    C.
 
-    Hashable, so it is a static jit argument; its methods need the :class:`PlanArrays` of the
-    same :meth:`DPPlan.split` (traced), and are the plan's own methods with those numbers bound.
+    Hashable, so it is a static jit argument; its methods need the :class:`PlanArrays`
+    of the same :meth:`DPPlan.split` (traced), and are the plan's own methods with those
+    numbers bound.
     It carries no event and no epsilon: accounting stays on the :class:`DPPlan`.
     """
 
@@ -104,10 +117,14 @@ class PlanStructure:
         return self.sampler.expected_batch_size
 
     def _check(self, arrays: PlanArrays) -> None:
-        if len(arrays.l2_clip_norms) != self.num_blocks or len(arrays.noise_stds) != self.num_blocks:
+        if (
+            len(arrays.l2_clip_norms) != self.num_blocks
+            or len(arrays.noise_stds) != self.num_blocks
+        ):
             raise ValueError(
                 f"this plan has {self.num_blocks} block(s) but the arrays hold "
-                f"{len(arrays.l2_clip_norms)} clip norm(s) and {len(arrays.noise_stds)} noise "
+                f"{len(arrays.l2_clip_norms)} clip norm(s) and "
+                f"{len(arrays.noise_stds)} noise "
                 "std(s); bind the arrays of the same plan.split()."
             )
 
@@ -119,12 +136,16 @@ class PlanStructure:
         microbatch_size: int | None = None,
         uses_key: bool = False,
     ) -> ClippedSumFn:
-        """:meth:`DPPlan.clipped_sum` with the clip norms of ``arrays`` (validated by the plan)."""
+        """:meth:`DPPlan.clipped_sum` with the clip norms of ``arrays`` (validated by
+        the plan)."""
         self._check(arrays)
         _check_common(microbatch_size, "vmap")
         return ClippedSumFn(
-            per_item_fn=per_item_fn, l2_clip_norms=tuple(arrays.l2_clip_norms), kind="value",
-            microbatch_size=microbatch_size, uses_key=uses_key,
+            per_item_fn=per_item_fn,
+            l2_clip_norms=tuple(arrays.l2_clip_norms),
+            kind="value",
+            microbatch_size=microbatch_size,
+            uses_key=uses_key,
         )
 
     def clipped_grad(
@@ -139,11 +160,17 @@ class PlanStructure:
         """:meth:`DPPlan.clipped_grad` with the clip norm of ``arrays``."""
         self._check(arrays)
         if self.num_blocks != 1:
-            raise ValueError(f"this plan has {self.num_blocks} blocks; use clipped_sum.")
+            raise ValueError(
+                f"this plan has {self.num_blocks} blocks; use clipped_sum."
+            )
         _check_common(microbatch_size, method)
         return ClippedSumFn(
-            per_item_fn=per_item_loss, l2_clip_norms=tuple(arrays.l2_clip_norms), kind="grad",
-            microbatch_size=microbatch_size, uses_key=uses_key, method=method,
+            per_item_fn=per_item_loss,
+            l2_clip_norms=tuple(arrays.l2_clip_norms),
+            kind="grad",
+            microbatch_size=microbatch_size,
+            uses_key=uses_key,
+            method=method,
         )
 
     def privatize(self, clipped: PyTree, key: jax.Array, arrays: PlanArrays) -> PyTree:
@@ -155,7 +182,9 @@ class PlanStructure:
         out = jax.tree_util.tree_map(lambda x: (x * scale).astype(x.dtype), noised)
         return out[0] if self.num_blocks == 1 else out
 
-    def privatizer(self, key: jax.Array, arrays: PlanArrays) -> optax.GradientTransformation:
+    def privatizer(
+        self, key: jax.Array, arrays: PlanArrays
+    ) -> optax.GradientTransformation:
         """:meth:`DPPlan.privatizer` with the noise stds of ``arrays``."""
         self._check(arrays)
         return optax.chain(
@@ -164,7 +193,11 @@ class PlanStructure:
         )
 
     def dpsgd(
-        self, optimizer: optax.GradientTransformation, *, key: jax.Array, arrays: PlanArrays
+        self,
+        optimizer: optax.GradientTransformation,
+        *,
+        key: jax.Array,
+        arrays: PlanArrays,
     ) -> optax.GradientTransformation:
         """:meth:`DPPlan.dpsgd` with the noise stds of ``arrays``."""
         return optax.chain(self.privatizer(key, arrays), optimizer)
@@ -174,22 +207,27 @@ class PlanStructure:
 class DPPlan:
     """Everything one DP release schedule is, bound together.
 
-    Build it with the sampler that will actually run, the clip norm(s) and the number of steps;
-    :meth:`calibrate` returns a copy with sigma for a target (epsilon, delta). From the plan, and
-    only from it, come the sensitivity, the noise std, the normaliser, the dp-accounting event, the
-    clipped sums (:meth:`clipped_grad`, :meth:`clipped_sum`), the noise (:meth:`privatize`,
-    :meth:`dpsgd`) and the batches (:meth:`batches`).
+    Build it with the sampler that will actually run, the clip norm(s) and the number of
+    steps; :meth:`calibrate` returns a copy with sigma for a target (epsilon, delta).
+    From the plan, and only from it, come the sensitivity, the noise std, the
+    normaliser, the dp-accounting event, the clipped sums (:meth:`clipped_grad`,
+    :meth:`clipped_sum`), the noise (:meth:`privatize`, :meth:`dpsgd`) and the batches
+    (:meth:`batches`).
 
     Attributes:
-      sampler: :class:`PoissonSampler` (with or without ``capacity``), :class:`UniformOneSampler`
-        or :class:`FullBatchSampler`. Its ``dataset_size`` N is treated as public, as Opacus and
-        jax_privacy do: declare it, or record that it was read from the data.
-      l2_clip_norm: C, or a tuple (C_1, ..., C_k) for a release of k separately clipped blocks.
+      sampler: :class:`PoissonSampler` (with or without ``capacity``),
+        :class:`UniformOneSampler` or :class:`FullBatchSampler`. Its ``dataset_size`` N
+        is treated as public, as Opacus and jax_privacy do: declare it, or record that
+        it was read from the data.
+      l2_clip_norm: C, or a tuple (C_1, ..., C_k) for a release of k separately clipped
+        blocks.
       steps: number of releases T (every step counts, empty Poisson batches too).
-      noise_multiplier: sigma (or one per block) = noise std / L2 sensitivity; 0 means no noise
-        (a non-private run, accounted as ``NonPrivateDpEvent``); None until calibrated.
-      neighboring: the neighbouring relation; by default the sampler's (add/remove-one for
-        Poisson and full batches, replace-one for uniform one-of-N, which requires it).
+      noise_multiplier: sigma (or one per block) = noise std / L2 sensitivity; 0 means
+        no noise (a non-private run, accounted as ``NonPrivateDpEvent``); None until
+        calibrated.
+      neighboring: the neighbouring relation; by default the sampler's (add/remove-one
+        for Poisson and full batches, replace-one for uniform one-of-N, which requires
+        it).
 
     Example:
       >>> from privrl_jax import privacy
@@ -207,10 +245,14 @@ class DPPlan:
     neighboring: Neighboring | None = None
 
     def __post_init__(self):
-        if not isinstance(self.sampler, (PoissonSampler, UniformOneSampler, FullBatchSampler)):
+        if not isinstance(
+            self.sampler, (PoissonSampler, UniformOneSampler, FullBatchSampler)
+        ):
             raise ValueError(
-                f"sampler must be a PoissonSampler, UniformOneSampler or FullBatchSampler; got "
-                f"{type(self.sampler).__name__}. A shuffled or fixed-size batch cannot be accounted "
+                "sampler must be a PoissonSampler, UniformOneSampler or "
+                "FullBatchSampler; got "
+                f"{type(self.sampler).__name__}. A shuffled or fixed-size batch cannot "
+                "be accounted "
                 "as Poisson."
             )
         norms = _check_clip_norms(self.l2_clip_norm)
@@ -219,33 +261,48 @@ class DPPlan:
         object.__setattr__(self, "steps", int(self.steps))
         relation = Neighboring(self.neighboring or self.sampler.neighboring)
         object.__setattr__(self, "neighboring", relation)
-        if isinstance(self.sampler, PoissonSampler) and relation is not Neighboring.ADD_OR_REMOVE_ONE:
+        if (
+            isinstance(self.sampler, PoissonSampler)
+            and relation is not Neighboring.ADD_OR_REMOVE_ONE
+        ):
             raise ValueError(
-                "Poisson sampling is accounted under add/remove-one; got neighboring=REPLACE_ONE. "
+                "Poisson sampling is accounted under add/remove-one; got "
+                "neighboring=REPLACE_ONE. "
                 "Use a UniformOneSampler or FullBatchSampler for replace-one releases."
             )
-        if isinstance(self.sampler, UniformOneSampler) and relation is not Neighboring.REPLACE_ONE:
+        if (
+            isinstance(self.sampler, UniformOneSampler)
+            and relation is not Neighboring.REPLACE_ONE
+        ):
             raise ValueError(
-                "uniform one-of-N sampling draws a fixed-size batch, which dp-accounting analyses "
+                "uniform one-of-N sampling draws a fixed-size batch, which "
+                "dp-accounting analyses "
                 "under replace-one only; leave neighboring unset (REPLACE_ONE)."
             )
         if self.noise_multiplier is not None:
             sigmas = _as_tuple(self.noise_multiplier)
             if len(sigmas) != len(norms):
                 raise ValueError(
-                    f"{len(norms)} clip norm(s) but {len(sigmas)} noise multiplier(s); give one "
+                    f"{len(norms)} clip norm(s) but {len(sigmas)} noise multiplier(s); "
+                    "give one "
                     "noise multiplier per block."
                 )
             for s in sigmas:
                 if not _accounting._is_real(s) or not 0 <= s < math.inf:
-                    raise ValueError(f"noise_multiplier must be a finite number >= 0; got {s!r}.")
+                    raise ValueError(
+                        f"noise_multiplier must be a finite number >= 0; got {s!r}."
+                    )
             sigmas = tuple(float(s) for s in sigmas)
             if 0.0 in sigmas and any(sigmas):
                 raise ValueError(
-                    f"noise multipliers {sigmas}: either every block is noised (> 0) or none is "
-                    "(0, a non-private run); one unnoised block makes the whole release non-private."
+                    f"noise multipliers {sigmas}: either every block is noised (> 0) "
+                    "or none is "
+                    "(0, a non-private run); one unnoised block makes the whole "
+                    "release non-private."
                 )
-            object.__setattr__(self, "noise_multiplier", sigmas if len(sigmas) > 1 else sigmas[0])
+            object.__setattr__(
+                self, "noise_multiplier", sigmas if len(sigmas) > 1 else sigmas[0]
+            )
 
     # ------------------------------------------------------------------ the fields' views
     @property
@@ -261,7 +318,8 @@ class DPPlan:
         """sigma per block (raises before calibration)."""
         if self.noise_multiplier is None:
             raise ValueError(
-                "this plan has no noise multiplier yet: call plan.calibrate(epsilon, delta) or set "
+                "this plan has no noise multiplier yet: call plan.calibrate(epsilon, "
+                "delta) or set "
                 "noise_multiplier."
             )
         return _as_tuple(self.noise_multiplier)
@@ -273,8 +331,11 @@ class DPPlan:
 
     @property
     def sensitivities(self) -> tuple[float, ...]:
-        """L2 sensitivity of each block of the clipped sum: C_i (add/remove) or 2 C_i (replace)."""
-        return tuple(self.neighboring.sensitivity_factor * c for c in self.l2_clip_norms)
+        """L2 sensitivity of each block of the clipped sum: C_i (add/remove) or 2 C_i
+        (replace)."""
+        return tuple(
+            self.neighboring.sensitivity_factor * c for c in self.l2_clip_norms
+        )
 
     @property
     def noise_stds(self) -> tuple[float, ...]:
@@ -300,7 +361,8 @@ class DPPlan:
 
     @property
     def expected_batch_size(self) -> float:
-        """The public normaliser of the noisy sum: q N (Poisson), 1 (one-of-N) or N (full)."""
+        """The public normaliser of the noisy sum: q N (Poisson), 1 (one-of-N) or N
+        (full)."""
         return self.sampler.expected_batch_size
 
     # ------------------------------------------------------------------ accounting
@@ -329,11 +391,15 @@ class DPPlan:
         if not self.private:
             _accounting.validate_delta(delta)
             return EpsilonReport(
-                epsilon=math.inf, delta=float(delta), accountant=accountant,
+                epsilon=math.inf,
+                delta=float(delta),
+                accountant=accountant,
                 neighboring=self.neighboring.name,
             )
         return _accounting.compute_epsilon(
-            self.event(), delta, accountant=accountant,
+            self.event(),
+            delta,
+            accountant=accountant,
             neighboring=self.neighboring.to_dp_accounting(),
         )
 
@@ -344,12 +410,13 @@ class DPPlan:
         accountant: Accountant = "rdp",
         *,
         tol: float = 1e-3,
-    ) -> "DPPlan":
-        """A copy with the smallest sigma whose epsilon over ``steps`` is at most the target.
+    ) -> DPPlan:
+        """A copy with the smallest sigma whose epsilon over ``steps`` is at most the
+        target.
 
-        ``target_epsilon = inf`` gives sigma = 0 (no noise; the run is not private). With several
-        blocks, the ratios between their noise multipliers are kept (equal when none were set)
-        and the common scale is calibrated on sigma_eff.
+        ``target_epsilon = inf`` gives sigma = 0 (no noise; the run is not private).
+        With several blocks, the ratios between their noise multipliers are kept (equal
+        when none were set) and the common scale is calibrated on sigma_eff.
         """
         if target_epsilon == math.inf:
             return dataclasses.replace(self, noise_multiplier=(0.0,) * self.num_blocks)
@@ -357,11 +424,17 @@ class DPPlan:
         _accounting.validate_delta(delta, dataset_size=self.dataset_size)
 
         def make_event(sigma: float) -> dp_accounting.DpEvent:
-            return dp_accounting.SelfComposedDpEvent(self._step_event_for(sigma), self.steps)
+            return dp_accounting.SelfComposedDpEvent(
+                self._step_event_for(sigma), self.steps
+            )
 
         sigma_eff = _accounting.calibrate_sigma(
-            make_event, target_epsilon, delta, accountant=accountant,
-            neighboring=self.neighboring.to_dp_accounting(), tol=tol,
+            make_event,
+            target_epsilon,
+            delta,
+            accountant=accountant,
+            neighboring=self.neighboring.to_dp_accounting(),
+            tol=tol,
         )
         ratios = (
             self.noise_multipliers
@@ -369,16 +442,21 @@ class DPPlan:
             else (1.0,) * self.num_blocks
         )
         scale = sigma_eff / effective_noise_multiplier(ratios)
-        return dataclasses.replace(self, noise_multiplier=tuple(scale * r for r in ratios))
+        return dataclasses.replace(
+            self, noise_multiplier=tuple(scale * r for r in ratios)
+        )
 
     # ------------------------------------------------------------------ clipping and noise
     def split(self) -> tuple[PlanStructure, PlanArrays]:
-        """The plan as a static structure and its swept numbers, for one compile per sweep.
+        """The plan as a static structure and its swept numbers, for one compile per
+        sweep.
 
-        A jitted function that takes the plan as a static argument compiles once per sigma (a
-        6-epsilon sweep compiles 6 times). Take ``structure`` static and ``arrays`` traced
-        instead: every plan with the same sampler, steps, relation and number of blocks then
-        runs the same executable, and the plan stays the only source of sigma and of the event.
+        A jitted function that takes the plan as a static argument compiles once per
+        sigma (a 6-epsilon sweep compiles 6 times). Take ``structure`` static and
+        ``arrays`` traced
+        instead: every plan with the same sampler, steps, relation and number of blocks
+        then runs the same executable, and the plan stays the only source of sigma and
+        of the event.
 
         Example:
           >>> from privrl_jax import privacy
@@ -390,7 +468,9 @@ class DPPlan:
           PlanArrays(l2_clip_norms=(0.5,), noise_stds=(2.0,))
         """
         structure = PlanStructure(
-            sampler=self.sampler, steps=self.steps, neighboring=self.neighboring,
+            sampler=self.sampler,
+            steps=self.steps,
+            neighboring=self.neighboring,
             num_blocks=self.num_blocks,
         )
         return structure, PlanArrays(self.l2_clip_norms, self.noise_stds)
@@ -405,18 +485,29 @@ class DPPlan:
     ) -> ClippedSumFn:
         """:func:`clipped_grad` with this plan's clip norm (one block)."""
         if self.num_blocks != 1:
-            raise ValueError(f"this plan has {self.num_blocks} blocks; use plan.clipped_sum.")
+            raise ValueError(
+                f"this plan has {self.num_blocks} blocks; use plan.clipped_sum."
+            )
         return clipped_grad(
-            per_item_loss, l2_clip_norm=self.l2_clip_norms[0], microbatch_size=microbatch_size,
-            uses_key=uses_key, method=method,
+            per_item_loss,
+            l2_clip_norm=self.l2_clip_norms[0],
+            microbatch_size=microbatch_size,
+            uses_key=uses_key,
+            method=method,
         )
 
     def clipped_sum(
-        self, per_item_fn: PerItemFn, *, microbatch_size: int | None = None, uses_key: bool = False
+        self,
+        per_item_fn: PerItemFn,
+        *,
+        microbatch_size: int | None = None,
+        uses_key: bool = False,
     ) -> ClippedSumFn:
         """:func:`clipped_sum` with this plan's clip norm(s), one per block."""
         return clipped_sum(
-            per_item_fn, l2_clip_norm=self.l2_clip_norms, microbatch_size=microbatch_size,
+            per_item_fn,
+            l2_clip_norm=self.l2_clip_norms,
+            microbatch_size=microbatch_size,
             uses_key=uses_key,
         )
 
@@ -424,23 +515,28 @@ class DPPlan:
         """Raises unless ``fn`` clips to exactly this plan's clip norms."""
         if tuple(fn.l2_clip_norms) != self.l2_clip_norms:
             raise ValueError(
-                f"the clipped sum clips to {fn.l2_clip_norms} but the plan's noise and accounting "
-                f"assume {self.l2_clip_norms}; build it with plan.clipped_grad / plan.clipped_sum."
+                f"the clipped sum clips to {fn.l2_clip_norms} but the plan's noise and "
+                "accounting "
+                f"assume {self.l2_clip_norms}; build it with plan.clipped_grad / "
+                "plan.clipped_sum."
             )
 
     def privatize(self, clipped: PyTree, key: jax.Array) -> PyTree:
-        """One release: the clipped sum plus its noise, divided by the expected batch size.
+        """One release: the clipped sum plus its noise, divided by the expected batch
+        size.
 
-        Pure and jittable. ``key`` is this release's key (e.g. ``fold_in(secret_key, step)``);
-        with several blocks ``clipped`` is a tuple of them.
+        Pure and jittable. ``key`` is this release's key (e.g. ``fold_in(secret_key,
+        step)``); with several blocks ``clipped`` is a tuple of them.
         """
         structure, arrays = self.split()
         return structure.privatize(clipped, key, arrays)
 
     def privatizer(self, key: jax.Array) -> optax.GradientTransformation:
-        """An optax transformation: noise once (release t uses ``fold_in(key, t)``), then / q N."""
+        """An optax transformation: noise once (release t uses ``fold_in(key, t)``),
+        then / q N."""
         return optax.chain(
-            _noise_transform(self.noise_stds, key), optax.scale(1.0 / self.expected_batch_size)
+            _noise_transform(self.noise_stds, key),
+            optax.scale(1.0 / self.expected_batch_size),
         )
 
     def dpsgd(
@@ -483,18 +579,21 @@ class DPPlan:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GaussianMechanism:
-    """The Gaussian mechanism on a vector (pytree) of known L2 sensitivity, for non-gradient releases.
+    """The Gaussian mechanism on a vector (pytree) of known L2 sensitivity, for
+    non-gradient releases.
 
-    POOL's noisy counts and next-value sums, a DP mean, output perturbation: state the L2
-    sensitivity Delta of the whole released vector for one privacy unit (and the relation it holds
-    under), then release ``value + N(0, (sigma Delta)^2)``. The ledger records
-    ``GaussianDpEvent(sigma)``, which both dp-accounting accountants handle exactly; the same
-    mechanism is rho-zCDP with rho = 1 / (2 sigma^2) (Bun & Steinke 2016, Prop. 1.6).
+    POOL's noisy counts and next-value sums, a DP mean, output perturbation: state the
+    L2 sensitivity Delta of the whole released vector for one privacy unit (and the
+    relation it holds under), then release ``value + N(0, (sigma Delta)^2)``. The ledger
+    records ``GaussianDpEvent(sigma)``, which both dp-accounting accountants handle
+    exactly; the same mechanism is rho-zCDP with rho = 1 / (2 sigma^2) (Bun & Steinke
+    2016, Prop. 1.6).
 
     Attributes:
       l2_sensitivity: Delta > 0 of the released vector.
       noise_multiplier: sigma = noise std / Delta (None until calibrated).
-      neighboring: the relation under which ``l2_sensitivity`` holds (recorded, not used).
+      neighboring: the relation under which ``l2_sensitivity`` holds (recorded, not
+        used).
     """
 
     l2_sensitivity: float
@@ -509,10 +608,16 @@ class GaussianMechanism:
             object.__setattr__(self, "noise_multiplier", float(self.noise_multiplier))
 
     @classmethod
-    def from_zcdp(cls, rho: float, l2_sensitivity: float, **kwargs) -> "GaussianMechanism":
+    def from_zcdp(
+        cls, rho: float, l2_sensitivity: float, **kwargs
+    ) -> GaussianMechanism:
         """The mechanism that is exactly rho-zCDP: sigma = 1 / sqrt(2 rho)."""
         _accounting._check_positive("rho", rho)
-        return cls(l2_sensitivity=l2_sensitivity, noise_multiplier=1.0 / math.sqrt(2.0 * rho), **kwargs)
+        return cls(
+            l2_sensitivity=l2_sensitivity,
+            noise_multiplier=1.0 / math.sqrt(2.0 * rho),
+            **kwargs,
+        )
 
     @property
     def noise_std(self) -> float:
@@ -531,19 +636,31 @@ class GaussianMechanism:
 
     def epsilon(self, delta: float, accountant: Accountant = "rdp") -> EpsilonReport:
         return _accounting.compute_epsilon(
-            self.event(), delta, accountant=accountant,
+            self.event(),
+            delta,
+            accountant=accountant,
             neighboring=self.neighboring.to_dp_accounting(),
         )
 
     def calibrate(
-        self, target_epsilon: float, delta: float, accountant: Accountant = "rdp", *, tol: float = 1e-4
-    ) -> "GaussianMechanism":
-        """A copy with the smallest sigma whose one release is (target_epsilon, delta)-DP."""
+        self,
+        target_epsilon: float,
+        delta: float,
+        accountant: Accountant = "rdp",
+        *,
+        tol: float = 1e-4,
+    ) -> GaussianMechanism:
+        """A copy with the smallest sigma whose one release is (target_epsilon,
+        delta)-DP."""
         _accounting._check_positive("target_epsilon", target_epsilon)
         _accounting.validate_delta(delta)
         sigma = _accounting.calibrate_sigma(
-            dp_accounting.GaussianDpEvent, target_epsilon, delta, accountant=accountant,
-            neighboring=self.neighboring.to_dp_accounting(), tol=tol,
+            dp_accounting.GaussianDpEvent,
+            target_epsilon,
+            delta,
+            accountant=accountant,
+            neighboring=self.neighboring.to_dp_accounting(),
+            tol=tol,
         )
         return dataclasses.replace(self, noise_multiplier=float(sigma))
 
@@ -553,48 +670,65 @@ class GaussianMechanism:
 
     def describe(self) -> dict[str, Any]:
         """The mechanism as plain JSON types (for the ledger)."""
-        return {"mechanism": "gaussian", "l2_sensitivity": self.l2_sensitivity,
-                "noise_multiplier": self.noise_multiplier, "neighboring": self.neighboring.name}
+        return {
+            "mechanism": "gaussian",
+            "l2_sensitivity": self.l2_sensitivity,
+            "noise_multiplier": self.noise_multiplier,
+            "neighboring": self.neighboring.name,
+        }
 
 
 def event_from_description(params: dict[str, Any]) -> dp_accounting.DpEvent | None:
-    """The one-release event of a :meth:`DPPlan.describe` or :meth:`GaussianMechanism.describe`.
+    """The one-release event of a :meth:`DPPlan.describe` or
+    :meth:`GaussianMechanism.describe`.
 
-    The ledger recomputes every recorded event from its recorded parameters with this, so an
-    event and the mechanism it claims to describe cannot disagree. Returns None for parameters
-    that describe no mechanism of ours.
+    The ledger recomputes every recorded event from its recorded parameters with this,
+    so an event and the mechanism it claims to describe cannot disagree. Returns None
+    for parameters that describe no mechanism of ours.
     """
     mechanism = mechanism_from_description(params)
     if mechanism is None:
         return None
-    return mechanism.event() if isinstance(mechanism, GaussianMechanism) else mechanism.step_event()
+    return (
+        mechanism.event()
+        if isinstance(mechanism, GaussianMechanism)
+        else mechanism.step_event()
+    )
 
 
 def mechanism_from_description(
     params: dict[str, Any], *, microbatch_size: int = 1
-) -> "DPPlan | GaussianMechanism | None":
-    """The plan or Gaussian mechanism a ledger entry's parameters describe (None if neither).
+) -> DPPlan | GaussianMechanism | None:
+    """The plan or Gaussian mechanism a ledger entry's parameters describe (None if
+    neither).
 
-    ``microbatch_size`` only sizes how a rebuilt plan's batches are padded (not recorded: it does
-    not change what is released).
+    ``microbatch_size`` only sizes how a rebuilt plan's batches are padded (not
+    recorded: it does not change what is released).
     """
     if params.get("mechanism") == "gaussian":
         return GaussianMechanism(
-            l2_sensitivity=params["l2_sensitivity"], noise_multiplier=params["noise_multiplier"],
+            l2_sensitivity=params["l2_sensitivity"],
+            noise_multiplier=params["noise_multiplier"],
             neighboring=Neighboring[params["neighboring"]],
         )
     if "sampling" not in params or "noise_multipliers" not in params:
         return None
     sampling, n = Sampling(params["sampling"]), params["dataset_size"]
     if sampling in (Sampling.POISSON, Sampling.TRUNCATED_POISSON):
-        sampler = PoissonSampler(dataset_size=n, sampling_rate=params["sampling_rate"],
-                                 microbatch_size=microbatch_size, capacity=params.get("capacity"))
+        sampler = PoissonSampler(
+            dataset_size=n,
+            sampling_rate=params["sampling_rate"],
+            microbatch_size=microbatch_size,
+            capacity=params.get("capacity"),
+        )
     elif sampling is Sampling.UNIFORM_ONE:
         sampler = UniformOneSampler(dataset_size=n)
     else:
         sampler = FullBatchSampler(dataset_size=n, microbatch_size=microbatch_size)
     return DPPlan(
-        sampler=sampler, l2_clip_norm=tuple(params["l2_clip_norms"]), steps=params["steps"],
+        sampler=sampler,
+        l2_clip_norm=tuple(params["l2_clip_norms"]),
+        steps=params["steps"],
         noise_multiplier=tuple(params["noise_multipliers"]),
         neighboring=Neighboring[params["neighboring"]],
     )

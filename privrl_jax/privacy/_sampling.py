@@ -1,15 +1,15 @@
 """Batch samplers whose law is exactly what the accountant assumes (host-side, NumPy).
 
-Index selection runs on the host in NumPy, as in jax_privacy: the batch size of a Poisson sample is
-random, and JAX needs static shapes, so a Poisson batch is returned as a variable number of
-fixed-size microbatches of indices with a validity mask (padding contributes exactly zero and never
-changes the shapes a step is compiled for).
+Index selection runs on the host in NumPy, as in jax_privacy: the batch size of a
+Poisson sample is random, and JAX needs static shapes, so a Poisson batch is returned as
+a variable number of fixed-size microbatches of indices with a validity mask (padding
+contributes exactly zero and never changes the shapes a step is compiled for).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -21,7 +21,8 @@ class IndexBatch:
     """One step's sample of unit indices, split into fixed-size microbatches.
 
     Attributes:
-      indices: [num_microbatches, microbatch_size] int64 unit indices (padding points at unit 0).
+      indices: [num_microbatches, microbatch_size] int64 unit indices (padding points at
+        unit 0).
       mask: [num_microbatches, microbatch_size] bool, False on padding.
     """
 
@@ -30,21 +31,30 @@ class IndexBatch:
 
     @property
     def size(self) -> int:
-        """Number of sampled units (private: never use it to normalise or to choose noise)."""
+        """Number of sampled units (private: never use it to normalise or to choose
+        noise)."""
         return int(self.mask.sum())
 
 
-def _to_microbatches(idx: np.ndarray, microbatch_size: int, min_microbatches: int) -> IndexBatch:
+def _to_microbatches(
+    idx: np.ndarray, microbatch_size: int, min_microbatches: int
+) -> IndexBatch:
     n_mb = max(min_microbatches, -(-idx.size // microbatch_size))
     padded = np.zeros(n_mb * microbatch_size, np.int64)
     padded[: idx.size] = idx
     mask = np.zeros(n_mb * microbatch_size, bool)
     mask[: idx.size] = True
-    return IndexBatch(padded.reshape(n_mb, microbatch_size), mask.reshape(n_mb, microbatch_size))
+    return IndexBatch(
+        padded.reshape(n_mb, microbatch_size), mask.reshape(n_mb, microbatch_size)
+    )
 
 
 def _check_size(name: str, value) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, (int, np.integer))
+        or value < 1
+    ):
         raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
     return int(value)
 
@@ -53,20 +63,24 @@ def _rng(seed: int | np.random.Generator) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
     if seed is None:
-        raise ValueError("a sampler needs an explicit seed (int or numpy Generator); got None.")
+        raise ValueError(
+            "a sampler needs an explicit seed (int or numpy Generator); got None."
+        )
     return np.random.default_rng(seed)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PoissonSampler:
-    """Exact Poisson sampling: each of ``dataset_size`` units joins a step's batch with probability q.
+    """Exact Poisson sampling: each of ``dataset_size`` units joins a step's batch with
+    probability q.
 
-    The batch is split into ``ceil(size / microbatch_size)`` masked microbatches (at least one, so an
-    empty batch still yields a step that adds pure noise; docs/dp_pitfalls.md item 5). Accounted by
-    ``PoissonSampledDpEvent(q, GaussianDpEvent(sigma))`` per step.
+    The batch is split into ``ceil(size / microbatch_size)`` masked microbatches (at
+    least one, so an empty batch still yields a step that adds pure noise;
+    docs/dp_pitfalls.md item 5). Accounted by ``PoissonSampledDpEvent(q,
+    GaussianDpEvent(sigma))`` per step.
 
-    With ``capacity`` set, a batch larger than the capacity is cut to a uniformly random subset of
-    ``capacity`` units (truncated Poisson), and the accounting event must be
+    With ``capacity`` set, a batch larger than the capacity is cut to a uniformly random
+    subset of ``capacity`` units (truncated Poisson), and the accounting event must be
     ``TruncatedSubsampledGaussianDpEvent`` (``sampling`` reports which).
     """
 
@@ -76,16 +90,21 @@ class PoissonSampler:
     capacity: int | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "dataset_size", _check_size("dataset_size", self.dataset_size))
+        object.__setattr__(
+            self, "dataset_size", _check_size("dataset_size", self.dataset_size)
+        )
         validate_sampling_rate(self.sampling_rate)
         object.__setattr__(self, "sampling_rate", float(self.sampling_rate))
         object.__setattr__(
-            self, "microbatch_size", _check_size("microbatch_size", self.microbatch_size)
+            self,
+            "microbatch_size",
+            _check_size("microbatch_size", self.microbatch_size),
         )
         if self.capacity is not None:
             object.__setattr__(self, "capacity", _check_size("capacity", self.capacity))
 
-    # Poisson subsampling is analysed (and accounted by dp-accounting) under add/remove-one.
+    # Poisson subsampling is analysed (and accounted by dp-accounting) under
+    # add/remove-one.
     neighboring = Neighboring.ADD_OR_REMOVE_ONE
 
     @property
@@ -111,15 +130,19 @@ class PoissonSampler:
 
 
 def step_rng(seed: int, step: int) -> np.random.Generator:
-    """The NumPy stream of step ``step`` of a sampler seeded with ``seed`` (any size of int).
+    """The NumPy stream of step ``step`` of a sampler seeded with ``seed`` (any size of
+    int).
 
-    Addressing each step's randomness by its index lets a resumed run draw exactly the batches an
-    uninterrupted run would have drawn; a 128-bit secret ``seed`` keeps the batches unguessable.
+    Addressing each step's randomness by its index lets a resumed run draw exactly the
+    batches an uninterrupted run would have drawn; a 128-bit secret ``seed`` keeps the
+    batches unguessable.
     """
     return np.random.default_rng([int(seed), int(step)])
 
 
-def step_batches(sampler, seed: int, steps: int, *, start: int = 0) -> Iterator[IndexBatch]:
+def step_batches(
+    sampler, seed: int, steps: int, *, start: int = 0
+) -> Iterator[IndexBatch]:
     """``sampler.sample(step_rng(seed, t))`` for t in ``start .. steps-1``."""
     for t in range(start, steps):
         yield sampler.sample(step_rng(seed, t))
@@ -129,15 +152,17 @@ def step_batches(sampler, seed: int, steps: int, *, start: int = 0) -> Iterator[
 class UniformOneSampler:
     """One unit drawn uniformly at random per step (GPOPE's sampling).
 
-    Accounted as ``SampledWithoutReplacementDpEvent(N, 1, .)`` under the replace-one relation: a
-    fixed-size sample only makes sense when neighbouring datasets have the same size, so the
-    clipped sum's sensitivity is 2C and the noise std 2 sigma C.
+    Accounted as ``SampledWithoutReplacementDpEvent(N, 1, .)`` under the replace-one
+    relation: a fixed-size sample only makes sense when neighbouring datasets have the
+    same size, so the clipped sum's sensitivity is 2C and the noise std 2 sigma C.
     """
 
     dataset_size: int
 
     def __post_init__(self):
-        object.__setattr__(self, "dataset_size", _check_size("dataset_size", self.dataset_size))
+        object.__setattr__(
+            self, "dataset_size", _check_size("dataset_size", self.dataset_size)
+        )
 
     sampling = Sampling.UNIFORM_ONE
     neighboring = Neighboring.REPLACE_ONE
@@ -168,21 +193,26 @@ class UniformOneSampler:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FullBatchSampler:
-    """Every unit in every step (full-batch releases: exact gradient descent, statistics).
+    """Every unit in every step (full-batch releases: exact gradient descent,
+    statistics).
 
-    No subsampling amplification: each step is one Gaussian mechanism, ``GaussianDpEvent(sigma)``.
-    The normaliser is N, which is public here (declared; see :class:`~privrl_jax.privacy.DPPlan`).
-    Under add/remove-one the clipped sum has sensitivity C; choose ``neighboring=REPLACE_ONE`` on
-    the plan for 2C.
+    No subsampling amplification: each step is one Gaussian mechanism,
+    ``GaussianDpEvent(sigma)``. The normaliser is N, which is public here (declared; see
+    :class:`~privrl_jax.privacy.DPPlan`). Under add/remove-one the clipped sum has
+    sensitivity C; choose ``neighboring=REPLACE_ONE`` on the plan for 2C.
     """
 
     dataset_size: int
     microbatch_size: int
 
     def __post_init__(self):
-        object.__setattr__(self, "dataset_size", _check_size("dataset_size", self.dataset_size))
         object.__setattr__(
-            self, "microbatch_size", _check_size("microbatch_size", self.microbatch_size)
+            self, "dataset_size", _check_size("dataset_size", self.dataset_size)
+        )
+        object.__setattr__(
+            self,
+            "microbatch_size",
+            _check_size("microbatch_size", self.microbatch_size),
         )
 
     sampling = Sampling.FULL_BATCH

@@ -1,8 +1,9 @@
 """Empirical privacy auditing: ``from privrl_jax.privacy import audit``.
 
-Epsilon lower bounds from canaries (one-run, Clopper-Pearson, Gaussian DP) and the canaries
-themselves (white-box gradient directions, black-box out-of-distribution rows). The
-implementation lives in :mod:`privrl_jax.privacy._audit`; see its docstring for the papers.
+Epsilon lower bounds from canaries (one-run, Clopper-Pearson, Gaussian DP) and the
+canaries themselves (white-box gradient directions, black-box out-of-distribution rows).
+The implementation lives in :mod:`privrl_jax.privacy._audit`; see its docstring for the
+papers.
 """
 
 from privrl_jax.privacy._audit import (
@@ -23,7 +24,12 @@ from privrl_jax.privacy._audit import (
     out_of_distribution_canaries,
     random_direction_canaries,
 )
-from privrl_jax.privacy._audit_fit import FitAudit, PrivacyAuditError, audit_fit, audit_ledger
+from privrl_jax.privacy._audit_fit import (
+    FitAudit,
+    PrivacyAuditError,
+    audit_fit,
+    audit_ledger,
+)
 
 __all__ = [
     "AuditResult",

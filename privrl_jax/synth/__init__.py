@@ -1,4 +1,5 @@
-"""Synthesizers: RND curiosity, PrivORL-n (transitions), PrivORL-j (fragments), DP-Transformer,
+"""Synthesizers: RND curiosity, PrivORL-n (transitions), PrivORL-j (fragments),
+DP-Transformer,
 and the marginal-based baselines PGM / MST (through the optional ``mbi`` extra)."""
 
 from privrl_jax.synth._curiosity import (
@@ -42,15 +43,6 @@ from privrl_jax.synth._marginal import (
     transition_discretisation,
     transition_table,
 )
-from privrl_jax.synth._privorl_n import (
-    DPFinetune,
-    SynthState,
-    ema_update,
-    init_synth_state,
-    pick_curious,
-)
-from privrl_jax.synth._privorl_n import make_dp_finetune as make_transition_dp_finetune
-from privrl_jax.synth._privorl_n import make_pretrain_chunk as make_transition_pretrain_chunk
 from privrl_jax.synth._privorl_j import (
     GeneratedFragments,
     generate_fragments,
@@ -61,6 +53,17 @@ from privrl_jax.synth._privorl_j import (
     stitched_lengths,
     trajectory_dp_finetune,
     unpack_rows,
+)
+from privrl_jax.synth._privorl_n import (
+    DPFinetune,
+    SynthState,
+    ema_update,
+    init_synth_state,
+    pick_curious,
+)
+from privrl_jax.synth._privorl_n import make_dp_finetune as make_transition_dp_finetune
+from privrl_jax.synth._privorl_n import (
+    make_pretrain_chunk as make_transition_pretrain_chunk,
 )
 
 __all__ = [

@@ -199,7 +199,8 @@ def curiosity_replace(
     k = num_replaced(batch_size, rate)
     if k > candidates.shape[0]:
         raise ValueError(
-            f"need at least round(rate * B) = {k} candidates, got {candidates.shape[0]}."
+            f"need at least round(rate * B) = {k} candidates, got "
+            f"{candidates.shape[0]}."
         )
     mask = jnp.arange(batch_size) < k
     if k == 0:

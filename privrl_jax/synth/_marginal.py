@@ -1,37 +1,42 @@
-"""Marginal-based DP synthesis of transition tables (PGM and MST baselines) through ``mbi``.
+"""Marginal-based DP synthesis of transition tables (PGM and MST baselines) through
+``mbi``.
 
-A transition (s, a, r, s', done) is one row of a table whose columns are the coordinates of s,
-a, r, s' and done. The baselines of PrivORL's Table I treat it exactly so: discretise every
-column with bins fixed by public bounds, measure a set of low-order marginals (count tables)
-with the Gaussian mechanism, fit a graphical model to the noisy counts, sample discrete rows from
-it and map them back to numbers.
+A transition (s, a, r, s', done) is one row of a table whose columns are the coordinates
+of s, a, r, s' and done. The baselines of PrivORL's Table I treat it exactly so:
+discretise every column with bins fixed by public bounds, measure a set of low-order
+marginals (count tables) with the Gaussian mechanism, fit a graphical model to the noisy
+counts, sample discrete rows from it and map them back to numbers.
 
-- **PGM** (McKenna, Sheldon & Miklau 2019, "Graphical-model based estimation and inference for
-  differential privacy", https://arxiv.org/abs/1901.09136): a *fixed, public* set of marginals is
-  measured once; the graphical model is the one whose marginals best fit the noisy counts.
-- **MST** (McKenna, Miklau & Sheldon 2021, "Winning the NIST Contest: A scalable and general
-  approach to differentially private synthetic data", https://arxiv.org/abs/2108.04978): measure
-  every 1-way marginal, *select* a maximum spanning tree of 2-way marginals by how badly the
-  1-way product explains them, then measure the tree's 2-way marginals.
+- **PGM** (McKenna, Sheldon & Miklau 2019, "Graphical-model based estimation and
+  inference for differential privacy", https://arxiv.org/abs/1901.09136): a *fixed,
+  public* set of marginals is measured once; the graphical model is the one whose
+  marginals best fit the noisy counts.
+- **MST** (McKenna, Miklau & Sheldon 2021, "Winning the NIST Contest: A scalable and
+  general approach to differentially private synthetic data",
+  https://arxiv.org/abs/2108.04978): measure every 1-way marginal, *select* a maximum
+  spanning tree of 2-way marginals by how badly the 1-way product explains them, then
+  measure the tree's 2-way marginals.
 
-The estimation of the graphical model and the sampling from it are ``mbi``'s (Private-PGM 2.x,
-the optional extra ``pip install -e ".[baselines]"``), imported only when a model is fitted, so
-this module loads without it; the discretisation, the counts and their sensitivity, the
-selection and all accounting are ours and run without it.
+The estimation of the graphical model and the sampling from it are ``mbi``'s
+(Private-PGM 2.x, the optional extra ``pip install -e ".[baselines]"``), imported only
+when a model is fitted, so this module loads without it; the discretisation, the counts
+and their sensitivity, the selection and all accounting are ours and run without it.
 
 What runs where: everything here is host-side NumPy except the noise (our
 ``privacy.GaussianMechanism``, JAX) and ``mbi``'s estimation (JAX).
 
-Privacy. The unit is one transition (one row) under add/remove-one. Adding or removing a row
-adds or removes one count in exactly one cell of every marginal, so the concatenation of k
-measured count vectors moves by exactly sqrt(k) in L2 (:func:`marginal_sensitivity`). Each
-measurement is one ``GaussianMechanism`` of that sensitivity; its ``GaussianDpEvent`` is what a
-ledger records, and every epsilon comes from dp-accounting. MST's selection is *not* the
-exponential mechanism of the original: it releases every candidate pair's score with one more
-Gaussian mechanism (each score moves by at most 1, so the vector of P scores by at most sqrt(P))
-and picks the tree from the noisy scores, which is post-processing. That keeps every event a
-``GaussianDpEvent``, which dp-accounting composes exactly under RDP and PLD, at the price of a
-noisier selection than the exponential mechanism's for the same rho.
+Privacy. The unit is one transition (one row) under add/remove-one. Adding or removing a
+row adds or removes one count in exactly one cell of every marginal, so the
+concatenation of k measured count vectors moves by exactly sqrt(k) in L2
+(:func:`marginal_sensitivity`). Each measurement is one ``GaussianMechanism`` of that
+sensitivity; its ``GaussianDpEvent`` is what a ledger records, and every epsilon comes
+from dp-accounting. MST's selection is *not* the
+exponential mechanism of the original: it releases every candidate pair's score with one
+more Gaussian mechanism (each score moves by at most 1, so the vector of P scores by at
+most sqrt(P)) and picks the tree from the noisy scores, which is post-processing. That
+keeps every event a ``GaussianDpEvent``, which dp-accounting composes exactly under RDP
+and PLD, at the price of a noisier selection than the exponential mechanism's for the
+same rho.
 """
 
 from __future__ import annotations
@@ -48,21 +53,25 @@ from privrl_jax import data
 from privrl_jax.privacy import GaussianMechanism
 
 Clique = tuple[str, ...]
-# Called with (what, mechanism) just *before* each noisy release, so a ledger records (and a
-# budget guard may refuse) every release before it exists; mechanism None: a noiseless release.
+# Called with (what, mechanism) just *before* each noisy release, so a ledger records
+# (and a budget guard may refuse) every release before it exists; mechanism None: a
+# noiseless release.
 OnRelease = Callable[[str, "GaussianMechanism | None"], None]
 
 
-# ---------------------------------------------------------------------------------------- bins
+# --------------------------------------------------------------------------------- bins
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ColumnBins:
-    """How one column is discretised: equal-width bins on public [low, high], or fixed values.
+    """How one column is discretised: equal-width bins on public [low, high], or fixed
+    values.
 
     Attributes:
       name: the column's name (an ``mbi`` attribute).
       low, high: the public bounds of a continuous column (None for a discrete one).
-      num_bins: number of equal-width bins on [low, high]; values outside are put in the edge bins.
-      values: the values of a discrete column (e.g. ``(0.0, 1.0)`` for done), None otherwise.
+      num_bins: number of equal-width bins on [low, high]; values outside are put in the
+        edge bins.
+      values: the values of a discrete column (e.g. ``(0.0, 1.0)`` for done), None
+        otherwise.
     """
 
     name: str
@@ -73,17 +82,38 @@ class ColumnBins:
 
     def __post_init__(self):
         if self.values is not None:
-            if len(self.values) < 1 or self.low is not None or self.num_bins is not None:
-                raise ValueError(f"column {self.name}: give either values or (low, high, num_bins).")
+            if (
+                len(self.values) < 1
+                or self.low is not None
+                or self.num_bins is not None
+            ):
+                raise ValueError(
+                    f"column {self.name}: give either values or (low, high, num_bins)."
+                )
             object.__setattr__(self, "values", tuple(float(v) for v in self.values))
             return
         if self.low is None or self.high is None or self.num_bins is None:
-            raise ValueError(f"column {self.name}: a continuous column needs low, high and num_bins.")
-        if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
-            raise ValueError(f"column {self.name}: bounds must be finite with low < high; got "
-                             f"[{self.low}, {self.high}].")
-        if isinstance(self.num_bins, bool) or not isinstance(self.num_bins, int) or self.num_bins < 1:
-            raise ValueError(f"column {self.name}: num_bins must be an int >= 1; got {self.num_bins!r}.")
+            raise ValueError(
+                f"column {self.name}: a continuous column needs low, high and num_bins."
+            )
+        if not (
+            math.isfinite(self.low)
+            and math.isfinite(self.high)
+            and self.low < self.high
+        ):
+            raise ValueError(
+                f"column {self.name}: bounds must be finite with low < high; got "
+                f"[{self.low}, {self.high}]."
+            )
+        if (
+            isinstance(self.num_bins, bool)
+            or not isinstance(self.num_bins, int)
+            or self.num_bins < 1
+        ):
+            raise ValueError(
+                f"column {self.name}: num_bins must be an int >= 1; got "
+                f"{self.num_bins!r}."
+            )
         object.__setattr__(self, "low", float(self.low))
         object.__setattr__(self, "high", float(self.high))
 
@@ -104,9 +134,10 @@ class ColumnBins:
 class PublicDiscretisation:
     """The bins of every column of a table, built from public bounds only.
 
-    Nothing here is fitted on data: the bins are a function of declared bounds, so they reveal
-    nothing about the sensitive rows and need no privacy budget (DESIGN.md, contract 5). A value
-    outside its bounds is put in the nearest edge bin; that clipping is itself data-independent.
+    Nothing here is fitted on data: the bins are a function of declared bounds, so they
+    reveal nothing about the sensitive rows and need no privacy budget (DESIGN.md,
+    contract 5). A value outside its bounds is put in the nearest edge bin; that
+    clipping is itself data-independent.
     """
 
     columns: tuple[ColumnBins, ...]
@@ -128,14 +159,18 @@ class PublicDiscretisation:
         """Float rows [N, D] -> bin codes [N, D] (int32)."""
         table = np.asarray(table, np.float64)
         if table.ndim != 2 or table.shape[1] != len(self.columns):
-            raise ValueError(f"expected a table [N, {len(self.columns)}]; got shape {table.shape}.")
+            raise ValueError(
+                f"expected a table [N, {len(self.columns)}]; got shape {table.shape}."
+            )
         if not np.isfinite(table).all():
             raise ValueError("the table holds NaN or inf; clean the transitions first.")
         codes = np.empty(table.shape, np.int32)
         for j, col in enumerate(self.columns):
             x = table[:, j]
             if col.values is not None:
-                codes[:, j] = np.abs(x[:, None] - np.asarray(col.values)[None]).argmin(axis=1)
+                codes[:, j] = np.abs(x[:, None] - np.asarray(col.values)[None]).argmin(
+                    axis=1
+                )
             else:
                 pos = np.floor((x - col.low) / (col.high - col.low) * col.num_bins)
                 codes[:, j] = np.clip(pos, 0, col.num_bins - 1)
@@ -144,13 +179,16 @@ class PublicDiscretisation:
     def undiscretise(self, key: jax.Array, codes: np.ndarray) -> np.ndarray:
         """Bin codes [N, D] -> float rows [N, D]: uniform within each continuous bin.
 
-        Uniform within the bin, not the bin's midpoint: midpoints would put every synthetic value
-        on a lattice of atoms, which the KS marginal score and the sliced Wasserstein distance
-        penalise although it is an artefact of the decoding; the uniform draw is the density
-        the histogram itself describes. The draw is public randomness (post-processing).
+        Uniform within the bin, not the bin's midpoint: midpoints would put every
+        synthetic value on a lattice of atoms, which the KS marginal score and the
+        sliced Wasserstein distance penalise although it is an artefact of the decoding;
+        the uniform draw is the density the histogram itself describes. The draw is
+        public randomness (post-processing).
         """
         codes = np.asarray(codes)
-        u = np.asarray(jax.random.uniform(key, codes.shape, dtype=jax.numpy.float32), np.float64)
+        u = np.asarray(
+            jax.random.uniform(key, codes.shape, dtype=jax.numpy.float32), np.float64
+        )
         out = np.empty(codes.shape, np.float64)
         for j, col in enumerate(self.columns):
             if col.values is not None:
@@ -163,8 +201,13 @@ class PublicDiscretisation:
 
 def transition_columns(obs_dim: int, act_dim: int) -> tuple[str, ...]:
     """Column names of a transition table: obs*, act*, reward, next_obs*, terminal."""
-    return (*(f"obs{i}" for i in range(obs_dim)), *(f"act{j}" for j in range(act_dim)), "reward",
-            *(f"next_obs{i}" for i in range(obs_dim)), "terminal")
+    return (
+        *(f"obs{i}" for i in range(obs_dim)),
+        *(f"act{j}" for j in range(act_dim)),
+        "reward",
+        *(f"next_obs{i}" for i in range(obs_dim)),
+        "terminal",
+    )
 
 
 def transition_discretisation(
@@ -179,20 +222,21 @@ def transition_discretisation(
     reward_bins: int,
     next_obs_delta_bound: Sequence[float] | None = None,
 ) -> PublicDiscretisation:
-    """The public bins of (s, a, r, s', done): s and s' share the observation space's bounds.
+    """The public bins of (s, a, r, s', done): s and s' share the observation space's
+    bounds.
 
-    With ``next_obs_delta_bound`` (b_i > 0 per coordinate, declared from the task's physics, e.g.
-    one step moves a maze ball at most dt * v_max), the ``next_obs`` columns hold s'_i - s_i on
-    [-b_i, b_i] instead of s'_i (use ``transition_table(..., next_obs_delta=True)``): bins sized to
-    one step's change, where s' binned on the whole space and decoded apart from s would make
-    s' - s mostly decoding noise.
+    With ``next_obs_delta_bound`` (b_i > 0 per coordinate, declared from the task's
+    physics, e.g. one step moves a maze ball at most dt * v_max), the ``next_obs``
+    columns hold s'_i - s_i on [-b_i, b_i] instead of s'_i (use ``transition_table(...,
+    next_obs_delta=True)``): bins sized to one step's change, where s' binned on the
+    whole space and decoded apart from s would make s' - s mostly decoding noise.
 
     Args:
       obs_low, obs_high: [obs_dim] bounds of the observation space (e.g. the env's
         ``observation_space``), never the data's range.
       act_low, act_high: [act_dim] bounds of the action space.
-      reward_range: declared (low, high) of the reward (the task's definition; e.g. (0, 1) for the
-        dense maze reward exp(-distance)).
+      reward_range: declared (low, high) of the reward (the task's definition; e.g. (0,
+        1) for the dense maze reward exp(-distance)).
       obs_bins: bins per observation coordinate (one int, or one per coordinate).
       act_bins, reward_bins: bins per action coordinate and for the reward.
     """
@@ -200,69 +244,116 @@ def transition_discretisation(
     act_low, act_high = np.asarray(act_low, float), np.asarray(act_high, float)
     if obs_low.shape != obs_high.shape or act_low.shape != act_high.shape:
         raise ValueError("low and high bounds must have the same shape.")
-    ob = [int(obs_bins)] * obs_low.size if np.isscalar(obs_bins) else [int(b) for b in obs_bins]
+    ob = (
+        [int(obs_bins)] * obs_low.size
+        if np.isscalar(obs_bins)
+        else [int(b) for b in obs_bins]
+    )
     if len(ob) != obs_low.size:
-        raise ValueError(f"obs_bins has {len(ob)} entries for {obs_low.size} observation coordinates.")
+        raise ValueError(
+            f"obs_bins has {len(ob)} entries for {obs_low.size} observation "
+            "coordinates."
+        )
     names = transition_columns(obs_low.size, act_low.size)
     o, a = obs_low.size, act_low.size
-    obs = lambda i, name: ColumnBins(name=name, low=obs_low[i], high=obs_high[i], num_bins=ob[i])  # noqa: E731
+    obs = lambda i, name: ColumnBins(
+        name=name, low=obs_low[i], high=obs_high[i], num_bins=ob[i]
+    )  # noqa: E731
     cols = [obs(i, names[i]) for i in range(o)]
-    cols += [ColumnBins(name=names[o + j], low=act_low[j], high=act_high[j], num_bins=act_bins) for j in range(a)]
-    cols.append(ColumnBins(name="reward", low=reward_range[0], high=reward_range[1], num_bins=reward_bins))
+    cols += [
+        ColumnBins(
+            name=names[o + j], low=act_low[j], high=act_high[j], num_bins=act_bins
+        )
+        for j in range(a)
+    ]
+    cols.append(
+        ColumnBins(
+            name="reward",
+            low=reward_range[0],
+            high=reward_range[1],
+            num_bins=reward_bins,
+        )
+    )
     if next_obs_delta_bound is None:
         cols += [obs(i, names[o + a + 1 + i]) for i in range(o)]
     else:
         b = np.asarray(next_obs_delta_bound, float)
         if b.shape != (o,) or not (b > 0).all():
-            raise ValueError(f"next_obs_delta_bound needs {o} positive numbers; got {list(b)}.")
-        cols += [ColumnBins(name=names[o + a + 1 + i], low=-b[i], high=b[i], num_bins=ob[i]) for i in range(o)]
+            raise ValueError(
+                f"next_obs_delta_bound needs {o} positive numbers; got {list(b)}."
+            )
+        cols += [
+            ColumnBins(name=names[o + a + 1 + i], low=-b[i], high=b[i], num_bins=ob[i])
+            for i in range(o)
+        ]
     cols.append(ColumnBins(name="terminal", values=(0.0, 1.0)))
     return PublicDiscretisation(columns=tuple(cols))
 
 
-def transition_table(transitions: data.Transitions, *, next_obs_delta: bool = False) -> np.ndarray:
-    """Transitions -> a float table [N, 2 obs_dim + act_dim + 2] in :func:`transition_columns` order
+def transition_table(
+    transitions: data.Transitions, *, next_obs_delta: bool = False
+) -> np.ndarray:
+    """Transitions -> a float table [N, 2 obs_dim + act_dim + 2] in
+    :func:`transition_columns` order
     (the next-state columns hold s' - s with ``next_obs_delta``)."""
     t = jax.tree_util.tree_map(np.asarray, transitions)
-    nxt = t.next_observations - t.observations if next_obs_delta else t.next_observations
-    return np.concatenate([t.observations, t.actions, t.rewards[:, None], nxt,
-                           t.terminals[:, None]], axis=1).astype(np.float64)
+    nxt = (
+        t.next_observations - t.observations if next_obs_delta else t.next_observations
+    )
+    return np.concatenate(
+        [t.observations, t.actions, t.rewards[:, None], nxt, t.terminals[:, None]],
+        axis=1,
+    ).astype(np.float64)
 
 
-def table_transitions(table: np.ndarray, obs_dim: int, act_dim: int, *,
-                      next_obs_delta: bool = False) -> data.Transitions:
-    """Inverse of :func:`transition_table` (float32; timeouts = 0, as PrivORL-n's release)."""
+def table_transitions(
+    table: np.ndarray, obs_dim: int, act_dim: int, *, next_obs_delta: bool = False
+) -> data.Transitions:
+    """Inverse of :func:`transition_table` (float32; timeouts = 0, as PrivORL-n's
+    release)."""
     t = np.asarray(table, np.float64)
     o, a = obs_dim, act_dim
     terminals = t[:, 2 * o + a + 1].astype(np.float32)
-    nxt = t[:, o + a + 1:2 * o + a + 1] + (t[:, :o] if next_obs_delta else 0.0)
-    return data.Transitions(observations=t[:, :o].astype(np.float32), actions=t[:, o:o + a].astype(np.float32),
-                            rewards=t[:, o + a].astype(np.float32), next_observations=nxt.astype(np.float32),
-                            terminals=terminals, timeouts=np.zeros_like(terminals))
+    nxt = t[:, o + a + 1 : 2 * o + a + 1] + (t[:, :o] if next_obs_delta else 0.0)
+    return data.Transitions(
+        observations=t[:, :o].astype(np.float32),
+        actions=t[:, o : o + a].astype(np.float32),
+        rewards=t[:, o + a].astype(np.float32),
+        next_observations=nxt.astype(np.float32),
+        terminals=terminals,
+        timeouts=np.zeros_like(terminals),
+    )
 
 
-# ---------------------------------------------------------------------------------------- marginals
+# ---------------------------------------------------------------------------- marginals
 def default_transition_cliques(obs_dim: int, act_dim: int) -> tuple[Clique, ...]:
-    """PGM's fixed public marginal set: every 1-way marginal and a spanning tree of 2-way ones.
+    """PGM's fixed public marginal set: every 1-way marginal and a spanning tree of
+    2-way ones.
 
-    The tree is chosen from the form of a transition, not from data: the state's coordinates in a
-    chain (obs_i, obs_{i+1}); each coordinate with its successor (obs_i, next_obs_i); action j with
-    the j-th of the last ``act_dim`` next-state coordinates (in a point mass, and in many control
-    tasks, the action drives the velocities, stored last); reward and done with the first
-    next-state coordinate. A tree keeps ``mbi``'s junction tree as small as the cliques
-    themselves. PrivORL does not say which marginals its PGM baseline measured.
+    The tree is chosen from the form of a transition, not from data: the state's
+    coordinates in a chain (obs_i, obs_{i+1}); each coordinate with its successor
+    (obs_i, next_obs_i); action j with the j-th of the last ``act_dim`` next-state
+    coordinates (in a point mass, and in many control tasks, the action drives the
+    velocities, stored last); reward and done with the first next-state coordinate. A
+    tree keeps ``mbi``'s junction tree as small as the cliques themselves. PrivORL does
+    not say which marginals its PGM baseline measured.
     """
     names = transition_columns(obs_dim, act_dim)
     obs = lambda i: f"obs{i}"  # noqa: E731
     nxt = lambda i: f"next_obs{i}"  # noqa: E731
     pairs = [(obs(i), obs(i + 1)) for i in range(obs_dim - 1)]
     pairs += [(obs(i), nxt(i)) for i in range(obs_dim)]
-    pairs += [(f"act{j}", nxt(max(0, obs_dim - act_dim) + j % obs_dim)) for j in range(act_dim)]
+    pairs += [
+        (f"act{j}", nxt(max(0, obs_dim - act_dim) + j % obs_dim))
+        for j in range(act_dim)
+    ]
     pairs += [("reward", nxt(0)), ("terminal", nxt(0))]
     return tuple((n,) for n in names) + tuple(pairs)
 
 
-def marginal_counts(codes: np.ndarray, disc: PublicDiscretisation, cliques: Sequence[Clique]) -> list[np.ndarray]:
+def marginal_counts(
+    codes: np.ndarray, disc: PublicDiscretisation, cliques: Sequence[Clique]
+) -> list[np.ndarray]:
     """The flattened count table of each clique (C order over the clique's columns).
 
     Args:
@@ -287,9 +378,10 @@ def marginal_counts(codes: np.ndarray, disc: PublicDiscretisation, cliques: Sequ
 def marginal_sensitivity(num_marginals: int) -> float:
     """L2 sensitivity of k concatenated count vectors under add/remove-one row: sqrt(k).
 
-    One row is one count in one cell of each marginal, so adding or removing it moves each count
-    vector by exactly 1 in L2, and all k together by sqrt(k). (Under replace-one it would be
-    sqrt(2k): two cells of each marginal.) Attained by every row, not only a worst case.
+    One row is one count in one cell of each marginal, so adding or removing it moves
+    each count vector by exactly 1 in L2, and all k together by sqrt(k). (Under
+    replace-one it would be sqrt(2k): two cells of each marginal.) Attained by every
+    row, not only a worst case.
     """
     if num_marginals < 1:
         raise ValueError(f"num_marginals must be >= 1; got {num_marginals}.")
@@ -298,7 +390,8 @@ def marginal_sensitivity(num_marginals: int) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """A released marginal: its clique, the noisy counts and the noise std on each count."""
+    """A released marginal: its clique, the noisy counts and the noise std on each
+    count."""
 
     clique: Clique
     noisy_counts: np.ndarray
@@ -311,11 +404,13 @@ def measure(
     cliques: Sequence[Clique],
     mechanism: GaussianMechanism | None,
 ) -> list[Measurement]:
-    """Releases the concatenated count vectors with one Gaussian mechanism (None: no noise).
+    """Releases the concatenated count vectors with one Gaussian mechanism (None: no
+    noise).
 
-    ``mechanism.l2_sensitivity`` must be :func:`marginal_sensitivity` of ``len(counts)``; every count
-    then gets noise of std sigma * sqrt(k) (k marginals with sensitivity 1 each, each rho_i =
-    1 / (2 k sigma^2), together rho = 1 / (2 sigma^2): the mechanism's own rho).
+    ``mechanism.l2_sensitivity`` must be :func:`marginal_sensitivity` of
+    ``len(counts)``; every count then gets noise of std sigma * sqrt(k) (k marginals
+    with sensitivity 1 each, each rho_i = 1 / (2 k sigma^2), together rho = 1 / (2
+    sigma^2): the mechanism's own rho).
 
     Raises:
       ValueError: the mechanism's sensitivity is not the one these counts have.
@@ -325,45 +420,66 @@ def measure(
     if mechanism is not None:
         need = marginal_sensitivity(len(counts))
         if not math.isclose(mechanism.l2_sensitivity, need, rel_tol=1e-12):
-            raise ValueError(f"{len(counts)} marginals have L2 sensitivity {need:.6g}; the mechanism "
-                             f"assumes {mechanism.l2_sensitivity:.6g}.")
+            raise ValueError(
+                f"{len(counts)} marginals have L2 sensitivity {need:.6g}; the "
+                "mechanism "
+                f"assumes {mechanism.l2_sensitivity:.6g}."
+            )
     flat = np.concatenate([np.asarray(c, np.float64) for c in counts])
     if mechanism is None:
         noisy, std = flat, 0.0
     else:
-        noisy = np.asarray(mechanism.release(key, jax.numpy.asarray(flat, jax.numpy.float32)), np.float64)
+        noisy = np.asarray(
+            mechanism.release(key, jax.numpy.asarray(flat, jax.numpy.float32)),
+            np.float64,
+        )
         std = mechanism.noise_std
     out, start = [], 0
     for cl, c in zip(cliques, counts):
-        out.append(Measurement(tuple(cl), noisy[start:start + c.size], std))
+        out.append(Measurement(tuple(cl), noisy[start : start + c.size], std))
         start += c.size
     return out
 
 
-# ---------------------------------------------------------------------------------------- MST selection
-def pair_scores(codes: np.ndarray, disc: PublicDiscretisation, one_way: Sequence[Measurement],
-                pairs: Sequence[Clique]) -> np.ndarray:
-    """MST's score of each candidate pair: L1 error of the independent model's 2-way counts.
+# ------------------------------------------------------------------------ MST selection
+def pair_scores(
+    codes: np.ndarray,
+    disc: PublicDiscretisation,
+    one_way: Sequence[Measurement],
+    pairs: Sequence[Clique],
+) -> np.ndarray:
+    """MST's score of each candidate pair: L1 error of the independent model's 2-way
+    counts.
 
-    score(i, j) = || C_ij - N_hat p_i (x) p_j ||_1, with C_ij the true 2-way counts and p_i the
-    (clipped, normalised) *noisy* 1-way marginals, N_hat their mean total: a function of the data
-    and of earlier releases only. One row moves C_ij by one count in one cell, so each score by
-    at most 1 (triangle inequality) and the vector of P scores by at most sqrt(P) in L2.
+    score(i, j) = || C_ij - N_hat p_i (x) p_j ||_1, with C_ij the true 2-way counts and
+    p_i the (clipped, normalised) *noisy* 1-way marginals, N_hat their mean total: a
+    function of the data and of earlier releases only. One row moves C_ij by one count
+    in one cell, so each score by at most 1 (triangle inequality) and the vector of P
+    scores by at most sqrt(P) in L2.
     """
     probs = {}
     totals = []
     for m in one_way:
         y = np.clip(m.noisy_counts, 0.0, None)
         totals.append(float(np.sum(m.noisy_counts)))
-        probs[m.clique[0]] = y / y.sum() if y.sum() > 0 else np.full(y.size, 1.0 / y.size)
+        probs[m.clique[0]] = (
+            y / y.sum() if y.sum() > 0 else np.full(y.size, 1.0 / y.size)
+        )
     n_hat = max(1.0, float(np.mean(totals)))
     counts = marginal_counts(codes, disc, pairs)
-    return np.array([np.abs(c - n_hat * np.outer(probs[a], probs[b]).ravel()).sum()
-                     for c, (a, b) in zip(counts, pairs)])
+    return np.array(
+        [
+            np.abs(c - n_hat * np.outer(probs[a], probs[b]).ravel()).sum()
+            for c, (a, b) in zip(counts, pairs)
+        ]
+    )
 
 
-def release_scores(key: jax.Array, scores: np.ndarray, mechanism: GaussianMechanism | None) -> np.ndarray:
-    """The P pair scores plus Gaussian noise (None: exact); the mechanism's sensitivity is sqrt(P).
+def release_scores(
+    key: jax.Array, scores: np.ndarray, mechanism: GaussianMechanism | None
+) -> np.ndarray:
+    """The P pair scores plus Gaussian noise (None: exact); the mechanism's sensitivity
+    is sqrt(P).
 
     Raises:
       ValueError: the mechanism assumes another sensitivity than the scores' sqrt(P).
@@ -373,13 +489,20 @@ def release_scores(key: jax.Array, scores: np.ndarray, mechanism: GaussianMechan
         return scores
     need = marginal_sensitivity(scores.size)  # each score moves by <= 1
     if not math.isclose(mechanism.l2_sensitivity, need, rel_tol=1e-12):
-        raise ValueError(f"{scores.size} scores have L2 sensitivity {need:.6g}; the mechanism "
-                         f"assumes {mechanism.l2_sensitivity:.6g}.")
-    return np.asarray(mechanism.release(key, jax.numpy.asarray(scores, jax.numpy.float32)), np.float64)
+        raise ValueError(
+            f"{scores.size} scores have L2 sensitivity {need:.6g}; the mechanism "
+            f"assumes {mechanism.l2_sensitivity:.6g}."
+        )
+    return np.asarray(
+        mechanism.release(key, jax.numpy.asarray(scores, jax.numpy.float32)), np.float64
+    )
 
 
-def max_spanning_tree(names: Sequence[str], pairs: Sequence[Clique], weights: np.ndarray) -> tuple[Clique, ...]:
-    """Kruskal's maximum spanning tree (a forest when the pairs do not connect every name)."""
+def max_spanning_tree(
+    names: Sequence[str], pairs: Sequence[Clique], weights: np.ndarray
+) -> tuple[Clique, ...]:
+    """Kruskal's maximum spanning tree (a forest when the pairs do not connect every
+    name)."""
     parent = {n: n for n in names}
 
     def root(n: str) -> str:
@@ -398,20 +521,22 @@ def max_spanning_tree(names: Sequence[str], pairs: Sequence[Clique], weights: np
     return tuple(tree)
 
 
-# ---------------------------------------------------------------------------------------- mbi
+# ---------------------------------------------------------------------------------- mbi
 def require_mbi():
-    """``mbi``, imported on first use (the optional ``baselines`` extra); a clear error without it."""
+    """``mbi``, imported on first use (the optional ``baselines`` extra); a clear error
+    without it."""
     try:
         with warnings.catch_warnings():
-            # mbi warns at import that JAX runs in float32; the tables here are < 1e6 rows, where
-            # its own note says float32 estimation is fine. Turning on x64 globally would change
-            # every other computation of the process.
+            # mbi warns at import that JAX runs in float32; the tables here are < 1e6
+            # rows, where its own note says float32 estimation is fine. Turning on x64
+            # globally would change every other computation of the process.
             warnings.simplefilter("ignore")
             import mbi
             import mbi.extensions
     except ImportError as e:
         raise ImportError(
-            "the marginal-based baselines need mbi (Private-PGM): pip install -e \".[baselines]\" "
+            "the marginal-based baselines need mbi (Private-PGM): pip install -e "
+            '".[baselines]" '
             "(or pip install mbi==2.0.0)."
         ) from e
     return mbi
@@ -425,40 +550,52 @@ def estimate_and_sample(
     iters: int,
     seed: int,
 ) -> np.ndarray:
-    """Fits ``mbi``'s graphical model to the measurements and samples ``num_rows`` rows of codes.
+    """Fits ``mbi``'s graphical model to the measurements and samples ``num_rows`` rows
+    of codes.
 
-    The estimator is mbi's mirror descent (McKenna et al. 2019, Algorithm 1) on the L2 loss, each
-    measurement weighted by 1 / its noise std (exact counts of a noiseless run get weight 1); the
-    total is mbi's minimum-variance estimate from the noisy counts, never the private N. Sampling
-    is mbi's (``MarkovRandomField.synthetic_data``) with a public ``seed``: the model is already a
-    DP release, so how it is sampled is post-processing.
+    The estimator is mbi's mirror descent (McKenna et al. 2019, Algorithm 1) on the L2
+    loss, each measurement weighted by 1 / its noise std (exact counts of a noiseless
+    run get weight 1); the total is mbi's minimum-variance estimate from the noisy
+    counts, never the private N. Sampling is mbi's
+    (``MarkovRandomField.synthetic_data``) with a public ``seed``: the model is already
+    a DP release, so how it is sampled is post-processing.
     """
     mbi = require_mbi()
     domain = mbi.Domain(disc.names, disc.sizes)
-    lin = [mbi.LinearMeasurement(np.asarray(m.noisy_counts, np.float32), m.clique,
-                                 stddev=m.noise_std if m.noise_std > 0 else 1.0) for m in measurements]
+    lin = [
+        mbi.LinearMeasurement(
+            np.asarray(m.noisy_counts, np.float32),
+            m.clique,
+            stddev=m.noise_std if m.noise_std > 0 else 1.0,
+        )
+        for m in measurements
+    ]
     model = mbi.estimation.MirrorDescent().estimate(domain, lin, iters=iters)
-    # mbi's NumPy sampler (randomized rounding, its default) draws from NumPy's global generator:
-    # seed it for this call and restore it, so the caller's global stream is left as it was.
-    # (mbi.extensions.synthetic_data takes a seed, but compiles one program per column: 90 s on
-    # our 2-core CPU for a 12-column table, against 8 s here.)
+    # mbi's NumPy sampler (randomized rounding, its default) draws from NumPy's global
+    # generator: seed it for this call and restore it, so the caller's global stream is
+    # left as it was. (mbi.extensions.synthetic_data takes a seed, but compiles one
+    # program per column: 90 s on our 2-core CPU for a 12-column table, against 8 s
+    # here.)
     state = np.random.get_state()
     try:
         np.random.seed(seed)
         rows = model.synthetic_data(num_rows)
     finally:
         np.random.set_state(state)
-    return np.stack([np.asarray(rows.data[n]) for n in disc.names], axis=1).astype(np.int32)
+    return np.stack([np.asarray(rows.data[n]) for n in disc.names], axis=1).astype(
+        np.int32
+    )
 
 
-# ---------------------------------------------------------------------------------------- the mechanisms
+# ----------------------------------------------------------------------- the mechanisms
 @dataclasses.dataclass(frozen=True)
 class MarginalFit:
     """What a marginal-based synthesizer released and sampled.
 
     Attributes:
       codes: [num_rows, D] sampled bin codes.
-      measurements: every noisy marginal released (the DP release the model is fitted on).
+      measurements: every noisy marginal released (the DP release the model is fitted
+        on).
       mechanisms: (what, mechanism or None) of each noisy release, in order.
       selected: MST's selected 2-way cliques (empty for PGM).
     """
@@ -469,13 +606,18 @@ class MarginalFit:
     selected: tuple[Clique, ...] = ()
 
 
-def _release(on_release: OnRelease | None, what: str, mech: GaussianMechanism | None) -> None:
+def _release(
+    on_release: OnRelease | None, what: str, mech: GaussianMechanism | None
+) -> None:
     if on_release is not None:
         on_release(what, mech)
 
 
-def _with_sensitivity(mech: GaussianMechanism | None, k: int) -> GaussianMechanism | None:
-    """The mechanism of noise multiplier ``mech.noise_multiplier`` on k sensitivity-1 blocks."""
+def _with_sensitivity(
+    mech: GaussianMechanism | None, k: int
+) -> GaussianMechanism | None:
+    """The mechanism of noise multiplier ``mech.noise_multiplier`` on k sensitivity-1
+    blocks."""
     if mech is None:
         return None
     return dataclasses.replace(mech, l2_sensitivity=marginal_sensitivity(k))
@@ -493,10 +635,12 @@ def fit_pgm(
     sample_seed: int = 0,
     on_release: OnRelease | None = None,
 ) -> MarginalFit:
-    """PGM with a fixed public marginal set (McKenna et al. 2019): measure once, estimate, sample.
+    """PGM with a fixed public marginal set (McKenna et al. 2019): measure once,
+    estimate, sample.
 
     Args:
-      key: the secret noise key (from a ``DPSecret``; a public one makes the run not private).
+      key: the secret noise key (from a ``DPSecret``; a public one makes the run not
+        private).
       codes: [N, D] sensitive rows as bin codes.
       disc: the public discretisation.
       cliques: the public marginal set (e.g. :func:`default_transition_cliques`).
@@ -507,30 +651,47 @@ def fit_pgm(
       sample_seed: public seed of mbi's sampler.
       on_release: called before the release (e.g. to check and record it in a ledger).
     """
-    mech = None if noise_multiplier == 0 else _with_sensitivity(
-        GaussianMechanism(l2_sensitivity=1.0, noise_multiplier=noise_multiplier), len(cliques))
+    mech = (
+        None
+        if noise_multiplier == 0
+        else _with_sensitivity(
+            GaussianMechanism(l2_sensitivity=1.0, noise_multiplier=noise_multiplier),
+            len(cliques),
+        )
+    )
     what = f"PGM: {len(cliques)} marginals"
     _release(on_release, what, mech)
     meas = measure(key, marginal_counts(codes, disc, cliques), cliques, mech)
-    rows = estimate_and_sample(disc, meas, num_rows=num_rows, iters=iters, seed=sample_seed)
+    rows = estimate_and_sample(
+        disc, meas, num_rows=num_rows, iters=iters, seed=sample_seed
+    )
     return MarginalFit(rows, tuple(meas), ((what, mech),))
 
 
-# MST splits rho into thirds: 1-way marginals, selection, the tree's 2-way marginals (as in the
-# NIST-contest MST; McKenna et al. 2021, Sec. 4).
+# MST splits rho into thirds: 1-way marginals, selection, the tree's 2-way marginals (as
+# in the NIST-contest MST; McKenna et al. 2021, Sec. 4).
 MST_SPLIT = (1 / 3, 1 / 3, 1 / 3)
 
 
-def mst_noise_multipliers(noise_multiplier: float, split: Sequence[float] = MST_SPLIT) -> tuple[float, ...]:
+def mst_noise_multipliers(
+    noise_multiplier: float, split: Sequence[float] = MST_SPLIT
+) -> tuple[float, ...]:
     """Per-stage sigmas whose composition is one Gaussian of ``noise_multiplier``.
 
-    Stage i gets the share w_i of rho = 1 / (2 sigma^2), i.e. sigma_i = sigma / sqrt(w_i); then
-    sum_i sigma_i^-2 = sigma^-2 (``privacy.effective_noise_multiplier`` of the three is sigma), so
-    a sigma calibrated for one Gaussian release is the run's sigma for the whole MST.
+    Stage i gets the share w_i of rho = 1 / (2 sigma^2), i.e. sigma_i = sigma /
+    sqrt(w_i); then sum_i sigma_i^-2 = sigma^-2 (``privacy.effective_noise_multiplier``
+    of the three is sigma), so a sigma calibrated for one Gaussian release is the run's
+    sigma for the whole MST.
     """
     split = tuple(float(w) for w in split)
-    if len(split) != 3 or any(w <= 0 for w in split) or not math.isclose(sum(split), 1.0):
-        raise ValueError(f"the MST split must be three positive shares summing to 1; got {split}.")
+    if (
+        len(split) != 3
+        or any(w <= 0 for w in split)
+        or not math.isclose(sum(split), 1.0)
+    ):
+        raise ValueError(
+            f"the MST split must be three positive shares summing to 1; got {split}."
+        )
     if noise_multiplier == 0:
         return (0.0, 0.0, 0.0)
     return tuple(noise_multiplier / math.sqrt(w) for w in split)
@@ -550,23 +711,32 @@ def fit_mst(
 ) -> MarginalFit:
     """MST (McKenna et al. 2021) with a Gaussian-noisy-scores selection.
 
-    Three releases, each one ``GaussianMechanism`` (sigmas from :func:`mst_noise_multipliers`):
-    (1) every 1-way marginal; (2) the score of every pair (:func:`pair_scores`, sensitivity
-    sqrt(P)), the maximum spanning tree of the noisy scores being post-processing; (3) the tree's
-    2-way marginals. The original selects with the exponential mechanism; a Gaussian release of
-    the scores keeps the run's events ``GaussianDpEvent``s (see the module docstring).
-    Arguments as :func:`fit_pgm`; ``split`` shares rho among the three releases.
+    Three releases, each one ``GaussianMechanism`` (sigmas from
+    :func:`mst_noise_multipliers`): (1) every 1-way marginal; (2) the score of every
+    pair (:func:`pair_scores`, sensitivity sqrt(P)), the maximum spanning tree of the
+    noisy scores being post-processing; (3) the tree's 2-way marginals. The original
+    selects with the exponential mechanism; a Gaussian release of the scores keeps the
+    run's events ``GaussianDpEvent``s (see the module docstring). Arguments as
+    :func:`fit_pgm`; ``split`` shares rho among the three releases.
     """
     s1, s2, s3 = mst_noise_multipliers(noise_multiplier, split)
     names = disc.names
     one_way = [(n,) for n in names]
-    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
-    mk = lambda s, k: None if s == 0 else GaussianMechanism(l2_sensitivity=marginal_sensitivity(k),  # noqa: E731
-                                                            noise_multiplier=s)
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    mk = lambda s, k: (
+        None
+        if s == 0
+        else GaussianMechanism(
+            l2_sensitivity=marginal_sensitivity(k),  # noqa: E731
+            noise_multiplier=s,
+        )
+    )
     m1, m2 = mk(s1, len(one_way)), mk(s2, len(pairs))
     w1 = f"MST: {len(one_way)} 1-way marginals"
     _release(on_release, w1, m1)
-    meas1 = measure(jax.random.fold_in(key, 1), marginal_counts(codes, disc, one_way), one_way, m1)
+    meas1 = measure(
+        jax.random.fold_in(key, 1), marginal_counts(codes, disc, one_way), one_way, m1
+    )
     w2 = f"MST: scores of {len(pairs)} pairs (selection)"
     _release(on_release, w2, m2)
     scores = pair_scores(codes, disc, meas1, pairs)
@@ -575,6 +745,12 @@ def fit_mst(
     m3 = mk(s3, len(tree))
     w3 = f"MST: {len(tree)} selected 2-way marginals"
     _release(on_release, w3, m3)
-    meas3 = measure(jax.random.fold_in(key, 3), marginal_counts(codes, disc, tree), tree, m3)
-    rows = estimate_and_sample(disc, [*meas1, *meas3], num_rows=num_rows, iters=iters, seed=sample_seed)
-    return MarginalFit(rows, (*meas1, *meas3), ((w1, m1), (w2, m2), (w3, m3)), selected=tree)
+    meas3 = measure(
+        jax.random.fold_in(key, 3), marginal_counts(codes, disc, tree), tree, m3
+    )
+    rows = estimate_and_sample(
+        disc, [*meas1, *meas3], num_rows=num_rows, iters=iters, seed=sample_seed
+    )
+    return MarginalFit(
+        rows, (*meas1, *meas3), ((w1, m1), (w2, m2), (w3, m3)), selected=tree
+    )

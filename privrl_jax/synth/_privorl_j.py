@@ -1,20 +1,23 @@
-"""PrivORL-j's steps: fragment pre-training with curiosity, trajectory-level DP fine-tuning, and
+"""PrivORL-j's steps: fragment pre-training with curiosity, trajectory-level DP
+fine-tuning, and
 trajectory generation by conditioned, stitched fragments.
 
-Pure, jitted functions over pytrees; the pipeline (``privrl_jax.pipelines.privorl_j``) owns data,
-files, progress bars, checkpoints and the ledger.
+Pure, jitted functions over pytrees; the pipeline (``privrl_jax.pipelines.privorl_j``)
+owns data, files, progress bars, checkpoints and the ledger.
 
-Reference: PrivORL (``papers/privorl.txt``), Sections VI-VII and Appendix F-A. The unit of privacy
-is the trajectory: DP data are laid out ``[trajectories, fragments, ...]`` (items = fragments, an
-item mask marks the padding fragments), so ``plan.clipped_grad`` sums a trajectory's fragment
-losses and clips the trajectory's whole gradient once, and the plan's Poisson sampler draws whole
-trajectories with rate q = batch trajectories / total trajectories (Sec. VII).
+Reference: PrivORL (``papers/privorl.txt``), Sections VI-VII and Appendix F-A. The unit
+  of privacy
+is the trajectory: DP data are laid out ``[trajectories, fragments, ...]`` (items =
+fragments, an item mask marks the padding fragments), so ``plan.clipped_grad`` sums a
+trajectory's fragment losses and clips the trajectory's whole gradient once, and the
+plan's Poisson sampler draws whole trajectories with rate q = batch trajectories / total
+trajectories (Sec. VII).
 
 Layout of one fragment item (normalised space): ``x [H d]`` (steps in order, each step's
 components s, a, r, s', d), ``link [d]``, ``has_link []`` and ``step_mask [H]``. For the
-curiosity module and public batches a fragment is packed into one flat row
-``[x, link, has_link, step_mask]`` (:func:`pack_rows`), so PrivORL-n's RND and replacement
-functions apply unchanged.
+curiosity module and public batches a fragment is packed into one flat row ``[x, link,
+has_link, step_mask]`` (:func:`pack_rows`), so PrivORL-n's RND and replacement functions
+apply unchanged.
 """
 
 from __future__ import annotations
@@ -49,12 +52,19 @@ PyTree = Any
 
 
 def pack_rows(items: dict[str, jax.Array]) -> jax.Array:
-    """Fragment items ``{x [..., H d], link [..., d], has_link [...], step_mask [..., H]}`` ->
+    """Fragment items ``{x [..., H d], link [..., d], has_link [...], step_mask [...,
+    H]}`` ->
     rows ``[..., H d + d + 1 + H]`` (float)."""
     x = items["x"]
     return jnp.concatenate(
-        [x, items["link"].astype(x.dtype), items["has_link"][..., None].astype(x.dtype),
-         items["step_mask"].astype(x.dtype)], axis=-1)
+        [
+            x,
+            items["link"].astype(x.dtype),
+            items["has_link"][..., None].astype(x.dtype),
+            items["step_mask"].astype(x.dtype),
+        ],
+        axis=-1,
+    )
 
 
 def unpack_rows(rows: jax.Array, *, horizon: int, dim: int) -> dict[str, jax.Array]:
@@ -80,24 +90,35 @@ def make_fragment_pretrain_chunk(
     edm_config: EDMConfig = EDMConfig(),
     curiosity_rate: float = 0.3,
 ) -> Callable[..., tuple[SynthState, RNDState, PretrainMetrics]]:
-    """Non-private pre-training on public fragments, ``chunk_steps`` updates per jitted call.
+    """Non-private pre-training on public fragments, ``chunk_steps`` updates per jitted
+    call.
 
-    ``chunk(state, rnd, rows, pool, pool_scores, key)``: each update draws ``batch_size`` public
-    fragment rows (:func:`pack_rows`) uniformly, replaces round(p B) of them by the most curious
-    synthetic fragments of the pool (PrivORL Sec. V-B; the RND module sees whole packed rows),
-    takes an Adam step on the mean fragment EDM loss, updates the EMA and trains the RND
-    predictor on the candidates: PrivORL-n's pre-training (``make_pretrain_chunk``) on fragments.
+    ``chunk(state, rnd, rows, pool, pool_scores, key)``: each update draws
+    ``batch_size`` public fragment rows (:func:`pack_rows`) uniformly, replaces round(p
+    B) of them by the most curious synthetic fragments of the pool (PrivORL Sec. V-B;
+    the RND module sees whole packed rows), takes an Adam step on the mean fragment EDM
+    loss, updates the EMA and trains the RND
+    predictor on the candidates: PrivORL-n's pre-training (``make_pretrain_chunk``) on
+      fragments.
     """
 
     def row_loss(params, row, key):
         item = unpack_rows(row, horizon=horizon, dim=dim)
         return fragment_edm_loss(denoise_fn, params, item, key, config=edm_config)
 
-    return make_curious_pretrain_chunk(row_loss, tx, batch_size=batch_size, chunk_steps=chunk_steps,
-                                       ema_decay=ema_decay, curiosity_rate=curiosity_rate)
+    return make_curious_pretrain_chunk(
+        row_loss,
+        tx,
+        batch_size=batch_size,
+        chunk_steps=chunk_steps,
+        ema_decay=ema_decay,
+        curiosity_rate=curiosity_rate,
+    )
 
 
-@functools.partial(jax.jit, static_argnames=("denoise_fn", "horizon", "num_steps", "config"))
+@functools.partial(
+    jax.jit, static_argnames=("denoise_fn", "horizon", "num_steps", "config")
+)
 def sample_pool_rows(
     key: jax.Array,
     denoise_fn: FragmentDenoiser,
@@ -110,15 +131,30 @@ def sample_pool_rows(
 ) -> jax.Array:
     """Synthetic fragment rows for the curiosity pool, one per row of ``public_rows``.
 
-    Each synthetic fragment is conditioned on the link (and ``has_link``) of a public fragment, so
-    the pool covers first and later fragments in the public proportions; its mask is all ones.
+    Each synthetic fragment is conditioned on the link (and ``has_link``) of a public
+    fragment, so the pool covers first and later fragments in the public proportions;
+    its mask is all ones.
     """
     dim = (public_rows.shape[-1] - 1 - horizon) // (horizon + 1)
     cond = unpack_rows(public_rows, horizon=horizon, dim=dim)
-    x = sample_fragments(key, denoise_fn, params, cond["link"], cond["has_link"],
-                         horizon=horizon, num_steps=num_steps, config=config)
-    return pack_rows({"x": x, "link": cond["link"], "has_link": cond["has_link"],
-                      "step_mask": jnp.ones(x.shape[:-1] + (horizon,), bool)})
+    x = sample_fragments(
+        key,
+        denoise_fn,
+        params,
+        cond["link"],
+        cond["has_link"],
+        horizon=horizon,
+        num_steps=num_steps,
+        config=config,
+    )
+    return pack_rows(
+        {
+            "x": x,
+            "link": cond["link"],
+            "has_link": cond["has_link"],
+            "step_mask": jnp.ones(x.shape[:-1] + (horizon,), bool),
+        }
+    )
 
 
 def make_trajectory_dp_finetune(
@@ -132,18 +168,25 @@ def make_trajectory_dp_finetune(
 ) -> DPFinetune:
     """DP-SGD fine-tuning under ``plan`` with one trajectory = one privacy unit.
 
-    ``clip(params, items [units, F, ...], fragment_mask [units, F], key)`` is the plan's clipped
-    gradient sum of the per-fragment EDM loss: the privacy core sums a trajectory's valid fragment
-    losses, takes that sum's gradient and clips it to C once, so a trajectory of 50 fragments
-    moves the sum by at most C, as one of 1 fragment does. ``update`` takes an Adam step on the
-    plan's noisy mean (noisy sum / q N, N = number of trajectories) and updates the EMA.
+    ``clip(params, items [units, F, ...], fragment_mask [units, F], key)`` is the plan's
+    clipped gradient sum of the per-fragment EDM loss: the privacy core sums a
+    trajectory's valid fragment losses, takes that sum's gradient and clips it to C
+    once, so a trajectory of 50 fragments moves the sum by at most C, as one of 1
+    fragment does. ``update`` takes an Adam step on the plan's noisy mean (noisy sum / q
+    N, N = number of trajectories) and updates the EMA.
     """
 
     def item_loss(params, item, key):
         return fragment_edm_loss(denoise_fn, params, item, key, config=edm_config)
 
-    return trajectory_dp_finetune(item_loss, plan, learning_rate=learning_rate, ema_decay=ema_decay,
-                                  clip_method=clip_method, uses_key=True)
+    return trajectory_dp_finetune(
+        item_loss,
+        plan,
+        learning_rate=learning_rate,
+        ema_decay=ema_decay,
+        clip_method=clip_method,
+        uses_key=True,
+    )
 
 
 def trajectory_dp_finetune(
@@ -155,16 +198,19 @@ def trajectory_dp_finetune(
     clip_method: str = "vmap",
     uses_key: bool = True,
 ) -> DPFinetune:
-    """Trajectory-level DP-SGD of any per-fragment loss ``item_loss(params, item[, key])``.
+    """Trajectory-level DP-SGD of any per-fragment loss ``item_loss(params, item[,
+    key])``.
 
-    Shared by PrivORL-j (EDM loss) and the DP-Transformer baseline (Gaussian NLL): the plan's
-    clipped sum over units ``[units, F, ...]`` with a fragment mask, Adam on the noisy mean, EMA.
+    Shared by PrivORL-j (EDM loss) and the DP-Transformer baseline (Gaussian NLL): the
+    plan's clipped sum over units ``[units, F, ...]`` with a fragment mask, Adam on the
+    noisy mean, EMA.
 
-    The EMA decay of step t (from 0) is ``min(ema_decay, (1 + t) / (10 + t))``, the ``num_updates``
-    warm-up of TensorFlow's ``ExponentialMovingAverage`` (docs/privorl_j.md): a trajectory-level
-    run is short (tens of DP steps at q = B / N trajectories), and a fixed 0.995 would release an
-    EMA that is still ~73% the pre-trained model after 62 steps, so the DP fine-tuning, and
-    epsilon, would barely show in the release.
+    The EMA decay of step t (from 0) is ``min(ema_decay, (1 + t) / (10 + t))``, the
+    ``num_updates`` warm-up of TensorFlow's ``ExponentialMovingAverage``
+    (docs/privorl_j.md): a trajectory-level run is short (tens of DP steps at q = B / N
+    trajectories), and a fixed 0.995 would release an EMA that is still ~73% the
+    pre-trained model after 62 steps, so the DP fine-tuning, and epsilon, would barely
+    show in the release.
     """
     clip = plan.clipped_grad(item_loss, uses_key=uses_key, method=clip_method)
     tx = optax.adam(learning_rate)
@@ -177,13 +223,19 @@ def trajectory_dp_finetune(
         params = optax.apply_updates(state.params, updates)
         t = state.step.astype(jnp.float32)
         decay = jnp.minimum(ema_decay, (1.0 + t) / (10.0 + t))
-        return SynthState(params, ema_update(state.ema_params, params, decay), opt_state, state.step + 1)
+        return SynthState(
+            params,
+            ema_update(state.ema_params, params, decay),
+            opt_state,
+            state.step + 1,
+        )
 
     return DPFinetune(tx, clip, init, update)
 
 
 class GeneratedFragments(NamedTuple):
-    """Fragments drawn one after another; ``link[:, k + 1] == fragments[:, k, -1]`` exactly."""
+    """Fragments drawn one after another; ``link[:, k + 1] == fragments[:, k, -1]``
+    exactly."""
 
     fragments: jax.Array  # [B, F, H, d]
     links: jax.Array  # [B, F, d]
@@ -191,7 +243,16 @@ class GeneratedFragments(NamedTuple):
 
 
 @functools.partial(
-    jax.jit, static_argnames=("denoise_fn", "num", "num_fragments", "horizon", "dim", "num_steps", "config")
+    jax.jit,
+    static_argnames=(
+        "denoise_fn",
+        "num",
+        "num_fragments",
+        "horizon",
+        "dim",
+        "num_steps",
+        "config",
+    ),
 )
 def generate_fragments(
     key: jax.Array,
@@ -205,35 +266,52 @@ def generate_fragments(
     num_steps: int,
     config: EDMConfig = EDMConfig(),
 ) -> GeneratedFragments:
-    """Draws ``num`` trajectories of ``num_fragments`` fragments (PrivORL Sec. VI-C), jitted.
+    """Draws ``num`` trajectories of ``num_fragments`` fragments (PrivORL Sec. VI-C),
+    jitted.
 
-    The first fragment is conditioned on no link (the zero link of training, ``has_link =
-    False``); fragment k + 1 on the last transition of fragment k. The loop over fragments is a
-    ``lax.scan``; cutting at a terminal or at the requested length is :func:`stitched_lengths`.
+    The first fragment is conditioned on no link (the zero link of training, ``has_link
+    = False``); fragment k + 1 on the last transition of fragment k. The loop over
+    fragments is a ``lax.scan``; cutting at a terminal or at the requested length is
+    :func:`stitched_lengths`.
     """
 
     def body(carry, k):
         link, has_link = carry
-        frag = sample_fragments(k, denoise_fn, params, link, has_link,
-                                horizon=horizon, num_steps=num_steps, config=config)
+        frag = sample_fragments(
+            k,
+            denoise_fn,
+            params,
+            link,
+            has_link,
+            horizon=horizon,
+            num_steps=num_steps,
+            config=config,
+        )
         frag = frag.reshape(num, horizon, dim)
         return (frag[:, -1], jnp.ones((num,), bool)), (frag, link, has_link)
 
     init = (jnp.zeros((num, dim)), jnp.zeros((num,), bool))
-    _, (frags, links, has) = jax.lax.scan(body, init, jax.random.split(key, num_fragments))
+    _, (frags, links, has) = jax.lax.scan(
+        body, init, jax.random.split(key, num_fragments)
+    )
     swap = lambda a: jnp.swapaxes(a, 0, 1)
     return GeneratedFragments(swap(frags), swap(links), swap(has))
 
 
 @jax.jit
-def stitched_lengths(terminals: jax.Array, requested: jax.Array) -> tuple[jax.Array, jax.Array]:
+def stitched_lengths(
+    terminals: jax.Array, requested: jax.Array
+) -> tuple[jax.Array, jax.Array]:
     """Length of each stitched trajectory and whether it ended in a terminal.
 
-    A trajectory stops at its first step with d = 1 (inclusive) or after ``requested`` steps,
-    whichever comes first. ``terminals``: [B, T] in {0, 1}; ``requested``: [B] int <= T.
+    A trajectory stops at its first step with d = 1 (inclusive) or after ``requested``
+    steps, whichever comes first. ``terminals``: [B, T] in {0, 1}; ``requested``: [B]
+    int <= T.
     """
     t = terminals.shape[1]
     steps = jnp.arange(t)
     first = jnp.min(jnp.where(terminals > 0.5, steps, t), axis=1)
     ends_terminal = first < requested
-    return jnp.where(ends_terminal, first + 1, requested).astype(jnp.int32), ends_terminal
+    return jnp.where(ends_terminal, first + 1, requested).astype(
+        jnp.int32
+    ), ends_terminal

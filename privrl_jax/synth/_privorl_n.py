@@ -1,18 +1,21 @@
-"""PrivORL-n's training steps: curiosity-driven pre-training and DP fine-tuning of an EDM.
+"""PrivORL-n's training steps: curiosity-driven pre-training and DP fine-tuning of an
+EDM.
 
-Pure, jitted functions over pytrees; the pipeline (``privrl_jax.pipelines.privorl_n``) owns data,
-files, progress bars, checkpoints and the ledger.
+Pure, jitted functions over pytrees; the pipeline (``privrl_jax.pipelines.privorl_n``)
+owns data, files, progress bars, checkpoints and the ledger.
 
-Reference: PrivORL (``papers/privorl.txt``), Sections IV-V and Appendix F: pre-train an EDM
-(Karras et al. 2022) on public transitions, each iteration replacing the top-p of the real batch
-by the most curious (RND, Burda et al. 2018) synthetic samples; fine-tune on the sensitive
-transitions with DP-SGD (one transition = one privacy unit); sample with the EMA weights.
+Reference: PrivORL (``papers/privorl.txt``), Sections IV-V and Appendix F: pre-train an
+EDM (Karras et al. 2022) on public transitions, each iteration replacing the top-p of
+the real batch by the most curious (RND, Burda et al. 2018) synthetic samples; fine-tune
+on the sensitive transitions with DP-SGD (one transition = one privacy unit); sample
+with the EMA weights.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +24,13 @@ from flax import struct
 
 from privrl_jax import privacy
 from privrl_jax.diffusion import EDMConfig, edm_loss
-from privrl_jax.synth._curiosity import RNDState, curiosity_replace, curiosity_score, rnd_update, sample_candidates
+from privrl_jax.synth._curiosity import (
+    RNDState,
+    curiosity_replace,
+    curiosity_score,
+    rnd_update,
+    sample_candidates,
+)
 
 PyTree = Any
 
@@ -38,12 +47,19 @@ class SynthState:
 
 def ema_update(ema: PyTree, params: PyTree, decay: jax.typing.ArrayLike) -> PyTree:
     """ema <- decay * ema + (1 - decay) * params (PrivORL/SynthER: decay 0.995)."""
-    return jax.tree_util.tree_map(lambda e, p: decay * e + (1.0 - decay) * p, ema, params)
+    return jax.tree_util.tree_map(
+        lambda e, p: decay * e + (1.0 - decay) * p, ema, params
+    )
 
 
 def init_synth_state(params: PyTree, tx: optax.GradientTransformation) -> SynthState:
     """A fresh state whose EMA starts at ``params``."""
-    return SynthState(params=params, ema_params=params, opt_state=tx.init(params), step=jnp.zeros([], jnp.int32))
+    return SynthState(
+        params=params,
+        ema_params=params,
+        opt_state=tx.init(params),
+        step=jnp.zeros([], jnp.int32),
+    )
 
 
 class PretrainMetrics(NamedTuple):
@@ -65,20 +81,29 @@ def make_pretrain_chunk(
 ) -> Callable[..., tuple[SynthState, RNDState, PretrainMetrics]]:
     """Non-private pre-training on public data, ``chunk_steps`` updates per jitted call.
 
-    ``chunk(state, rnd, data, pool, pool_scores, key) -> (state, rnd, metrics)``: each update draws
-    a uniform batch of ``batch_size`` public rows of ``data [N, d]``, draws ``batch_size``
-    candidates from the synthetic ``pool [M, d]`` (scored once per epoch, Appendix F-B's amortised
-    generation), replaces round(p B) real rows by the most curious candidates, takes an Adam step on
-    the mean EDM loss, updates the EMA, and trains the RND predictor on the candidates so that
-    often-generated samples become familiar. With ``curiosity_rate == 0`` (the PDP-Diffusion
-    ablation) the pool is ignored.
+    ``chunk(state, rnd, data, pool, pool_scores, key) -> (state, rnd, metrics)``: each
+    update draws a uniform batch of ``batch_size`` public rows of ``data [N, d]``, draws
+    ``batch_size`` candidates from the synthetic ``pool [M, d]`` (scored once per epoch,
+    Appendix F-B's amortised generation), replaces round(p B) real rows by the most
+    curious candidates, takes an Adam step on the mean EDM loss, updates the EMA, and
+    trains the RND predictor on the candidates so that often-generated samples become
+    familiar. With ``curiosity_rate == 0`` (the PDP-Diffusion ablation) the pool is
+    ignored.
     """
 
     def item_loss(params, x, key):
-        return edm_loss(denoise_fn, params, x, key, config=edm_config, num_noise=num_noise)
+        return edm_loss(
+            denoise_fn, params, x, key, config=edm_config, num_noise=num_noise
+        )
 
-    return make_curious_pretrain_chunk(item_loss, tx, batch_size=batch_size, chunk_steps=chunk_steps,
-                                       ema_decay=ema_decay, curiosity_rate=curiosity_rate)
+    return make_curious_pretrain_chunk(
+        item_loss,
+        tx,
+        batch_size=batch_size,
+        chunk_steps=chunk_steps,
+        ema_decay=ema_decay,
+        curiosity_rate=curiosity_rate,
+    )
 
 
 def make_curious_pretrain_chunk(
@@ -90,10 +115,12 @@ def make_curious_pretrain_chunk(
     ema_decay: float = 0.995,
     curiosity_rate: float = 0.3,
 ) -> Callable[..., tuple[SynthState, RNDState, PretrainMetrics]]:
-    """Curiosity-driven pre-training of any row loss ``row_loss(params, row, key)`` on public rows.
+    """Curiosity-driven pre-training of any row loss ``row_loss(params, row, key)`` on
+    public rows.
 
-    The loop of :func:`make_pretrain_chunk` (PrivORL Sec. V-B) for any row format: transitions
-    (PrivORL-n) or packed fragments (PrivORL-j); the RND module sees whole rows.
+    The loop of :func:`make_pretrain_chunk` (PrivORL Sec. V-B) for any row format:
+    transitions (PrivORL-n) or packed fragments (PrivORL-j); the RND module sees whole
+    rows.
     """
 
     def update(carry, key, data, pool, pool_scores):
@@ -102,10 +129,14 @@ def make_curious_pretrain_chunk(
         batch = data[jax.random.randint(k_idx, (batch_size,), 0, data.shape[0])]
         if curiosity_rate > 0:
             cands, scores = sample_candidates(k_cand, pool, pool_scores, num=batch_size)
-            batch, replaced = curiosity_replace(batch, cands, scores, rate=curiosity_rate)
+            batch, replaced = curiosity_replace(
+                batch, cands, scores, rate=curiosity_rate
+            )
             rnd, rnd_metrics = rnd_update(rnd, cands)
             rnd_loss = rnd_metrics["rnd_loss"]
-            cur = jnp.sum(jnp.where(replaced, curiosity_score(rnd, batch), 0.0)) / jnp.maximum(replaced.sum(), 1)
+            cur = jnp.sum(
+                jnp.where(replaced, curiosity_score(rnd, batch), 0.0)
+            ) / jnp.maximum(replaced.sum(), 1)
         else:
             rnd_loss = cur = jnp.zeros([])
         keys = jax.random.split(k_loss, batch_size)
@@ -114,13 +145,20 @@ def make_curious_pretrain_chunk(
         )(state.params)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        state = SynthState(params, ema_update(state.ema_params, params, ema_decay), opt_state, state.step + 1)
+        state = SynthState(
+            params,
+            ema_update(state.ema_params, params, ema_decay),
+            opt_state,
+            state.step + 1,
+        )
         return (state, rnd), PretrainMetrics(loss, rnd_loss, cur)
 
     @jax.jit
     def chunk(state, rnd, data, pool, pool_scores, key):
         body = functools.partial(update, data=data, pool=pool, pool_scores=pool_scores)
-        (state, rnd), metrics = jax.lax.scan(body, (state, rnd), jax.random.split(key, chunk_steps))
+        (state, rnd), metrics = jax.lax.scan(
+            body, (state, rnd), jax.random.split(key, chunk_steps)
+        )
         return state, rnd, jax.tree_util.tree_map(jnp.mean, metrics)
 
     return chunk
@@ -146,24 +184,29 @@ def make_dp_finetune(
     clip_method: str = "vmap",
     mean_scale: float = 1.0,
 ) -> DPFinetune:
-    """DP-SGD fine-tuning of the denoiser under ``plan``: one transition = one privacy unit.
+    """DP-SGD fine-tuning of the denoiser under ``plan``: one transition = one privacy
+    unit.
 
-    The per-unit loss is the EDM loss of one transition averaged over ``num_noise`` noise draws
-    (DPDM noise multiplicity, Dockhorn et al. 2022): the draws are inside the unit, so the clip
-    bounds the unit's whole contribution and the privacy cost is unchanged.
+    The per-unit loss is the EDM loss of one transition averaged over ``num_noise``
+    noise draws (DPDM noise multiplicity, Dockhorn et al. 2022): the draws are inside
+    the unit, so the clip bounds the unit's whole contribution and the privacy cost is
+    unchanged.
 
-    ``clip(params, x [units, 1, d], mask [units, 1], key)`` is the plan's clipped gradient sum;
-    ``update(state, noisy_mean) -> state`` takes an Adam step on the privatized mean (the plan's
-    noisy sum / q N, times the public ``mean_scale``) and updates the EMA. The noise itself is
-    the plan's, added by the DP run loop.
+    ``clip(params, x [units, 1, d], mask [units, 1], key)`` is the plan's clipped
+    gradient sum; ``update(state, noisy_mean) -> state`` takes an Adam step on the
+    privatized mean (the plan's noisy sum / q N, times the public ``mean_scale``) and
+    updates the EMA. The noise itself is the plan's, added by the DP run loop.
 
     Args:
-      mean_scale: a public rescaling of the mean; FineCur adds k public synthetic rows to every
-        batch and averages over q N + k rows, i.e. ``mean_scale = q N / (q N + k)``.
+      mean_scale: a public rescaling of the mean; FineCur adds k public synthetic rows
+        to every batch and averages over q N + k rows, i.e. ``mean_scale = q N / (q N +
+        k)``.
     """
 
     def item_loss(params, x, key):
-        return edm_loss(denoise_fn, params, x, key, config=edm_config, num_noise=num_noise)
+        return edm_loss(
+            denoise_fn, params, x, key, config=edm_config, num_noise=num_noise
+        )
 
     clip = plan.clipped_grad(item_loss, uses_key=True, method=clip_method)
     tx = optax.adam(learning_rate)
@@ -175,20 +218,33 @@ def make_dp_finetune(
         grads = jax.tree_util.tree_map(lambda g: g * mean_scale, noisy_mean)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        return SynthState(params, ema_update(state.ema_params, params, ema_decay), opt_state, state.step + 1)
+        return SynthState(
+            params,
+            ema_update(state.ema_params, params, ema_decay),
+            opt_state,
+            state.step + 1,
+        )
 
     return DPFinetune(tx, clip, init, update)
 
 
 @functools.partial(jax.jit, static_argnames=("num_candidates", "num_picked"))
 def pick_curious(
-    rnd: RNDState, pool: jax.Array, pool_scores: jax.Array, key: jax.Array, *, num_candidates: int, num_picked: int
+    rnd: RNDState,
+    pool: jax.Array,
+    pool_scores: jax.Array,
+    key: jax.Array,
+    *,
+    num_candidates: int,
+    num_picked: int,
 ) -> tuple[jax.Array, RNDState]:
-    """FineCur's synthetic rows for one DP step: the ``num_picked`` most curious of ``num_candidates``.
+    """FineCur's synthetic rows for one DP step: the ``num_picked`` most curious of
+    ``num_candidates``.
 
-    Draws candidates from the synthetic pool (scored once per epoch), keeps the top ones by RND
-    error and trains the RND predictor on all candidates, as pre-training does. Everything here is
-    a function of the released model only (post-processing), so the rows cost no privacy budget.
+    Draws candidates from the synthetic pool (scored once per epoch), keeps the top ones
+    by RND error and trains the RND predictor on all candidates, as pre-training does.
+    Everything here is a function of the released model only (post-processing), so the
+    rows cost no privacy budget.
     """
     cands, scores = sample_candidates(key, pool, pool_scores, num=num_candidates)
     _, top = jax.lax.top_k(scores, num_picked)

@@ -34,19 +34,23 @@ def bandit_dataset(key: jax.Array, n: int = 2048) -> Transitions:
 # -- side by side with d3rlpy (tests *_vs_d3rlpy.py; torch and d3rlpy imported lazily) --
 
 
-def random_batches(seed: int, n: int, batch: int, obs_dim: int, act_dim: int) -> list[Transitions]:
+def random_batches(
+    seed: int, n: int, batch: int, obs_dim: int, act_dim: int
+) -> list[Transitions]:
     """`n` random minibatches; every 7th transition terminal."""
     out = []
     for k in jax.random.split(jax.random.key(seed), n):
         ko, ka, kr, kn = jax.random.split(k, 4)
-        out.append(Transitions(
-            observations=jax.random.normal(ko, (batch, obs_dim)),
-            actions=jax.random.uniform(ka, (batch, act_dim), minval=-1, maxval=1),
-            rewards=jax.random.normal(kr, (batch,)),
-            next_observations=jax.random.normal(kn, (batch, obs_dim)),
-            terminals=(jnp.arange(batch) % 7 == 0).astype(jnp.float32),
-            timeouts=jnp.zeros((batch,)),
-        ))
+        out.append(
+            Transitions(
+                observations=jax.random.normal(ko, (batch, obs_dim)),
+                actions=jax.random.uniform(ka, (batch, act_dim), minval=-1, maxval=1),
+                rewards=jax.random.normal(kr, (batch,)),
+                next_observations=jax.random.normal(kn, (batch, obs_dim)),
+                terminals=(jnp.arange(batch) % 7 == 0).astype(jnp.float32),
+                timeouts=jnp.zeros((batch,)),
+            )
+        )
     return out
 
 
@@ -59,23 +63,39 @@ def torch_minibatch(b: Transitions):
     t = lambda x: torch.as_tensor(np.array(x, np.float32))
     col = lambda x: t(x).reshape(-1, 1)
     return d3rlpy.torch_utility.TorchMiniBatch(
-        observations=t(b.observations), actions=t(b.actions), rewards=col(b.rewards),
-        next_observations=t(b.next_observations), next_actions=t(b.actions),
-        returns_to_go=col(b.rewards), terminals=col(b.terminals),
-        intervals=col(jnp.ones(b.rewards.shape[0])), device="cpu:0", numpy_batch=None,
+        observations=t(b.observations),
+        actions=t(b.actions),
+        rewards=col(b.rewards),
+        next_observations=t(b.next_observations),
+        next_actions=t(b.actions),
+        returns_to_go=col(b.rewards),
+        terminals=col(b.terminals),
+        intervals=col(jnp.ones(b.rewards.shape[0])),
+        device="cpu:0",
+        numpy_batch=None,
     )
 
 
 def dense_from_torch(sd: dict, prefix: str, out: str) -> dict:
     """d3rlpy's 2-layer encoder + head (torch Linear, weight [out, in]) -> our MLP's
     Dense params (kernel [in, out])."""
-    names = [f"{prefix}_encoder._layers.0", f"{prefix}_encoder._layers.2", f"{prefix}{out}"]
-    return {f"Dense_{i}": {"kernel": jnp.asarray(sd[n + ".weight"].numpy().T),
-                           "bias": jnp.asarray(sd[n + ".bias"].numpy())}
-            for i, n in enumerate(names)}
+    names = [
+        f"{prefix}_encoder._layers.0",
+        f"{prefix}_encoder._layers.2",
+        f"{prefix}{out}",
+    ]
+    return {
+        f"Dense_{i}": {
+            "kernel": jnp.asarray(sd[n + ".weight"].numpy().T),
+            "bias": jnp.asarray(sd[n + ".bias"].numpy()),
+        }
+        for i, n in enumerate(names)
+    }
 
 
 def max_abs_gap(a, b) -> float:
     """Largest |a - b| over two pytrees of the same structure."""
-    return max(float(jnp.max(jnp.abs(x - y)))
-               for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+    return max(
+        float(jnp.max(jnp.abs(x - y)))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )

@@ -32,7 +32,9 @@ def test_one_update_decreases_critic_loss_and_is_pure(algo):
     # Pure and deterministic: the same inputs give bit-identical outputs, and the
     # input state is untouched.
     again_state, again = update(state, data, key)
-    jax.tree.map(np.testing.assert_array_equal, (new_state, before), (again_state, again))
+    jax.tree.map(
+        np.testing.assert_array_equal, (new_state, before), (again_state, again)
+    )
     assert int(state.step) == 0 and int(new_state.step) == 1
 
 
@@ -78,8 +80,13 @@ def test_short_training_learns_the_bandits_best_action(algo):
     updates, overrides, tolerance = BANDIT[algo]
     agent = agents.make_agent(algo, **overrides)
     result = agents.train(
-        agent, data, key=jax.random.key(0), num_updates=updates,
-        batch_size=256, chunk_size=500, progress=False,
+        agent,
+        data,
+        key=jax.random.key(0),
+        num_updates=updates,
+        batch_size=256,
+        chunk_size=500,
+        progress=False,
     )
     actions = agent.act(result.state, data.observations[:256])
     error = jnp.linalg.norm(actions - BEST_ACTION, axis=-1)
@@ -112,11 +119,28 @@ def test_configs_reject_bad_values_naming_the_field(config_cls, field, value):
 
 def test_defaults_are_corls():
     td3 = agents.TD3BCConfig()
-    assert (td3.alpha, td3.policy_noise, td3.noise_clip, td3.policy_freq) == (2.5, 0.2, 0.5, 2)
+    assert (td3.alpha, td3.policy_noise, td3.noise_clip, td3.policy_freq) == (
+        2.5,
+        0.2,
+        0.5,
+        2,
+    )
     assert (td3.tau, td3.actor_lr, td3.critic_lr, tuple(td3.hidden_dims)) == (
-        5e-3, 3e-4, 3e-4, (256, 256))
+        5e-3,
+        3e-4,
+        3e-4,
+        (256, 256),
+    )
     iql = agents.IQLConfig()
     assert (iql.expectile, iql.beta, iql.tau, tuple(iql.hidden_dims)) == (
-        0.7, 3.0, 5e-3, (256, 256))
+        0.7,
+        3.0,
+        5e-3,
+        (256, 256),
+    )
     edac = agents.EDACConfig()
-    assert (edac.num_critics, edac.eta, tuple(edac.hidden_dims)) == (10, 1.0, (256, 256, 256))
+    assert (edac.num_critics, edac.eta, tuple(edac.hidden_dims)) == (
+        10,
+        1.0,
+        (256, 256, 256),
+    )

@@ -39,8 +39,10 @@ def assert_uniform_within(x, bound: float, what: str) -> None:
 def layers(params):
     """The Dense layers of a network in order: [(kernel, bias)]."""
     mlp = params["params"].get("MLP_0", params["params"])  # a network or an MLP
-    return [(mlp[f"Dense_{i}"]["kernel"], mlp[f"Dense_{i}"]["bias"])
-            for i in range(len(mlp))]
+    return [
+        (mlp[f"Dense_{i}"]["kernel"], mlp[f"Dense_{i}"]["bias"])
+        for i in range(len(mlp))
+    ]
 
 
 def init_state(algo):
@@ -54,10 +56,13 @@ def test_torch_linear_bound_is_one_over_sqrt_fan_in():
         assert torch_linear_bound(fan_in) == pytest.approx(1 / math.sqrt(fan_in))
 
 
-@pytest.mark.parametrize("algo,nets", [
-    ("td3bc", ("actor_params", "critic_params")),
-    ("iql", ("actor_params", "critic_params", "value_params")),
-])
+@pytest.mark.parametrize(
+    "algo,nets",
+    [
+        ("td3bc", ("actor_params", "critic_params")),
+        ("iql", ("actor_params", "critic_params", "value_params")),
+    ],
+)
 def test_td3bc_and_iql_layers_use_the_torch_default(algo, nets):
     state = init_state(algo)
     for net in nets:
@@ -76,8 +81,9 @@ def test_twin_critics_and_targets_start_independent_and_equal():
     state = init_state("td3bc")
     k0, k1 = layers(state.critic_params)[0][0]
     assert not np.allclose(k0, k1)
-    jax.tree.map(np.testing.assert_array_equal, state.critic_params,
-                 state.critic_target_params)
+    jax.tree.map(
+        np.testing.assert_array_equal, state.critic_params, state.critic_target_params
+    )
 
 
 def test_edac_layers_follow_corl_overrides():
@@ -122,4 +128,3 @@ def test_matches_torch_nn_linear_when_installed():
     assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
     for theirs, mine in ((w, kernel), (b, bias)):
         assert stats.ks_2samp(theirs.ravel(), np.asarray(mine).ravel()).pvalue > 1e-3
-

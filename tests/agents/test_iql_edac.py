@@ -18,7 +18,8 @@ def test_expectile_loss_closed_form():
     assert float(agents.expectile_loss(diff, 0.7)) == pytest.approx(expected, rel=1e-6)
     # expectile 0.5 is half the MSE.
     assert float(agents.expectile_loss(diff, 0.5)) == pytest.approx(
-        0.5 * float(jnp.mean(diff**2)), rel=1e-6)
+        0.5 * float(jnp.mean(diff**2)), rel=1e-6
+    )
 
 
 def test_expectile_loss_minimiser_is_the_expectile():
@@ -49,10 +50,15 @@ def test_diversity_loss_equals_a_naive_per_critic_loop():
         for b in range(batch):
             grads[n, b] = jax.grad(lambda a: critic.apply(p, obs[b], a))(act[b])
     grads /= np.linalg.norm(grads, axis=-1, keepdims=True) + 1e-10
-    naive = np.mean([
-        sum(grads[i, b] @ grads[j, b] for i, j in itertools.permutations(range(num), 2))
-        for b in range(batch)
-    ]) / (num - 1)
+    naive = np.mean(
+        [
+            sum(
+                grads[i, b] @ grads[j, b]
+                for i, j in itertools.permutations(range(num), 2)
+            )
+            for b in range(batch)
+        ]
+    ) / (num - 1)
     fast = agents.diversity_loss(critic, params, obs, act)
     assert float(fast) == pytest.approx(naive, rel=1e-5, abs=1e-6)
 
@@ -63,7 +69,9 @@ def test_diversity_loss_bounds():
     obs, act = jnp.ones((4, 2)), jnp.zeros((4, 2))
     one = critic.init(jax.random.key(0), obs, act)
     params = jax.tree.map(lambda x: jnp.stack([x] * 4), one)
-    assert float(agents.diversity_loss(critic, params, obs, act)) == pytest.approx(4.0, rel=1e-5)
+    assert float(agents.diversity_loss(critic, params, obs, act)) == pytest.approx(
+        4.0, rel=1e-5
+    )
 
 
 def test_edac_with_eta_zero_is_sac_n_without_diversity_loss():
@@ -81,17 +89,20 @@ def test_iql_q_target_uses_v_before_its_step():
     # CORL's IQL.train computes next_v = V(s') before V's update; non-terminal data
     # so that V(s') enters the target.
     data = bandit_dataset(jax.random.key(0), n=32)
-    data = data.replace(terminals=jnp.zeros(32),
-                        next_observations=data.observations[::-1])
+    data = data.replace(
+        terminals=jnp.zeros(32), next_observations=data.observations[::-1]
+    )
     agent = agents.make_agent("iql", hidden_dims=(8, 8), normalize_states=False)
     state = agent.init(jax.random.key(1), data)
     _, metrics = agent.update(state, data, jax.random.key(2))
     value = _networks.ValueNetwork((8, 8))
     critic = _networks.QNetwork((8, 8))
-    target = data.rewards + 0.99 * value.apply(state.value_params,
-                                               data.next_observations)
-    q = _networks.apply_ensemble(critic, state.critic_params, data.observations,
-                                 data.actions)
+    target = data.rewards + 0.99 * value.apply(
+        state.value_params, data.next_observations
+    )
+    q = _networks.apply_ensemble(
+        critic, state.critic_params, data.observations, data.actions
+    )
     expected = ((q - target) ** 2).mean(1).mean()
     assert float(metrics["critic_loss"]) == pytest.approx(float(expected), rel=1e-5)
 
@@ -100,18 +111,21 @@ def test_iql_q_target_uses_v_before_its_step():
 def test_iql_actor_loss_uses_the_chosen_v(advantage_from):
     # CORL: exp(beta * (Q_target - V_before)); d3rlpy: V after its step.
     data = bandit_dataset(jax.random.key(0), n=32)
-    agent = agents.make_agent("iql", hidden_dims=(8, 8), normalize_states=False,
-                              advantage_from=advantage_from)
+    agent = agents.make_agent(
+        "iql", hidden_dims=(8, 8), normalize_states=False, advantage_from=advantage_from
+    )
     state = agent.init(jax.random.key(1), data)
     new, metrics = agent.update(state, data, jax.random.key(2))
     value = _networks.ValueNetwork((8, 8))
     critic = _networks.QNetwork((8, 8))
     v_params = new.value_params if advantage_from == "new_v" else state.value_params
-    q_t = _networks.apply_ensemble(critic, state.critic_target_params,
-                                   data.observations, data.actions).min(0)
+    q_t = _networks.apply_ensemble(
+        critic, state.critic_target_params, data.observations, data.actions
+    ).min(0)
     w = np.minimum(np.exp(3.0 * (q_t - value.apply(v_params, data.observations))), 100)
-    mean, log_std = _networks.GaussianPolicy((8, 8), 2).apply(state.actor_params,
-                                                              data.observations)
+    mean, log_std = _networks.GaussianPolicy((8, 8), 2).apply(
+        state.actor_params, data.observations
+    )
     logp = _networks.gaussian_log_prob(mean, log_std, data.actions)
     expected = float(np.mean(w * -np.asarray(logp)))
     assert float(metrics["actor_loss"]) == pytest.approx(expected, rel=1e-5)
@@ -123,23 +137,24 @@ def test_iql_actor_loss_uses_the_chosen_v(advantage_from):
 
 def test_iql_sigmoid_log_std_is_d3rlpys():
     # d3rlpy 2.x NormalPolicy(use_std_parameter=True): -5 + 7 * sigmoid(p), p = 0.
-    pol = _networks.GaussianPolicy((4,), 2, log_std_min=-5.0, log_std_max=2.0,
-                                   log_std_mode="sigmoid")
+    pol = _networks.GaussianPolicy(
+        (4,), 2, log_std_min=-5.0, log_std_max=2.0, log_std_mode="sigmoid"
+    )
     obs = jnp.zeros((3, 2))
     params = pol.init(jax.random.key(0), obs)
     _, log_std = pol.apply(params, obs)
     np.testing.assert_allclose(log_std, -1.5, atol=1e-7)
     params["params"]["log_std"] = jnp.array([2.0, -30.0])
     _, log_std = pol.apply(params, obs)
-    np.testing.assert_allclose(log_std, [-5 + 7 / (1 + np.exp(-2.0)), -5.0],
-                               rtol=1e-6)
+    np.testing.assert_allclose(log_std, [-5 + 7 / (1 + np.exp(-2.0)), -5.0], rtol=1e-6)
     agent = agents.make_agent("iql", hidden_dims=(8, 8), log_std_param="sigmoid")
     state = agent.init(jax.random.key(1), bandit_dataset(jax.random.key(0), n=8))
     assert state.actor_params["params"]["log_std"].tolist() == [0.0, 0.0]
 
 
-@pytest.mark.parametrize(("field", "value"), [("log_std_param", "softplus"),
-                                              ("advantage_from", "v")])
+@pytest.mark.parametrize(
+    ("field", "value"), [("log_std_param", "softplus"), ("advantage_from", "v")]
+)
 def test_iql_variant_fields_are_checked(field, value):
     with pytest.raises(ValueError, match=f"{field}='{value}': expected one of"):
         agents.IQLConfig(**{field: value})

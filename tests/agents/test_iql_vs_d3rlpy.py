@@ -32,7 +32,9 @@ OBS, ACT, HIDDEN, BATCH, DECAY = 3, 2, (32, 32), 64, 10
 def _d3rlpy_iql():
     enc = d3rlpy.models.VectorEncoderFactory(hidden_units=list(HIDDEN))
     cfg = d3rlpy.algos.IQLConfig(
-        batch_size=BATCH, actor_encoder_factory=enc, critic_encoder_factory=enc,
+        batch_size=BATCH,
+        actor_encoder_factory=enc,
+        critic_encoder_factory=enc,
         value_encoder_factory=enc,
         actor_optim_factory=d3rlpy.optimizers.AdamFactory(
             lr_scheduler_factory=d3rlpy.optimizers.CosineAnnealingLRFactory(T_max=DECAY)
@@ -49,12 +51,19 @@ def _ours_from_torch(m) -> dict:
 
     def critics(mod):
         sd = {k: v.detach() for k, v in mod.state_dict().items()}
-        qs = [{"params": {"MLP_0": dense_from_torch(sd, f"{i}.", "_fc")}} for i in range(2)]
+        qs = [
+            {"params": {"MLP_0": dense_from_torch(sd, f"{i}.", "_fc")}}
+            for i in range(2)
+        ]
         return jax.tree.map(lambda *x: jnp.stack(x), *qs)
 
     return {
-        "actor": {"params": {"MLP_0": dense_from_torch(pol, "", "_mu"),
-                             "log_std": jnp.asarray(pol["_logstd"].numpy()[0])}},
+        "actor": {
+            "params": {
+                "MLP_0": dense_from_torch(pol, "", "_mu"),
+                "log_std": jnp.asarray(pol["_logstd"].numpy()[0]),
+            }
+        },
         "critic": critics(m.q_funcs),
         "target": critics(m.targ_q_funcs),
         "value": {"params": {"MLP_0": dense_from_torch(val, "", "_fc")}},
@@ -66,19 +75,32 @@ def _run_both(steps: int, **ours_cfg):
     algo = _d3rlpy_iql()
     m = algo.impl._modules
     p = _ours_from_torch(m)
-    agent = agents.make_agent("iql", hidden_dims=HIDDEN, normalize_states=False,
-                              actor_decay_steps=DECAY, **ours_cfg)
+    agent = agents.make_agent(
+        "iql",
+        hidden_dims=HIDDEN,
+        normalize_states=False,
+        actor_decay_steps=DECAY,
+        **ours_cfg,
+    )
     batches = random_batches(3, steps, BATCH, OBS, ACT)
     state = agent.init(jax.random.key(0), batches[0])
-    state = state.replace(actor_params=p["actor"], critic_params=p["critic"],
-                          critic_target_params=p["target"], value_params=p["value"])
+    state = state.replace(
+        actor_params=p["actor"],
+        critic_params=p["critic"],
+        critic_target_params=p["target"],
+        value_params=p["value"],
+    )
     update = jax.jit(agent.update)
     for b in batches:
         algo.impl.update(torch_minibatch(b), 0)
         state, _ = update(state, b, jax.random.key(1))
     theirs = _ours_from_torch(m)
-    ours = {"actor": state.actor_params, "critic": state.critic_params,
-            "target": state.critic_target_params, "value": state.value_params}
+    ours = {
+        "actor": state.actor_params,
+        "critic": state.critic_params,
+        "target": state.critic_target_params,
+        "value": state.value_params,
+    }
     if ours_cfg.get("log_std_param") != "sigmoid":
         # Ours holds the clamped log-std itself; d3rlpy holds sigmoid's argument.
         theirs["actor"]["params"].pop("log_std")

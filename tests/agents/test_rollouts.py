@@ -57,7 +57,13 @@ def test_rollout_returns_equal_a_python_loop(env_name, act_dim, obs_dim, max_act
     agent, state = _agent_state(env, params, act_dim, obs_dim, max_action)
     key = jax.random.key(7)
     fast = agents.rollout_returns(
-        key, state, act=agent.act, env=env, env_params=params, num_episodes=3, num_steps=15
+        key,
+        state,
+        act=agent.act,
+        env=env,
+        env_params=params,
+        num_episodes=3,
+        num_steps=15,
     )
     slow = naive_returns(key, state, agent.act, env, params, 3, 15)
     np.testing.assert_allclose(np.asarray(fast), slow, rtol=1e-5, atol=1e-4)
@@ -66,11 +72,20 @@ def test_rollout_returns_equal_a_python_loop(env_name, act_dim, obs_dim, max_act
 def test_evaluate_adds_normalised_scores_for_maze_tasks():
     env, params = envs.make("maze2d-umaze", max_steps_in_episode=10)
     agent, state = _agent_state(env, params, 2, 4, 1.0)
-    res = agents.evaluate(jax.random.key(0), state, act=agent.act, env=env,
-                          env_params=params, num_episodes=4, env_name="maze2d-umaze")
+    res = agents.evaluate(
+        jax.random.key(0),
+        state,
+        act=agent.act,
+        env=env,
+        env_params=params,
+        num_episodes=4,
+        env_name="maze2d-umaze",
+    )
     r_random, r_expert = envs.reference_returns("maze2d-umaze")
     np.testing.assert_allclose(
-        res["scores"], 100 * (res["returns"] - r_random) / (r_expert - r_random), rtol=1e-5
+        res["scores"],
+        100 * (res["returns"] - r_random) / (r_expert - r_random),
+        rtol=1e-5,
     )
     assert res["returns"].shape == (4,)
     assert res["score_mean"] == pytest.approx(float(np.mean(res["scores"])), rel=1e-6)
@@ -79,9 +94,22 @@ def test_evaluate_adds_normalised_scores_for_maze_tasks():
 def test_evaluate_without_reference_returns_gives_raw_returns_only():
     env, params = envs.make("Pendulum-v1", max_steps_in_episode=5)
     agent, state = _agent_state(env, params, 1, 3, 2.0)
-    res = agents.evaluate(jax.random.key(0), state, act=agent.act, env=env,
-                          env_params=params, num_episodes=2, env_name="Pendulum-v1")
+    res = agents.evaluate(
+        jax.random.key(0),
+        state,
+        act=agent.act,
+        env=env,
+        env_params=params,
+        num_episodes=2,
+        env_name="Pendulum-v1",
+    )
     assert "scores" not in res and res["returns"].shape == (2,)
     with pytest.raises(ValueError, match="num_episodes=0"):
-        agents.evaluate(jax.random.key(0), state, act=agent.act, env=env,
-                        env_params=params, num_episodes=0)
+        agents.evaluate(
+            jax.random.key(0),
+            state,
+            act=agent.act,
+            env=env,
+            env_params=params,
+            num_episodes=0,
+        )

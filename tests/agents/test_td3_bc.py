@@ -13,9 +13,14 @@ def _regression_data(n=256):
     """Data actions are a fixed, smooth function of the state, far from 0."""
     obs = jax.random.normal(jax.random.key(0), (n, 2))
     actions = jnp.tanh(jnp.stack([obs[:, 0] + 0.5, 0.8 * obs[:, 1] - 0.5], axis=-1))
-    return Transitions(observations=obs, actions=actions, rewards=jnp.zeros((n,)),
-                       next_observations=obs, terminals=jnp.ones((n,)),
-                       timeouts=jnp.zeros((n,)))
+    return Transitions(
+        observations=obs,
+        actions=actions,
+        rewards=jnp.zeros((n,)),
+        next_observations=obs,
+        terminals=jnp.ones((n,)),
+        timeouts=jnp.zeros((n,)),
+    )
 
 
 def test_bc_term_pulls_actions_toward_the_data():

@@ -34,12 +34,17 @@ def _params(m) -> dict:
         return {k: v.detach() for k, v in mod.state_dict().items()}
 
     def critics(mod):
-        qs = [{"params": {"MLP_0": dense_from_torch(sd(mod), f"{i}.", "_fc")}} for i in range(2)]
+        qs = [
+            {"params": {"MLP_0": dense_from_torch(sd(mod), f"{i}.", "_fc")}}
+            for i in range(2)
+        ]
         return jax.tree.map(lambda *x: jnp.stack(x), *qs)
 
     return {
         "actor": {"params": {"MLP_0": dense_from_torch(sd(m.policy), "", "_fc")}},
-        "actor_target": {"params": {"MLP_0": dense_from_torch(sd(m.targ_policy), "", "_fc")}},
+        "actor_target": {
+            "params": {"MLP_0": dense_from_torch(sd(m.targ_policy), "", "_fc")}
+        },
         "critic": critics(m.q_funcs),
         "critic_target": critics(m.targ_q_funcs),
     }
@@ -51,28 +56,46 @@ def _run_both(steps: int, ours_alpha: float = 2.5) -> tuple[dict[str, float], fl
     torch.manual_seed(0)
     enc = d3rlpy.models.VectorEncoderFactory(hidden_units=list(HIDDEN))
     algo = d3rlpy.algos.TD3PlusBCConfig(
-        batch_size=BATCH, actor_encoder_factory=enc, critic_encoder_factory=enc,
-        target_smoothing_sigma=0.0, alpha=2.5,
+        batch_size=BATCH,
+        actor_encoder_factory=enc,
+        critic_encoder_factory=enc,
+        target_smoothing_sigma=0.0,
+        alpha=2.5,
     ).create(device="cpu:0")
     algo.create_impl((OBS,), ACT)
     m = algo.impl._modules
     p = _params(m)
-    agent = agents.make_agent("td3bc", hidden_dims=HIDDEN, normalize_states=False,
-                              policy_noise=0.0, alpha=ours_alpha)
+    agent = agents.make_agent(
+        "td3bc",
+        hidden_dims=HIDDEN,
+        normalize_states=False,
+        policy_noise=0.0,
+        alpha=ours_alpha,
+    )
     batches = random_batches(5, steps, BATCH, OBS, ACT)
     state = agent.init(jax.random.key(0), batches[0])
-    state = state.replace(actor_params=p["actor"], actor_target_params=p["actor_target"],
-                          critic_params=p["critic"], critic_target_params=p["critic_target"])
+    state = state.replace(
+        actor_params=p["actor"],
+        actor_target_params=p["actor_target"],
+        critic_params=p["critic"],
+        critic_target_params=p["critic_target"],
+    )
     update = jax.jit(agent.update)
     for t, b in enumerate(batches, start=1):
         algo.impl.update(torch_minibatch(b), t)
         state, _ = update(state, b, jax.random.key(t))
     theirs = _params(m)
-    ours = {"actor": state.actor_params, "actor_target": state.actor_target_params,
-            "critic": state.critic_params, "critic_target": state.critic_target_params}
+    ours = {
+        "actor": state.actor_params,
+        "actor_target": state.actor_target_params,
+        "critic": state.critic_params,
+        "critic_target": state.critic_target_params,
+    }
 
-    return ({k: max_abs_gap(ours[k], theirs[k]) for k in ours},
-            max_abs_gap(theirs["actor"], p["actor"]))
+    return (
+        {k: max_abs_gap(ours[k], theirs[k]) for k in ours},
+        max_abs_gap(theirs["actor"], p["actor"]),
+    )
 
 
 def test_td3bc_update_equals_d3rlpy():

@@ -25,7 +25,9 @@ def test_scan_chunk_equals_python_loop_of_jitted_steps(algo):
         looped, m = step(looped, data, k)
         losses.append(m["critic_loss"])
     jax.tree.map(
-        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), scanned, looped
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+        scanned,
+        looped,
     )
     np.testing.assert_allclose(metrics["critic_loss"], np.stack(losses), rtol=1e-5)
     assert int(scanned.step) == num
@@ -37,8 +39,10 @@ def test_sample_batch_draws_rows_of_the_dataset():
     data = jax.device_get(data)
     assert batch.observations.shape == (200, 2)
     # Every sampled row is an existing (obs, action, reward) row.
-    rows = {tuple(np.round(np.r_[o, a, r], 5)) for o, a, r in
-            zip(data.observations, data.actions, data.rewards)}
+    rows = {
+        tuple(np.round(np.r_[o, a, r], 5))
+        for o, a, r in zip(data.observations, data.actions, data.rewards)
+    }
     for o, a, r in zip(batch.observations, batch.actions, batch.rewards):
         assert tuple(np.round(np.r_[o, a, r], 5)) in rows
     # With replacement over 50 rows, 200 draws cover most of them.
@@ -55,8 +59,15 @@ def test_train_logs_one_entry_per_chunk_and_evaluates_on_schedule():
         return {"step_seen": int(state.step)}
 
     result = agents.train(
-        agent, data, key=jax.random.key(0), num_updates=30, batch_size=8,
-        chunk_size=10, eval_fn=eval_fn, eval_every=20, progress=False,
+        agent,
+        data,
+        key=jax.random.key(0),
+        num_updates=30,
+        batch_size=8,
+        chunk_size=10,
+        eval_fn=eval_fn,
+        eval_every=20,
+        progress=False,
     )
     np.testing.assert_array_equal(result.metrics["step"], [10, 20, 30])
     assert calls == [20, 30]
@@ -78,5 +89,11 @@ def test_train_rejects_bad_sizes(kwargs, match):
     data = bandit_dataset(jax.random.key(0), n=16)
     agent = agents.make_agent("td3bc", **TINY)
     with pytest.raises(ValueError, match=match):
-        agents.train(agent, data, key=jax.random.key(0), progress=False,
-                     eval_fn=lambda s, k: {}, **kwargs)
+        agents.train(
+            agent,
+            data,
+            key=jax.random.key(0),
+            progress=False,
+            eval_fn=lambda s, k: {},
+            **kwargs,
+        )

@@ -21,8 +21,12 @@ def collected(monkeypatch):
         calls.append({"env": env_name, "size": size, "num_envs": num_envs})
         z = np.zeros((size, 4), np.float32)
         return data.Transitions(
-            observations=z, actions=z[:, :2], rewards=z[:, 0], next_observations=z,
-            terminals=z[:, 0], timeouts=z[:, 0],
+            observations=z,
+            actions=z[:, :2],
+            rewards=z[:, 0],
+            next_observations=z,
+            terminals=z[:, 0],
+            timeouts=z[:, 0],
         )
 
     monkeypatch.setattr(envs, "collect_dataset", fake)
@@ -64,8 +68,9 @@ def test_out_under_a_file_is_refused_before_any_work(tmp_path, collected):
     assert not collected and os.listdir(tmp_path) == ["file"]
 
 
-def test_read_only_directory_is_refused_before_any_work(tmp_path, collected,
-                                                        monkeypatch):
+def test_read_only_directory_is_refused_before_any_work(
+    tmp_path, collected, monkeypatch
+):
     ro = tmp_path / "ro"
     ro.mkdir()
     if os.geteuid() == 0:  # root writes anywhere: stand in for a read-only mount
@@ -113,8 +118,11 @@ def test_json_is_a_flag(tmp_path, collected):
     result = collect("--size", "300", "--out", str(tmp_path / "d.hdf5"), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
-        "path": str(tmp_path / "d.hdf5"), "env": "maze2d-umaze-v1", "size": 300,
-        "num_envs": 1, "seed": 0,
+        "path": str(tmp_path / "d.hdf5"),
+        "env": "maze2d-umaze-v1",
+        "size": 300,
+        "num_envs": 1,
+        "seed": 0,
     }
     info = CliRunner().invoke(app, ["data", "info", str(tmp_path / "d.hdf5"), "--json"])
     assert info.exit_code == 0 and json.loads(info.stdout)["transitions"] == 300

@@ -59,8 +59,18 @@ def test_yaml_syntax_error(tmp_path, group):
 
 def test_unknown_env(tmp_path):
     out = tmp_path / "run"
-    result = invoke("agent", "train", "--algo", "td3bc", "--dataset",
-                    str(tmp_path / "d.hdf5"), "--env", "maze2d-tiny", "--out", str(out))
+    result = invoke(
+        "agent",
+        "train",
+        "--algo",
+        "td3bc",
+        "--dataset",
+        str(tmp_path / "d.hdf5"),
+        "--env",
+        "maze2d-tiny",
+        "--out",
+        str(out),
+    )
     assert_one_line_error(result, "unknown env name 'maze2d-tiny'")
     assert not out.exists()
 
@@ -77,19 +87,31 @@ def raising_run(monkeypatch):
     return box
 
 
-@pytest.mark.parametrize(("error", "fragment"), [
-    (privacy.BudgetExceededError("epsilon 10.99 > budget 10; lower finetune.epochs"),
-     "epsilon 10.99 > budget 10"),
-    (privacy.LedgerError("ledger.json was edited; restore it"), "was edited"),
-    (RunDirError("another run is using runs/x right now"), "another run is using"),
-    (PermissionError(errno.EACCES, "Permission denied", "runs/x/ckpt"),
-     "Permission denied: runs/x/ckpt; check its permissions"),
-    (yaml.YAMLError("mapping values\nare not allowed here"),
-     "mapping values are not allowed here"),
-])
+@pytest.mark.parametrize(
+    ("error", "fragment"),
+    [
+        (
+            privacy.BudgetExceededError(
+                "epsilon 10.99 > budget 10; lower finetune.epochs"
+            ),
+            "epsilon 10.99 > budget 10",
+        ),
+        (privacy.LedgerError("ledger.json was edited; restore it"), "was edited"),
+        (RunDirError("another run is using runs/x right now"), "another run is using"),
+        (
+            PermissionError(errno.EACCES, "Permission denied", "runs/x/ckpt"),
+            "Permission denied: runs/x/ckpt; check its permissions",
+        ),
+        (
+            yaml.YAMLError("mapping values\nare not allowed here"),
+            "mapping values are not allowed here",
+        ),
+    ],
+)
 @pytest.mark.parametrize("command", ["quickstart", "synth transitions"])
-def test_pipeline_errors_become_one_line(tmp_path, raising_run, error, fragment,
-                                         command):
+def test_pipeline_errors_become_one_line(
+    tmp_path, raising_run, error, fragment, command
+):
     raising_run["error"] = error
     args = [*command.split(), "--out", str(tmp_path / "r")]
     if command != "quickstart":
@@ -116,27 +138,53 @@ def test_a_bug_keeps_its_traceback(tmp_path, raising_run):
 
 
 def test_privacy_commands_keep_one_line_errors():
-    result = invoke("privacy", "epsilon", "--noise-multiplier", "1", "--steps", "10",
-                    "--delta", "1e-5", "--sampling", "uniform_one")
+    result = invoke(
+        "privacy",
+        "epsilon",
+        "--noise-multiplier",
+        "1",
+        "--steps",
+        "10",
+        "--delta",
+        "1e-5",
+        "--sampling",
+        "uniform_one",
+    )
     assert_one_line_error(result, "--dataset-size")
 
 
-@pytest.mark.parametrize("command", [["pool", "run"], ["ope", "run"], ["synth", "transitions"],
-                                     ["synth", "trajectories"]])
-def test_a_busy_out_directory_is_refused_before_any_set_up(tmp_path, command, monkeypatch):
-    """A live run holds the lock: the second command fails on one line before it loads its
-    config or builds anything (the pipelines' load is made to fail loudly if reached)."""
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["pool", "run"],
+        ["ope", "run"],
+        ["synth", "transitions"],
+        ["synth", "trajectories"],
+    ],
+)
+def test_a_busy_out_directory_is_refused_before_any_set_up(
+    tmp_path, command, monkeypatch
+):
+    """A live run holds the lock: the second command fails on one line before it loads
+    its
+    config or builds anything (the pipelines' load is made to fail loudly if reached).
+    """
     from privrl_jax.cli import _common
     from privrl_jax.pipelines import _rundir
 
     assert _common.RUN_LOCK_FILE == _rundir.LOCK_FILE
     for mod in ("pool", "ope", "synth"):
-        monkeypatch.setattr(f"privrl_jax.cli.{mod}.load_or_fail",
-                            lambda *a, **k: pytest.fail("set-up was reached"))
+        monkeypatch.setattr(
+            f"privrl_jax.cli.{mod}.load_or_fail",
+            lambda *a, **k: pytest.fail("set-up was reached"),
+        )
     with _rundir.RunLock(tmp_path):
         res = CliRunner().invoke(app, [*command, "--out", str(tmp_path)])
     assert res.exit_code == 2, res.output
-    assert "another run is using" in res.output and len(res.output.strip().splitlines()) == 1
+    assert (
+        "another run is using" in res.output
+        and len(res.output.strip().splitlines()) == 1
+    )
     # Without a lock file the probe creates nothing.
     free = tmp_path / "free"
     free.mkdir()

@@ -39,9 +39,16 @@ def test_shown_defaults_are_the_config_defaults(command):
     assert shown >= 5
 
 
-@pytest.mark.parametrize("command", [*COMMANDS, ("data", "info"),
-                                     ("privacy", "epsilon"), ("privacy", "calibrate"),
-                                     ("privacy", "report")])
+@pytest.mark.parametrize(
+    "command",
+    [
+        *COMMANDS,
+        ("data", "info"),
+        ("privacy", "epsilon"),
+        ("privacy", "calibrate"),
+        ("privacy", "report"),
+    ],
+)
 def test_json_is_a_flag_and_shown_as_one(command):
     (param,) = [p for p in _command(*command).params if p.name == "as_json"]
     assert param.is_flag and param.opts == ["--json"] and not param.secondary_opts
@@ -56,22 +63,33 @@ def test_help_rendering_keeps_the_defaults():
 
 
 def test_the_install_hint_survives_rich_markup():
-    # Help is rendered as rich markup, where an unescaped [mujoco] is a tag and disappears.
+    # Help is rendered as rich markup, where an unescaped [mujoco] is a tag and
+    # disappears.
     res = CliRunner().invoke(app, ["agent", "train", "--help"], env={"COLUMNS": "400"})
     assert res.exit_code == 0
     assert 'pip install -e ".[mujoco]"' in " ".join(res.output.split())
 
 
-@pytest.mark.parametrize("command, load", [
-    (("pool", "run"), "pool"), (("ope", "run"), "gpope"), (("synth", "transitions"), "privorl_n"),
-    (("synth", "trajectories"), "privorl_j"), (("data", "collect"), "collect"),
-])
+@pytest.mark.parametrize(
+    "command, load",
+    [
+        (("pool", "run"), "pool"),
+        (("ope", "run"), "gpope"),
+        (("synth", "transitions"), "privorl_n"),
+        (("synth", "trajectories"), "privorl_j"),
+        (("data", "collect"), "collect"),
+    ],
+)
 def test_set_help_examples_are_keys_the_command_accepts(command, load):
     from privrl_jax.pipelines import gpope, pool, privorl_j, privorl_n
 
     (param,) = [p for p in _command(*command).params if p.name == "overrides"]
     examples = re.search(r"\(e\.g\. (.*)\)\.", param.help).group(1).split(", ")
-    loaders = {"pool": pool.load, "gpope": gpope.load, "privorl_n": privorl_n.load,
-               "privorl_j": privorl_j.load,
-               "collect": lambda _, o: pipelines.load_config(pipelines.CollectConfig, None, o)}
+    loaders = {
+        "pool": pool.load,
+        "gpope": gpope.load,
+        "privorl_n": privorl_n.load,
+        "privorl_j": privorl_j.load,
+        "collect": lambda _, o: pipelines.load_config(pipelines.CollectConfig, None, o),
+    }
     loaders[load](None, examples)  # raises ValueError on a key the config does not have

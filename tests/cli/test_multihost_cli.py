@@ -7,7 +7,9 @@ from privrl_jax.cli.main import app
 
 
 def test_incomplete_distributed_settings_are_one_line_errors():
-    result = CliRunner().invoke(app, ["--num-processes", "2", "privacy", "epsilon", "--help"])
+    result = CliRunner().invoke(
+        app, ["--num-processes", "2", "privacy", "epsilon", "--help"]
+    )
     assert result.exit_code == 2
     assert "error: a multi-process run needs the coordinator address" in result.output
     assert "Traceback" not in result.output
@@ -15,13 +17,18 @@ def test_incomplete_distributed_settings_are_one_line_errors():
 
 def test_launch_needs_a_command():
     result = CliRunner().invoke(app, ["launch", "-n", "2"])
-    assert result.exit_code == 2 and "give the privrl command to run after --" in result.output
+    assert (
+        result.exit_code == 2
+        and "give the privrl command to run after --" in result.output
+    )
 
 
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
 def test_killing_the_launcher_stops_its_workers(tmp_path, sig):
-    """Workers must not outlive a killed launcher (they would go on spending and holding the
-    run directory's lock): SIGKILL via the kernel's parent-death signal, SIGTERM via clean-up."""
+    """Workers must not outlive a killed launcher (they would go on spending and holding
+    the
+    run directory's lock): SIGKILL via the kernel's parent-death signal, SIGTERM via
+    clean-up."""
     import os
     import signal
     import subprocess
@@ -29,8 +36,10 @@ def test_killing_the_launcher_stops_its_workers(tmp_path, sig):
     import textwrap
     import time
 
-    worker = ("import os, time; open(os.path.join(%r, os.environ['PRIVRL_PROCESS_ID']), 'w')"
-              ".write(str(os.getpid())); time.sleep(120)" % str(tmp_path))
+    worker = (
+        f"import os, time; open(os.path.join({str(tmp_path)!r}, os.environ['PRIVRL_PROCESS_ID']), "
+        "'w').write(str(os.getpid())); time.sleep(120)"
+    )
     launcher = textwrap.dedent(f"""
         import sys
         from privrl_jax.pipelines._launch import launch_local
@@ -39,7 +48,9 @@ def test_killing_the_launcher_stops_its_workers(tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-c", launcher])
     deadline = time.time() + 60
     while len([p for p in tmp_path.iterdir()]) < 2:
-        assert time.time() < deadline and proc.poll() is None, "the workers never started"
+        assert time.time() < deadline and proc.poll() is None, (
+            "the workers never started"
+        )
         time.sleep(0.1)
     pids = [int(p.read_text()) for p in tmp_path.iterdir()]
     proc.send_signal(getattr(signal, sig))

@@ -82,22 +82,28 @@ def _assert_has_values(resolved: dict, expected: dict, where: str = "") -> None:
             assert resolved[key] == value, f"{where}{key}"
 
 
-# A venv, a wheel, pip and a jax import: about 30 s on 2 cores, in the default run (issue 28:
-# the one check of the non-editable install a fresh machine gets).
+# A venv, a wheel, pip and a jax import: about 30 s on 2 cores, in the default run
+# (issue 28: the one check of the non-editable install a fresh machine gets).
 def test_non_editable_install_runs_the_shipped_quickstart_config(wheel, tmp_path):
     import site
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    # jax & co. come from this environment, privrl_jax from the wheel: a .pth appends this
-    # environment's site-packages after the venv's own (which holds the wheel). Plain path
-    # entries run no .pth of their own, so this environment's editable finder stays out.
-    # (--system-site-packages would expose the base interpreter's packages instead, which in a
-    # fresh CI venv are not the ones the tests run with.)
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-    Path(purelib, "_tested_env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # jax & co. come from this environment, privrl_jax from the wheel: a .pth appends
+    # this environment's site-packages after the venv's own (which holds the wheel).
+    # Plain path entries run no .pth of their own, so this environment's editable finder
+    # stays out. (--system-site-packages would expose the base interpreter's packages
+    # instead, which in a fresh CI venv are not the ones the tests run with.)
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(purelib, "_tested_env.pth").write_text(
+        "\n".join(site.getsitepackages()) + "\n"
+    )
     subprocess.run(
         [python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
         check=True,

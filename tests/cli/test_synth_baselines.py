@@ -1,4 +1,5 @@
-"""`privrl synth transitions --model pgm|mst` reaches the marginal pipeline with its config."""
+"""`privrl synth transitions --model pgm|mst` reaches the marginal pipeline with its
+config."""
 
 from typer.testing import CliRunner
 
@@ -17,10 +18,29 @@ def test_model_option_selects_the_baseline_pipeline(monkeypatch, tmp_path):
     monkeypatch.setattr(marginal, "render_markdown", lambda report: "")
     monkeypatch.chdir(tmp_path)
     for model, config in (("pgm", "pgm_umaze"), ("mst", "test")):
-        result = CliRunner().invoke(app, ["synth", "transitions", "--model", model, "--config", config,
-                                          "--set", "privacy.epsilon=1", "--out", f"runs/{model}"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "synth",
+                "transitions",
+                "--model",
+                model,
+                "--config",
+                config,
+                "--set",
+                "privacy.epsilon=1",
+                "--out",
+                f"runs/{model}",
+            ],
+        )
         assert result.exit_code == 0, result.output
-        assert (seen["cfg"].model.name, seen["cfg"].privacy.epsilon, str(seen["out"])) == (model, 1.0, f"runs/{model}")
+        assert (
+            seen["cfg"].model.name,
+            seen["cfg"].privacy.epsilon,
+            str(seen["out"]),
+        ) == (model, 1.0, f"runs/{model}")
     assert seen["cfg"].data.sensitive_size == 600  # the shipped marginal/test config
-    bad = CliRunner().invoke(app, ["synth", "transitions", "--model", "gan", "--out", "runs/g"])
+    bad = CliRunner().invoke(
+        app, ["synth", "transitions", "--model", "gan", "--out", "runs/g"]
+    )
     assert bad.exit_code != 0 and "--model must be privorl_n, pgm or mst" in bad.output

@@ -24,16 +24,22 @@ def _transitions(seed: int, n: int = 200, ends_p: float = 0.03) -> data.Transiti
 def test_round_trip_exact(horizon):
     traj = data.transitions_to_trajectories(_transitions(0))
     f_max = -(-int(np.max(traj.lengths)) // horizon)
-    frags = data.trajectories_to_fragments(traj, horizon=horizon, max_fragments=f_max + 1)
+    frags = data.trajectories_to_fragments(
+        traj, horizon=horizon, max_fragments=f_max + 1
+    )
     back = data.fragments_to_trajectories(frags, max_length=traj.max_length)
     for k in data.TRANSITION_FIELDS + ("mask", "lengths"):
-        np.testing.assert_array_equal(np.asarray(getattr(back, k)), np.asarray(getattr(traj, k)), err_msg=k)
-    # Links: zero on first fragments, the previous fragment's last step elsewhere, exactly.
+        np.testing.assert_array_equal(
+            np.asarray(getattr(back, k)), np.asarray(getattr(traj, k)), err_msg=k
+        )
+    # Links: zero on first fragments, the previous fragment's last step elsewhere,
+    # exactly.
     assert data.link_consistency(frags) == 0.0
     assert not np.asarray(frags.has_link)[:, 0].any()
     for k in data.STEP_FIELDS:
         assert not np.asarray(frags.link[k])[~np.asarray(frags.has_link)].any()
-    # ... and the links alone rebuild every step but the last of each trajectory's last fragment.
+    # ... and the links alone rebuild every step but the last of each trajectory's last
+    # fragment.
     num = np.asarray(frags.fragment_mask).sum(1)
     assert np.array_equal(num, -(-np.asarray(traj.lengths) // horizon))
     assert np.array_equal(np.asarray(frags.has_link).sum(1), num - 1)
@@ -49,12 +55,16 @@ def test_hand_example_links_and_masks():
         terminals=np.array([0, 0, 0, 0, 1], np.float32),
         timeouts=np.zeros(5, np.float32),
     )
-    frags = data.trajectories_to_fragments(data.transitions_to_trajectories(t), horizon=2, max_fragments=4)
+    frags = data.trajectories_to_fragments(
+        data.transitions_to_trajectories(t), horizon=2, max_fragments=4
+    )
     np.testing.assert_array_equal(frags.step_mask[0], [[1, 1], [1, 1], [1, 0], [0, 0]])
     np.testing.assert_array_equal(frags.fragment_mask[0], [1, 1, 1, 0])
     np.testing.assert_array_equal(frags.has_link[0], [0, 1, 1, 0])
     np.testing.assert_array_equal(frags.link["observations"][0, :, 0], [0, 1, 3, 0])
-    np.testing.assert_array_equal(frags.link["next_observations"][0, :, 0], [0, 2, 4, 0])
+    np.testing.assert_array_equal(
+        frags.link["next_observations"][0, :, 0], [0, 2, 4, 0]
+    )
     np.testing.assert_array_equal(frags.link["rewards"][0], [0, 10, 30, 0])
     np.testing.assert_array_equal(frags.terminals[0, 2], [1, 0])
 
@@ -75,6 +85,8 @@ def test_truncation_is_data_independent_and_ends_with_timeout():
     np.testing.assert_array_equal(back.observations[0, :, 0], np.arange(6))
     np.testing.assert_array_equal(back.timeouts[0], [0, 0, 0, 0, 0, 1])
     with pytest.raises(ValueError, match="raise max_fragments"):
-        data.trajectories_to_fragments(traj, horizon=3, max_fragments=2, overflow="error")
+        data.trajectories_to_fragments(
+            traj, horizon=3, max_fragments=2, overflow="error"
+        )
     with pytest.raises(ValueError, match="horizon must be an int >= 1"):
         data.trajectories_to_fragments(traj, horizon=0, max_fragments=2)

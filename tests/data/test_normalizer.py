@@ -31,7 +31,9 @@ def test_near_constant_features_get_the_floor_by_hand():
     np.testing.assert_allclose(n.scale, [1e-3, 1e-3, 2e-3], rtol=1e-5)
     # Off the constant by 0.01 lands at 0.01 / 1e-3 = 10, finite: no blow-up.
     np.testing.assert_allclose(
-        n.normalize(jnp.array([[4.01, 1.0005, 0.004]])), [[10.0, 0.0, 1.0]], rtol=1e-4,
+        n.normalize(jnp.array([[4.01, 1.0005, 0.004]])),
+        [[10.0, 0.0, 1.0]],
+        rtol=1e-4,
         atol=1e-3,
     )
 

@@ -258,12 +258,20 @@ def test_equal_denoisers_share_a_compilation(net_and_params):
 
 
 def test_edm_loss_is_the_mean_of_edm_loss_at_over_its_draws(net_and_params):
-    # Reference: redraw the same (sigma, noise) pairs as edm_loss and average edm_loss_at.
+    # Reference: redraw the same (sigma, noise) pairs as edm_loss and average
+    # edm_loss_at.
     net, params = net_and_params
     den = diffusion.EDMDenoiser(net.apply)
     x, key, k = jnp.array([0.3, -1.2, 0.7]), jax.random.key(11), 5
     key_sigma, key_noise = jax.random.split(key)
     sigmas = diffusion.sample_training_sigma(key_sigma, (k,))
     noises = jax.random.normal(key_noise, (k, 3))
-    ref = np.mean([float(diffusion.edm_loss_at(den, params, x, s, n)) for s, n in zip(sigmas, noises)])
-    np.testing.assert_allclose(float(diffusion.edm_loss(den, params, x, key, num_noise=k)), ref, rtol=1e-5)
+    ref = np.mean(
+        [
+            float(diffusion.edm_loss_at(den, params, x, s, n))
+            for s, n in zip(sigmas, noises)
+        ]
+    )
+    np.testing.assert_allclose(
+        float(diffusion.edm_loss(den, params, x, key, num_noise=k)), ref, rtol=1e-5
+    )

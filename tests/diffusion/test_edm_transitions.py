@@ -168,7 +168,8 @@ def test_next_obs_delta_encodes_the_step_and_round_trips():
     t = _random_transitions()
     plain = np.asarray(diffusion.flatten_transitions(t, LAYOUT))
     delta = np.asarray(diffusion.flatten_transitions(t, layout))
-    # s' block (encoded): continuous obs dims 0 and 2 sit at offsets 0 and 5 of the 6-wide block.
+    # s' block (encoded): continuous obs dims 0 and 2 sit at offsets 0 and 5 of the
+    # 6-wide block.
     start = 6 + 4 + 2  # after s (2 + 4), a (3 + 1), r (2)
     obs, nxt = np.asarray(t.observations), np.asarray(t.next_observations)
     np.testing.assert_allclose(delta[:, start], nxt[:, 0] - obs[:, 0], rtol=1e-6)

@@ -1,4 +1,5 @@
-"""PrivORL-j's fragment transformer: shapes, padding masks, attention direction, loss, sampler."""
+"""PrivORL-j's fragment transformer: shapes, padding masks, attention direction, loss,
+sampler."""
 
 import functools
 
@@ -15,12 +16,15 @@ H = 4
 
 
 def _net(causal=False):
-    return diffusion.FragmentTransformer(SIZES, H, num_layers=1, num_heads=2, embed_dim=8, causal=causal)
+    return diffusion.FragmentTransformer(
+        SIZES, H, num_layers=1, num_heads=2, embed_dim=8, causal=causal
+    )
 
 
 @functools.cache
 def _apply(causal=False):
-    """One jitted apply per network, shared by the tests (compilation dominates their time)."""
+    """One jitted apply per network, shared by the tests (compilation dominates their
+    time)."""
     return jax.jit(_net(causal).apply)
 
 
@@ -60,7 +64,9 @@ def test_padded_token_does_not_change_real_predictions(causal):
     # Change every padded step's values by a lot.
     pad = np.repeat(~np.asarray(mask), D, axis=1)
     x2 = jnp.where(pad, x + 100.0, x)
-    out2 = np.asarray(_apply(net.causal)(params, x2, c, link, has, mask)).reshape(3, H, D)
+    out2 = np.asarray(_apply(net.causal)(params, x2, c, link, has, mask)).reshape(
+        3, H, D
+    )
     np.testing.assert_array_equal(out2, out)  # bitwise: the padded keys are masked out
 
 
@@ -86,7 +92,8 @@ def test_padded_steps_get_no_gradient_and_loss_ignores_them():
 
 
 def test_loss_closed_form_with_a_zero_network():
-    # F = 0 => D = c_skip (x + sigma n); loss = lambda(sigma) sum_real (D - x)^2 / (H d).
+    # F = 0 => D = c_skip (x + sigma n); loss = lambda(sigma) sum_real (D - x)^2 / (H
+    # d).
     den = diffusion.FragmentDenoiser(lambda p, x, c, link, has, m: jnp.zeros_like(x))
     x, _, link, has, mask = _inputs()
     item = {"x": x[1], "link": link[1], "has_link": has[1], "step_mask": mask[1]}
@@ -107,9 +114,13 @@ def test_attention_direction():
     for causal, moves in ((False, True), (True, False)):
         net = _net(causal)
         params = _init(net.causal)(jax.random.key(1), x, c, link, has, full)
-        out = np.asarray(_apply(net.causal)(params, x, c, link, has, full)).reshape(3, H, D)
+        out = np.asarray(_apply(net.causal)(params, x, c, link, has, full)).reshape(
+            3, H, D
+        )
         x2 = x.at[:, -D:].add(3.0)  # change the last step only
-        out2 = np.asarray(_apply(net.causal)(params, x2, c, link, has, full)).reshape(3, H, D)
+        out2 = np.asarray(_apply(net.causal)(params, x2, c, link, has, full)).reshape(
+            3, H, D
+        )
         # Bidirectional: step 0 sees the last step; causal: it does not.
         assert (np.abs(out2[:, 0] - out[:, 0]).max() > 1e-4) == moves
 
@@ -130,8 +141,12 @@ def test_sampler_shape_and_determinism():
     den = diffusion.FragmentDenoiser(net.apply)
     x, c, link, has, mask = _inputs()
     params = _init(net.causal)(jax.random.key(0), x, c, link, has, mask)
-    a = diffusion.sample_fragments(jax.random.key(2), den, params, link, has, horizon=H, num_steps=3)
-    b = diffusion.sample_fragments(jax.random.key(2), den, params, link, has, horizon=H, num_steps=3)
+    a = diffusion.sample_fragments(
+        jax.random.key(2), den, params, link, has, horizon=H, num_steps=3
+    )
+    b = diffusion.sample_fragments(
+        jax.random.key(2), den, params, link, has, horizon=H, num_steps=3
+    )
     assert a.shape == (3, H * D) and np.all(np.isfinite(a))
     np.testing.assert_array_equal(a, b)
 
@@ -144,7 +159,11 @@ def test_unet_baseline_shape_and_padding():
     out = np.asarray(apply(params, x, c, link, has, mask)).reshape(3, H, D)
     assert np.all(out[~np.asarray(mask)] == 0.0)
     pad = np.repeat(~np.asarray(mask), D, axis=1)
-    out2 = np.asarray(apply(params, jnp.where(pad, x + 100.0, x), c, link, has, mask)).reshape(3, H, D)
+    out2 = np.asarray(
+        apply(params, jnp.where(pad, x + 100.0, x), c, link, has, mask)
+    ).reshape(3, H, D)
     np.testing.assert_array_equal(out2, out)
     out3 = np.asarray(apply(params, x, c, link + 1.0, has, mask)).reshape(3, H, D)
-    assert np.abs(out3[1] - out[1]).max() == 0.0 and np.abs(out3[0] - out[0]).max() > 1e-5
+    assert (
+        np.abs(out3[1] - out[1]).max() == 0.0 and np.abs(out3[0] - out[0]).max() > 1e-5
+    )

@@ -67,8 +67,9 @@ def test_untreated_system_stays_at_the_unhealthy_steady_state():
 
 
 def test_early_infection_converges_to_the_published_unhealthy_state():
-    # Adams et al. 2004 (Fig. 2): untreated, the early infection settles at the unhealthy
-    # equilibrium of Table 2, through an acute phase with V ~ 2.5e6 (stiff: k2 V ~ 250/day).
+    # Adams et al. 2004 (Fig. 2): untreated, the early infection settles at the
+    # unhealthy equilibrium of Table 2, through an acute phase with V ~ 2.5e6 (stiff: k2
+    # V ~ 250/day).
     x = _hiv.integrate(jnp.asarray(EARLY_INFECTION), 0.0, 0.0, P, days=800.0)
     assert np.all(within_rounding(x, UNHEALTHY)), np.asarray(x)
 

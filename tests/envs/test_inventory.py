@@ -16,15 +16,18 @@ from privrl_jax.envs._inventory import (
 
 
 def test_cost_to_reward_by_hand_and_range():
-    p = make_inventory_params(1, 3, order_cost=0.3, holding_cost=0.2,
-                              lost_sales_cost=1.0, demand_max=1.0)
+    p = make_inventory_params(
+        1, 3, order_cost=0.3, holding_cost=0.2, lost_sales_cost=1.0, demand_max=1.0
+    )
     # y = 0.5, sales 0.5, lost 0.3, s' = 0: cost 0.3*0.3 + 1.0*0.3 = 0.39 of 1.5.
     out = inventory_stage(jnp.array([0.2]), jnp.array([0.3]), jnp.array([0.8]), p)
     assert float(out.cost) == pytest.approx(0.39, abs=1e-6)
     assert float(out.reward) == pytest.approx(1 - 0.39 / 1.5, abs=1e-6)
     # Nothing ordered, nothing held, nothing lost: reward 1; the costliest corner
     # that can happen (order 1 with a full store, demand 0) stays above 0.
-    assert float(inventory_stage(jnp.zeros(1), jnp.zeros(1), jnp.zeros(1), p).reward) == 1
+    assert (
+        float(inventory_stage(jnp.zeros(1), jnp.zeros(1), jnp.zeros(1), p).reward) == 1
+    )
     worst = inventory_stage(jnp.ones(1), jnp.ones(1), jnp.zeros(1), p)
     assert float(worst.reward) == pytest.approx(1 - 0.5 / 1.5, abs=1e-6)
     # Random pairs and demands of every distribution: rewards in [0, 1].
@@ -72,11 +75,15 @@ def test_offline_data_keeps_feedback_only_below_the_boundary():
     assert np.all(np.asarray(data.sales)[~fb] == 0)
     # Where there is feedback, next state = current level of the following stage.
     both = fb[:, :-1]
-    np.testing.assert_allclose(np.asarray(data.next_observations)[:, :-1][both],
-                               np.asarray(data.observations)[:, 1:][both], atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(data.next_observations)[:, :-1][both],
+        np.asarray(data.observations)[:, 1:][both],
+        atol=1e-6,
+    )
     # A boundary above 1 is full feedback.
-    full = collect_inventory_data(jax.random.key(1), make_inventory_params(2, 4, boundary=1.5),
-                                  pol, 256)  # same shapes: no recompile
+    full = collect_inventory_data(
+        jax.random.key(1), make_inventory_params(2, 4, boundary=1.5), pol, 256
+    )  # same shapes: no recompile
     assert bool(full.feedback.all())
 
 
@@ -92,21 +99,27 @@ def test_gymnax_step_reports_censoring_and_resets_after_h():
         obs, state, r, done, info = env.step(jax.random.key(t + 1), state, action, p)
         assert bool(info["observable"]) == expect_obs
         assert 0.0 <= float(r) <= 1.0
-        np.testing.assert_allclose(info["sales"], jnp.minimum(info["sales"] + info[
-            "final_observation"], info["demand"]), atol=1e-6)
+        np.testing.assert_allclose(
+            info["sales"],
+            jnp.minimum(info["sales"] + info["final_observation"], info["demand"]),
+            atol=1e-6,
+        )
     assert bool(done) and bool(info["truncated"]) and int(state.time) == 0
 
 
 def test_empirical_demand_draws_the_weekday_of_the_stage():
     from privrl_jax.envs._inventory import sample_demand
 
-    series = np.tile(np.arange(7, dtype=np.float32)[:, None] / 10, (3, 1))  # day d: d/10
+    series = np.tile(
+        np.arange(7, dtype=np.float32)[:, None] / 10, (3, 1)
+    )  # day d: d/10
     series[7:14] += 0.001  # week 2 differs a little
     p = make_inventory_params(1, 9, demand_series=series)
     assert p.demand == "empirical" and p.demand_table.shape == (7, 3, 1)
     for h in range(9):
         d = jax.vmap(lambda k, h=h: sample_demand(k, p, h))(
-            jax.random.split(jax.random.key(h), 64))
+            jax.random.split(jax.random.key(h), 64)
+        )
         np.testing.assert_allclose(np.asarray(d)[:, 0], (h % 7) / 10, atol=1.5e-3)
     with pytest.raises(ValueError, match="demand_series of shape"):
         make_inventory_params(2, 3, demand_series=series)
@@ -121,7 +134,10 @@ def test_synthetic_demand_is_deterministic_with_weekly_seasonality():
     by_day = a[:, 0].reshape(-1, 7).mean(0)
     assert np.argmax(by_day) == int(np.argmax(WEEKLY_PROFILE))  # Saturday peak
     assert np.argmin(by_day) == int(np.argmin(WEEKLY_PROFILE))
-    assert np.argmax(a[:, 1].reshape(-1, 7).mean(0)) == (int(np.argmax(WEEKLY_PROFILE)) + 1) % 7
+    assert (
+        np.argmax(a[:, 1].reshape(-1, 7).mean(0))
+        == (int(np.argmax(WEEKLY_PROFILE)) + 1) % 7
+    )
 
 
 def test_rossmann_loader_reads_the_format_and_rejects_bad_files(tmp_path):
@@ -129,16 +145,22 @@ def test_rossmann_loader_reads_the_format_and_rejects_bad_files(tmp_path):
 
     from privrl_jax.data._demand import load_rossmann
 
-    rows = ["Store,DayOfWeek,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday"]
+    rows = [
+        "Store,DayOfWeek,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday"
+    ]
     start = datetime.date(2015, 1, 4)  # a Sunday: the loader starts on the Monday after
     for i in range(22):
         day = start + datetime.timedelta(days=i)
         for store, base in ((1, 100.0), (2, 300.0)):
             open_ = 0 if (store == 1 and i == 10) else 1
             sales = 0 if open_ == 0 else base * (1 + day.weekday() / 10)
-            rows.append(f"{store},{day.isoweekday()},{day.isoformat()},{sales},1,{open_},0,0,0")
+            rows.append(
+                f"{store},{day.isoweekday()},{day.isoformat()},{sales},1,{open_},0,0,0"
+            )
     f = tmp_path / "train.csv"
-    f.write_text("\n".join(rows[:1] + rows[1:][::-1]) + "\n")  # Kaggle's file is newest-first
+    f.write_text(
+        "\n".join(rows[:1] + rows[1:][::-1]) + "\n"
+    )  # Kaggle's file is newest-first
     s = load_rossmann(f, (1, 2), target_mean=0.4)
     assert s.shape == (20, 2)  # 21 days from Monday, minus day 10 (store 1 closed)
     np.testing.assert_allclose(s.mean(0), 0.4, rtol=1e-5)
@@ -180,9 +202,15 @@ def test_synthetic_rossmann_csv_follows_its_documented_process(tmp_path):
             assert r["StateHoliday"] in "ac" and r["Open"] == "0"
     # Promo days sell more than the same store's non-promo weekdays (gain 1.2 - 1.4).
     for store in ("1", "2"):
-        mid = [r for r in rows if r["Store"] == store and r["Open"] == "1"
-               and datetime.date.fromisoformat(r["Date"]).weekday() in (1, 2, 3)
-               and r["SchoolHoliday"] == "0" and r["Date"][5:7] not in ("12",)]
+        mid = [
+            r
+            for r in rows
+            if r["Store"] == store
+            and r["Open"] == "1"
+            and datetime.date.fromisoformat(r["Date"]).weekday() in (1, 2, 3)
+            and r["SchoolHoliday"] == "0"
+            and r["Date"][5:7] not in ("12",)
+        ]
         promo = np.mean([float(r["Sales"]) for r in mid if r["Promo"] == "1"])
         plain = np.mean([float(r["Sales"]) for r in mid if r["Promo"] == "0"])
         assert 1.1 < promo / plain < 1.5

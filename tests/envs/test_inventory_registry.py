@@ -21,7 +21,9 @@ def test_make_returns_the_inventory_env_and_its_params():
     ref = make_inventory_params(2, 5, boundary=0.8, holding_cost=0.1)
     for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(ref)):
         np.testing.assert_array_equal(a, b)
-    assert params.boundary.shape == (5, 4) and float(params.boundary[0, 0]) == pytest.approx(0.8)
+    assert params.boundary.shape == (5, 4) and float(
+        params.boundary[0, 0]
+    ) == pytest.approx(0.8)
     assert params.max_steps_in_episode == 5
     assert set(registry.INVENTORY_ENVS) <= set(registry.registered_envs())
     for name in registry.INVENTORY_ENVS:

@@ -83,8 +83,9 @@ def test_identical_starts_give_the_same_trajectories_and_returns(mujoco, policy)
         body, (obs, state, jnp.zeros(n)), None, length=steps
     )
     sim = envs.MujocoPointMaze(ENV, n)
-    sim.set_state(np.asarray(state.position, np.float64),
-                  np.asarray(state.velocity, np.float64))
+    sim.set_state(
+        np.asarray(state.position, np.float64), np.asarray(state.velocity, np.float64)
+    )
     obs, ret, pos = sim.obs(), np.zeros(n), []
     for _ in range(steps):
         obs = sim.step(np_policy(obs))
@@ -113,17 +114,29 @@ def test_means_over_independent_episodes_agree_within_three_standard_errors(
     env, params = envs.make(ENV)
     n = 150
     ours = envs.evaluate_mujoco(np_policy, ENV, num_episodes=n, seed=3)
-    theirs = agents.evaluate(jax.random.key(3), None, act=jax_policy, env=env,
-                             env_params=params, num_episodes=n, env_name=ENV)
-    se = np.hypot(ours["returns"].std(ddof=1),
-                  np.asarray(theirs["returns"]).std(ddof=1)) / np.sqrt(n)
+    theirs = agents.evaluate(
+        jax.random.key(3),
+        None,
+        act=jax_policy,
+        env=env,
+        env_params=params,
+        num_episodes=n,
+        env_name=ENV,
+    )
+    se = np.hypot(
+        ours["returns"].std(ddof=1), np.asarray(theirs["returns"]).std(ddof=1)
+    ) / np.sqrt(n)
     assert abs(ours["return_mean"] - theirs["return_mean"]) < 3 * se, (
-        ours["return_mean"], theirs["return_mean"], se)
+        ours["return_mean"],
+        theirs["return_mean"],
+        se,
+    )
     # The keys, and the normalisation: D4RL's published reference returns.
     assert sorted(ours) == sorted(theirs)
     lo, hi = envs.D4RL_REFERENCE_RETURNS[ENV]
     assert ours["score_mean"] == pytest.approx(
-        100 * (ours["return_mean"] - lo) / (hi - lo), rel=1e-5)
+        100 * (ours["return_mean"] - lo) / (hi - lo), rel=1e-5
+    )
 
 
 def test_batch_policy_wraps_a_per_observation_act(mujoco):
@@ -136,10 +149,16 @@ def test_batch_policy_wraps_a_per_observation_act(mujoco):
     state = {"w": jnp.asarray(w, jnp.float32)}
     policy = envs.batch_policy(act, state)
     obs = np.random.default_rng(1).normal(size=(5, 4))
-    np.testing.assert_allclose(policy(obs), np.tanh(obs @ np.asarray(state["w"]).T),
-                               rtol=1e-5, atol=1e-6)
-    res = envs.evaluate_mujoco(policy, ENV, num_episodes=3, num_steps=10,
-                               seed=envs.seed_from_key(jax.random.key(1)))
+    np.testing.assert_allclose(
+        policy(obs), np.tanh(obs @ np.asarray(state["w"]).T), rtol=1e-5, atol=1e-6
+    )
+    res = envs.evaluate_mujoco(
+        policy,
+        ENV,
+        num_episodes=3,
+        num_steps=10,
+        seed=envs.seed_from_key(jax.random.key(1)),
+    )
     assert res["returns"].shape == (3,) and np.isfinite(res["score_mean"])
 
 
@@ -152,11 +171,14 @@ def test_same_seed_same_returns(mujoco):
 # --- errors (no MuJoCo needed) ------------------------------------------------------
 
 
-@pytest.mark.parametrize(("backend", "env_name", "message"), [
-    ("gpu", ENV, "eval_backend='gpu': expected one of ['jax', 'mujoco']"),
-    ("mujoco", "maze2d-umaze", "eval_backend='mujoco' scores D4RL's maze2d-*-v1"),
-    ("mujoco", "Pendulum-v1", "not env 'Pendulum-v1'"),
-])
+@pytest.mark.parametrize(
+    ("backend", "env_name", "message"),
+    [
+        ("gpu", ENV, "eval_backend='gpu': expected one of ['jax', 'mujoco']"),
+        ("mujoco", "maze2d-umaze", "eval_backend='mujoco' scores D4RL's maze2d-*-v1"),
+        ("mujoco", "Pendulum-v1", "not env 'Pendulum-v1'"),
+    ],
+)
 def test_bad_backend_or_env_is_a_one_line_value_error(backend, env_name, message):
     with pytest.raises(ValueError) as err:
         envs.check_eval_backend(backend, env_name)
@@ -170,8 +192,11 @@ def test_jax_backend_accepts_any_env():
 
 def test_missing_extra_is_one_line_naming_the_install(monkeypatch):
     real = _mujoco_eval.importlib.util.find_spec
-    monkeypatch.setattr(_mujoco_eval.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "mujoco" else real(name, *a))
+    monkeypatch.setattr(
+        _mujoco_eval.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "mujoco" else real(name, *a),
+    )
     with pytest.raises(envs.MujocoExtraMissing) as err:
         envs.evaluate_mujoco(const_np, ENV, num_episodes=2)
     msg = str(err.value)

@@ -37,7 +37,11 @@ def test_names_resolve_to_gymnasium_envs_and_dataset_widths():
         t = mt.mujoco_task(name)
         assert (t.gym_id, t.obs_dim, t.act_dim, t.max_steps) == want, name
     assert mt.mujoco_task("kitchen-mixed-v0").kitchen_tasks == (
-        "microwave", "kettle", "bottom burner", "light switch")
+        "microwave",
+        "kettle",
+        "bottom burner",
+        "light switch",
+    )
     assert len(mt.D4RL_TASK_NAMES) == 3 * 6 + 3
 
 
@@ -58,10 +62,12 @@ def test_backend_choice_errors():
 
 @pytest.mark.parametrize(
     "name, low, high",
-    [("halfcheetah-medium-v2", -280.178953, 12135.0),
-     ("hopper-random-v2", -20.272305, 3234.3),
-     ("walker2d-expert-v2", 1.629008, 4592.3),
-     ("kitchen-complete-v0", 0.0, 4.0)],
+    [
+        ("halfcheetah-medium-v2", -280.178953, 12135.0),
+        ("hopper-random-v2", -20.272305, 3234.3),
+        ("walker2d-expert-v2", 1.629008, 4592.3),
+        ("kitchen-complete-v0", 0.0, 4.0),
+    ],
 )
 def test_reference_returns_score_0_and_100(name, low, high):
     # D4RL's d4rl/infos.py REF_MIN_SCORE / REF_MAX_SCORE, typed in by hand.
@@ -91,12 +97,20 @@ def test_kitchen_constants_are_gymnasium_robotics(robotics):
 
     for task, idx in mt.KITCHEN_ELEMENT_INDICES.items():
         np.testing.assert_array_equal(ke.OBS_ELEMENT_INDICES[task], idx)
-        np.testing.assert_array_equal(ke.OBS_ELEMENT_GOALS[task],
-                                      mt.KITCHEN_ELEMENT_GOALS[task])
+        np.testing.assert_array_equal(
+            ke.OBS_ELEMENT_GOALS[task], mt.KITCHEN_ELEMENT_GOALS[task]
+        )
 
 
-@pytest.mark.parametrize("name", ["halfcheetah-medium-v2", "hopper-medium-v2",
-                                  "walker2d-medium-v2", "mujoco/walker2d/medium-v0"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "halfcheetah-medium-v2",
+        "hopper-medium-v2",
+        "walker2d-medium-v2",
+        "mujoco/walker2d/medium-v0",
+    ],
+)
 def test_locomotion_observation_is_qpos_without_x_then_clipped_qvel(gym, name):
     task = mt.mujoco_task(name)
     env = mt.make_gym_env(task)
@@ -109,8 +123,10 @@ def test_locomotion_observation_is_qpos_without_x_then_clipped_qvel(gym, name):
         assert out.shape == (task.obs_dim,)
         nq = data.qpos.shape[0]
         np.testing.assert_allclose(out[: nq - 1], data.qpos[1:])
-        qvel = data.qvel if task.domain == "halfcheetah" else np.clip(data.qvel, -10, 10)
-        np.testing.assert_allclose(out[nq - 1:], qvel)
+        qvel = (
+            data.qvel if task.domain == "halfcheetah" else np.clip(data.qvel, -10, 10)
+        )
+        np.testing.assert_allclose(out[nq - 1 :], qvel)
     finally:
         env.close()
 
@@ -128,8 +144,9 @@ def _direct_return(gym, gym_id, action, seed, steps, **kwargs):
     return total
 
 
-@pytest.mark.parametrize("name, steps", [("hopper-medium-v2", 400),
-                                         ("halfcheetah-expert-v2", 60)])
+@pytest.mark.parametrize(
+    "name, steps", [("hopper-medium-v2", 400), ("halfcheetah-expert-v2", 60)]
+)
 def test_fixed_action_returns_equal_gymnasiums_own_run(gym, name, steps):
     """Episode i of the backend is gymnasium's env reset with seed + i, run as is.
 
@@ -138,8 +155,13 @@ def test_fixed_action_returns_equal_gymnasiums_own_run(gym, name, steps):
     """
     task = mt.mujoco_task(name)
     action = np.linspace(-0.8, 0.9, task.act_dim)
-    got = mt.task_returns(lambda o: np.tile(action, (len(o), 1)), task,
-                          num_episodes=3, seed=11, num_steps=steps)
+    got = mt.task_returns(
+        lambda o: np.tile(action, (len(o), 1)),
+        task,
+        num_episodes=3,
+        seed=11,
+        num_steps=steps,
+    )
     want = [_direct_return(gym, task.gym_id, action, 11 + i, steps) for i in range(3)]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
     assert len(set(np.round(got, 6))) == 3  # different seeds, different episodes
@@ -148,10 +170,20 @@ def test_fixed_action_returns_equal_gymnasiums_own_run(gym, name, steps):
 def test_kitchen_fixed_action_return_and_scores(robotics, gym):
     task = mt.mujoco_task("kitchen-partial-v0")
     action = np.full(9, 0.3)
-    res = envs.evaluate_mujoco(lambda o: np.tile(action, (len(o), 1)),
-                               "kitchen-partial-v0", num_episodes=1, seed=5,
-                               num_steps=20)
-    want = _direct_return(gym, "FrankaKitchen-v1", action, 5, 20,
-                          tasks_to_complete=list(task.kitchen_tasks))
+    res = envs.evaluate_mujoco(
+        lambda o: np.tile(action, (len(o), 1)),
+        "kitchen-partial-v0",
+        num_episodes=1,
+        seed=5,
+        num_steps=20,
+    )
+    want = _direct_return(
+        gym,
+        "FrankaKitchen-v1",
+        action,
+        5,
+        20,
+        tasks_to_complete=list(task.kitchen_tasks),
+    )
     assert res["return_mean"] == pytest.approx(want, abs=1e-12)
     assert res["score_mean"] == pytest.approx(100 * want / 4.0)

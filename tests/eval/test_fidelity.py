@@ -92,10 +92,21 @@ def test_free_cell_share_counts_positions_by_rounded_cell():
     from privrl_jax import eval as evaluation
     from privrl_jax.envs._maze import UMAZE, parse_layout
 
-    walls, _ = parse_layout(UMAZE)  # free cells: (1,1) (1,2) (1,3) (2,3) (3,1) (3,2) (3,3)
-    pos = np.array([[1.0, 1.0], [1.49, 2.2], [2.0, 3.4],  # free (rounding stays in the cell)
-                    [2.0, 1.0], [2.0, 2.0],  # walls in the U's middle
-                    [0.2, 1.0], [-1.0, 2.0], [9.0, 9.0]])  # border wall, outside the grid
+    walls, _ = parse_layout(
+        UMAZE
+    )  # free cells: (1,1) (1,2) (1,3) (2,3) (3,1) (3,2) (3,3)
+    pos = np.array(
+        [
+            [1.0, 1.0],
+            [1.49, 2.2],
+            [2.0, 3.4],  # free (rounding stays in the cell)
+            [2.0, 1.0],
+            [2.0, 2.0],  # walls in the U's middle
+            [0.2, 1.0],
+            [-1.0, 2.0],
+            [9.0, 9.0],
+        ]
+    )  # border wall, outside the grid
     assert evaluation.free_cell_share(pos, walls) == 3 / 8
     assert evaluation.free_cell_share(pos[:3], walls) == 1.0
     with pytest.raises(ValueError, match=r"positions \[N, 2\]"):
@@ -103,13 +114,16 @@ def test_free_cell_share_counts_positions_by_rounded_cell():
 
 
 def test_sliced_wasserstein_of_a_translation_is_its_length_times_the_mean_abs_coordinate():
-    # Shifting every row by v moves each projection by <theta, v> exactly, so SW1 = |v| E|theta_1|;
-    # on the sphere S^2, theta_1 is uniform on [-1, 1] (Archimedes), E|theta_1| = 1/2.
+    # Shifting every row by v moves each projection by <theta, v> exactly, so SW1 = |v|
+    # E|theta_1|; on the sphere S^2, theta_1 is uniform on [-1, 1] (Archimedes),
+    # E|theta_1| = 1/2.
     from privrl_jax import eval as evaluation
 
     x = np.random.default_rng(0).normal(size=(300, 3))
     p = 20_000
-    got = evaluation.sliced_wasserstein(x, x + np.array([0.0, 4.0, 0.0]), num_projections=p, seed=1)
+    got = evaluation.sliced_wasserstein(
+        x, x + np.array([0.0, 4.0, 0.0]), num_projections=p, seed=1
+    )
     sd = 4.0 * np.sqrt(1 / 12 / p)  # |theta_1| ~ U[0, 1]
     assert abs(got - 2.0) < 4 * sd
 
@@ -120,9 +134,13 @@ def test_sliced_wasserstein_in_one_dimension_is_scipys_wasserstein_distance():
     rng = np.random.default_rng(2)
     a, b = rng.normal(size=(400, 1)), rng.exponential(size=(250, 1))
     want = scipy.stats.wasserstein_distance(a[:, 0], b[:, 0])  # theta = +-1 in 1-D
-    assert evaluation.sliced_wasserstein(a, b, num_projections=3) == pytest.approx(want, rel=1e-12)
+    assert evaluation.sliced_wasserstein(a, b, num_projections=3) == pytest.approx(
+        want, rel=1e-12
+    )
     assert evaluation.sliced_wasserstein(a, a) == 0.0
     # Homogeneous of degree 1 in the scale of both tables.
-    assert evaluation.sliced_wasserstein(5 * a, 5 * b, num_projections=3) == pytest.approx(5 * want, rel=1e-12)
+    assert evaluation.sliced_wasserstein(
+        5 * a, 5 * b, num_projections=3
+    ) == pytest.approx(5 * want, rel=1e-12)
     with pytest.raises(ValueError, match="num_projections"):
         evaluation.sliced_wasserstein(a, b, num_projections=0)

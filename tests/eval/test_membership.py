@@ -119,7 +119,9 @@ def test_distance_to_closest_record_is_the_naive_nearest_neighbour_distance():
     rng = np.random.default_rng(0)
     cand, syn = rng.normal(size=(7, 3)), rng.normal(size=(50, 3))
     naive = -np.array([min(np.linalg.norm(c - s) for s in syn) for c in cand])
-    got = evaluation.distance_to_closest_record_scores(cand, syn, chunk=3)  # several chunks
+    got = evaluation.distance_to_closest_record_scores(
+        cand, syn, chunk=3
+    )  # several chunks
     np.testing.assert_allclose(got, naive, rtol=1e-10, atol=1e-12)
     # A candidate copied into the release scores 0, the maximum: a memorised member.
     assert evaluation.distance_to_closest_record_scores(syn[:2], syn)[0] == 0.0

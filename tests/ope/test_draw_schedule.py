@@ -13,9 +13,12 @@ M, Q, STEPS, TRIALS = 200, 0.05, 400, 5
 
 def _plan(q=Q, m=M, steps=STEPS, capacity=None):
     return privacy.DPPlan(
-        sampler=privacy.PoissonSampler(dataset_size=m, sampling_rate=q, microbatch_size=1,
-                                       capacity=capacity),
-        l2_clip_norm=1.0, steps=steps, noise_multiplier=1.0,
+        sampler=privacy.PoissonSampler(
+            dataset_size=m, sampling_rate=q, microbatch_size=1, capacity=capacity
+        ),
+        l2_clip_norm=1.0,
+        steps=steps,
+        noise_multiplier=1.0,
     )
 
 
@@ -47,7 +50,9 @@ def test_batch_sizes_are_binomial_m_q(schedule):
     lo, hi = int(stats.binom.ppf(0.005, M, Q)), int(stats.binom.isf(0.005, M, Q))
     observed = [np.sum(sizes <= lo)] + [np.sum(sizes == k) for k in range(lo + 1, hi)]
     observed += [np.sum(sizes >= hi)]
-    expected = [stats.binom.cdf(lo, M, Q)] + [stats.binom.pmf(k, M, Q) for k in range(lo + 1, hi)]
+    expected = [stats.binom.cdf(lo, M, Q)] + [
+        stats.binom.pmf(k, M, Q) for k in range(lo + 1, hi)
+    ]
     expected += [stats.binom.sf(hi - 1, M, Q)]
     p = stats.chisquare(observed, np.asarray(expected) * n).pvalue
     assert p > 1e-4, p
@@ -68,7 +73,9 @@ def test_every_index_is_included_with_probability_q(schedule):
 
 def test_a_wrong_rate_is_rejected_by_the_same_check():
     # The mean-size check above separates q from 1.2 q: a sampler off by 20% fails it.
-    sizes = np.asarray(ope.draw_schedule(_plan(q=1.2 * Q), jax.random.key(11), trials=TRIALS).mask)
+    sizes = np.asarray(
+        ope.draw_schedule(_plan(q=1.2 * Q), jax.random.key(11), trials=TRIALS).mask
+    )
     sizes = sizes.sum(-1).ravel()
     assert abs(sizes.mean() - M * Q) > 6 * np.sqrt(M * Q * (1 - Q) / sizes.size)
 
@@ -94,7 +101,11 @@ def test_a_dense_rate_keeps_batches_whole():
 def test_truncated_or_uniform_samplers_are_refused():
     with pytest.raises(ValueError, match="without capacity"):
         ope.draw_schedule(_plan(capacity=8), jax.random.key(0))
-    uniform = privacy.DPPlan(sampler=privacy.UniformOneSampler(dataset_size=M), l2_clip_norm=1.0,
-                             steps=3, noise_multiplier=1.0)
+    uniform = privacy.DPPlan(
+        sampler=privacy.UniformOneSampler(dataset_size=M),
+        l2_clip_norm=1.0,
+        steps=3,
+        noise_multiplier=1.0,
+    )
     with pytest.raises(ValueError, match="PoissonSampler"):
         ope.draw_schedule(uniform, jax.random.key(0))

@@ -13,7 +13,8 @@ def test_one_dimensional_tiles_by_hand():
     # 4 tiles on [0, 1], 2 tilings: tiling 1 is shifted by half a tile (offset k*1/2).
     coder = F.TileCoder((0.0,), (1.0,), tiles_per_dim=4, num_tilings=2)
     np.testing.assert_allclose(coder.offsets(), [[0.0], [0.5]])
-    # x = 0.3 -> 1.2 tile widths: tiling 0 tile 1, tiling 1 floor(1.7) = 1 (offset 5 tiles).
+    # x = 0.3 -> 1.2 tile widths: tiling 0 tile 1, tiling 1 floor(1.7) = 1 (offset 5
+    # tiles).
     np.testing.assert_array_equal(coder.active(jnp.array([0.3])), [1, 5 + 1])
     # x = 0.4 -> 1.6: tiling 0 tile 1, tiling 1 floor(2.1) = 2.
     np.testing.assert_array_equal(coder.active(jnp.array([0.4])), [1, 5 + 2])

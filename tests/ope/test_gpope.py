@@ -19,23 +19,34 @@ BEHAVIOUR = ope.treatment_policy([0.3] * S)
 @pytest.fixture(scope="module")
 def data():
     col = ope.collect(
-        jax.random.key(0), ope.medical_chain(S), BEHAVIOUR, TARGET, ope.one_hot_features(S),
-        num_trajectories=M, max_length=T,
+        jax.random.key(0),
+        ope.medical_chain(S),
+        BEHAVIOUR,
+        TARGET,
+        ope.one_hot_features(S),
+        num_trajectories=M,
+        max_length=T,
     )
     return col.data
 
 
 def _uniform_plan(sigma=None, h=0.1, steps=50, m=M):
     return privacy.DPPlan(
-        sampler=privacy.UniformOneSampler(dataset_size=m), l2_clip_norm=h, steps=steps,
+        sampler=privacy.UniformOneSampler(dataset_size=m),
+        l2_clip_norm=h,
+        steps=steps,
         noise_multiplier=sigma,
     )
 
 
 def _poisson_plan(sigma=None, h=0.1, steps=50, m=M, q=0.05):
     return privacy.DPPlan(
-        sampler=privacy.PoissonSampler(dataset_size=m, sampling_rate=q, microbatch_size=1),
-        l2_clip_norm=h, steps=steps, noise_multiplier=sigma,
+        sampler=privacy.PoissonSampler(
+            dataset_size=m, sampling_rate=q, microbatch_size=1
+        ),
+        l2_clip_norm=h,
+        steps=steps,
+        noise_multiplier=sigma,
     )
 
 
@@ -89,25 +100,40 @@ def test_uniform_one_is_replace_one_sampled_without_replacement():
     assert plan.noise_stds == pytest.approx((2 * 1.3 * 0.1,))
     assert event.event == dp_accounting.GaussianDpEvent(1.3)
     # dp-accounting's PLD accountant does not support this event: RDP only.
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 (dp-accounting raises its own error types)
         plan.epsilon(1e-5, "pld")
     schedule = ope.sample_schedule(plan, 0)
     assert schedule.indices.shape == (50, 1) and schedule.mask.all()
 
 
-@pytest.mark.parametrize("plan_fn, sampled, relation", [
-    (_uniform_plan, lambda s: dp_accounting.SampledWithoutReplacementDpEvent(M, 1, s),
-     dp_accounting.NeighboringRelation.REPLACE_ONE),
-    (_poisson_plan, lambda s: dp_accounting.PoissonSampledDpEvent(0.05, s),
-     dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE),
-])
-def test_calibrated_sigma_reproduces_epsilon_through_dp_accounting(plan_fn, sampled, relation):
+@pytest.mark.parametrize(
+    "plan_fn, sampled, relation",
+    [
+        (
+            _uniform_plan,
+            lambda s: dp_accounting.SampledWithoutReplacementDpEvent(M, 1, s),
+            dp_accounting.NeighboringRelation.REPLACE_ONE,
+        ),
+        (
+            _poisson_plan,
+            lambda s: dp_accounting.PoissonSampledDpEvent(0.05, s),
+            dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        ),
+    ],
+)
+def test_calibrated_sigma_reproduces_epsilon_through_dp_accounting(
+    plan_fn, sampled, relation
+):
     eps, delta, steps = 1.0, 1e-5, 2000
     plan = plan_fn(steps=steps).calibrate(eps, delta)
     event = dp_accounting.SelfComposedDpEvent(
         sampled(dp_accounting.GaussianDpEvent(plan.noise_multiplier)), steps
     )
-    got = rdp.RdpAccountant(neighboring_relation=relation).compose(event).get_epsilon(delta)
+    got = (
+        rdp.RdpAccountant(neighboring_relation=relation)
+        .compose(event)
+        .get_epsilon(delta)
+    )
     assert 0.97 * eps <= got <= eps
 
 
@@ -122,8 +148,12 @@ def test_poisson_schedule_keeps_every_batch_whole_and_empty_steps():
             schedule.indices[t][schedule.mask[t]], b.indices[b.mask]
         )
     sizes = schedule.mask.sum(1)
-    assert schedule.indices.shape[1] == sizes.max()  # padded to the largest, nothing cut
-    assert (sizes == 0).sum() > 10  # q m = 2: e^-2 of the steps are empty, and stay steps
+    assert (
+        schedule.indices.shape[1] == sizes.max()
+    )  # padded to the largest, nothing cut
+    assert (
+        sizes == 0
+    ).sum() > 10  # q m = 2: e^-2 of the steps are empty, and stay steps
     full = ope.sample_schedule(plan, 7, pad_to="dataset")
     assert full.indices.shape == (300, M)
     np.testing.assert_array_equal(full.mask.sum(1), sizes)
@@ -132,13 +162,21 @@ def test_poisson_schedule_keeps_every_batch_whole_and_empty_steps():
 @pytest.mark.parametrize("plan", [_uniform_plan(sigma=0.7), _poisson_plan(sigma=0.7)])
 def test_gpope_noise_has_the_plans_std(data, plan):
     # Zero rewards and zero start: B = 0, so one step with beta = 1 is -noise / (q m).
-    zero = data._replace(transitions=data.transitions._replace(r_t=data.transitions.r_t * 0))
-    plan = privacy.DPPlan(sampler=plan.sampler, l2_clip_norm=0.1, steps=1,
-                          noise_multiplier=0.7)
+    zero = data._replace(
+        transitions=data.transitions._replace(r_t=data.transitions.r_t * 0)
+    )
+    plan = privacy.DPPlan(
+        sampler=plan.sampler, l2_clip_norm=0.1, steps=1, noise_multiplier=0.7
+    )
     trials = 1000
     schedules = ope.sample_schedule(plan, 0, trials=trials)
-    res = ope.gpope_trials(plan, zero, schedules, jax.random.split(jax.random.key(0), trials),
-                           step_size=ope.StepSize(1.0))
+    res = ope.gpope_trials(
+        plan,
+        zero,
+        schedules,
+        jax.random.split(jax.random.key(0), trials),
+        step_size=ope.StepSize(1.0),
+    )
     x = np.concatenate([np.asarray(res.theta).ravel(), np.asarray(res.w).ravel()])
     expected = plan.noise_stds[0] / plan.expected_batch_size
     assert abs(x.std() / expected - 1) < 6 / math.sqrt(2 * x.size)
@@ -182,14 +220,21 @@ def test_schedule_length_must_match_the_plan(data):
 def test_theorem1_sigma_solves_the_moments_bound():
     eps, delta, steps, m = 1.0, 1e-5, 10_000, 1000
     bound = ope.theorem1_sigma(eps, delta, steps=steps, dataset_size=m)
-    # delta = min_lambda exp(N 4 lambda (lambda + 1) / (m^2 sigma^2) - lambda eps) at equality.
+    # delta = min_lambda exp(N 4 lambda (lambda + 1) / (m^2 sigma^2) - lambda eps) at
+    # equality.
     lam = np.linspace(0.01, 200, 2_000_001)
-    log_delta = np.min(steps * 4 * lam * (lam + 1) / (m * bound.paper_sigma) ** 2 - lam * eps)
+    log_delta = np.min(
+        steps * 4 * lam * (lam + 1) / (m * bound.paper_sigma) ** 2 - lam * eps
+    )
     assert log_delta == pytest.approx(math.log(delta), rel=1e-6)
-    assert bound.noise_multiplier == bound.paper_sigma / 2  # sensitivity 2h, noise std sigma h
+    assert (
+        bound.noise_multiplier == bound.paper_sigma / 2
+    )  # sensitivity 2h, noise std sigma h
     # Small epsilon: c2 = 4, sigma -> 4 sqrt(N log(1/delta)) / (m eps).
     tiny = ope.theorem1_sigma(1e-4, delta, steps=steps, dataset_size=m)
-    assert tiny.paper_sigma / tiny.asymptotic_paper_sigma == pytest.approx(1.0, rel=1e-4)
+    assert tiny.paper_sigma / tiny.asymptotic_paper_sigma == pytest.approx(
+        1.0, rel=1e-4
+    )
     assert bound.asymptotic_paper_sigma == pytest.approx(
         4 * math.sqrt(steps * math.log(1e5)) / m, rel=1e-12
     )
@@ -198,21 +243,36 @@ def test_theorem1_sigma_solves_the_moments_bound():
 def test_replace_one_target_is_group_privacy_for_two_steps():
     eps_ar, delta_ar = ope.replace_one_target(2.0, 1e-5)
     assert eps_ar == 1.0 and delta_ar == pytest.approx(1e-5 / (1 + math.e), rel=1e-12)
-    # Where replace-one is exact (one Gaussian release of a sum of norm-C units: sensitivity 2C),
-    # the group-privacy route asks for at least the exact replace-one noise, never less.
+    # Where replace-one is exact (one Gaussian release of a sum of norm-C units:
+    # sensitivity 2C), the group-privacy route asks for at least the exact replace-one
+    # noise, never less.
     for eps in (0.5, 1.0, 10.0):
         e2, d2 = ope.replace_one_target(eps, 1e-5)
         via_group = dp_accounting.pld.accountant.get_smallest_gaussian_noise(
-            dp_accounting.pld.common.DifferentialPrivacyParameters(e2, d2), sensitivity=1.0)
+            dp_accounting.pld.common.DifferentialPrivacyParameters(e2, d2),
+            sensitivity=1.0,
+        )
         exact = dp_accounting.pld.accountant.get_smallest_gaussian_noise(
-            dp_accounting.pld.common.DifferentialPrivacyParameters(eps, 1e-5), sensitivity=2.0)
+            dp_accounting.pld.common.DifferentialPrivacyParameters(eps, 1e-5),
+            sensitivity=2.0,
+        )
         assert via_group >= exact
-    # A Poisson plan calibrated to the target spends eps' at delta' under add/remove (RDP).
-    plan = privacy.DPPlan(sampler=privacy.PoissonSampler(dataset_size=1000, sampling_rate=0.05, microbatch_size=64),
-                          l2_clip_norm=1.0, steps=200).calibrate(eps_ar, delta_ar, "rdp")
+    # A Poisson plan calibrated to the target spends eps' at delta' under add/remove
+    # (RDP).
+    plan = privacy.DPPlan(
+        sampler=privacy.PoissonSampler(
+            dataset_size=1000, sampling_rate=0.05, microbatch_size=64
+        ),
+        l2_clip_norm=1.0,
+        steps=200,
+    ).calibrate(eps_ar, delta_ar, "rdp")
     assert plan.neighboring is privacy.Neighboring.ADD_OR_REMOVE_ONE
     event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(0.05, dp_accounting.GaussianDpEvent(plan.noise_multiplier)), 200)
+        dp_accounting.PoissonSampledDpEvent(
+            0.05, dp_accounting.GaussianDpEvent(plan.noise_multiplier)
+        ),
+        200,
+    )
     spent = rdp.RdpAccountant().compose(event).get_epsilon(delta_ar)
     assert 0.97 * eps_ar <= spent <= eps_ar
     with pytest.raises(ValueError):

@@ -24,7 +24,8 @@ def _three_state_trajectory():
     return tr, jnp.asarray([True, True, True, False])
 
 
-# By hand: A_t = rho phi_tm1 (phi_tm1 - gamma phi_t)^T, b_t = rho r phi_tm1, C_t = phi phi^T.
+# By hand: A_t = rho phi_tm1 (phi_tm1 - gamma phi_t)^T, b_t = rho r phi_tm1, C_t = phi
+# phi^T.
 #   t1: rho 2,   e0 (e0 - .5 e1)^T -> row 0 = [2, -1, 0];   b = [2, 0, 0]
 #   t2: rho .5,  e1 (e1 - .5 e2)^T -> row 1 = [0, .5, -.25]; b = 0 (r = 0)
 #   t3: rho 1,   e2 e2^T (terminal) -> row 2 = [0, 0, 1];    b = [0, 0, -1]
@@ -40,7 +41,8 @@ def test_hand_built_trajectory_stats(normalization, divisor):
     np.testing.assert_allclose(stats.a, A_SUM / divisor, atol=1e-7)
     np.testing.assert_allclose(stats.b, B_SUM / divisor, atol=1e-7)
     np.testing.assert_allclose(stats.c, C_SUM / divisor, atol=1e-7)
-    # The matrix-free direction equals B = (-A^T w, A theta - b + C w) from these matrices.
+    # The matrix-free direction equals B = (-A^T w, A theta - b + C w) from these
+    # matrices.
     theta, w = jnp.asarray([0.3, -1.2, 2.0]), jnp.asarray([-0.7, 0.4, 1.5])
     got = ope.trajectory_direction((theta, w), tr, mask, normalization)
     a, b, c = A_SUM / divisor, B_SUM / divisor, C_SUM / divisor
@@ -52,7 +54,9 @@ def test_hand_built_trajectory_stats(normalization, divisor):
 
 def test_unbatched_transition_stats_non_one_hot():
     phi_tm1, phi_t = jnp.asarray([1.0, 2.0]), jnp.asarray([3.0, -1.0])
-    s = ope.transition_stats(phi_tm1, jnp.asarray(0.5), jnp.asarray(0.9), phi_t, jnp.asarray(2.0))
+    s = ope.transition_stats(
+        phi_tm1, jnp.asarray(0.5), jnp.asarray(0.9), phi_t, jnp.asarray(2.0)
+    )
     # phi_tm1 - 0.9 phi_t = [-1.7, 2.9]; A = 2 * [[1], [2]] [-1.7, 2.9].
     np.testing.assert_allclose(s.a, [[-3.4, 5.8], [-6.8, 11.6]], rtol=1e-6)
     np.testing.assert_allclose(s.b, [1.0, 2.0], rtol=1e-6)
@@ -68,8 +72,13 @@ BEHAVIOUR = ope.treatment_policy([0.3] * S)
 def chain():
     mdp = ope.medical_chain(S)
     col = ope.collect(
-        jax.random.key(0), mdp, BEHAVIOUR, TARGET, ope.one_hot_features(S),
-        num_trajectories=4000, max_length=30,
+        jax.random.key(0),
+        mdp,
+        BEHAVIOUR,
+        TARGET,
+        ope.one_hot_features(S),
+        num_trajectories=4000,
+        max_length=30,
     )
     return mdp, col
 
@@ -80,7 +89,9 @@ def test_exact_values_satisfy_bellman_and_lengths_vary(chain):
     p = np.asarray(mdp.transition, np.float64)
     r = np.asarray(mdp.reward, np.float64)
     pi = np.asarray(TARGET, np.float64)
-    v_ext = np.concatenate([v, [0.0, 0.0]])  # death and discharge are absorbing, value 0
+    v_ext = np.concatenate(
+        [v, [0.0, 0.0]]
+    )  # death and discharge are absorbing, value 0
     bellman = np.einsum("sa,sat,sat->s", pi, p, r + 0.9 * v_ext)
     np.testing.assert_allclose(v, bellman, atol=1e-5)
     assert v[0] < v[-1]  # critical patients are worth less than nearly well ones
@@ -93,18 +104,38 @@ def test_rho_is_pi_over_pi_b_and_one_on_policy(chain):
     mask = np.asarray(col.data.mask)
     s, a = np.asarray(col.states)[mask], np.asarray(col.actions)[mask]
     rho = np.asarray(col.data.transitions.rho_tm1)[mask]
-    np.testing.assert_allclose(rho, np.asarray(TARGET)[s, a] / np.asarray(BEHAVIOUR)[s, a])
-    # Wait (pi_b = 0.7) and treat (pi_b = 0.3) in each of the 5 levels: 10 distinct ratios.
-    expected = sorted([0.1 / 0.7, 0.2 / 0.7, 0.4 / 0.7, 0.6 / 0.7, 0.8 / 0.7,
-                       0.2 / 0.3, 0.4 / 0.3, 0.6 / 0.3, 0.8 / 0.3, 0.9 / 0.3])
+    np.testing.assert_allclose(
+        rho, np.asarray(TARGET)[s, a] / np.asarray(BEHAVIOUR)[s, a]
+    )
+    # Wait (pi_b = 0.7) and treat (pi_b = 0.3) in each of the 5 levels: 10 distinct
+    # ratios.
+    expected = sorted(
+        [
+            0.1 / 0.7,
+            0.2 / 0.7,
+            0.4 / 0.7,
+            0.6 / 0.7,
+            0.8 / 0.7,
+            0.2 / 0.3,
+            0.4 / 0.3,
+            0.6 / 0.3,
+            0.8 / 0.3,
+            0.9 / 0.3,
+        ]
+    )
     np.testing.assert_allclose(np.unique(rho.round(5)), expected, rtol=1e-4)
     # E_b[rho | s] = 1 in every level, within 6 standard errors.
     for level in range(S):
         x = rho[s == level]
         assert abs(x.mean() - 1.0) < 6 * x.std() / np.sqrt(x.size)
     on = ope.collect(
-        jax.random.key(1), mdp, TARGET, TARGET, ope.one_hot_features(S),
-        num_trajectories=4000, max_length=30,  # the fixture's shapes: no new compile
+        jax.random.key(1),
+        mdp,
+        TARGET,
+        TARGET,
+        ope.one_hot_features(S),
+        num_trajectories=4000,
+        max_length=30,  # the fixture's shapes: no new compile
     )
     assert np.all(np.asarray(on.data.transitions.rho_tm1) == 1.0)
 
@@ -114,11 +145,12 @@ def test_lstd_recovers_v_pi_and_the_mean_normalization_is_biased(chain):
     v = np.asarray(ope.exact_values(mdp, TARGET))
     theta, w = ope.lstd_solution(ope.dataset_stats(col.data, "horizon"))
     np.testing.assert_array_equal(w, 0.0)
-    # Tabular off-policy LSTD(0) is consistent for V^pi; 4000 trajectories, ~40k transitions:
-    # sampling error of a few 1e-2 at most.
+    # Tabular off-policy LSTD(0) is consistent for V^pi; 4000 trajectories, ~40k
+    # transitions: sampling error of a few 1e-2 at most.
     np.testing.assert_allclose(theta, v, atol=0.06)
-    # The paper's 1/tau_i weighting over-weights transitions of trajectories that end early
-    # (death ends them): a bias far beyond the sampling error at the critical level.
+    # The paper's 1/tau_i weighting over-weights transitions of trajectories that end
+    # early (death ends them): a bias far beyond the sampling error at the critical
+    # level.
     theta_mean, _ = ope.lstd_solution(ope.dataset_stats(col.data, "mean"))
     assert theta_mean[0] < v[0] - 0.15
 
@@ -128,13 +160,14 @@ def test_noise_free_gtd2_converges_to_lstd(chain):
     stats = ope.dataset_stats(col.data)
     theta_star, _ = ope.lstd_solution(stats)
     beta, steps = 1.0, 20_000
-    # GTD2's mean update is x <- (I - beta M) x + beta (0, b), M = [[0, -A^T], [A, C]]: the
-    # error contracts by the spectral radius r of I - beta M per step.
+    # GTD2's mean update is x <- (I - beta M) x + beta (0, b), M = [[0, -A^T], [A, C]]:
+    # the error contracts by the spectral radius r of I - beta M per step.
     a, c = np.asarray(stats.a, np.float64), np.asarray(stats.c, np.float64)
     m = np.block([[np.zeros_like(a), -a.T], [a, c]])
     r = np.max(np.abs(np.linalg.eigvals(np.eye(2 * S) - beta * m)))
     assert r < 1 and r**steps * 10 * np.linalg.norm(theta_star) < 1e-6
     theta, w = ope.gtd2_expected(stats, steps=steps, step_size=ope.StepSize(beta))
-    # What is left is float32 rounding of a fixed point with cond(A) ~ 10: 1e-4 is generous.
+    # What is left is float32 rounding of a fixed point with cond(A) ~ 10: 1e-4 is
+    # generous.
     np.testing.assert_allclose(theta, theta_star, atol=1e-4)
     np.testing.assert_allclose(w, 0.0, atol=1e-4)

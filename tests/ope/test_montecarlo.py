@@ -94,8 +94,8 @@ def test_pooled_stats_equal_dataset_stats(collected, normalization):
 
 
 def test_mc_values_closed_form_for_a_deterministic_policy():
-    # The deterministic energy-pumping controller: return = -s (1 - g^L) / (1 - g), L the
-    # steps to the goal, counted by a plain Python loop over the same env.
+    # The deterministic energy-pumping controller: return = -s (1 - g^L) / (1 - g), L
+    # the steps to the goal, counted by a plain Python loop over the same env.
     obs, states = mc.evaluation_states(jax.random.key(3), ENV, PARAMS, num_states=3)
     greedy = F.EpsilonSoft(_mountain_car.energy_pumping_action, 0.0, 3)
     v = mc.mc_values(
@@ -130,8 +130,9 @@ def test_mc_values_closed_form_for_a_deterministic_policy():
 
 
 def test_mc_values_of_a_random_policy_before_any_termination():
-    # No policy reaches the goal from x in [-0.6, -0.4] within 20 steps (speed <= 0.07 and
-    # it starts at rest): every return is the full 20-step sum, whatever the actions.
+    # No policy reaches the goal from x in [-0.6, -0.4] within 20 steps (speed <= 0.07
+    # and it starts at rest): every return is the full 20-step sum, whatever the
+    # actions.
     obs, states = mc.evaluation_states(jax.random.key(5), ENV, PARAMS, num_states=4)
     uniform = F.EpsilonSoft(_mountain_car.energy_pumping_action, 1.0, 3)
     v = mc.mc_values(

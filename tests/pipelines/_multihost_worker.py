@@ -1,7 +1,9 @@
-"""One process of a DP run for test_multihost.py (run as a script, alone or under launch_local).
+"""One process of a DP run for test_multihost.py (run as a script, alone or under
+launch_local).
 
-argv[1] is a JSON object: out (run directory prefix), methods, steps, every, data_parallel,
-die ("pid:step" makes that process exit abruptly before that step's collective).
+argv[1] is a JSON object: out (run directory prefix), methods, steps, every,
+data_parallel, die ("pid:step" makes that process exit abruptly before that step's
+collective).
 """
 
 import json
@@ -40,7 +42,9 @@ def main():
     params = model.init(jax.random.key(1), jnp.zeros(DIM))
     die_pid, die_step = (int(v) for v in cfg.get("die", "-1:-1").split(":"))
 
-    def loss(p, item, key):  # randomised, like EDM's noise levels: each unit keeps its own key
+    def loss(
+        p, item, key
+    ):  # randomised, like EDM's noise levels: each unit keeps its own key
         x = item["x"] + 0.1 * jax.random.normal(key, item["x"].shape)
         return (model.apply(p, x) - item["y"]) ** 2
 
@@ -49,29 +53,57 @@ def main():
             os._exit(3)
         return state, acc
 
-    program = DPProgram(params=lambda s: s, update=lambda s, g: jax.tree_util.tree_map(
-        lambda a, b: a - 0.5 * b, s, g), public_rows=public_rows)
-    sampler = privacy.PoissonSampler(dataset_size=N, sampling_rate=0.1, microbatch_size=4)
-    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=cfg["steps"], noise_multiplier=1.0)
-    result = {"process_id": TOPO.process_id, "num_processes": TOPO.num_processes,
-              "devices": jax.local_device_count()}
+    program = DPProgram(
+        params=lambda s: s,
+        update=lambda s, g: jax.tree_util.tree_map(lambda a, b: a - 0.5 * b, s, g),
+        public_rows=public_rows,
+    )
+    sampler = privacy.PoissonSampler(
+        dataset_size=N, sampling_rate=0.1, microbatch_size=4
+    )
+    plan = privacy.DPPlan(
+        sampler=sampler, l2_clip_norm=1.0, steps=cfg["steps"], noise_multiplier=1.0
+    )
+    result = {
+        "process_id": TOPO.process_id,
+        "num_processes": TOPO.num_processes,
+        "devices": jax.local_device_count(),
+    }
     for method in cfg["methods"]:
         out = Path(f"{cfg['out']}-{method}")
         ledger = None
         if TOPO.is_primary:
-            ledger = privacy.Ledger.open(out, dataset_id="toy", dataset_size=N, target_epsilon=100.0,
-                                         target_delta=1e-5)
+            ledger = privacy.Ledger.open(
+                out,
+                dataset_id="toy",
+                dataset_size=N,
+                target_epsilon=100.0,
+                target_delta=1e-5,
+            )
         stats = LoopStats()
-        # Only process 0's secret may count: the others are handed a different one on purpose.
+        # Only process 0's secret may count: the others are handed a different one on
+        # purpose.
         secret = DPSecret.from_seed(7 + 1000 * TOPO.process_id)
         state, used = run_dp_loop(
-            plan, plan.clipped_grad(loss, method=method, uses_key=True), program, params,
-            TOPO.local_block(data), ckpt=Checkpoints(out / "ckpt"), ledger=ledger, what="toy step",
-            secret=secret, loss_key=jax.random.key(2), checkpoint_every=cfg["every"], stats=stats,
-            topology=TOPO, data_parallel=cfg["data_parallel"],
+            plan,
+            plan.clipped_grad(loss, method=method, uses_key=True),
+            program,
+            params,
+            TOPO.local_block(data),
+            ckpt=Checkpoints(out / "ckpt"),
+            ledger=ledger,
+            what="toy step",
+            secret=secret,
+            loss_key=jax.random.key(2),
+            checkpoint_every=cfg["every"],
+            stats=stats,
+            topology=TOPO,
+            data_parallel=cfg["data_parallel"],
         )
         result[method] = {
-            "params": [np.asarray(v).ravel().tolist() for v in jax.tree_util.tree_leaves(state)],
+            "params": [
+                np.asarray(v).ravel().tolist() for v in jax.tree_util.tree_leaves(state)
+            ],
             "sampled_units": stats.sampled_units,
             "local_units": stats.local_units,
             "secret": used.words.tolist(),

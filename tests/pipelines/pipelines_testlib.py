@@ -1,4 +1,5 @@
-"""Helpers the PrivORL-n and PrivORL-j pipeline tests share: the run's secret, the resume check."""
+"""Helpers the PrivORL-n and PrivORL-j pipeline tests share: the run's secret, the
+resume check."""
 
 import numpy as np
 import pytest
@@ -17,7 +18,8 @@ def read_secret(run_dir) -> DPSecret:
 
 
 def assert_secret_not_published(run_dir) -> None:
-    """No word of the noise key and not the sampling seed appear in what may be published."""
+    """No word of the noise key and not the sampling seed appear in what may be
+    published."""
     secret = read_secret(run_dir)
     public = "".join((run_dir / f).read_text() for f in PUBLIC_FILES)
     for word in [*map(str, secret.words), str(secret.sampling_seed)]:
@@ -33,8 +35,9 @@ def assert_rerun_refused(run, cfg, tmp_path) -> None:
 
 def assert_resume_is_exact(run, make_cfg, tmp_path, monkeypatch, crash_after: int):
     """Runs ``make_cfg()`` whole into ``full``; into ``resumed`` it crashes after the
-    ``crash_after``-th checkpoint save, then reruns. The release must be identical to the bit, the
-    ledgers hold the same releases (no step spent twice). Returns (full, resumed) reports."""
+    ``crash_after``-th checkpoint save, then reruns. The release must be identical to
+    the bit, the ledgers hold the same releases (no step spent twice). Returns (full,
+    resumed) reports."""
     full = run(make_cfg(), tmp_path / "full")
     real_save, calls = Checkpoints.save, {"n": 0}
 
@@ -51,9 +54,16 @@ def assert_resume_is_exact(run, make_cfg, tmp_path, monkeypatch, crash_after: in
     resumed = run(make_cfg(), tmp_path / "resumed")
     a = data.load_hdf5(tmp_path / "full" / "synthetic.hdf5")
     b = data.load_hdf5(tmp_path / "resumed" / "synthetic.hdf5")
-    np.testing.assert_array_equal(np.asarray(a.observations), np.asarray(b.observations))
-    la, lb = privacy.Ledger.load(tmp_path / "full"), privacy.Ledger.load(tmp_path / "resumed")
+    np.testing.assert_array_equal(
+        np.asarray(a.observations), np.asarray(b.observations)
+    )
+    la, lb = (
+        privacy.Ledger.load(tmp_path / "full"),
+        privacy.Ledger.load(tmp_path / "resumed"),
+    )
     assert lb.num_releases == la.num_releases == full["finetune"]["steps"]
     assert lb.report()["releases"] == la.report()["releases"]
-    assert resumed["privacy"]["rdp"]["epsilon"] == pytest.approx(full["privacy"]["rdp"]["epsilon"])
+    assert resumed["privacy"]["rdp"]["epsilon"] == pytest.approx(
+        full["privacy"]["rdp"]["epsilon"]
+    )
     return full, resumed

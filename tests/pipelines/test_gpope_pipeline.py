@@ -33,13 +33,18 @@ def _check_plots(run_dir):
         gpope.AUDIT_PLOT,
     }
     report = json.loads((run_dir / "report.json").read_text())
-    assert report["plots"] == {"release": [gpope.VALUES_PLOT], "audit": [gpope.AUDIT_PLOT]}
+    assert report["plots"] == {
+        "release": [gpope.VALUES_PLOT],
+        "audit": [gpope.AUDIT_PLOT],
+    }
     assert gpope.VALUES_PLOT in report["release"]["publishable"]
     assert not any("audit" in f for f in report["release"]["publishable"])
     md = (run_dir / "report.md").read_text()
     release_par = next(x for x in md.split("\n\n") if x.startswith("**Release**"))
     audit_par = next(x for x in md.split("\n\n") if x.startswith("**Audit**"))
-    assert f"`{gpope.VALUES_PLOT}`" in release_par and gpope.AUDIT_PLOT not in release_par
+    assert (
+        f"`{gpope.VALUES_PLOT}`" in release_par and gpope.AUDIT_PLOT not in release_par
+    )
     assert f"`{gpope.AUDIT_PLOT}`" in audit_par
 
 
@@ -69,8 +74,9 @@ def _check_ledger(run_dir, plan, event_type, delta):
 def test_default_run_end_to_end_rerun_spends_nothing_and_hides_the_secret(tmp_path):
     cfg = _cfg("audit.canaries=200")
     rep = gpope.run(cfg, tmp_path)
-    # One-of-m sampling is replace-one: a canary added is an add/remove neighbour, so the audit
-    # says it cannot test this relation instead of showing a bound of another one.
+    # One-of-m sampling is replace-one: a canary added is an add/remove neighbour, so
+    # the audit says it cannot test this relation instead of showing a bound of another
+    # one.
     (row,) = rep["epsilon_audit"]["rows"]
     assert not row["audited"] and "replace-one" in row["why"]
     assert "not audited (replace-one" in (tmp_path / "report.md").read_text()
@@ -139,10 +145,13 @@ def test_poisson_run_records_poisson_events(tmp_path):
     ledger = _check_ledger(
         tmp_path, plan, dp_accounting.PoissonSampledDpEvent, cfg.privacy.delta
     )
-    # The Poisson plan (add/remove-one) is audited; its accounted epsilon is the ledger's.
+    # The Poisson plan (add/remove-one) is audited; its accounted epsilon is the
+    # ledger's.
     (row,) = rep["epsilon_audit"]["rows"]
     assert row["audited"] and not row["violation"]
-    assert row["epsilon_accounted"] == pytest.approx(ledger.epsilon("rdp").epsilon, rel=1e-9)
+    assert row["epsilon_accounted"] == pytest.approx(
+        ledger.epsilon("rdp").epsilon, rel=1e-9
+    )
     assert 0 <= row["epsilon_demonstrated"] <= row["epsilon_accounted"]
     assert "epsilon demonstrated >=" in (tmp_path / "report.md").read_text()
     g = rep["gpope"]
@@ -164,6 +173,7 @@ def test_plots_on_writes_the_release_and_audit_pngs_apart(tmp_path, monkeypatch)
     theta = np.array(json.loads((tmp_path / "weights.json").read_text())["theta"])
     task = gpope.build_task(cfg)
     np.testing.assert_allclose(gpope.release_values(task, theta), theta, rtol=1e-6)
+
     # The release plot reads no sensitive data and no truth: it renders with every
     # such source disabled.
     def forbidden(*a, **k):
@@ -172,8 +182,10 @@ def test_plots_on_writes_the_release_and_audit_pngs_apart(tmp_path, monkeypatch)
     from privrl_jax.pipelines.gpope import audit as audit_module
     from privrl_jax.pipelines.gpope import task as task_module
 
-    for module, names in ((task_module, ("collect_data", "true_values", "lstd_min_norm")),
-                          (audit_module, ("references", "audit_release", "_audit_continuous"))):
+    for module, names in (
+        (task_module, ("collect_data", "true_values", "lstd_min_norm")),
+        (audit_module, ("references", "audit_release", "_audit_continuous")),
+    ):
         for name in names:
             monkeypatch.setattr(module, name, forbidden)
     out = tmp_path / "again.png"
@@ -266,7 +278,10 @@ def test_mountain_car_run_audits_against_monte_carlo(tmp_path):
     assert np.all((mc < 0) & (mc > -1))
     # The ledger holds the Poisson events of the run and matches the plan's epsilon.
     _check_ledger(
-        tmp_path, gpope.make_plan(cfg), dp_accounting.PoissonSampledDpEvent, cfg.privacy.delta
+        tmp_path,
+        gpope.make_plan(cfg),
+        dp_accounting.PoissonSampledDpEvent,
+        cfg.privacy.delta,
     )
     assert "NOT PRIVATE" in (tmp_path / "report.md").read_text()
     assert rep["audit"]["mse_vs_exact"] == audit["mse_vs_exact"]
@@ -317,7 +332,8 @@ def test_interrupted_run_resumes_to_the_same_weights_and_spend(tmp_path, monkeyp
     save = Checkpoints.save
 
     def crash_at_40(self, step, tree):
-        # After the ledger recorded steps 21-40, before their checkpoint: the worst case.
+        # After the ledger recorded steps 21-40, before their checkpoint: the worst
+        # case.
         if step == 40:
             raise KeyboardInterrupt
         save(self, step, tree)
@@ -328,7 +344,8 @@ def test_interrupted_run_resumes_to_the_same_weights_and_spend(tmp_path, monkeyp
     assert privacy.Ledger.load(tmp_path / "b").num_releases == 40
     monkeypatch.setattr(Checkpoints, "save", save)
     gpope.run(cfg, tmp_path / "b")
-    # The replayed steps 21-40 drew the same batches and noise and were not counted twice.
+    # The replayed steps 21-40 drew the same batches and noise and were not counted
+    # twice.
     assert privacy.Ledger.load(tmp_path / "b").num_releases == 40
     ref, got = (
         json.loads((tmp_path / n / "weights.json").read_text()) for n in ("ref", "b")

@@ -18,9 +18,19 @@ def test_bins_are_the_envs_declared_spaces_and_read_no_data():
     np.testing.assert_allclose(lows, np.asarray(space.low), rtol=1e-6)
     np.testing.assert_allclose(highs, np.asarray(space.high), rtol=1e-6)
     assert disc.sizes == (32,) * 4 + (16, 16, 16) + (32,) * 4 + (2,)
-    assert (disc.columns[6].low, disc.columns[6].high) == (0.0, 1.0)  # the declared reward range
-    declared = marginal.load("marginal/pgm_umaze", ["model.obs_low=[0, 0, -1, -1]", "model.obs_high=[4, 4, 1, 1]",
-                                                   "model.act_low=[-1, -1]", "model.act_high=[1, 1]"])
+    assert (disc.columns[6].low, disc.columns[6].high) == (
+        0.0,
+        1.0,
+    )  # the declared reward range
+    declared = marginal.load(
+        "marginal/pgm_umaze",
+        [
+            "model.obs_low=[0, 0, -1, -1]",
+            "model.obs_high=[4, 4, 1, 1]",
+            "model.act_low=[-1, -1]",
+            "model.act_high=[1, 1]",
+        ],
+    )
     assert marginal.public_discretisation(declared, 4, 2).columns[2].high == 1.0
     with pytest.raises(ValueError, match="the data have 3"):
         marginal.public_discretisation(cfg, 3, 2)
@@ -30,9 +40,20 @@ def test_config_errors_are_clear():
     with pytest.raises(ValueError, match="model.name must be 'pgm' or 'mst'"):
         marginal.load("marginal/test", ["model.name=gan"])
     with pytest.raises(ValueError, match="MST selects its own"):
-        marginal.load("marginal/test", ["model.name=mst", "model.cliques=[[obs0, act0]]"])
+        marginal.load(
+            "marginal/test", ["model.name=mst", "model.cliques=[[obs0, act0]]"]
+        )
     with pytest.raises(ValueError, match="reward_range"):
         marginal.load("marginal/test", ["model.reward_range=[1, 0]"])
-    assert marginal.noise_multiplier(marginal.load("marginal/test", ["privacy.epsilon=inf"])) == 0.0
-    sigma = marginal.noise_multiplier(marginal.load("marginal/test", ["privacy.epsilon=1"]))
-    assert sigma == pytest.approx(3.5086, rel=1e-3)  # dp-accounting's Gaussian at (1, 1e-4)
+    assert (
+        marginal.noise_multiplier(
+            marginal.load("marginal/test", ["privacy.epsilon=inf"])
+        )
+        == 0.0
+    )
+    sigma = marginal.noise_multiplier(
+        marginal.load("marginal/test", ["privacy.epsilon=1"])
+    )
+    assert sigma == pytest.approx(
+        3.5086, rel=1e-3
+    )  # dp-accounting's Gaussian at (1, 1e-4)

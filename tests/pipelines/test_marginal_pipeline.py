@@ -1,9 +1,10 @@
-"""The PGM / MST pipeline end to end on the tiny config: the release layout, the ledger's epsilon
-against dp-accounting's for the events that ran, the not-private labels. Three runs shared by the
-tests (module fixture; one public env of 200 rows, which only the audit's normaliser reads); they
-need the mbi extra. Fidelity against epsilon is tested on the synthesizer itself
-(tests/synth/test_marginal.py): at this size the audit's scores are dominated by decoding s' - s
-from independent bins, not by the noise."""
+"""The PGM / MST pipeline end to end on the tiny config: the release layout, the
+ledger's epsilon
+against dp-accounting's for the events that ran, the not-private labels. Three runs
+shared by the tests (module fixture; one public env of 200 rows, which only the audit's
+normaliser reads); they need the mbi extra. Fidelity against epsilon is tested on the
+synthesizer itself (tests/synth/test_marginal.py): at this size the audit's scores are
+dominated by decoding s' - s from independent bins, not by the noise."""
 
 import json
 import math
@@ -15,7 +16,10 @@ import pytest
 
 from privrl_jax import data, privacy
 
-pytest.importorskip("mbi", reason="the marginal baselines need the optional extra: pip install mbi==2.0.0")
+pytest.importorskip(
+    "mbi",
+    reason="the marginal baselines need the optional extra: pip install mbi==2.0.0",
+)
 
 from privrl_jax.pipelines import marginal  # noqa: E402
 
@@ -29,23 +33,44 @@ def runs(tmp_path_factory):
         "pgm_inf": ["privacy.epsilon=inf"],
         "mst_eps10": ["model.name=mst"],  # fresh secret from the OS: a private run
     }.items():
-        cfg = marginal.load("marginal/test", ["data.public_envs=[maze2d-medium-dense-v1]",
-                                              "data.public_size=200", *overrides])
+        cfg = marginal.load(
+            "marginal/test",
+            [
+                "data.public_envs=[maze2d-medium-dense-v1]",
+                "data.public_size=200",
+                *overrides,
+            ],
+        )
         out[name] = (root / name, marginal.run(cfg, root / name))
     return out
 
 
 def test_release_has_privorl_n_layout(runs):
     run_dir, report = runs["pgm_eps1"]
-    for f in ("synthetic.hdf5", "ledger.json", "report.json", "config.yaml", "report.md",
-              "audit/audit.json", "audit/NOT_DP_README.txt"):
+    for f in (
+        "synthetic.hdf5",
+        "ledger.json",
+        "report.json",
+        "config.yaml",
+        "report.md",
+        "audit/audit.json",
+        "audit/NOT_DP_README.txt",
+    ):
         assert (run_dir / f).is_file(), f
     syn = data.load_hdf5(run_dir / "synthetic.hdf5")
-    assert len(syn) == 400 and syn.observations.shape == (400, 4) and syn.actions.shape == (400, 2)
-    assert np.abs(np.asarray(syn.actions)).max() <= 1.0  # inside the public action bounds
+    assert (
+        len(syn) == 400
+        and syn.observations.shape == (400, 4)
+        and syn.actions.shape == (400, 2)
+    )
+    assert (
+        np.abs(np.asarray(syn.actions)).max() <= 1.0
+    )  # inside the public action bounds
     meta = data.read_hdf5_metadata(run_dir / "synthetic.hdf5")
     assert meta["generator"] == "PGM (mbi)" and not meta["private"]
-    assert "fidelity" not in report and "fidelity" in json.loads((run_dir / "audit" / "audit.json").read_text())
+    assert "fidelity" not in report and "fidelity" in json.loads(
+        (run_dir / "audit" / "audit.json").read_text()
+    )
 
 
 @pytest.mark.parametrize("name", ["pgm_eps1", "mst_eps10"])
@@ -54,7 +79,9 @@ def test_ledger_epsilon_equals_dp_accounting_for_the_events_that_ran(runs, name)
     ledger = privacy.Ledger.load(run_dir)
     sigmas = [r["noise_multiplier"] for r in report["finetune"]["releases"]]
     assert len(sigmas) == (1 if name.startswith("pgm") else 3)
-    events = dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(s) for s in sigmas])
+    events = dp_accounting.ComposedDpEvent(
+        [dp_accounting.GaussianDpEvent(s) for s in sigmas]
+    )
     target = report["config"]["privacy"]["epsilon"]
     for acc in ("rdp", "pld"):
         expected = privacy.compute_epsilon(events, 1e-4, accountant=acc).epsilon
@@ -64,7 +91,9 @@ def test_ledger_epsilon_equals_dp_accounting_for_the_events_that_ran(runs, name)
     assert target * 0.99 <= report["privacy"]["rdp"]["epsilon"] <= target * (1 + 1e-9)
     # Every release's sensitivity is sqrt(its number of marginals or scores).
     for r in report["finetune"]["releases"]:
-        k = int(re.search(r"\d+", r["what"].split(":")[1]).group())  # "MST: scores of 66 pairs" -> 66
+        k = int(
+            re.search(r"\d+", r["what"].split(":")[1]).group()
+        )  # "MST: scores of 66 pairs" -> 66
         assert r["l2_sensitivity"] == pytest.approx(math.sqrt(k))
 
 
@@ -74,8 +103,13 @@ def test_runs_are_labelled_private_or_not(runs):
     _, private = runs["mst_eps10"]
     assert not seeded["finetune"]["private"] and "noise_seed" in seeded["warning"]
     assert not inf["finetune"]["private"] and inf["finetune"]["noise_multiplier"] == 0.0
-    assert "epsilon = inf" in inf["warning"] and "NOT PRIVATE" in (inf_dir / "report.md").read_text()
-    assert [g["event"]["type"] for g in inf["privacy"]["releases"]] == ["NonPrivateDpEvent"]
+    assert (
+        "epsilon = inf" in inf["warning"]
+        and "NOT PRIVATE" in (inf_dir / "report.md").read_text()
+    )
+    assert [g["event"]["type"] for g in inf["privacy"]["releases"]] == [
+        "NonPrivateDpEvent"
+    ]
     assert math.isinf(inf["privacy"]["rdp"]["epsilon"])
     assert private["finetune"]["private"] and "warning" not in private
     assert private["finetune"]["noise_secret"].startswith("drawn from os.urandom")

@@ -1,4 +1,5 @@
-"""POOL pipeline: ledger and epsilon vs dp-accounting, budget guard, NOT PRIVATE, secrets."""
+"""POOL pipeline: ledger and epsilon vs dp-accounting, budget guard, NOT PRIVATE,
+secrets."""
 
 import json
 import math
@@ -32,8 +33,9 @@ def test_ledger_event_and_epsilon_equal_dp_accountings(seeded_run):
     # One Gaussian mechanism of sensitivity sqrt(3H), sigma = 1/sqrt(2 rho).
     mech = planning.pool_mechanism(cfg.privacy.rho, cfg.env.horizon)
     assert rel.params["l2_sensitivity"] == pytest.approx(math.sqrt(3 * cfg.env.horizon))
-    assert rel.event == privacy.event_to_dict(dp_accounting.GaussianDpEvent(
-        pytest.approx(1 / math.sqrt(2 * cfg.privacy.rho))))
+    assert rel.event == privacy.event_to_dict(
+        dp_accounting.GaussianDpEvent(pytest.approx(1 / math.sqrt(2 * cfg.privacy.rho)))
+    )
     assert mech.rho == pytest.approx(cfg.privacy.rho)
     # epsilon of the ledger == dp-accounting's RDP conversion of ZCDpEvent(rho).
     acc = dp_accounting.rdp.RdpAccountant()
@@ -66,19 +68,24 @@ def test_q_tables_in_range_and_gap_is_consistent(seeded_run):
     for h in range(cfg.env.horizon):
         assert q[h].min() >= 0 and q[h].max() <= cfg.env.horizon - h
     ev = report["evaluation"]
-    assert ev["gap"] == pytest.approx((ev["policy_cost"] - ev["benchmark_cost"])
-                                      / ev["benchmark_cost"])
+    assert ev["gap"] == pytest.approx(
+        (ev["policy_cost"] - ev["benchmark_cost"]) / ev["benchmark_cost"]
+    )
     assert (run_dir / "plots" / "gaps.png").stat().st_size > 1000
 
 
-def test_rerun_spends_nothing_and_budget_guard_refuses_before_noise(seeded_run, monkeypatch):
+def test_rerun_spends_nothing_and_budget_guard_refuses_before_noise(
+    seeded_run, monkeypatch
+):
     cfg, run_dir, report = seeded_run
     before = (run_dir / "ledger.json").read_text()
     again = pool.run(cfg, run_dir)
     assert privacy.Ledger.load(run_dir).num_releases == 1
     assert again["evaluation"]["policy_cost"] == report["evaluation"]["policy_cost"]
-    assert json.loads(before)["releases"] == json.loads(
-        (run_dir / "ledger.json").read_text())["releases"]
+    assert (
+        json.loads(before)["releases"]
+        == json.loads((run_dir / "ledger.json").read_text())["releases"]
+    )
 
 
 def test_budget_guard_refuses_before_any_noise(tmp_path, monkeypatch):
@@ -113,9 +120,13 @@ def test_fresh_secret_stays_out_of_public_files(tmp_path):
     assert (run_dir / "checkpoints").stat().st_mode & 0o777 == 0o700
 
 
-def test_report_refuses_the_release_once_its_only_ledger_entry_is_deleted(seeded_run, tmp_path):
-    """The release carries the head of the ledger it was accounted in; a ledger that lost the
-    entry (head back to the genesis: epsilon 0 on the face of it) no longer holds that head."""
+def test_report_refuses_the_release_once_its_only_ledger_entry_is_deleted(
+    seeded_run, tmp_path
+):
+    """The release carries the head of the ledger it was accounted in; a ledger that
+    lost the
+    entry (head back to the genesis: epsilon 0 on the face of it) no longer holds that
+    head."""
     import shutil
 
     from privrl_jax.pipelines._verify import verify_run
@@ -127,10 +138,14 @@ def test_report_refuses_the_release_once_its_only_ledger_entry_is_deleted(seeded
     led = json.loads((copy / "ledger.json").read_text())
     led["releases"] = []
     (copy / "ledger.json").write_text(json.dumps(led))
-    with pytest.raises(privacy.LedgerError, match="policy.json was written after ledger entry"):
+    with pytest.raises(
+        privacy.LedgerError, match="policy.json was written after ledger entry"
+    ):
         verify_run(copy)
     (copy / "policy.json").unlink()  # and without the file that holds the head
-    with pytest.raises(privacy.LedgerError, match="policy.npz is here without its policy.json"):
+    with pytest.raises(
+        privacy.LedgerError, match="policy.npz is here without its policy.json"
+    ):
         verify_run(copy)
 
 
@@ -144,25 +159,35 @@ def test_zones_mode_is_validated_and_output_perturbation_refuses_additive_tables
     with pytest.raises(ValueError, match="pool.zones must be one of"):
         _cfg("pool.zones=shells")
     with pytest.raises(ValueError, match="Use pool.zones=paper"):
-        _cfg("pool.zones=additive", "pool.method=output_perturbation", "env.num_products=2")
+        _cfg(
+            "pool.zones=additive",
+            "pool.method=output_perturbation",
+            "env.num_products=2",
+        )
     # One product: the additive zones are the paper's, so OP's range bound holds.
-    assert _cfg("pool.zones=additive", "pool.method=output_perturbation").pool.zones == "additive"
+    assert (
+        _cfg("pool.zones=additive", "pool.method=output_perturbation").pool.zones
+        == "additive"
+    )
 
 
 @pytest.mark.slow
 def test_additive_zones_run_spends_the_same_ledger_event(tmp_path):
     # Two products, additive zones: the same single GaussianDpEvent(1 / sqrt(2 rho)) and
-    # epsilon as dp-accounting's ZCDpEvent(rho); the weighted cells change no accounting.
+    # epsilon as dp-accounting's ZCDpEvent(rho); the weighted cells change no
+    # accounting.
     cfg = _cfg("privacy.noise_seed=3", "pool.zones=additive", "env.num_products=2")
     report = pool.run(cfg, tmp_path / "run")
     (rel,) = privacy.Ledger.load(tmp_path / "run").releases
     assert rel.params["l2_sensitivity"] == pytest.approx(math.sqrt(3 * cfg.env.horizon))
-    assert rel.event == privacy.event_to_dict(dp_accounting.GaussianDpEvent(
-        pytest.approx(1 / math.sqrt(2 * cfg.privacy.rho))))
+    assert rel.event == privacy.event_to_dict(
+        dp_accounting.GaussianDpEvent(pytest.approx(1 / math.sqrt(2 * cfg.privacy.rho)))
+    )
     acc = dp_accounting.rdp.RdpAccountant()
     acc.compose(dp_accounting.ZCDpEvent(cfg.privacy.rho))
-    assert report["privacy"]["epsilon"] == pytest.approx(acc.get_epsilon(cfg.privacy.delta),
-                                                         rel=1e-9)
+    assert report["privacy"]["epsilon"] == pytest.approx(
+        acc.get_epsilon(cfg.privacy.delta), rel=1e-9
+    )
     meta = json.loads((tmp_path / "run" / "policy.json").read_text())
     assert meta["geometry"].startswith("additive")
     with np.load(tmp_path / "run" / "policy.npz") as z:

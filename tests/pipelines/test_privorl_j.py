@@ -1,4 +1,5 @@
-"""PrivORL-j pipeline: tiny run, ledger vs plan, trajectories in the release, resume, secrets."""
+"""PrivORL-j pipeline: tiny run, ledger vs plan, trajectories in the release, resume,
+secrets."""
 
 import json
 from pathlib import Path
@@ -14,7 +15,9 @@ from pipelines_testlib import (
 from privrl_jax import data, privacy
 from privrl_jax.pipelines import privorl_j
 
-TEST_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "privorl_j" / "test.yaml"
+TEST_CONFIG = (
+    Path(__file__).resolve().parents[2] / "configs" / "privorl_j" / "test.yaml"
+)
 FAST = ("pretrain.steps=0", "eval.agents=[]", "eval.trajscore=false")
 
 
@@ -23,7 +26,8 @@ def _cfg(*overrides):
 
 
 def _walks(path, num, seed):
-    """Point-mass-like random walks (obs 4, act 2) in D4RL format, episodes of 5-40 steps."""
+    """Point-mass-like random walks (obs 4, act 2) in D4RL format, episodes of 5-40
+    steps."""
     rng = np.random.default_rng(seed)
     parts = []
     for _ in range(num):
@@ -35,7 +39,16 @@ def _walks(path, num, seed):
         nxt = np.concatenate([obs[1:], obs[-1:] + 0.1], 0)
         tout = np.zeros(n, np.float32)
         tout[-1] = 1
-        parts.append((obs, act, rng.random(n).astype(np.float32), nxt, np.zeros(n, np.float32), tout))
+        parts.append(
+            (
+                obs,
+                act,
+                rng.random(n).astype(np.float32),
+                nxt,
+                np.zeros(n, np.float32),
+                tout,
+            )
+        )
     cols = [np.concatenate(c) for c in zip(*parts)]
     data.save_hdf5(path, data.Transitions(*cols))
     return str(path)
@@ -45,61 +58,112 @@ def _walks(path, num, seed):
 def files(tmp_path_factory):
     """Small D4RL-format files, so the default test compiles no collector (CPU time)."""
     d = tmp_path_factory.mktemp("pj_data")
-    return (f"data.sensitive_file={_walks(d / 'sens.hdf5', 20, 0)}",
-            f"data.public_files=[{_walks(d / 'pub.hdf5', 30, 1)}]")
+    return (
+        f"data.sensitive_file={_walks(d / 'sens.hdf5', 20, 0)}",
+        f"data.public_files=[{_walks(d / 'pub.hdf5', 30, 1)}]",
+    )
 
 
 @pytest.mark.slow  # about 50 s CPU (compilation) even with data files and no pre-training
 @pytest.mark.parametrize("full", [False, True])
 def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path, files, full):
-    """Default: data from files, no pre-training, agents or TrajScore (compile time); slow:
-    test.yaml as shipped (collected mazes, curiosity pre-training, an agent, TrajScore)."""
-    cfg = _cfg("privacy.noise_seed=3", "eval.train_real_agents=false", *(() if full else FAST + files))
+    """Default: data from files, no pre-training, agents or TrajScore (compile time);
+    slow:
+    test.yaml as shipped (collected mazes, curiosity pre-training, an agent, TrajScore).
+    """
+    cfg = _cfg(
+        "privacy.noise_seed=3",
+        "eval.train_real_agents=false",
+        *(() if full else FAST + files),
+    )
     rep = privorl_j.run(cfg, tmp_path)
-    for name in ("config.yaml", "ledger.json", "synthetic.hdf5", "report.json", "report.md", "audit/audit.json"):
+    for name in (
+        "config.yaml",
+        "ledger.json",
+        "synthetic.hdf5",
+        "report.json",
+        "report.md",
+        "audit/audit.json",
+    ):
         assert (tmp_path / name).exists(), name
-    # The release: whole stitched trajectories, each ending in a timeout (or a terminal).
+    # The release: whole stitched trajectories, each ending in a timeout (or a
+    # terminal).
     syn = data.load_hdf5(tmp_path / "synthetic.hdf5")
     starts, lengths = data.episode_boundaries(syn)
     assert len(lengths) == cfg.synthesis.num_trajectories
-    assert np.all(lengths == cfg.synthesis.episode_length)  # maze2d: no terminals (stop_at_terminal: false)
+    assert np.all(
+        lengths == cfg.synthesis.episode_length
+    )  # maze2d: no terminals (stop_at_terminal: false)
     ends = np.asarray(syn.timeouts) + np.asarray(syn.terminals)
     assert np.array_equal(np.flatnonzero(ends > 0), starts + lengths - 1)
-    # The plan: Poisson over trajectories; the ledger holds exactly its steps, at its epsilon.
+    # The plan: Poisson over trajectories; the ledger holds exactly its steps, at its
+    # epsilon.
     info = rep["finetune"]
     n = info["dataset_size"]
     assert info["unit"] == "trajectory"
     assert info["sampling_rate"] == pytest.approx(cfg.finetune.batch_size / n)
     plan = privorl_j.make_plan(cfg, n)
     ledger = privacy.Ledger.load(tmp_path)
-    assert ledger.num_releases == plan.steps == info["steps"] == int(np.ceil(cfg.finetune.epochs * n / cfg.finetune.batch_size))
-    assert rep["privacy"]["rdp"]["epsilon"] == pytest.approx(plan.epsilon(cfg.privacy.delta).epsilon, rel=1e-12)
-    assert 0.9 * cfg.privacy.epsilon <= rep["privacy"]["rdp"]["epsilon"] <= cfg.privacy.epsilon
-    # The number of trajectories is what the ledger's header counts (delta < 1/N is about them).
+    assert (
+        ledger.num_releases
+        == plan.steps
+        == info["steps"]
+        == int(np.ceil(cfg.finetune.epochs * n / cfg.finetune.batch_size))
+    )
+    assert rep["privacy"]["rdp"]["epsilon"] == pytest.approx(
+        plan.epsilon(cfg.privacy.delta).epsilon, rel=1e-12
+    )
+    assert (
+        0.9 * cfg.privacy.epsilon
+        <= rep["privacy"]["rdp"]["epsilon"]
+        <= cfg.privacy.epsilon
+    )
+    # The number of trajectories is what the ledger's header counts (delta < 1/N is
+    # about them).
     assert json.loads((tmp_path / "ledger.json").read_text())["dataset_size"] == n
     # A fixed noise seed: every report says NOT PRIVATE.
     assert not info["private"] and "NOT PRIVATE" in rep["warning"]
     assert "NOT PRIVATE" in (tmp_path / "report.md").read_text()
     released = json.loads((tmp_path / "report.json").read_text())
-    assert not {"fidelity", "agents_real", "audit", "real_stitching", "trajscore"} & set(released)
-    assert rep["synthetic"]["stitching"]["num_boundaries"] == 2 * cfg.synthesis.num_trajectories
+    assert not {
+        "fidelity",
+        "agents_real",
+        "audit",
+        "real_stitching",
+        "trajscore",
+    } & set(released)
+    assert (
+        rep["synthetic"]["stitching"]["num_boundaries"]
+        == 2 * cfg.synthesis.num_trajectories
+    )
     if not full:
         return
     assert set(rep["agents_synthetic"]) == {"td3bc"}
-    ts = rep["audit"]["trajscore"]  # audit only: it compares with the sensitive trajectories
-    assert -1 <= ts["f1"] <= 1 and ts["num_synthetic"] == 2 * cfg.synthesis.num_trajectories  # 20 steps = 2 windows of 8
+    ts = rep["audit"][
+        "trajscore"
+    ]  # audit only: it compares with the sensitive trajectories
+    assert (
+        -1 <= ts["f1"] <= 1
+        and ts["num_synthetic"] == 2 * cfg.synthesis.num_trajectories
+    )  # 20 steps = 2 windows of 8
 
 
 def test_plan_and_items_count_trajectories(files):
-    """The DP data the loop gets: one unit per sensitive trajectory, its fragments as items."""
+    """The DP data the loop gets: one unit per sensitive trajectory, its fragments as
+    items."""
     cfg = _cfg(*FAST, *files)
     _, sensitive, holdout = privorl_j._load(cfg)
-    assert len(sensitive) + len(holdout) == 20 and len(holdout) == cfg.data.holdout_trajectories
+    assert (
+        len(sensitive) + len(holdout) == 20
+        and len(holdout) == cfg.data.holdout_trajectories
+    )
     plan = privorl_j.make_plan(cfg, len(sensitive))
     assert plan.dataset_size == 16 and plan.sampling_rate == pytest.approx(8 / 16)
     assert plan.steps == 2 and plan.private  # ceil(1 epoch / q)
     frags = data.trajectories_to_fragments(sensitive, horizon=8, max_fragments=8)
-    np.testing.assert_array_equal(frags.fragment_mask.sum(1), -(-np.asarray(sensitive.lengths) // 8))
+    np.testing.assert_array_equal(
+        frags.fragment_mask.sum(1), -(-np.asarray(sensitive.lengths) // 8)
+    )
 
 
 @pytest.mark.slow
@@ -112,40 +176,69 @@ def test_default_run_draws_a_secret_and_is_private(tmp_path):
 
 @pytest.mark.slow
 def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
-    # 2 pre-training chunks, then 4 DP steps (q = 8 / 16, 2 epochs) checkpointed every 2.
-    overrides = ("eval.agents=[]", "eval.trajscore=false", "pretrain.steps=20", "finetune.epochs=2",
-                 "privacy.noise_seed=5")
-    # Crash after 2 pre-training chunks, the DP secret, the DP checkpoint of step 2 of 4.
-    full, _ = assert_resume_is_exact(privorl_j.run, lambda: _cfg(*overrides), tmp_path, monkeypatch, crash_after=4)
+    # 2 pre-training chunks, then 4 DP steps (q = 8 / 16, 2 epochs) checkpointed every
+    # 2.
+    overrides = (
+        "eval.agents=[]",
+        "eval.trajscore=false",
+        "pretrain.steps=20",
+        "finetune.epochs=2",
+        "privacy.noise_seed=5",
+    )
+    # Crash after 2 pre-training chunks, the DP secret, the DP checkpoint of step 2 of
+    # 4.
+    full, _ = assert_resume_is_exact(
+        privorl_j.run, lambda: _cfg(*overrides), tmp_path, monkeypatch, crash_after=4
+    )
     assert full["finetune"]["steps"] == 4
 
 
 @pytest.mark.slow  # about 60 s CPU (compiling the DP step and the sampler)
 def test_dp_transformer_kind_through_the_cli(tmp_path, files):
-    """The DP-Transformer baseline is another model.kind of the same pipeline: same plan, ledger,
-    release and D4RL output with timeouts, run here through the `privrl synth trajectories` CLI."""
+    """The DP-Transformer baseline is another model.kind of the same pipeline: same
+    plan, ledger,
+    release and D4RL output with timeouts, run here through the `privrl synth
+    trajectories` CLI."""
     from typer.testing import CliRunner
 
     from privrl_jax.cli.main import app
 
     overrides = ["model.kind=dp_transformer", "privacy.noise_seed=3", *FAST, *files]
-    args = ["synth", "trajectories", "--out", str(tmp_path), "--config", str(TEST_CONFIG)]
+    args = [
+        "synth",
+        "trajectories",
+        "--out",
+        str(tmp_path),
+        "--config",
+        str(TEST_CONFIG),
+    ]
     for o in overrides:
         args += ["--set", o]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     cfg = _cfg(*overrides)
-    assert data.read_hdf5_metadata(tmp_path / "synthetic.hdf5")["generator"] == "DP-Transformer"
+    assert (
+        data.read_hdf5_metadata(tmp_path / "synthetic.hdf5")["generator"]
+        == "DP-Transformer"
+    )
     syn = data.load_hdf5(tmp_path / "synthetic.hdf5")
     starts, lengths = data.episode_boundaries(syn)
     assert len(lengths) == cfg.synthesis.num_trajectories
     assert np.all(lengths == cfg.synthesis.episode_length)
-    assert np.array_equal(np.flatnonzero(np.asarray(syn.timeouts) > 0), starts + lengths - 1)
+    assert np.array_equal(
+        np.flatnonzero(np.asarray(syn.timeouts) > 0), starts + lengths - 1
+    )
     rep = json.loads((tmp_path / "report.json").read_text())
     plan = privorl_j.make_plan(cfg, rep["finetune"]["dataset_size"])
     assert rep["finetune"]["unit"] == "trajectory" and not rep["finetune"]["private"]
-    assert privacy.Ledger.load(tmp_path).num_releases == plan.steps == rep["finetune"]["steps"]
-    assert rep["privacy"]["rdp"]["epsilon"] == pytest.approx(plan.epsilon(cfg.privacy.delta).epsilon, rel=1e-12)
+    assert (
+        privacy.Ledger.load(tmp_path).num_releases
+        == plan.steps
+        == rep["finetune"]["steps"]
+    )
+    assert rep["privacy"]["rdp"]["epsilon"] == pytest.approx(
+        plan.epsilon(cfg.privacy.delta).epsilon, rel=1e-12
+    )
     assert "NOT PRIVATE" in (tmp_path / "report.md").read_text()
 
 
@@ -164,7 +257,11 @@ def test_rerun_with_other_config_is_refused(tmp_path):
         ("finetune.nonsense=1", "unknown config key"),
         ("finetune.epochs=0", "finetune.epochs must be a finite number > 0; got 0"),
         ("finetune.epochs=-3", "finetune.epochs must be a finite number > 0"),
-        ("synthesis.num_trajectories=1000000000", r"num_trajectories x synthesis.episode_length asks for \d.*e\+\d+ released rows"),
+        (
+            "synthesis.num_trajectories=1000000000",
+            r"num_trajectories x synthesis.episode_length asks for \d.*e\+\d+ released "
+            r"rows",
+        ),
     ],
 )
 def test_bad_config_values(override, match):
@@ -173,11 +270,18 @@ def test_bad_config_values(override, match):
 
 
 def test_stitching_gaps_hand_example():
-    # One trajectory of 4 steps, H = 2: gaps s1 - s'0 = 0, s2 - s'1 = 3 (the stitch), s3 - s'2 = 1.
+    # One trajectory of 4 steps, H = 2: gaps s1 - s'0 = 0, s2 - s'1 = 3 (the stitch), s3
+    # - s'2 = 1.
     obs = np.array([[0.0], [1.0], [5.0], [7.0]], np.float32)
     nxt = np.array([[1.0], [2.0], [6.0], [8.0]], np.float32)
-    t = data.Transitions(observations=obs, actions=np.zeros((4, 1)), rewards=np.zeros(4), next_observations=nxt,
-                         terminals=np.zeros(4), timeouts=np.array([0, 0, 0, 1.0]))
+    t = data.Transitions(
+        observations=obs,
+        actions=np.zeros((4, 1)),
+        rewards=np.zeros(4),
+        next_observations=nxt,
+        terminals=np.zeros(4),
+        timeouts=np.array([0, 0, 0, 1.0]),
+    )
     gaps = privorl_j.stitching_gaps(t, 2)
     assert gaps["at_fragment_boundaries"] == pytest.approx(3.0)
     assert gaps["inside_fragments"] == pytest.approx(0.5)
@@ -193,11 +297,19 @@ def test_cli_lists_the_command():
 
 
 def test_reference_scores_score_extra_sets_with_the_same_encoder_and_window():
-    # NOT DP (benchmark helper): extra sets go through the very encoder and windows of the references.
+    # NOT DP (benchmark helper): extra sets go through the very encoder and windows of
+    # the references.
     cfg = privorl_j.load("privorl_j/test")
     _, sensitive, holdout = privorl_j._load(cfg)
-    out = privorl_j.reference_scores(cfg, extra={"hold": privorl_j._transitions_of(holdout),
-                                                 "members": privorl_j._transitions_of(sensitive)})
+    out = privorl_j.reference_scores(
+        cfg,
+        extra={
+            "hold": privorl_j._transitions_of(holdout),
+            "members": privorl_j._transitions_of(sensitive),
+        },
+    )
     assert out["trajscore_hold"] == out["trajscore_holdout"]
-    np.testing.assert_allclose(out["trajscore_members"]["f1"], 1.0, rtol=1e-6)  # identical sets score 1
+    np.testing.assert_allclose(
+        out["trajscore_members"]["f1"], 1.0, rtol=1e-6
+    )  # identical sets score 1
     assert out["trajscore_public"]["f1"] < 1.0

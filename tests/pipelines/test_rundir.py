@@ -1,4 +1,5 @@
-"""Run directories: a live run blocks a second one, a killed one does not; atomic writes."""
+"""Run directories: a live run blocks a second one, a killed one does not; atomic
+writes."""
 
 import os
 import subprocess
@@ -7,7 +8,12 @@ import time
 
 import pytest
 
-from privrl_jax.pipelines._rundir import RunDirError, RunLock, atomic_write_text, clean_stale_temp_files
+from privrl_jax.pipelines._rundir import (
+    RunDirError,
+    RunLock,
+    atomic_write_text,
+    clean_stale_temp_files,
+)
 
 
 def test_second_lock_fails_at_once_and_release_frees_it(tmp_path):
@@ -22,9 +28,14 @@ def test_second_lock_fails_at_once_and_release_frees_it(tmp_path):
 
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
-    code = (f"from privrl_jax.pipelines._rundir import RunLock; import time\n"
-            f"l = RunLock({str(tmp_path)!r}).__enter__(); print('held', flush=True); time.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    code = (
+        f"from privrl_jax.pipelines._rundir import RunLock; import time\n"
+        f"l = RunLock({str(tmp_path)!r}).__enter__(); print('held', flush=True); "
+        "time.sleep(60)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "held"
     with pytest.raises(RunDirError):
         RunLock(tmp_path).__enter__()
@@ -36,7 +47,9 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
 
 def test_unwritable_directory_is_a_clear_error(tmp_path):
     if os.geteuid() == 0:
-        target = tmp_path / "file"  # root can write anywhere: use a path under a regular file
+        target = (
+            tmp_path / "file"
+        )  # root can write anywhere: use a path under a regular file
         target.write_text("x")
         bad = target / "run"
     else:
@@ -54,7 +67,8 @@ def test_atomic_write_and_temp_cleanup(tmp_path):
         (tmp_path / name).write_text("")
     removed = clean_stale_temp_files(tmp_path)
     assert sorted(p.name for p in removed) == sorted(
-        ["ledger.json12345.tmp", ".tmp-abc.hdf5", ".a.yaml.xyz.txt.tmp"])
+        ["ledger.json12345.tmp", ".tmp-abc.hdf5", ".a.yaml.xyz.txt.tmp"]
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml"]
 
 

@@ -1,4 +1,5 @@
-"""Affine zones + limiter, grid cells, IP/OP sensitivities, SAA vs the newsvendor fractile."""
+"""Affine zones + limiter, grid cells, IP/OP sensitivities, SAA vs the newsvendor
+fractile."""
 
 import math
 
@@ -34,16 +35,29 @@ def test_affine_zones_reproduce_affine_functions_and_the_limiter_bounds(affine_g
     assert bool(jnp.all(vals >= lo - 1e-5)) and bool(jnp.all(vals <= hi + 1e-5))
     # A constant Q is reproduced exactly (the paper's linear form cannot do this).
     const = jnp.full(geom.num_cells, 2.5)
-    assert float(jnp.max(jnp.abs(jax.vmap(
-        lambda x: planning.zone_value(geom, 0, const, x))(b) - 2.5))) < 1e-5
-    lin = planning.make_zone_geometry(np.full((1, N), 0.8), 5, radius=1.6, seed=2,
-                                      affine=False, limiter=False)
-    lin_vals = jax.vmap(lambda x: planning.zone_value(lin, 0, jnp.full(lin.num_cells, 2.5), x))(b)
+    assert (
+        float(
+            jnp.max(
+                jnp.abs(
+                    jax.vmap(lambda x: planning.zone_value(geom, 0, const, x))(b) - 2.5
+                )
+            )
+        )
+        < 1e-5
+    )
+    lin = planning.make_zone_geometry(
+        np.full((1, N), 0.8), 5, radius=1.6, seed=2, affine=False, limiter=False
+    )
+    lin_vals = jax.vmap(
+        lambda x: planning.zone_value(lin, 0, jnp.full(lin.num_cells, 2.5), x)
+    )(b)
     assert float(jnp.max(jnp.abs(lin_vals - 2.5))) > 0.1
 
 
 def test_grid_cells_by_hand_and_constant_beyond_the_boundary():
-    geom = planning.make_grid_geometry(np.array([[0.8, 1.5]]), 4)  # box [0, .8) x [0, 1)
+    geom = planning.make_grid_geometry(
+        np.array([[0.8, 1.5]]), 4
+    )  # box [0, .8) x [0, 1)
     pts = jnp.array([[0.0, 0.0], [0.19, 0.26], [0.2, 0.25], [0.79, 0.99], [0.6, 0.5]])
     cells = [int(planning.grid_cell(geom, 0, p)) for p in pts]
     assert cells == [0, 1, 4 + 1, 15, 3 * 4 + 2]
@@ -57,15 +71,25 @@ def test_input_perturbation_sensitivity_is_attained_by_replacing_one_episode():
     h, w = 3, 2
     delta = planning.input_sensitivity(h, w, w)
     assert delta == pytest.approx(math.sqrt(h * (2 * w + w + 2)))
-    ones = InventoryData(jnp.ones((1, h, w)), jnp.ones((1, h, w)), jnp.ones((1, h)),
-                         jnp.ones((1, h, w)), jnp.zeros((1, h, w)), jnp.ones((1, h), bool))
+    ones = InventoryData(
+        jnp.ones((1, h, w)),
+        jnp.ones((1, h, w)),
+        jnp.ones((1, h)),
+        jnp.ones((1, h, w)),
+        jnp.zeros((1, h, w)),
+        jnp.ones((1, h), bool),
+    )
     zeros = jax.tree.map(jnp.zeros_like, ones)
-    diff = planning._baselines.record_vector(ones) - planning._baselines.record_vector(zeros)
+    diff = planning._baselines.record_vector(ones) - planning._baselines.record_vector(
+        zeros
+    )
     assert float(jnp.linalg.norm(diff)) == pytest.approx(delta)
     mech = planning.input_mechanism(2.0, h, w, w)
     assert mech.noise_std == pytest.approx(delta / 2.0)  # Delta / sqrt(2 rho)
     assert mech.neighboring.name == "REPLACE_ONE"
-    noisy = planning.input_perturbation(jax.random.key(0), ones, jnp.full((h, 2 * w), 0.5), mech)
+    noisy = planning.input_perturbation(
+        jax.random.key(0), ones, jnp.full((h, 2 * w), 0.5), mech
+    )
     assert float(noisy.observations.min()) >= 0 and float(noisy.observations.max()) <= 1
     # Feedback after the release needs the noisy pair below lambda = 0.5.
     b = jnp.concatenate([noisy.observations, noisy.actions], -1)
@@ -74,19 +98,32 @@ def test_input_perturbation_sensitivity_is_attained_by_replacing_one_episode():
 
 def test_output_perturbation_sensitivity_is_the_range_bound():
     h, k = 4, 6
-    assert planning.output_sensitivity(h, k) == pytest.approx(math.sqrt(k * (16 + 9 + 4 + 1)))
+    assert planning.output_sensitivity(h, k) == pytest.approx(
+        math.sqrt(k * (16 + 9 + 4 + 1))
+    )
     v_max = (h - jnp.arange(h, dtype=jnp.float32))[:, None]
     full, empty = jnp.broadcast_to(v_max, (h, k)), jnp.zeros((h, k))
-    assert float(jnp.linalg.norm(full - empty)) == pytest.approx(planning.output_sensitivity(h, k))
+    assert float(jnp.linalg.norm(full - empty)) == pytest.approx(
+        planning.output_sensitivity(h, k)
+    )
     mech = planning.output_mechanism(1.0, h, k)
     out = planning.output_perturbation(jax.random.key(1), empty, mech)
     assert bool(jnp.all(out >= 0)) and bool(jnp.all(out <= v_max))
 
 
 def test_saa_recovers_the_newsvendor_critical_fractile():
-    # H = 1, zero inventory, uniform demand on [0.1, 0.7]: F(y*) = (c_l - c_o) / (c_l + c_h).
-    p = make_inventory_params(1, 1, demand="uniform", demand_mean=0.4, demand_scale=0.3,
-                              order_cost=0.3, holding_cost=0.2, lost_sales_cost=1.0)
+    # H = 1, zero inventory, uniform demand on [0.1, 0.7]: F(y*) = (c_l - c_o) / (c_l +
+    # c_h).
+    p = make_inventory_params(
+        1,
+        1,
+        demand="uniform",
+        demand_mean=0.4,
+        demand_scale=0.3,
+        order_cost=0.3,
+        holding_cost=0.2,
+        lost_sales_cost=1.0,
+    )
     res = planning.saa_base_stock(jax.random.key(0), p, 10_000, 101)
     y_star = 0.1 + 0.6 * (1.0 - 0.3) / (1.0 + 0.2)
     assert float(res.levels[0]) == pytest.approx(y_star, abs=0.02)

@@ -9,9 +9,18 @@ from privrl_jax import planning
 
 
 def _q(counts, sums, squares, v_max, e_rho, iota, cfg):
-    return float(planning.pessimistic_q(jnp.array([counts]), jnp.array([sums]),
-                                        jnp.array([squares]), jnp.float32(v_max), e_rho,
-                                        iota, 5, cfg)[0])
+    return float(
+        planning.pessimistic_q(
+            jnp.array([counts]),
+            jnp.array([sums]),
+            jnp.array([squares]),
+            jnp.float32(v_max),
+            e_rho,
+            iota,
+            5,
+            cfg,
+        )[0]
+    )
 
 
 @pytest.mark.parametrize("scale", [1.0, 0.01])
@@ -45,11 +54,14 @@ def test_noise_bound_and_the_samples_the_paper_constants_need():
     sigma = math.sqrt(3 * horizon / (2 * rho))
     assert mech.noise_std == pytest.approx(sigma, rel=1e-6)
     e_rho = planning.noise_bound(mech, horizon, k, delta)
-    assert e_rho == pytest.approx(sigma * math.sqrt(2 * math.log(6 * horizon * k / delta)))
+    assert e_rho == pytest.approx(
+        sigma * math.sqrt(2 * math.log(6 * horizon * k / delta))
+    )
     assert planning.noise_bound(None, horizon, k, delta) == 0.0
     iota = planning.bonus_iota(horizon, k, delta)
     assert iota == pytest.approx(math.log(horizon * k / delta))
-    # At the returned n~, a noiseless-variance cell with mean 1 loses exactly alpha v_max.
+    # At the returned n~, a noiseless-variance cell with mean 1 loses exactly alpha
+    # v_max.
     n = planning.paper_constants_samples_needed(rho, horizon, k, delta, alpha=0.1)
     assert n == pytest.approx(16 * e_rho * iota / 0.1)
     assert 1e4 < n < 2e4  # ~1.55e4 samples per cell: vacuous at 2000 episodes
@@ -65,8 +77,9 @@ def test_action_candidates_grid_then_a_fixed_public_set():
     np.testing.assert_allclose(g, planning.action_grid(2, 11))
     c = planning.action_candidates(3, 11, 256, seed=0)
     assert c.shape == (256, 3) and float(c.min()) >= 0 and float(c.max()) <= 1
-    np.testing.assert_allclose(c[:11], np.repeat(np.linspace(0, 1, 11)[:, None], 3, 1),
-                               atol=1e-7)  # the diagonal orders come first
+    np.testing.assert_allclose(
+        c[:11], np.repeat(np.linspace(0, 1, 11)[:, None], 3, 1), atol=1e-7
+    )  # the diagonal orders come first
     np.testing.assert_array_equal(c, planning.action_candidates(3, 11, 256, seed=0))
     assert not np.array_equal(c, planning.action_candidates(3, 11, 256, seed=1))
     with pytest.raises(ValueError, match="max_candidates >= levels"):

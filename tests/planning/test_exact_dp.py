@@ -27,13 +27,20 @@ def _data(n, seed):
         a = rng.choice(LEVELS, n)
         d = rng.choice([0.5, 1.0], n, p=[0.6, 0.4])
         out = jax.vmap(lambda s, a, d: inventory_stage(s[None], a[None], d[None], p))(
-            jnp.asarray(s), jnp.asarray(a), jnp.asarray(d))
+            jnp.asarray(s), jnp.asarray(a), jnp.asarray(d)
+        )
         obs[:, h], act[:, h], rew[:, h] = s, a, np.asarray(out.reward)
         nxt[:, h] = np.asarray(out.next_level)[:, 0]
         s = nxt[:, h]
     f32 = lambda x: jnp.asarray(x, jnp.float32)[..., None]
-    data = InventoryData(f32(obs), f32(act), jnp.asarray(rew, jnp.float32), f32(nxt),
-                         jnp.zeros((n, H, 1)), jnp.ones((n, H), bool))
+    data = InventoryData(
+        f32(obs),
+        f32(act),
+        jnp.asarray(rew, jnp.float32),
+        f32(nxt),
+        jnp.zeros((n, H, 1)),
+        jnp.ones((n, H), bool),
+    )
     return p, data, (obs, act, rew, nxt)
 
 
@@ -75,13 +82,15 @@ def test_large_data_approaches_dp_on_the_true_model():
     p, data, _ = _data(20000, 1)
     geom = planning.make_grid_geometry(p.boundary, 2)
     acts = jnp.array([[0.0], [0.5]])
-    res = planning.pool_plan(jax.random.key(0), data, geom, acts, None,
-                             planning.PoolConfig(bonus_scale=0.0))
+    res = planning.pool_plan(
+        jax.random.key(0), data, geom, acts, None, planning.PoolConfig(bonus_scale=0.0)
+    )
     r_true, p_true = np.zeros((H, 2, 2)), np.zeros((H, 2, 2, 2))
     for i, j in itertools.product(range(2), range(2)):
         for d, pd in ((0.5, 0.6), (1.0, 0.4)):
-            out = inventory_stage(jnp.array([LEVELS[i]]), jnp.array([LEVELS[j]]),
-                                  jnp.array([d]), p)
+            out = inventory_stage(
+                jnp.array([LEVELS[i]]), jnp.array([LEVELS[j]]), jnp.array([d]), p
+            )
             r_true[:, i, j] += pd * float(out.reward)
             p_true[:, i, j, LEVELS.index(float(out.next_level[0]))] += pd
     q = _dp(r_true, p_true)

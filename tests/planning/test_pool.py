@@ -22,8 +22,9 @@ H = 3
 @pytest.fixture(scope="module")
 def setup():
     params = make_inventory_params(1, H, boundary=0.9)
-    data = collect_inventory_data(jax.random.key(0), params,
-                                  base_stock_policy(jnp.array([0.5]), 0.3), 400)
+    data = collect_inventory_data(
+        jax.random.key(0), params, base_stock_policy(jnp.array([0.5]), 0.3), 400
+    )
     geom = planning.make_zone_geometry(params.boundary, 100, radius=0.9 * math.sqrt(2))
     return data, geom, planning.action_grid(1, 5)
 
@@ -41,9 +42,13 @@ def test_one_episode_moves_the_statistics_by_at_most_sqrt_3h(setup):
     base = planning.exact_statistics(geom, data, acts, q)
     # Worst case: feedback at every stage, reward 1, next value at its cap: y = 1.
     worst = InventoryData(
-        observations=jnp.full((H, 1), 0.3), actions=jnp.full((H, 1), 0.2),
-        rewards=jnp.ones(H), next_observations=jnp.full((H, 1), 0.1),
-        sales=jnp.zeros((H, 1)), feedback=jnp.ones(H, bool))
+        observations=jnp.full((H, 1), 0.3),
+        actions=jnp.full((H, 1), 0.2),
+        rewards=jnp.ones(H),
+        next_observations=jnp.full((H, 1), 0.1),
+        sales=jnp.zeros((H, 1)),
+        feedback=jnp.ones(H, bool),
+    )
     v = planning.state_values(geom, 1, q[1], jnp.array([[0.1]]), acts)
     assert float(v[0]) == H - 1
     diff = planning.exact_statistics(geom, _append(data, worst), acts, q) - base
@@ -53,9 +58,12 @@ def test_one_episode_moves_the_statistics_by_at_most_sqrt_3h(setup):
         k = jax.random.split(jax.random.key(10 + i), 3)
         ep = InventoryData(
             observations=jax.random.uniform(k[0], (H, 1)),
-            actions=jax.random.uniform(k[1], (H, 1)), rewards=jax.random.uniform(k[2], (H,)),
-            next_observations=jax.random.uniform(k[0], (H, 1)), sales=jnp.zeros((H, 1)),
-            feedback=jnp.array([True, i != 1, True]))
+            actions=jax.random.uniform(k[1], (H, 1)),
+            rewards=jax.random.uniform(k[2], (H,)),
+            next_observations=jax.random.uniform(k[0], (H, 1)),
+            sales=jnp.zeros((H, 1)),
+            feedback=jnp.array([True, i != 1, True]),
+        )
         d = planning.exact_statistics(geom, _append(data, ep), acts, q) - base
         assert float(jnp.linalg.norm(d)) <= delta + 1e-5
     cut = worst._replace(feedback=jnp.array([False, True, True]))
@@ -64,21 +72,33 @@ def test_one_episode_moves_the_statistics_by_at_most_sqrt_3h(setup):
 
 
 @pytest.mark.parametrize("reward", [np.nan, np.inf, -np.inf, 1e30])
-def test_an_episode_with_a_non_finite_reward_moves_the_release_by_at_most_sqrt_3h(setup, reward):
-    """A missing (NaN) or wild reward enters the statistics inside [0, 1] like any other, so
-    the pre-noise vector moves by at most Delta and the release and Q tables stay finite."""
+def test_an_episode_with_a_non_finite_reward_moves_the_release_by_at_most_sqrt_3h(
+    setup, reward
+):
+    """A missing (NaN) or wild reward enters the statistics inside [0, 1] like any
+    other, so
+    the pre-noise vector moves by at most Delta and the release and Q tables stay
+    finite."""
     data, geom, acts = setup
     q = jnp.full((H, geom.num_cells), 1e3)
     base = planning.exact_statistics(geom, data, acts, q)
     ep = InventoryData(
-        observations=jnp.full((H, 1), 0.3), actions=jnp.full((H, 1), 0.2),
-        rewards=jnp.full(H, reward, jnp.float32), next_observations=jnp.full((H, 1), 0.1),
-        sales=jnp.zeros((H, 1)), feedback=jnp.ones(H, bool))
+        observations=jnp.full((H, 1), 0.3),
+        actions=jnp.full((H, 1), 0.2),
+        rewards=jnp.full(H, reward, jnp.float32),
+        next_observations=jnp.full((H, 1), 0.1),
+        sales=jnp.zeros((H, 1)),
+        feedback=jnp.ones(H, bool),
+    )
     wild = _append(data, ep)
     diff = planning.exact_statistics(geom, wild, acts, q) - base
     assert np.all(np.isfinite(diff))
-    assert float(jnp.linalg.norm(diff)) <= planning.statistics_sensitivity(H) * (1 + 1e-6)
-    released = planning.pool_plan(jax.random.key(7), wild, geom, acts, planning.pool_mechanism(0.5, H))
+    assert float(jnp.linalg.norm(diff)) <= planning.statistics_sensitivity(H) * (
+        1 + 1e-6
+    )
+    released = planning.pool_plan(
+        jax.random.key(7), wild, geom, acts, planning.pool_mechanism(0.5, H)
+    )
     for x in released[:4]:
         assert np.all(np.isfinite(np.asarray(x)))
 
@@ -86,28 +106,39 @@ def test_an_episode_with_a_non_finite_reward_moves_the_release_by_at_most_sqrt_3
 def test_released_noise_has_the_mechanisms_std_and_rho_to_epsilon(setup):
     data, geom, acts = setup
     mech = planning.pool_mechanism(0.5, H)
-    assert mech.rho == pytest.approx(0.5) and mech.noise_multiplier == pytest.approx(1.0)
+    assert mech.rho == pytest.approx(0.5) and mech.noise_multiplier == pytest.approx(
+        1.0
+    )
     assert mech.noise_std == pytest.approx(math.sqrt(3 * H))
     priv = planning.pool_plan(jax.random.key(7), data, geom, acts, mech)
     exact = planning.pool_plan(jax.random.key(7), data, geom, acts, None)
     # Counts of every stage and the last stage's sums (V = 0 there) are exact
     # statistics plus noise: std = sigma sqrt(3H) within 6 standard errors.
-    noise = jnp.concatenate([(priv.counts - exact.counts).ravel(),
-                             priv.sums[-1] - exact.sums[-1],
-                             priv.squares[-1] - exact.squares[-1]])
+    noise = jnp.concatenate(
+        [
+            (priv.counts - exact.counts).ravel(),
+            priv.sums[-1] - exact.sums[-1],
+            priv.squares[-1] - exact.squares[-1],
+        ]
+    )
     n = noise.size
     assert abs(float(jnp.std(noise)) / mech.noise_std - 1) < 6 / math.sqrt(2 * n)
     assert abs(float(jnp.mean(noise))) < 6 * mech.noise_std / math.sqrt(n)
     # Q stays in [0, H - h] (Alg. 1 line 10).
     for h in range(H):
-        assert float(priv.q_tables[h].min()) >= 0 and float(priv.q_tables[h].max()) <= H - h
+        assert (
+            float(priv.q_tables[h].min()) >= 0
+            and float(priv.q_tables[h].max()) <= H - h
+        )
     # The ledger's event reproduces epsilon through dp-accounting directly.
     event = mech.event()
     assert event == dp_accounting.GaussianDpEvent(pytest.approx(1.0))
     acc = dp_accounting.rdp.RdpAccountant()
     assert mech.epsilon(1e-5).epsilon == pytest.approx(
-        acc.compose(dp_accounting.GaussianDpEvent(1.0)).get_epsilon(1e-5), rel=1e-9)
-    # and it is within Bun & Steinke's rho-zCDP conversion rho + 2 sqrt(rho log 1/delta).
+        acc.compose(dp_accounting.GaussianDpEvent(1.0)).get_epsilon(1e-5), rel=1e-9
+    )
+    # and it is within Bun & Steinke's rho-zCDP conversion rho + 2 sqrt(rho log
+    # 1/delta).
     assert mech.epsilon(1e-5).epsilon <= 0.5 + 2 * math.sqrt(0.5 * math.log(1e5))
 
 
@@ -117,8 +148,9 @@ def test_infinite_rho_gives_the_non_private_statistics_and_q(setup):
     # Noise std ~1e-10: the released statistics and Q equal the exact ones. (At a
     # noise std s, Q moves by O(sqrt(s)) where a cell's variance is 0: the
     # Bernstein term's sqrt(Var) is not Lipschitz there.)
-    near = planning.pool_plan(jax.random.key(7), data, geom, acts,
-                              planning.pool_mechanism(1e20, H))
+    near = planning.pool_plan(
+        jax.random.key(7), data, geom, acts, planning.pool_mechanism(1e20, H)
+    )
     assert 0 < float(near.noise_bound) < 1e-8 and float(exact.noise_bound) == 0
     for a, b in zip(near[:4], exact[:4]):
         np.testing.assert_allclose(a, b, atol=5e-4)  # float32 rounding only
@@ -127,15 +159,24 @@ def test_infinite_rho_gives_the_non_private_statistics_and_q(setup):
 
 def test_backward_induction_equals_a_hand_computation():
     # w = d = 1, H = 2, one zone holding two basis points b1, b2; full feedback.
-    geom = planning.make_zone_geometry(np.full((2, 2), 1.5), 1, radius=2.0, seed=1,
-                                      affine=False, limiter=False)
+    geom = planning.make_zone_geometry(
+        np.full((2, 2), 1.5), 1, radius=2.0, seed=1, affine=False, limiter=False
+    )
     b1, b2 = np.asarray(geom.points[0, 0], np.float64)
     a_star = jnp.array([[0.5]])  # the only candidate action
     ep = lambda p0, r0, s1, p1, r1: InventoryData(
-        observations=jnp.array([[p0[0]], [p1[0]]]), actions=jnp.array([[p0[1]], [p1[1]]]),
-        rewards=jnp.array([r0, r1]), next_observations=jnp.array([[s1], [0.0]]),
-        sales=jnp.zeros((2, 1)), feedback=jnp.ones(2, bool))
-    eps = [ep(b1, 0.4, 0.3, b1, 0.2), ep(b1, 0.8, 0.6, b1, 0.6), ep(b2, 1.0, 0.6, b2, 0.5)]
+        observations=jnp.array([[p0[0]], [p1[0]]]),
+        actions=jnp.array([[p0[1]], [p1[1]]]),
+        rewards=jnp.array([r0, r1]),
+        next_observations=jnp.array([[s1], [0.0]]),
+        sales=jnp.zeros((2, 1)),
+        feedback=jnp.ones(2, bool),
+    )
+    eps = [
+        ep(b1, 0.4, 0.3, b1, 0.2),
+        ep(b1, 0.8, 0.6, b1, 0.6),
+        ep(b2, 1.0, 0.6, b2, 0.5),
+    ]
     data = jax.tree.map(lambda *x: jnp.stack(x), *eps)
     cfg = planning.PoolConfig()
     res = planning.pool_plan(jax.random.key(0), data, geom, a_star, None, cfg)
@@ -150,9 +191,24 @@ def test_backward_induction_equals_a_hand_computation():
     y1 = np.array([0.4 + v2(0.3), 0.8 + v2(0.6)]) / 2  # stage 1 targets at b1
     y2 = min((1.0 + v2(0.6)) / 2, 1.0)
     var1 = 4 * (np.mean(y1**2) - np.mean(y1) ** 2)
-    q1 = np.clip([2 * np.mean(y1) - math.sqrt(2) * math.sqrt(var1 * iota / 2), 2 * y2], 0, 2)
+    q1 = np.clip(
+        [2 * np.mean(y1) - math.sqrt(2) * math.sqrt(var1 * iota / 2), 2 * y2], 0, 2
+    )
     np.testing.assert_allclose(res.q_tables[0], q1, atol=1e-5)
     # Exact counts; a cell without data gets Q = 0 (Gamma = C H).
     np.testing.assert_array_equal(res.counts, [[2, 1], [2, 1]])
-    assert float(planning.pessimistic_q(jnp.zeros(1), jnp.zeros(1), jnp.zeros(1),
-                                        jnp.float32(2.0), 0.0, iota, 2, cfg)[0]) == 0
+    assert (
+        float(
+            planning.pessimistic_q(
+                jnp.zeros(1),
+                jnp.zeros(1),
+                jnp.zeros(1),
+                jnp.float32(2.0),
+                0.0,
+                iota,
+                2,
+                cfg,
+            )[0]
+        )
+        == 0
+    )

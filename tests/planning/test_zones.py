@@ -12,15 +12,17 @@ N = 4  # w + d
 
 @pytest.fixture(scope="module")
 def geom():
-    return planning.make_zone_geometry(np.full((2, N), 0.8), 6, radius=1.6, seed=3,
-                                       affine=False, limiter=False)
+    return planning.make_zone_geometry(
+        np.full((2, N), 0.8), 6, radius=1.6, seed=3, affine=False, limiter=False
+    )
 
 
 def test_zone_index_as_written():
     # n = 2, M = 4, the paper's radius n: width n / M = 0.5; lower edge inclusive.
     w, m = 0.5, 4
-    pts = jnp.array([[0.0, 0.0], [0.3, 0.4], [0.3, 0.39999], [1.0, 1.0], [0.6, 0.8],
-                     [3.0, 4.0]])
+    pts = jnp.array(
+        [[0.0, 0.0], [0.3, 0.4], [0.3, 0.39999], [1.0, 1.0], [0.6, 0.8], [3.0, 4.0]]
+    )
     np.testing.assert_array_equal(planning.zone_index(pts, w, m), [0, 1, 0, 2, 2, 3])
 
 
@@ -73,8 +75,9 @@ def test_shipped_geometry_is_exact_for_affine_q_in_4_and_6_dims(n):
     # affine Q is reproduced to float32 precision at random pairs of the box, so
     # the failure is what a per-shell affine map cannot represent (docs/pool.md).
     lam = np.full((5, n), 0.9)
-    geom = planning.make_zone_geometry(lam, 10, radius=float(np.linalg.norm(lam[0])),
-                                       limiter=False)
+    geom = planning.make_zone_geometry(
+        lam, 10, radius=float(np.linalg.norm(lam[0])), limiter=False
+    )
     # Only the outermost shell may be invalid: in 6-D it is a corner sliver
     # (||b|| > 0.9 * 0.9 sqrt 6) too thin for 7 spread points.
     assert bool(geom.valid[:, :-1].all())

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from privrl_jax.privacy import DPTrainState, clipped_grad, dpsgd, make_dp_step
 
@@ -31,10 +32,18 @@ def main():
     mesh = Mesh(np.array(jax.devices()), ("data",))
 
     def train(method, devices):
-        """Five DP-SGD steps; ``devices`` 1 (plain jit) or all (data-parallel over the mesh)."""
-        clip = clipped_grad(loss, l2_clip_norm=0.5, uses_key=True, microbatch_size=2, method=method)
-        tx = dpsgd(optax.adam(1e-2), noise_multiplier=1.0, l2_clip_norm=0.5,
-                   expected_batch_size=16.0, key=jax.random.key(1))
+        """Five DP-SGD steps; ``devices`` 1 (plain jit) or all (data-parallel over the
+        mesh)."""
+        clip = clipped_grad(
+            loss, l2_clip_norm=0.5, uses_key=True, microbatch_size=2, method=method
+        )
+        tx = dpsgd(
+            optax.adam(1e-2),
+            noise_multiplier=1.0,
+            l2_clip_norm=0.5,
+            expected_batch_size=16.0,
+            key=jax.random.key(1),
+        )
         step = jax.jit(make_dp_step(clip, tx, mesh=mesh if devices > 1 else None).step)
         state = DPTrainState(params, tx.init(params))
         if devices > 1:
@@ -55,16 +64,27 @@ def main():
     ghost1, g1 = train("ghost", 1)
     ghost4, g4 = train("ghost", n_dev)
     replicas_equal = all(
-        all(np.array_equal(np.asarray(sh.data), np.asarray(leaf.addressable_shards[0].data))
-            for sh in leaf.addressable_shards)
+        all(
+            np.array_equal(
+                np.asarray(sh.data), np.asarray(leaf.addressable_shards[0].data)
+            )
+            for sh in leaf.addressable_shards
+        )
         for leaf in leaves4 + ghost4
     )
     # Aggregate noise std with zero gradients: sigma*C / (qN) whatever the device count.
     big = {"w": jnp.zeros(400_000)}
-    txn = dpsgd(optax.sgd(1.0), noise_multiplier=2.0, l2_clip_norm=0.5, expected_batch_size=1.0,
-                key=jax.random.key(3))
+    txn = dpsgd(
+        optax.sgd(1.0),
+        noise_multiplier=2.0,
+        l2_clip_norm=0.5,
+        expected_batch_size=1.0,
+        key=jax.random.key(3),
+    )
     zero_loss = lambda p, x: 0.0 * jnp.sum(p["w"][:1] * x)  # noqa: E731
-    stepn = jax.jit(make_dp_step(clipped_grad(zero_loss, l2_clip_norm=0.5), txn, mesh=mesh).step)
+    stepn = jax.jit(
+        make_dp_step(clipped_grad(zero_loss, l2_clip_norm=0.5), txn, mesh=mesh).step
+    )
     sn = jax.device_put(DPTrainState(big, txn.init(big)), NamedSharding(mesh, P()))
     sn, _ = stepn(sn, jnp.ones((8, 1, 1)), jnp.ones((8, 1), bool))
     json.dump(
@@ -72,7 +92,9 @@ def main():
             "n_dev": n_dev,
             "max_param_diff": max_diff(leaves1, leaves4),
             "ghost_max_param_diff": max_diff(ghost1, ghost4),  # ghost, 4 devices vs 1
-            "ghost_vs_vmap_param_diff": max_diff(ghost4, leaves1),  # ghost, 4 devices vs vmap, 1
+            "ghost_vs_vmap_param_diff": max_diff(
+                ghost4, leaves1
+            ),  # ghost, 4 devices vs vmap, 1
             "ghost_num_units": [int(g1.num_units), int(g4.num_units)],
             "replicas_equal": replicas_equal,
             "num_units": int(m4.num_units),

@@ -1,4 +1,5 @@
-"""Accounting equals dp-accounting called directly and reproduces published reference values."""
+"""Accounting equals dp-accounting called directly and reproduces published reference
+values."""
 
 import itertools
 import math
@@ -24,23 +25,32 @@ PLD_GRID = [(0.8, 0.004, 100, 1e-6), (1.5, 0.05, 300, 1e-5)]
 
 def _direct(sigma, q, steps, delta, acc):
     event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)),
+        steps,
     )
-    a = rdp.RdpAccountant() if acc == "rdp" else pld.PLDAccountant(value_discretization_interval=1e-4)
+    a = (
+        rdp.RdpAccountant()
+        if acc == "rdp"
+        else pld.PLDAccountant(value_discretization_interval=1e-4)
+    )
     return a.compose(event).get_epsilon(delta)
 
 
 @pytest.mark.parametrize("sigma, q, steps, delta", GRID)
 def test_rdp_equals_dp_accounting_directly(sigma, q, steps, delta):
     rep = dpsgd_epsilon(sigma, q, steps, delta)
-    assert rep.epsilon == pytest.approx(_direct(sigma, q, steps, delta, "rdp"), rel=1e-12)
+    assert rep.epsilon == pytest.approx(
+        _direct(sigma, q, steps, delta, "rdp"), rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("sigma, q, steps, delta", PLD_GRID)
 def test_pld_equals_dp_accounting_directly(sigma, q, steps, delta):
     for acc in ("rdp", "pld"):
         rep = dpsgd_epsilon(sigma, q, steps, delta, accountant=acc)
-        assert rep.epsilon == pytest.approx(_direct(sigma, q, steps, delta, acc), rel=1e-12)
+        assert rep.epsilon == pytest.approx(
+            _direct(sigma, q, steps, delta, acc), rel=1e-12
+        )
         assert rep.accountant == acc and rep.delta == delta
     # RDP is an upper bound on the tight PLD value (up to PLD's discretisation error).
     assert dpsgd_epsilon(sigma, q, steps, delta).epsilon >= (
@@ -51,19 +61,23 @@ def test_pld_equals_dp_accounting_directly(sigma, q, steps, delta):
 @pytest.mark.parametrize(
     "n, batch, sigma, epochs, delta, expected",
     [
-        # TensorFlow Privacy, compute_dp_sgd_privacy_lib_test.py (RDP, steps = ceil(epochs n / batch)).
+        # TensorFlow Privacy, compute_dp_sgd_privacy_lib_test.py (RDP, steps =
+        # ceil(epochs n / batch)).
         (60000, 150, 1.3, 15, 1e-5, 0.7242234026109595),
         (100000, 100, 1.0, 30, 1e-7, 1.4154988495444845),
     ],
 )
 def test_tensorflow_privacy_reference_values(n, batch, sigma, epochs, delta, expected):
     steps = math.ceil(epochs * n / batch)
-    assert dpsgd_epsilon(sigma, batch / n, steps, delta).epsilon == pytest.approx(expected, rel=1e-9)
+    assert dpsgd_epsilon(sigma, batch / n, steps, delta).epsilon == pytest.approx(
+        expected, rel=1e-9
+    )
 
 
 def test_abadi_2016_moments_accountant_bound():
-    # Abadi et al. 2016 (arXiv:1607.00133), Sec. 5: q=0.01, sigma=4, delta=1e-5, 10,000 steps gives
-    # epsilon ~ 1.26 with the moments accountant; RDP with fractional orders is tighter, PLD tighter still.
+    # Abadi et al. 2016 (arXiv:1607.00133), Sec. 5: q=0.01, sigma=4, delta=1e-5, 10,000
+    # steps gives epsilon ~ 1.26 with the moments accountant; RDP with fractional orders
+    # is tighter, PLD tighter still.
     eps_rdp = dpsgd_epsilon(4.0, 0.01, 10_000, 1e-5).epsilon
     eps_pld = dpsgd_epsilon(4.0, 0.01, 10_000, 1e-5, accountant="pld").epsilon
     assert 0.8 < eps_pld <= eps_rdp <= 1.26
@@ -84,30 +98,49 @@ def test_monotone_in_every_argument(acc):
 
 
 @pytest.mark.parametrize(
-    "acc, target", [("rdp", 1.0), ("rdp", 10.0), pytest.param("pld", 3.0, marks=pytest.mark.slow)]
+    "acc, target",
+    [("rdp", 1.0), ("rdp", 10.0), pytest.param("pld", 3.0, marks=pytest.mark.slow)],
 )
 def test_calibrate_then_recompute(acc, target):
     sigma = calibrate_noise_multiplier(target, 1e-6, 0.01, 1000, accountant=acc)
     eps = dpsgd_epsilon(sigma, 0.01, 1000, 1e-6, accountant=acc).epsilon
     assert eps <= target * (1 + 1e-9)
     assert eps >= target * 0.98
-    # A slightly smaller sigma must overshoot the target: the calibrated sigma is (near) the smallest.
-    assert dpsgd_epsilon(sigma * 0.98, 0.01, 1000, 1e-6, accountant=acc).epsilon > target
+    # A slightly smaller sigma must overshoot the target: the calibrated sigma is (near)
+    # the smallest.
+    assert (
+        dpsgd_epsilon(sigma * 0.98, 0.01, 1000, 1e-6, accountant=acc).epsilon > target
+    )
 
 
 @pytest.mark.slow
 def test_truncated_poisson_uses_its_own_event():
-    ev = dpsgd_event(1.0, 0.01, 50, sampling=Sampling.TRUNCATED_POISSON, dataset_size=10_000, capacity=150)
+    ev = dpsgd_event(
+        1.0,
+        0.01,
+        50,
+        sampling=Sampling.TRUNCATED_POISSON,
+        dataset_size=10_000,
+        capacity=150,
+    )
     assert isinstance(ev.event, dp_accounting.TruncatedSubsampledGaussianDpEvent)
     truncated = compute_epsilon(ev, 1e-6, accountant="pld").epsilon
     plain = dpsgd_epsilon(1.0, 0.01, 50, 1e-6, accountant="pld").epsilon
-    # Truncating far above the mean batch (100) changes epsilon by little, and never makes it smaller
-    # than plain Poisson by much (the truncated mechanism is at least as private as its components).
+    # Truncating far above the mean batch (100) changes epsilon by little, and never
+    # makes it smaller than plain Poisson by much (the truncated mechanism is at least
+    # as private as its components).
     assert truncated == pytest.approx(plain, rel=0.1)
 
 
 def test_truncated_poisson_is_refused_by_rdp():
-    ev = dpsgd_event(1.0, 0.01, 50, sampling=Sampling.TRUNCATED_POISSON, dataset_size=10_000, capacity=150)
+    ev = dpsgd_event(
+        1.0,
+        0.01,
+        50,
+        sampling=Sampling.TRUNCATED_POISSON,
+        dataset_size=10_000,
+        capacity=150,
+    )
     assert isinstance(ev.event, dp_accounting.TruncatedSubsampledGaussianDpEvent)
     with pytest.raises(ValueError, match="use accountant='pld'"):
         compute_epsilon(ev, 1e-6, accountant="rdp")
@@ -117,18 +150,28 @@ def test_uniform_one_is_replace_one_sampling_without_replacement():
     rep = dpsgd_epsilon(2.0, 0.0, 100, 1e-5, sampling="uniform_one", dataset_size=1000)
     assert rep.neighboring == "REPLACE_ONE"
     event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.SampledWithoutReplacementDpEvent(1000, 1, dp_accounting.GaussianDpEvent(2.0)), 100
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            1000, 1, dp_accounting.GaussianDpEvent(2.0)
+        ),
+        100,
     )
-    direct = rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
-    assert rep.epsilon == pytest.approx(direct.compose(event).get_epsilon(1e-5), rel=1e-12)
+    direct = rdp.RdpAccountant(
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    assert rep.epsilon == pytest.approx(
+        direct.compose(event).get_epsilon(1e-5), rel=1e-12
+    )
 
 
 def test_zcdp_formulas():
     assert zcdp_noise_std(0.5, 2.0) == pytest.approx(2.0)  # Delta / sqrt(2 rho)
     rho, delta = 0.1, 1e-6
-    assert zcdp_to_epsilon(rho, delta) == pytest.approx(rho + 2 * math.sqrt(rho * math.log(1 / delta)))
-    # A Gaussian of std zcdp_noise_std(rho, 1) is rho-zCDP: dp-accounting's RDP of that Gaussian
-    # (alpha * rho at every order) converts to an epsilon no larger than the classic conversion.
+    assert zcdp_to_epsilon(rho, delta) == pytest.approx(
+        rho + 2 * math.sqrt(rho * math.log(1 / delta))
+    )
+    # A Gaussian of std zcdp_noise_std(rho, 1) is rho-zCDP: dp-accounting's RDP of that
+    # Gaussian (alpha * rho at every order) converts to an epsilon no larger than the
+    # classic conversion.
     sigma = zcdp_noise_std(rho, 1.0)
     eps_rdp = compute_epsilon(dp_accounting.GaussianDpEvent(sigma), delta).epsilon
     assert eps_rdp <= zcdp_to_epsilon(rho, delta)

@@ -1,9 +1,11 @@
-"""Empirical privacy audit with a Dirac canary (docs/dp_pitfalls.md, "Empirical audit on a CPU").
+"""Empirical privacy audit with a Dirac canary (docs/dp_pitfalls.md, "Empirical audit on
+a CPU").
 
-Each release is the real mechanism: per-unit clipping of a batch, then the optax noise transform.
-The canary unit's gradient points along e_1 with a huge norm, so after clipping it contributes C e_1;
-all other units have gradients orthogonal to e_1. Projecting releases on e_1 gives N(C, (sigma C)^2)
-with the canary and N(0, (sigma C)^2) without: the Gaussian-DP mu is 1/sigma per release.
+Each release is the real mechanism: per-unit clipping of a batch, then the optax noise
+transform. The canary unit's gradient points along e_1 with a huge norm, so after
+clipping it contributes C e_1; all other units have gradients orthogonal to e_1.
+Projecting releases on e_1 gives N(C, (sigma C)^2) with the canary and N(0, (sigma C)^2)
+without: the Gaussian-DP mu is 1/sigma per release.
 """
 
 import dp_accounting

@@ -1,9 +1,11 @@
-"""The white-box one-run audit of privacy.fit: it sees the noise that ran, not the noise accounted.
+"""The white-box one-run audit of privacy.fit: it sees the noise that ran, not the noise
+accounted.
 
 One full-batch step is a Gaussian mechanism of known sigma, so the canaries' scores are
-N(1, sigma^2) (in) and N(0, sigma^2) (out) in units of C / N: the Gaussian-DP fit must find
-mu = 1 / sigma within its standard error, and the one-run bound must stay below the accounted
-epsilon, unless the noise that ran is smaller than the plan's (the injected fault).
+N(1, sigma^2) (in) and N(0, sigma^2) (out) in units of C / N: the Gaussian-DP fit must
+find mu = 1 / sigma within its standard error, and the one-run bound must stay below the
+accounted epsilon, unless the noise that ran is smaller than the plan's (the injected
+fault).
 """
 
 import dataclasses
@@ -41,9 +43,19 @@ def _problem():
 
 def _audit(plan, *, seed=1, raise_on_violation=True, m=M, k=K):
     loss, params, data = _problem()
-    return audit.audit_fit(plan, loss, optax.sgd(0.01), params, data, num_canaries=m, k_positive=k,
-                           delta=DELTA, seed=seed, secret=privacy.DPSecret.from_seed(seed),
-                           raise_on_violation=raise_on_violation)
+    return audit.audit_fit(
+        plan,
+        loss,
+        optax.sgd(0.01),
+        params,
+        data,
+        num_canaries=m,
+        k_positive=k,
+        delta=DELTA,
+        seed=seed,
+        secret=privacy.DPSecret.from_seed(seed),
+        raise_on_violation=raise_on_violation,
+    )
 
 
 def _full_batch(sigma, cls=privacy.DPPlan):
@@ -60,9 +72,15 @@ def test_a_correct_gaussian_step_is_audited_below_its_epsilon_and_its_mu_is_one_
 
 
 def test_halved_noise_is_caught():
-    plan = _HalvedNoisePlan(sampler=_full_batch(2.0).sampler, l2_clip_norm=1.0, steps=1,
-                            noise_multiplier=2.0)
-    assert plan.epsilon(DELTA).epsilon == _full_batch(2.0).epsilon(DELTA).epsilon  # the ledger's view
+    plan = _HalvedNoisePlan(
+        sampler=_full_batch(2.0).sampler,
+        l2_clip_norm=1.0,
+        steps=1,
+        noise_multiplier=2.0,
+    )
+    assert (
+        plan.epsilon(DELTA).epsilon == _full_batch(2.0).epsilon(DELTA).epsilon
+    )  # the ledger's view
     with pytest.raises(audit.PrivacyAuditError, match="privacy bug"):
         _audit(plan)
     res = _audit(plan, raise_on_violation=False)
@@ -80,16 +98,22 @@ def test_without_noise_the_bound_is_the_most_m_canaries_can_show():
 
 
 def test_a_calibrated_multi_step_poisson_run_audits_below_epsilon_one():
-    sampler = privacy.PoissonSampler(dataset_size=64, sampling_rate=0.25, microbatch_size=512)
-    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=10).calibrate(1.0, DELTA)
+    sampler = privacy.PoissonSampler(
+        dataset_size=64, sampling_rate=0.25, microbatch_size=512
+    )
+    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=10).calibrate(
+        1.0, DELTA
+    )
     res = _audit(plan, m=2_000, k=20)
     assert res.epsilon_accounted <= 1.0
     assert res.epsilon_demonstrated <= res.epsilon_accounted
 
 
 def test_privacy_audit_command_audits_every_mechanism_a_ledger_records(tmp_path):
-    """`privrl privacy audit RUN_DIR`: each recorded DP-SGD plan and Gaussian mechanism is rerun
-    with canaries and shown below its accounted epsilon; a non-private entry is listed, unaudited."""
+    """`privrl privacy audit RUN_DIR`: each recorded DP-SGD plan and Gaussian mechanism
+    is rerun
+    with canaries and shown below its accounted epsilon; a non-private entry is listed,
+    unaudited."""
     import json
 
     import dp_accounting
@@ -97,30 +121,54 @@ def test_privacy_audit_command_audits_every_mechanism_a_ledger_records(tmp_path)
 
     from privrl_jax.cli.main import app
 
-    sampler = privacy.PoissonSampler(dataset_size=64, sampling_rate=0.25, microbatch_size=64)
-    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=6).calibrate(2.0, DELTA)
+    sampler = privacy.PoissonSampler(
+        dataset_size=64, sampling_rate=0.25, microbatch_size=64
+    )
+    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=6).calibrate(
+        2.0, DELTA
+    )
     mech = privacy.GaussianMechanism(l2_sensitivity=3.0, noise_multiplier=1.0)
-    led = privacy.Ledger.open(tmp_path, dataset_id="toy", dataset_size=64, target_epsilon=50.0,
-                              target_delta=DELTA)
+    led = privacy.Ledger.open(
+        tmp_path,
+        dataset_id="toy",
+        dataset_size=64,
+        target_epsilon=50.0,
+        target_delta=DELTA,
+    )
     led.record(plan.step_event(), what="DP-SGD step", count=6, params=plan.describe())
     led.record(mech.event(), what="POOL statistics", params=mech.describe())
     led.record(dp_accounting.NonPrivateDpEvent(), what="non-private", params={})
-    two = privacy.DPPlan(sampler=sampler, l2_clip_norm=(1.0, 0.5), steps=6).calibrate(2.0, DELTA)
+    two = privacy.DPPlan(sampler=sampler, l2_clip_norm=(1.0, 0.5), steps=6).calibrate(
+        2.0, DELTA
+    )
     led.record(two.step_event(), what="two blocks", count=6, params=two.describe())
-    res = CliRunner().invoke(app, ["privacy", "audit", str(tmp_path), "--canaries", "1000"])
+    res = CliRunner().invoke(
+        app, ["privacy", "audit", str(tmp_path), "--canaries", "1000"]
+    )
     assert res.exit_code == 0, res.output
     assert "epsilon demonstrated >=" in res.output and "not audited" in res.output
     out = json.loads((tmp_path / "audit" / "epsilon_lower_bound.json").read_text())
     sgd, gauss, nonpriv, blocks = out["rows"]
-    # Two clipped blocks: canaries in the first block alone, against the whole plan's epsilon.
+    # Two clipped blocks: canaries in the first block alone, against the whole plan's
+    # epsilon.
     assert blocks["audited"] and "block 1 of 2" in blocks["blocks"]
-    assert blocks["epsilon_accounted"] == pytest.approx(two.epsilon(DELTA).epsilon, rel=1e-9)
+    assert blocks["epsilon_accounted"] == pytest.approx(
+        two.epsilon(DELTA).epsilon, rel=1e-9
+    )
     assert 0 <= blocks["epsilon_demonstrated"] <= blocks["epsilon_accounted"]
-    assert sgd["epsilon_accounted"] == pytest.approx(plan.epsilon(DELTA).epsilon, rel=1e-9)
-    assert gauss["epsilon_accounted"] == pytest.approx(mech.epsilon(DELTA).epsilon, rel=1e-9)
+    assert sgd["epsilon_accounted"] == pytest.approx(
+        plan.epsilon(DELTA).epsilon, rel=1e-9
+    )
+    assert gauss["epsilon_accounted"] == pytest.approx(
+        mech.epsilon(DELTA).epsilon, rel=1e-9
+    )
     for row in (sgd, gauss):
-        assert row["audited"] and 0 <= row["epsilon_demonstrated"] <= row["epsilon_accounted"]
+        assert (
+            row["audited"]
+            and 0 <= row["epsilon_demonstrated"] <= row["epsilon_accounted"]
+        )
         assert not row["violation"]
     assert not nonpriv["audited"]
-    # The Gaussian mechanism's mu is what its sigma says (1 / sigma), within 6 standard errors.
+    # The Gaussian mechanism's mu is what its sigma says (1 / sigma), within 6 standard
+    # errors.
     assert abs(gauss["gaussian_dp_estimate"]["mu"] - 1.0) < 6 * math.sqrt(4 / 1000)

@@ -1,9 +1,11 @@
-"""privrl_jax.privacy.audit: epsilon lower bounds checked on mechanisms whose epsilon is known.
+"""privrl_jax.privacy.audit: epsilon lower bounds checked on mechanisms whose epsilon is
+known.
 
-The reference epsilon of the Gaussian mechanism comes from dp-accounting's PLD accountant (exact
-for one Gaussian, up to its 1e-4 discretisation). Every key/seed is fixed, so each assert is
-deterministic; the bounds' own guarantee is "valid with probability >= confidence over seeds".
-The choices of k (how many guesses) are fixed fractions of m, set before looking at any outcome.
+The reference epsilon of the Gaussian mechanism comes from dp-accounting's PLD
+accountant (exact for one Gaussian, up to its 1e-4 discretisation). Every key/seed is
+fixed, so each assert is deterministic; the bounds' own guarantee is "valid with
+probability >= confidence over seeds". The choices of k (how many guesses) are fixed
+fractions of m, set before looking at any outcome.
 """
 
 import json
@@ -30,18 +32,23 @@ CONF = 0.95
 
 
 def _true_eps(sigma: float) -> float:
-    return compute_epsilon(dp_accounting.GaussianDpEvent(sigma), DELTA, accountant="pld").epsilon
+    return compute_epsilon(
+        dp_accounting.GaussianDpEvent(sigma), DELTA, accountant="pld"
+    ).epsilon
 
 
 def _gaussian_scores(m: int, sigma: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per canary: [in] + N(0, sigma^2), i.e. the Gaussian mechanism of sensitivity 1 along its
+    """Per canary: [in] + N(0, sigma^2), i.e. the Gaussian mechanism of sensitivity 1
+    along its
     own coordinate; GaussianDpEvent(sigma) is its exact privacy."""
     inclusion = audit.draw_inclusion(seed, m)
     noise = np.random.default_rng(seed + 10_000).standard_normal(m)
     return inclusion + sigma * noise, inclusion
 
 
-def _one_run(m: int, sigma: float, seed: int, delta: float = DELTA) -> audit.AuditResult:
+def _one_run(
+    m: int, sigma: float, seed: int, delta: float = DELTA
+) -> audit.AuditResult:
     scores, inclusion = _gaussian_scores(m, sigma, seed)
     k = m // 100  # 1% "in" and 1% "out" guesses, fixed in advance
     return audit.one_run_epsilon_lower_bound(
@@ -50,8 +57,8 @@ def _one_run(m: int, sigma: float, seed: int, delta: float = DELTA) -> audit.Aud
 
 
 def _all_correct_max(r: int, confidence: float = CONF) -> float:
-    # delta = 0, all r guesses right: the p-value is p^r with p = e^eps / (1 + e^eps), so the
-    # largest rejected eps solves p^r = 1 - confidence.
+    # delta = 0, all r guesses right: the p-value is p^r with p = e^eps / (1 + e^eps),
+    # so the largest rejected eps solves p^r = 1 - confidence.
     a = (1 - confidence) ** (1 / r)
     return math.log(a / (1 - a))
 
@@ -65,16 +72,17 @@ def test_one_run_never_exceeds_true_epsilon_and_grows_with_m():
     small = [_one_run(1_000, sigma, seed).epsilon_lower_bound for seed in range(5)]
     large = [_one_run(100_000, sigma, seed).epsilon_lower_bound for seed in range(3)]
     assert max(small + large) <= eps
-    # Measured: m=1000 gives 0.92..1.79 (0.21..0.41 eps),
-    # m=100000 gives 2.50..2.77 (0.57..0.63 eps).
-    # One run with 1% guesses cannot reach eps: the guesses' precision saturates (Steinke et al.,
-    # their Gaussian experiments); the point is the monotone gain from more canaries.
+    # Measured: m=1000 gives 0.92..1.79 (0.21..0.41 eps), m=100000 gives 2.50..2.77
+    # (0.57..0.63 eps). One run with 1% guesses cannot reach eps: the guesses' precision
+    # saturates (Steinke et al., their Gaussian experiments); the point is the monotone
+    # gain from more canaries.
     assert min(large) > max(small)
     assert 0.5 * eps < min(large)
 
 
 def test_pure_bound_is_above_delta_bound():
-    # The delta term only adds to the p-value, so the delta > 0 bound is the smaller one.
+    # The delta term only adds to the p-value, so the delta > 0 bound is the smaller
+    # one.
     pure = _one_run(100_000, 1.0, 0, delta=0.0)
     approx = _one_run(100_000, 1.0, 0)
     assert pure.method == "one_run_pure" and approx.method == "one_run"
@@ -88,14 +96,20 @@ def test_non_private_release_hits_the_m_limited_maximum():
     k = m // 4  # fewer than the ~m/2 included canaries, so every guess is right
     pure = audit.one_run_epsilon_lower_bound(scores, inclusion, delta=0.0, k_positive=k)
     assert pure.correct == pure.guesses == k
-    assert pure.epsilon_lower_bound == pytest.approx(_all_correct_max(k), abs=1e-7)  # 4.418
+    assert pure.epsilon_lower_bound == pytest.approx(
+        _all_correct_max(k), abs=1e-7
+    )  # 4.418
     both = audit.one_run_epsilon_lower_bound(
         scores, inclusion, delta=0.0, k_positive=k, k_negative=k
     )
     assert both.correct == 2 * k
-    assert both.epsilon_lower_bound == pytest.approx(_all_correct_max(2 * k), abs=1e-7)  # 5.114
+    assert both.epsilon_lower_bound == pytest.approx(
+        _all_correct_max(2 * k), abs=1e-7
+    )  # 5.114
     # With delta the bound is the root of p-value = 1 - confidence, below the pure one.
-    approx = audit.one_run_epsilon_lower_bound(scores, inclusion, delta=DELTA, k_positive=k)
+    approx = audit.one_run_epsilon_lower_bound(
+        scores, inclusion, delta=DELTA, k_positive=k
+    )
     p = audit.one_run_p_value(m, k, k, approx.epsilon_lower_bound, DELTA)
     assert p == pytest.approx(1 - CONF, rel=1e-6)
     assert approx.epsilon_lower_bound < pure.epsilon_lower_bound  # 4.391
@@ -104,7 +118,9 @@ def test_non_private_release_hits_the_m_limited_maximum():
 def test_halved_noise_is_caught():
     accounted_sigma = 2.0
     eps = _true_eps(accounted_sigma)  # 1.993: what the ledger would claim
-    bug = _one_run(100_000, accounted_sigma / 2, seed=0)  # the mechanism actually used sigma / 2
+    bug = _one_run(
+        100_000, accounted_sigma / 2, seed=0
+    )  # the mechanism actually used sigma / 2
     ok = _one_run(100_000, accounted_sigma, seed=0)
     assert bug.epsilon_lower_bound > eps  # measured 2.64 > 1.99 (correct sigma: 1.23)
     assert ok.epsilon_lower_bound <= eps
@@ -113,9 +129,13 @@ def test_halved_noise_is_caught():
 def test_p_value_delta_term_by_hand():
     # m=10, r=4, v=3, eps=0: Bin(4, 1/2) pmf = [1, 4, 6, 4, 1] / 16.
     beta = 5 / 16  # P[Bin >= 3]
-    alpha = max(6 / 16 / 1, (6 + 4) / 16 / 2, (6 + 4 + 1) / 16 / 3)  # P[3 - i <= Bin < 3] / i
+    alpha = max(
+        6 / 16 / 1, (6 + 4) / 16 / 2, (6 + 4 + 1) / 16 / 3
+    )  # P[3 - i <= Bin < 3] / i
     assert audit.one_run_p_value(10, 4, 3, 0.0, 0.0) == pytest.approx(beta)
-    assert audit.one_run_p_value(10, 4, 3, 0.0, 1e-3) == pytest.approx(beta + 2 * 10 * 1e-3 * alpha)
+    assert audit.one_run_p_value(10, 4, 3, 0.0, 1e-3) == pytest.approx(
+        beta + 2 * 10 * 1e-3 * alpha
+    )
 
 
 def test_audit_result_is_json_and_inputs_are_checked():
@@ -125,7 +145,9 @@ def test_audit_result_is_json_and_inputs_are_checked():
     with pytest.raises(ValueError):
         audit.one_run_epsilon_lower_bound(scores, inclusion, delta=DELTA, k_positive=11)
     with pytest.raises(ValueError):
-        audit.one_run_epsilon_lower_bound(scores, inclusion.astype(int), delta=DELTA, k_positive=1)
+        audit.one_run_epsilon_lower_bound(
+            scores, inclusion.astype(int), delta=DELTA, k_positive=1
+        )
     with pytest.raises(ValueError):
         audit.one_run_epsilon_lower_bound(
             scores, inclusion, delta=DELTA, k_positive=1, confidence=1
@@ -151,7 +173,8 @@ def test_clopper_pearson_hand_case():
     assert scipy.stats.binom.sf(tp - 1, n, tpr_lo) == pytest.approx(0.025)
     assert scipy.stats.binom.cdf(fp, n, fpr_hi) == pytest.approx(0.025)
     expected = max(
-        math.log((tpr_lo - DELTA) / fpr_hi), math.log((1 - fpr_hi - DELTA) / (1 - tpr_lo))
+        math.log((tpr_lo - DELTA) / fpr_hi),
+        math.log((1 - fpr_hi - DELTA) / (1 - tpr_lo)),
     )
     got = audit.clopper_pearson_epsilon_lower_bound(tp, fp, n, n, delta=DELTA)
     assert got == pytest.approx(expected, rel=1e-12)  # 1.988, from the first direction
@@ -201,8 +224,10 @@ D, M, C, STEPS = 1024, 1000, 0.5, 4
 
 
 def _white_box_scores(sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    """STEPS full-batch DP-SGD releases through the library's clipping and noise: M canary units
-    at Dirac coordinates (each in with probability 1/2), 8 real units on the other coordinates."""
+    """STEPS full-batch DP-SGD releases through the library's clipping and noise: M
+    canary units
+    at Dirac coordinates (each in with probability 1/2), 8 real units on the other
+    coordinates."""
     canaries = audit.dirac_canaries(D, M, jax.random.key(0))
     inclusion = audit.draw_inclusion(jax.random.key(1), M)
     others = np.setdiff1d(np.arange(D), canaries.coordinates)
@@ -235,7 +260,9 @@ def test_white_box_dpsgd_bound_below_accountant():
 def test_white_box_non_private_hits_the_maximum():
     scores, inclusion = _white_box_scores(0.0)
     k = M // 4
-    result = audit.one_run_epsilon_lower_bound(scores, inclusion, delta=0.0, k_positive=k)
+    result = audit.one_run_epsilon_lower_bound(
+        scores, inclusion, delta=0.0, k_positive=k
+    )
     assert result.correct == k
     assert result.epsilon_lower_bound == pytest.approx(_all_correct_max(k), abs=1e-7)
 
@@ -259,12 +286,16 @@ def _synthetic_audit(generator: str) -> audit.AuditResult:
     canaries = audit.out_of_distribution_canaries(data, m, 6)
     inclusion = audit.draw_inclusion(7, m)
     train = np.concatenate([data, canaries[inclusion]])
-    if generator == "copy":  # a memorising generator: the training rows, slightly jittered
+    if (
+        generator == "copy"
+    ):  # a memorising generator: the training rows, slightly jittered
         released = train + 0.01 * rng.standard_normal(train.shape)
     else:  # a generator that ignores its data (epsilon = 0)
         released = rng.standard_normal(train.shape)
     scores = audit.density_scores(released, canaries, k=1)
-    return audit.one_run_epsilon_lower_bound(scores, inclusion, delta=DELTA, k_positive=m // 4)
+    return audit.one_run_epsilon_lower_bound(
+        scores, inclusion, delta=DELTA, k_positive=m // 4
+    )
 
 
 def test_ood_canaries_lie_outside_the_bounding_box():
@@ -279,7 +310,8 @@ def test_black_box_synthetic_data_audit():
     assert leaky.correct == leaky.guesses == 50
     pure_max = _all_correct_max(50)  # 2.785; measured 2.779 with the delta term
     assert 0.9 * pure_max < leaky.epsilon_lower_bound <= pure_max
-    # An epsilon = 0 generator: a positive bound happens with probability <= 5% over seeds.
+    # An epsilon = 0 generator: a positive bound happens with probability <= 5% over
+    # seeds.
     assert _synthetic_audit("independent").epsilon_lower_bound == 0.0
 
 
@@ -295,28 +327,37 @@ def test_density_scores_kde_ranks_like_distance():
 
 
 def test_agrees_with_jax_privacy():
-    jpa = pytest.importorskip("jax_privacy.auditing", reason='needs the audit extra: pip install -e ".[audit]"')
+    jpa = pytest.importorskip(
+        "jax_privacy.auditing",
+        reason='needs the audit extra: pip install -e ".[audit]"',
+    )
     m, k = 2_000, 100
     scores, inclusion = _gaussian_scores(m, 1.0, seed=3)
     auditor = jpa.CanaryScoreAuditor(scores[inclusion], scores[~inclusion])
-    # One run, one-sided (jax-privacy has k_neg = 0), at the threshold of our k-th highest score:
-    # the same theorem evaluated with the same guesses; both solve for eps with brentq, so they
-    # agree to the root-finding tolerance (theirs is xtol=1e-6).
-    ours = audit.one_run_epsilon_lower_bound(scores, inclusion, delta=DELTA, k_positive=k)
+    # One run, one-sided (jax-privacy has k_neg = 0), at the threshold of our k-th
+    # highest score: the same theorem evaluated with the same guesses; both solve for
+    # eps with brentq, so they agree to the root-finding tolerance (theirs is
+    # xtol=1e-6).
+    ours = audit.one_run_epsilon_lower_bound(
+        scores, inclusion, delta=DELTA, k_positive=k
+    )
     theirs = auditor.epsilon_one_run(
         1 - CONF, DELTA, threshold_strategy=jpa.Explicit(float(np.sort(scores)[m - k]))
     )
     assert ours.epsilon_lower_bound == pytest.approx(theirs, abs=1e-5)
-    # GDP: both take max over thresholds of Phi^-1(TPR_lo) - Phi^-1(FPR_hi) with Bonferroni over
-    # 2n bounds. jax-privacy's n counts only its Pareto-frontier thresholds, ours every distinct
-    # score by default, so ours is the more conservative (lower); on jax-privacy's thresholds the
-    # two are the same formula and agree to float precision.
+    # GDP: both take max over thresholds of Phi^-1(TPR_lo) - Phi^-1(FPR_hi) with
+    # Bonferroni over 2n bounds. jax-privacy's n counts only its Pareto-frontier
+    # thresholds, ours every distinct score by default, so ours is the more conservative
+    # (lower); on jax-privacy's thresholds the two are the same formula and agree to
+    # float precision.
     gdp_theirs = auditor.epsilon_from_gdp(1 - CONF, DELTA)
     gdp_ours = audit.gaussian_dp_epsilon_estimate(
         scores[inclusion], scores[~inclusion], delta=DELTA
     )
     assert 0 < gdp_ours.epsilon_lower_bound <= gdp_theirs
-    frontier = getattr(auditor, "_thresholds", None)  # private attribute: checked, not assumed
+    frontier = getattr(
+        auditor, "_thresholds", None
+    )  # private attribute: checked, not assumed
     if frontier is not None:
         same = audit.gaussian_dp_epsilon_estimate(
             scores[inclusion], scores[~inclusion], delta=DELTA, thresholds=frontier

@@ -1,5 +1,7 @@
-"""The pieces of a multi-process DP step that need no second process: the split, the local
-microbatches and the settings (the end-to-end runs are in tests/pipelines/test_multihost.py)."""
+"""The pieces of a multi-process DP step that need no second process: the split, the
+local
+microbatches and the settings (the end-to-end runs are in
+tests/pipelines/test_multihost.py)."""
 
 import numpy as np
 import pytest
@@ -18,7 +20,9 @@ def test_the_blocks_partition_the_units_in_order(n, p):
 
 
 def test_local_microbatches_hold_exactly_the_sampled_units_of_each_block():
-    sampler = privacy.PoissonSampler(dataset_size=100, sampling_rate=0.3, microbatch_size=8)
+    sampler = privacy.PoissonSampler(
+        dataset_size=100, sampling_rate=0.3, microbatch_size=8
+    )
     for t in range(5):
         batch = sampler.sample(np.random.default_rng(t))
         wanted = np.sort(batch.indices[batch.mask])
@@ -26,7 +30,10 @@ def test_local_microbatches_hold_exactly_the_sampled_units_of_each_block():
         for pid in range(3):
             lo, hi = dist.Topology(pid, 3).unit_range(100)
             local = dist.local_microbatches(batch, lo, hi)
-            assert local.indices.shape[1:] == (8,) and local.mask.shape == local.indices.shape
+            assert (
+                local.indices.shape[1:] == (8,)
+                and local.mask.shape == local.indices.shape
+            )
             # As few microbatches as the block needs, padding masked.
             assert local.indices.shape[0] == -(-local.size // 8)
             units = local.indices[local.mask] + lo
@@ -36,7 +43,9 @@ def test_local_microbatches_hold_exactly_the_sampled_units_of_each_block():
 
 
 def test_an_empty_share_gives_no_microbatch():
-    batch = privacy.IndexBatch(np.array([[1, 2, 0, 0]]), np.array([[True, True, False, False]]))
+    batch = privacy.IndexBatch(
+        np.array([[1, 2, 0, 0]]), np.array([[True, True, False, False]])
+    )
     local = dist.local_microbatches(batch, 50, 100)
     assert local.indices.shape == (0, 4) and local.size == 0
 
@@ -44,14 +53,28 @@ def test_an_empty_share_gives_no_microbatch():
 def test_settings_from_the_environment():
     assert dist.DistributedConfig.from_env({}) is None
     cfg = dist.DistributedConfig.from_env(
-        {"PRIVRL_COORDINATOR": "h:1", "PRIVRL_NUM_PROCESSES": "4", "PRIVRL_PROCESS_ID": "3"})
-    assert (cfg.coordinator_address, cfg.num_processes, cfg.process_id, cfg.auto) == ("h:1", 4, 3, False)
+        {
+            "PRIVRL_COORDINATOR": "h:1",
+            "PRIVRL_NUM_PROCESSES": "4",
+            "PRIVRL_PROCESS_ID": "3",
+        }
+    )
+    assert (cfg.coordinator_address, cfg.num_processes, cfg.process_id, cfg.auto) == (
+        "h:1",
+        4,
+        3,
+        False,
+    )
     assert dist.DistributedConfig.from_env({"PRIVRL_DISTRIBUTED": "auto"}).auto
     with pytest.raises(ValueError, match="coordinator address"):
-        dist.DistributedConfig.from_env({"PRIVRL_NUM_PROCESSES": "2", "PRIVRL_PROCESS_ID": "0"})
+        dist.DistributedConfig.from_env(
+            {"PRIVRL_NUM_PROCESSES": "2", "PRIVRL_PROCESS_ID": "0"}
+        )
     with pytest.raises(ValueError, match=r"process id must be in \[0, 2\)"):
         dist.DistributedConfig("h:1", 2, 2)
     with pytest.raises(ValueError, match="host:port"):
         dist.DistributedConfig("h", 2, 0)
     with pytest.raises(ValueError, match="must be integers"):
-        dist.DistributedConfig.from_env({"PRIVRL_NUM_PROCESSES": "two", "PRIVRL_PROCESS_ID": "0"})
+        dist.DistributedConfig.from_env(
+            {"PRIVRL_NUM_PROCESSES": "two", "PRIVRL_PROCESS_ID": "0"}
+        )

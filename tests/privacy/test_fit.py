@@ -1,5 +1,7 @@
-"""The public DP loop (privacy.fit): the README's flax model, resume after a kill, in-memory runs,
-and the refusals (a noisy optimizer, a foreign clip norm, a sigma = 0 plan is not private)."""
+"""The public DP loop (privacy.fit): the README's flax model, resume after a kill,
+in-memory runs,
+and the refusals (a noisy optimizer, a foreign clip norm, a sigma = 0 plan is not
+private)."""
 
 import json
 import re
@@ -20,8 +22,12 @@ N, STEPS, EVERY = 256, 12, 4
 
 
 def _plan(sigma=1.1):
-    sampler = privacy.PoissonSampler(dataset_size=N, sampling_rate=0.1, microbatch_size=16)
-    return privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=STEPS, noise_multiplier=sigma)
+    sampler = privacy.PoissonSampler(
+        dataset_size=N, sampling_rate=0.1, microbatch_size=16
+    )
+    return privacy.DPPlan(
+        sampler=sampler, l2_clip_norm=1.0, steps=STEPS, noise_multiplier=sigma
+    )
 
 
 def _problem():
@@ -33,14 +39,26 @@ def _problem():
 
 
 def _recorder(run_dir, plan):
-    ledger = privacy.Ledger.open(run_dir, dataset_id="toy", dataset_size=N, target_epsilon=50.0,
-                                 target_delta=1e-5)
-    return privacy.RunRecorder(privacy.Checkpoints(run_dir / "ckpt"), ledger, what="step",
-                               checkpoint_every=EVERY)
+    ledger = privacy.Ledger.open(
+        run_dir,
+        dataset_id="toy",
+        dataset_size=N,
+        target_epsilon=50.0,
+        target_delta=1e-5,
+    )
+    return privacy.RunRecorder(
+        privacy.Checkpoints(run_dir / "ckpt"),
+        ledger,
+        what="step",
+        checkpoint_every=EVERY,
+    )
 
 
 def _entries(run_dir):
-    return [(r.what, r.count, r.event, r.params) for r in privacy.Ledger.load(run_dir).releases]
+    return [
+        (r.what, r.count, r.event, r.params)
+        for r in privacy.Ledger.load(run_dir).releases
+    ]
 
 
 class _Kill(RuntimeError):
@@ -48,7 +66,8 @@ class _Kill(RuntimeError):
 
 
 class _KillAt:
-    """A callback that kills the run after ``step`` (as SIGKILL would, between two commits)."""
+    """A callback that kills the run after ``step`` (as SIGKILL would, between two
+    commits)."""
 
     def __init__(self, step):
         self.step = step
@@ -62,8 +81,12 @@ class _KillAt:
 
 
 def test_readme_public_loop_example(tmp_path):
-    code = re.search(r"## The public DP loop\n\n.*?```python\n(.*?)```", README.read_text(), re.S).group(1)
-    code = code.replace('"runs/dp-readme', f'"{tmp_path}/dp-readme').replace("print(", "out = (")
+    code = re.search(
+        r"## The public DP loop\n\n.*?```python\n(.*?)```", README.read_text(), re.S
+    ).group(1)
+    code = code.replace('"runs/dp-readme', f'"{tmp_path}/dp-readme').replace(
+        "print(", "out = ("
+    )
     code = code.replace("steps=300", "steps=30")  # the README's run, 10x shorter
     ns: dict = {}
     exec(compile(code, "README", "exec"), ns)  # noqa: S102
@@ -78,53 +101,102 @@ def test_killed_and_rerun_equals_an_uninterrupted_run(tmp_path):
     plan = _plan()
     secret = privacy.DPSecret.from_seed(4)
     method, state = privacy.gradient_method(plan, loss, optax.adam(1e-2), params)
-    full = privacy.fit(plan, method, data, state, secret=secret, recorder=_recorder(tmp_path / "a", plan))
-    kill_at = int(np.random.default_rng(11).integers(EVERY + 1, STEPS))  # a random step, mid-stretch
+    full = privacy.fit(
+        plan,
+        method,
+        data,
+        state,
+        secret=secret,
+        recorder=_recorder(tmp_path / "a", plan),
+    )
+    kill_at = int(
+        np.random.default_rng(11).integers(EVERY + 1, STEPS)
+    )  # a random step, mid-stretch
     with pytest.raises(_Kill):
-        privacy.fit(plan, method, data, state, secret=secret, recorder=_recorder(tmp_path / "b", plan),
-                    callbacks=[_KillAt(kill_at)])
+        privacy.fit(
+            plan,
+            method,
+            data,
+            state,
+            secret=secret,
+            recorder=_recorder(tmp_path / "b", plan),
+            callbacks=[_KillAt(kill_at)],
+        )
     # The rerun is handed another secret: the one in the checkpoint must win.
-    again = privacy.fit(plan, method, data, state, secret=privacy.DPSecret.fresh(),
-                        recorder=_recorder(tmp_path / "b", plan))
-    for a, b in zip(jax.tree_util.tree_leaves(full.state), jax.tree_util.tree_leaves(again.state)):
+    again = privacy.fit(
+        plan,
+        method,
+        data,
+        state,
+        secret=privacy.DPSecret.fresh(),
+        recorder=_recorder(tmp_path / "b", plan),
+    )
+    for a, b in zip(
+        jax.tree_util.tree_leaves(full.state), jax.tree_util.tree_leaves(again.state)
+    ):
         np.testing.assert_array_equal(a, b)
     assert _entries(tmp_path / "a") == _entries(tmp_path / "b")
     assert privacy.Ledger.load(tmp_path / "b").epsilon().epsilon == pytest.approx(
-        plan.epsilon(1e-5).epsilon, rel=1e-9)
+        plan.epsilon(1e-5).epsilon, rel=1e-9
+    )
 
 
-def test_in_memory_run_writes_nothing_and_spends_the_plans_epsilon(tmp_path, monkeypatch):
+def test_in_memory_run_writes_nothing_and_spends_the_plans_epsilon(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     _, loss, data, params = _problem()
     plan = _plan()
     method, state = privacy.gradient_method(plan, loss, optax.sgd(0.1), params)
     rec = privacy.InMemoryRecorder(delta=1e-5)
     log = tmp_path / "log" / "fit.jsonl"
-    res = privacy.fit(plan, method, data, state, recorder=rec,
-                      callbacks=[privacy.JsonLinesLogger(log, every_step=True)])
+    res = privacy.fit(
+        plan,
+        method,
+        data,
+        state,
+        recorder=rec,
+        callbacks=[privacy.JsonLinesLogger(log, every_step=True)],
+    )
     assert res.private and not res.secret.fixed
     assert rec.epsilon_spent() == pytest.approx(plan.epsilon(1e-5).epsilon, rel=1e-12)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["fit.jsonl", "log"]
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert [x["step"] for x in lines] == list(range(1, STEPS + 1))
-    # Public quantities only: no loss, no gradient norm, nothing computed on the private data.
-    assert {k for x in lines for k in x} == {"step", "total", "elapsed_s", "epsilon_spent"}
+    # Public quantities only: no loss, no gradient norm, nothing computed on the private
+    # data.
+    assert {k for x in lines for k in x} == {
+        "step",
+        "total",
+        "elapsed_s",
+        "epsilon_spent",
+    }
 
 
 def test_fit_equals_a_naive_dp_sgd_reference():
-    """Same secret -> same batches and noise: a hand-written loop over the plan's primitives."""
+    """Same secret -> same batches and noise: a hand-written loop over the plan's
+    primitives."""
     _, loss, data, params = _problem()
     plan = _plan()
     secret = privacy.DPSecret.from_seed(2)
     method, state = privacy.gradient_method(plan, loss, optax.sgd(0.05), params)
     got = privacy.fit(plan, method, data, state, secret=secret).state.params
     x, y = (jnp.asarray(d) for d in data)
-    per_unit = jax.vmap(jax.grad(lambda p, xi, yi: loss(p, (xi[0], yi[0]))), (None, 0, 0))
+    per_unit = jax.vmap(
+        jax.grad(lambda p, xi, yi: loss(p, (xi[0], yi[0]))), (None, 0, 0)
+    )
 
     @jax.jit
-    def step(p, xs, ys, mask, t):  # one DP-SGD step written out: per-unit clip, sum, noise, SGD
+    def step(
+        p, xs, ys, mask, t
+    ):  # one DP-SGD step written out: per-unit clip, sum, noise, SGD
         g = per_unit(p, xs, ys)
-        norms = jnp.sqrt(sum(jnp.sum(v.reshape(len(mask), -1) ** 2, 1) for v in jax.tree_util.tree_leaves(g)))
+        norms = jnp.sqrt(
+            sum(
+                jnp.sum(v.reshape(len(mask), -1) ** 2, 1)
+                for v in jax.tree_util.tree_leaves(g)
+            )
+        )
         scale = jnp.where(mask, jnp.minimum(1.0, 1.0 / jnp.maximum(norms, 1e-12)), 0.0)
         total = jax.tree_util.tree_map(lambda v: jnp.tensordot(scale, v, 1), g)
         noisy = plan.privatize(total, jax.random.fold_in(secret.noise_key, t))
@@ -139,11 +211,19 @@ def test_fit_equals_a_naive_dp_sgd_reference():
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
-@pytest.mark.parametrize("noisy", [
-    lambda: privacy.dpsgd(optax.adam(1e-3), noise_multiplier=1.0, l2_clip_norm=1.0,
-                          expected_batch_size=25.6, key=jax.random.key(0)),
-    lambda: optax.chain(optax.add_noise(0.1, 0.55, 0), optax.sgd(0.1)),
-])
+@pytest.mark.parametrize(
+    "noisy",
+    [
+        lambda: privacy.dpsgd(
+            optax.adam(1e-3),
+            noise_multiplier=1.0,
+            l2_clip_norm=1.0,
+            expected_batch_size=25.6,
+            key=jax.random.key(0),
+        ),
+        lambda: optax.chain(optax.add_noise(0.1, 0.55, 0), optax.sgd(0.1)),
+    ],
+)
 def test_an_optimizer_that_adds_its_own_noise_is_refused(noisy):
     _, loss, _, params = _problem()
     with pytest.raises(ValueError, match="adds its own noise"):

@@ -19,13 +19,22 @@ STEP = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1
 
 
 def _open(tmp_path, **kw):
-    args = dict(dataset_id="umaze-abc", dataset_size=10_000, target_epsilon=2.0, target_delta=1e-6)
+    args = dict(
+        dataset_id="umaze-abc",
+        dataset_size=10_000,
+        target_epsilon=2.0,
+        target_delta=1e-6,
+    )
     return Ledger.open(tmp_path, **{**args, **kw})
 
 
 def test_event_round_trip():
     ev = dp_accounting.ComposedDpEvent(
-        [dpsgd_event(1.1, 0.02, 30), dp_accounting.LaplaceDpEvent(0.5), dp_accounting.GaussianDpEvent(2.0)]
+        [
+            dpsgd_event(1.1, 0.02, 30),
+            dp_accounting.LaplaceDpEvent(0.5),
+            dp_accounting.GaussianDpEvent(2.0),
+        ]
     )
     assert event_from_dict(json.loads(json.dumps(event_to_dict(ev)))) == ev
 
@@ -36,10 +45,15 @@ def test_records_merge_and_total_epsilon_matches_dp_accounting(tmp_path):
         led.record(STEP, what="dpsgd step", count=100)
     led.record(dp_accounting.GaussianDpEvent(10.0), what="noisy count")
     assert led.num_releases == 301
-    assert len(led.releases) == 4 and len(led.groups()) == 2  # entries append; accounting groups
+    assert (
+        len(led.releases) == 4 and len(led.groups()) == 2
+    )  # entries append; accounting groups
     expected = compute_epsilon(
         dp_accounting.ComposedDpEvent(
-            [dp_accounting.SelfComposedDpEvent(STEP, 300), dp_accounting.GaussianDpEvent(10.0)]
+            [
+                dp_accounting.SelfComposedDpEvent(STEP, 300),
+                dp_accounting.GaussianDpEvent(10.0),
+            ]
         ),
         1e-6,
     ).epsilon
@@ -52,7 +66,9 @@ def test_survives_reload_and_resume_continues_it(tmp_path):
     again = _open(tmp_path)
     assert again.num_releases == 40
     again.record(STEP, what="dpsgd step", count=60)
-    uninterrupted = compute_epsilon(dp_accounting.SelfComposedDpEvent(STEP, 100), 1e-6).epsilon
+    uninterrupted = compute_epsilon(
+        dp_accounting.SelfComposedDpEvent(STEP, 100), 1e-6
+    ).epsilon
     assert _open(tmp_path).epsilon().epsilon == pytest.approx(uninterrupted, rel=1e-12)
     # Reopening twice does not double anything.
     assert _open(tmp_path).num_releases == 100
@@ -60,7 +76,9 @@ def test_survives_reload_and_resume_continues_it(tmp_path):
 
 def test_refuses_release_that_would_exceed_budget(tmp_path):
     led = _open(tmp_path, target_epsilon=1.0)
-    quiet = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(3.0))
+    quiet = dp_accounting.PoissonSampledDpEvent(
+        0.01, dp_accounting.GaussianDpEvent(3.0)
+    )
     assert led.check(quiet, 100) < 1.0
     with pytest.raises(BudgetExceededError, match="budget 1"):
         led.check(quiet, 100_000)
@@ -73,7 +91,9 @@ def test_corrupt_file_is_an_error(tmp_path):
     (tmp_path / "ledger.json").write_text("{not json")
     with pytest.raises(LedgerError, match="corrupt"):
         _open(tmp_path)
-    (tmp_path / "ledger.json").write_text(json.dumps({"format": "privrl_jax.ledger/1", "dataset_id": "x"}))
+    (tmp_path / "ledger.json").write_text(
+        json.dumps({"format": "privrl_jax.ledger/1", "dataset_id": "x"})
+    )
     with pytest.raises(LedgerError, match="corrupt"):
         Ledger.load(tmp_path)
 
@@ -108,8 +128,13 @@ def _plan_entry(led, steps=63):
     from privrl_jax import privacy
 
     plan = privacy.DPPlan(
-        sampler=privacy.PoissonSampler(dataset_size=10_000, sampling_rate=0.01, microbatch_size=64),
-        l2_clip_norm=1.0, steps=steps, noise_multiplier=1.0)
+        sampler=privacy.PoissonSampler(
+            dataset_size=10_000, sampling_rate=0.01, microbatch_size=64
+        ),
+        l2_clip_norm=1.0,
+        steps=steps,
+        noise_multiplier=1.0,
+    )
     led.record(plan.step_event(), what="dp step", count=steps, params=plan.describe())
     return plan
 
@@ -123,8 +148,14 @@ def _edit(tmp_path, fn):
 @pytest.mark.parametrize(
     "edit, match",
     [
-        (lambda d: d["releases"][0].update(count=10), "entry 0 .* does not match its hash"),
-        (lambda d: d["releases"][0]["event"]["event"].update(noise_multiplier=50.0), "does not match its hash"),
+        (
+            lambda d: d["releases"][0].update(count=10),
+            "entry 0 .* does not match its hash",
+        ),
+        (
+            lambda d: d["releases"][0]["event"]["event"].update(noise_multiplier=50.0),
+            "does not match its hash",
+        ),
         (lambda d: d.update(target_epsilon=100.0), "header"),
         (lambda d: d["releases"].pop(0), "does not follow"),
     ],
@@ -138,7 +169,9 @@ def test_edits_break_the_chain(tmp_path, edit, match):
         Ledger.load(tmp_path)
 
 
-def test_an_edit_with_recomputed_hashes_is_caught_by_its_parameters_and_by_the_head(tmp_path):
+def test_an_edit_with_recomputed_hashes_is_caught_by_its_parameters_and_by_the_head(
+    tmp_path,
+):
     import hashlib
 
     from privrl_jax.privacy import _ledger
@@ -158,7 +191,9 @@ def test_an_edit_with_recomputed_hashes_is_caught_by_its_parameters_and_by_the_h
         assert len(r["hash"]) == len(hashlib.sha256().hexdigest())
 
     _edit(tmp_path, lambda d: forge(d, "sigma"))
-    with pytest.raises(LedgerError, match="its parameters give"):  # event recomputed from params
+    with pytest.raises(
+        LedgerError, match="its parameters give"
+    ):  # event recomputed from params
         Ledger.load(tmp_path)
     (tmp_path / "ledger.json").unlink()  # start again, and forge a count instead
     led = _open(tmp_path, target_epsilon=20.0)
@@ -167,7 +202,9 @@ def test_an_edit_with_recomputed_hashes_is_caught_by_its_parameters_and_by_the_h
     _edit(tmp_path, lambda d: forge(d, "count"))
     forged = Ledger.load(tmp_path)  # a consistent forgery loads ...
     assert forged.num_releases == 10
-    with pytest.raises(LedgerError, match="truncated or replaced"):  # ... but lacks the head
+    with pytest.raises(
+        LedgerError, match="truncated or replaced"
+    ):  # ... but lacks the head
         forged.require_head(head, "the checkpoint of DP step 63")
 
 
@@ -183,7 +220,9 @@ def test_a_missing_ledger_is_never_replaced_while_artifacts_exist(tmp_path):
 
 def test_over_budget_is_flagged(tmp_path):
     led = _open(tmp_path, target_epsilon=0.5)
-    led.record(STEP, what="dpsgd step", count=2000)  # recorded without check: e.g. a forced run
+    led.record(
+        STEP, what="dpsgd step", count=2000
+    )  # recorded without check: e.g. a forced run
     rep = led.report()
     assert rep["over_budget"] and rep["rdp"]["epsilon"] > 0.5
     assert not _open(tmp_path / "b").report()["over_budget"]
@@ -193,5 +232,10 @@ def test_event_and_parameters_must_agree_when_recorded(tmp_path):
     led = _open(tmp_path, target_epsilon=20.0)
     plan = _plan_entry(led)
     with pytest.raises(ValueError, match="does not match its parameters"):
-        led.record(dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(2.0)),
-                   what="dp step", params=plan.describe())
+        led.record(
+            dp_accounting.PoissonSampledDpEvent(
+                0.01, dp_accounting.GaussianDpEvent(2.0)
+            ),
+            what="dp step",
+            params=plan.describe(),
+        )

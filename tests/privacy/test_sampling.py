@@ -26,14 +26,21 @@ def test_batch_size_is_binomial(sizes_and_counts):
     sizes, _ = sizes_and_counts
     mean, var = N * Q, N * Q * (1 - Q)
     assert abs(sizes.mean() - mean) < 6 * np.sqrt(var / STEPS)
-    # The sample variance of STEPS draws: relative sd ~ sqrt(2/STEPS) (+ small kurtosis term).
+    # The sample variance of STEPS draws: relative sd ~ sqrt(2/STEPS) (+ small kurtosis
+    # term).
     assert abs(sizes.var() / var - 1) < 6 * np.sqrt(2 / STEPS)
     # Chi-square goodness of fit to Binomial(N, q) on pooled bins.
     lo, hi = int(mean - 3 * np.sqrt(var)), int(mean + 3 * np.sqrt(var))
     edges = np.arange(lo, hi + 1)
-    observed = np.array([np.sum(sizes < lo)] + [np.sum(sizes == k) for k in edges] + [np.sum(sizes > hi)])
+    observed = np.array(
+        [np.sum(sizes < lo)]
+        + [np.sum(sizes == k) for k in edges]
+        + [np.sum(sizes > hi)]
+    )
     pmf = scipy.stats.binom(N, Q)
-    expected = STEPS * np.array([pmf.cdf(lo - 1)] + [pmf.pmf(k) for k in edges] + [pmf.sf(hi)])
+    expected = STEPS * np.array(
+        [pmf.cdf(lo - 1)] + [pmf.pmf(k) for k in edges] + [pmf.sf(hi)]
+    )
     assert scipy.stats.chisquare(observed, expected).pvalue > 1e-4
 
 
@@ -68,7 +75,9 @@ def test_large_batches_get_more_microbatches_not_cut():
 
 
 def test_truncated_poisson_caps_at_capacity_and_reports_its_scheme():
-    s = PoissonSampler(dataset_size=1000, sampling_rate=0.5, microbatch_size=16, capacity=100)
+    s = PoissonSampler(
+        dataset_size=1000, sampling_rate=0.5, microbatch_size=16, capacity=100
+    )
     b = s.sample(3)
     assert b.size == 100
     assert s.sampling == Sampling.TRUNCATED_POISSON
@@ -112,4 +121,6 @@ def test_bad_arguments(kwargs, match):
 
 def test_seed_is_required():
     with pytest.raises(ValueError, match="seed"):
-        PoissonSampler(dataset_size=10, sampling_rate=0.1, microbatch_size=2).sample(None)
+        PoissonSampler(dataset_size=10, sampling_rate=0.1, microbatch_size=2).sample(
+            None
+        )

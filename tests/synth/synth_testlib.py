@@ -1,4 +1,5 @@
-"""Helpers the trajectory-level synthesizer tests share (PrivORL-j core, DP-Transformer)."""
+"""Helpers the trajectory-level synthesizer tests share (PrivORL-j core,
+DP-Transformer)."""
 
 import jax
 import jax.numpy as jnp
@@ -6,8 +7,10 @@ import numpy as np
 
 
 def units(num_fragments, rng, horizon: int, dim: int, f: int = 50):
-    """Units [U, F, ...] of random fragments: unit u holds num_fragments[u] full fragments of
-    ``horizon`` steps of ``dim`` numbers (the rest padding); returns (items, fragment mask)."""
+    """Units [U, F, ...] of random fragments: unit u holds num_fragments[u] full
+    fragments of
+    ``horizon`` steps of ``dim`` numbers (the rest padding); returns (items, fragment
+    mask)."""
     u = len(num_fragments)
     frag_mask = np.arange(f)[None, :] < np.asarray(num_fragments)[:, None]
     items = {
@@ -24,9 +27,13 @@ def flat(tree) -> np.ndarray:
     return np.concatenate([np.ravel(x) for x in jax.tree_util.tree_leaves(tree)])
 
 
-def assert_each_unit_moves_the_sum_by_c(clip_with_mask, mask, c: float, drop=(0, 1), low_rtol: float = 1e-5):
-    """Contract of a trajectory-level clipped sum: removing unit u (each of ``drop``) moves the
-    pre-noise sum ``clip_with_mask(mask)`` by at most C, and by C itself when the clip binds."""
+def assert_each_unit_moves_the_sum_by_c(
+    clip_with_mask, mask, c: float, drop=(0, 1), low_rtol: float = 1e-5
+):
+    """Contract of a trajectory-level clipped sum: removing unit u (each of ``drop``)
+    moves the
+    pre-noise sum ``clip_with_mask(mask)`` by at most C, and by C itself when the clip
+    binds."""
     full = flat(clip_with_mask(mask))
     for u in drop:
         moved = np.linalg.norm(full - flat(clip_with_mask(mask.at[u].set(False))))

@@ -1,4 +1,5 @@
-"""PrivORL-n's DP fine-tuning: the ghost and vmap clipped sums of the EDM unit loss agree."""
+"""PrivORL-n's DP fine-tuning: the ghost and vmap clipped sums of the EDM unit loss
+agree."""
 
 import jax
 import jax.numpy as jnp
@@ -19,8 +20,12 @@ def test_ghost_clipped_sum_equals_vmap_for_the_edm_unit_loss(layer_norm, num_noi
     mask = jnp.arange(12)[:, None] < 9  # three padded units
     key = jax.random.key(2)
     plan = privacy.DPPlan(
-        sampler=privacy.PoissonSampler(dataset_size=100, sampling_rate=0.09, microbatch_size=12),
-        l2_clip_norm=0.5, steps=10, noise_multiplier=1.0,
+        sampler=privacy.PoissonSampler(
+            dataset_size=100, sampling_rate=0.09, microbatch_size=12
+        ),
+        l2_clip_norm=0.5,
+        steps=10,
+        noise_multiplier=1.0,
     )
     sums, norms = {}, {}
     for method in ("vmap", "ghost"):
@@ -39,12 +44,20 @@ def test_ghost_clipped_sum_equals_vmap_for_the_edm_unit_loss(layer_norm, num_noi
 def test_pick_curious_returns_the_top_scoring_candidates_and_trains_rnd():
     from privrl_jax import synth
 
-    rnd = synth.init_rnd(jax.random.key(0), 3, config=synth.RNDConfig(target_features=(16, 16), predictor_features=(16,)))
+    rnd = synth.init_rnd(
+        jax.random.key(0),
+        3,
+        config=synth.RNDConfig(target_features=(16, 16), predictor_features=(16,)),
+    )
     pool = jax.random.normal(jax.random.key(1), (50, 3))
     scores = jnp.arange(50.0)[::-1]  # row r scores 49 - r
     key = jax.random.key(2)
-    rows, new_rnd = core.pick_curious(rnd, pool, scores, key, num_candidates=20, num_picked=6)
+    rows, new_rnd = core.pick_curious(
+        rnd, pool, scores, key, num_candidates=20, num_picked=6
+    )
     cands, cand_scores = synth.sample_candidates(key, pool, scores, num=20)
     top = np.argsort(-np.asarray(cand_scores))[:6]
-    np.testing.assert_array_equal(np.sort(np.asarray(rows), 0), np.sort(np.asarray(cands)[top], 0))
+    np.testing.assert_array_equal(
+        np.sort(np.asarray(rows), 0), np.sort(np.asarray(cands)[top], 0)
+    )
     assert int(new_rnd.step) == int(rnd.step) + 1

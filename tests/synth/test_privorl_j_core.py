@@ -1,4 +1,5 @@
-"""PrivORL-j core: trajectory-level clipping bound, whole-trajectory batches, generation."""
+"""PrivORL-j core: trajectory-level clipping bound, whole-trajectory batches,
+generation."""
 
 import jax
 import jax.numpy as jnp
@@ -16,9 +17,11 @@ H = 2
 
 
 def _linear_net(params, x, c_noise, link, has_link, step_mask):
-    """A stand-in network with the transformer's signature and masking, cheap to compile: these
-    tests are about the clipping, batching and generation paths, which do not depend on the
-    network (the transformer's own tests are in tests/diffusion/test_fragment_transformer.py)."""
+    """A stand-in network with the transformer's signature and masking, cheap to
+    compile: these
+    tests are about the clipping, batching and generation paths, which do not depend on
+    the network (the transformer's own tests are in
+    tests/diffusion/test_fragment_transformer.py)."""
     lk = jnp.where(has_link[..., None], link @ params["v"], params["no_link"])
     out = x @ params["w"] + lk + c_noise[..., None] * params["b"]
     return out * jnp.repeat(step_mask, D, axis=-1)
@@ -26,8 +29,12 @@ def _linear_net(params, x, c_noise, link, has_link, step_mask):
 
 def _den():
     k1, k2 = jax.random.split(jax.random.key(0))
-    params = {"w": 0.1 * jax.random.normal(k1, (H * D, H * D)), "v": 0.1 * jax.random.normal(k2, (D, H * D)),
-              "no_link": jnp.zeros(H * D), "b": jnp.zeros(H * D)}
+    params = {
+        "w": 0.1 * jax.random.normal(k1, (H * D, H * D)),
+        "v": 0.1 * jax.random.normal(k2, (D, H * D)),
+        "no_link": jnp.zeros(H * D),
+        "b": jnp.zeros(H * D),
+    }
     return diffusion.FragmentDenoiser(_linear_net), params
 
 
@@ -37,8 +44,12 @@ def _units(num_fragments, rng, f=50):
 
 
 def _plan(n, c):
-    sampler = privacy.PoissonSampler(dataset_size=n, sampling_rate=0.5, microbatch_size=n)
-    return privacy.DPPlan(sampler=sampler, l2_clip_norm=c, steps=1, noise_multiplier=1.0)
+    sampler = privacy.PoissonSampler(
+        dataset_size=n, sampling_rate=0.5, microbatch_size=n
+    )
+    return privacy.DPPlan(
+        sampler=sampler, l2_clip_norm=c, steps=1, noise_multiplier=1.0
+    )
 
 
 def test_a_trajectory_moves_the_pre_noise_sum_by_at_most_c():
@@ -51,17 +62,23 @@ def test_a_trajectory_moves_the_pre_noise_sum_by_at_most_c():
     keys = jax.random.split(key, 4)
     _, metrics = clip(params, items, mask, keys)
     assert float(jnp.min(metrics.per_unit_norms)) > 100 * c
-    # Dropping the 50-fragment or the 1-fragment trajectory moves the sum by C (clipped, not zeroed).
-    assert_each_unit_moves_the_sum_by_c(lambda m: clip(params, items, m, keys)[0], mask, c, low_rtol=1e-3)
-    # Clipping fragments separately (the pitfall) would let the 50-fragment trajectory move it 50 C.
+    # Dropping the 50-fragment or the 1-fragment trajectory moves the sum by C (clipped,
+    # not zeroed).
+    assert_each_unit_moves_the_sum_by_c(
+        lambda m: clip(params, items, m, keys)[0], mask, c, low_rtol=1e-3
+    )
+    # Clipping fragments separately (the pitfall) would let the 50-fragment trajectory
+    # move it 50 C.
     frag_units = jax.tree_util.tree_map(lambda x: x[0][:, None], items)
     per_frag, _ = jax.jit(lambda p, it, m, ks: fns.clip.with_unit_keys(p, it, m, ks))(
-        params, frag_units, mask[0][:, None], jax.random.split(key, 50))
+        params, frag_units, mask[0][:, None], jax.random.split(key, 50)
+    )
     assert np.linalg.norm(flat(per_frag)) > 10 * c
 
 
 def test_the_loop_gathers_whole_trajectories():
-    """Index i of a batch brings all of trajectory i's fragments, clipped as one gradient."""
+    """Index i of a batch brings all of trajectory i's fragments, clipped as one
+    gradient."""
     den, params = _den()
     c = 0.05
     items, mask = _units([5, 1, 2], np.random.default_rng(2), f=6)
@@ -69,20 +86,33 @@ def test_the_loop_gathers_whole_trajectories():
     fns = synth.make_trajectory_dp_finetune(den, plan, learning_rate=1e-3)
     acc0 = jax.tree_util.tree_map(jnp.zeros_like, params)
     loss_key = jax.random.key(9)
-    got = make_accumulate(fns.clip)(acc0, params, items, mask, jnp.array([0]), jnp.array([True]),
-                                    np.int64(0), loss_key, np.int32(4))
-    # Reference: the gradient of the trajectory's summed fragment losses, clipped to C by hand;
-    # unit 0 of step 4 is keyed by (step, global index).
+    got = make_accumulate(fns.clip)(
+        acc0,
+        params,
+        items,
+        mask,
+        jnp.array([0]),
+        jnp.array([True]),
+        np.int64(0),
+        loss_key,
+        np.int32(4),
+    )
+    # Reference: the gradient of the trajectory's summed fragment losses, clipped to C
+    # by hand; unit 0 of step 4 is keyed by (step, global index).
     unit_key = jax.random.fold_in(jax.random.fold_in(loss_key, 4), 0)
     frag_keys = jax.random.split(unit_key, 6)
 
     def traj_loss(p):
         one = jax.tree_util.tree_map(lambda x: x[0, :5], items)
-        losses = jax.vmap(lambda it, k: diffusion.fragment_edm_loss(den, p, it, k))(one, frag_keys[:5])
+        losses = jax.vmap(lambda it, k: diffusion.fragment_edm_loss(den, p, it, k))(
+            one, frag_keys[:5]
+        )
         return jnp.sum(losses)
 
     g = jax.jit(jax.grad(traj_loss))(params)
-    norm = float(np.sqrt(sum(np.sum(np.square(x)) for x in jax.tree_util.tree_leaves(g))))
+    norm = float(
+        np.sqrt(sum(np.sum(np.square(x)) for x in jax.tree_util.tree_leaves(g)))
+    )
     assert norm > c
     ref = jax.tree_util.tree_map(lambda x: x * c / norm, g)
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
@@ -99,23 +129,38 @@ def test_pack_unpack_round_trip():
 
 
 def test_stitched_lengths():
-    term = jnp.array([[0, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 0, 0, 0, 0], [0, 0, 0, 1, 0]], jnp.float32)
+    term = jnp.array(
+        [[0, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 0, 0, 0, 0], [0, 0, 0, 1, 0]],
+        jnp.float32,
+    )
     lengths, ended = synth.stitched_lengths(term, jnp.array([5, 4, 5, 2]))
     np.testing.assert_array_equal(lengths, [3, 4, 1, 2])
     np.testing.assert_array_equal(ended, [True, False, True, False])
 
 
 def _toy_rows(rng, n_traj=64):
-    """Public-like toy data: s_{t+1} = s_t + 0.25, a = 0.5, r = s, d = 0; fragments of H steps."""
+    """Public-like toy data: s_{t+1} = s_t + 0.25, a = 0.5, r = s, d = 0; fragments of H
+    steps."""
     rows = []
     for _ in range(n_traj):
         s0 = rng.uniform(-2, 2)
         length = 3 * H
         s = s0 + 0.25 * np.arange(length + 1)
-        steps = np.stack([s[:-1], np.full(length, 0.5), s[:-1], s[1:], np.zeros(length)], -1)
+        steps = np.stack(
+            [s[:-1], np.full(length, 0.5), s[:-1], s[1:], np.zeros(length)], -1
+        )
         for f in range(length // H):
             link = steps[f * H - 1] if f else np.zeros(D)
-            rows.append(np.concatenate([steps[f * H:(f + 1) * H].ravel(), link, [float(f > 0)], np.ones(H)]))
+            rows.append(
+                np.concatenate(
+                    [
+                        steps[f * H : (f + 1) * H].ravel(),
+                        link,
+                        [float(f > 0)],
+                        np.ones(H),
+                    ]
+                )
+            )
     return jnp.asarray(np.array(rows), jnp.float32)
 
 
@@ -123,28 +168,48 @@ def test_generation_with_a_tiny_trained_model():
     den, params = _den()
     rows = _toy_rows(np.random.default_rng(0))
     tx = optax.adam(3e-3)
-    chunk = synth.make_fragment_pretrain_chunk(den, tx, horizon=H, dim=D, batch_size=32, chunk_steps=150,
-                                               curiosity_rate=0.0, ema_decay=0.9)
+    chunk = synth.make_fragment_pretrain_chunk(
+        den,
+        tx,
+        horizon=H,
+        dim=D,
+        batch_size=32,
+        chunk_steps=150,
+        curiosity_rate=0.0,
+        ema_decay=0.9,
+    )
     state = init_synth_state(params, tx)
     rnd = synth.init_rnd(jax.random.key(3), rows.shape[1])
     dummy = jnp.zeros((1, rows.shape[1]))
     state, rnd, m0 = chunk(state, rnd, rows, dummy, jnp.zeros(1), jax.random.key(4))
     state, rnd, m1 = chunk(state, rnd, rows, dummy, jnp.zeros(1), jax.random.key(5))
     assert float(m1.loss) < float(m0.loss)
-    gen = synth.generate_fragments(jax.random.key(6), den, state.ema_params, num=16, num_fragments=4,
-                                   horizon=H, dim=D, num_steps=8)
+    gen = synth.generate_fragments(
+        jax.random.key(6),
+        den,
+        state.ema_params,
+        num=16,
+        num_fragments=4,
+        horizon=H,
+        dim=D,
+        num_steps=8,
+    )
     assert gen.fragments.shape == (16, 4, H, D)
     assert not bool(gen.has_link[:, 0].any()) and bool(gen.has_link[:, 1:].all())
     np.testing.assert_array_equal(gen.links[:, 0], 0.0)
     # The link of fragment k + 1 is exactly the last transition of fragment k.
-    np.testing.assert_allclose(gen.links[:, 1:], gen.fragments[:, :-1, -1], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        gen.links[:, 1:], gen.fragments[:, :-1, -1], rtol=1e-6, atol=1e-6
+    )
     # Requested lengths cut the stitched trajectory (no terminals in this data).
     steps = gen.fragments.reshape(16, 4 * H, D)
     requested = jnp.arange(16) % (4 * H) + 1
-    lengths, _ = synth.stitched_lengths(jnp.zeros(steps.shape[:2]) * (steps[..., 4] > 10), requested)
+    lengths, _ = synth.stitched_lengths(
+        jnp.zeros(steps.shape[:2]) * (steps[..., 4] > 10), requested
+    )
     np.testing.assert_array_equal(lengths, requested)
-    # Stitching: a fragment's first state follows its link's next state (trained: s = s'_link),
-    # closer than an unrelated pairing.
+    # Stitching: a fragment's first state follows its link's next state (trained: s =
+    # s'_link), closer than an unrelated pairing.
     first_s = np.asarray(gen.fragments[:, 1:, 0, 0])
     link_next = np.asarray(gen.links[:, 1:, 3])
     gap = np.mean(np.abs(first_s - link_next))

@@ -25,9 +25,9 @@ direction is ``plan.clipped_sum`` of the per-transition direction (as in
 ledger before each checkpoint, checks the budget and resumes. Rerunning the same
 command resumes and spends nothing twice.
 
-The modules split it by role: :mod:`.task` (the public task, built once per run and passed
-down), :mod:`.runner` (plan, DP loop, release, report), :mod:`.audit` (NOT DP: the release against
-the truth) and :mod:`.report` (Markdown and plots).
+The modules split it by role: :mod:`.task` (the public task, built once per run and
+passed down), :mod:`.runner` (plan, DP loop, release, report), :mod:`.audit` (NOT DP:
+the release against the truth) and :mod:`.report` (Markdown and plots).
 """
 
 from privrl_jax.pipelines._gpope_config import (
@@ -46,7 +46,13 @@ from privrl_jax.pipelines.gpope.report import (
     plot_release_values,
     render_markdown,
 )
-from privrl_jax.pipelines.gpope.runner import DP_STEP, NOT_PRIVATE_SEED, WEIGHTS_FILE, make_plan, run
+from privrl_jax.pipelines.gpope.runner import (
+    DP_STEP,
+    NOT_PRIVATE_SEED,
+    WEIGHTS_FILE,
+    make_plan,
+    run,
+)
 from privrl_jax.pipelines.gpope.task import (
     GPOPETask,
     build_task,

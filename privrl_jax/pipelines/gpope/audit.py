@@ -1,7 +1,9 @@
-"""GPOPE's audit (NOT differentially private): the release against the truth and the data's LSTD.
+"""GPOPE's audit (NOT differentially private): the release against the truth and the
+data's LSTD.
 
-Everything here reads the sensitive trajectories (or the chain's model, which a real data holder
-would not have) without a DP mechanism; it is written under ``audit/`` and never published.
+Everything here reads the sensitive trajectories (or the chain's model, which a real
+data holder would not have) without a DP mechanism; it is written under ``audit/`` and
+never published.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def references(
     return ope.exact_values(mdp, target), lstd
 
 
-def audit_release(task: GPOPETask, theta: np.ndarray, data: ope.TrajectoryData) -> dict[str, Any]:
+def audit_release(
+    task: GPOPETask, theta: np.ndarray, data: ope.TrajectoryData
+) -> dict[str, Any]:
     """Errors of the release against the true V^pi and the data's LSTD (NOT DP)."""
     if not task.chain:
         return _audit_continuous(task, theta, data)
@@ -68,7 +72,8 @@ def _audit_continuous(
     return {
         "notice": AUDIT_NOTICE.strip(),
         "metric": (
-            "mean over the evaluation states of (theta . phi(s) - V_MC(s))^2; V_MC from "
+            "mean over the evaluation states of (theta . phi(s) - V_MC(s))^2; V_MC "
+            "from "
             "Monte Carlo rollouts of the target policy (see truth.*)"
         ),
         "mc_values": np.asarray(mc.values).tolist(),

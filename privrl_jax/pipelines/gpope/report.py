@@ -1,4 +1,5 @@
-"""GPOPE's report: the Markdown summary and the two plots (release and audit, kept apart)."""
+"""GPOPE's report: the Markdown summary and the two plots (release and audit, kept
+apart)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,9 @@ def plot_audit_values(cfg: GPOPERunConfig, audit: dict[str, Any], path: Path) ->
     chain = cfg.env.name == "chain"
     truth = np.asarray(audit["exact_values" if chain else "mc_values"])
     est = np.asarray(audit["estimated_values"])
-    lstd = None if audit.get("lstd_values") is None else np.asarray(audit["lstd_values"])
+    lstd = (
+        None if audit.get("lstd_values") is None else np.asarray(audit["lstd_values"])
+    )
     order = np.arange(truth.size) if chain else np.argsort(truth)
     x = np.arange(truth.size)
     fig, ax = _new_axes()
@@ -77,12 +80,20 @@ def plot_audit_values(cfg: GPOPERunConfig, audit: dict[str, Any], path: Path) ->
             x, truth[order] - se, truth[order] + se, color="0.8", lw=0, label="+-2 s.e."
         )
     ax.plot(
-        x, est[order], "-s", ms=3, color="tab:blue",
+        x,
+        est[order],
+        "-s",
+        ms=3,
+        color="tab:blue",
         label=f"GPOPE, MSE vs truth {audit['mse_vs_exact']:.3g}",
     )
     if lstd is not None:
         ax.plot(
-            x, lstd[order], "--^", ms=3, color="tab:orange",
+            x,
+            lstd[order],
+            "--^",
+            ms=3,
+            color="tab:orange",
             label=f"LSTD (no DP), MSE vs truth {audit['lstd_mse_vs_exact']:.3g}",
         )
     if chain:
@@ -167,12 +178,16 @@ def render_markdown(report: dict[str, Any]) -> str:
     release = (
         "**Release** (may be published): "
         + ", ".join(
-            f"`{f}`" for f in report["release"]["publishable"] if f not in plots["release"]
+            f"`{f}`"
+            for f in report["release"]["publishable"]
+            if f not in plots["release"]
         )
         + "."
     )
     if plots["release"]:
-        release += " Release plots: " + ", ".join(f"`{f}`" for f in plots["release"]) + "."
+        release += (
+            " Release plots: " + ", ".join(f"`{f}`" for f in plots["release"]) + "."
+        )
     audit_text = (
         "**Audit** (`audit/`, NOT differentially private, never publish): the errors "
         "against the true values (exact or Monte Carlo) and the LSTD solution read the "
@@ -181,7 +196,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "sampling seed: never publish them."
     )
     if plots["audit"]:
-        audit_text += " Audit plots: " + ", ".join(f"`{f}`" for f in plots["audit"]) + "."
+        audit_text += (
+            " Audit plots: " + ", ".join(f"`{f}`" for f in plots["audit"]) + "."
+        )
     lines += ["", theorem, "", release, "", audit_text, ""]
     lines += [f"Wall time: {report['wall_time_s']:.1f} s.", ""]
     return "\n".join(lines)

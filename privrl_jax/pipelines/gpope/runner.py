@@ -1,4 +1,5 @@
-"""GPOPE's run: the plan, Algorithm 1 through the library's DP loop, the release and the report.
+"""GPOPE's run: the plan, Algorithm 1 through the library's DP loop, the release and the
+report.
 
 See :mod:`privrl_jax.pipelines.gpope` for what a run writes.
 """
@@ -37,7 +38,12 @@ from privrl_jax.pipelines.gpope.report import (
     plot_release_values,
     render_markdown,
 )
-from privrl_jax.pipelines.gpope.task import build_task, collect_data, dataset_id, features_name
+from privrl_jax.pipelines.gpope.task import (
+    build_task,
+    collect_data,
+    dataset_id,
+    features_name,
+)
 
 DP_STEP = "GPOPE iteration"
 WEIGHTS_FILE = "weights.json"
@@ -170,10 +176,12 @@ def run(cfg: GPOPERunConfig, run_dir: str | Path) -> dict[str, Any]:
     """Runs (or resumes) GPOPE into ``run_dir``; returns the report (+ ``audit``).
 
     The directory is locked while the run is alive; every input is checked before
-    anything is written; a rerun with a different config is refused. Under ``jax.distributed``
-    every process runs it with the same config and directory: each clips the trajectories of its
-    own block, process 0 alone locks the directory and writes the ledger, the weights and the
-    reports; the others return ``{"process_id": p}`` (docs/multihost.md).
+    anything is written; a rerun with a different config is refused. Under
+    ``jax.distributed``
+    every process runs it with the same config and directory: each clips the
+    trajectories of its own block, process 0 alone locks the directory and writes the
+    ledger, the weights and the reports; the others return ``{"process_id": p}``
+    (docs/multihost.md).
     """
     return run_in_dir(Path(run_dir), lambda d, topo: _run(cfg, d, topo))
 
@@ -188,7 +196,9 @@ def _run(cfg: GPOPERunConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     if topo.is_primary:
         atomic_write_text(cfg_file, yaml.safe_dump(resolved, sort_keys=False))
 
-    task = build_task(cfg)  # public: model or env, policies, features, evaluation states
+    task = build_task(
+        cfg
+    )  # public: model or env, policies, features, evaluation states
     data = collect_data(task)
 
     weights_file = run_dir / WEIGHTS_FILE

@@ -1,8 +1,9 @@
 """GPOPE's task: what a run knows before it reads a sensitive trajectory.
 
-:func:`build_task` builds it once from the config (the chain MDP or the continuous env, the behaviour
-and target policies, the features and the public evaluation states) and the run passes it down, so
-nothing is cached at module level and no device array outlives its run.
+:func:`build_task` builds it once from the config (the chain MDP or the continuous env,
+the behaviour and target policies, the features and the public evaluation states) and
+the run passes it down, so nothing is cached at module level and no device array
+outlives its run.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ class GPOPETask:
       cfg: the run's config.
       behaviour: the behaviour policy that (notionally) collected the data.
       target: the policy whose value is estimated.
-      features: ``[S, n]`` one-hot features (chain) or a feature map ``obs -> phi`` (continuous).
+      features: ``[S, n]`` one-hot features (chain) or a feature map ``obs -> phi``
+        (continuous).
       mdp: the chain MDP (chain only; the audit's exact values come from it).
       env, env_params: the continuous env and its parameters (Mountain Car, HIV).
-      eval_obs, eval_states: the public evaluation states (continuous envs), drawn from the env's
-        start distribution and the target policy with a public seed, never from the data, so the
-        release plot may use them.
+      eval_obs, eval_states: the public evaluation states (continuous envs), drawn from
+        the env's start distribution and the target policy with a public seed, never
+        from the data, so the release plot may use them.
     """
 
     cfg: GPOPERunConfig
@@ -50,10 +52,13 @@ class GPOPETask:
 
 
 def build_task(cfg: GPOPERunConfig) -> GPOPETask:
-    """The task of ``cfg``: public inputs only (model, policies, features, evaluation states)."""
+    """The task of ``cfg``: public inputs only (model, policies, features, evaluation
+    states)."""
     e = cfg.env
     if e.name == "chain":
-        mdp = ope.medical_chain(e.num_states, gamma=e.gamma, treatment_cost=e.treatment_cost)
+        mdp = ope.medical_chain(
+            e.num_states, gamma=e.gamma, treatment_cost=e.treatment_cost
+        )
         return GPOPETask(
             cfg,
             behaviour=ope.treatment_policy(cfg.treat_probs("behaviour_treat")),
@@ -100,9 +105,14 @@ def features_name(cfg: GPOPERunConfig) -> str:
     e = cfg.env
     if e.name == "chain":
         return f"one_hot({e.num_states})"
-    layout = "2-D (position, velocity)" if e.name == "mountain_car" else "1-D per log10 state"
+    layout = (
+        "2-D (position, velocity)"
+        if e.name == "mountain_car"
+        else "1-D per log10 state"
+    )
     return (
-        f"tile coding {layout}: {e.num_tilings} tilings x {e.tiles_per_dim} tiles, plus a "
+        f"tile coding {layout}: {e.num_tilings} tilings x {e.tiles_per_dim} tiles, "
+        "plus a "
         "constant, unit norm (privrl_jax.ope._features)"
     )
 
