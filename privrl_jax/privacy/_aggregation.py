@@ -17,6 +17,7 @@ import optax
 from privrl_jax.privacy._accounting import Neighboring
 from privrl_jax.privacy._clip_core import ClipMetrics
 from privrl_jax.privacy._clipping import ClippedSumFn
+from privrl_jax.privacy._noise import fast_normal
 
 PyTree = Any
 
@@ -64,12 +65,13 @@ def add_noise_blocks(
         raise ValueError(f"{len(blocks)} blocks but {len(stds)} noise stds; give one std per block.")
     flat = [jax.tree_util.tree_flatten(block) for block in blocks]
     leaves = [(x, stds[i]) for i, (ls, _) in enumerate(flat) for x in ls]
-    # One key per leaf (split once) and JAX's default (partitionable) Threefry stream: on the
-    # 6.6M-parameter denoiser this per-leaf draw took 24 ms against 97 ms for one flat draw of
-    # the original stream split over the leaves (benchmarks/dp_loop_speed.py, 2 CPUs).
+    # One key per leaf (split once) and JAX's default (partitionable) Threefry stream, drawn by
+    # `fast_normal`: the same bits as `jax.random.normal(k, x.shape)`, but as straight-line jnp
+    # that XLA fuses with the add, instead of the rolled Threefry loop JAX emits on CPU (the
+    # noise of the 6.6M-parameter denoiser: benchmarks/README.md, "DP-SGD ghost step").
     keys = jax.random.split(key, len(leaves)) if leaves else []
     noised = [
-        (x.astype(jnp.float32) + std * jax.random.normal(k, x.shape, jnp.float32)).astype(x.dtype)
+        (x.astype(jnp.float32) + std * fast_normal(k, x.shape)).astype(x.dtype)
         for (x, std), k in zip(leaves, keys)
     ]
     out, pos = [], 0
