@@ -42,6 +42,22 @@ def standard_normal(key: jax.Array, size: int) -> jax.Array:
         return jax.random.normal(key, (size,), jnp.float32)
 
 
+def _normal_f32(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """``jax.random.normal(key, shape, float32)``, bit for bit, drawn the fastest way per platform.
+
+    On CPU, JAX lowers Threefry as a rolled loop that XLA cannot fuse; ``fast_normal`` writes the
+    same hash out in jnp, so it fuses with the counters, the normal map and the add (the noise of
+    the 6.6M-parameter denoiser: benchmarks/README.md, issue 25). On GPU/TPU JAX's own lowering is
+    already straight-line (or a CUDA kernel), so it is kept there. The choice is made when XLA
+    lowers for a platform and does not change a single bit of the noise.
+    """
+    return jax.lax.platform_dependent(
+        key,
+        cpu=lambda k: fast_normal(k, shape),
+        default=lambda k: jax.random.normal(k, shape, jnp.float32),
+    )
+
+
 def add_noise_blocks(
     blocks: Sequence[PyTree], key: jax.Array, stds: Sequence[jax.typing.ArrayLike]
 ) -> tuple[PyTree, ...]:
@@ -65,13 +81,10 @@ def add_noise_blocks(
         raise ValueError(f"{len(blocks)} blocks but {len(stds)} noise stds; give one std per block.")
     flat = [jax.tree_util.tree_flatten(block) for block in blocks]
     leaves = [(x, stds[i]) for i, (ls, _) in enumerate(flat) for x in ls]
-    # One key per leaf (split once) and JAX's default (partitionable) Threefry stream, drawn by
-    # `fast_normal`: the same bits as `jax.random.normal(k, x.shape)`, but as straight-line jnp
-    # that XLA fuses with the add, instead of the rolled Threefry loop JAX emits on CPU (the
-    # noise of the 6.6M-parameter denoiser: benchmarks/README.md, "DP-SGD ghost step").
+    # One key per leaf (split once) and JAX's default (partitionable) Threefry stream.
     keys = jax.random.split(key, len(leaves)) if leaves else []
     noised = [
-        (x.astype(jnp.float32) + std * fast_normal(k, x.shape)).astype(x.dtype)
+        (x.astype(jnp.float32) + std * _normal_f32(k, x.shape)).astype(x.dtype)
         for (x, std), k in zip(leaves, keys)
     ]
     out, pos = [], 0
