@@ -39,12 +39,12 @@ def main() -> None:
     args = p.parse_args()
     os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.threads])
 
+    import dpsgd_vs_opacus as bench  # noqa: PLC0415  (benchmarks/ on sys.path)
     import flax.linen as nn  # noqa: PLC0415
     import jax  # noqa: PLC0415
     import jax.numpy as jnp  # noqa: PLC0415
     import optax  # noqa: PLC0415
 
-    import dpsgd_vs_opacus as bench  # noqa: PLC0415  (benchmarks/ on sys.path)
     from privrl_jax import privacy  # noqa: PLC0415
     from privrl_jax.privacy import _aggregation  # noqa: PLC0415
 

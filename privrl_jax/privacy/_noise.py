@@ -22,7 +22,7 @@ References:
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -118,6 +118,10 @@ def fast_normal(key: jax.Array, shape: Sequence[int]) -> jax.Array:
       ``jax.random``, it offers no formal guarantee against floating-point attacks on the
       Gaussian mechanism (Mironov 2012; docs/dp_pitfalls.md item 13). A non-Threefry key or the
       non-partitionable stream uses ``jax.random.normal`` itself.
+
+    >>> key = jax.random.key(0)
+    >>> bool(jnp.array_equal(fast_normal(key, (3, 5)), jax.random.normal(key, (3, 5))))
+    True
     """
     shape = tuple(int(d) for d in shape)
     if _key_words(key) is None or not jax.config.jax_threefry_partitionable:
