@@ -61,11 +61,14 @@ CONFIGS = {
     "transformer": Config("transformer", width=128, depth=6, dim=11, batch=64, seq=32, heads=4,
                           transformer=True, vmap_microbatch=16),
 }
-JAX_METHODS = ("jax_nonprivate", "jax_vmap_dp", "jax_ghost_dp", "jax_ghost_dp_jax_noise")
+JAX_METHODS = ("jax_nonprivate", "jax_vmap_dp", "jax_ghost_dp", "jax_ghost_dp_jax_noise",
+               "jax_privacy_dp")
 # jax_ghost_dp_jax_noise: the ghost step with the noise drawn by jax.random.normal itself (the same
 # bits as privacy._noise.fast_normal; JAX's rolled Threefry loop on CPU), the "before" of issue 25.
+# jax_privacy_dp: jax-privacy's per-example path (jax_privacy.clipping.clipped_grad, vmap over
+# examples, microbatched like jax_vmap_dp), then the library's noise, 1/B and Adam.
 TORCH_METHODS = ("torch_nonprivate", "opacus_hooks_dp", "opacus_ghost_dp")
-SLOW_METHODS = ("jax_vmap_dp", "opacus_hooks_dp")  # materialise one gradient per example
+SLOW_METHODS = ("jax_vmap_dp", "opacus_hooks_dp", "jax_privacy_dp")  # materialise one gradient per example
 
 
 def _data(cfg: Config, seed: int = 0):
@@ -170,6 +173,16 @@ def _jax_worker(cfg: Config, method: str):
 
         def grads_of(params):
             return clip(params, batch, mask)[0]
+
+        if method == "jax_privacy_dp":
+            import jax_privacy  # noqa: PLC0415
+
+            jp_clip = jax_privacy.clipping.clipped_grad(
+                per_item_loss, l2_clip_norm=CLIP_NORM, keep_batch_dim=False,
+                microbatch_size=cfg.vmap_microbatch)
+
+            def grads_of(params):  # noqa: F811
+                return jp_clip(params, (x, noise, sigma))
     opt_state = optimizer.init(params)
 
     @jax.jit
