@@ -17,6 +17,7 @@ import optax
 from privrl_jax.privacy._accounting import Neighboring
 from privrl_jax.privacy._clip_core import ClipMetrics
 from privrl_jax.privacy._clipping import ClippedSumFn
+from privrl_jax.privacy._noise import fast_normal
 
 PyTree = Any
 
@@ -39,6 +40,22 @@ def standard_normal(key: jax.Array, size: int) -> jax.Array:
     """
     with jax.threefry_partitionable(False):
         return jax.random.normal(key, (size,), jnp.float32)
+
+
+def _normal_f32(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """``jax.random.normal(key, shape, float32)``, bit for bit, drawn the fastest way per platform.
+
+    On CPU, JAX lowers Threefry as a rolled loop that XLA cannot fuse; ``fast_normal`` writes the
+    same hash out in jnp, so it fuses with the counters, the normal map and the add (the noise of
+    the 6.6M-parameter denoiser: benchmarks/README.md, issue 25). On GPU/TPU JAX's own lowering is
+    already straight-line (or a CUDA kernel), so it is kept there. The choice is made when XLA
+    lowers for a platform and does not change a single bit of the noise.
+    """
+    return jax.lax.platform_dependent(
+        key,
+        cpu=lambda k: fast_normal(k, shape),
+        default=lambda k: jax.random.normal(k, shape, jnp.float32),
+    )
 
 
 def add_noise_blocks(
@@ -64,12 +81,10 @@ def add_noise_blocks(
         raise ValueError(f"{len(blocks)} blocks but {len(stds)} noise stds; give one std per block.")
     flat = [jax.tree_util.tree_flatten(block) for block in blocks]
     leaves = [(x, stds[i]) for i, (ls, _) in enumerate(flat) for x in ls]
-    # One key per leaf (split once) and JAX's default (partitionable) Threefry stream: on the
-    # 6.6M-parameter denoiser this per-leaf draw took 24 ms against 97 ms for one flat draw of
-    # the original stream split over the leaves (benchmarks/dp_loop_speed.py, 2 CPUs).
+    # One key per leaf (split once) and JAX's default (partitionable) Threefry stream.
     keys = jax.random.split(key, len(leaves)) if leaves else []
     noised = [
-        (x.astype(jnp.float32) + std * jax.random.normal(k, x.shape, jnp.float32)).astype(x.dtype)
+        (x.astype(jnp.float32) + std * _normal_f32(k, x.shape)).astype(x.dtype)
         for (x, std), k in zip(leaves, keys)
     ]
     out, pos = [], 0
