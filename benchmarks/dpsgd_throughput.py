@@ -1,7 +1,8 @@
 """DP-SGD step throughput vs the non-private step, for the EDM residual-MLP denoiser.
 
-Each (model, method) runs in its own subprocess so that its peak memory (ru_maxrss) is its own.
-Throughput is the median over >= 20 timed steps after warm-up, in examples/s, at batch 256.
+Each (model, method) runs in its own subprocess so that its peak memory (ru_maxrss) is
+its own. Throughput is the median over >= 20 timed steps after warm-up, in examples/s,
+at batch 256.
 
     python benchmarks/dpsgd_throughput.py                   # both configs, all methods
     python benchmarks/dpsgd_throughput.py --configs small --steps 30
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 CONFIGS = {
@@ -55,7 +57,9 @@ def worker(config: str, method: str, batch: int, steps: int, warmup: int) -> dic
         def step(state, x, key):
             p, o = state
             keys = jax.random.split(key, x.shape[0])
-            g = jax.grad(lambda p: jnp.mean(jax.vmap(item_loss, (None, 0, 0))(p, x, keys)))(p)
+            g = jax.grad(
+                lambda p: jnp.mean(jax.vmap(item_loss, (None, 0, 0))(p, x, keys))
+            )(p)
             u, o = tx.update(g, o, p)
             return optax.apply_updates(p, u), o
 
@@ -67,9 +71,14 @@ def worker(config: str, method: str, batch: int, steps: int, warmup: int) -> dic
             "dp_vmap_mb32": dict(method="vmap", microbatch_size=32),
             "dp_ghost": dict(method="ghost"),
         }[method]
-        clip = privacy.clipped_grad(item_loss, l2_clip_norm=1.0, uses_key=True, **kwargs)
+        clip = privacy.clipped_grad(
+            item_loss, l2_clip_norm=1.0, uses_key=True, **kwargs
+        )
         tx = privacy.dpsgd(
-            optax.adam(1e-4), noise_multiplier=1.0, l2_clip_norm=1.0, expected_batch_size=batch,
+            optax.adam(1e-4),
+            noise_multiplier=1.0,
+            l2_clip_norm=1.0,
+            expected_batch_size=batch,
             key=jax.random.key(2),
         )
         dp = privacy.make_dp_step(clip, tx)
@@ -100,16 +109,22 @@ def worker(config: str, method: str, batch: int, steps: int, warmup: int) -> dic
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--configs", default="small,big")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--worker", nargs=2, metavar=("CONFIG", "METHOD"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--worker", nargs=2, metavar=("CONFIG", "METHOD"), help=argparse.SUPPRESS
+    )
     args = ap.parse_args()
     if args.steps < 20 and not args.worker:
-        print("note: fewer than 20 timed steps; medians are less stable", file=sys.stderr)
+        print(
+            "note: fewer than 20 timed steps; medians are less stable", file=sys.stderr
+        )
     if args.worker:
         print(json.dumps(worker(*args.worker, args.batch, args.steps, args.warmup)))
         return
@@ -119,8 +134,19 @@ def main() -> None:
     rows = []
     jobs = [(c, m) for c in args.configs.split(",") for m in args.methods.split(",")]
     for config, method in tqdm(jobs, desc="dpsgd_throughput"):
-        cmd = [sys.executable, __file__, "--worker", config, method, "--batch", str(args.batch),
-               "--steps", str(args.steps), "--warmup", str(args.warmup)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--worker",
+            config,
+            method,
+            "--batch",
+            str(args.batch),
+            "--steps",
+            str(args.steps),
+            "--warmup",
+            str(args.warmup),
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             tqdm.write(f"{config}/{method} failed:\n{out.stderr[-2000:]}")
@@ -129,16 +155,23 @@ def main() -> None:
 
     base = {r["config"]: r for r in rows if r["method"] == "nonprivate"}
     lines = [
-        "| config | params | method | examples/s | DP / non-DP | peak RSS (GB) | mem / non-DP |",
+        "| config | params | method | examples/s | DP / non-DP | peak RSS (GB) | mem / "
+        "non-DP |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         b = base.get(r["config"])
-        r["ratio_vs_nonprivate"] = r["examples_per_s"] / b["examples_per_s"] if b else None
-        r["mem_ratio_vs_nonprivate"] = r["peak_rss_gb"] / b["peak_rss_gb"] if b else None
+        r["ratio_vs_nonprivate"] = (
+            r["examples_per_s"] / b["examples_per_s"] if b else None
+        )
+        r["mem_ratio_vs_nonprivate"] = (
+            r["peak_rss_gb"] / b["peak_rss_gb"] if b else None
+        )
         lines.append(
-            f"| {r['config']} | {r['params']:,} | {r['method']} | {r['examples_per_s']:,.0f} | "
-            f"{r['ratio_vs_nonprivate'] or float('nan'):.3f} | {r['peak_rss_gb']:.2f} | "
+            f"| {r['config']} | {r['params']:,} | {r['method']} | "
+            f"{r['examples_per_s']:,.0f} | "
+            f"{r['ratio_vs_nonprivate'] or float('nan'):.3f} | {r['peak_rss_gb']:.2f} "
+            "| "
             f"{r['mem_ratio_vs_nonprivate'] or float('nan'):.2f} |"
         )
     table = "\n".join(lines)
@@ -146,7 +179,8 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     dump_json((RESULTS / "dpsgd_throughput.json"), rows, indent=2)
     (RESULTS / "dpsgd_throughput.md").write_text(
-        f"# DP-SGD throughput (batch {args.batch}, median of {args.steps} steps)\n\n{table}\n"
+        f"# DP-SGD throughput (batch {args.batch}, median of {args.steps} "
+        f"steps)\n\n{table}\n"
     )
 
 

@@ -1,23 +1,27 @@
-"""DP-SGD step throughput: privrl_jax (non-private, vmap, ghost) vs PyTorch and Opacus, side by side.
+"""DP-SGD step throughput: privrl_jax (non-private, vmap, ghost) vs PyTorch and Opacus,
+side by side.
 
-Same model (EDM-style residual MLP denoiser: Dense in, ``depth`` blocks ``h + Dense(SiLU(LayerNorm(h)))``,
-Dense out; EDM preconditioning and loss weight, noise-level Fourier features omitted), same dims, batch,
-optimizer (Adam, lr 1e-4), clip norm (1.0), noise multiplier (1.0) and CPU cores in every framework.
-Every (round, config, method) runs in its own subprocess pinned to the same ``--threads`` cores, so
-its peak RSS (``ru_maxrss``) is its own; the whole sweep runs ``--rounds`` times, interleaved, and
+Same model (EDM-style residual MLP denoiser: Dense in, ``depth`` blocks ``h +
+Dense(SiLU(LayerNorm(h)))``, Dense out; EDM preconditioning and loss weight, noise-level
+Fourier features omitted), same dims, batch, optimizer (Adam, lr 1e-4), clip norm (1.0),
+noise multiplier (1.0) and CPU cores in every framework. Every (round, config, method)
+runs in its own subprocess pinned to the same ``--threads`` cores, so its peak RSS
+(``ru_maxrss``) is its own; the whole sweep runs ``--rounds`` times, interleaved, and
 each run reports the median step time of ``--steps`` steps after ``--warmup`` steps.
 
-The ``transformer`` config is the diffusion-transformer DP step (6 layers, 4 heads, fragments of
-H = 32 tokens, one fragment per privacy unit): JAX only, ghost vs vmap.
+The ``transformer`` config is the diffusion-transformer DP step (6 layers, 4 heads,
+fragments of H = 32 tokens, one fragment per privacy unit): JAX only, ghost vs vmap.
 
 Usage:
-  pip install -e ".[bench]"   # torch and opacus, for the PyTorch rows
-  python benchmarks/dpsgd_vs_opacus.py                       # small + big configs, everything
-  python benchmarks/dpsgd_vs_opacus.py --configs small --steps 20 --rounds 2
-  python benchmarks/dpsgd_vs_opacus.py --configs big,transformer --frameworks jax  # e.g. on a GPU
+  pip install -e ".[bench]"   # torch and opacus, for the PyTorch rows python
+  benchmarks/dpsgd_vs_opacus.py                       # small + big configs, everything
+  python benchmarks/dpsgd_vs_opacus.py --configs small --steps 20 --rounds 2 python
+  benchmarks/dpsgd_vs_opacus.py --configs big,transformer --frameworks jax  # e.g. on a
+  GPU
 
-Writes ``benchmarks/results/dpsgd_vs_opacus.{json,md}`` and prints the table with ratios. Targets
-(issue 25; issue 5 for Opacus hooks) are checked at the end; ``--strict`` exits 1 when one is missed.
+Writes ``benchmarks/results/dpsgd_vs_opacus.{json,md}`` and prints the table with
+ratios. Targets (issue 25; issue 5 for Opacus hooks) are checked at the end;
+``--strict`` exits 1 when one is missed.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+
 from privrl_jax import provenance  # noqa: E402
 
 SIGMA_DATA = 0.5  # EDM (Karras et al., 2022, https://arxiv.org/abs/2206.00364), Table 1
@@ -48,7 +53,9 @@ class Config:
     depth: int
     dim: int  # data (input = output) dimension
     batch: int = 256
-    vmap_microbatch: int | None = None  # bounds the vmap path's memory on the big config
+    vmap_microbatch: int | None = (
+        None  # bounds the vmap path's memory on the big config
+    )
     transformer: bool = False
     seq: int = 1  # tokens per unit (transformer: fragment length H)
     heads: int = 0
@@ -57,18 +64,38 @@ class Config:
 CONFIGS = {
     "small": Config("small", width=256, depth=4, dim=11),
     "big": Config("big", width=1024, depth=6, dim=130, vmap_microbatch=32),
-    # PrivORL-j synthesizer: GPT-2-like, 6 layers x 4 heads, fragments of H = 32 transitions.
-    "transformer": Config("transformer", width=128, depth=6, dim=11, batch=64, seq=32, heads=4,
-                          transformer=True, vmap_microbatch=16),
+    # PrivORL-j synthesizer: GPT-2-like, 6 layers x 4 heads, fragments of H = 32
+    # transitions.
+    "transformer": Config(
+        "transformer",
+        width=128,
+        depth=6,
+        dim=11,
+        batch=64,
+        seq=32,
+        heads=4,
+        transformer=True,
+        vmap_microbatch=16,
+    ),
 }
-JAX_METHODS = ("jax_nonprivate", "jax_vmap_dp", "jax_ghost_dp", "jax_ghost_dp_jax_noise",
-               "jax_privacy_dp")
-# jax_ghost_dp_jax_noise: the ghost step with the noise drawn by jax.random.normal itself (the same
-# bits as privacy._noise.fast_normal; JAX's rolled Threefry loop on CPU), the "before" of issue 25.
-# jax_privacy_dp: jax-privacy's per-example path (jax_privacy.clipping.clipped_grad, vmap over
-# examples, microbatched like jax_vmap_dp), then the library's noise, 1/B and Adam.
+JAX_METHODS = (
+    "jax_nonprivate",
+    "jax_vmap_dp",
+    "jax_ghost_dp",
+    "jax_ghost_dp_jax_noise",
+    "jax_privacy_dp",
+)
+# jax_ghost_dp_jax_noise: the ghost step with the noise drawn by jax.random.normal
+# itself (the same bits as privacy._noise.fast_normal; JAX's rolled Threefry loop on
+# CPU), the "before" of issue 25. jax_privacy_dp: jax-privacy's per-example path
+# (jax_privacy.clipping.clipped_grad, vmap over examples, microbatched like
+# jax_vmap_dp), then the library's noise, 1/B and Adam.
 TORCH_METHODS = ("torch_nonprivate", "opacus_hooks_dp", "opacus_ghost_dp")
-SLOW_METHODS = ("jax_vmap_dp", "opacus_hooks_dp", "jax_privacy_dp")  # materialise one gradient per example
+SLOW_METHODS = (
+    "jax_vmap_dp",
+    "opacus_hooks_dp",
+    "jax_privacy_dp",
+)  # materialise one gradient per example
 
 
 def _data(cfg: Config, seed: int = 0):
@@ -84,7 +111,8 @@ def _data(cfg: Config, seed: int = 0):
 
 
 def _edm_terms(sigma):
-    """Preconditioning (c_skip, c_out, c_in) and sqrt of the loss weight, EDM eqs. (7) and (8)."""
+    """Preconditioning (c_skip, c_out, c_in) and sqrt of the loss weight, EDM eqs. (7)
+    and (8)."""
     s2 = sigma**2 + SIGMA_DATA**2
     c_skip = SIGMA_DATA**2 / s2
     c_out = sigma * SIGMA_DATA / s2**0.5
@@ -125,10 +153,13 @@ def _jax_worker(cfg: Config, method: str):
         @nn.compact
         def __call__(self, x):
             h = nn.Dense(self.width)(x) + self.param(
-                "pos", nn.initializers.normal(0.02), (x.shape[-2], self.width))
+                "pos", nn.initializers.normal(0.02), (x.shape[-2], self.width)
+            )
             for _ in range(self.depth):
                 h = h + nn.MultiHeadDotProductAttention(self.heads)(nn.LayerNorm()(h))
-                h = h + nn.Dense(self.width)(nn.gelu(nn.Dense(4 * self.width)(nn.LayerNorm()(h))))
+                h = h + nn.Dense(self.width)(
+                    nn.gelu(nn.Dense(4 * self.width)(nn.LayerNorm()(h)))
+                )
             return nn.Dense(self.out)(nn.LayerNorm()(h))
 
     if cfg.transformer:
@@ -149,24 +180,33 @@ def _jax_worker(cfg: Config, method: str):
     if method == "jax_ghost_dp_jax_noise":
         from privrl_jax.privacy import _aggregation  # noqa: PLC0415
 
-        _aggregation.fast_normal = lambda key, shape: jax.random.normal(key, shape, jnp.float32)
+        _aggregation.fast_normal = lambda key, shape: jax.random.normal(
+            key, shape, jnp.float32
+        )
     if method == "jax_nonprivate":
         optimizer = optax.adam(LEARNING_RATE)
         batch = (x, noise, sigma)
 
         def grads_of(params):
-            loss = lambda p: jnp.mean(jax.vmap(per_item_loss, in_axes=(None, 0))(p, batch))  # noqa
+            loss = lambda p: jnp.mean(
+                jax.vmap(per_item_loss, in_axes=(None, 0))(p, batch)
+            )  # noqa
             return jax.grad(loss)(params)
     else:
-        # The library's release: noise N(0, (sigma C)^2) on the clipped sum (its own key and
-        # counter in the optimizer state), divide by the batch size, then Adam.
-        optimizer = dpsgd(optax.adam(LEARNING_RATE), noise_multiplier=NOISE_MULTIPLIER,
-                          l2_clip_norm=CLIP_NORM, expected_batch_size=float(cfg.batch),
-                          key=jax.random.key(1))
+        # The library's release: noise N(0, (sigma C)^2) on the clipped sum (its own key
+        # and counter in the optimizer state), divide by the batch size, then Adam.
+        optimizer = dpsgd(
+            optax.adam(LEARNING_RATE),
+            noise_multiplier=NOISE_MULTIPLIER,
+            l2_clip_norm=CLIP_NORM,
+            expected_batch_size=float(cfg.batch),
+            key=jax.random.key(1),
+        )
         batch = (x[:, None], noise[:, None], sigma[:, None])  # one item per unit
         mask = jnp.ones((cfg.batch, 1), bool)
         clip = clipped_grad(
-            per_item_loss, l2_clip_norm=CLIP_NORM,
+            per_item_loss,
+            l2_clip_norm=CLIP_NORM,
             method="ghost" if method.startswith("jax_ghost_dp") else "vmap",
             microbatch_size=cfg.vmap_microbatch if method == "jax_vmap_dp" else None,
         )
@@ -178,11 +218,15 @@ def _jax_worker(cfg: Config, method: str):
             import jax_privacy  # noqa: PLC0415
 
             jp_clip = jax_privacy.clipping.clipped_grad(
-                per_item_loss, l2_clip_norm=CLIP_NORM, keep_batch_dim=False,
-                microbatch_size=cfg.vmap_microbatch)
+                per_item_loss,
+                l2_clip_norm=CLIP_NORM,
+                keep_batch_dim=False,
+                microbatch_size=cfg.vmap_microbatch,
+            )
 
             def grads_of(params):  # noqa: F811
                 return jp_clip(params, (x, noise, sigma))
+
     opt_state = optimizer.init(params)
 
     @jax.jit
@@ -197,11 +241,19 @@ def _jax_worker(cfg: Config, method: str):
     def run_step():
         state[:] = jax.block_until_ready(compiled(*state))
 
-    info = {"jax": jax.__version__, "backend": jax.default_backend(),
-            "device": str(jax.devices()[0])}
-    if memory is not None:  # bytes XLA plans for one step: arguments, outputs and temporaries
-        info["xla_step_mb"] = (memory.argument_size_in_bytes + memory.output_size_in_bytes
-                               + memory.temp_size_in_bytes) / 2**20
+    info = {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "device": str(jax.devices()[0]),
+    }
+    if (
+        memory is not None
+    ):  # bytes XLA plans for one step: arguments, outputs and temporaries
+        info["xla_step_mb"] = (
+            memory.argument_size_in_bytes
+            + memory.output_size_in_bytes
+            + memory.temp_size_in_bytes
+        ) / 2**20
         info["xla_temp_mb"] = memory.temp_size_in_bytes / 2**20
     return run_step, num_params, info
 
@@ -242,7 +294,8 @@ def _torch_worker(cfg: Config, method: str, threads: int):
             return sqrt_w * (c_skip * noisy + c_out * f)
 
     class PerSampleMSE(nn.Module):
-        """Mean squared error per example; Opacus ghost mode sets reduction="none" to get [B]."""
+        """Mean squared error per example; Opacus ghost mode sets reduction="none" to
+        get [B]."""
 
         def __init__(self):
             super().__init__()
@@ -254,7 +307,9 @@ def _torch_worker(cfg: Config, method: str, threads: int):
 
     x, noise, sigma = (torch.from_numpy(a) for a in _data(cfg))
     noisy = x + sigma[:, None] * noise
-    target = _edm_terms(sigma)[3][:, None] * x  # sqrt(weight) * x: the MSE is the EDM loss
+    target = (
+        _edm_terms(sigma)[3][:, None] * x
+    )  # sqrt(weight) * x: the MSE is the EDM loss
     model = Denoiser(cfg)
     num_params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
@@ -263,13 +318,20 @@ def _torch_worker(cfg: Config, method: str, threads: int):
         from opacus import PrivacyEngine  # noqa: PLC0415
 
         loader = torch.utils.data.DataLoader(
-            torch.utils.data.TensorDataset(noisy, sigma, target), batch_size=cfg.batch)
+            torch.utils.data.TensorDataset(noisy, sigma, target), batch_size=cfg.batch
+        )
         engine = PrivacyEngine(accountant="rdp")
         mode = "ghost" if method == "opacus_ghost_dp" else "hooks"
         out = engine.make_private(
-            module=model, optimizer=optimizer, data_loader=loader, criterion=criterion,
-            noise_multiplier=NOISE_MULTIPLIER, max_grad_norm=CLIP_NORM, poisson_sampling=False,
-            grad_sample_mode=mode)
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            criterion=criterion,
+            noise_multiplier=NOISE_MULTIPLIER,
+            max_grad_norm=CLIP_NORM,
+            poisson_sampling=False,
+            grad_sample_mode=mode,
+        )
         if mode == "ghost":
             model, optimizer, criterion, _ = out
         else:
@@ -281,7 +343,11 @@ def _torch_worker(cfg: Config, method: str, threads: int):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    return run_step, num_params, {"torch": torch.__version__, "threads": torch.get_num_threads()}
+    return (
+        run_step,
+        num_params,
+        {"torch": torch.__version__, "threads": torch.get_num_threads()},
+    )
 
 
 # ---------------------------------------------------------------------------------------- driver
@@ -296,7 +362,8 @@ def _status_mb(field: str) -> float:
 
 
 def _reset_peak_rss() -> bool:
-    """Resets VmHWM to the current RSS (Linux >= 4.0), so later peaks exclude compilation."""
+    """Resets VmHWM to the current RSS (Linux >= 4.0), so later peaks exclude
+    compilation."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -316,7 +383,9 @@ def _worker(args) -> None:
     for _ in range(args.warmup):  # compiles (JAX) and allocates (both)
         run_step()
     setup_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if args.trim:  # hand freed heap (the compiler's, mostly) back to the OS before the timed steps
+    if (
+        args.trim
+    ):  # hand freed heap (the compiler's, mostly) back to the OS before the timed steps
         import ctypes  # noqa: PLC0415
 
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -327,15 +396,28 @@ def _worker(args) -> None:
         run_step()
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
-    print(json.dumps({
-        "config": cfg.name, "method": args.method, "median_step_s": median,
-        "examples_per_s": cfg.batch / median, "steps": len(times), "step_s": times,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "setup_peak_rss_mb": setup_peak_mb,
-        # Peak RSS of the timed steps alone (compilation excluded), where Linux can reset it.
-        "steps_peak_rss_mb": _status_mb("VmHWM") if steps_peak_reset else None,
-        "num_params": int(num_params), "cores": cores, "load_avg_1min": os.getloadavg()[0], **info,
-    }))
+    print(
+        json.dumps(
+            {
+                "config": cfg.name,
+                "method": args.method,
+                "median_step_s": median,
+                "examples_per_s": cfg.batch / median,
+                "steps": len(times),
+                "step_s": times,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                / 1024,
+                "setup_peak_rss_mb": setup_peak_mb,
+                # Peak RSS of the timed steps alone (compilation excluded), where Linux
+                # can reset it.
+                "steps_peak_rss_mb": _status_mb("VmHWM") if steps_peak_reset else None,
+                "num_params": int(num_params),
+                "cores": cores,
+                "load_avg_1min": os.getloadavg()[0],
+                **info,
+            }
+        )
+    )
 
 
 def _available(frameworks: list[str]) -> list[str]:
@@ -349,7 +431,10 @@ def _available(frameworks: list[str]) -> list[str]:
 
             methods += TORCH_METHODS
         except ImportError:
-            print("torch/opacus not importable: PyTorch rows skipped (pip install -e '.[bench]').")
+            print(
+                "torch/opacus not importable: PyTorch rows skipped (pip install -e "
+                "'.[bench]')."
+            )
     return methods
 
 
@@ -357,10 +442,13 @@ def _table(results: list[dict], rounds: int) -> tuple[str, dict]:
     by = {}
     for r in results:
         by.setdefault((r["config"], r["method"]), []).append(r)
-    lines = ["| config | method | " + " | ".join(f"ex/s run {i + 1}" for i in range(rounds))
-             + " | ex/s (mean) | vs own non-private | peak RSS MB (steps) | vs non-private |"
-             " peak RSS MB (incl. compile) | XLA step MB |",
-             "|---" * (8 + rounds) + "|"]
+    lines = [
+        "| config | method | "
+        + " | ".join(f"ex/s run {i + 1}" for i in range(rounds))
+        + " | ex/s (mean) | vs own non-private | peak RSS MB (steps) | vs non-private |"
+        " peak RSS MB (incl. compile) | XLA step MB |",
+        "|---" * (8 + rounds) + "|",
+    ]
     summary = {}
     for (config, method), rs in by.items():
         eps = [r["examples_per_s"] for r in rs]
@@ -368,75 +456,152 @@ def _table(results: list[dict], rounds: int) -> tuple[str, dict]:
         rss = max(r["peak_rss_mb"] for r in rs)
         steps_rss = [r.get("steps_peak_rss_mb") for r in rs]
         steps_rss = max(steps_rss) if None not in steps_rss else rss
-        summary[(config, method)] = {"examples_per_s": mean, "steps_peak_rss_mb": steps_rss,
-                                     "peak_rss_mb": rss, "xla_step_mb": rs[0].get("xla_step_mb")}
+        summary[(config, method)] = {
+            "examples_per_s": mean,
+            "steps_peak_rss_mb": steps_rss,
+            "peak_rss_mb": rss,
+            "xla_step_mb": rs[0].get("xla_step_mb"),
+        }
     for (config, method), s in summary.items():
-        base = summary.get((config, "jax_nonprivate" if method.startswith("jax") else
-                            "torch_nonprivate"))
+        base = summary.get(
+            (
+                config,
+                "jax_nonprivate" if method.startswith("jax") else "torch_nonprivate",
+            )
+        )
         ratio = f"{s['examples_per_s'] / base['examples_per_s']:.3f}x" if base else "-"
-        rss_ratio = (f"{s['steps_peak_rss_mb'] / base['steps_peak_rss_mb']:.2f}x"
-                     if base else "-")
+        rss_ratio = (
+            f"{s['steps_peak_rss_mb'] / base['steps_peak_rss_mb']:.2f}x"
+            if base
+            else "-"
+        )
         eps = " | ".join(f"{r['examples_per_s']:,.1f}" for r in by[(config, method)])
         xla = f"{s['xla_step_mb']:,.1f}" if s["xla_step_mb"] else "-"
-        lines.append(f"| {config} | {method} | {eps} | {s['examples_per_s']:,.1f} | {ratio} | "
-                     f"{s['steps_peak_rss_mb']:,.0f} | {rss_ratio} | {s['peak_rss_mb']:,.0f} | "
-                     f"{xla} |")
+        lines.append(
+            f"| {config} | {method} | {eps} | {s['examples_per_s']:,.1f} | {ratio} | "
+            f"{s['steps_peak_rss_mb']:,.0f} | {rss_ratio} | {s['peak_rss_mb']:,.0f} | "
+            f"{xla} |"
+        )
     return "\n".join(lines), summary
 
 
 def _targets(summary: dict) -> list[dict]:
-    """Issue 25's targets (issue 5's for Opacus hooks), for every config where the rows exist."""
+    """Issue 25's targets (issue 5's for Opacus hooks), for every config where the rows
+    exist."""
     checks = []
     configs = sorted({c for c, _ in summary})
     for c in configs:
         get = lambda m: summary.get((c, m))  # noqa: E731
-        ghost, own, oghost, ohooks = (get("jax_ghost_dp"), get("jax_nonprivate"),
-                                      get("opacus_ghost_dp"), get("opacus_hooks_dp"))
+        ghost, own, oghost, ohooks = (
+            get("jax_ghost_dp"),
+            get("jax_nonprivate"),
+            get("opacus_ghost_dp"),
+            get("opacus_hooks_dp"),
+        )
         if ghost and own:
             v = ghost["examples_per_s"] / own["examples_per_s"]
-            checks.append({"config": c, "target": "ghost >= 0.9x own non-private", "value": v,
-                           "ok": v >= 0.9})
+            checks.append(
+                {
+                    "config": c,
+                    "target": "ghost >= 0.9x own non-private",
+                    "value": v,
+                    "ok": v >= 0.9,
+                }
+            )
             v = ghost["steps_peak_rss_mb"] / own["steps_peak_rss_mb"]
-            checks.append({"config": c, "target": "ghost peak RSS (steps) <= 1.3x non-private",
-                           "value": v, "ok": v <= 1.3})
+            checks.append(
+                {
+                    "config": c,
+                    "target": "ghost peak RSS (steps) <= 1.3x non-private",
+                    "value": v,
+                    "ok": v <= 1.3,
+                }
+            )
         if ghost and oghost:
             v = ghost["examples_per_s"] / oghost["examples_per_s"]
-            checks.append({"config": c, "target": "ghost >= 2x Opacus ghost", "value": v,
-                           "ok": v >= 2})
+            checks.append(
+                {
+                    "config": c,
+                    "target": "ghost >= 2x Opacus ghost",
+                    "value": v,
+                    "ok": v >= 2,
+                }
+            )
         if ghost and ohooks:
             v = ghost["examples_per_s"] / ohooks["examples_per_s"]
-            checks.append({"config": c, "target": "ghost >= 100x Opacus hooks", "value": v,
-                           "ok": v >= 100})
+            checks.append(
+                {
+                    "config": c,
+                    "target": "ghost >= 100x Opacus hooks",
+                    "value": v,
+                    "ok": v >= 100,
+                }
+            )
     return checks
 
 
-def _write_report(args, configs: list[str], results: list[dict], *, final: bool) -> list[dict]:
-    """Writes the JSON and Markdown reports (after every run, so an interrupted sweep keeps data)."""
+def _write_report(
+    args, configs: list[str], results: list[dict], *, final: bool
+) -> list[dict]:
+    """Writes the JSON and Markdown reports (after every run, so an interrupted sweep
+    keeps data)."""
     table, summary = _table(results, args.rounds)
     checks = _targets(summary)
     load = os.getloadavg()
     run_loads = [r["load_avg_1min"] for r in results if "load_avg_1min" in r]
-    slow = (f" ({args.slow_steps} after 1 for big/{'+'.join(SLOW_METHODS)})"
-            if args.slow_steps else "")
-    loads = (f"{min(run_loads):.1f}-{max(run_loads):.1f} during the runs" if run_loads
-             else f"{load[0]:.1f}")
-    header = (f"DP-SGD step throughput, batch per config, {args.threads} thread(s), median of "
-              f"{args.steps} steps after {args.warmup} warm-up{slow}, {args.rounds} rounds; "
-              f"host {platform.node()} ({os.cpu_count()} CPUs, 1-min load avg {loads}).")
-    lines = [header, "", table, "", "| config | target | value | ok |", "|---|---|---|---|"]
-    lines += [f"| {k['config']} | {k['target']} | {k['value']:.3g} | {'yes' if k['ok'] else 'NO'} |"
-              for k in checks]
+    slow = (
+        f" ({args.slow_steps} after 1 for big/{'+'.join(SLOW_METHODS)})"
+        if args.slow_steps
+        else ""
+    )
+    loads = (
+        f"{min(run_loads):.1f}-{max(run_loads):.1f} during the runs"
+        if run_loads
+        else f"{load[0]:.1f}"
+    )
+    header = (
+        f"DP-SGD step throughput, batch per config, {args.threads} thread(s), median "
+        "of "
+        f"{args.steps} steps after {args.warmup} warm-up{slow}, {args.rounds} rounds; "
+        f"host {platform.node()} ({os.cpu_count()} CPUs, 1-min load avg {loads})."
+    )
+    lines = [
+        header,
+        "",
+        table,
+        "",
+        "| config | target | value | ok |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {k['config']} | {k['target']} | {k['value']:.3g} | "
+        f"{'yes' if k['ok'] else 'NO'} |"
+        for k in checks
+    ]
     text = "\n".join(lines)
     if final:
         print(text)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out + ".json", "w") as f:
-        json.dump({"args": {k: v for k, v in vars(args).items() if k not in ("worker", "config",
-                                                                          "method")},
-                   "configs": {c: dataclasses.asdict(CONFIGS[c]) for c in configs},
-                   "load_avg": load, "results": results,
-                   "summary": [{"config": c, "method": m, **s} for (c, m), s in summary.items()],
-                   "targets": checks, "provenance": provenance()}, f, indent=1)
+        json.dump(
+            {
+                "args": {
+                    k: v
+                    for k, v in vars(args).items()
+                    if k not in ("worker", "config", "method")
+                },
+                "configs": {c: dataclasses.asdict(CONFIGS[c]) for c in configs},
+                "load_avg": load,
+                "results": results,
+                "summary": [
+                    {"config": c, "method": m, **s} for (c, m), s in summary.items()
+                ],
+                "targets": checks,
+                "provenance": provenance(),
+            },
+            f,
+            indent=1,
+        )
     with open(args.out + ".md", "w") as f:
         f.write(text + "\n")
     if final:
@@ -451,20 +616,35 @@ def main() -> None:
     p.add_argument("--methods", default=None, help="comma list; default: all available")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--slow-steps", type=int, default=None,
-                   help="timed steps (and 1 warm-up) for the per-sample-gradient rows (Opacus hooks, "
-                        "JAX vmap) of the big config, which take seconds per step; default --steps")
+    p.add_argument(
+        "--slow-steps",
+        type=int,
+        default=None,
+        help="timed steps (and 1 warm-up) for the per-sample-gradient rows (Opacus hooks, "
+        "JAX vmap) of the big config, which take seconds per step; default --steps",
+    )
     p.add_argument("--rounds", type=int, default=2)
-    # One core by default: on a shared host, OpenMP thread teams stall when a core is taken away.
+    # One core by default: on a shared host, OpenMP thread teams stall when a core is
+    # taken away.
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
-                                                 "dpsgd_vs_opacus"))
-    p.add_argument("--trim", action="store_true",
-                   help="malloc_trim(0) after warm-up in every worker, so the steps' peak RSS "
-                        "excludes heap that compilation freed but glibc kept")
-    p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
-    p.add_argument("--report-from", default=None,
-                   help="re-render the table and targets from a results JSON; runs nothing")
+    p.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(__file__), "results", "dpsgd_vs_opacus"),
+    )
+    p.add_argument(
+        "--trim",
+        action="store_true",
+        help="malloc_trim(0) after warm-up in every worker, so the steps' peak RSS "
+        "excludes heap that compilation freed but glibc kept",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="exit 1 when a target is missed"
+    )
+    p.add_argument(
+        "--report-from",
+        default=None,
+        help="re-render the table and targets from a results JSON; runs nothing",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
@@ -478,28 +658,56 @@ def main() -> None:
             setattr(args, k, saved["args"].get(k))
         return _write_report(args, list(saved["configs"]), saved["results"], final=True)
     if args.steps < 20:
-        print(f"note: --steps {args.steps} < 20, below the issue's measurement protocol.")
+        print(
+            f"note: --steps {args.steps} < 20, below the issue's measurement protocol."
+        )
 
     from tqdm import tqdm  # noqa: PLC0415
 
     configs = args.configs.split(",")
     for c in configs:
         if c not in CONFIGS:
-            raise ValueError(f"--configs: unknown config {c!r}; expected some of {sorted(CONFIGS)}.")
+            raise ValueError(
+                f"--configs: unknown config {c!r}; expected some of {sorted(CONFIGS)}."
+            )
     methods = _available(args.frameworks.split(","))
     if args.methods:
         methods = [m for m in methods if m in args.methods.split(",")]
-    jobs = [(r, c, m) for r in range(args.rounds) for c in configs for m in methods
-            if not (CONFIGS[c].transformer and m in TORCH_METHODS)]
+    jobs = [
+        (r, c, m)
+        for r in range(args.rounds)
+        for c in configs
+        for m in methods
+        if not (CONFIGS[c].transformer and m in TORCH_METHODS)
+    ]
     results = []
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [
+                os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                os.environ.get("PYTHONPATH", ""),
+            ]
+        ),
+    )
     for r, c, m in tqdm(jobs, desc="benchmark runs"):
         slow = args.slow_steps and c == "big" and m in SLOW_METHODS
         steps, warmup = (args.slow_steps, 1) if slow else (args.steps, args.warmup)
-        cmd = [sys.executable, __file__, "--worker", "--config", c, "--method", m,
-               "--steps", str(steps), "--warmup", str(warmup),
-               "--threads", str(args.threads)] + (["--trim"] if args.trim else [])
+        cmd = [
+            sys.executable,
+            __file__,
+            "--worker",
+            "--config",
+            c,
+            "--method",
+            m,
+            "--steps",
+            str(steps),
+            "--warmup",
+            str(warmup),
+            "--threads",
+            str(args.threads),
+        ] + (["--trim"] if args.trim else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode:
             tqdm.write(f"{c}/{m} failed:\n{proc.stderr[-2000:]}")
@@ -507,9 +715,11 @@ def main() -> None:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         result["round"] = r
         results.append(result)
-        tqdm.write(f"round {r + 1} {c:12s} {m:18s} {result['examples_per_s']:10,.1f} ex/s  "
-                   f"steps peak {result['steps_peak_rss_mb'] or 0:8,.0f} MB  "
-                   f"(with compile {result['peak_rss_mb']:8,.0f} MB)")
+        tqdm.write(
+            f"round {r + 1} {c:12s} {m:18s} {result['examples_per_s']:10,.1f} ex/s  "
+            f"steps peak {result['steps_peak_rss_mb'] or 0:8,.0f} MB  "
+            f"(with compile {result['peak_rss_mb']:8,.0f} MB)"
+        )
         _write_report(args, configs, results, final=False)
 
     checks = _write_report(args, configs, results, final=True)

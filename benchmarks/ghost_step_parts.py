@@ -1,18 +1,25 @@
-"""Where a ghost-clipped DP-SGD step's time goes: its pieces jitted apart, timed side by side.
+"""Where a ghost-clipped DP-SGD step's time goes: its pieces jitted apart, timed side by
+side.
 
-The model, data and loss of ``dpsgd_vs_opacus.py`` (EDM residual MLP, batch 256, Adam). Pieces:
+The model, data and loss of ``dpsgd_vs_opacus.py`` (EDM residual MLP, batch 256, Adam).
+Pieces:
 
-- ``nonprivate_step``: grad of the mean loss + Adam (the baseline of the issue-25 ratio);
+- ``nonprivate_step``: grad of the mean loss + Adam (the baseline of the issue-25
+  ratio);
 - ``nonprivate_grad``: the gradient alone;
-- ``ghost_norms``: the ghost clipped sum's per-unit norms only (XLA drops the book-keeping);
+- ``ghost_norms``: the ghost clipped sum's per-unit norms only (XLA drops the
+  book-keeping);
 - ``ghost_clipped_sum``: norms + clip factors + book-keeping ``A^T (s D)``;
-- ``noise_fast`` / ``noise_jax``: N(0, (sigma C)^2) on 6.6M coordinates via ``privacy.add_noise``
-  (fast_normal) and via ``jax.random.normal`` per leaf (the same bits);
+- ``noise_fast`` / ``noise_jax``: N(0, (sigma C)^2) on 6.6M coordinates via
+  ``privacy.add_noise`` (fast_normal) and via ``jax.random.normal`` per leaf (the same
+  bits);
 - ``adam``: the optimizer update on a gradient;
-- ``ghost_step`` / ``ghost_step_jax_noise``: the whole DP step (``dpsgd`` chain), both noise draws.
+- ``ghost_step`` / ``ghost_step_jax_noise``: the whole DP step (``dpsgd`` chain), both
+  noise draws.
 
-Every piece is compiled ahead of time, then ``--rounds`` rounds each time every piece ``--reps``
-times, interleaved, on ``--threads`` pinned cores; the table is the median per piece.
+Every piece is compiled ahead of time, then ``--rounds`` rounds each time every piece
+``--reps`` times, interleaved, on ``--threads`` pinned cores; the table is the median
+per piece.
 
     python benchmarks/ghost_step_parts.py --config big --threads 1
 """
@@ -33,9 +40,13 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--hlo-stats", action="store_true", help="print HLO sizes, time nothing")
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
-                                                 "ghost_step_parts"))
+    p.add_argument(
+        "--hlo-stats", action="store_true", help="print HLO sizes, time nothing"
+    )
+    p.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(__file__), "results", "ghost_step_parts"),
+    )
     args = p.parse_args()
     os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.threads])
 
@@ -76,16 +87,24 @@ def main() -> None:
     flat = (x, noise, sigma)
     units = (x[:, None], noise[:, None], sigma[:, None])
     mask = jnp.ones((cfg.batch, 1), bool)
-    clip = privacy.clipped_grad(per_item_loss, l2_clip_norm=bench.CLIP_NORM, method="ghost")
+    clip = privacy.clipped_grad(
+        per_item_loss, l2_clip_norm=bench.CLIP_NORM, method="ghost"
+    )
     adam = optax.adam(bench.LEARNING_RATE)
-    dp_tx = privacy.dpsgd(optax.adam(bench.LEARNING_RATE), noise_multiplier=bench.NOISE_MULTIPLIER,
-                          l2_clip_norm=bench.CLIP_NORM, expected_batch_size=float(cfg.batch),
-                          key=jax.random.key(1))
+    dp_tx = privacy.dpsgd(
+        optax.adam(bench.LEARNING_RATE),
+        noise_multiplier=bench.NOISE_MULTIPLIER,
+        l2_clip_norm=bench.CLIP_NORM,
+        expected_batch_size=float(cfg.batch),
+        key=jax.random.key(1),
+    )
     adam_state, dp_state = adam.init(params), dp_tx.init(params)
     std = bench.NOISE_MULTIPLIER * bench.CLIP_NORM
 
     def grad_np(p):
-        return jax.grad(lambda p: jnp.mean(jax.vmap(per_item_loss, (None, 0))(p, flat)))(p)
+        return jax.grad(
+            lambda p: jnp.mean(jax.vmap(per_item_loss, (None, 0))(p, flat))
+        )(p)
 
     def np_step(p, s):
         u, s = adam.update(grad_np(p), s, p)
@@ -104,6 +123,7 @@ def main() -> None:
                 return fn(*a)
             finally:
                 _aggregation.fast_normal = saved
+
         return traced
 
     key = jax.random.key(5)
@@ -113,22 +133,29 @@ def main() -> None:
         "ghost_norms": (lambda p: clip(p, units, mask)[1].per_unit_norms, (params,)),
         "ghost_clipped_sum": (lambda p: clip(p, units, mask)[0], (params,)),
         "noise_fast": (lambda g, k: privacy.add_noise(g, k, std), (params, key)),
-        "noise_jax": (with_jax_noise(lambda g, k: privacy.add_noise(g, k, std)), (params, key)),
+        "noise_jax": (
+            with_jax_noise(lambda g, k: privacy.add_noise(g, k, std)),
+            (params, key),
+        ),
         "adam": (lambda g, s, p: adam.update(g, s, p), (params, adam_state, params)),
         "ghost_step": (dp_step, (params, dp_state)),
         "ghost_step_jax_noise": (with_jax_noise(dp_step), (params, dp_state)),
     }
     compiled = {k: (jax.jit(f).lower(*a).compile(), a) for k, (f, a) in pieces.items()}
-    if args.hlo_stats:  # instructions of the optimized entry computation, and while loops
+    if (
+        args.hlo_stats
+    ):  # instructions of the optimized entry computation, and while loops
         for k, (f, _) in compiled.items():
             text = f.as_text()
-            entry = text[text.index("\nENTRY"):]
+            entry = text[text.index("\nENTRY") :]
             entry = entry[: entry.index("\n}")]
-            print(f"{k}: {entry.count(chr(10)) - 1} entry instructions, "
-                  f"{text.count(' while(')} while loops, {text.count(' fusion(')} fusions")
+            print(
+                f"{k}: {entry.count(chr(10)) - 1} entry instructions, "
+                f"{text.count(' while(')} while loops, {text.count(' fusion(')} fusions"
+            )
         return
     times = {k: [] for k in compiled}
-    for k, (f, a) in compiled.items():  # warm-up
+    for f, a in compiled.values():  # warm-up
         jax.block_until_ready(f(*a))
     loads = []
     for _ in range(args.rounds):
@@ -139,10 +166,15 @@ def main() -> None:
                 jax.block_until_ready(f(*a))
                 times[k].append(time.perf_counter() - t)
     med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
-    header = (f"ghost DP step pieces, config {cfg.name} ({sum(v.size for v in jax.tree.leaves(params)):,}"
-              f" params, batch {cfg.batch}), {args.threads} thread(s), median of {args.rounds} "
-              f"interleaved rounds x {args.reps}; host {platform.node()} ({os.cpu_count()} CPUs, "
-              f"1-min load {min(loads):.1f}-{max(loads):.1f}); jax {jax.__version__}.")
+    header = (
+        f"ghost DP step pieces, config {cfg.name} "
+        f"({sum(v.size for v in jax.tree.leaves(params)):,}"
+        f" params, batch {cfg.batch}), {args.threads} thread(s), median of "
+        f"{args.rounds} "
+        f"interleaved rounds x {args.reps}; host {platform.node()} ({os.cpu_count()} "
+        "CPUs, "
+        f"1-min load {min(loads):.1f}-{max(loads):.1f}); jax {jax.__version__}."
+    )
     base = med["nonprivate_step"]
     lines = [header, "", "| piece | ms | vs non-private step |", "|---|---|---|"]
     lines += [f"| {k} | {v:.1f} | {v / base:.2f}x |" for k, v in med.items()]
@@ -151,8 +183,11 @@ def main() -> None:
     with open(args.out + ".md", "w") as f:
         f.write(text + "\n")
     with open(args.out + ".json", "w") as f:
-        json.dump({"args": vars(args), "median_ms": med, "times_s": times, "loads": loads}, f,
-                  indent=1)
+        json.dump(
+            {"args": vars(args), "median_ms": med, "times_s": times, "loads": loads},
+            f,
+            indent=1,
+        )
 
 
 if __name__ == "__main__":

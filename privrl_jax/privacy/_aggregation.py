@@ -1,13 +1,16 @@
-"""Noise once, then normalise by the public expected batch size: the release half of DP-SGD.
+"""Noise once, then normalise by the public expected batch size: the release half of
+DP-SGD.
 
 The clipped sum from ``_clipping`` goes through ``add_gaussian_noise`` (an optax
 ``GradientTransformation`` holding its PRNG key, like jax_privacy's privatizer), then
-``optax.scale(1 / (q N))``, then any optax optimizer. Nothing touches the clipped sum before the noise.
+``optax.scale(1 / (q N))``, then any optax optimizer. Nothing touches the clipped sum
+before the noise.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import chex
 import jax
@@ -23,33 +26,38 @@ PyTree = Any
 
 
 class AddNoiseState(NamedTuple):
-    """State of :func:`add_gaussian_noise`: the base key and the number of releases so far."""
+    """State of :func:`add_gaussian_noise`: the base key and the number of releases so
+    far."""
 
     key: jax.Array
     count: jax.Array
 
 
 def standard_normal(key: jax.Array, size: int) -> jax.Array:
-    """``size`` float32 N(0, 1) draws: ``jax.random.normal`` on JAX's original Threefry stream.
+    """``size`` float32 N(0, 1) draws: ``jax.random.normal`` on JAX's original Threefry
+    stream.
 
-    With JAX's default ``jax_threefry_partitionable=True`` each 32-bit value costs one Threefry-2x32
-    hash; the original (non-partitionable) stream gets two values per hash. The DP noise vector has
-    one value per parameter (6.6M on the big denoiser), where the default hashing took as long as the
-    whole ghost-clipped gradient on one CPU core (230 -> 155 ms measured). Same PRNG and same
-    uniform-to-normal map, hence the same law; only the counter layout differs.
+    With JAX's default ``jax_threefry_partitionable=True`` each 32-bit value costs one
+    Threefry-2x32 hash; the original (non-partitionable) stream gets two values per
+    hash. The DP noise vector has one value per parameter (6.6M on the big denoiser),
+    where the default hashing took as long as the whole ghost-clipped gradient on one
+    CPU core (230 -> 155 ms measured). Same PRNG and same uniform-to-normal map, hence
+    the same law; only the counter layout differs.
     """
     with jax.threefry_partitionable(False):
         return jax.random.normal(key, (size,), jnp.float32)
 
 
 def _normal_f32(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """``jax.random.normal(key, shape, float32)``, bit for bit, drawn the fastest way per platform.
+    """``jax.random.normal(key, shape, float32)``, bit for bit, drawn the fastest way
+    per platform.
 
-    On CPU, JAX lowers Threefry as a rolled loop that XLA cannot fuse; ``fast_normal`` writes the
-    same hash out in jnp, so it fuses with the counters, the normal map and the add (the noise of
-    the 6.6M-parameter denoiser: benchmarks/README.md, issue 25). On GPU/TPU JAX's own lowering is
-    already straight-line (or a CUDA kernel), so it is kept there. The choice is made when XLA
-    lowers for a platform and does not change a single bit of the noise.
+    On CPU, JAX lowers Threefry as a rolled loop that XLA cannot fuse; ``fast_normal``
+    writes the same hash out in jnp, so it fuses with the counters, the normal map and
+    the add (the noise of the 6.6M-parameter denoiser: benchmarks/README.md, issue 25).
+    On GPU/TPU JAX's own lowering is already straight-line (or a CUDA kernel), so it is
+    kept there. The choice is made when XLA lowers for a platform and does not change a
+    single bit of the noise.
     """
     return jax.lax.platform_dependent(
         key,
@@ -61,10 +69,12 @@ def _normal_f32(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
 def add_noise_blocks(
     blocks: Sequence[PyTree], key: jax.Array, stds: Sequence[jax.typing.ArrayLike]
 ) -> tuple[PyTree, ...]:
-    """Adds N(0, std_i^2) to every coordinate of block i, from one draw over all coordinates.
+    """Adds N(0, std_i^2) to every coordinate of block i, from one draw over all
+    coordinates.
 
-    The public noise primitive of the library: DP-SGD's noise, GTD2's two blocks and POOL's noisy
-    counts all come through it (usually via a :class:`~privrl_jax.privacy.DPPlan` or
+    The public noise primitive of the library: DP-SGD's noise, GTD2's two blocks and
+    POOL's noisy counts all come through it (usually via a
+    :class:`~privrl_jax.privacy.DPPlan` or
     :class:`~privrl_jax.privacy.GaussianMechanism`, which choose the stds).
 
     Args:
@@ -73,12 +83,14 @@ def add_noise_blocks(
       stds: k noise standard deviations (0 adds nothing).
 
     Returns:
-      The k noised pytrees. Noise is drawn and added in float32, then cast back to each leaf's
-      dtype (``jax.random`` offers no formal guarantee against floating-point attacks; Mironov
-      2012, docs/dp_pitfalls.md item 13).
+      The k noised pytrees. Noise is drawn and added in float32, then cast back to each
+      leaf's dtype (``jax.random`` offers no formal guarantee against floating-point
+      attacks; Mironov 2012, docs/dp_pitfalls.md item 13).
     """
     if len(blocks) != len(stds):
-        raise ValueError(f"{len(blocks)} blocks but {len(stds)} noise stds; give one std per block.")
+        raise ValueError(
+            f"{len(blocks)} blocks but {len(stds)} noise stds; give one std per block."
+        )
     flat = [jax.tree_util.tree_flatten(block) for block in blocks]
     leaves = [(x, stds[i]) for i, (ls, _) in enumerate(flat) for x in ls]
     # One key per leaf (split once) and JAX's default (partitionable) Threefry stream.
@@ -95,12 +107,16 @@ def add_noise_blocks(
 
 
 def add_noise(tree: PyTree, key: jax.Array, std: jax.typing.ArrayLike) -> PyTree:
-    """``tree`` plus N(0, std^2) on every coordinate (one block of :func:`add_noise_blocks`)."""
+    """``tree`` plus N(0, std^2) on every coordinate (one block of
+    :func:`add_noise_blocks`)."""
     return add_noise_blocks((tree,), key, (std,))[0]
 
 
-def _noise_transform(stds: tuple[float, ...], key: jax.Array) -> optax.GradientTransformation:
-    """Adds noise of std ``stds[i]`` to block i of the update, with key ``fold_in(key, release)``."""
+def _noise_transform(
+    stds: tuple[float, ...], key: jax.Array
+) -> optax.GradientTransformation:
+    """Adds noise of std ``stds[i]`` to block i of the update, with key ``fold_in(key,
+    release)``."""
     if key is None:
         raise ValueError("the DP noise needs an explicit PRNG key; got key=None.")
 
@@ -115,7 +131,9 @@ def _noise_transform(stds: tuple[float, ...], key: jax.Array) -> optax.GradientT
             noised = add_noise(updates, k, stds[0])
         else:
             if not isinstance(updates, tuple) or len(updates) != len(stds):
-                raise ValueError(f"a {len(stds)}-block noise needs a tuple of {len(stds)} blocks.")
+                raise ValueError(
+                    f"a {len(stds)}-block noise needs a tuple of {len(stds)} blocks."
+                )
             noised = add_noise_blocks(updates, k, stds)
         return noised, AddNoiseState(state.key, state.count + 1)
 
@@ -129,7 +147,11 @@ def _sum_noise_std(
         raise ValueError(f"noise_multiplier must be >= 0; got {noise_multiplier!r}.")
     if not l2_clip_norm > 0:
         raise ValueError(f"l2_clip_norm must be > 0; got {l2_clip_norm!r}.")
-    return float(noise_multiplier) * Neighboring(neighboring).sensitivity_factor * float(l2_clip_norm)
+    return (
+        float(noise_multiplier)
+        * Neighboring(neighboring).sensitivity_factor
+        * float(l2_clip_norm)
+    )
 
 
 def add_gaussian_noise(
@@ -139,26 +161,30 @@ def add_gaussian_noise(
     *,
     neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE,
 ) -> optax.GradientTransformation:
-    """Adds N(0, (sigma * Delta)^2) to every coordinate of a clipped *sum*, once per update.
+    """Adds N(0, (sigma * Delta)^2) to every coordinate of a clipped *sum*, once per
+    update.
 
     Args:
-      noise_multiplier: sigma >= 0 (0 only for non-private debugging): noise std / L2 sensitivity,
-        dp-accounting's meaning, so the same sigma goes into the accounting event.
+      noise_multiplier: sigma >= 0 (0 only for non-private debugging): noise std / L2
+        sensitivity, dp-accounting's meaning, so the same sigma goes into the accounting
+        event.
       l2_clip_norm: the clip norm C used for the sum.
-      key: base PRNG key. The noise of release t uses ``fold_in(key, t)``, so no two releases
-        share noise and a resumed run continues the stream instead of replaying it
-        (docs/dp_pitfalls.md, item 14).
-      neighboring: the relation the run is accounted under; it sets the sensitivity Delta of the
-        sum (C under add/remove-one, 2C under replace-one).
+      key: base PRNG key. The noise of release t uses ``fold_in(key, t)``, so no two
+        releases share noise and a resumed run continues the stream instead of replaying
+        it (docs/dp_pitfalls.md, item 14).
+      neighboring: the relation the run is accounted under; it sets the sensitivity
+        Delta of the sum (C under add/remove-one, 2C under replace-one).
 
     Returns:
-      An optax transformation whose update adds the noise (in float32, cast back to each leaf's
-      dtype).
+      An optax transformation whose update adds the noise (in float32, cast back to each
+      leaf's dtype).
 
     Raises:
       ValueError: if the key is missing or the parameters are out of range.
     """
-    return _noise_transform((_sum_noise_std(noise_multiplier, l2_clip_norm, neighboring),), key)
+    return _noise_transform(
+        (_sum_noise_std(noise_multiplier, l2_clip_norm, neighboring),), key
+    )
 
 
 def dp_aggregator(
@@ -171,14 +197,19 @@ def dp_aggregator(
 ) -> optax.GradientTransformation:
     """Noise once on the clipped sum, then divide by the public expected batch size q N.
 
-    Dividing by the realised batch size would divide by a private quantity (docs/dp_pitfalls.md,
-    item 6). Chain the result before an optimizer: ``optax.chain(dp_aggregator(...), optax.adam(1e-3))``.
-    Prefer :meth:`DPPlan.dpsgd`, which takes every argument from one plan.
+    Dividing by the realised batch size would divide by a private quantity
+    (docs/dp_pitfalls.md, item 6). Chain the result before an optimizer:
+    ``optax.chain(dp_aggregator(...), optax.adam(1e-3))``. Prefer :meth:`DPPlan.dpsgd`,
+    which takes every argument from one plan.
     """
     if not expected_batch_size > 0:
-        raise ValueError(f"expected_batch_size must be > 0 (q * N); got {expected_batch_size!r}.")
+        raise ValueError(
+            f"expected_batch_size must be > 0 (q * N); got {expected_batch_size!r}."
+        )
     return optax.chain(
-        add_gaussian_noise(noise_multiplier, l2_clip_norm, key, neighboring=neighboring),
+        add_gaussian_noise(
+            noise_multiplier, l2_clip_norm, key, neighboring=neighboring
+        ),
         optax.scale(1.0 / float(expected_batch_size)),
     )
 
@@ -192,7 +223,8 @@ def dpsgd(
     key: jax.Array,
     neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE,
 ) -> optax.GradientTransformation:
-    """DP-SGD's update rule on clipped sums: noise (std sigma * Delta), divide by q N, ``optimizer``."""
+    """DP-SGD's update rule on clipped sums: noise (std sigma * Delta), divide by q N,
+    ``optimizer``."""
     return optax.chain(
         dp_aggregator(
             noise_multiplier=noise_multiplier,
@@ -206,7 +238,8 @@ def dpsgd(
 
 
 class DPTrainState(NamedTuple):
-    """Parameters and the DP optimizer's state (which holds the noise key and release count)."""
+    """Parameters and the DP optimizer's state (which holds the noise key and release
+    count)."""
 
     params: PyTree
     opt_state: optax.OptState
@@ -222,15 +255,18 @@ class DPStep(NamedTuple):
 
 def data_parallel(
     clip_fn: ClippedSumFn, mesh: jax.sharding.Mesh, axis_name: str = "data"
-) -> Callable[[PyTree, PyTree, jax.Array, jax.Array | None], tuple[PyTree, ClipMetrics]]:
+) -> Callable[
+    [PyTree, PyTree, jax.Array, jax.Array | None], tuple[PyTree, ClipMetrics]
+]:
     """The clipped sum of ``clip_fn`` computed over a device mesh, with the same result.
 
-    Units are sharded along ``axis_name`` (the unit count must divide evenly over the devices, and
-    each shard by the microbatch size); per-unit keys are split from ``key`` over the *global* unit
-    axis before sharding, so every unit sees the key it would see on one device. Each device clips
-    its own units; the sums are combined by ``psum``, so the (replicated) result equals the
-    single-device clipped sum up to float summation order. Noise is added afterwards, once, from a
-    replicated key (:func:`add_gaussian_noise`), never per device.
+    Units are sharded along ``axis_name`` (the unit count must divide evenly over the
+    devices, and each shard by the microbatch size); per-unit keys are split from
+    ``key`` over the *global* unit axis before sharding, so every unit sees the key it
+    would see on one device. Each device clips its own units; the sums are combined by
+    ``psum``, so the (replicated) result equals the single-device clipped sum up to
+    float summation order. Noise is added afterwards, once, from a replicated key
+    (:func:`add_gaussian_noise`), never per device.
     """
     from jax.sharding import PartitionSpec as P  # noqa: PLC0415
 
@@ -252,10 +288,16 @@ def data_parallel(
         n_dev = mesh.shape[axis_name]
         if mask.shape[0] % n_dev:
             raise ValueError(
-                f"{mask.shape[0]} units cannot be split evenly over {n_dev} devices; pad the batch "
+                f"{mask.shape[0]} units cannot be split evenly over {n_dev} devices; "
+                "pad the batch "
                 f"with masked units to a multiple of {n_dev}."
             )
-        in_specs = (P(), P(axis_name), P(axis_name), P(axis_name) if clip_fn.uses_key else None)
+        in_specs = (
+            P(),
+            P(axis_name),
+            P(axis_name),
+            P(axis_name) if clip_fn.uses_key else None,
+        )
         sharded = jax.shard_map(
             local, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False
         )
@@ -263,12 +305,15 @@ def data_parallel(
 
     def fn(params, batch, mask, key=None):
         if clip_fn.uses_key and key is None:
-            raise ValueError("this clipped gradient's loss uses randomness; pass an explicit key.")
+            raise ValueError(
+                "this clipped gradient's loss uses randomness; pass an explicit key."
+            )
         unit_keys = jax.random.split(key, mask.shape[0]) if clip_fn.uses_key else None
         return with_unit_keys(params, batch, mask, unit_keys)
 
-    # Callers that key each unit themselves (the DP loop keys units by their global index, so the
-    # result does not depend on how a batch is split into microbatches or processes).
+    # Callers that key each unit themselves (the DP loop keys units by their global
+    # index, so the result does not depend on how a batch is split into microbatches or
+    # processes).
     fn.with_unit_keys = with_unit_keys
     return fn
 
@@ -276,7 +321,9 @@ def data_parallel(
 def holds_dp_noise(opt_state: PyTree) -> bool:
     """Whether an optimizer state holds the state of this module's DP noise transform
     (:func:`dp_aggregator`, :func:`dpsgd`, :func:`add_gaussian_noise`)."""
-    nodes = jax.tree_util.tree_leaves(opt_state, is_leaf=lambda x: isinstance(x, AddNoiseState))
+    nodes = jax.tree_util.tree_leaves(
+        opt_state, is_leaf=lambda x: isinstance(x, AddNoiseState)
+    )
     return any(isinstance(x, AddNoiseState) for x in nodes)
 
 
@@ -287,14 +334,17 @@ def make_dp_step(
     mesh: jax.sharding.Mesh | None = None,
     axis_name: str = "data",
 ) -> DPStep:
-    """The pure functions of a DP-SGD step, with gradient accumulation over microbatches.
+    """The pure functions of a DP-SGD step, with gradient accumulation over
+    microbatches.
 
-    - ``accumulate(acc, params, batch, mask, key=None) -> (acc + clipped_sum, metrics)`` adds one
-      fixed-shape microbatch's clipped sum. An exact Poisson batch of any size runs as several calls
-      of one compiled function (docs/dp_pitfalls.md, items 4 and 8).
+    - ``accumulate(acc, params, batch, mask, key=None) -> (acc + clipped_sum, metrics)``
+      adds one fixed-shape microbatch's clipped sum. An exact Poisson batch of any size
+      runs as several calls of one compiled function (docs/dp_pitfalls.md, items 4 and
+      8).
     - ``apply(state, acc) -> state`` adds the noise once (``tx`` must start with
       :func:`dp_aggregator` or be :func:`dpsgd`) and updates the parameters.
-    - ``step(state, batch, mask, key=None) -> (state, metrics)``: both for a one-microbatch batch.
+    - ``step(state, batch, mask, key=None) -> (state, metrics)``: both for a
+      one-microbatch batch.
 
     With ``mesh``, the clipped sums are computed data-parallel over ``axis_name`` (see
     :func:`data_parallel`); the noise and the update then run on replicated values.
@@ -308,11 +358,15 @@ def make_dp_step(
     def apply(state: DPTrainState, acc: PyTree) -> DPTrainState:
         chex.assert_trees_all_equal_structs(acc, state.params)
         if not holds_dp_noise(state.opt_state):
-            # A plain optimizer here would train on the clipped sum without noise, silently.
+            # A plain optimizer here would train on the clipped sum without noise,
+            # silently.
             raise ValueError(
-                "make_dp_step: tx adds no DP noise, so the step would not be private; build it with "
-                "privacy.dpsgd(optimizer, ...) or optax.chain(privacy.dp_aggregator(...), optimizer), "
-                "or train through privacy.fit(plan, ...), which adds the plan's noise itself."
+                "make_dp_step: tx adds no DP noise, so the step would not be private; "
+                "build it with "
+                "privacy.dpsgd(optimizer, ...) or "
+                "optax.chain(privacy.dp_aggregator(...), optimizer), "
+                "or train through privacy.fit(plan, ...), which adds the plan's noise "
+                "itself."
             )
         updates, opt_state = tx.update(acc, state.opt_state, state.params)
         return DPTrainState(optax.apply_updates(state.params, updates), opt_state)

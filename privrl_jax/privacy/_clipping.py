@@ -1,25 +1,30 @@
 """Per-unit clipped sums: the sensitivity-bounding half of DP-SGD (and of any DP sum).
 
-A private batch is laid out as ``[units, items_per_unit, ...]`` with a boolean item mask of shape
-``[units, items_per_unit]`` (docs/design.md, contract 2). A unit is what differential privacy
-protects: a transition (one item), a trajectory (its transitions or fragments). Each unit's
-contribution is the sum over its valid items and is clipped to global L2 norm ``C`` as one vector,
-so one unit moves the sum by at most ``C`` however many items it holds.
+A private batch is laid out as ``[units, items_per_unit, ...]`` with a boolean item mask
+of shape ``[units, items_per_unit]`` (docs/design.md, contract 2). A unit is what
+differential privacy
+protects: a transition (one item), a trajectory (its transitions or fragments). Each
+unit's contribution is the sum over its valid items and is clipped to global L2 norm
+``C`` as one vector, so one unit moves the sum by at most ``C`` however many items it
+holds.
 
 Two builders share one clipped-sum object, :class:`ClippedSumFn`:
 
-- :func:`clipped_grad`: the contribution is the gradient of the unit's summed loss (DP-SGD).
-- :func:`clipped_sum`: the contribution is the sum of any per-item function of the parameters,
-  e.g. GTD2's primal-dual direction, which is not the gradient of one loss; it may have several
-  blocks, each clipped to its own norm.
+- :func:`clipped_grad`: the contribution is the gradient of the unit's summed loss
+  (DP-SGD).
+- :func:`clipped_sum`: the contribution is the sum of any per-item function of the
+  parameters, e.g. GTD2's primal-dual direction, which is not the gradient of one loss;
+  it may have several blocks, each clipped to its own norm.
 
-Runs in JAX (jit/vmap-able); nothing here draws DP noise (see ``_aggregation`` and ``_plan``).
+Runs in JAX (jit/vmap-able); nothing here draws DP noise (see ``_aggregation`` and
+``_plan``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import chex
 import jax
@@ -30,7 +35,8 @@ from privrl_jax.privacy._accounting import Neighboring
 from privrl_jax.privacy._clip_core import ClipMetrics, clip_unit_blocks, clip_unit_grads
 
 PyTree = Any
-# ``fn(params, item) -> value`` or, with ``uses_key=True``, ``fn(params, item, key) -> value``.
+# ``fn(params, item) -> value`` or, with ``uses_key=True``, ``fn(params, item, key) ->
+# value``.
 PerItemFn = Callable[..., Any]
 PerItemLoss = PerItemFn
 
@@ -55,7 +61,8 @@ def _unit_loss(per_item_loss: PerItemFn, uses_key: bool) -> Callable[..., jax.Ar
 
 
 def _unit_value(per_item_fn: PerItemFn, uses_key: bool) -> Callable[..., PyTree]:
-    """Sum over a unit's valid items of ``per_item_fn``; padded items contribute exactly zero."""
+    """Sum over a unit's valid items of ``per_item_fn``; padded items contribute exactly
+    zero."""
 
     def unit_value(params, items, item_mask, key):
         values = _per_item(per_item_fn, uses_key, params, items, item_mask, key)
@@ -72,28 +79,36 @@ def _unit_value(per_item_fn: PerItemFn, uses_key: bool) -> Callable[..., PyTree]
 def _validate_batch(batch: PyTree, mask: jax.Array) -> None:
     if not hasattr(mask, "ndim") or mask.ndim != 2:
         raise ValueError(
-            f"mask must have shape [units, items_per_unit]; got shape {getattr(mask, 'shape', None)}. "
-            "For one item per unit (e.g. transitions), add an items axis: batch[:, None], mask[:, None]."
+            "mask must have shape [units, items_per_unit]; got shape "
+            f"{getattr(mask, 'shape', None)}. "
+            "For one item per unit (e.g. transitions), add an items axis: batch[:, "
+            "None], mask[:, None]."
         )
     for path, leaf in jax.tree_util.tree_leaves_with_path(batch):
         if leaf.ndim < 2 or leaf.shape[:2] != mask.shape:
             raise ValueError(
-                f"batch leaf {jax.tree_util.keystr(path)} has shape {leaf.shape}, but every leaf must "
-                f"start with the [units, items_per_unit] axes of the mask, {tuple(mask.shape)}. "
-                "Lay the batch out as [units, items, ...] (use x[:, None] for one item per unit)."
+                f"batch leaf {jax.tree_util.keystr(path)} has shape {leaf.shape}, but "
+                "every leaf must "
+                "start with the [units, items_per_unit] axes of the mask, "
+                f"{tuple(mask.shape)}. "
+                "Lay the batch out as [units, items, ...] (use x[:, None] for one item "
+                "per unit)."
             )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClippedSumFn:
-    """``(params, batch, mask, key) -> (clipped_sum, ClipMetrics)`` with a known sensitivity.
+    """``(params, batch, mask, key) -> (clipped_sum, ClipMetrics)`` with a known
+    sensitivity.
 
-    Build it with :func:`clipped_grad` or :func:`clipped_sum` (or a plan's methods of the same
-    names, which take the clip norms from the plan). For every unit u it computes the unit's
-    contribution over its valid items, clips it (per block) and sums over units.
+    Build it with :func:`clipped_grad` or :func:`clipped_sum` (or a plan's methods of
+    the same names, which take the clip norms from the plan). For every unit u it
+    computes the unit's contribution over its valid items, clips it (per block) and sums
+    over units.
 
     Attributes:
-      per_item_fn: the per-item loss (``kind="grad"``) or per-item value (``kind="value"``).
+      per_item_fn: the per-item loss (``kind="grad"``) or per-item value
+        (``kind="value"``).
       l2_clip_norms: one clip norm per block (one block for gradients).
       kind: ``"grad"`` or ``"value"``.
       microbatch_size: units per chunk of a ``lax.scan`` (None: all at once).
@@ -116,7 +131,9 @@ class ClippedSumFn:
     def l2_clip_norm(self) -> float:
         """The clip norm of a one-block sum (raises for several blocks)."""
         if self.num_blocks != 1:
-            raise ValueError(f"this sum has {self.num_blocks} blocks; use l2_clip_norms.")
+            raise ValueError(
+                f"this sum has {self.num_blocks} blocks; use l2_clip_norms."
+            )
         return self.l2_clip_norms[0]
 
     @property
@@ -129,23 +146,36 @@ class ClippedSumFn:
         """L2 sensitivity of each block: C_i under add/remove, 2 C_i under replace-one."""
         return tuple(neighboring.sensitivity_factor * c for c in self.l2_clip_norms)
 
-    def sensitivity(self, neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE) -> float:
-        """L2 sensitivity of a one-block clipped sum: C under add/remove, 2C under replace-one."""
+    def sensitivity(
+        self, neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE
+    ) -> float:
+        """L2 sensitivity of a one-block clipped sum: C under add/remove, 2C under
+        replace-one."""
         return neighboring.sensitivity_factor * self.l2_clip_norm
 
     def __call__(
-        self, params: PyTree, batch: PyTree, mask: jax.Array, key: jax.Array | None = None
+        self,
+        params: PyTree,
+        batch: PyTree,
+        mask: jax.Array,
+        key: jax.Array | None = None,
     ) -> tuple[PyTree, ClipMetrics]:
         if self.uses_key and key is None:
             raise ValueError(
-                "this clipped sum's function uses randomness (uses_key=True) but key=None; pass an "
-                "explicit jax.random key (a missing key is never replaced by a default)."
+                "this clipped sum's function uses randomness (uses_key=True) but "
+                "key=None; pass an "
+                "explicit jax.random key (a missing key is never replaced by a "
+                "default)."
             )
         unit_keys = jax.random.split(key, mask.shape[0]) if self.uses_key else None
         return self.with_unit_keys(params, batch, mask, unit_keys)
 
     def with_unit_keys(
-        self, params: PyTree, batch: PyTree, mask: jax.Array, unit_keys: jax.Array | None
+        self,
+        params: PyTree,
+        batch: PyTree,
+        mask: jax.Array,
+        unit_keys: jax.Array | None,
     ) -> tuple[PyTree, ClipMetrics]:
         """Like ``__call__`` with the per-unit keys given (``[units]`` keys, or None)."""
         _validate_batch(batch, mask)
@@ -154,14 +184,20 @@ class ClippedSumFn:
         mb = self.microbatch_size or num_units
         if num_units % mb:
             raise ValueError(
-                f"microbatch_size={mb} must divide the number of units in the batch ({num_units}); "
+                f"microbatch_size={mb} must divide the number of units in the batch "
+                f"({num_units}); "
                 "pad the batch with masked units to a multiple of the microbatch size."
             )
         if self.method == "ghost":
 
             def chunk_fn(p, b, m, k):
                 return _ghost.ghost_clipped_grad_sum(
-                    self.per_item_fn, p, b, m, k, l2_clip_norm=self.l2_clip_norm,
+                    self.per_item_fn,
+                    p,
+                    b,
+                    m,
+                    k,
+                    l2_clip_norm=self.l2_clip_norm,
                     uses_key=self.uses_key,
                 )
 
@@ -175,7 +211,9 @@ class ClippedSumFn:
             return x.reshape((num_units // mb, mb) + x.shape[1:])
 
         chunks = jax.tree_util.tree_map(to_chunks, (batch, mask, unit_keys))
-        zeros = jax.eval_shape(lambda: chunk_fn(params, *jax.tree_util.tree_map(lambda x: x[0], chunks))[0])
+        zeros = jax.eval_shape(
+            lambda: chunk_fn(params, *jax.tree_util.tree_map(lambda x: x[0], chunks))[0]
+        )
         zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), zeros)
 
         def body(acc, chunk):
@@ -185,7 +223,9 @@ class ClippedSumFn:
         total, metrics = jax.lax.scan(body, zeros, chunks)
         num = jnp.sum(metrics.num_units)
         metrics = ClipMetrics(
-            per_unit_norms=metrics.per_unit_norms.reshape((-1,) + metrics.per_unit_norms.shape[2:]),
+            per_unit_norms=metrics.per_unit_norms.reshape(
+                (-1,) + metrics.per_unit_norms.shape[2:]
+            ),
             clipped_fraction=jnp.sum(metrics.clipped_fraction * metrics.num_units)
             / jnp.maximum(num, 1),
             num_nonfinite=jnp.sum(metrics.num_nonfinite),
@@ -206,8 +246,10 @@ class ClippedSumFn:
             return clip_unit_grads(values, unit_mask, self.l2_clip_norm)
         if not isinstance(values, tuple) or len(values) != self.num_blocks:
             raise ValueError(
-                f"{self.num_blocks} clip norms were given, so the per-item function must return a "
-                f"tuple of {self.num_blocks} blocks; it returned {jax.tree_util.tree_structure(values)}."
+                f"{self.num_blocks} clip norms were given, so the per-item function "
+                "must return a "
+                f"tuple of {self.num_blocks} blocks; it returned "
+                f"{jax.tree_util.tree_structure(values)}."
             )
         return clip_unit_blocks(values, unit_mask, self.l2_clip_norms)
 
@@ -217,7 +259,11 @@ ClippedGradFn = ClippedSumFn
 
 
 def _check_clip_norms(l2_clip_norm: float | tuple[float, ...]) -> tuple[float, ...]:
-    norms = tuple(l2_clip_norm) if isinstance(l2_clip_norm, (tuple, list)) else (l2_clip_norm,)
+    norms = (
+        tuple(l2_clip_norm)
+        if isinstance(l2_clip_norm, (tuple, list))
+        else (l2_clip_norm,)
+    )
     if not norms:
         raise ValueError("l2_clip_norm: give at least one clip norm.")
     out = []
@@ -225,7 +271,9 @@ def _check_clip_norms(l2_clip_norm: float | tuple[float, ...]) -> tuple[float, .
         try:
             c = float(c)
         except (TypeError, ValueError):
-            raise ValueError(f"l2_clip_norm must be a finite number > 0; got {c!r}.") from None
+            raise ValueError(
+                f"l2_clip_norm must be a finite number > 0; got {c!r}."
+            ) from None
         if not 0 < c < float("inf"):
             raise ValueError(f"l2_clip_norm must be a finite number > 0; got {c!r}.")
         out.append(c)
@@ -234,9 +282,13 @@ def _check_clip_norms(l2_clip_norm: float | tuple[float, ...]) -> tuple[float, .
 
 def _check_common(microbatch_size: int | None, method: str) -> None:
     if microbatch_size is not None and (
-        isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int) or microbatch_size < 1
+        isinstance(microbatch_size, bool)
+        or not isinstance(microbatch_size, int)
+        or microbatch_size < 1
     ):
-        raise ValueError(f"microbatch_size must be a positive int or None; got {microbatch_size!r}.")
+        raise ValueError(
+            f"microbatch_size must be a positive int or None; got {microbatch_size!r}."
+        )
     if method not in ("vmap", "ghost"):
         raise ValueError(f"method must be 'vmap' or 'ghost'; got {method!r}.")
 
@@ -249,26 +301,33 @@ def clipped_grad(
     uses_key: bool = False,
     method: str = "vmap",
 ) -> ClippedSumFn:
-    """Builds the per-unit clipped gradient sum of ``per_item_loss``, like ``jax.grad`` for DP-SGD.
+    """Builds the per-unit clipped gradient sum of ``per_item_loss``, like ``jax.grad``
+    for DP-SGD.
 
     Args:
-      per_item_loss: ``loss(params, item) -> scalar`` for one item (one transition, one trajectory
-        step), or ``loss(params, item, key)`` when ``uses_key``. A unit's loss is the sum over its
-        valid items; write the maths for one item and let this function vmap it.
-      l2_clip_norm: clip norm C > 0 applied to each unit's whole gradient (all parameters as one vector).
-      microbatch_size: units processed at once (``lax.scan`` over chunks bounds memory); must divide the
-        number of units of the batches it is called on. ``None``: all units at once.
-      uses_key: whether the loss takes a PRNG key; each unit then gets ``split(key, units)[u]`` and each
-        item a split of that, so results do not depend on ``microbatch_size``.
-      method: ``"vmap"`` (materialises per-unit gradients; the reference) or ``"ghost"`` (ghost norms).
+      per_item_loss: ``loss(params, item) -> scalar`` for one item (one transition, one
+        trajectory step), or ``loss(params, item, key)`` when ``uses_key``. A unit's
+        loss is the sum over its valid items; write the maths for one item and let this
+        function vmap it.
+      l2_clip_norm: clip norm C > 0 applied to each unit's whole gradient (all
+        parameters as one vector).
+      microbatch_size: units processed at once (``lax.scan`` over chunks bounds memory);
+        must divide the number of units of the batches it is called on. ``None``: all
+        units at once.
+      uses_key: whether the loss takes a PRNG key; each unit then gets ``split(key,
+        units)[u]`` and each item a split of that, so results do not depend on
+        ``microbatch_size``.
+      method: ``"vmap"`` (materialises per-unit gradients; the reference) or ``"ghost"``
+        (ghost norms).
 
     Returns:
-      A :class:`ClippedSumFn`: ``fn(params, batch, mask, key=None) -> (clipped_sum, ClipMetrics)``
-      where ``batch`` leaves are ``[units, items, ...]`` and ``mask`` is ``[units, items]`` bool.
+      A :class:`ClippedSumFn`: ``fn(params, batch, mask, key=None) -> (clipped_sum,
+      ClipMetrics)`` where ``batch`` leaves are ``[units, items, ...]`` and ``mask`` is
+      ``[units, items]`` bool.
 
     Raises:
-      ValueError: for a non-positive or non-finite clip norm, a microbatch size < 1, or an unknown
-        method.
+      ValueError: for a non-positive or non-finite clip norm, a microbatch size < 1, or
+        an unknown method.
 
     Example:
       >>> import jax.numpy as jnp
@@ -281,7 +340,9 @@ def clipped_grad(
     """
     norms = _check_clip_norms(l2_clip_norm)
     if len(norms) != 1:
-        raise ValueError("clipped_grad clips a gradient as one block: give one l2_clip_norm.")
+        raise ValueError(
+            "clipped_grad clips a gradient as one block: give one l2_clip_norm."
+        )
     _check_common(microbatch_size, method)
     return ClippedSumFn(
         per_item_fn=per_item_loss,
@@ -302,10 +363,11 @@ def clipped_sum(
 ) -> ClippedSumFn:
     """Builds the per-unit clipped sum of any per-item function of the parameters.
 
-    A unit's contribution is ``sum_j mask[u, j] * per_item_fn(params, batch[u, j])``; it is clipped
-    to ``l2_clip_norm`` and summed over units. With several clip norms, ``per_item_fn`` returns a
-    tuple of that many blocks and each block is clipped to its own norm (GTD2's primal and dual
-    directions, say), so block i of the sum has sensitivity C_i (2 C_i under replace-one).
+    A unit's contribution is ``sum_j mask[u, j] * per_item_fn(params, batch[u, j])``; it
+    is clipped to ``l2_clip_norm`` and summed over units. With several clip norms,
+    ``per_item_fn`` returns a tuple of that many blocks and each block is clipped to its
+    own norm (GTD2's primal and dual directions, say), so block i of the sum has
+    sensitivity C_i (2 C_i under replace-one).
 
     Args:
       per_item_fn: ``fn(params, item) -> pytree`` (or a tuple of k pytrees), or

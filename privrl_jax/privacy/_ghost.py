@@ -6,10 +6,10 @@ which returns exactly what the reference ``vmap(grad)`` path returns (the clippe
 
 How it works, for a flax linen model called inside ``per_item_loss``:
 
-1. **Discover** (trace only): run the loss under ``nn.intercept_methods`` and record every call of an
-   ``nn.Dense``, ``nn.DenseGeneral`` or ``nn.Embed``, and which ``params`` leaf is its kernel/bias/
-   embedding (by object identity inside the trace). A leaf is *ghost-covered* when every call that
-   uses it is one of these layers, in one role.
+1. **Discover** (trace only): run the loss under ``nn.intercept_methods`` and record every call
+   of an ``nn.Dense``, ``nn.DenseGeneral`` or ``nn.Embed``, and which ``params`` leaf is its
+   kernel/bias/embedding (by object identity inside the trace). A leaf is *ghost-covered* when
+   every call that uses it is one of these layers, in one role.
 2. **Prove coverage** (trace only): forward-mode dependency analysis of the loss's jaxpr with the
    outputs of the covered calls under ``stop_gradient``. A covered leaf that still reaches the loss
    is used somewhere else too (weight tying into custom code, a regulariser, ...) and is demoted to
@@ -19,11 +19,11 @@ How it works, for a flax linen model called inside ``per_item_loss``:
    gradient ``D`` and the exact per-unit gradients of the fallback leaves (LayerNorm scales, custom
    params...), while the layers' inputs ``A`` are returned as auxiliary outputs.
 4. **Norms**: for a dense layer the unit's kernel gradient is ``A_u^T D_u`` summed over the unit's
-   positions ``t`` (items x sequence positions), so ``||g_u||^2 = <A_u A_u^T, D_u D_u^T>`` (Gram form,
-   cost ``T^2 (d_in + d_out)``) or ``||A_u^T D_u||^2`` computed directly (cost ``T d_in d_out``), the
-   cheaper one per layer; with one position this is ``||a||^2 ||d||^2``. The bias gradient is
-   ``sum_t D_ut``; an embedding's is a scatter-add of ``D_ut`` into rows ``idx_ut``, whose Gram form
-   is ``sum_{t,s} [idx_t = idx_s] <D_t, D_s>``.
+   positions ``t`` (items x sequence positions), so ``||g_u||^2 = <A_u A_u^T, D_u D_u^T>``
+   (Gram form, cost ``T^2 (d_in + d_out)``) or ``||A_u^T D_u||^2`` computed directly (cost
+   ``T d_in d_out``), the cheaper one per layer; with one position this is
+   ``||a||^2 ||d||^2``. The bias gradient is ``sum_t D_ut``; an embedding's is a scatter-add of
+   ``D_ut`` into rows ``idx_ut``, whose Gram form is ``sum_{t,s} [idx_t = idx_s] <D_t, D_s>``.
 5. **Book-keeping** (Bu et al., 2023): the clipped sum of a kernel is ``A^T (s * D)`` over all
    units at once, with the per-unit clip factor ``s_u = C / max(||g_u||, C)``; no second backward.
 
@@ -33,22 +33,23 @@ Everything is a pure function of its inputs, so it works under ``jit``, ``vmap``
 Limits: the model must run inline in ``per_item_loss`` (no ``jax.jit``, ``nn.remat``, ``nn.scan`` or
 ``nn.vmap`` around intercepted layers: their inputs could not be returned from inside those traces;
 this raises a ``ValueError`` suggesting ``method="vmap"``). Layers with a custom ``dot_general``,
-``promote_dtype`` or ``DenseGeneral(batch_dims=...)`` are not intercepted, so their parameters use the
-exact fallback. Call :func:`ghost_coverage` to see which parameters take which path.
+``promote_dtype`` or ``DenseGeneral(batch_dims=...)`` are not intercepted, so their parameters use
+the exact fallback. Call :func:`ghost_coverage` to see which parameters take which path.
 
 References:
   Goodfellow, "Efficient per-example gradient computations", 2015, https://arxiv.org/abs/1510.01799
   Li et al., "Large language models can be strong differentially private learners", 2022 (ghost
   clipping for sequences), https://arxiv.org/abs/2110.05679
-  Bu et al., "Differentially private optimization on large model at small cost" (book-keeping), 2023,
-  https://arxiv.org/abs/2210.00038
+  Bu et al., "Differentially private optimization on large model at small cost"
+  (book-keeping), 2023, https://arxiv.org/abs/2210.00038
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -68,33 +69,46 @@ _BIAS = "bias"
 
 @dataclasses.dataclass(frozen=True)
 class _LayerCall:
-    """One call of a supported layer, as seen for one item (static trace-time information)."""
+    """One call of a supported layer, as seen for one item (static trace-time
+    information)."""
 
     kind: str  # _DENSE or _EMBED
     module: str  # module type and path, for messages: "Dense('Dense_0',)"
-    weight: int | None  # params leaf index of the kernel / embedding, None if not a params leaf
-    bias: int | None  # params leaf index of the bias, None if absent or not a params leaf
+    weight: (
+        int | None
+    )  # params leaf index of the kernel / embedding, None if not a params leaf
+    bias: (
+        int | None
+    )  # params leaf index of the bias, None if absent or not a params leaf
     in_shape: tuple[int, ...]  # per-item input shape
     out_shape: tuple[int, ...]  # per-item output shape
     out_dtype: Any
-    contract: tuple[int, ...]  # per-item input axes contracted with the kernel (dense only)
+    contract: tuple[
+        int, ...
+    ]  # per-item input axes contracted with the kernel (dense only)
     num_features: int  # trailing output axes holding features
     num_embeddings: int  # embed only
 
 
 def _call_kind(module: nn.Module, method_name: str) -> str | None:
-    """Which supported layer this is, or None; exact types only (a subclass may change the maths)."""
+    """Which supported layer this is, or None; exact types only (a subclass may change
+    the maths)."""
     if method_name != "__call__":
         return None
     module_type = type(module)
     if module_type not in (nn.Dense, nn.DenseGeneral, nn.Embed):
         return None
-    if getattr(module, "promote_dtype", nn.dtypes.promote_dtype) is not nn.dtypes.promote_dtype:
+    if (
+        getattr(module, "promote_dtype", nn.dtypes.promote_dtype)
+        is not nn.dtypes.promote_dtype
+    ):
         return None
     if module_type is nn.Embed:
         return _EMBED
-    if getattr(module, "dot_general", None) is not None or getattr(
-            module, "dot_general_cls", None) is not None:
+    if (
+        getattr(module, "dot_general", None) is not None
+        or getattr(module, "dot_general_cls", None) is not None
+    ):
         return None
     if module_type is nn.DenseGeneral and tuple(np.atleast_1d(module.batch_dims)):
         return None
@@ -114,12 +128,14 @@ def _inputs(args: tuple, kwargs: dict) -> jax.Array:
 class _Tracer:
     """Trace-time state shared by the interceptor and the function it instruments.
 
-    ``mode`` is "discover" (record calls, leave outputs alone), "analyze" (``stop_gradient`` the
-    outputs of ``active`` calls) or "capture" (add ``perturbations[k]`` to the outputs of ``active``
-    calls and keep their inputs).
+    ``mode`` is "discover" (record calls, leave outputs alone), "analyze"
+    (``stop_gradient`` the outputs of ``active`` calls) or "capture" (add
+    ``perturbations[k]`` to the outputs of ``active`` calls and keep their inputs).
     """
 
-    def __init__(self, mode, *, leaf_ids=None, calls=None, active=(), perturbations=None):
+    def __init__(
+        self, mode, *, leaf_ids=None, calls=None, active=(), perturbations=None
+    ):
         self.mode = mode
         self.leaf_ids = leaf_ids or {}
         self.owners = {}  # leaf index -> innermost module that holds it (discover mode)
@@ -143,7 +159,8 @@ class _Tracer:
             return self._discover(kind, module, next_fun, args, kwargs)
         if k >= len(self.expected) or self.expected[k].kind != kind:
             raise RuntimeError(
-                "ghost clipping: the model called its layers in a different order than when it was "
+                "ghost clipping: the model called its layers in a different order than "
+                "when it was "
                 "first traced; per_item_loss must call the same layers for every item."
             )
         if k not in self.active:
@@ -155,9 +172,12 @@ class _Tracer:
         return out + self.perturbations[k]
 
     def _record_owner(self, module):
-        # Outer modules are intercepted first, so the innermost owner of a leaf is written last.
+        # Outer modules are intercepted first, so the innermost owner of a leaf is
+        # written last.
         name = f"{type(module).__name__}{module.path}"
-        for x in jax.tree_util.tree_leaves(nn.meta.unbox(module.variables.get("params", {}))):
+        for x in jax.tree_util.tree_leaves(
+            nn.meta.unbox(module.variables.get("params", {}))
+        ):
             if id(x) in self.leaf_ids:
                 self.owners[self.leaf_ids[id(x)]] = name
 
@@ -168,8 +188,18 @@ class _Tracer:
         name = f"{type(module).__name__}{module.path}"
         if kind == _EMBED:
             weight = ids.get(id(_variable(module, "embedding")))
-            call = _LayerCall(_EMBED, name, weight, None, tuple(x.shape), tuple(out.shape),
-                              out.dtype, (), 1, module.num_embeddings)
+            call = _LayerCall(
+                _EMBED,
+                name,
+                weight,
+                None,
+                tuple(x.shape),
+                tuple(out.shape),
+                out.dtype,
+                (),
+                1,
+                module.num_embeddings,
+            )
         else:
             if type(module) is nn.Dense:
                 contract, num_features = (x.ndim - 1,), 1
@@ -179,8 +209,18 @@ class _Tracer:
                 num_features = len(tuple(np.atleast_1d(module.features)))
             weight = ids.get(id(_variable(module, "kernel")))
             bias = ids.get(id(_variable(module, "bias"))) if module.use_bias else None
-            call = _LayerCall(_DENSE, name, weight, bias, tuple(x.shape), tuple(out.shape),
-                              out.dtype, contract, num_features, 0)
+            call = _LayerCall(
+                _DENSE,
+                name,
+                weight,
+                bias,
+                tuple(x.shape),
+                tuple(out.shape),
+                out.dtype,
+                contract,
+                num_features,
+                0,
+            )
         self.calls.append(call)
         return out
 
@@ -205,80 +245,123 @@ def _leaf_roles(calls):
     roles: dict[int, list] = {}
     for k, c in enumerate(calls):
         if c.weight is not None:
-            # num_features fixes how a shared kernel is split into (d_in, d_out) for every call.
-            roles.setdefault(c.weight, []).append(((c.kind, _WEIGHT, c.num_features), k))
+            # num_features fixes how a shared kernel is split into (d_in, d_out) for
+            # every call.
+            roles.setdefault(c.weight, []).append(
+                ((c.kind, _WEIGHT, c.num_features), k)
+            )
         if c.bias is not None:
             roles.setdefault(c.bias, []).append(((c.kind, _BIAS), k))
     return roles
 
 
 def _dependencies(closed_jaxpr, num_leading: int) -> set[int]:
-    """Indices ``i >= num_leading`` of the jaxpr's inputs that its outputs depend on (as i - lead)."""
+    """Indices ``i >= num_leading`` of the jaxpr's inputs that its outputs depend on (as
+    i - lead)."""
 
     def walk(jaxpr, in_deps):
         deps = {}
         for var, d in zip(jaxpr.invars, in_deps):
             deps[var] = d
         for eqn in jaxpr.eqns:
-            ins = [deps.get(v, frozenset()) if not isinstance(v, jex_core.Literal) else frozenset()
-                   for v in eqn.invars]
+            ins = [
+                deps.get(v, frozenset())
+                if not isinstance(v, jex_core.Literal)
+                else frozenset()
+                for v in eqn.invars
+            ]
             sub = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
             sub = getattr(sub, "jaxpr", sub)
-            if isinstance(sub, jex_core.Jaxpr) and len(sub.invars) == len(ins) and len(
-                    sub.outvars) == len(eqn.outvars):
+            if (
+                isinstance(sub, jex_core.Jaxpr)
+                and len(sub.invars) == len(ins)
+                and len(sub.outvars) == len(eqn.outvars)
+            ):
                 outs = walk(sub, ins)
             else:  # unknown structure (scan, cond, custom rules...): every output sees every input
                 union = frozenset().union(*ins)
                 outs = [union] * len(eqn.outvars)
             for v, d in zip(eqn.outvars, outs):
                 deps[v] = d
-        return [deps.get(v, frozenset()) if not isinstance(v, jex_core.Literal) else frozenset()
-                for v in jaxpr.outvars]
+        return [
+            deps.get(v, frozenset())
+            if not isinstance(v, jex_core.Literal)
+            else frozenset()
+            for v in jaxpr.outvars
+        ]
 
     jaxpr = closed_jaxpr.jaxpr
     n = len(jaxpr.invars)
-    in_deps = [frozenset([i - num_leading]) if i >= num_leading else frozenset() for i in range(n)]
+    in_deps = [
+        frozenset([i - num_leading]) if i >= num_leading else frozenset()
+        for i in range(n)
+    ]
     return set().union(*walk(jaxpr, in_deps))
 
 
 def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
-    """Discovers the supported layer calls and proves which leaves ghost norms cover exactly."""
+    """Discovers the supported layer calls and proves which leaves ghost norms cover
+    exactly."""
     leaves, treedef = jax.tree_util.tree_flatten(params)
     calls: list[_LayerCall] = []
     owners: dict[int, str] = {}
 
     def discover(leaves, item, key):
-        tracer = _Tracer("discover", leaf_ids={id(x): i for i, x in enumerate(leaves)}, calls=calls)
+        tracer = _Tracer(
+            "discover", leaf_ids={id(x): i for i, x in enumerate(leaves)}, calls=calls
+        )
         tracer.owners = owners
         with nn.intercept_methods(tracer):
-            return _call_loss(per_item_loss, uses_key, jax.tree_util.tree_unflatten(treedef, leaves),
-                              item, key)
+            return _call_loss(
+                per_item_loss,
+                uses_key,
+                jax.tree_util.tree_unflatten(treedef, leaves),
+                item,
+                key,
+            )
 
     out = jax.eval_shape(discover, leaves, item, key)
     if getattr(out, "shape", None) != ():
-        raise ValueError(f"per_item_loss must return a scalar; got shape {getattr(out, 'shape', None)}.")
+        raise ValueError(
+            "per_item_loss must return a scalar; got shape "
+            f"{getattr(out, 'shape', None)}."
+        )
     calls = tuple(calls)
     roles = _leaf_roles(calls)
     inexact = [i for i, x in enumerate(leaves) if jnp.issubdtype(x.dtype, jnp.inexact)]
-    covered = {i for i, r in roles.items() if len({role for role, _ in r}) == 1 and i in inexact}
+    covered = {
+        i
+        for i, r in roles.items()
+        if len({role for role, _ in r}) == 1 and i in inexact
+    }
 
     def dependencies(active):
-        """Leaf indices whose tangent reaches the loss with the ``active`` calls' outputs stopped."""
+        """Leaf indices whose tangent reaches the loss with the ``active`` calls'
+        outputs stopped."""
 
         def tangent_out(leaves, tangents, item, key):
             def loss(floats):
                 full = list(leaves)
                 for i, x in zip(inexact, floats):
                     full[i] = x
-                with nn.intercept_methods(_Tracer("analyze", calls=calls, active=active)):
-                    return _call_loss(per_item_loss, uses_key,
-                                      jax.tree_util.tree_unflatten(treedef, full), item, key)
+                with nn.intercept_methods(
+                    _Tracer("analyze", calls=calls, active=active)
+                ):
+                    return _call_loss(
+                        per_item_loss,
+                        uses_key,
+                        jax.tree_util.tree_unflatten(treedef, full),
+                        item,
+                        key,
+                    )
 
             return jax.jvp(loss, ([leaves[i] for i in inexact],), (tangents,))[1]
 
         tangents = [jnp.zeros(leaves[i].shape, leaves[i].dtype) for i in inexact]
         jaxpr = jax.make_jaxpr(tangent_out)(leaves, tangents, item, key)
-        return {inexact[j] for j in _dependencies(jaxpr, len(leaves)) if j < len(inexact)}
+        return {
+            inexact[j] for j in _dependencies(jaxpr, len(leaves)) if j < len(inexact)
+        }
 
     used = dependencies(frozenset())
     covered &= used
@@ -289,7 +372,9 @@ def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
             break
         covered -= leaked
 
-    ghost = {i: (roles[i][0][0], tuple(k for _, k in roles[i])) for i in sorted(covered)}
+    ghost = {
+        i: (roles[i][0][0], tuple(k for _, k in roles[i])) for i in sorted(covered)
+    }
     fallback = tuple(i for i in sorted(used) if i not in covered)
     unused = tuple(i for i in range(len(leaves)) if i not in used)
     return _Plan(calls, owners, ghost, fallback, unused, active)
@@ -304,30 +389,42 @@ def _first_item(batch: PyTree, unit_keys: jax.Array | None, uses_key: bool):
 def _positions(call: _LayerCall, x: jax.Array, d: jax.Array):
     """Flattens one call's inputs and output gradients to ``[units, positions, dim]``.
 
-    ``x``: [units, items, *in_shape], ``d``: [units, items, *out_shape]. For a dense layer the
-    contracted input axes go last, in the kernel's order, so that ``A^T D`` has the kernel's layout.
+    ``x``: [units, items, *in_shape], ``d``: [units, items, *out_shape]. For a dense
+    layer the contracted input axes go last, in the kernel's order, so that ``A^T D``
+    has the kernel's layout.
     """
     units = x.shape[0]
-    d = d.reshape(units, -1, int(np.prod(call.out_shape[len(call.out_shape) - call.num_features:])))
+    d = d.reshape(
+        units,
+        -1,
+        int(np.prod(call.out_shape[len(call.out_shape) - call.num_features :])),
+    )
     if call.kind == _EMBED:
         idx = x.reshape(units, -1)
-        idx = jnp.where(idx < 0, idx + call.num_embeddings, idx)  # jnp.take's negative indexing
+        idx = jnp.where(
+            idx < 0, idx + call.num_embeddings, idx
+        )  # jnp.take's negative indexing
         if call.num_embeddings == 1:  # Embed broadcasts its only row
             idx = jnp.zeros_like(idx)
         return idx, d
     free = [a for a in range(len(call.in_shape)) if a not in call.contract]
-    x = jnp.transpose(x, (0, 1) + tuple(2 + a for a in free) + tuple(2 + a for a in call.contract))
+    x = jnp.transpose(
+        x, (0, 1) + tuple(2 + a for a in free) + tuple(2 + a for a in call.contract)
+    )
     d_in = int(np.prod([call.in_shape[a] for a in call.contract]))
     return x.reshape(units, -1, d_in), d
 
 
 def _dense_sq_norms(a: jax.Array, d: jax.Array) -> jax.Array:
-    """Per-unit ``||A_u^T D_u||_F^2`` for a: [U, T, d_in], d: [U, T, d_out], cheapest form."""
+    """Per-unit ``||A_u^T D_u||_F^2`` for a: [U, T, d_in], d: [U, T, d_out], cheapest
+    form."""
     _, t, d_in = a.shape
     d_out = d.shape[-1]
     if t == 1:
         return jnp.sum(a[:, 0] ** 2, axis=-1) * jnp.sum(d[:, 0] ** 2, axis=-1)
-    if t * (d_in + d_out) <= d_in * d_out:  # Gram form, T^2 (d_in + d_out) flops per unit
+    if (
+        t * (d_in + d_out) <= d_in * d_out
+    ):  # Gram form, T^2 (d_in + d_out) flops per unit
         gram_a = jnp.einsum("uti,usi->uts", a, a)
         gram_d = jnp.einsum("uto,uso->uts", d, d)
         return jnp.sum(gram_a * gram_d, axis=(1, 2))
@@ -355,42 +452,56 @@ def ghost_clipped_grad_sum(
     l2_clip_norm: jax.typing.ArrayLike,
     uses_key: bool,
 ) -> tuple[PyTree, ClipMetrics]:
-    """Clipped sum of per-unit gradients by ghost norms and book-keeping (one backward pass).
+    """Clipped sum of per-unit gradients by ghost norms and book-keeping (one backward
+    pass).
 
-    Same contract as the reference ``vmap`` path of :class:`ClippedGradFn` for one microbatch: the
-    gradient of unit u is that of ``sum_j mask[u, j] * per_item_loss(params, batch[u, j])``; it is
-    scaled by ``C / max(||g_u||, C)`` and summed over units; padded units and units whose gradient
-    is non-finite contribute exactly zero.
+    Same contract as the reference ``vmap`` path of :class:`ClippedGradFn` for one
+    microbatch: the gradient of unit u is that of ``sum_j mask[u, j] *
+    per_item_loss(params, batch[u, j])``; it is scaled by ``C / max(||g_u||, C)`` and
+    summed over units; padded units and units whose gradient is non-finite contribute
+    exactly zero.
 
     Args:
-      per_item_loss: ``loss(params, item) -> scalar`` or ``loss(params, item, key)``; the flax
-        layers it calls inline are found by interception (see the module docstring).
+      per_item_loss: ``loss(params, item) -> scalar`` or ``loss(params, item, key)``;
+        the flax layers it calls inline are found by interception (see the module
+        docstring).
       params: the parameter pytree.
       batch: pytree with leaves ``[units, items, ...]``.
       mask: [units, items] bool item mask.
-      unit_keys: [units] PRNG keys when ``uses_key`` (item keys are ``split(unit_key, items)``, as
-        in the reference path), else None.
+      unit_keys: [units] PRNG keys when ``uses_key`` (item keys are ``split(unit_key,
+        items)``, as in the reference path), else None.
       l2_clip_norm: the clip norm C > 0.
       uses_key: whether ``per_item_loss`` takes a key.
 
     Returns:
-      ``(clipped_sum, metrics)`` like :func:`clip_unit_grads`: the clipped sum has the structure and
-      dtypes of ``params``; ``metrics.per_unit_norms`` is each unit's full-gradient norm.
+      ``(clipped_sum, metrics)`` like :func:`clip_unit_grads`: the clipped sum has the
+      structure and dtypes of ``params``; ``metrics.per_unit_norms`` is each unit's
+      full-gradient norm.
 
-    Formal guarantees: every unit's contribution has global L2 norm <= C up to float rounding,
-    because the norm that sets its scale is the exact norm of the very per-unit gradient that is
-    summed (kernel gradients are ``A_u^T D_u`` in both); parameters the interception cannot account
-    for exactly once use exact per-unit gradients. Matches ``method="vmap"`` to float32 rounding.
+    Formal guarantees: every unit's contribution has global L2 norm <= C up to float
+    rounding, because the norm that sets its scale is the exact norm of the very
+    per-unit gradient that is summed (kernel gradients are ``A_u^T D_u`` in both);
+    parameters the interception cannot account for exactly once use exact per-unit
+    gradients. Matches ``method="vmap"`` to float32 rounding.
     """
-    # Jitted with the loss as a static argument: called eagerly it compiles once instead of
-    # dispatching op by op; under an outer jit/shard_map it is simply inlined.
-    return _ghost_jit(per_item_loss, params, batch, mask, unit_keys, l2_clip_norm, uses_key)
+    # Jitted with the loss as a static argument: called eagerly it compiles once instead
+    # of dispatching op by op; under an outer jit/shard_map it is simply inlined.
+    return _ghost_jit(
+        per_item_loss, params, batch, mask, unit_keys, l2_clip_norm, uses_key
+    )
 
 
 @functools.partial(jax.jit, static_argnums=(0, 6))
 def _ghost_jit(per_item_loss, params, batch, mask, unit_keys, l2_clip_norm, uses_key):
-    return _ghost_clipped_grad_sum(per_item_loss, params, batch, mask, unit_keys,
-                                   l2_clip_norm=l2_clip_norm, uses_key=uses_key)
+    return _ghost_clipped_grad_sum(
+        per_item_loss,
+        params,
+        batch,
+        mask,
+        unit_keys,
+        l2_clip_norm=l2_clip_norm,
+        uses_key=uses_key,
+    )
 
 
 def _ghost_clipped_grad_sum(
@@ -414,10 +525,17 @@ def _ghost_clipped_grad_sum(
         full = list(leaves)
         for i, x in zip(plan.fallback, fallback_leaves):
             full[i] = x
-        tracer = _Tracer("capture", calls=calls, active=plan.active, perturbations=perturbations)
+        tracer = _Tracer(
+            "capture", calls=calls, active=plan.active, perturbations=perturbations
+        )
         with nn.intercept_methods(tracer):
-            loss = _call_loss(per_item_loss, uses_key, jax.tree_util.tree_unflatten(treedef, full),
-                              item, key)
+            loss = _call_loss(
+                per_item_loss,
+                uses_key,
+                jax.tree_util.tree_unflatten(treedef, full),
+                item,
+                key,
+            )
         return loss, tracer.inputs
 
     def unit_loss(free, items, item_mask, key):
@@ -425,10 +543,12 @@ def _ghost_clipped_grad_sum(
         if uses_key:
             item_keys = jax.random.split(key, num_items)
             losses, inputs = jax.vmap(item_loss, in_axes=(None, 0, 0, 0))(
-                fallback_leaves, perturbations, items, item_keys)
+                fallback_leaves, perturbations, items, item_keys
+            )
         else:
             losses, inputs = jax.vmap(item_loss, in_axes=(None, 0, 0, None))(
-                fallback_leaves, perturbations, items, None)
+                fallback_leaves, perturbations, items, None
+            )
         return jnp.sum(jnp.where(item_mask, losses, 0.0)), inputs
 
     perturbations = {
@@ -438,12 +558,15 @@ def _ghost_clipped_grad_sum(
     fallback_leaves = [leaves[i] for i in plan.fallback]
     try:
         (fallback_grads, out_grads), inputs = jax.vmap(
-            jax.grad(unit_loss, has_aux=True), in_axes=((None, 0), 0, 0, 0 if uses_key else None)
+            jax.grad(unit_loss, has_aux=True),
+            in_axes=((None, 0), 0, 0, 0 if uses_key else None),
         )((fallback_leaves, perturbations), batch, mask, unit_keys)
     except jax.errors.UnexpectedTracerError as e:
         raise ValueError(
-            "ghost clipping could not read a layer's inputs: per_item_loss seems to run its model "
-            "inside a transform of its own (jax.jit, jax.vmap, lax.scan, nn.scan, nn.vmap, ...). "
+            "ghost clipping could not read a layer's inputs: per_item_loss seems to "
+            "run its model "
+            "inside a transform of its own (jax.jit, jax.vmap, lax.scan, nn.scan, "
+            "nn.vmap, ...). "
             "Call the model inline in per_item_loss, or use method='vmap'."
         ) from e
 
@@ -456,12 +579,14 @@ def _ghost_clipped_grad_sum(
 
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
     sq = jnp.zeros((num_units,), jnp.float32)
-    for i, (role, call_ids) in plan.ghost.items():
+    for _i, (role, call_ids) in plan.ghost.items():
         d = f32(stacked(call_ids, 1))
         if role[1] == _BIAS:
             sq += jnp.sum(jnp.sum(d, axis=1) ** 2, axis=-1)
         elif role[0] == _EMBED:
-            sq += _embed_sq_norms(stacked(call_ids, 0), d, calls[call_ids[0]].num_embeddings)
+            sq += _embed_sq_norms(
+                stacked(call_ids, 0), d, calls[call_ids[0]].num_embeddings
+            )
         else:
             sq += _dense_sq_norms(f32(stacked(call_ids, 0)), d)
     for g in fallback_grads:
@@ -471,7 +596,9 @@ def _ghost_clipped_grad_sum(
     unit_mask = jnp.any(mask, axis=1)
     scale, keep, metrics = clip_factors(norms, unit_mask, l2_clip_norm)
 
-    def kept(x):  # ``where`` (not multiply) so NaN/inf of dropped units cannot leak via 0 * inf
+    def kept(
+        x,
+    ):  # ``where`` (not multiply) so NaN/inf of dropped units cannot leak via 0 * inf
         return jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), f32(x), 0.0)
 
     out = [jnp.zeros_like(x) for x in leaves]
@@ -500,14 +627,16 @@ def ghost_coverage(
     *,
     uses_key: bool = False,
 ) -> dict[str, str]:
-    """Says, for every parameter leaf, how ``method="ghost"`` computes its per-unit gradient norm.
+    """Says, for every parameter leaf, how ``method="ghost"`` computes its per-unit
+    gradient norm.
 
-    Traces ``per_item_loss`` once (nothing is computed) and reports, keyed by the leaf's path
-    (``jax.tree_util.keystr``):
+    Traces ``per_item_loss`` once (nothing is computed) and reports, keyed by the leaf's
+    path (``jax.tree_util.keystr``):
 
     - ``"ghost: <Layer>(<path>) <role>"``: from the layer's inputs and output gradients;
-    - ``"fallback: <Module>(<path>)"``: exact per-unit gradients (vmap) for this leaf only, because
-      no supported layer owns it (LayerNorm, custom params) or it is also used outside its layer;
+    - ``"fallback: <Module>(<path>)"``: exact per-unit gradients (vmap) for this leaf
+      only, because no supported layer owns it (LayerNorm, custom params) or it is also
+      used outside its layer;
     - ``"unused"``: the loss does not depend on it; its gradient is exactly zero.
 
     Args:
@@ -535,14 +664,20 @@ def ghost_coverage(
       ['params']['layers_2']['kernel'] -> ghost: Dense('layers_2',) kernel
     """
     if uses_key and key is None:
-        raise ValueError("uses_key=True but key=None; pass the PRNG key the loss would receive.")
+        raise ValueError(
+            "uses_key=True but key=None; pass the PRNG key the loss would receive."
+        )
     plan = _plan(per_item_loss, uses_key, params, item, key)
     report = {}
     for i, (path, _) in enumerate(jax.tree_util.tree_leaves_with_path(params)):
         if i in plan.ghost:
             role, call_ids = plan.ghost[i]
             call = plan.calls[call_ids[0]]
-            what = "bias" if role[1] == _BIAS else ("embedding" if call.kind == _EMBED else "kernel")
+            what = (
+                "bias"
+                if role[1] == _BIAS
+                else ("embedding" if call.kind == _EMBED else "kernel")
+            )
             uses = f" (shared by {len(call_ids)} calls)" if len(call_ids) > 1 else ""
             how = f"ghost: {call.module} {what}{uses}"
         elif i in plan.fallback:

@@ -11,25 +11,38 @@ from privrl_jax.privacy import Neighboring, clipped_grad
 
 
 def naive_clipped_sum(per_item_loss, params, batch, mask, clip):
-    """Reference: per unit, grad of the summed valid item losses, norm, scale, add (no vmap)."""
+    """Reference: per unit, grad of the summed valid item losses, norm, scale, add (no
+    vmap)."""
     total = jax.tree_util.tree_map(np.zeros_like, params)
     norms = []
     for u in range(mask.shape[0]):
+
         def unit_loss(p):
             out = 0.0
             for j in range(mask.shape[1]):
                 if mask[u, j]:
-                    out = out + per_item_loss(p, jax.tree_util.tree_map(lambda x: x[u, j], batch))
+                    out = out + per_item_loss(
+                        p, jax.tree_util.tree_map(lambda x: x[u, j], batch)
+                    )
             return out
 
         if not mask[u].any():
             norms.append(0.0)
             continue
         g = jax.grad(unit_loss)(params)
-        n = float(np.sqrt(sum(np.sum(np.asarray(x, np.float64) ** 2) for x in jax.tree_util.tree_leaves(g))))
+        n = float(
+            np.sqrt(
+                sum(
+                    np.sum(np.asarray(x, np.float64) ** 2)
+                    for x in jax.tree_util.tree_leaves(g)
+                )
+            )
+        )
         norms.append(n)
         s = min(1.0, clip / n) if n > 0 else 1.0
-        total = jax.tree_util.tree_map(lambda t, x: t + s * np.asarray(x, np.float64), total, g)
+        total = jax.tree_util.tree_map(
+            lambda t, x: t + s * np.asarray(x, np.float64), total, g
+        )
     return total, np.array(norms)
 
 
@@ -80,13 +93,19 @@ def test_matches_naive_reference(model, microbatch_size, jit):
     fn = clipped_grad(loss, l2_clip_norm=clip, microbatch_size=microbatch_size)
     call = jax.jit(fn) if jit else fn
     total, metrics = call(params, batch, mask)
-    ref_total, ref_norms = naive_clipped_sum(loss, params, batch, np.asarray(mask), clip)
+    ref_total, ref_norms = naive_clipped_sum(
+        loss, params, batch, np.asarray(mask), clip
+    )
     jax.tree_util.tree_map(
-        lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-5), total, ref_total
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-5),
+        total,
+        ref_total,
     )
     np.testing.assert_allclose(metrics.per_unit_norms, ref_norms, rtol=2e-5)
     assert int(metrics.num_units) == 5
-    assert float(metrics.clipped_fraction) == pytest.approx(np.mean(ref_norms[:5] > clip))
+    assert float(metrics.clipped_fraction) == pytest.approx(
+        np.mean(ref_norms[:5] > clip)
+    )
 
 
 def test_linear_closed_form():
@@ -99,7 +118,8 @@ def test_linear_closed_form():
     n = np.linalg.norm(g, axis=1)
     expected = (g * np.minimum(1, 1.0 / n)[:, None]).sum(0)
     total, _ = clipped_grad(linear_loss, l2_clip_norm=1.0)(
-        jnp.asarray(w, jnp.float32), (jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)),
+        jnp.asarray(w, jnp.float32),
+        (jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)),
         jnp.ones((3, 1), bool),
     )
     np.testing.assert_allclose(total, expected, rtol=1e-6)
@@ -108,15 +128,20 @@ def test_linear_closed_form():
 def test_clips_each_unit_not_the_batch():
     loss = lambda w, x: jnp.sum(w * x)  # noqa: E731  gradient of an item is x
     batch = jnp.array([[[10.0, 0.0]], [[0.0, 10.0]]])
-    total, _ = clipped_grad(loss, l2_clip_norm=1.0)(jnp.zeros(2), batch, jnp.ones((2, 1), bool))
+    total, _ = clipped_grad(loss, l2_clip_norm=1.0)(
+        jnp.zeros(2), batch, jnp.ones((2, 1), bool)
+    )
     np.testing.assert_array_equal(total, [1.0, 1.0])
 
 
 def test_multi_item_unit_is_clipped_as_a_whole():
     loss = lambda w, x: jnp.sum(w * x)  # noqa: E731
-    # One unit of 5 items, each with gradient (1, 0): the unit's gradient is (5, 0), clipped to C.
+    # One unit of 5 items, each with gradient (1, 0): the unit's gradient is (5, 0),
+    # clipped to C.
     batch = jnp.tile(jnp.array([1.0, 0.0]), (1, 5, 1))
-    total, m = clipped_grad(loss, l2_clip_norm=2.0)(jnp.zeros(2), batch, jnp.ones((1, 5), bool))
+    total, m = clipped_grad(loss, l2_clip_norm=2.0)(
+        jnp.zeros(2), batch, jnp.ones((1, 5), bool)
+    )
     np.testing.assert_allclose(total, [2.0, 0.0], rtol=1e-6)
     np.testing.assert_allclose(m.per_unit_norms, [5.0], rtol=1e-6)
 
@@ -150,7 +175,9 @@ def test_add_remove_one_unit_moves_sum_by_at_most_c():
 def test_padded_units_contribute_exactly_zero_even_if_nan():
     loss = lambda w, x: jnp.sum(w * x)  # noqa: E731
     x = jnp.array([[[1.0, 2.0]], [[jnp.nan, jnp.inf]]])
-    total, m = clipped_grad(loss, l2_clip_norm=10.0)(jnp.zeros(2), x, jnp.array([[True], [False]]))
+    total, m = clipped_grad(loss, l2_clip_norm=10.0)(
+        jnp.zeros(2), x, jnp.array([[True], [False]])
+    )
     np.testing.assert_array_equal(total, [1.0, 2.0])
     assert int(m.num_nonfinite) == 0
 
@@ -158,7 +185,9 @@ def test_padded_units_contribute_exactly_zero_even_if_nan():
 def test_nonfinite_units_are_zeroed_and_counted():
     loss = lambda w, x: jnp.sum(w * x)  # noqa: E731
     x = jnp.array([[[1.0, 2.0]], [[jnp.nan, 1.0]], [[jnp.inf, 0.0]]])
-    total, m = clipped_grad(loss, l2_clip_norm=10.0)(jnp.zeros(2), x, jnp.ones((3, 1), bool))
+    total, m = clipped_grad(loss, l2_clip_norm=10.0)(
+        jnp.zeros(2), x, jnp.ones((3, 1), bool)
+    )
     np.testing.assert_array_equal(total, [1.0, 2.0])
     assert int(m.num_nonfinite) == 2
 
@@ -168,15 +197,22 @@ def test_keyed_loss_does_not_depend_on_microbatching():
     x = jax.random.normal(jax.random.key(0), (8, 2, 3))
     mask = jnp.ones((8, 2), bool)
     key = jax.random.key(42)
-    a, _ = clipped_grad(loss, l2_clip_norm=0.3, uses_key=True)(jnp.ones(3), x, mask, key)
-    b, _ = clipped_grad(loss, l2_clip_norm=0.3, uses_key=True, microbatch_size=4)(jnp.ones(3), x, mask, key)
+    a, _ = clipped_grad(loss, l2_clip_norm=0.3, uses_key=True)(
+        jnp.ones(3), x, mask, key
+    )
+    b, _ = clipped_grad(loss, l2_clip_norm=0.3, uses_key=True, microbatch_size=4)(
+        jnp.ones(3), x, mask, key
+    )
     np.testing.assert_allclose(a, b, rtol=1e-6)
-    c, _ = clipped_grad(loss, l2_clip_norm=0.3, uses_key=True)(jnp.ones(3), x, mask, jax.random.key(43))
+    c, _ = clipped_grad(loss, l2_clip_norm=0.3, uses_key=True)(
+        jnp.ones(3), x, mask, jax.random.key(43)
+    )
     assert not np.allclose(a, c)
 
 
 def test_cross_unit_independence():
-    """Perturbing unit j leaves unit i's clipped contribution bitwise unchanged (pitfall 9)."""
+    """Perturbing unit j leaves unit i's clipped contribution bitwise unchanged (pitfall
+    9)."""
     loss, params = _mlp_setup()
     batch, mask = _batch(4, 2, 3)
     only0 = jnp.zeros_like(mask).at[0].set(mask[0])
@@ -217,6 +253,8 @@ def test_bad_batch_layout():
         clipped_grad(lambda w, x: jnp.sum(w * x), l2_clip_norm=1.0, microbatch_size=2)(
             jnp.zeros(2), jnp.zeros((3, 1, 2)), jnp.ones((3, 1), bool)
         )
-    keyed = clipped_grad(lambda w, x, k: jnp.sum(w * x), l2_clip_norm=1.0, uses_key=True)
+    keyed = clipped_grad(
+        lambda w, x, k: jnp.sum(w * x), l2_clip_norm=1.0, uses_key=True
+    )
     with pytest.raises(ValueError, match="key=None"):
         keyed(jnp.zeros(2), jnp.zeros((3, 1, 2)), jnp.ones((3, 1), bool))

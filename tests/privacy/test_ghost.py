@@ -1,4 +1,5 @@
-"""Ghost-norm clipping equals the vmap reference: sums, norms, metrics, fallbacks, transforms."""
+"""Ghost-norm clipping equals the vmap reference: sums, norms, metrics, fallbacks,
+transforms."""
 
 import flax.linen as nn
 import jax
@@ -13,12 +14,14 @@ from privrl_jax.privacy import (
     ghost_coverage,
 )
 
-# float32: both paths round differently (Gram vs direct sums), so compare relative to the scale.
+# float32: both paths round differently (Gram vs direct sums), so compare relative to
+# the scale.
 RTOL = 2e-5
 
 
 class ResidualMLP(nn.Module):
-    """EDM-style residual MLP: Dense in, (LayerNorm, SiLU, Dense) blocks with skips, Dense out."""
+    """EDM-style residual MLP: Dense in, (LayerNorm, SiLU, Dense) blocks with skips,
+    Dense out."""
 
     width: int = 64
     depth: int = 3
@@ -33,24 +36,29 @@ class ResidualMLP(nn.Module):
 
 
 class AttentionBlock(nn.Module):
-    """A pre-LN transformer block over a sequence [T, d] inside one item, with a token embedding."""
+    """A pre-LN transformer block over a sequence [T, d] inside one item, with a token
+    embedding."""
 
     @nn.compact
     def __call__(self, tokens, x):
         h = nn.Dense(8)(x) + nn.Embed(11, 8)(tokens)
-        h = h + nn.MultiHeadDotProductAttention(num_heads=2, qkv_features=8)(nn.LayerNorm()(h))
+        h = h + nn.MultiHeadDotProductAttention(num_heads=2, qkv_features=8)(
+            nn.LayerNorm()(h)
+        )
         h = h + nn.Dense(8)(nn.gelu(nn.Dense(16)(nn.LayerNorm()(h))))
         return nn.Dense(1)(h)
 
 
-# Test data comes from NumPy and params from one jitted init: eager jax.random calls would compile
-# one tiny program per shape, which dominated this file's run time.
+# Test data comes from NumPy and params from one jitted init: eager jax.random calls
+# would compile one tiny program per shape, which dominated this file's run time.
 def _normal(seed, shape):
     return jnp.asarray(np.random.default_rng(seed).normal(size=shape), jnp.float32)
 
 
 def _ints(seed, shape, low, high):
-    return jnp.asarray(np.random.default_rng(seed).integers(low, high, size=shape), jnp.int32)
+    return jnp.asarray(
+        np.random.default_rng(seed).integers(low, high, size=shape), jnp.int32
+    )
 
 
 def _init(model, seed, *args):
@@ -66,7 +74,8 @@ def _batch(seed, units, items, shape):
 
 
 def _unit_grads(loss, params, batch, mask):
-    """Per-unit gradients of the masked item-loss sums, written independently of the library."""
+    """Per-unit gradients of the masked item-loss sums, written independently of the
+    library."""
 
     def unit_loss(p, items, m):
         losses = jax.vmap(loss, in_axes=(None, 0))(p, items)
@@ -80,28 +89,38 @@ def _reference_norms(grads, mask):
     leaves = [np.asarray(g, np.float64) for g in jax.tree.leaves(grads)]
     norms = np.sqrt(sum(np.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves))
     with np.errstate(invalid="ignore"):
-        return np.where(np.any(np.asarray(mask), axis=1) & np.isfinite(norms), norms, 0.0)
+        return np.where(
+            np.any(np.asarray(mask), axis=1) & np.isfinite(norms), norms, 0.0
+        )
 
 
 def _assert_close_trees(expected, actual):
     expected, actual = jax.device_get((expected, actual))
     scale = max(float(np.max(np.abs(x))) for x in jax.tree.leaves(expected)) + 1e-30
     assert jax.tree.structure(expected) == jax.tree.structure(actual)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(b, a, rtol=RTOL, atol=RTOL * scale),
-                 expected, actual)
-    jax.tree.map(lambda a, b: np.testing.assert_equal(a.dtype, b.dtype), expected, actual)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(b, a, rtol=RTOL, atol=RTOL * scale),
+        expected,
+        actual,
+    )
+    jax.tree.map(
+        lambda a, b: np.testing.assert_equal(a.dtype, b.dtype), expected, actual
+    )
 
 
 def _assert_metrics_equal(expected, actual):
     expected, actual = jax.device_get((expected, actual))
-    np.testing.assert_allclose(actual.per_unit_norms, expected.per_unit_norms, rtol=RTOL, atol=1e-6)
+    np.testing.assert_allclose(
+        actual.per_unit_norms, expected.per_unit_norms, rtol=RTOL, atol=1e-6
+    )
     np.testing.assert_allclose(actual.clipped_fraction, expected.clipped_fraction)
     assert int(actual.num_units) == int(expected.num_units)
     assert int(actual.num_nonfinite) == int(expected.num_nonfinite)
 
 
 def _compare_at_clip_norms(loss, params, batch, mask, clips, *, jit=True):
-    """Ghost vs vmap-then-clip at several clip norms, compiled once (the clip norm is traced)."""
+    """Ghost vs vmap-then-clip at several clip norms, compiled once (the clip norm is
+    traced)."""
 
     @jax.jit
     def reference(clip):
@@ -109,8 +128,9 @@ def _compare_at_clip_norms(loss, params, batch, mask, clips, *, jit=True):
         return clip_unit_grads(grads, jnp.any(mask, axis=1), clip), grads
 
     def ghost(clip):
-        return ghost_clipped_grad_sum(loss, params, batch, mask, None, l2_clip_norm=clip,
-                                      uses_key=False)
+        return ghost_clipped_grad_sum(
+            loss, params, batch, mask, None, l2_clip_norm=clip, uses_key=False
+        )
 
     ghost = jax.jit(ghost) if jit else ghost
     out = []
@@ -119,18 +139,34 @@ def _compare_at_clip_norms(loss, params, batch, mask, clips, *, jit=True):
         g_ghost, m_ghost = ghost(np.float32(clip) if jit else clip)
         _assert_close_trees(g_ref, g_ghost)
         _assert_metrics_equal(m_ref, m_ghost)
-        np.testing.assert_allclose(m_ghost.per_unit_norms, _reference_norms(grads, mask), rtol=RTOL,
-                                   atol=1e-6)
+        np.testing.assert_allclose(
+            m_ghost.per_unit_norms, _reference_norms(grads, mask), rtol=RTOL, atol=1e-6
+        )
         out.append(m_ghost)
     return out
 
 
-def _assert_agree(loss, params, batch, mask, clip, *, jit=False, key=None, uses_key=False,
-                  microbatch_size=None):
+def _assert_agree(
+    loss,
+    params,
+    batch,
+    mask,
+    clip,
+    *,
+    jit=False,
+    key=None,
+    uses_key=False,
+    microbatch_size=None,
+):
     """Through the public dispatch: clipped_grad(method="ghost") vs the default method."""
     ref = clipped_grad(loss, l2_clip_norm=clip, uses_key=uses_key)
-    ghost = clipped_grad(loss, l2_clip_norm=clip, uses_key=uses_key, method="ghost",
-                         microbatch_size=microbatch_size)
+    ghost = clipped_grad(
+        loss,
+        l2_clip_norm=clip,
+        uses_key=uses_key,
+        method="ghost",
+        microbatch_size=microbatch_size,
+    )
     if jit:
         ref, ghost = jax.jit(ref), jax.jit(ghost)
     g_ref, m_ref = ref(params, batch, mask, key)
@@ -151,7 +187,8 @@ def _first_item(batch):
 def _mlp_problem(width=64, depth=3):
     model = ResidualMLP(width=width, depth=depth)
     batch, mask = _batch(0, units=6, items=3, shape=(5,))
-    # Unit 2 holds a valid item with an inf input: its gradient is non-finite and must be dropped.
+    # Unit 2 holds a valid item with an inf input: its gradient is non-finite and must
+    # be dropped.
     batch["x"] = batch["x"].at[2, 0, 1].set(jnp.inf)
     mask = mask.at[2, 0].set(True)
     params = _init(model, 1, batch["x"][0, 0])
@@ -159,13 +196,16 @@ def _mlp_problem(width=64, depth=3):
 
 
 def test_residual_mlp_matches_vmap_at_every_clip_norm():
-    """Width 64 x depth 3 with LayerNorm and skips, multi-item units, masks, a non-finite unit."""
+    """Width 64 x depth 3 with LayerNorm and skips, multi-item units, masks, a
+    non-finite unit."""
     loss, params, batch, mask = _mlp_problem()
     clip_all, clip_some, clip_none = _compare_at_clip_norms(
         loss, params, batch, mask, [1e-4, 30.0, 1e6]
     )
     present = int(clip_all.num_units) - int(clip_all.num_nonfinite)
-    assert round(float(clip_all.clipped_fraction) * int(clip_all.num_units)) == present  # all
+    assert (
+        round(float(clip_all.clipped_fraction) * int(clip_all.num_units)) == present
+    )  # all
     assert 0.0 < float(clip_some.clipped_fraction) < 1.0
     assert float(clip_none.clipped_fraction) == 0.0
     assert int(clip_all.num_nonfinite) == 1 and float(clip_all.per_unit_norms[2]) == 0.0
@@ -191,12 +231,20 @@ class LayerZoo(nn.Module):
         outs = [
             nn.Dense(3)(item["vec"]),  # one position: ||a||^2 ||d||^2
             nn.Dense(3, use_bias=False)(item["vec"]),
-            nn.Dense(4)(item["seq4"]),  # T (d_in + d_out) > d_in d_out: direct per-unit gradient
+            nn.Dense(4)(
+                item["seq4"]
+            ),  # T (d_in + d_out) > d_in d_out: direct per-unit gradient
             nn.Dense(16)(item["seq16"]),  # Gram form
             nn.DenseGeneral((2, 3), axis=(-2, -1))(item["grid"]),  # kernel [2, 5, 2, 3]
-            nn.DenseGeneral(3, axis=0)(item["grid"][:, 0]),  # contracted axis is not the last
-            nn.Embed(3, 4)(item["tokens"]),  # vocab < T: direct (one-hot) per-unit gradient
-            nn.Embed(50, 4)(item["tokens"] % 50),  # Gram form with the same-row indicator
+            nn.DenseGeneral(3, axis=0)(
+                item["grid"][:, 0]
+            ),  # contracted axis is not the last
+            nn.Embed(3, 4)(
+                item["tokens"]
+            ),  # vocab < T: direct (one-hot) per-unit gradient
+            nn.Embed(50, 4)(
+                item["tokens"] % 50
+            ),  # Gram form with the same-row indicator
         ]
         return sum(jnp.sum(jnp.sin(o)) for o in outs)
 
@@ -224,7 +272,8 @@ def test_every_supported_layer_matches_vmap():
 
 
 def test_attention_block_matches_vmap():
-    """A transformer block: Embed, Dense, MultiHeadDotProductAttention over a sequence, LayerNorm."""
+    """A transformer block: Embed, Dense, MultiHeadDotProductAttention over a sequence,
+    LayerNorm."""
     model = AttentionBlock()
     units, items, seq = 4, 2, 5
     batch = {
@@ -241,14 +290,17 @@ def test_attention_block_matches_vmap():
     _compare_at_clip_norms(loss, params, batch, mask, [1e-3, 0.05, 1e6])
     coverage = ghost_coverage(loss, params, _first_item(batch))
     fallback = {k for k, v in coverage.items() if v.startswith("fallback")}
-    assert fallback == {f"['params']['LayerNorm_{i}']['{n}']" for i in (0, 1) for n in ("bias", "scale")}
-    assert coverage["['params']['MultiHeadDotProductAttention_0']['query']['kernel']"] == (
-        "ghost: DenseGeneral('MultiHeadDotProductAttention_0', 'query') kernel"
-    )
+    assert fallback == {
+        f"['params']['LayerNorm_{i}']['{n}']" for i in (0, 1) for n in ("bias", "scale")
+    }
+    assert coverage[
+        "['params']['MultiHeadDotProductAttention_0']['query']['kernel']"
+    ] == ("ghost: DenseGeneral('MultiHeadDotProductAttention_0', 'query') kernel")
 
 
 def test_keyed_loss_and_microbatches_match_vmap():
-    """Randomness in the loss (EDM noise): item keys are split from unit keys as in the reference."""
+    """Randomness in the loss (EDM noise): item keys are split from unit keys as in the
+    reference."""
     model = ResidualMLP(width=8, depth=1, out=4)
     batch, mask = _batch(13, units=6, items=2, shape=(4,))
 
@@ -257,12 +309,22 @@ def test_keyed_loss_and_microbatches_match_vmap():
         return jnp.sum((model.apply(p, noisy) - item["x"]) ** 2)
 
     params = _init(model, 14, batch["x"][0, 0])
-    _assert_agree(loss, params, batch, mask, 1.0, key=jax.random.key(15), uses_key=True,
-                  microbatch_size=3, jit=True)
+    _assert_agree(
+        loss,
+        params,
+        batch,
+        mask,
+        1.0,
+        key=jax.random.key(15),
+        uses_key=True,
+        microbatch_size=3,
+        jit=True,
+    )
 
 
 class Awkward(nn.Module):
-    """What ghost norms must not get wrong: a Dense called twice, a tied embedding (attend)."""
+    """What ghost norms must not get wrong: a Dense called twice, a tied embedding
+    (attend)."""
 
     @nn.compact
     def __call__(self, tokens):
@@ -280,7 +342,8 @@ def test_shared_tied_regularised_and_unused_params_are_exact():
     params = {"net": _init(model, 22, tokens[0, 0]), "unused": jnp.ones((3, 3))}
 
     def loss(p, item):
-        # Weight decay on one kernel: it reaches the loss outside its Dense, so it must fall back.
+        # Weight decay on one kernel: it reaches the loss outside its Dense, so it must
+        # fall back.
         decay = 0.1 * jnp.sum(p["net"]["params"]["Dense_1"]["kernel"] ** 2)
         return jnp.sum(model.apply(p["net"], item["x"]) * item["y"]) + decay
 
@@ -288,7 +351,9 @@ def test_shared_tied_regularised_and_unused_params_are_exact():
     coverage = ghost_coverage(loss, params, _first_item(batch))
     assert coverage == {
         "['net']['params']['Dense_0']['bias']": "ghost: Dense('Dense_0',) bias (shared by 2 calls)",
-        "['net']['params']['Dense_0']['kernel']": "ghost: Dense('Dense_0',) kernel (shared by 2 calls)",
+        "['net']['params']['Dense_0']['kernel']": (
+            "ghost: Dense('Dense_0',) kernel (shared by 2 calls)"
+        ),
         "['net']['params']['Dense_1']['bias']": "ghost: Dense('Dense_1',) bias",
         "['net']['params']['Dense_1']['kernel']": "fallback: Dense('Dense_1',)",
         "['net']['params']['Embed_0']['embedding']": "fallback: Embed('Embed_0',)",
@@ -307,16 +372,21 @@ def test_inside_shard_map_matches_vmap():
     fn = clipped_grad(_mse(model), l2_clip_norm=0.5, method="ghost")
 
     @jax.jit
-    @jax.shard_map(mesh=mesh, in_specs=(spec(), spec("data"), spec("data")), out_specs=spec())
+    @jax.shard_map(
+        mesh=mesh, in_specs=(spec(), spec("data"), spec("data")), out_specs=spec()
+    )
     def sharded(p, b, m):
         return jax.lax.psum(fn(p, b, m)[0], "data")
 
-    expected, _ = jax.jit(clipped_grad(_mse(model), l2_clip_norm=0.5))(params, batch, mask)
+    expected, _ = jax.jit(clipped_grad(_mse(model), l2_clip_norm=0.5))(
+        params, batch, mask
+    )
     _assert_close_trees(expected, sharded(params, batch, mask))
 
 
 def test_lifted_transforms_fall_back_or_raise_clearly():
-    """nn.remat hides a Dense's params (exact fallback); nn.scan hides its inputs (clear error)."""
+    """nn.remat hides a Dense's params (exact fallback); nn.scan hides its inputs (clear
+    error)."""
 
     class Remat(nn.Module):
         @nn.compact
@@ -327,14 +397,22 @@ def test_lifted_transforms_fall_back_or_raise_clearly():
         @nn.compact
         def __call__(self, x):
             body = lambda mdl, c, _: (mdl(c), None)  # noqa: E731
-            scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False}, length=2)
+            scan = nn.scan(
+                body,
+                variable_broadcast="params",
+                split_rngs={"params": False},
+                length=2,
+            )
             return scan(nn.Dense(3), x, None)[0]
 
     batch, mask = _batch(27, units=3, items=1, shape=(3,))
     remat = Remat()
     params = _init(remat, 28, batch["x"][0, 0])
     loss = lambda p, item: jnp.sum(remat.apply(p, item["x"]) ** 2)  # noqa: E731
-    assert all(v.startswith("fallback") for v in ghost_coverage(loss, params, _first_item(batch)).values())
+    assert all(
+        v.startswith("fallback")
+        for v in ghost_coverage(loss, params, _first_item(batch)).values()
+    )
     _assert_agree(loss, params, batch, mask, 0.1)
 
     scan = Scan()

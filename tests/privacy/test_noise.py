@@ -1,4 +1,5 @@
-"""The unrolled Threefry draw gives jax.random's bits, so the DP noise law is jax.random's."""
+"""The unrolled Threefry draw gives jax.random's bits, so the DP noise law is
+jax.random's."""
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +10,18 @@ import scipy.stats
 from privrl_jax.privacy import add_noise_blocks
 from privrl_jax.privacy._noise import fast_normal, random_bits32, threefry2x32
 
-SHAPES = [(), (0,), (1,), (2,), (7,), (3, 5), (4, 0, 3), (2, 3, 4, 5), (100_001,), (1024, 130)]
+SHAPES = [
+    (),
+    (0,),
+    (1,),
+    (2,),
+    (7,),
+    (3, 5),
+    (4, 0, 3),
+    (2, 3, 4, 5),
+    (100_001,),
+    (1024, 130),
+]
 KEYS = [
     lambda: jax.random.key(0),
     lambda: jax.random.fold_in(jax.random.key(7), 3),
@@ -19,16 +31,27 @@ KEYS = [
 
 
 def test_block_function_matches_the_published_known_answers():
-    # Known-answer vectors of the Random123 distribution (kat_vectors, threefry2x32_20), which
-    # the 2011 paper's reference implementation ships; also asserted by JAX's own tests.
+    # Known-answer vectors of the Random123 distribution (kat_vectors, threefry2x32_20),
+    # which the 2011 paper's reference implementation ships; also asserted by JAX's own
+    # tests.
     u = lambda *v: tuple(np.uint32(x) for x in v)  # noqa: E731
     cases = [
         (u(0, 0), u(0, 0), (0x6B200159, 0x99BA4EFE)),
-        (u(0xFFFFFFFF, 0xFFFFFFFF), u(0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
-        (u(0x13198A2E, 0x03707344), u(0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0)),
+        (
+            u(0xFFFFFFFF, 0xFFFFFFFF),
+            u(0xFFFFFFFF, 0xFFFFFFFF),
+            (0x1CB996FC, 0xBB002BE7),
+        ),
+        (
+            u(0x13198A2E, 0x03707344),
+            u(0x243F6A88, 0x85A308D3),
+            (0xC4923A9C, 0x483DF7A0),
+        ),
     ]
     for key, count, want in cases:
-        got = threefry2x32(*(jnp.asarray(k) for k in key), *(jnp.asarray(c) for c in count))
+        got = threefry2x32(
+            *(jnp.asarray(k) for k in key), *(jnp.asarray(c) for c in count)
+        )
         assert tuple(int(g) for g in got) == want
 
 
@@ -39,24 +62,32 @@ def test_bits_and_normals_equal_jax_random(shape, key_fn, jit):
     key = key_fn()
     bits = jax.jit(random_bits32, static_argnums=1) if jit else random_bits32
     normal = jax.jit(fast_normal, static_argnums=1) if jit else fast_normal
-    np.testing.assert_array_equal(np.asarray(bits(key, shape)),
-                                  np.asarray(jax.random.bits(key, shape, jnp.uint32)))
+    np.testing.assert_array_equal(
+        np.asarray(bits(key, shape)),
+        np.asarray(jax.random.bits(key, shape, jnp.uint32)),
+    )
     got = np.asarray(normal(key, shape))
     want = np.asarray(jax.random.normal(key, shape, jnp.float32))
     assert got.dtype == np.float32 and got.shape == want.shape
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))  # bit for bit
+    np.testing.assert_array_equal(
+        got.view(np.uint32), want.view(np.uint32)
+    )  # bit for bit
 
 
 def test_other_prng_and_the_original_stream_fall_back_to_jax_random():
     rbg = jax.random.key(7, impl="rbg")
-    np.testing.assert_array_equal(np.asarray(fast_normal(rbg, (33,))),
-                                  np.asarray(jax.random.normal(rbg, (33,), jnp.float32)))
+    np.testing.assert_array_equal(
+        np.asarray(fast_normal(rbg, (33,))),
+        np.asarray(jax.random.normal(rbg, (33,), jnp.float32)),
+    )
     key = jax.random.key(7)
     with jax.threefry_partitionable(False):
         got = np.asarray(fast_normal(key, (33,)))
         want = np.asarray(jax.random.normal(key, (33,), jnp.float32))
     np.testing.assert_array_equal(got, want)
-    assert not np.array_equal(got, np.asarray(jax.random.normal(key, (33,), jnp.float32)))
+    assert not np.array_equal(
+        got, np.asarray(jax.random.normal(key, (33,), jnp.float32))
+    )
 
 
 def test_noise_blocks_are_jax_normal_per_leaf_split_key():
@@ -65,9 +96,11 @@ def test_noise_blocks_are_jax_normal_per_leaf_split_key():
     tree = ({"a": jnp.zeros((5, 3)), "b": jnp.zeros(4, jnp.bfloat16)}, jnp.ones(6))
     got = jax.jit(lambda t, k: add_noise_blocks(t, k, (2.0, 0.5)))(tree, key)
     keys = jax.random.split(key, 3)
-    want = (2.0 * jax.random.normal(keys[0], (5, 3)),
-            (2.0 * jax.random.normal(keys[1], (4,))).astype(jnp.bfloat16),
-            1.0 + 0.5 * jax.random.normal(keys[2], (6,)))
+    want = (
+        2.0 * jax.random.normal(keys[0], (5, 3)),
+        (2.0 * jax.random.normal(keys[1], (4,))).astype(jnp.bfloat16),
+        1.0 + 0.5 * jax.random.normal(keys[2], (6,)),
+    )
     got = [got[0]["a"], got[0]["b"], got[1]]
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
@@ -75,7 +108,8 @@ def test_noise_blocks_are_jax_normal_per_leaf_split_key():
 
 
 def test_law_ks_moments_and_independence():
-    # Redundant with bit equality, kept as a guard on the law itself (fixed keys, 6-sigma bounds).
+    # Redundant with bit equality, kept as a guard on the law itself (fixed keys,
+    # 6-sigma bounds).
     n = 1_000_000
     z = np.asarray(fast_normal(jax.random.key(3), (n,)), np.float64)
     assert scipy.stats.kstest(z[:50_000], "norm").pvalue > 1e-3
@@ -86,4 +120,6 @@ def test_law_ks_moments_and_independence():
     # Leaves and releases: fresh keys give uncorrelated noise.
     other = np.asarray(fast_normal(jax.random.fold_in(jax.random.key(3), 1), (n,)))
     assert abs(np.corrcoef(z, other)[0, 1]) < 6 / np.sqrt(n)
-    assert abs(np.corrcoef(z[:-1], z[1:])[0, 1]) < 6 / np.sqrt(n)  # neighbouring counters
+    assert abs(np.corrcoef(z[:-1], z[1:])[0, 1]) < 6 / np.sqrt(
+        n
+    )  # neighbouring counters
