@@ -63,8 +63,8 @@ def transitions(
         typer.Option(
             "--model",
             help="privorl_n (default), or a marginal-based baseline: pgm or mst (configs in "
-            "privrl_jax/configs/marginal/, e.g. --config pgm_umaze; needs pip install "
-            '".[baselines]").',
+            "privrl_jax/configs/marginal/; without --config, <model>_umaze_delta; needs "
+            'pip install ".[baselines]").',
         ),
     ] = "privorl_n",
 ) -> None:
@@ -78,8 +78,10 @@ def transitions(
     if model == "privorl_n":
         _run(pipelines.qualify_config(config, "privorl_n"), overrides or [], out)
     elif model in ("pgm", "mst"):
+        # Without --config, the shipped umaze setting that bins s' - s on its public one-step
+        # bound: the built-in defaults bin s' over the whole space, which loses the dynamics.
         _run_marginal(
-            pipelines.qualify_config(config, "marginal"),
+            pipelines.qualify_config(config or f"{model}_umaze_delta", "marginal"),
             [f"model.name={model}", *(overrides or [])],
             out,
         )

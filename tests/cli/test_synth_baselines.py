@@ -40,6 +40,13 @@ def test_model_option_selects_the_baseline_pipeline(monkeypatch, tmp_path):
             str(seen["out"]),
         ) == (model, 1.0, f"runs/{model}")
     assert seen["cfg"].data.sensitive_size == 600  # the shipped marginal/test config
+    # Without --config: the shipped umaze config that bins s' - s on its one-step bound.
+    result = CliRunner().invoke(
+        app, ["synth", "transitions", "--model", "mst", "--out", "runs/mst_default"]
+    )
+    assert result.exit_code == 0, result.output
+    assert seen["cfg"].model.name == "mst"
+    assert seen["cfg"].model.next_obs_delta_bound == (0.053, 0.053, 0.252, 0.252)
     bad = CliRunner().invoke(
         app, ["synth", "transitions", "--model", "gan", "--out", "runs/g"]
     )
