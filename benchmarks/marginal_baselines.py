@@ -33,7 +33,7 @@ from pathlib import Path
 import jax
 import numpy as np
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
-from privorl_n_eps_sweep import METRICS, summary  # noqa: E402  (benchmarks/)
+from privorl_n_eps_sweep import metric_table  # noqa: E402  (benchmarks/)
 
 from privrl_jax import data
 from privrl_jax.pipelines import marginal
@@ -140,27 +140,7 @@ def main() -> None:
     ]
     first = {r["seed"]: r for r in runs}
     rows.append(("real holdout", [r["real_holdout"] for r in first.values()]))
-    table = {
-        name: {k: summary([s[k] for s in scores]) for k in METRICS}
-        for name, scores in rows
-        if scores
-    }
-    head = (
-        "| row | seeds | "
-        + " | ".join(f"{label} ({better})" for label, better in METRICS.values())
-        + " |"
-    )
-    lines = [head, "|" + "---|" * (2 + len(METRICS))]
-    for name, stats in table.items():
-        cells = [
-            f"{s['mean']:.3f} ± {s['std']:.3f} [±{s['ci95']:.3f}]"
-            for s in stats.values()
-        ]
-        lines.append(
-            f"| {name} | {next(iter(stats.values()))['n']} | "
-            + " | ".join(cells)
-            + " |"
-        )
+    table, lines = metric_table(rows)
     sigma = {
         f"{e:g}": next(r["noise_multiplier"] for r in runs if r["epsilon"] == e)
         for e in args.epsilons

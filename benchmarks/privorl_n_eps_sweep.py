@@ -73,6 +73,35 @@ def summary(values: list[float]) -> dict[str, float]:
     return {"n": n, "mean": float(v.mean()), "std": sd, "ci95": half}
 
 
+def metric_table(
+    rows: list[tuple[str, list[dict]]],
+) -> tuple[dict[str, dict[str, dict]], list[str]]:
+    """Per row, the :func:`summary` of each of :data:`METRICS` over its seeds' scores, and
+    the Markdown table of them (rows without scores are left out)."""
+    table = {
+        name: {k: summary([s[k] for s in scores]) for k in METRICS}
+        for name, scores in rows
+        if scores
+    }
+    head = (
+        "| row | seeds | "
+        + " | ".join(f"{label} ({better})" for label, better in METRICS.values())
+        + " |"
+    )
+    lines = [head, "|" + "---|" * (2 + len(METRICS))]
+    for name, stats in table.items():
+        cells = [
+            f"{s['mean']:.3f} ± {s['std']:.3f} [±{s['ci95']:.3f}]"
+            for s in stats.values()
+        ]
+        lines.append(
+            f"| {name} | {next(iter(stats.values()))['n']} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return table, lines
+
+
 def _eps_name(eps: float) -> str:
     return "inf" if math.isinf(eps) else f"{eps:g}"
 
@@ -175,28 +204,7 @@ def main() -> None:
     rows.append(
         ("real holdout", None, [r["real_holdout"] for r in first_of_seed.values()])
     )
-    table = {
-        name: {k: summary([s[k] for s in scores]) for k in METRICS}
-        for name, _, scores in rows
-        if scores
-    }
-
-    head = (
-        "| row | seeds | "
-        + " | ".join(f"{label} ({better})" for label, better in METRICS.values())
-        + " |"
-    )
-    lines = [head, "|" + "---|" * (2 + len(METRICS))]
-    for name, stats in table.items():
-        cells = [
-            f"{s['mean']:.3f} ± {s['std']:.3f} [±{s['ci95']:.3f}]"
-            for s in stats.values()
-        ]
-        lines.append(
-            f"| {name} | {next(iter(stats.values()))['n']} | "
-            + " | ".join(cells)
-            + " |"
-        )
+    table, lines = metric_table([(name, scores) for name, _, scores in rows])
     sigma = {
         _eps_name(e): next(
             (r["noise_multiplier"] for r in runs if r["epsilon"] == e), None
