@@ -49,7 +49,11 @@ def _agent_state(env, env_params, act_dim, obs_dim, max_action):
 
 @pytest.mark.parametrize(
     "env_name, act_dim, obs_dim, max_action",
-    [("maze2d-umaze", 2, 4, 1.0), ("Pendulum-v1", 1, 3, 2.0)],
+    [
+        # the maze's rollouts are also checked by the evaluate test below
+        pytest.param("maze2d-umaze", 2, 4, 1.0, marks=pytest.mark.slow),
+        ("Pendulum-v1", 1, 3, 2.0),
+    ],
 )
 def test_rollout_returns_equal_a_python_loop(env_name, act_dim, obs_dim, max_action):
     # A short time limit (12) inside a longer scan (15) checks the masking after done.

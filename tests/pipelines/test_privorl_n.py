@@ -111,6 +111,16 @@ def test_smoke_run_writes_everything_and_spends_what_it_reports(tmp_path):
     assert released["finetune"] == info
     # The secret (noise key and sampling seed) is in the checkpoints and nowhere else.
     assert_secret_not_published(tmp_path)
+    # A rerun with another evaluation takes no new DP step and keeps the release; only
+    # the audit changes.
+    released_bytes = (tmp_path / "synthetic.hdf5").read_bytes()
+    again = privorl_n.run(
+        _cfg("eval.train_real_agents=false", "eval.agent_seeds=1"), tmp_path
+    )
+    assert privacy.Ledger.load(tmp_path).num_releases == info["steps"]
+    assert again["finetune"] == info
+    assert (tmp_path / "synthetic.hdf5").read_bytes() == released_bytes
+    assert len(again["agents_synthetic"]["td3bc"]["per_seed"]) == 1
 
 
 def test_default_runs_draw_secret_noise_and_a_fixed_seed_says_not_private(tmp_path):
@@ -148,20 +158,6 @@ def test_default_runs_draw_secret_noise_and_a_fixed_seed_says_not_private(tmp_pa
         json.loads((tmp_path / "c" / "report.json").read_text())["warning"]
         == out["c"]["warning"]
     )
-
-
-def test_rerun_with_other_eval_reuses_the_release(tmp_path):
-    base = ("eval.train_real_agents=false", "eval.mia=false")
-    privorl_n.run(_cfg(*base), tmp_path)
-    released = (tmp_path / "synthetic.hdf5").read_bytes()
-    steps = privacy.Ledger.load(tmp_path).num_releases
-    rep = privorl_n.run(_cfg(*base, "eval.agent_seeds=1"), tmp_path)
-    # No new DP step, the same release; only the audit changed.
-    assert (
-        privacy.Ledger.load(tmp_path).num_releases == steps == rep["finetune"]["steps"]
-    )
-    assert (tmp_path / "synthetic.hdf5").read_bytes() == released
-    assert len(rep["agents_synthetic"]["td3bc"]["per_seed"]) == 1
 
 
 def test_rerun_with_other_config_is_refused(tmp_path):
@@ -325,6 +321,7 @@ def test_a_too_small_sensitive_file_is_refused_before_any_public_collection(
     assert collected == []  # refused before minutes of public collection
 
 
+@pytest.mark.slow  # ~50 s: two runs; benchmarks/privorl_n_eps_sweep.py relies on it
 def test_a_reused_pre_training_is_the_source_runs_model_and_a_mismatch_is_refused(
     tmp_path,
 ):

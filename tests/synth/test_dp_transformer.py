@@ -192,14 +192,14 @@ def test_samples_follow_the_model_density(params):
     assert abs(z.var() - 1) < 6 * math.sqrt(2 / n)
 
 
+@pytest.mark.slow  # 4000 training steps, ~50 s on 2 cores
 def test_overfits_two_trajectories():
     """Trained (non-privately) on 2 trajectories, the NLL per real dim falls far below
-    that of
-    the best context-free Gaussian (each dim's own mean and variance over the data).
+    that of the best context-free Gaussian (each dim's own mean and variance over the
+    data).
 
     "Far below" is 1 nat per dim: the model's std is then < 1/e of the data's on
-    average. The
-    model is trained to its plateau, not stopped in the transient: Adam on 4 rows is
+    average. The model is trained to its plateau, not stopped in the transient: Adam on 4 rows is
     spiky there (300 steps at lr 1e-2 gave 0.58 on one CPU and 1.85 on another, the same
     seed: XLA's CPU kernels round differently across processors and the transient
     amplifies it). At lr 3e-3 the NLL never rose above -0.51 between steps 2000 and 6000
