@@ -146,6 +146,13 @@ def test_killed_after_its_ledger_entry_reruns_to_the_same_release(fresh_run, tmp
         np.testing.assert_array_equal(z["q_tables"], q)
     assert privacy.Ledger.load(copy).num_releases == 1
     assert again["evaluation"] == report["evaluation"]
+    # A run directory of the older secret format is refused, never given a new secret.
+    shutil.rmtree(copy / pool.SECRET_DIR)
+    (copy / "checkpoints" / "secret.npz").write_bytes(b"old")
+    (copy / "policy.npz").unlink()
+    with pytest.raises(privacy.LedgerError, match="older privrl_jax"):
+        pool.run(_cfg(), copy)
+    assert not (copy / pool.SECRET_DIR).exists()
 
 
 def test_report_refuses_the_release_once_its_only_ledger_entry_is_deleted(

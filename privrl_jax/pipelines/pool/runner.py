@@ -46,6 +46,8 @@ from privrl_jax.pipelines.pool.task import (
 )
 
 SECRET_DIR = "checkpoints/dp"  # the secret store (privacy.load_or_create_secret)
+# Where runs before the shared store kept their secret: never read, never replaced.
+OLD_SECRET_FILE = "checkpoints/secret.npz"
 NOT_PRIVATE_SEED = (
     "NOT PRIVATE: privacy.noise_seed is set, so anyone who reads config.yaml can "
     "recompute the DP noise. Use this run for tests and reproduction only."
@@ -104,6 +106,13 @@ def release_secret(
     before the entry, the entry before the release is computed, so a run killed at any
     point reruns to the same release and records it once.
     """
+    if (run_dir / OLD_SECRET_FILE).exists() and not (run_dir / SECRET_DIR).exists():
+        # A new secret here could recompute a recorded release with other noise.
+        raise privacy.LedgerError(
+            f"{run_dir / OLD_SECRET_FILE} holds this run's secret in the format of an "
+            "older privrl_jax, which this one does not read; finish the run with that "
+            "version or start a new run directory."
+        )
     released = any(r.what == WHAT[cfg.pool.method] for r in ledger.releases)
     if not released:
         ledger.check(mechanism.event())
