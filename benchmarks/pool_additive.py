@@ -30,6 +30,7 @@ from pool_experiments import Bench  # noqa: E402
 from scipy import stats
 
 from privrl_jax import planning
+from privrl_jax.envs import collect_inventory_data
 from privrl_jax.pipelines import pool
 
 RESULTS = Path(__file__).parent / "results"
@@ -99,7 +100,6 @@ def private(runs: int, episodes: int, eval_episodes: int, ws=(2, 3)) -> dict:
         for name, over in _methods(w):
             rho = ".inf" if "non_private" in over[0] else RHO
             cfg = pool.load("pool/default", [*base, *over, f"privacy.rho={rho}"])
-            pool.build.cache_clear()
             _, _, geom, _ = pool.build(cfg)
             t = time.perf_counter()
             gaps = [b.run(cfg, geom, r) for r in range(runs)]
@@ -154,11 +154,10 @@ def timing(episodes: int, dims=(2, 4, 6, 8), max_cells: int = 400_000) -> dict:
                 "pool/default",
                 [f"env.num_products={w}", f"env.num_episodes={episodes}", *over],
             )
-            pool.build.cache_clear()
             t0 = time.perf_counter()
             params, behaviour, geom, actions = pool.build(cfg)
             build_s = time.perf_counter() - t0
-            data = pool.collect_inventory_data(
+            data = collect_inventory_data(
                 jax.random.key(0), params, behaviour, episodes
             )
             pc = planning.PoolConfig(bonus_scale=cfg.pool.bonus_scale)

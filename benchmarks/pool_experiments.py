@@ -31,6 +31,7 @@ from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import planning
 from privrl_jax.data import write_synthetic_rossmann_csv
+from privrl_jax.envs import collect_inventory_data
 from privrl_jax.pipelines import pool
 
 RESULTS = Path(__file__).parent / "results"
@@ -86,7 +87,7 @@ class Bench:
         )
 
     def run(self, cfg, geom, run: int) -> float:
-        data = pool.collect_inventory_data(
+        data = collect_inventory_data(
             jax.random.fold_in(jax.random.key(run), 0),
             self.params,
             self.behaviour,
@@ -197,14 +198,13 @@ def experiment3(
                         f"pool.grid_bins={m}",
                     ]
                 )
-                pool.build.cache_clear()
                 t0 = time.perf_counter()
                 _, _, geom, actions = pool.build(cfg)
                 build_s = time.perf_counter() - t0
                 pc = planning.PoolConfig(bonus_scale=cfg.pool.bonus_scale)
                 gaps, times = [], []
                 for r in range(runs):
-                    data = pool.collect_inventory_data(
+                    data = collect_inventory_data(
                         jax.random.fold_in(jax.random.key(r), 0),
                         b.params,
                         b.behaviour,

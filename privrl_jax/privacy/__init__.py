@@ -17,7 +17,9 @@ from privrl_jax.privacy._accounting import (
     dpsgd_epsilon,
     dpsgd_event,
     validate_delta,
+    zcdp_epsilon,
     zcdp_noise_std,
+    zcdp_rho,
     zcdp_to_epsilon,
 )
 from privrl_jax.privacy._aggregation import (
@@ -103,6 +105,7 @@ from privrl_jax.privacy._sampling import (
     UniformOneSampler,
     step_rng,
 )
+from privrl_jax.privacy._secret import load_or_create_secret
 
 __all__ = [
     "AddNoiseState",
@@ -178,6 +181,7 @@ __all__ = [
     "ghost_coverage",
     "gradient_method",
     "initialize_distributed",
+    "load_or_create_secret",
     "make_accumulate",
     "make_dp_step",
     "one_run_epsilon_lower_bound",
@@ -186,6 +190,8 @@ __all__ = [
     "standard_normal",
     "step_rng",
     "validate_delta",
+    "zcdp_epsilon",
     "zcdp_noise_std",
+    "zcdp_rho",
     "zcdp_to_epsilon",
 ]

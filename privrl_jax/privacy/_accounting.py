@@ -457,3 +457,51 @@ def zcdp_to_epsilon(rho: float, delta: float) -> float:
     _check_positive("rho", rho)
     validate_delta(delta)
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+
+
+def zcdp_rho(event: dp_accounting.DpEvent) -> float:
+    """rho of the zCDP guarantee of ``event`` (Bun & Steinke 2016): what a rho budget
+    counts.
+
+    A Gaussian release of std sigma at L2 sensitivity Delta, ``GaussianDpEvent(sigma /
+    Delta)``, is rho = Delta^2 / (2 sigma^2)-zCDP (Proposition 1.6); compositions add
+    (Lemma 2.3); a ``ZCDpEvent`` is its own rho, a ``NoOpDpEvent`` 0 and a
+    ``NonPrivateDpEvent`` inf.
+
+    Raises:
+      ValueError: the event has no exact zCDP guarantee (subsampled DP-SGD steps,
+        approximate zCDP with xi > 0, Laplace, ...): a rho budget cannot count it.
+
+    >>> import dp_accounting
+    >>> zcdp_rho(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 4))
+    0.5
+    """
+    if isinstance(event, dp_accounting.NoOpDpEvent):
+        return 0.0
+    if isinstance(event, dp_accounting.NonPrivateDpEvent):
+        return math.inf
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        sigma = float(event.noise_multiplier)
+        return math.inf if sigma == 0 else 0.5 / sigma**2
+    if isinstance(event, dp_accounting.ZCDpEvent) and event.xi == 0:
+        return float(event.rho)
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        return event.count * zcdp_rho(event.event)
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return sum((zcdp_rho(e) for e in event.events), 0.0)
+    raise ValueError(
+        f"{type(event).__name__} has no exact zCDP guarantee, so a rho budget cannot "
+        "count it; use an (epsilon, delta) budget."
+    )
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """Epsilon at ``delta`` of rho-zCDP from dp-accounting's RDP accountant
+    (``ZCDpEvent(rho)``).
+
+    Tighter than :func:`zcdp_to_epsilon`'s closed form; inf for rho = inf (no noise).
+    """
+    if _is_real(rho) and math.isinf(rho) and rho > 0:
+        return math.inf
+    _check_positive("rho", rho)
+    return compute_epsilon(dp_accounting.ZCDpEvent(rho), delta).epsilon

@@ -48,7 +48,7 @@ _FORMAT = "privrl_jax.ledger/2"
 
 
 class BudgetExceededError(RuntimeError):
-    """A release would take the run past its (epsilon, delta) budget; nothing was
+    """A release would take the run past its (epsilon, delta) or rho budget; nothing was
     released."""
 
 
@@ -156,6 +156,11 @@ class Ledger:
     crash after a release can never lose it. ``check`` raises *before* a release that
     would exceed the budget. Loading verifies the hash chain and every event against its
     parameters.
+
+    The budget is (epsilon, delta), or a zCDP budget ``rho_budget`` (e.g. POOL's): then
+    ``check`` also refuses a release that would take :meth:`rho` past it, and the
+    stored epsilon budget is the rho budget's (:func:`zcdp_epsilon`), so reopening with
+    another rho budget is refused like any other budget change.
     """
 
     def __init__(
@@ -168,6 +173,7 @@ class Ledger:
         target_delta: float,
         releases: list[Release] | None = None,
         not_private: str | None = None,
+        rho_budget: float | None = None,
     ):
         self.path = Path(path)
         self.dataset_id = dataset_id
@@ -176,6 +182,9 @@ class Ledger:
         self.target_delta = float(target_delta)
         self.releases: list[Release] = list(releases or [])
         self.not_private = None if not_private is None else str(not_private)
+        # Not in the header (the genesis of a rho-budget run is an epsilon run's): the
+        # header's target_epsilon is this budget's epsilon, which pins it on reopen.
+        self.rho_budget = None if rho_budget is None else float(rho_budget)
 
     # ------------------------------------------------------------------ the chain
     def _header(self) -> dict[str, Any]:
@@ -227,8 +236,9 @@ class Ledger:
         *,
         dataset_id: str,
         dataset_size: int,
-        target_epsilon: float,
+        target_epsilon: float | None = None,
         target_delta: float,
+        rho_budget: float | None = None,
         artifacts: Sequence[str | os.PathLike] = (),
         not_private: str | None = None,
     ) -> Ledger:
@@ -242,6 +252,9 @@ class Ledger:
           dataset_size: number of privacy units N (for the delta >= 1/N warning).
           target_epsilon, target_delta: the run's budget; must equal the stored budget
             on reopen.
+          rho_budget: a zCDP budget instead of ``target_epsilon`` (inf for none): the
+            stored epsilon budget is its epsilon at ``target_delta``
+            (:func:`zcdp_epsilon`), and :meth:`check` also holds :meth:`rho` to it.
           artifacts: paths whose existence proves that releases happened (checkpoints of
             a DP phase, released files): while any exists, a missing ledger is an error,
             never a new one.
@@ -253,6 +266,14 @@ class Ledger:
           LedgerError: the file is missing while artifacts exist, corrupt, edited, or
             belongs to another dataset or budget.
         """
+        if rho_budget is not None:
+            if target_epsilon is not None:
+                raise ValueError("pass target_epsilon or rho_budget, not both.")
+            if not (_accounting._is_real(rho_budget) and rho_budget > 0):
+                raise ValueError(
+                    f"rho_budget must be > 0 (inf for no budget); got {rho_budget!r}."
+                )
+            target_epsilon = _accounting.zcdp_epsilon(rho_budget, target_delta)
         if not (_accounting._is_real(target_epsilon) and target_epsilon > 0):
             raise ValueError(
                 "target_epsilon must be > 0 (inf for no budget); got "
@@ -278,10 +299,12 @@ class Ledger:
                 target_epsilon=target_epsilon,
                 target_delta=target_delta,
                 not_private=not_private,
+                rho_budget=rho_budget,
             )
             ledger.save()
             return ledger
         ledger = cls.load(path)
+        ledger.rho_budget = None if rho_budget is None else float(rho_budget)
         if ledger.dataset_id != dataset_id:
             raise LedgerError(
                 f"{path} belongs to dataset {ledger.dataset_id!r}, not {dataset_id!r}: "
@@ -458,15 +481,49 @@ class Ledger:
                 )
             raise
 
+    def rho(self) -> float:
+        """zCDP rho of the recorded releases: the sum of :func:`zcdp_rho` over the
+        entries.
+
+        Raises:
+          LedgerError: an entry has no exact zCDP guarantee (e.g. a subsampled DP-SGD
+            step), so a rho budget cannot account it.
+        """
+        total = 0.0
+        for r in self.releases:
+            try:
+                total += _accounting.zcdp_rho(r.dp_event())
+            except ValueError as e:
+                raise LedgerError(
+                    f"{self.path} holds a release of {r.what!r} that a rho budget "
+                    f"cannot account ({e})."
+                ) from None
+        return total
+
+    def _check_rho(self, event: dp_accounting.DpEvent, count: int) -> None:
+        spent = self.rho()
+        new = count * _accounting.zcdp_rho(event)
+        after = spent + new
+        if after > self.rho_budget * (1 + 1e-9):
+            raise BudgetExceededError(
+                f"{count} more release(s) (rho={new:.4g}) would bring rho to {after:.4g} > "
+                f"the rho budget {self.rho_budget:g} ({spent:.4g} spent in "
+                f"{self.path.parent}). Nothing was released. Add noise (a smaller "
+                "rho per release) or start a new run directory with its own budget."
+            )
+
     def check(
         self, event: dp_accounting.DpEvent, count: int = 1, *, accountant="rdp"
     ) -> float:
         """Epsilon after ``count`` more ``event`` releases; raises if it exceeds the
-        budget.
+        budget (or, with a ``rho_budget``, if their rho does).
 
         Raises:
           BudgetExceededError: nothing has been released; the message says what is left.
+          ValueError: a rho budget and an event with no exact zCDP guarantee.
         """
+        if self.rho_budget is not None:
+            self._check_rho(event, count)
         after = self.epsilon(accountant, extra=[(event, count)]).epsilon
         if after > self.target_epsilon * (1 + 1e-9):
             spent = self.epsilon(accountant).epsilon

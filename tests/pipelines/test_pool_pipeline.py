@@ -3,6 +3,7 @@ secrets."""
 
 import json
 import math
+import shutil
 
 import dp_accounting
 import numpy as np
@@ -92,8 +93,8 @@ def test_budget_guard_refuses_before_any_noise(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("noise drawn")
 
-    monkeypatch.setattr(pool, "plan", boom)
-    monkeypatch.setattr(pool, "_secret", boom)
+    monkeypatch.setattr(pool.runner, "plan", boom)
+    monkeypatch.setattr(privacy, "load_or_create_secret", boom)
     cfg = _cfg("privacy.rho=2.0", "privacy.rho_budget=1.0")
     with pytest.raises(privacy.BudgetExceededError, match="Nothing was released"):
         pool.run(cfg, tmp_path / "r")
@@ -103,21 +104,55 @@ def test_budget_guard_refuses_before_any_noise(tmp_path, monkeypatch):
     assert not (tmp_path / "r" / "checkpoints").exists()
 
 
-def test_fresh_secret_stays_out_of_public_files(tmp_path):
-    run_dir = tmp_path / "run"
-    report = pool.run(_cfg(), run_dir)
+@pytest.fixture(scope="module")
+def fresh_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("pool") / "run"
+    return run_dir, pool.run(_cfg(), run_dir)
+
+
+def _stored_secret(run_dir):
+    return privacy.load_or_create_secret(
+        privacy.Checkpoints(run_dir / pool.SECRET_DIR), privacy.Ledger.load(run_dir)
+    )
+
+
+def test_fresh_secret_stays_out_of_public_files(fresh_run):
+    run_dir, report = fresh_run
     assert report["privacy"]["private"] is True and "warning" not in report
-    with np.load(run_dir / "checkpoints" / pool.SECRET_FILE) as z:
-        words = z["words"]
+    secret = _stored_secret(run_dir)
+    assert not secret.fixed
+    words = secret.words
     needles = {str(int(x)) for x in words} | {words.tobytes().hex()}
     for name in PUBLIC:
         text = (run_dir / name).read_text()
         assert not any(n in text for n in needles), name
     blob = (run_dir / "policy.npz").read_bytes()
     assert words.tobytes() not in blob
-    # The secret and the checkpoints that may hold it are readable by their owner only.
-    assert (run_dir / "checkpoints" / pool.SECRET_FILE).stat().st_mode & 0o777 == 0o600
-    assert (run_dir / "checkpoints").stat().st_mode & 0o777 == 0o700
+    # The secret store (the DP loop's checkpoints) is readable by its owner only.
+    assert (run_dir / pool.SECRET_DIR).stat().st_mode & 0o777 == 0o700
+
+
+def test_killed_after_its_ledger_entry_reruns_to_the_same_release(fresh_run, tmp_path):
+    # The noise is fresh (os.urandom): only the stored secret can redraw the same one.
+    run_dir, report = fresh_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    with np.load(run_dir / "policy.npz") as z:
+        q = z["q_tables"]
+    for name in ("policy.npz", "policy.json", "report.json", "report.md"):
+        (copy / name).unlink()  # as if killed after the ledger entry
+    again = pool.run(_cfg(), copy)
+    with np.load(copy / "policy.npz") as z:
+        np.testing.assert_array_equal(z["q_tables"], q)
+    assert privacy.Ledger.load(copy).num_releases == 1
+    assert again["evaluation"] == report["evaluation"]
+    # A run directory of the older secret format is refused, never given a new secret.
+    shutil.rmtree(copy / pool.SECRET_DIR)
+    (copy / "checkpoints" / "secret.npz").write_bytes(b"old")
+    (copy / "policy.npz").unlink()
+    with pytest.raises(privacy.LedgerError, match="older privrl_jax"):
+        pool.run(_cfg(), copy)
+    assert not (copy / pool.SECRET_DIR).exists()
 
 
 def test_report_refuses_the_release_once_its_only_ledger_entry_is_deleted(
@@ -127,8 +162,6 @@ def test_report_refuses_the_release_once_its_only_ledger_entry_is_deleted(
     lost the
     entry (head back to the genesis: epsilon 0 on the face of it) no longer holds that
     head."""
-    import shutil
-
     from privrl_jax.pipelines._verify import verify_run
 
     _, run_dir, _ = seeded_run

@@ -14,7 +14,9 @@ from privrl_jax.privacy import (
     compute_epsilon,
     dpsgd_epsilon,
     dpsgd_event,
+    zcdp_epsilon,
     zcdp_noise_std,
+    zcdp_rho,
     zcdp_to_epsilon,
 )
 
@@ -177,6 +179,34 @@ def test_zcdp_formulas():
     assert eps_rdp <= zcdp_to_epsilon(rho, delta)
     zc = compute_epsilon(dp_accounting.ZCDpEvent(rho), delta).epsilon
     assert zc == pytest.approx(eps_rdp, rel=0.02)
+
+
+def test_zcdp_rho_of_gaussian_releases_is_dp_accountings_rdp_curve():
+    std, sensitivity = 3.0, 1.5  # a Gaussian release: rho = Delta^2 / (2 std^2)
+    gauss = dp_accounting.GaussianDpEvent(std / sensitivity)
+    assert zcdp_rho(gauss) == sensitivity**2 / (2 * std**2) == 0.125
+    mixed = dp_accounting.ComposedDpEvent(
+        [
+            dp_accounting.SelfComposedDpEvent(gauss, 4),
+            dp_accounting.GaussianDpEvent(0.5),
+            dp_accounting.NoOpDpEvent(),
+        ]
+    )
+    assert zcdp_rho(mixed) == 4 * 0.125 + 2.0
+    # dp-accounting's RDP of a Gaussian is alpha * rho at every order, the curve of
+    # ZCDpEvent(rho): the same epsilon, composed or not.
+    for event in (gauss, mixed):
+        for delta in (1e-5, 1e-9):
+            acc = rdp.RdpAccountant()
+            acc.compose(event)
+            eps = zcdp_epsilon(zcdp_rho(event), delta)
+            assert eps == pytest.approx(acc.get_epsilon(delta), rel=1e-12)
+            assert eps <= zcdp_to_epsilon(zcdp_rho(event), delta)
+    assert zcdp_rho(dp_accounting.NonPrivateDpEvent()) == math.inf
+    assert zcdp_epsilon(math.inf, 1e-5) == math.inf
+    for no_zcdp in (dpsgd_event(1.0, 0.01, 10), dp_accounting.ZCDpEvent(0.1, 0.2)):
+        with pytest.raises(ValueError, match="no exact zCDP guarantee"):
+            zcdp_rho(no_zcdp)
 
 
 def test_heterogeneous_composition():

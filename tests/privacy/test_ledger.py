@@ -7,6 +7,7 @@ import pytest
 
 from privrl_jax.privacy import (
     BudgetExceededError,
+    GaussianMechanism,
     Ledger,
     LedgerError,
     compute_epsilon,
@@ -84,6 +85,38 @@ def test_refuses_release_that_would_exceed_budget(tmp_path):
         led.check(quiet, 100_000)
     assert led.num_releases == 0  # nothing recorded by a refused check
     assert _open(tmp_path, target_epsilon=1.0).num_releases == 0
+
+
+def test_rho_budget_refuses_before_any_release_and_pins_the_epsilon_budget(tmp_path):
+    led = _open(tmp_path, target_epsilon=None, rho_budget=1.0)
+    acc = dp_accounting.rdp.RdpAccountant()
+    acc.compose(dp_accounting.ZCDpEvent(1.0))
+    assert led.target_epsilon == pytest.approx(acc.get_epsilon(1e-6), rel=1e-12)
+    half = GaussianMechanism.from_zcdp(0.5, l2_sensitivity=3.0)
+    led.record(half.event(), what="noisy statistics", params=half.describe())
+    assert led.rho() == pytest.approx(0.5, rel=1e-12)
+    # The second half fills the budget exactly: allowed, at the budget's epsilon.
+    assert led.check(half.event()) == pytest.approx(led.target_epsilon, rel=1e-9)
+    led.record(half.event(), what="noisy statistics", params=half.describe())
+    more = GaussianMechanism.from_zcdp(0.1, l2_sensitivity=1.0).event()
+    with pytest.raises(BudgetExceededError, match="rho to 1.1 > the rho budget 1 "):
+        led.check(more)
+    again = _open(tmp_path, target_epsilon=None, rho_budget=1.0)
+    assert again.num_releases == 2 and again.rho() == pytest.approx(1.0, rel=1e-12)
+    with pytest.raises(BudgetExceededError, match="rho budget"):
+        again.check(more)
+    # The stored epsilon budget is the rho budget's: another rho budget is refused.
+    with pytest.raises(LedgerError, match="budget cannot change"):
+        _open(tmp_path, target_epsilon=None, rho_budget=2.0)
+    with pytest.raises(ValueError, match="not both"):
+        _open(tmp_path / "both", rho_budget=1.0)
+    with pytest.raises(ValueError, match="rho_budget must be > 0"):
+        _open(tmp_path / "zero", target_epsilon=None, rho_budget=0.0)
+    # A subsampled DP-SGD step has no exact zCDP guarantee: no rho to count.
+    sgd = _open(tmp_path / "sgd")
+    sgd.record(STEP, what="dpsgd step", count=3)
+    with pytest.raises(LedgerError, match="cannot account"):
+        sgd.rho()
 
 
 def test_corrupt_file_is_an_error(tmp_path):
