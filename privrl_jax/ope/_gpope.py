@@ -18,7 +18,11 @@ noise for the same epsilon, so it only pays when the blocks' scales differ a lot
 run through the same code.
 
 Sampling (host side, before the jit). The per-iteration indices come from the plan's
-sampler as a fixed-shape ``[N, U]`` index array with a mask:
+sampler as a fixed-shape ``[N, U]`` index array with a mask. Row t is
+``plan.sample(seed, t)``, the batch :func:`privrl_jax.privacy.fit` draws at step t
+from the sampling seed ``seed``: the schedule *is* the DP loop's stream, so this scan
+and a ``privacy.fit`` run of :func:`gpope_method` with the same seed and noise key make
+the same release.
 
 - :class:`~privrl_jax.privacy.UniformOneSampler` (the paper's one-of-m): U = 1, every
   row valid. Fixed-size sampling is only defined under replace-one, so the sensitivity
@@ -31,7 +35,14 @@ sampler as a fixed-shape ``[N, U]`` index array with a mask:
   which changes the accounting). U depends only on the sampling randomness, never on the
   data. Empty batches stay as all-masked rows: the step still adds pure noise and counts
   (docs/dp_pitfalls.md, item 5). :func:`draw_schedule` draws the same Poisson law on the
-  device from a key instead.
+  device from a key instead (another stream: no ``privacy.fit`` run draws it).
+
+One update. The iteration is written once: :func:`gpope_units` (the privacy units),
+``plan.clipped_sum(weighted_transition_direction)`` (B_i clipped), :func:`gpope_update`
+(the step). :func:`gpope`'s scan and :func:`gpope_method` (the same pieces as a
+:class:`~privrl_jax.privacy.DPMethod` for ``privacy.fit``, which the GPOPE pipeline
+runs) both call them, and the scan sums each batch in the plan's microbatches as the
+loop does, so the two agree bit for bit (tests/pipelines/test_gpope_pipeline.py).
 
 Compiles. sigma and h (:meth:`~privrl_jax.privacy.DPPlan.split`) and beta_0 (a
 :class:`StepSize` leaf) are traced arguments of one jitted core, so a sweep over
@@ -56,6 +67,7 @@ from privrl_jax import privacy
 from privrl_jax.ope._gtd2 import (
     GTD2Stats,
     TrajectoryData,
+    Transitions,
     direction_from_stats,
     trajectory_direction,
     weighted_transition_direction,
@@ -121,6 +133,22 @@ class GPOPEResult(NamedTuple):
     clipped_fraction: jax.Array
 
 
+def trial_seeds(seed: int, trials: int) -> list[int]:
+    """The sampling seeds of ``trials`` independent schedules drawn from one ``seed``.
+
+    Trial k of ``sample_schedule(plan, seed, trials=K)`` is
+    ``sample_schedule(plan, trial_seeds(seed, K)[k])``, i.e. the stream a
+    ``privacy.fit`` run with sampling seed ``trial_seeds(seed, K)[k]`` draws. 128-bit
+    seeds from :class:`numpy.random.SeedSequence` children, so trials of different
+    ``seed`` values never share a stream (``seed + k`` would).
+    """
+    children = np.random.SeedSequence(int(seed)).spawn(int(trials))
+    return [
+        int.from_bytes(c.generate_state(4).astype("<u4").tobytes(), "little")
+        for c in children
+    ]
+
+
 def sample_schedule(
     plan: privacy.DPPlan,
     seed: int | np.random.Generator,
@@ -128,15 +156,19 @@ def sample_schedule(
     trials: int | None = None,
     pad_to: str = "max",
 ) -> IndexSchedule:
-    """Draws ``plan.steps`` batches (per trial) with the plan's own sampler, on the
-    host.
+    """Draws ``plan.steps`` batches (per trial) from the DP loop's stream, on the host.
+
+    Row t is ``plan.sample(seed, t)`` (valid indices in the sampler's order): the batch
+    :func:`privrl_jax.privacy.fit` draws at step t when its sampling seed is ``seed``
+    (``DPSecret.sampling_seed``).
 
     Args:
       plan: a plan with a :class:`~privrl_jax.privacy.UniformOneSampler` or
         :class:`~privrl_jax.privacy.PoissonSampler` (without ``capacity``).
-      seed: the sampling seed (secret in a real release) or a NumPy generator.
-      trials: None for one schedule ``[N, U]``; K for ``[K, N, U]`` (independent
-        streams).
+      seed: the sampling seed (secret in a real release); a NumPy generator draws a
+        128-bit seed first.
+      trials: None for one schedule ``[N, U]``; K for ``[K, N, U]``, trial k from seed
+        ``trial_seeds(seed, K)[k]``.
       pad_to: ``"max"`` (U = largest realised batch, at least 1) or ``"dataset"`` (U =
         m).
 
@@ -151,34 +183,29 @@ def sample_schedule(
             "GPOPE keeps every Poisson batch whole (exact Poisson accounting); use a "
             "PoissonSampler without capacity."
         )
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    streams = rng.spawn(trials or 1)
-    if isinstance(sampler, privacy.UniformOneSampler):
-        idx = np.stack([sampler.sample_many(r, plan.steps) for r in streams])[..., None]
-        mask = np.ones(idx.shape, bool)
-    elif isinstance(sampler, privacy.PoissonSampler):
-        rows = []
-        for r in streams:
-            batches = [sampler.sample(r) for _ in range(plan.steps)]
-            rows.append([b.indices[b.mask] for b in batches])
-        width = (
-            plan.dataset_size
-            if pad_to == "dataset"
-            else max(1, max(len(x) for trial in rows for x in trial))
-        )
-        idx = np.zeros((len(rows), plan.steps, width), np.int64)
-        mask = np.zeros(idx.shape, bool)
-        for k, trial in enumerate(rows):
-            for t, x in enumerate(trial):
-                idx[k, t, : len(x)] = x
-                mask[k, t, : len(x)] = True
-    else:
+    if not isinstance(sampler, (privacy.UniformOneSampler, privacy.PoissonSampler)):
         raise ValueError(
             "GPOPE samples trajectories with a UniformOneSampler or a PoissonSampler; "
-            "got "
-            f"{type(sampler).__name__}."
+            f"got {type(sampler).__name__}."
         )
-    idx = idx.astype(np.int32)
+    if isinstance(seed, np.random.Generator):
+        seed = int.from_bytes(seed.bytes(16), "little")
+    seeds = [seed] if trials is None else trial_seeds(seed, trials)
+    rows = []
+    for s in seeds:
+        batches = [plan.sample(s, t) for t in range(plan.steps)]
+        rows.append([b.indices[b.mask] for b in batches])
+    width = (
+        plan.dataset_size
+        if pad_to == "dataset"
+        else max(1, max(len(x) for trial in rows for x in trial))
+    )
+    idx = np.zeros((len(rows), plan.steps, width), np.int32)
+    mask = np.zeros(idx.shape, bool)
+    for k, trial in enumerate(rows):
+        for t, x in enumerate(trial):
+            idx[k, t, : len(x)] = x
+            mask[k, t, : len(x)] = True
     if trials is None:
         return IndexSchedule(idx[0], mask[0])
     return IndexSchedule(idx, mask)
@@ -274,11 +301,94 @@ def draw_schedule(
     return IndexSchedule(idx, mask)
 
 
-def _gather(data: TrajectoryData, indices: jax.Array, unit_mask: jax.Array):
-    """The sampled trajectories ``[U, T, ...]`` (gathered inside jit) and their item
-    mask."""
-    transitions = jax.tree_util.tree_map(lambda x: x[indices], data.transitions)
-    return transitions, data.mask[indices] & unit_mask[:, None]
+class GPOPEState(NamedTuple):
+    """GPOPE's iterate: what :func:`gpope_update` steps and ``privacy.fit``
+    checkpoints.
+
+    Attributes:
+      theta: [n] value weights. w: [n] dual weights.
+      step: [] int32, the iteration index j (the step size beta_j reads it).
+    """
+
+    theta: jax.Array
+    w: jax.Array
+    step: jax.Array
+
+
+def gpope_init(
+    num_features: int, init: tuple[jax.Array, jax.Array] | None = None
+) -> GPOPEState:
+    """The state before iteration 0: ``(theta_0, w_0)`` (zeros by default), j = 0."""
+    theta, w = init if init is not None else (jnp.zeros(num_features),) * 2
+    return GPOPEState(theta, w, jnp.zeros((), jnp.int32))
+
+
+def gpope_params(state: GPOPEState) -> tuple[jax.Array, jax.Array]:
+    """``(theta, w)``: the point each trajectory's direction B_i is taken at."""
+    return state.theta, state.w
+
+
+def gpope_units(
+    data: TrajectoryData, normalization: str = "horizon"
+) -> tuple[Transitions, jax.Array]:
+    """The privacy units: each trajectory's transitions with their weights, leaves
+    ``[m, T, ...]``.
+
+    The per-unit function of ``plan.clipped_sum(weighted_transition_direction)`` on a
+    unit (item mask ``data.mask``) is its B_i. The weights (1/T or 1/tau_i) are public
+    or a function of the unit's own mask, so they are computed once, before sampling.
+    """
+    return with_weights(data.transitions, data.mask, normalization)
+
+
+def gpope_update(
+    state: GPOPEState, noisy_mean: tuple[jax.Array, jax.Array], step_size: StepSize
+) -> GPOPEState:
+    """One GPOPE step from the privatized mean B~: ``(theta, w) -= beta_j B~``, j += 1.
+
+    Args:
+      state: the iterate at j.
+      noisy_mean: ``(theta block [n], w block [n])``, the clipped sum plus the plan's
+        noise divided by the expected batch size (``plan.privatize``).
+      step_size: beta_j.
+
+    Returns:
+      The iterate at j + 1.
+    """
+    g_theta, g_w = noisy_mean
+    beta = step_size(state.step)
+    return GPOPEState(
+        state.theta - beta * g_theta, state.w - beta * g_w, state.step + 1
+    )
+
+
+def gpope_method(plan: privacy.DPPlan, step_size: StepSize) -> privacy.DPMethod:
+    """GPOPE as a :class:`~privrl_jax.privacy.DPMethod`: Algorithm 1 run by
+    ``privacy.fit``.
+
+    Pass it ``gpope_units(data, normalization)`` as the data, ``item_mask=data.mask``
+    and ``gpope_init(n)`` as the state. With sampling seed s and noise key k the run's
+    final state equals ``gpope(plan, data, sample_schedule(plan, s), k, ...)``.
+    """
+    return privacy.DPMethod(
+        plan.clipped_sum(weighted_transition_direction),
+        gpope_params,
+        functools.partial(gpope_update, step_size=step_size),
+    )
+
+
+def _to_microbatches(
+    schedule: IndexSchedule, microbatch_size: int
+) -> tuple[jax.Array, jax.Array]:
+    # Pads U to a multiple of the microbatch size with masked units: the clipped sum
+    # then adds one microbatch at a time, in the order privacy.fit does (a padded
+    # microbatch adds exact zeros).
+    width = schedule.indices.shape[-1]
+    pad = [(0, 0), (0, -width % microbatch_size)]
+    return (
+        jnp.pad(jnp.asarray(schedule.indices), pad),
+        jnp.pad(jnp.asarray(schedule.mask), pad),
+    )
 
 
 def _check_schedule(plan_steps: int, schedule: IndexSchedule) -> None:
@@ -300,29 +410,27 @@ def _gpope_run(
     init: tuple[jax.Array, jax.Array] | None,
     normalization: str,
 ) -> GPOPEResult:
-    # The body of Algorithm 1 with sigma, h (``arrays``) and beta (``step_size``)
-    # traced.
-    n = data.transitions.phi_tm1.shape[-1]
-    clipped_sum = structure.clipped_sum(weighted_transition_direction, arrays)
-    params = init if init is not None else (jnp.zeros(n), jnp.zeros(n))
+    # Algorithm 1 with sigma, h (``arrays``) and beta (``step_size``) traced; the same
+    # units, clipped sum, noise key and update as gpope_method under privacy.fit.
+    microbatch = structure.sampler.microbatch_size
+    clipped_sum = structure.clipped_sum(
+        weighted_transition_direction, arrays, microbatch_size=microbatch
+    )
+    units = gpope_units(data, normalization)
 
-    def body(params, xs):
-        step, indices, unit_mask = xs
-        transitions, item_mask = _gather(data, indices, unit_mask)
-        items = with_weights(transitions, item_mask, normalization)
-        total, metrics = clipped_sum(params, items, item_mask)
+    def body(state, xs):
+        indices, unit_mask = xs
+        batch = jax.tree_util.tree_map(lambda x: x[indices], units)
+        item_mask = data.mask[indices] & unit_mask[:, None]
+        total, metrics = clipped_sum(gpope_params(state), batch, item_mask)
         if structure.num_blocks > 1:
             total = tuple(total)
-        g_theta, g_w = structure.privatize(total, jax.random.fold_in(key, step), arrays)
-        beta = step_size(step)
-        theta, w = params
-        return (theta - beta * g_theta, w - beta * g_w), metrics.clipped_fraction
+        noisy = structure.privatize(total, jax.random.fold_in(key, state.step), arrays)
+        return gpope_update(state, noisy, step_size), metrics.clipped_fraction
 
-    steps = jnp.arange(structure.steps)
-    (theta, w), clipped = jax.lax.scan(
-        body, params, (steps, jnp.asarray(schedule.indices), jnp.asarray(schedule.mask))
-    )
-    return GPOPEResult(theta, w, jnp.mean(clipped))
+    state = gpope_init(data.transitions.phi_tm1.shape[-1], init)
+    state, clipped = jax.lax.scan(body, state, _to_microbatches(schedule, microbatch))
+    return GPOPEResult(state.theta, state.w, jnp.mean(clipped))
 
 
 # Compiled once per (structure, shapes, normalization): a sweep over epsilon, h or

@@ -140,10 +140,9 @@ def test_calibrated_sigma_reproduces_epsilon_through_dp_accounting(
 def test_poisson_schedule_keeps_every_batch_whole_and_empty_steps():
     plan = _poisson_plan(sigma=1.0, q=0.01, steps=300)
     schedule = ope.sample_schedule(plan, 7)
-    # The same streams drawn directly from the plan's sampler.
-    stream = np.random.default_rng(7).spawn(1)[0]
+    # Row t is the DP loop's batch of step t (privacy.fit draws plan.sample(seed, t)).
     for t in range(plan.steps):
-        b = plan.sampler.sample(stream)
+        b = plan.sample(7, t)
         np.testing.assert_array_equal(
             schedule.indices[t][schedule.mask[t]], b.indices[b.mask]
         )
@@ -208,6 +207,45 @@ def test_vmapped_trials_equal_a_python_loop(data, plan_fn):
         np.testing.assert_allclose(batched.w[k], res.w, rtol=1e-5, atol=1e-6)
     # Different keys and schedules give different trials.
     assert float(jnp.abs(batched.theta[0] - batched.theta[1]).max()) > 1e-3
+
+
+def test_trials_are_the_schedules_of_their_trial_seeds():
+    plan = _poisson_plan(sigma=1.0, steps=6)
+    seeds = ope.trial_seeds(11, 3)
+    assert len(set(seeds)) == 3 and seeds[0] not in ope.trial_seeds(12, 3)
+    both = ope.sample_schedule(plan, 11, trials=3)
+    for k, seed in enumerate(seeds):
+        one = ope.sample_schedule(plan, seed)
+        for t in range(plan.steps):
+            np.testing.assert_array_equal(
+                both.indices[k, t][both.mask[k, t]], one.indices[t][one.mask[t]]
+            )
+
+
+def test_fit_of_gpope_method_is_gpope_bit_for_bit(data):
+    # The DP loop running the library's method, with the secret's seed and key, makes
+    # the release of the scan on sample_schedule: one update, one stream. Microbatch
+    # size 1 splits every batch (~10 units) into ~10 microbatches, which the scan adds
+    # in the loop's order. (The pipeline tests check both samplers end to end.)
+    plan = _poisson_plan(sigma=0.8, steps=12)
+    step = ope.StepSize(1.0, decay_steps=5.0)
+    secret = privacy.DPSecret.from_seed(4)
+    fitted = privacy.fit(
+        plan,
+        ope.gpope_method(plan, step),
+        ope.gpope_units(data, "mean"),
+        ope.gpope_init(S),
+        secret=secret,
+        item_mask=data.mask,
+    ).state
+    schedule = ope.sample_schedule(plan, secret.sampling_seed)
+    res = ope.gpope(
+        plan, data, schedule, secret.noise_key, step_size=step, normalization="mean"
+    )
+    assert int(fitted.step) == plan.steps
+    np.testing.assert_array_equal(np.asarray(fitted.theta), np.asarray(res.theta))
+    np.testing.assert_array_equal(np.asarray(fitted.w), np.asarray(res.w))
+    assert float(jnp.abs(res.theta).max()) > 1e-3  # it moved
 
 
 def test_schedule_length_must_match_the_plan(data):

@@ -3,7 +3,6 @@
 import json
 
 import dp_accounting
-import jax
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -69,6 +68,34 @@ def _check_ledger(run_dir, plan, event_type, delta):
         plan.epsilon(delta).epsilon, rel=1e-9
     )
     return ledger
+
+
+def _check_release_is_ope_gpope(run_dir, cfg, secret):
+    """The pipeline's release is ``ope.gpope`` on the same data, schedule and key.
+
+    One update (``ope.gpope_method`` in the loop, the same pieces in the scan), one
+    sampling stream (``sample_schedule`` row t is the loop's ``plan.sample(seed, t)``)
+    and the same microbatched sum: bit for bit, not to a tolerance.
+    """
+    plan = gpope.make_plan(cfg)
+    schedule = ope.sample_schedule(plan, secret.sampling_seed)
+    for t in range(plan.steps):
+        batch = plan.sample(secret.sampling_seed, t)
+        np.testing.assert_array_equal(
+            schedule.indices[t][schedule.mask[t]], batch.indices[batch.mask]
+        )
+    g = cfg.gpope
+    res = ope.gpope(
+        plan,
+        gpope.collect_data(gpope.build_task(cfg)),
+        schedule,
+        secret.noise_key,
+        step_size=ope.StepSize(g.step_size, g.decay_steps, g.decay_power),
+        normalization=g.normalization,
+    )
+    weights = json.loads((run_dir / "weights.json").read_text())
+    np.testing.assert_array_equal(np.float32(weights["theta"]), np.asarray(res.theta))
+    np.testing.assert_array_equal(np.float32(weights["w"]), np.asarray(res.w))
 
 
 def test_default_run_end_to_end_rerun_spends_nothing_and_hides_the_secret(tmp_path):
@@ -162,6 +189,9 @@ def test_poisson_run_records_poisson_events(tmp_path):
     assert g["noise_std"] == pytest.approx(
         cfg.gpope.l2_clip_norm * g["noise_multiplier"]
     )
+    # The run's own (fresh, secret) sampling seed and noise key reproduce it through
+    # ope.gpope (tests/ope/test_gpope.py checks batches over several microbatches).
+    _check_release_is_ope_gpope(tmp_path, cfg, _secret(tmp_path))
 
 
 def test_plots_on_writes_the_release_and_audit_pngs_apart(tmp_path, monkeypatch):
@@ -207,31 +237,7 @@ def test_fixed_noise_seed_reproduces_the_core_and_says_not_private(tmp_path):
     for name, rep in zip("ab", reps):
         assert not rep["gpope"]["private"] and "NOT PRIVATE" in rep["warning"]
         assert "NOT PRIVATE" in (tmp_path / name / "report.md").read_text()
-    # The loop runs Algorithm 1: the core's scan, given the same batches and noise
-    # key, agrees.
-    plan = gpope.make_plan(cfg)
-    secret = DPSecret.from_seed(3)
-    idx = np.stack(
-        [plan.sample(secret.sampling_seed, t).indices[0] for t in range(plan.steps)]
-    )
-    task = gpope.build_task(cfg)
-    data = ope.collect(
-        jax.random.fold_in(jax.random.key(cfg.seed), 0),
-        task.mdp,
-        task.behaviour,
-        task.target,
-        task.features,
-        num_trajectories=cfg.env.num_trajectories,
-        max_length=cfg.env.max_length,
-    ).data
-    res = ope.gpope(
-        plan,
-        data,
-        ope.IndexSchedule(idx.astype(np.int32), np.ones(idx.shape, bool)),
-        secret.noise_key,
-        step_size=ope.StepSize(cfg.gpope.step_size),
-    )
-    np.testing.assert_allclose(wa["theta"], np.asarray(res.theta), rtol=1e-5, atol=1e-6)
+    _check_release_is_ope_gpope(tmp_path / "a", cfg, DPSecret.from_seed(3))
 
 
 @pytest.mark.parametrize(

@@ -18,12 +18,13 @@ Algorithm 1, report, audit.
 - ``checkpoints/`` (the secret noise key and sampling seed: never publish) and
   ``report.md`` (both parts, labelled).
 
-GPOPE's iterations run in the library's one DP loop (``privacy.fit``): the
-unit is one trajectory (data ``[m, T, ...]``, item mask ``[m, T]``), its clipped
-direction is ``plan.clipped_sum`` of the per-transition direction (as in
-``privrl_jax.ope.gpope``), and the loop draws the secret batches and noise, records the
-ledger before each checkpoint, checks the budget and resumes. Rerunning the same
-command resumes and spends nothing twice.
+GPOPE's iterations run in the library's one DP loop (``privacy.fit``) with the library's
+one GPOPE update, ``ope.gpope_method``: the unit is one trajectory
+(``ope.gpope_units``, item mask ``[m, T]``), and the loop draws the secret batches and
+noise, records the ledger before each checkpoint, checks the budget and resumes. The
+release is ``ope.gpope`` on ``ope.sample_schedule(plan, secret.sampling_seed)`` with
+``secret.noise_key``, bit for bit. Rerunning the same command resumes and spends nothing
+twice.
 
 The modules split it by role: :mod:`.task` (the public task, built once per run and
 passed down), :mod:`.runner` (plan, DP loop, release, report), :mod:`.audit` (NOT DP:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import yaml
 
@@ -106,35 +105,24 @@ def _gpope_steps(
     run_dir: Path,
     ledger: privacy.Ledger | None,
     topo: privacy.Topology,
-) -> tuple[dict[str, jax.Array], DPSecret]:
-    """Algorithm 1 through the DP loop; returns the final state and the run's secret."""
+) -> tuple[ope.GPOPEState, DPSecret]:
+    """Algorithm 1 through the DP loop; returns the final state and the run's secret.
+
+    The method is the library's (``ope.gpope_method``): with the run's secret, the
+    release equals ``ope.gpope(plan, data, ope.sample_schedule(plan,
+    secret.sampling_seed), secret.noise_key, ...)`` bit for bit.
+    """
     g, p = cfg.gpope, cfg.privacy
-    n = data.transitions.phi_tm1.shape[-1]
-    step_size = _step_size(g)
-    clip_fn = plan.clipped_sum(ope.weighted_transition_direction)
-    # The per-transition weights (1/T or 1/tau_i) are public or functions of the unit's
-    # own mask: precomputed once, they travel with the unit as item data.
-    units = ope.with_weights(data.transitions, data.mask, g.normalization)
-
-    def update(state, noisy_mean):
-        # The step index lives in the state: the loop passes only (state, noisy mean).
-        g_theta, g_w = noisy_mean
-        beta = step_size(state["step"])
-        return {
-            "theta": state["theta"] - beta * g_theta,
-            "w": state["w"] - beta * g_w,
-            "step": state["step"] + 1,
-        }
-
-    init = {"theta": jnp.zeros(n), "w": jnp.zeros(n), "step": jnp.zeros((), jnp.int32)}
+    method = ope.gpope_method(plan, _step_size(g))
+    units = ope.gpope_units(data, g.normalization)
     secret = (
         DPSecret.fresh() if p.noise_seed is None else DPSecret.from_seed(p.noise_seed)
     )
     return run_dp_loop(
         plan,
-        clip_fn,
-        DPProgram(params=lambda s: (s["theta"], s["w"]), update=update),
-        init,
+        method.clipped,
+        DPProgram(params=method.params, update=method.update),
+        ope.gpope_init(data.transitions.phi_tm1.shape[-1]),
         topo.local_block(units),
         ckpt=Checkpoints(run_dir / "checkpoints" / "dp"),
         ledger=ledger,
@@ -219,7 +207,7 @@ def _run(cfg: GPOPERunConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     state, secret = _gpope_steps(cfg, plan, data, run_dir, ledger, topo)
     if not topo.is_primary:
         return {"process_id": topo.process_id}
-    theta, w = np.asarray(state["theta"]), np.asarray(state["w"])
+    theta, w = np.asarray(state.theta), np.asarray(state.w)
     private = plan.private and not secret.fixed
     atomic_write_text(
         weights_file,
