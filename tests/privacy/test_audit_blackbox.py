@@ -180,3 +180,47 @@ def test_halved_noise_is_caught():
         k_positive=100,
     )
     assert res.result.epsilon_lower_bound > 1.0  # measured 1.63 (90 of 100 right)
+
+
+@pytest.mark.slow  # mbi compiles its estimator: ~20 s on a busy 2-core CPU
+def test_non_private_pgm_on_one_clique_is_seen():
+    pytest.importorskip(
+        "mbi", reason='needs the baselines extra: pip install -e ".[baselines]"'
+    )
+    from privrl_jax import synth
+
+    bins = 16
+    disc = synth.PublicDiscretisation(
+        columns=tuple(
+            synth.ColumnBins(name=n, low=0.0, high=1.0, num_bins=bins) for n in "xy"
+        )
+    )
+
+    def pgm(rows, key):
+        # sigma = 0 on the one 2-way marginal: the model is the table's histogram.
+        fit = synth.fit_pgm(
+            key,
+            disc.discretise(rows),
+            disc,
+            cliques=(("x", "y"),),
+            noise_multiplier=0.0,
+            num_rows=300,
+            iters=200,
+        )
+        return disc.undiscretise(jax.random.fold_in(key, 1), fit.codes)
+
+    x, m, k = _blob(300), 30, 10
+    res = audit.audit_synthesizer(
+        pgm,
+        x,
+        m,
+        jax.random.key(0),
+        delta=1e-6,
+        canaries=audit.empty_cell_canaries(
+            x, m, 0, columns=(0, 1), low=(0, 0), high=(1, 1), cells=bins
+        ),
+        score=lambda r, c: audit.density_scores(r, c, bandwidth=0.25 / bins),
+        k_positive=k,
+    )
+    assert res.result.correct == k  # measured: 10 of 10, the ceiling 1.05
+    assert res.result.epsilon_lower_bound == pytest.approx(res.max_epsilon)
