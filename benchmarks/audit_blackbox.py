@@ -99,10 +99,13 @@ def _marginal_rows(
             high=(x.high, y.high),
             cells=(x.num_bins, y.num_bins),
         )
-        bandwidth = 0.25 * (x.high - x.low) / x.num_bins
+        lo = np.array([x.low, y.low])
+        width = np.array([x.high - x.low, y.high - y.low]) / [x.num_bins, y.num_bins]
 
-        def score(released, c, bw=bandwidth, plane=plane):
-            return audit.density_scores(released, c, columns=plane, bandwidth=bw)
+        def score(released, c, plane=plane, lo=lo, width=width):
+            # In bin units (the two columns' scales differ), a kernel of a quarter bin.
+            cells = lambda a: (a[:, list(plane)] - lo) / width  # noqa: E731
+            return audit.density_scores(cells(released), cells(c), bandwidth=0.25)
 
         for eps in epsilons:
             cfg_e = marginal.load(
@@ -200,7 +203,7 @@ def _privorl_n_rows(args, table: np.ndarray) -> list[dict[str, Any]]:
                     f"privacy.noise_seed={seed}",
                     f"data.sensitive_file={f}",
                     f"data.public_files=[{','.join(map(str, public_files))}]",
-                    "data.holdout_size=1",
+                    "data.holdout_size=2",  # the fewest the audit metrics take
                     f"finetune.epochs={args.privorl_epochs}",
                     f"synthesis.num_samples={args.sample_factor * len(table)}",
                     "eval.agents=[]",
@@ -284,17 +287,26 @@ def main() -> None:
     ap.add_argument("--privorl-epochs", type=float, default=20.0)
     ap.add_argument("--name", default="audit_blackbox")
     ap.add_argument(
-        "--append", action="store_true", help="add the rows to the stored results"
+        "--append",
+        action="store_true",
+        help="redo only this run's families (marginal / PrivORL-n) in the stored file",
     )
     args = ap.parse_args()
     t0 = time.time()
     env_cfg = marginal.load("marginal/pgm_umaze_delta", []).data
     table = _sensitive_table(args.n, env_cfg.sensitive_env, env_cfg.action_noise)
     rows: list[dict[str, Any]] = []
-    if args.append:
-        rows = json.loads((RESULTS / f"{args.name}.json").read_text())["rows"]
+    if args.append:  # keep the stored rows of the families this run does not redo
+        marginal_run = bool(args.models) or not args.no_bounding_box
+        rows = [
+            r
+            for r in json.loads((RESULTS / f"{args.name}.json").read_text())["rows"]
+            if (r["method"].startswith("PrivORL-n") and not args.privorl_n)
+            or (not r["method"].startswith("PrivORL-n") and not marginal_run)
+        ]
 
     def save() -> None:  # after every stage, so a later failure keeps the numbers
+        rows.sort(key=lambda r: r["method"].startswith("PrivORL-n"))  # stable
         md = "\n".join([HEADER, *(_md_row(r) for r in rows)])
         RESULTS.mkdir(parents=True, exist_ok=True)
         payload = {
