@@ -182,7 +182,7 @@ def test_halved_noise_is_caught():
     assert res.result.epsilon_lower_bound > 1.0  # measured 1.63 (90 of 100 right)
 
 
-@pytest.mark.slow  # mbi compiles its estimator: ~20 s on a busy 2-core CPU
+@pytest.mark.slow  # mbi compiles its estimator: 4 s on 2 idle cores, ~20 s busy
 def test_non_private_pgm_on_one_clique_is_seen():
     pytest.importorskip(
         "mbi", reason='needs the baselines extra: pip install -e ".[baselines]"'
