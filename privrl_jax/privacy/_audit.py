@@ -593,6 +593,7 @@ def density_scores(
     *,
     k: int = 1,
     bandwidth: float | None = None,
+    columns: Sequence[int] | None = None,
     chunk: int = 1024,
 ) -> np.ndarray:
     """[m] how densely the released rows sit near each canary (higher: more likely
@@ -602,6 +603,9 @@ def density_scores(
     Otherwise: the log of a Gaussian kernel density at that fixed bandwidth
     (unnormalised; only the ranking across canaries matters to the audits). The
     bandwidth must be fixed in advance, not fitted on the canaries' outcome.
+    ``columns`` (fixed in advance too) measures the distance on those columns only:
+    the projection in which the canaries differ from the data, as for
+    :func:`empty_cell_canaries`.
     """
     r = np.asarray(released, dtype=np.float64)
     c = np.asarray(canaries, dtype=np.float64)
@@ -610,6 +614,17 @@ def density_scores(
             f"released and canaries must be [n, dim], [m, dim]; got {r.shape}, "
             f"{c.shape}."
         )
+    if columns is not None:
+        cols = np.asarray(columns, dtype=np.int64)
+        if (
+            cols.ndim != 1
+            or cols.size < 1
+            or not np.all((cols >= 0) & (cols < c.shape[1]))
+        ):
+            raise ValueError(
+                f"columns must be indices in [0, {c.shape[1]}); got {list(columns)}."
+            )
+        r, c = r[:, cols], c[:, cols]
     if bandwidth is None and not 1 <= k <= r.shape[0]:
         raise ValueError(f"k must be in [1, {r.shape[0]}]; got {k}.")
     if bandwidth is not None and not bandwidth > 0:

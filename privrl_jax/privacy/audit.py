@@ -1,7 +1,8 @@
 """Empirical privacy auditing: ``from privrl_jax.privacy import audit``.
 
 Epsilon lower bounds from canaries (one-run, Clopper-Pearson, Gaussian DP) and the
-canaries themselves (white-box gradient directions, black-box out-of-distribution rows).
+canaries themselves (white-box gradient directions, black-box out-of-distribution rows),
+and the black-box audit of a synthetic-data generator (:func:`audit_synthesizer`).
 The implementation lives in :mod:`privrl_jax.privacy._audit`; see its docstring for the
 papers.
 """
@@ -24,6 +25,13 @@ from privrl_jax.privacy._audit import (
     out_of_distribution_canaries,
     random_direction_canaries,
 )
+from privrl_jax.privacy._audit_blackbox import (
+    CanaryScore,
+    Synthesizer,
+    SyntheticDataAudit,
+    audit_synthesizer,
+    empty_cell_canaries,
+)
 from privrl_jax.privacy._audit_fit import (
     FitAudit,
     PrivacyAuditError,
@@ -33,6 +41,11 @@ from privrl_jax.privacy._audit_fit import (
 
 __all__ = [
     "AuditResult",
+    "CanaryScore",
+    "Synthesizer",
+    "SyntheticDataAudit",
+    "audit_synthesizer",
+    "empty_cell_canaries",
     "FitAudit",
     "PrivacyAuditError",
     "audit_fit",
