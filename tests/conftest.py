@@ -18,13 +18,29 @@ import sys
 import tempfile
 
 _OWNED = "PRIVRL_TEST_OWNS_JAX_CACHE"
+_FAST_COMPILE = "--xla_backend_optimization_level=0"
+
+
+def _compile_fast() -> None:
+    """Tests compile far more than they run: LLVM at -O0 cuts the suite's compile time
+    by ~40% (measured side by side: 108 s -> 65 s for three compile-bound files). It
+    changes only how the CPU code is generated, not XLA's HLO passes (fusion, layout),
+    and XLA's CPU backend does not use fast-math, so results are the same program's;
+    the whole suite passes bit-exact comparisons either way. A flag the user set is
+    kept. Users' runs and benchmarks/ compile at XLA's default level."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_backend_optimization_level" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {_FAST_COMPILE}".strip()
 
 
 def pytest_configure(config) -> None:
     # Runs in the controller before xdist starts its workers, which inherit the
     # environment, so one directory serves them all (and the subprocesses that
     # multi-host tests start).
-    if hasattr(config, "workerinput") or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    if hasattr(config, "workerinput"):
+        return
+    _compile_fast()
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(
         prefix="privrl-jax-cache-"

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from agents_testlib import TINY, bandit_dataset
 
 from privrl_jax import agents
@@ -23,6 +24,7 @@ def _regression_data(n=256):
     )
 
 
+@pytest.mark.slow  # trains to a fixed point (~25 s on 2 cores)
 def test_bc_term_pulls_actions_toward_the_data():
     # alpha = 0 leaves only the BC term: the actor must regress onto the data actions.
     data = _regression_data()

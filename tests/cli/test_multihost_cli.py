@@ -23,7 +23,9 @@ def test_launch_needs_a_command():
     )
 
 
-@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize(
+    "sig", ["SIGKILL", pytest.param("SIGTERM", marks=pytest.mark.slow)]
+)
 def test_killing_the_launcher_stops_its_workers(tmp_path, sig):
     """Workers must not outlive a killed launcher (they would go on spending and holding
     the

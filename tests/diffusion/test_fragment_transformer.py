@@ -151,6 +151,7 @@ def test_sampler_shape_and_determinism():
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # the U-Net is an ablation baseline; ~13 s of compiling
 def test_unet_baseline_shape_and_padding():
     net = diffusion.FragmentUNet(D, H, channels=4, embed_dim=8)
     x, c, link, has, mask = _inputs()

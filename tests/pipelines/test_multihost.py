@@ -25,7 +25,8 @@ def _env(devices: int) -> dict[str, str]:
     env.update(
         JAX_PLATFORMS="cpu",
         PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""),
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        XLA_FLAGS=f"{env.get('XLA_FLAGS', '')} "
+        f"--xla_force_host_platform_device_count={devices}",
     )
     return env
 
@@ -54,7 +55,7 @@ def _one_process(out, devices, methods):
 
 def _two_processes(out, methods, die=None):
     env = _env(2)
-    env.pop("XLA_FLAGS")
+    env["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "")  # launch_local adds the devices
     launch_local(
         [sys.executable, WORKER, _cfg(out, methods, True, die)],
         2,

@@ -296,6 +296,7 @@ def test_cli_lists_the_command():
     assert res.exit_code == 0 and "PrivORL-j" in res.output
 
 
+@pytest.mark.slow  # benchmark-only scores, ~20 s of compiling
 def test_reference_scores_score_extra_sets_with_the_same_encoder_and_window():
     # NOT DP (benchmark helper): extra sets go through the very encoder and windows of
     # the references.

@@ -13,7 +13,8 @@ import numpy as np
 def test_four_devices_equal_one_device():
     env = dict(
         os.environ,
-        XLA_FLAGS="--xla_force_host_platform_device_count=4",
+        XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
+        + " --xla_force_host_platform_device_count=4",
         JAX_PLATFORMS="cpu",
     )
     script = Path(__file__).with_name("_multidevice_script.py")

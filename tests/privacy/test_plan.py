@@ -66,7 +66,9 @@ def test_replace_one_example_noise_std_two_and_epsilon_as_dp_accounting():
     assert abs(float(jnp.std(upd)) / 2.0 - 1) < 6 / math.sqrt(2 * d)
 
 
-@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+@pytest.mark.parametrize(
+    "accountant", ["rdp", pytest.param("pld", marks=pytest.mark.slow)]
+)
 def test_calibration_round_trip(accountant):
     plan = DPPlan(sampler=_poisson(), l2_clip_norm=0.5, steps=500).calibrate(
         2.0, 1e-6, accountant
