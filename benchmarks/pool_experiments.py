@@ -127,7 +127,7 @@ def experiment1(
     out = {
         "setting": f"w=d=1, H=5, lambda=0.9, {label}, M=10 affine zones, "
         f"{episodes} episodes, behaviour base-stock 0.5 + N(0, 0.35^2), "
-        "POOL bonus_scale 0.01 (chosen on the public stand-in)",
+        f"POOL bonus_scale {_load([]).pool.bonus_scale:g} (the shipped default)",
         "c_star": b.c_star,
         "saa_levels": b.saa_levels,
         "behaviour_gap": b.behaviour_gap,
@@ -246,7 +246,8 @@ def experiment_data(
 ) -> dict:
     """NonPrivate POOL vs data size: does the gap fall towards the SAA benchmark?"""
     out = {
-        "setting": "non-private POOL (bonus_scale 0.01), affine zones",
+        "setting": f"non-private POOL (bonus_scale {_load([]).pool.bonus_scale:g}), "
+        "affine zones",
         "N": list(ns),
         "M": list(ms),
         "behaviour_gap": b.behaviour_gap,
@@ -488,8 +489,18 @@ SWEEPS = {
     "lambda": [
         ((f"env.boundary={x}",), 2000) for x in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.5)
     ],
+    # The paper's |lambda| sweep keeps the zones fixed: radius sqrt(2), the box's
+    # diagonal, whatever lambda (the "lambda" sweep above ties the radius to |lambda|).
+    "lambda_fixed_zones": [
+        ((f"env.boundary={x}", f"pool.radius={2**0.5}"), 2000)
+        for x in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.5)
+    ],
     "w+d": [((f"env.num_products={w}",), 2000) for w in (1, 2, 3, 4, 8)],
     "M": [((f"pool.num_zones={m}",), 40 * m) for m in (50, 100, 200, 400, 800)],
+    # The paper's M sweep keeps the data fixed (the "M" sweep above grows it as 40 M).
+    "M_fixed_data": [
+        ((f"pool.num_zones={m}",), 2000) for m in (5, 10, 20, 50, 100, 200)
+    ],
     # The same zones with 10x the data (about 130 pairs per cell and stage).
     "M400": [((f"pool.num_zones={m}",), 400 * m) for m in (50, 100, 200, 400, 800)],
     # w + d without noise: is a failure the zones' approximation or the privacy?
@@ -537,7 +548,8 @@ def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> 
     orders plus public pseudo-random ones, 256 in all (``action_candidates``).
     """
     out = {
-        "setting": f"POOL at rho={rho}, bonus_scale 0.01, {runs} runs; other settings as "
+        "setting": f"POOL at rho={rho}, bonus_scale {_load([]).pool.bonus_scale:g}, "
+        f"{runs} runs; other settings as "
         "pool/default; M sweep with 40 M episodes; w+d: d = w, 256 candidate "
         "orders above 11^d > 256 (diagonal + public random)",
         "rho": rho,
@@ -545,7 +557,16 @@ def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> 
     }
     for name, variants in SWEEPS.items():
         if (only and name not in only) or (
-            not only and name in ("H40", "M400", "wd_nonprivate", "w2_nonprivate")
+            not only
+            and name
+            in (
+                "H40",
+                "M400",
+                "wd_nonprivate",
+                "w2_nonprivate",
+                "lambda_fixed_zones",
+                "M_fixed_data",
+            )
         ):
             continue
         rows = []
