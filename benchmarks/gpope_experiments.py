@@ -875,7 +875,11 @@ def _padding(mask: np.ndarray) -> dict:
 
 
 def part_throughput_e2e(
-    trial_counts, steps: int, numpy_trials: int, poisson_max: int
+    trial_counts,
+    steps: int,
+    numpy_trials: int,
+    poisson_max: int,
+    modes: tuple[str, ...] = ("poisson", "uniform"),
 ) -> dict:
     """vmapped ``gpope_trials`` vs the NumPy loop, end to end, compile and schedule included."""
     mdp, pi, phi, _ = setting()
@@ -887,6 +891,8 @@ def part_throughput_e2e(
         ("poisson", 0.1, ope.StepSize(2.0, 200.0)),
         ("uniform", 0.05, ope.StepSize(0.1, 500.0)),
     ):
+        if mode not in modes:
+            continue
         plan = plan_for(mode, h, 1.0, steps)
         # The reference check: NumPy loop = ope.gpope at sigma = 0 on the same schedule.
         plan0 = dataclasses.replace(plan, noise_multiplier=0.0)

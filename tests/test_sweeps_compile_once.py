@@ -9,6 +9,7 @@ program, which XLA inlines and may fold), and the noise scales with the plan's s
 """
 
 import contextlib
+import dataclasses
 import logging
 import math
 
@@ -244,3 +245,44 @@ def test_dp_step_sigma_sweep_compiles_once():
         )(state, (x, y), mask)
         np.testing.assert_array_equal(np.asarray(got.params), np.asarray(ref.params))
     assert len({float(o.params[0]) for o in out}) == 6
+
+
+def test_fit_sigma_sweep_compiles_the_gradients_once():
+    # Six whole privacy.fit calls, one per sigma, with the same loss and optimizer: the
+    # per-unit clipped gradients compile once (the clip norm is traced); the release
+    # (noise + update) keeps the std a constant, so it compiles once per std: a traced
+    # std would change the releases by an ulp (privacy/_fit.py, _release).
+    n = 32
+    x = np.asarray(jax.random.normal(jax.random.key(0), (n, 1, 3)))
+    data = (x, x[..., 0] * 2.0)
+    sampler = privacy.PoissonSampler(
+        dataset_size=n, sampling_rate=0.25, microbatch_size=8
+    )
+    plans = [
+        privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=1, noise_multiplier=s)
+        for s in (2.0, 1.5, 1.0, 0.8, 0.6, 0.0)
+    ]
+    opt = optax.sgd(0.1)
+
+    def loss(w, item):
+        return (item[0] @ w - item[1]) ** 2
+
+    def fit(plan, per_item_loss=loss):
+        method, state = privacy.gradient_method(plan, per_item_loss, opt, jnp.zeros(3))
+        return privacy.fit(
+            plan, method, data, state, secret=privacy.DPSecret.from_seed(1)
+        ).state.params
+
+    with compiles() as names:
+        out = jax.block_until_ready([fit(p) for p in plans])
+        # Another clip norm at sigma = 0: still the same gradient and release programs.
+        other = dataclasses.replace(plans[-1], l2_clip_norm=0.3)
+        clipped = fit(other)
+    assert names.count("_accumulate") == 1, names
+    assert names.count("_release") == 6, names
+    assert len({float(o[0]) for o in out}) == 6
+    # The traced clip norm reaches the computation: the same as a run that compiles
+    # its own programs (a new loss object), and not the sweep's clip norm.
+    fresh = fit(other, lambda w, item: loss(w, item))
+    np.testing.assert_array_equal(np.asarray(clipped), np.asarray(fresh))
+    assert not np.array_equal(np.asarray(clipped), np.asarray(out[-1]))

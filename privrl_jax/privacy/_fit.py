@@ -189,14 +189,28 @@ def gradient_method(
             "optax.adam(1e-3)."
         )
 
-    def update(state: DPTrainState, noisy_mean: PyTree) -> DPTrainState:
-        updates, new_opt = optimizer.update(noisy_mean, state.opt_state, state.params)
-        return DPTrainState(optax.apply_updates(state.params, updates), new_opt)
-
     clipped = plan.clipped_grad(per_item_loss, uses_key=uses_key, method=clip_method)
-    return DPMethod(clipped, lambda s: s.params, update), DPTrainState(
-        params, opt_state
-    )
+    return DPMethod(
+        clipped, _train_state_params, _OptaxUpdate(optimizer)
+    ), DPTrainState(params, opt_state)
+
+
+def _train_state_params(state: DPTrainState) -> PyTree:
+    return state.params
+
+
+@dataclasses.dataclass(frozen=True)
+class _OptaxUpdate:
+    """The update of :func:`gradient_method`: equal (and hashed) by its optimizer, so
+    fits of one sweep that pass the same optimizer share :func:`fit`'s compiled step."""
+
+    optimizer: optax.GradientTransformation
+
+    def __call__(self, state: DPTrainState, noisy_mean: PyTree) -> DPTrainState:
+        updates, new_opt = self.optimizer.update(
+            noisy_mean, state.opt_state, state.params
+        )
+        return DPTrainState(optax.apply_updates(state.params, updates), new_opt)
 
 
 @dataclasses.dataclass
@@ -515,23 +529,112 @@ def make_accumulate(
     unit's randomness (e.g. its EDM noise level) is the same however the batch is split
     into microbatches, devices or processes. With ``mesh``, each microbatch is split
     over the mesh's devices (:func:`data_parallel`).
-    """
-    sum_fn = (clip_fn if mesh is None else data_parallel(clip_fn, mesh)).with_unit_keys
 
-    @functools.partial(jax.jit, donate_argnums=0)
+    The clip norms are traced arguments of one module-level jitted function, so clipped
+    sums that differ only in their norms (a sweep) share one compiled executable.
+    """
+    structure = _without_norms(clip_fn)
+    norms = tuple(clip_fn.l2_clip_norms)
+
     def accumulate(acc, params, data, item_mask, idx, unit_mask, offset, loss_key, t):
-        batch = jax.tree_util.tree_map(lambda x: x[idx], data)
-        mask = item_mask[idx] & unit_mask[:, None]
-        unit_keys = None
-        if clip_fn.uses_key:
-            step_key = jax.random.fold_in(loss_key, t)
-            unit_keys = jax.vmap(lambda i: jax.random.fold_in(step_key, i))(
-                offset + idx
-            )
-        clipped, _ = sum_fn(params, batch, mask, unit_keys)
-        return jax.tree_util.tree_map(jnp.add, acc, clipped)
+        return _accumulate(
+            acc,
+            params,
+            data,
+            item_mask,
+            idx,
+            unit_mask,
+            offset,
+            loss_key,
+            t,
+            norms,
+            clip_fn=structure,
+            mesh=mesh,
+        )
 
     return accumulate
+
+
+def _without_norms(clip_fn: ClippedSumFn) -> ClippedSumFn:
+    # The static half of a clipped sum: everything but its clip norms (bound again,
+    # traced, inside the jitted function).
+    return dataclasses.replace(clip_fn, l2_clip_norms=(None,) * clip_fn.num_blocks)
+
+
+@functools.partial(jax.jit, static_argnames=("clip_fn", "mesh"), donate_argnums=0)
+def _accumulate(
+    acc,
+    params,
+    data,
+    item_mask,
+    idx,
+    unit_mask,
+    offset,
+    loss_key,
+    t,
+    norms,
+    *,
+    clip_fn,
+    mesh,
+):
+    clip_fn = dataclasses.replace(clip_fn, l2_clip_norms=tuple(norms))
+    sum_fn = (clip_fn if mesh is None else data_parallel(clip_fn, mesh)).with_unit_keys
+    batch = jax.tree_util.tree_map(lambda x: x[idx], data)
+    mask = item_mask[idx] & unit_mask[:, None]
+    unit_keys = None
+    if clip_fn.uses_key:
+        step_key = jax.random.fold_in(loss_key, t)
+        unit_keys = jax.vmap(lambda i: jax.random.fold_in(step_key, i))(offset + idx)
+    clipped, _ = sum_fn(params, batch, mask, unit_keys)
+    return jax.tree_util.tree_map(jnp.add, acc, clipped)
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("structure", "noise", "update", "params_of", "max_abs_param"),
+)
+def _release(
+    state,
+    acc,
+    noise_key,
+    t,
+    healthy,
+    *,
+    structure,
+    noise,
+    update,
+    params_of,
+    max_abs_param,
+):
+    # The noise stds stay constants of this program (static ``noise``), as before: with
+    # a traced std, LLVM contracts ``x + std * z`` into an FMA where it did not with the
+    # constant (1 ulp on a one-element leaf, measured), so the releases would change.
+    # This program (noise + the method's update) is the cheap compile; the per-unit
+    # gradients (_accumulate) are shared across sigmas.
+    state = update(
+        state, structure.privatize(acc, jax.random.fold_in(noise_key, t), noise)
+    )
+    leaves = jax.tree_util.tree_leaves(params_of(state))
+    ok = jnp.all(
+        jnp.stack(
+            [jnp.all(jnp.isfinite(x) & (jnp.abs(x) <= max_abs_param)) for x in leaves]
+        )
+    )
+    return state, healthy & ok
+
+
+@functools.partial(jax.jit, static_argnames=("treedef", "specs"))
+def _zeros(*, treedef, specs):
+    # One jitted call per step; eager jnp.zeros dispatches one op per leaf (~18 ms per
+    # step on the denoiser under load, measured).
+    return jax.tree_util.tree_unflatten(
+        treedef, [jnp.zeros(shape, dtype) for shape, dtype in specs]
+    )
+
+
+@functools.partial(jax.jit, static_argnames="params_of")
+def _params(state, *, params_of):
+    return params_of(state)
 
 
 def fit(
@@ -639,32 +742,29 @@ def fit(
                 f"data_parallel splits each microbatch over {mesh.size} local devices: "
                 f"use a microbatch size that is a multiple of {mesh.size} (got {size})."
             )
+    # Every jitted piece is a module-level function with the plan's structure and the
+    # method's functions static: repeated fits that pass the same functions reuse the
+    # compiled programs. The clip norms are traced (the per-unit gradients compile once
+    # for a whole sigma or clip sweep); the noise stds are static (see _release).
     accumulate = make_accumulate(clip_fn, mesh)
-
-    @jax.jit
-    def release(state, acc, noise_key, t, healthy):
-        state = method.update(
-            state, plan.privatize(acc, jax.random.fold_in(noise_key, t))
-        )
-        leaves = jax.tree_util.tree_leaves(method.params(state))
-        ok = jnp.all(
-            jnp.stack(
-                [
-                    jnp.all(jnp.isfinite(x) & (jnp.abs(x) <= max_abs_param))
-                    for x in leaves
-                ]
-            )
-        )
-        return state, healthy & ok
-
-    # One jitted call per step; eager jnp.zeros dispatches one op per leaf (~18 ms per
-    # step on the denoiser under load, measured).
-    zero_sum = jax.jit(
-        lambda: jax.tree_util.tree_map(
-            lambda s: jnp.zeros(s.shape, s.dtype), sum_shapes
-        )
+    structure, arrays = plan.split()
+    release = functools.partial(
+        _release,
+        structure=structure,
+        # Only the stds: privatize reads no clip norm, so a clip sweep at one std
+        # shares this program too.
+        noise=arrays._replace(l2_clip_norms=(None,) * structure.num_blocks),
+        update=method.update,
+        params_of=method.params,
+        max_abs_param=float(max_abs_param),
     )
-    params_of = jax.jit(method.params)
+    sum_leaves, sum_def = jax.tree_util.tree_flatten(sum_shapes)
+    zero_sum = functools.partial(
+        _zeros,
+        treedef=sum_def,
+        specs=tuple((tuple(x.shape), np.dtype(x.dtype)) for x in sum_leaves),
+    )
+    params_of = functools.partial(_params, params_of=method.params)
     noise_key = secret.noise_key
     offset = np.int64(lo)
     unrecorded = 0
@@ -729,9 +829,9 @@ def fit(
                     plan, t + 1, {"state": state, "secret": secret.to_tree()}
                 )
                 unrecorded = 0
-                if (
-                    plan.private
-                ):  # a public quantity only: never a loss on the private data
+                # A public quantity only, never a loss on the private data; computed
+                # only for a callback to see (under PLD it composes the whole chain).
+                if plan.private and callbacks:
                     info["epsilon_spent"] = recorder.epsilon_spent()
             for cb in callbacks:
                 cb.on_step(info)

@@ -185,6 +185,11 @@ class Ledger:
         # Not in the header (the genesis of a rho-budget run is an epsilon run's): the
         # header's target_epsilon is this budget's epsilon, which pins it on reopen.
         self.rho_budget = None if rho_budget is None else float(rho_budget)
+        # Accounting caches, content-keyed (an event, never a position in the chain), so
+        # an edited chain can only miss them; a ledger loaded from disk starts empty and
+        # recomputes.
+        self._pld_cache = _accounting.PLDCache()
+        self._epsilons: dict[str, _accounting.EpsilonReport] = {}
 
     # ------------------------------------------------------------------ the chain
     def _header(self) -> dict[str, Any]:
@@ -461,7 +466,13 @@ class Ledger:
     def epsilon(
         self, accountant: _accounting.Accountant = "rdp", *, extra=()
     ) -> _accounting.EpsilonReport:
-        """Total epsilon at the budget's delta (0 when nothing was released)."""
+        """Total epsilon at the budget's delta (0 when nothing was released).
+
+        The same bits as ``compute_epsilon(self.event(extra), ...)``: each step's PLD is
+        built once per ledger object and each composed event's epsilon is remembered
+        (both keyed on content), so a checkpoint's check costs one composition instead
+        of a rebuild of every PLD of the chain.
+        """
         event = self.event(extra)
         if not event.events:
             return _accounting.EpsilonReport(
@@ -470,14 +481,36 @@ class Ledger:
                 accountant=accountant,
                 neighboring="-",
             )
+        key = json.dumps(
+            [accountant, self.target_delta, event_to_dict(event)], sort_keys=True
+        )
+        hit = self._epsilons.get(key)
+        if hit is None:
+            hit = self._compute_epsilon(event, accountant)
+            if (
+                len(self._epsilons) >= 64
+            ):  # bounded: the newest chains are the ones asked
+                self._epsilons.pop(next(iter(self._epsilons)))
+            self._epsilons[key] = hit
+        return hit
+
+    def _compute_epsilon(
+        self, event: dp_accounting.DpEvent, accountant: _accounting.Accountant
+    ) -> _accounting.EpsilonReport:
         try:
             return _accounting.compute_epsilon(
-                event, self.target_delta, accountant=accountant
+                event,
+                self.target_delta,
+                accountant=accountant,
+                pld_cache=self._pld_cache,
             )
         except ValueError:
             if accountant == "rdp":  # e.g. truncated Poisson, which only PLD supports
                 return _accounting.compute_epsilon(
-                    event, self.target_delta, accountant="pld"
+                    event,
+                    self.target_delta,
+                    accountant="pld",
+                    pld_cache=self._pld_cache,
                 )
             raise
 
