@@ -33,11 +33,12 @@ def test_tiny_sweep_part(gpu_check, tmp_path):
     res = gpu_check.main(["--tiny", "--parts", "sweep", "--out", str(tmp_path)])
     saved, md = _check_common(res, tmp_path)
     sweep = saved["sweep"]
-    # Six epsilons (sigmas) of GPOPE: one executable, six different results.
-    assert sweep["gpope_compiles"] == 1 and sweep["gpope_distinct_results"] == 6
-    # The fit sweep: the per-unit gradients once, the release once per std.
-    assert sweep["fit_gradient_compiles"] == 1
-    assert sweep["fit_release_compiles"] == len(sweep["fit_sigmas"])
+    # Six epsilons (sigmas) of GPOPE: at most one executable (none when an earlier test
+    # in this worker already compiled the same program), six different results.
+    assert sweep["gpope_compiles"] <= 1 and sweep["gpope_distinct_results"] == 6
+    # The fit sweep: the per-unit gradients at most once, the release once per std.
+    assert sweep["fit_gradient_compiles"] <= 1
+    assert sweep["fit_release_compiles"] <= len(sweep["fit_sigmas"])
     assert "| ope.gpope, 6 epsilons" in md
     assert "Ghost DP step" not in md  # parts not run are not rendered
 

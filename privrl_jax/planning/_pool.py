@@ -149,7 +149,9 @@ class PoolConfig:
     c2: float = 16.0
     c: float = 2.0  # C > 1: Gamma = C H on cells without enough data
     failure_prob: float = 0.05  # delta of the bonus (not the DP delta)
-    bonus_scale: float = 1.0  # 1: the paper's constants; the pipeline's default is 0.003
+    bonus_scale: float = (
+        1.0  # 1: the paper's constants; the pipeline's default is 0.003
+    )
 
 
 class PoolResult(NamedTuple):
