@@ -1,6 +1,7 @@
 """Synthesizers: RND curiosity, PrivORL-n (transitions), PrivORL-j (fragments),
 DP-Transformer,
-and the marginal-based baselines PGM / MST (through the optional ``mbi`` extra)."""
+the marginal-based baselines PGM / MST (through the optional ``mbi`` extra) and
+PrivSyn (ours: DenseMarg selection and GUM synthesis)."""
 
 from privrl_jax.synth._curiosity import (
     MLP,
@@ -65,6 +66,15 @@ from privrl_jax.synth._privorl_n import make_dp_finetune as make_transition_dp_f
 from privrl_jax.synth._privorl_n import (
     make_pretrain_chunk as make_transition_pretrain_chunk,
 )
+from privrl_jax.synth._privsyn import (
+    INDIF_SENSITIVITY,
+    PRIVSYN_SPLIT,
+    dense_marg_select,
+    fit_privsyn,
+    gum,
+    indif_scores,
+    pair_rhos,
+)
 
 __all__ = [
     "ColumnBins",
@@ -86,6 +96,13 @@ __all__ = [
     "estimate_and_sample",
     "fit_mst",
     "fit_pgm",
+    "fit_privsyn",
+    "INDIF_SENSITIVITY",
+    "PRIVSYN_SPLIT",
+    "dense_marg_select",
+    "gum",
+    "indif_scores",
+    "pair_rhos",
     "generate_ar_fragments",
     "generate_fragments",
     "init_rnd",
