@@ -62,22 +62,22 @@ def transitions(
         str,
         typer.Option(
             "--model",
-            help="privorl_n (default), or a marginal-based baseline: pgm or mst (configs in "
-            "privrl_jax/configs/marginal/; without --config, <model>_umaze_delta; needs "
-            'pip install ".[baselines]").',
+            help="privorl_n (default), or a marginal-based baseline: pgm, mst or "
+            "privsyn (configs in privrl_jax/configs/marginal/; without --config, "
+            '<model>_umaze_delta; pgm and mst need pip install ".[baselines]").',
         ),
     ] = "privorl_n",
 ) -> None:
     """PrivORL-n: pre-train on public data, DP fine-tune on sensitive data, sample,
     evaluate.
 
-    With --model pgm|mst: the marginal-based baselines of PrivORL's Table I, written in
+    With --model pgm|mst|privsyn: the marginal-based baselines of PrivORL's Table I, written in
     the same release / audit layout, ledger and report."""
     from privrl_jax import pipelines
 
     if model == "privorl_n":
         _run(pipelines.qualify_config(config, "privorl_n"), overrides or [], out)
-    elif model in ("pgm", "mst"):
+    elif model in ("pgm", "mst", "privsyn"):
         # Without --config, the shipped umaze setting that bins s' - s on its public one-step
         # bound: the built-in defaults bin s' over the whole space, which loses the dynamics.
         _run_marginal(
@@ -86,7 +86,7 @@ def transitions(
             out,
         )
     else:
-        fail(f"--model must be privorl_n, pgm or mst; got {model!r}.")
+        fail(f"--model must be privorl_n, pgm, mst or privsyn; got {model!r}.")
 
 
 def _run_marginal(config: ConfigSource | None, overrides: list[str], out: Path) -> None:
