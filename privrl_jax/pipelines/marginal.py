@@ -62,7 +62,7 @@ __all__ = [
     "run",
 ]
 
-GENERATORS = {"pgm": "PGM (mbi)", "mst": "MST (mbi)"}
+GENERATORS = {"pgm": "PGM (mbi)", "mst": "MST (mbi)", "privsyn": "PrivSyn (GUM)"}
 
 
 def public_discretisation(
@@ -188,7 +188,8 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
             f"model.cliques names unknown columns {unknown}; the columns are "
             f"{list(disc.names)}."
         )
-    synth.require_mbi()  # fail before anything is written when the extra is missing
+    if cfg.model.name != "privsyn":  # PrivSyn fits no graphical model: no mbi
+        synth.require_mbi()  # fail before anything is written when it is missing
     atomic_write_text(
         run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
     )
@@ -217,6 +218,17 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
         if cfg.model.name == "pgm":
             fit = synth.fit_pgm(
                 secret.noise_key, codes, disc, cliques=cliques, **common_kw
+            )
+        elif cfg.model.name == "privsyn":
+            fit = synth.fit_privsyn(
+                secret.noise_key,
+                codes,
+                disc,
+                noise_multiplier=sigma,
+                num_rows=cfg.synthesis.num_samples,
+                update_iterations=cfg.model.update_iterations,
+                sample_seed=cfg.synthesis.sample_seed,
+                on_release=common_kw["on_release"],
             )
         else:
             fit = synth.fit_mst(
@@ -288,7 +300,9 @@ def _dp_info(
         "columns": {c.name: c.size for c in disc.columns},
         "cliques": [list(c) for c in cliques]
         if cfg.model.name == "pgm"
-        else "1-way + selected tree",
+        else "1-way + selected tree"
+        if cfg.model.name == "mst"
+        else "1-way + pairs selected by DenseMarg",
         **({"selected_tree": fit_info["selected"]} if fit_info.get("selected") else {}),
         "private": private,
         "noise_secret": "fixed by privacy.noise_seed (not private)"
