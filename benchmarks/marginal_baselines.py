@@ -148,8 +148,8 @@ def main() -> None:
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     md = "\n".join(
         [
-            "# PGM / MST (mbi) beside PrivORL-n: fidelity at epsilon 1 and 10 (CPU "
-            "scale)",
+            f"# {' / '.join(m.upper() for m in args.models)} beside PrivORL-n: "
+            "fidelity at epsilon 1 and 10 (CPU scale)",
             "",
             "maze2d-umaze-dense-v1 sensitive (20000 transitions, 2000 held out), the "
             "data of "
