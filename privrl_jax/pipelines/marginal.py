@@ -46,7 +46,7 @@ from privrl_jax.pipelines._marginal_config import (
 )
 from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
 from privrl_jax.pipelines.privorl_n import (
-    _load_or_collect,  # the same public/sensitive/holdout split
+    load_data,  # the same public/sensitive/holdout split
 )
 
 __all__ = [
@@ -168,7 +168,7 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only: data split, decoding
 
-    public, sensitive, holdout = _load_or_collect(cfg)
+    public, sensitive, holdout = load_data(cfg)
     n = len(sensitive)
     declared = cfg.privacy.dataset_size
     if declared is not None and declared != n:

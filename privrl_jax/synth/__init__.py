@@ -21,6 +21,7 @@ from privrl_jax.synth._dp_transformer import (
     make_ar_dp_finetune,
     make_ar_pretrain_chunk,
 )
+from privrl_jax.synth._finecur import init_finecur, make_finecur_rows
 from privrl_jax.synth._marginal import (
     ColumnBins,
     MarginalFit,
@@ -88,11 +89,13 @@ __all__ = [
     "fit_pgm",
     "generate_ar_fragments",
     "generate_fragments",
+    "init_finecur",
     "init_rnd",
     "init_step_transformer",
     "init_synth_state",
     "make_ar_dp_finetune",
     "make_ar_pretrain_chunk",
+    "make_finecur_rows",
     "make_fragment_pretrain_chunk",
     "make_trajectory_dp_finetune",
     "make_transition_dp_finetune",

@@ -315,7 +315,9 @@ def test_a_too_small_sensitive_file_is_refused_before_any_public_collection(
         ),
     )
     collected = []
-    monkeypatch.setattr(privorl_n, "_collect", lambda *a, **k: collected.append(a))
+    monkeypatch.setattr(
+        privorl_n.task, "collect_transitions", lambda *a, **k: collected.append(a)
+    )
     with pytest.raises(ValueError, match="too few for a holdout"):
         privorl_n.run(_cfg(*FAST, f"data.sensitive_file={small}"), tmp_path / "run")
     assert collected == []  # refused before minutes of public collection
