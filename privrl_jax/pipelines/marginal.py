@@ -2,7 +2,7 @@
 ``mbi``.
 
 ``run(config, run_dir)`` writes the layout PrivORL-n writes, through the same helpers
-(``_synth_common``): the **release** ``synthetic.hdf5`` (D4RL format), ``ledger.json``,
+(``pipelines._synth``): the **release** ``synthetic.hdf5`` (D4RL format), ``ledger.json``,
 ``report.json``, ``config.yaml``; the **audit** ``audit/`` (fidelity against the
 sensitive rows, never publish); ``report.md`` (both, labelled). There are no
 checkpoints: the measurements are a few one-shot releases, each recorded in the ledger
@@ -34,7 +34,6 @@ import numpy as np
 import yaml
 
 from privrl_jax import diffusion, envs, privacy, synth
-from privrl_jax.pipelines import _synth_common as common
 from privrl_jax.pipelines._dp_loop import DPSecret
 from privrl_jax.pipelines._marginal_config import (
     MODELS,
@@ -45,6 +44,21 @@ from privrl_jax.pipelines._marginal_config import (
     load,
 )
 from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
+from privrl_jax.pipelines._synth.inputs import (
+    begin_run,
+    check_same_dims,
+    dataset_id,
+    encode,
+)
+from privrl_jax.pipelines._synth.release import (
+    open_audit,
+    open_ledger,
+    release,
+    release_report,
+    write_reports,
+)
+from privrl_jax.pipelines._synth.report import agent_rows, markdown_head, markdown_tail
+from privrl_jax.pipelines._synth.scores import agent_scores, fidelity_scorer
 from privrl_jax.pipelines.privorl_n import (
     load_data,  # the same public/sensitive/holdout split
 )
@@ -164,7 +178,7 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
             "jax.distributed."
         )
     method = GENERATORS[cfg.model.name]
-    resolved = common.begin_run(cfg, run_dir, topo, method)
+    resolved = begin_run(cfg, run_dir, topo, method)
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only: data split, decoding
 
@@ -177,7 +191,7 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
             f"{n} "
             f"transitions (after the {cfg.data.holdout_size}-row holdout)."
         )
-    obs_dim, act_dim = common.check_same_dims(public, sensitive)
+    obs_dim, act_dim = check_same_dims(public, sensitive)
     disc = public_discretisation(cfg, obs_dim, act_dim)
     cliques = tuple(
         tuple(c) for c in cfg.model.cliques
@@ -193,9 +207,7 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
         run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
     )
 
-    ledger = common.open_ledger(
-        cfg, run_dir, common.dataset_id(cfg.data, cfg.seed), n, topo
-    )
+    ledger = open_ledger(cfg, run_dir, dataset_id(cfg.data, cfg.seed), n, topo)
     secret = (
         DPSecret.fresh()
         if cfg.privacy.noise_seed is None
@@ -227,7 +239,7 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
         return synth.table_transitions(table, obs_dim, act_dim, next_obs_delta=delta)
 
     private = sigma > 0 and not secret.fixed
-    synthetic = common.release(
+    synthetic = release(
         cfg,
         run_dir,
         ledger,
@@ -237,23 +249,23 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
         model=cfg.model.name,
     )
     info = _dp_info(cfg, sigma, secret, ledger, disc, cliques, fit_info, private)
-    report = common.release_report(cfg, resolved, info, ledger)
+    report = release_report(cfg, resolved, info, ledger)
     if cfg.eval.agents:
-        report["agents_synthetic"] = common.agent_scores(
+        report["agents_synthetic"] = agent_scores(
             cfg, synthetic, jax.random.fold_in(key, 400)
         )
 
-    _, audit = common.open_audit(run_dir)
+    _, audit = open_audit(run_dir)
     # PrivORL-n's default encoding (s' - s) and its public normaliser, so the scores sit
     # beside its own.
     layout = diffusion.TransitionLayout(
         obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=True
     )
-    pub_flat = common.encode(public, layout)
+    pub_flat = encode(public, layout)
     norm = diffusion.fit_normaliser_on_public(
         pub_flat, one_hot_mask=layout.one_hot_mask()
     )
-    score = common.fidelity_scorer(
+    score = fidelity_scorer(
         sensitive,
         layout,
         norm,
@@ -265,10 +277,10 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     if cfg.eval.anchors:
         audit["anchors"] = {"real_holdout": score(holdout)}
     if cfg.eval.agents and cfg.eval.train_real_agents:
-        audit["agents_real"] = common.agent_scores(
+        audit["agents_real"] = agent_scores(
             cfg, sensitive, jax.random.fold_in(key, 400)
         )
-    return common.write_reports(run_dir, report, audit, t0, render_markdown)
+    return write_reports(run_dir, report, audit, t0, render_markdown)
 
 
 def _dp_info(
@@ -304,7 +316,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     """A short human-readable summary of a PGM / MST report."""
     name = GENERATORS[report["finetune"]["model"]]
     audit = report.get("audit", {})
-    lines = common.markdown_head(report, f"# {name} report") + common.agent_rows(
+    lines = markdown_head(report, f"# {name} report") + agent_rows(
         report, describe_seeds=True
     )
     if "fidelity" in audit:
@@ -334,7 +346,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                     f"| {what} (audit): {' / '.join(c for c, _ in cols)} | "
                     f"{' / '.join(f'{v[k]:.3f}' for _, v in cols)} |"
                 )
-    return common.markdown_tail(
+    return markdown_tail(
         lines,
         report,
         release=(

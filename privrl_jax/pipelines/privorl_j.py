@@ -36,7 +36,6 @@ from tqdm.auto import tqdm
 
 from privrl_jax import data, diffusion, envs, privacy, synth
 from privrl_jax import eval as evaluation
-from privrl_jax.pipelines import _synth_common as common
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._privorl_j_config import (
     DataConfig,
@@ -49,7 +48,27 @@ from privrl_jax.pipelines._privorl_j_config import (
     load,
 )
 from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
-from privrl_jax.pipelines._synth_common import NOT_PRIVATE_SEED  # noqa: F401 -- a name PrivORL-j always had
+from privrl_jax.pipelines._synth import train as synth_train
+from privrl_jax.pipelines._synth.inputs import (
+    begin_run,
+    check_same_dims,
+    check_units,
+    dataset_id,
+    encode,
+    public_encoding,
+)
+from privrl_jax.pipelines._synth.release import (
+    NOT_PRIVATE_SEED,  # noqa: F401
+    epsilon_audit,
+    open_audit,
+    open_ledger,
+    release,
+    release_report,
+    write_reports,
+)
+from privrl_jax.pipelines._synth.report import agent_rows, markdown_head, markdown_tail
+from privrl_jax.pipelines._synth.scores import agent_scores
+from privrl_jax.pipelines._synth.train import dp_info, pretrain, run_finetune
 
 __all__ = [
     "DataConfig",
@@ -126,7 +145,7 @@ def _load(
 
 
 def _dataset_id(cfg: PrivORLJConfig) -> str:
-    return common.dataset_id(cfg.data, cfg.seed, f":num_envs={cfg.data.num_envs}")
+    return dataset_id(cfg.data, cfg.seed, f":num_envs={cfg.data.num_envs}")
 
 
 def _encode_steps(frags: data.Fragments, layout, norm) -> tuple[np.ndarray, np.ndarray]:
@@ -341,7 +360,7 @@ def _pretrain(cfg, model: _Synth, rows, ckpt: Checkpoints, key):
             ]
             return model.sample_pool(jax.random.fold_in(k, 1), ema_params, cond)
 
-    return common.pretrain(
+    return pretrain(
         pc,
         model.pretrain_chunk,
         model.params,
@@ -356,7 +375,7 @@ def _pretrain(cfg, model: _Synth, rows, ckpt: Checkpoints, key):
 def make_plan(cfg: PrivORLJConfig, num_trajectories: int) -> privacy.DPPlan:
     """PrivORL-j's plan: Poisson over trajectories, q = batch / N trajectories, steps =
     ceil(epochs / q), C, sigma calibrated for (epsilon, delta) at trajectory level."""
-    return common.make_plan(cfg, num_trajectories)
+    return synth_train.make_plan(cfg, num_trajectories)
 
 
 def _finetune(
@@ -373,7 +392,7 @@ def _finetune(
     items."""
     plan = make_plan(cfg, items["x"].shape[0])
     fns = model.finetune(plan)
-    tree, secret = common.run_finetune(
+    tree, secret = run_finetune(
         cfg,
         plan,
         fns,
@@ -387,7 +406,7 @@ def _finetune(
         desc=f"DP fine-tune {model.name} (eps={cfg.privacy.epsilon:g}, trajectories)",
         item_mask=jnp.asarray(items["step_mask"][:, :, 0]),
     )
-    info = common.dp_info(
+    info = dp_info(
         plan,
         secret,
         cfg.privacy,
@@ -535,7 +554,7 @@ def reference_scores(
     public, sensitive, holdout = _load(cfg)
     obs_dim, act_dim = public[0].observations.shape[-1], public[0].actions.shape[-1]
     pub_t = _transitions_of(public)
-    layout, _, norm = common.public_encoding(cfg, pub_t, obs_dim, act_dim)
+    layout, _, norm = public_encoding(cfg, pub_t, obs_dim, act_dim)
     h = cfg.data.horizon
     pub_w = _windows(pub_t, layout, norm, h)
     real_w = _windows(_transitions_of(sensitive), layout, norm, h)
@@ -577,7 +596,7 @@ def run(cfg: PrivORLJConfig, run_dir: str | Path) -> dict[str, Any]:
 
 
 def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str, Any]:
-    resolved = common.begin_run(cfg, run_dir, topo, "PrivORL-j")
+    resolved = begin_run(cfg, run_dir, topo, "PrivORL-j")
     t0 = time.time()
     key = jax.random.key(cfg.seed)  # public randomness only
     d = cfg.data
@@ -586,17 +605,15 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
         cfg
     )  # the holdout is kept out of training (no MIA yet)
     n = len(sensitive)
-    common.check_units(
-        cfg, n, "trajectories", f"{d.holdout_trajectories}-trajectory holdout"
-    )
-    obs_dim, act_dim = common.check_same_dims(public[0], sensitive)
+    check_units(cfg, n, "trajectories", f"{d.holdout_trajectories}-trajectory holdout")
+    obs_dim, act_dim = check_same_dims(public[0], sensitive)
     if topo.is_primary:
         atomic_write_text(
             run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
         )
 
     pub_t = _transitions_of(public)
-    layout, pub_flat, norm = common.public_encoding(cfg, pub_t, obs_dim, act_dim)
+    layout, pub_flat, norm = public_encoding(cfg, pub_t, obs_dim, act_dim)
     dim = pub_flat.shape[1]
     rows = _public_rows(public, cfg, layout, norm)
     frags = data.trajectories_to_fragments(
@@ -604,7 +621,7 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     )
     items = _items(frags, layout, norm)
 
-    ledger = common.open_ledger(cfg, run_dir, _dataset_id(cfg), n, topo)
+    ledger = open_ledger(cfg, run_dir, _dataset_id(cfg), n, topo)
     model = _make_synth(cfg, jax.random.fold_in(key, 0), obs_dim, act_dim, dim)
     params = model.params
     if cfg.pretrain.steps > 0:
@@ -622,7 +639,7 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     if not topo.is_primary:
         return {"process_id": topo.process_id}
 
-    synthetic = common.release(
+    synthetic = release(
         cfg,
         run_dir,
         ledger,
@@ -634,7 +651,7 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
         horizon=d.horizon,
     )
     _, syn_lengths = data.episode_boundaries(synthetic)
-    report = common.release_report(
+    report = release_report(
         cfg,
         resolved,
         dp_info,
@@ -646,15 +663,15 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
             "stitching": stitching_gaps(synthetic, d.horizon),
         },
     )
-    common.epsilon_audit(cfg, run_dir, ledger, report)
+    epsilon_audit(cfg, run_dir, ledger, report)
     if cfg.eval.agents:
-        report["agents_synthetic"] = common.agent_scores(
+        report["agents_synthetic"] = agent_scores(
             cfg, synthetic, jax.random.fold_in(key, 400)
         )
 
-    _, audit = common.open_audit(run_dir)
+    _, audit = open_audit(run_dir)
     real = _transitions_of(sensitive)
-    real_flat, syn_flat = common.encode(real, layout), common.encode(synthetic, layout)
+    real_flat, syn_flat = encode(real, layout), encode(synthetic, layout)
     audit |= {
         "fidelity": {
             "marginal": evaluation.marginal_score(real_flat, syn_flat),
@@ -685,17 +702,15 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
                 "note": f"no trajectory of {d.horizon} steps in one of the sets",
             }
     if cfg.eval.agents and cfg.eval.train_real_agents:
-        audit["agents_real"] = common.agent_scores(
-            cfg, real, jax.random.fold_in(key, 400)
-        )
-    return common.write_reports(run_dir, report, audit, t0, render_markdown)
+        audit["agents_real"] = agent_scores(cfg, real, jax.random.fold_in(key, 400))
+    return write_reports(run_dir, report, audit, t0, render_markdown)
 
 
 def render_markdown(report: dict[str, Any]) -> str:
     """A short human-readable summary of a PrivORL-j report."""
     audit = report.get("audit", {})
     syn = report["synthetic"]
-    lines = common.markdown_head(
+    lines = markdown_head(
         report,
         "# PrivORL-j report (unit of privacy: one trajectory)",
         " (trajectories)",
@@ -714,7 +729,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| stitching gap, real (audit) | {rs['at_fragment_boundaries']:.4f} / "
             f"{rs['inside_fragments']:.4f} |"
         )
-    lines += common.agent_rows(report, describe_seeds=False)
+    lines += agent_rows(report, describe_seeds=False)
     if audit.get("trajscore", {}).get("f1") is not None:
         ts = audit["trajscore"]
         lines.append(
@@ -727,7 +742,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| fidelity (audit): marginal / correlation | {fid['marginal']:.3f} / "
             f"{fid['correlation']:.3f} |"
         )
-    return common.markdown_tail(
+    return markdown_tail(
         lines,
         report,
         release=(

@@ -41,12 +41,9 @@ from privrl_jax.pipelines._privorl_n_config import (
     SynthesisConfig,
     load,
 )
-from privrl_jax.pipelines._synth_common import (
-    AUDIT_NOTICE,
-    NOT_PRIVATE_SEED,
-    agent_scores,
-    validate_data_sources,
-)
+from privrl_jax.pipelines._synth.inputs import validate_data_sources
+from privrl_jax.pipelines._synth.release import AUDIT_NOTICE, NOT_PRIVATE_SEED
+from privrl_jax.pipelines._synth.scores import agent_scores
 from privrl_jax.pipelines.privorl_n.audit import (
     MARGINALS_PLOT,
     TSNE_PLOT,

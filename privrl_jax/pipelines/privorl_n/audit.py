@@ -14,8 +14,8 @@ import numpy as np
 
 from privrl_jax import data
 from privrl_jax import eval as evaluation
-from privrl_jax.pipelines import _synth_common as common
 from privrl_jax.pipelines._rundir import write_png
+from privrl_jax.pipelines._synth.scores import agent_scores, fidelity_scorer
 from privrl_jax.pipelines.privorl_n.report import column_names
 from privrl_jax.pipelines.privorl_n.task import PrivORLNTask
 from privrl_jax.pipelines.privorl_n.train import synthesize
@@ -40,7 +40,7 @@ def audit_release(
     ``audit_dir``. ``key`` is the run's public key."""
     cfg = task.cfg
     audit: dict[str, Any] = {}
-    score = common.fidelity_scorer(
+    score = fidelity_scorer(
         sensitive,
         task.layout,
         task.norm,
@@ -57,7 +57,7 @@ def audit_release(
             pre_only = synthesize(task, pre_params, jax.random.fold_in(key, 300))
             audit["anchors"]["pretrain_only"] = score(pre_only)
             if cfg.eval.agents and cfg.eval.anchor_agents:
-                audit["anchors"]["agents_pretrain_only"] = common.agent_scores(
+                audit["anchors"]["agents_pretrain_only"] = agent_scores(
                     cfg, pre_only, jax.random.fold_in(key, 400)
                 )
     sens_flat, syn_flat = task.encode(sensitive), task.encode(synthetic)
@@ -69,7 +69,7 @@ def audit_release(
         )
         write_png(fig, audit_dir / MARGINALS_PLOT, dpi=120, tight=True)
     if cfg.eval.agents and cfg.eval.train_real_agents:
-        audit["agents_real"] = common.agent_scores(
+        audit["agents_real"] = agent_scores(
             cfg, sensitive, jax.random.fold_in(key, 400)
         )
     if cfg.eval.mia:

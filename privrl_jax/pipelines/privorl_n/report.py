@@ -6,7 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from privrl_jax import diffusion
-from privrl_jax.pipelines import _synth_common as common
+from privrl_jax.pipelines._synth.report import (
+    agent_rows,
+    markdown_head,
+    markdown_tail,
+    score_text,
+)
 
 
 def column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | None:
@@ -30,7 +35,7 @@ def column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | No
 def render_markdown(report: dict[str, Any]) -> str:
     """A short human-readable summary of a PrivORL-n report."""
     audit = report.get("audit", {})
-    lines = common.markdown_head(report, "# PrivORL-n report") + common.agent_rows(
+    lines = markdown_head(report, "# PrivORL-n report") + agent_rows(
         report, describe_seeds=True
     )
     if "fidelity" in audit:
@@ -74,7 +79,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"| {name} normalised score on the pre-training-only samples (audit "
                 "anchor) | "
-                f"{common.score_text(res, seeds)} |"
+                f"{score_text(res, seeds)} |"
             )
     if "mia" in audit:
         mia = audit["mia"]
@@ -90,7 +95,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{mia['tpr_at_10_fpr']:.3f} / {mia['tpr_at_1_fpr']:.3f} / "
             f"{mia['auc']:.3f} |"
         )
-    return common.markdown_tail(
+    return markdown_tail(
         lines,
         report,
         release=(

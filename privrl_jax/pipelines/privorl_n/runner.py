@@ -14,10 +14,19 @@ import jax
 import yaml
 
 from privrl_jax import privacy
-from privrl_jax.pipelines import _synth_common as common
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._privorl_n_config import PrivORLNConfig
 from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
+from privrl_jax.pipelines._synth.inputs import begin_run, check_units
+from privrl_jax.pipelines._synth.release import (
+    epsilon_audit,
+    open_audit,
+    open_ledger,
+    release,
+    release_report,
+    write_reports,
+)
+from privrl_jax.pipelines._synth.scores import agent_scores
 from privrl_jax.pipelines.privorl_n.audit import audit_release
 from privrl_jax.pipelines.privorl_n.report import render_markdown
 from privrl_jax.pipelines.privorl_n.task import build_task, dataset_id, load_data
@@ -48,13 +57,13 @@ def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
 
 
 def _run(cfg: PrivORLNConfig, run_dir: Path, topo: privacy.Topology) -> dict[str, Any]:
-    resolved = common.begin_run(cfg, run_dir, topo, "PrivORL-n")
+    resolved = begin_run(cfg, run_dir, topo, "PrivORL-n")
     t0 = time.time()
     # Public randomness only: data split, pre-training, losses.
     key = jax.random.key(cfg.seed)
 
     public, sensitive, holdout = load_data(cfg)
-    common.check_units(
+    check_units(
         cfg, len(sensitive), "transitions", f"{cfg.data.holdout_size}-row holdout"
     )
     task = build_task(cfg, public, sensitive)
@@ -65,7 +74,7 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
             run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
         )
     sens_x = task.normalise(task.encode(sensitive))
-    ledger = common.open_ledger(cfg, run_dir, dataset_id(cfg), len(sensitive), topo)
+    ledger = open_ledger(cfg, run_dir, dataset_id(cfg), len(sensitive), topo)
 
     params = task.init_params
     pre_params = None
@@ -82,7 +91,7 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     if not topo.is_primary:
         return {"process_id": topo.process_id}
 
-    synthetic = common.release(
+    synthetic = release(
         cfg,
         run_dir,
         ledger,
@@ -90,14 +99,14 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
         generator="PrivORL-n",
         private=dp_info["private"],
     )
-    report = common.release_report(cfg, resolved, dp_info, ledger)
-    common.epsilon_audit(cfg, run_dir, ledger, report)
+    report = release_report(cfg, resolved, dp_info, ledger)
+    epsilon_audit(cfg, run_dir, ledger, report)
     if cfg.eval.agents:
-        report["agents_synthetic"] = common.agent_scores(
+        report["agents_synthetic"] = agent_scores(
             cfg, synthetic, jax.random.fold_in(key, 400)
         )
 
-    audit_dir, audit = common.open_audit(run_dir)
+    audit_dir, audit = open_audit(run_dir)
     audit |= audit_release(
         task,
         audit_dir,
@@ -108,4 +117,4 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
         pre_params=pre_params,
         key=key,
     )
-    return common.write_reports(run_dir, report, audit, t0, render_markdown)
+    return write_reports(run_dir, report, audit, t0, render_markdown)

@@ -17,10 +17,11 @@ import yaml
 from tqdm.auto import tqdm
 
 from privrl_jax import data, diffusion, privacy, synth
-from privrl_jax.pipelines import _synth_common as common
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._privorl_n_config import PrivORLNConfig
+from privrl_jax.pipelines._synth import train as synth_train
+from privrl_jax.pipelines._synth.train import dp_info, run_finetune
 from privrl_jax.pipelines.privorl_n.task import PrivORLNTask
 
 DP_STEP = "PrivORL-n DP-SGD step"
@@ -44,7 +45,7 @@ def pretrain(
             num_steps=pc.num_sampling_steps,
         )
 
-    return common.pretrain(
+    return synth_train.pretrain(
         pc,
         lambda tx: synth.make_transition_pretrain_chunk(
             task.denoise,
@@ -110,7 +111,7 @@ def pretrain_dir(cfg: PrivORLNConfig, run_dir: Path) -> Path:
 def make_plan(cfg: PrivORLNConfig, dataset_size: int) -> privacy.DPPlan:
     """PrivORL-n's DP plan: Poisson q = B / N over the transitions, C, steps, calibrated
     sigma."""
-    return common.make_plan(cfg, dataset_size)
+    return synth_train.make_plan(cfg, dataset_size)
 
 
 def finetune(
@@ -165,7 +166,7 @@ def finetune(
             steps_per_epoch=max(1, round(1 / plan.sampling_rate)),
         )
     # One unit = one transition: each is its own single item.
-    tree, secret = common.run_finetune(
+    tree, secret = run_finetune(
         cfg,
         plan,
         fns,
@@ -179,7 +180,7 @@ def finetune(
         desc=f"DP fine-tune (eps={cfg.privacy.epsilon:g})",
         public_rows=public_rows,
     )
-    info = common.dp_info(
+    info = dp_info(
         plan,
         secret,
         cfg.privacy,
