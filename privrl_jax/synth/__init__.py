@@ -22,6 +22,11 @@ from privrl_jax.synth._dp_transformer import (
     make_ar_pretrain_chunk,
 )
 from privrl_jax.synth._finecur import init_finecur, make_finecur_rows
+from privrl_jax.synth._fragment_codec import (
+    fragment_items,
+    public_fragment_rows,
+    stitch_fragments,
+)
 from privrl_jax.synth._marginal import (
     ColumnBins,
     MarginalFit,
@@ -87,6 +92,7 @@ __all__ = [
     "estimate_and_sample",
     "fit_mst",
     "fit_pgm",
+    "fragment_items",
     "generate_ar_fragments",
     "generate_fragments",
     "init_finecur",
@@ -109,11 +115,13 @@ __all__ = [
     "pack_rows",
     "pair_scores",
     "pick_curious",
+    "public_fragment_rows",
     "release_scores",
     "require_mbi",
     "rnd_update",
     "sample_candidates",
     "sample_pool_rows",
+    "stitch_fragments",
     "stitched_lengths",
     "table_transitions",
     "trajectory_dp_finetune",
