@@ -18,8 +18,7 @@ import numpy as np
 
 from privrl_jax import data, diffusion, envs
 from privrl_jax.pipelines._privorl_n_config import PrivORLNConfig
-from privrl_jax.pipelines._synth import inputs as synth_inputs
-from privrl_jax.pipelines._synth.inputs import check_same_dims, encode, public_encoding
+from privrl_jax.pipelines._synth import inputs
 
 
 def collect_transitions(
@@ -78,7 +77,7 @@ def load_data(
 
 def dataset_id(cfg: Any) -> str:
     """The ledger's name of the sensitive dataset (its source, never a content hash)."""
-    return synth_inputs.dataset_id(cfg.data, cfg.seed)
+    return inputs.dataset_id(cfg.data, cfg.seed)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -110,7 +109,7 @@ class PrivORLNTask:
 
     def encode(self, transitions: data.Transitions) -> np.ndarray:
         """Flat encoded rows ``[N, dim]`` (not normalised)."""
-        return encode(transitions, self.layout)
+        return inputs.encode(transitions, self.layout)
 
     def normalise(self, flat: np.ndarray) -> np.ndarray:
         """Encoded rows in the public normaliser's scale (the model's input)."""
@@ -125,8 +124,8 @@ def build_task(
     Of ``sensitive`` only the shapes are read: the public and the sensitive data must
     have the same observation and action dimensions (a ``ValueError`` otherwise).
     """
-    obs_dim, act_dim = check_same_dims(public, sensitive)
-    layout, pub_flat, norm = public_encoding(cfg, public, obs_dim, act_dim)
+    obs_dim, act_dim = inputs.check_same_dims(public, sensitive)
+    layout, pub_flat, norm = inputs.public_encoding(cfg, public, obs_dim, act_dim)
     m = cfg.model
     net = diffusion.ResidualMLP(
         width=m.width, depth=m.depth, fourier_dim=m.fourier_dim, layer_norm=m.layer_norm

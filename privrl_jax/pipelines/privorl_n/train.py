@@ -21,7 +21,6 @@ from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._privorl_n_config import PrivORLNConfig
 from privrl_jax.pipelines._synth import train as synth_train
-from privrl_jax.pipelines._synth.train import dp_info, run_finetune
 from privrl_jax.pipelines.privorl_n.task import PrivORLNTask
 
 DP_STEP = "PrivORL-n DP-SGD step"
@@ -166,7 +165,7 @@ def finetune(
             steps_per_epoch=max(1, round(1 / plan.sampling_rate)),
         )
     # One unit = one transition: each is its own single item.
-    tree, secret = run_finetune(
+    tree, secret = synth_train.run_finetune(
         cfg,
         plan,
         fns,
@@ -180,7 +179,7 @@ def finetune(
         desc=f"DP fine-tune (eps={cfg.privacy.epsilon:g})",
         public_rows=public_rows,
     )
-    info = dp_info(
+    info = synth_train.dp_info(
         plan,
         secret,
         cfg.privacy,
