@@ -4,7 +4,7 @@ Both implementations train with CORL's hyper-parameters on the same D4RL-format 
 file (the same transitions: each of our rows becomes its own d3rlpy episode, so
 d3rlpy never derives a next observation we did not give it) and are scored in our
 JAX env with the same evaluation episodes (the same reset and step keys for both).
-Protocol of `privrl_jax.pipelines.privorl_n._agent_scores`: evaluate every --chunk
+Protocol of `privrl_jax.pipelines.privorl_n.agent_scores`: evaluate every --chunk
 updates, average the last --final-evals evaluations per seed, then mean +- std over
 seeds.
 

@@ -37,7 +37,7 @@ from privorl_n_eps_sweep import metric_table  # noqa: E402  (benchmarks/)
 
 from privrl_jax import data
 from privrl_jax.pipelines import marginal
-from privrl_jax.pipelines.privorl_n import _collect
+from privrl_jax.pipelines.privorl_n import collect_transitions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +52,7 @@ def _data_files(out: Path, seed: int) -> tuple[Path, Path]:
         out / f"data_seed{seed}_public.hdf5",
     )
     if not sens.exists():
-        full = _collect(
+        full = collect_transitions(
             d.sensitive_env,
             d.sensitive_size + d.holdout_size,
             seed * 1000,
@@ -61,7 +61,7 @@ def _data_files(out: Path, seed: int) -> tuple[Path, Path]:
         data.save_hdf5(sens, jax.tree_util.tree_map(np.asarray, full))
     if not pub.exists():
         parts = [
-            _collect(e, d.public_size, seed * 1000 + 1 + i, d.action_noise)
+            collect_transitions(e, d.public_size, seed * 1000 + 1 + i, d.action_noise)
             for i, e in enumerate(d.public_envs)
         ]
         public = jax.tree_util.tree_map(

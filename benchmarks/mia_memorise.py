@@ -44,19 +44,14 @@ def _distance_attack(cfg, run_dir: Path) -> dict:
     members and holdout rows to the closest row of its ``synthetic.hdf5``, in the public
     normaliser's scale (the same data, split and encoding as the run: fixed by its
     seed)."""
-    import jax.numpy as jnp  # noqa: PLC0415
-    import numpy as np  # noqa: PLC0415
-
-    from privrl_jax import data, diffusion  # noqa: PLC0415
+    from privrl_jax import data  # noqa: PLC0415
     from privrl_jax import eval as evaluation  # noqa: PLC0415
-    from privrl_jax.pipelines import _synth_common as common  # noqa: PLC0415
 
-    public, members, holdout = privorl_n._load_or_collect(cfg)
-    obs_dim, act_dim = common.check_same_dims(public, members)
-    layout, _, norm = common.public_encoding(cfg, public, obs_dim, act_dim)
-    x = lambda t: np.asarray(
-        diffusion.normalise(norm, jnp.asarray(common.encode(t, layout)))
-    )  # noqa: E731
+    public, members, holdout = privorl_n.load_data(cfg)
+    # build_task refuses public and member data of other observation or action
+    # dimensions (a ValueError), as the run does.
+    task = privorl_n.build_task(cfg, public, members)
+    x = lambda t: task.normalise(task.encode(t))  # noqa: E731
     syn = x(data.load_hdf5(run_dir / "synthetic.hdf5"))
     k = min(cfg.eval.mia_size, len(holdout), len(members))
     return evaluation.mia_metrics(

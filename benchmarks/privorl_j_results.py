@@ -38,7 +38,9 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
+import jax
 import numpy as np
 import yaml
 
@@ -58,6 +60,46 @@ MODELS = {
     "DP-Transformer": "dp_transformer",
 }
 NOTE = "Mean ± std over seeds (std 0 with one seed)."
+
+
+def reference_scores(
+    cfg: privorl_j.PrivORLJConfig, extra: dict[str, data.Transitions] | None = None
+) -> dict[str, Any]:
+    """Reference TrajScores for reading a run's (NOT DP: reads the sensitive data;
+    benchmarks only).
+
+    With the run's data, encoding and TrajScore encoder (same seed, same public
+    windows), scores two real sets as if they were the release: the public trajectories
+    (what a synthesizer that merely reproduced its public pre-training data would get)
+    and the held-out sensitive trajectories (real trajectories of the sensitive task
+    never trained on: a ceiling). ``extra`` sets (e.g. releases of runs with another
+    horizon) are scored with the same encoder and window ``cfg.data.horizon`` as
+    ``trajscore_<name>``, so their scores compare.
+    """
+    public, sensitive, holdout = privorl_j.load_data(cfg)
+    task = privorl_j.build_task(cfg, public, sensitive)
+    h = cfg.data.horizon
+    pub_w = task.windows(task.public, h)
+    real_w = task.windows(privorl_j.flat_transitions(sensitive), h)
+    hold_w = task.windows(privorl_j.flat_transitions(holdout), h)
+    enc = evaluation.fit_trajectory_encoder(
+        jax.random.fold_in(jax.random.key(cfg.seed), 600),
+        pub_w,
+        window=h,
+        steps=cfg.eval.trajscore_steps,
+    )
+    out = {
+        "trajscore_public": evaluation.trajscore(enc, real_w, pub_w),
+        "trajscore_holdout": evaluation.trajscore(enc, real_w, hold_w)
+        if len(hold_w)
+        else {"f1": None},
+    }
+    for name, transitions in (extra or {}).items():
+        w = task.windows(transitions, h)
+        out[f"trajscore_{name}"] = (
+            evaluation.trajscore(enc, real_w, w) if len(w) else {"f1": None}
+        )
+    return out
 
 
 def _ms(values: list) -> str:
@@ -419,7 +461,7 @@ def main() -> None:
                 for h in args.horizons
             }
             syn = {f"H{h}": data.load_hdf5(f) for h, f in files.items() if f.exists()}
-            fixed = privorl_j.reference_scores(
+            fixed = reference_scores(
                 privorl_j.load(source, [f"seed={seed}", *args.overrides]), extra=syn
             )
             for r in sweep:
@@ -432,7 +474,7 @@ def main() -> None:
         )  # per seed (--out holds one config's runs)
         if args.references and (cache.exists() or not args.tables_only):
             if not cache.exists():
-                ref = privorl_j.reference_scores(
+                ref = reference_scores(
                     privorl_j.load(source, [f"seed={seed}", *args.overrides])
                 )
                 cache.write_text(

@@ -1,4 +1,4 @@
-"""Evaluation: fidelity scores, membership inference, plots."""
+"""Evaluation: fidelity scores, stitching gaps, membership inference, TrajScore, plots."""
 
 from privrl_jax.eval._fidelity import (
     correlation_score,
@@ -16,6 +16,7 @@ from privrl_jax.eval._membership import (
     tpr_at_fpr,
 )
 from privrl_jax.eval._plots import plot_marginals, plot_tsne
+from privrl_jax.eval._stitching import stitching_gaps
 from privrl_jax.eval._trajscore import (
     TrajEncoder,
     fit_trajectory_encoder,
@@ -39,6 +40,7 @@ __all__ = [
     "plot_marginals",
     "plot_tsne",
     "sliced_wasserstein",
+    "stitching_gaps",
     "tpr_at_fpr",
     "trajectory_windows",
     "trajscore",

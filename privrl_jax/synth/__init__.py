@@ -22,6 +22,12 @@ from privrl_jax.synth._dp_transformer import (
     make_ar_dp_finetune,
     make_ar_pretrain_chunk,
 )
+from privrl_jax.synth._finecur import init_finecur, make_finecur_rows
+from privrl_jax.synth._fragment_codec import (
+    fragment_items,
+    public_fragment_rows,
+    stitch_fragments,
+)
 from privrl_jax.synth._marginal import (
     ColumnBins,
     MarginalFit,
@@ -103,13 +109,16 @@ __all__ = [
     "gum",
     "indif_scores",
     "pair_rhos",
+    "fragment_items",
     "generate_ar_fragments",
     "generate_fragments",
+    "init_finecur",
     "init_rnd",
     "init_step_transformer",
     "init_synth_state",
     "make_ar_dp_finetune",
     "make_ar_pretrain_chunk",
+    "make_finecur_rows",
     "make_fragment_pretrain_chunk",
     "make_trajectory_dp_finetune",
     "make_transition_dp_finetune",
@@ -123,11 +132,13 @@ __all__ = [
     "pack_rows",
     "pair_scores",
     "pick_curious",
+    "public_fragment_rows",
     "release_scores",
     "require_mbi",
     "rnd_update",
     "sample_candidates",
     "sample_pool_rows",
+    "stitch_fragments",
     "stitched_lengths",
     "table_transitions",
     "trajectory_dp_finetune",

@@ -2,6 +2,7 @@
 secrets."""
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,11 +14,13 @@ from pipelines_testlib import (
 )
 
 from privrl_jax import data, privacy
+from privrl_jax import eval as evaluation
 from privrl_jax.pipelines import privorl_j
 
 TEST_CONFIG = (
     Path(__file__).resolve().parents[2] / "configs" / "privorl_j" / "test.yaml"
 )
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 FAST = ("pretrain.steps=0", "eval.agents=[]", "eval.trajscore=false")
 
 
@@ -152,7 +155,7 @@ def test_plan_and_items_count_trajectories(files):
     """The DP data the loop gets: one unit per sensitive trajectory, its fragments as
     items."""
     cfg = _cfg(*FAST, *files)
-    _, sensitive, holdout = privorl_j._load(cfg)
+    _, sensitive, holdout = privorl_j.load_data(cfg)
     assert (
         len(sensitive) + len(holdout) == 20
         and len(holdout) == cfg.data.holdout_trajectories
@@ -282,7 +285,7 @@ def test_stitching_gaps_hand_example():
         terminals=np.zeros(4),
         timeouts=np.array([0, 0, 0, 1.0]),
     )
-    gaps = privorl_j.stitching_gaps(t, 2)
+    gaps = evaluation.stitching_gaps(t, 2)
     assert gaps["at_fragment_boundaries"] == pytest.approx(3.0)
     assert gaps["inside_fragments"] == pytest.approx(0.5)
 
@@ -300,13 +303,18 @@ def test_cli_lists_the_command():
 def test_reference_scores_score_extra_sets_with_the_same_encoder_and_window():
     # NOT DP (benchmark helper): extra sets go through the very encoder and windows of
     # the references.
+    sys.path.insert(0, str(BENCH))
+    try:
+        from privorl_j_results import reference_scores  # noqa: PLC0415
+    finally:
+        sys.path.remove(str(BENCH))
     cfg = privorl_j.load("privorl_j/test")
-    _, sensitive, holdout = privorl_j._load(cfg)
-    out = privorl_j.reference_scores(
+    _, sensitive, holdout = privorl_j.load_data(cfg)
+    out = reference_scores(
         cfg,
         extra={
-            "hold": privorl_j._transitions_of(holdout),
-            "members": privorl_j._transitions_of(sensitive),
+            "hold": privorl_j.flat_transitions(holdout),
+            "members": privorl_j.flat_transitions(sensitive),
         },
     )
     assert out["trajscore_hold"] == out["trajscore_holdout"]

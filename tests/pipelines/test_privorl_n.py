@@ -315,7 +315,9 @@ def test_a_too_small_sensitive_file_is_refused_before_any_public_collection(
         ),
     )
     collected = []
-    monkeypatch.setattr(privorl_n, "_collect", lambda *a, **k: collected.append(a))
+    monkeypatch.setattr(
+        privorl_n.task, "collect_transitions", lambda *a, **k: collected.append(a)
+    )
     with pytest.raises(ValueError, match="too few for a holdout"):
         privorl_n.run(_cfg(*FAST, f"data.sensitive_file={small}"), tmp_path / "run")
     assert collected == []  # refused before minutes of public collection
@@ -414,3 +416,26 @@ def test_audit_canaries_show_epsilon_demonstrated_and_a_noise_fault_stops_the_ru
     )["rows"]
     assert bad["violation"] and bad["epsilon_demonstrated"] > bad["epsilon_accounted"]
     assert not (tmp_path / "fault" / "report.json").exists()
+
+
+def test_the_task_refuses_public_and_sensitive_data_of_other_dimensions():
+    # build_task reads only the shapes of the sensitive data; benchmarks/mia_memorise.py
+    # relies on this check.
+    def rows(obs_dim, act_dim, n=8):
+        z = np.zeros(n, np.float32)
+        return data.Transitions(
+            observations=np.zeros((n, obs_dim), np.float32),
+            actions=np.zeros((n, act_dim), np.float32),
+            rewards=z,
+            next_observations=np.zeros((n, obs_dim), np.float32),
+            terminals=z,
+            timeouts=z,
+        )
+
+    cfg = _cfg()
+    task = privorl_n.build_task(cfg, rows(4, 2), rows(4, 2))
+    # The row is s, a, r, s' - s and a one-hot terminal: 4 + 2 + 1 + 4 + 2 columns.
+    assert task.dim == 13 and task.public_x.shape == (8, 13)
+    for obs_dim, act_dim in ((5, 2), (4, 3)):
+        with pytest.raises(ValueError, match="same observation and action dimensions"):
+            privorl_n.build_task(cfg, rows(4, 2), rows(obs_dim, act_dim))

@@ -1,0 +1,93 @@
+"""The common parts of the synthesis pipelines' report.md: the head of the table, the
+agent rows and the closing paragraphs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from privrl_jax.pipelines._audit_run import markdown_rows
+
+
+def sigma_text(sigma: float) -> str:
+    return "0 (no noise: not private)" if sigma == 0 else f"{sigma:.3f}"
+
+
+def score_text(res: dict[str, Any], seeds: int) -> str:
+    mean = res.get("score_mean", float("nan"))
+    return (
+        f"{mean:.1f} ± {res.get('score_std', float('nan')):.1f}"
+        if seeds > 1
+        else f"{mean:.1f}"
+    )
+
+
+def markdown_head(report: dict[str, Any], title: str, q_of: str = "") -> list[str]:
+    """The title, the warnings, and the table's first rows: budget, epsilon spent, DP
+    steps
+    (``q_of``: what q samples, e.g. `` (trajectories)``)."""
+    p, fin = report["privacy"], report["finetune"]
+    budget = p["budget"]
+    fmt = lambda e: "n/a" if e is None else f"{e:.3f}"
+    lines = [title, ""]
+    if "warning" in report:
+        lines += [f"**{report['warning']}**", ""]
+    if p.get("over_budget"):
+        lines += [
+            "**OVER BUDGET: the ledger records more than the budget's epsilon.**",
+            "",
+        ]
+    return lines + [
+        "| quantity | value |",
+        "|---|---|",
+        f"| budget (epsilon, delta) | ({budget['epsilon']:g}, {budget['delta']:g}) |",
+        f"| epsilon spent (RDP / PLD) | {fmt(p.get('rdp', {}).get('epsilon'))} / "
+        f"{fmt(p.get('pld', {}).get('epsilon'))} |",
+        f"| DP steps, noise multiplier, q{q_of} | {fin['steps']}, "
+        f"{sigma_text(fin['noise_multiplier'])}, {fin['sampling_rate']:.4f} |",
+        *markdown_rows(report),
+    ]
+
+
+def agent_rows(report: dict[str, Any], describe_seeds: bool) -> list[str]:
+    """One row per agent: its score on the synthetic data / on the real data (audit);
+    ``describe_seeds`` names the seed count in the row's label."""
+    real_agents = report.get("audit", {}).get("agents_real", {})
+    rows = []
+    for name, res in report.get("agents_synthetic", {}).items():
+        real = real_agents.get(name, {})
+        seeds = len(res.get("per_seed", [])) or 1
+        what = (
+            (
+                f" (mean ± std over {seeds} agent seeds)"
+                if seeds > 1
+                else " (one agent seed)"
+            )
+            if describe_seeds
+            else ""
+        )
+        rows.append(
+            f"| {name} normalised score{what}: synthetic / real (audit) | "
+            f"{score_text(res, seeds)} / "
+            f"{score_text(real, seeds) if real else 'not trained'} |"
+        )
+    return rows
+
+
+def markdown_tail(
+    lines: list[str], report: dict[str, Any], *, release: str, audit: str
+) -> str:
+    """``lines`` and the closing paragraphs (what the release and the audit are, the
+    wall time)
+    as one markdown text."""
+    return "\n".join(
+        [
+            *lines,
+            "",
+            release,
+            "",
+            audit,
+            "",
+            f"Wall time: {report['wall_time_s']:.0f} s.",
+            "",
+        ]
+    )

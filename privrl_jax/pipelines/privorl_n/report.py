@@ -1,0 +1,114 @@
+"""PrivORL-n's report: the Markdown summary of a report (release and audit, labelled)
+and the names of the encoded columns its plots show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from privrl_jax import diffusion
+from privrl_jax.pipelines._synth.report import (
+    agent_rows,
+    markdown_head,
+    markdown_tail,
+    score_text,
+)
+
+
+def column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | None:
+    """Names of the encoded transition columns for plots (None when discrete dims are
+    one-hot)."""
+    nxt = "s'-s" if layout.next_obs_delta else "s'"
+    names = (
+        [f"obs s[{i}]" for i in range(layout.obs_dim)]
+        + [f"action a[{i}]" for i in range(layout.act_dim)]
+        + ["reward r"]
+        + [f"next obs {nxt}[{i}]" for i in range(layout.obs_dim)]
+        + (
+            ["terminal = 0", "terminal = 1"]
+            if layout.one_hot_terminals
+            else ["terminal"]
+        )
+    )
+    return names if len(names) == dim else None
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """A short human-readable summary of a PrivORL-n report."""
+    audit = report.get("audit", {})
+    lines = markdown_head(report, "# PrivORL-n report") + agent_rows(
+        report, describe_seeds=True
+    )
+    if "fidelity" in audit:
+        fid = audit["fidelity"]
+        lines.append(
+            "| fidelity (audit; 1 = identical, 0 = disjoint): marginal (1 - mean KS) "
+            "/ correlation "
+            f"(1 - mean abs. Pearson gap / 2) | {fid['marginal']:.3f} / "
+            f"{fid['correlation']:.3f} |"
+        )
+        anchors = audit.get("anchors", {})
+        cols = [
+            ("release", fid),
+            *[
+                (name, anchors[k])
+                for k, name in (
+                    ("pretrain_only", "pre-training only"),
+                    ("real_holdout", "real holdout"),
+                )
+                if k in anchors
+            ],
+        ]
+        for key, what in (
+            (
+                "sliced_wasserstein",
+                "sliced Wasserstein to the sensitive rows (0 = same law)",
+            ),
+            (
+                "free_cell_share",
+                "share of positions in the sensitive maze's free cells",
+            ),
+        ):
+            if key in fid:
+                lines.append(
+                    f"| {what} (audit): {' / '.join(n for n, _ in cols)} | "
+                    f"{' / '.join(f'{c[key]:.3f}' for _, c in cols)} |"
+                )
+        pre_agents = anchors.get("agents_pretrain_only", {})
+        for name, res in pre_agents.items():
+            seeds = len(res.get("per_seed", [])) or 1
+            lines.append(
+                f"| {name} normalised score on the pre-training-only samples (audit "
+                "anchor) | "
+                f"{score_text(res, seeds)} |"
+            )
+    if "mia" in audit:
+        mia = audit["mia"]
+        lines.append(
+            f"| MIA (audit) TPR@10%FPR / TPR@1%FPR / AUC | {mia['tpr_at_10_fpr']:.3f} "
+            f"/ {mia['tpr_at_1_fpr']:.3f} / {mia['auc']:.3f} |"
+        )
+    if "mia_distance" in audit:
+        mia = audit["mia_distance"]
+        lines.append(
+            "| MIA, distance to the closest synthetic row (audit; black-box) "
+            "TPR@10%FPR / TPR@1%FPR / AUC | "
+            f"{mia['tpr_at_10_fpr']:.3f} / {mia['tpr_at_1_fpr']:.3f} / "
+            f"{mia['auc']:.3f} |"
+        )
+    return markdown_tail(
+        lines,
+        report,
+        release=(
+            "**Release** (may be published): `synthetic.hdf5`, `ledger.json`, "
+            "`report.json`, `config.yaml`; "
+            "the synthetic-data agent scores read only the release and the environment."
+        ),
+        audit=(
+            "**Audit** (`audit/`, NOT differentially private, never publish): "
+            "fidelity, the real-data agent "
+            "scores (the second number in the agent rows), the membership-inference "
+            "attack and the plots "
+            "read the sensitive data without DP. `checkpoints/` hold the secret noise "
+            "key: never publish them."
+        ),
+    )
