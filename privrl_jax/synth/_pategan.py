@@ -95,6 +95,8 @@ class PateGanConfig:
         round: B Gaussian queries.
       student_steps: student updates per round, each on the round's B labelled samples.
       generator_batch_size: latent draws per generator update.
+      generator_steps: generator updates per round against the student (post-
+        processing: they cost no queries).
     """
 
     num_teachers: int = 10
@@ -107,6 +109,7 @@ class PateGanConfig:
     queries_per_round: int = 64
     student_steps: int = 1
     generator_batch_size: int = 64
+    generator_steps: int = 1
 
     def __post_init__(self):
         for name in (
@@ -117,6 +120,7 @@ class PateGanConfig:
             "queries_per_round",
             "student_steps",
             "generator_batch_size",
+            "generator_steps",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -329,8 +333,8 @@ def student_generator_step(
     labels: jax.Array,
     key: jax.Array,
 ) -> tuple[Params, Any, Params, Any, dict[str, jax.Array]]:
-    """The student's ``student_steps`` updates on the labelled samples, then one
-    generator update against the student.
+    """The student's ``student_steps`` updates on the labelled samples, then
+    ``generator_steps`` generator updates against the student.
 
     Its arguments are everything the student and the generator learn from: the
     generator's own samples ``queried`` [B, dim], their noisy-vote ``labels`` [B]
@@ -351,13 +355,20 @@ def student_generator_step(
         s_body, (student, student_opt), None, length=cfg.student_steps
     )
 
-    def g_loss(g):
-        x = generate(nets, g, key, cfg.generator_batch_size, cfg.latent_dim)
+    def g_loss(g, k):
+        x = generate(nets, g, k, cfg.generator_batch_size, cfg.latent_dim)
         return jnp.mean(_bce_real(nets.discriminator.apply(student, x)[:, 0]))
 
-    loss, grads = jax.value_and_grad(g_loss)(generator)
-    generator, generator_opt = _adam_step(nets.tx, generator, generator_opt, grads)
-    metrics = {"student_loss": s_losses[-1], "generator_loss": loss}
+    def g_body(carry, i):
+        g, o = carry
+        loss, grads = jax.value_and_grad(g_loss)(g, jax.random.fold_in(key, i))
+        g, o = _adam_step(nets.tx, g, o, grads)
+        return (g, o), loss
+
+    (generator, generator_opt), g_losses = jax.lax.scan(
+        g_body, (generator, generator_opt), jnp.arange(cfg.generator_steps)
+    )
+    metrics = {"student_loss": s_losses[-1], "generator_loss": g_losses[-1]}
     return student, student_opt, generator, generator_opt, metrics
 
 
