@@ -21,8 +21,11 @@ The algorithm (the paper's Algorithm 1, one *round* here):
    samples and their labels only; the generator is trained against the student only
    (:func:`student_generator_step`, whose arguments hold no sensitive row).
 
-Privacy (the unit: one transition, add/remove-one; the partitions of the other rows
-unchanged, as in PATE, Papernot et al. 2017, Sec. 3). The only quantities computed
+Privacy (the unit: one transition, add/remove-one). As in PATE (Papernot et al. 2017,
+https://arxiv.org/abs/1610.05755) the partitions of the other rows must stay as they
+were: a row's identifier is its index in the sensitive data as given, and a
+neighbouring dataset adds or removes one row while the others keep their identifiers
+(hence their partitions; :func:`partition_ids`). The only quantities computed
 from the sensitive rows that leave the teachers are the vote counts. Adding or removing
 one row changes one partition, hence one teacher, hence each vote count by at most 1:
 the L2 sensitivity of one count is 1 (:data:`VOTE_SENSITIVITY`). Each labelled sample
@@ -37,18 +40,20 @@ released.
 
 What we do NOT use: the original paper's data-dependent moments-accountant analysis of
 the votes (its privacy cost per query depends on how unanimous the teachers are).
-Ganev, Annamalai & De Cristofaro (2024), "Understanding the Privacy Risks of PATE-GAN
-implementations" (https://arxiv.org/abs/2406.13985), found that the published
-implementations get this part wrong (and several other parts of the privacy pipeline),
-and a data-dependent epsilon is itself a function of the data that must not be
-published without a further (smooth-sensitivity) mechanism, which the original does not
-specify. We therefore account every query at its worst case. The price: sigma grows
-as sqrt(number of queries), so the query budget (rounds x batch) is small and the
-teacher count must be large enough that ``k / 2`` stands out of the noise.
+Ganev et al. (2024), "Understanding the Privacy Risks of PATE-GAN implementations",
+report that published PATE-GAN implementations get the privacy analysis and its
+implementation wrong; moreover a data-dependent epsilon is itself a function of the data
+that may not be published without a further (smooth-sensitivity) mechanism, which the
+original does not specify. Implementing that analysis exactly is not attempted here:
+every query is accounted at its worst case (data-independent), so the epsilon the
+ledger reports is a bound that holds for every dataset. The price: sigma grows as
+sqrt(number of queries), so the query budget (rounds x batch) must be small and the
+teacher count large enough that ``k / 2`` stands out of the noise.
 
 Noise: a Gaussian on the "real" count rather than the paper's Laplace on both class
-counts (GNMax rather than LNMax). With two classes the argmax of the noisy histogram is
-the threshold of one noisy count, so one Gaussian on the count is the whole mechanism.
+counts (GNMax rather than LNMax). With two classes the argmax of the noisy histogram
+(c + z1, k - c + z2) is the threshold of c + (z1 - z2) / 2 at k / 2, so one Gaussian on
+the count c is the whole mechanism.
 
 Constants the paper leaves open or that we chose: MLP generator and discriminators
 (ReLU, two hidden layers of 256), latent N(0, I) of dim 32, Adam (1e-4, b1 = 0.5),

@@ -113,7 +113,9 @@ def test_ledger_epsilon_equals_dp_accounting_for_the_events_that_ran(runs, name)
     ] * (m.rounds // m.chunk_rounds)
     assert ledger.num_releases == t == report["finetune"]["recorded_queries"]
     for r in ledger.releases:
-        assert r.dp_event() == dp_accounting.GaussianDpEvent(sigma)
+        assert r.dp_event() == dp_accounting.SelfComposedDpEvent(
+            dp_accounting.GaussianDpEvent(sigma), r.count
+        )
         assert r.params["l2_sensitivity"] == 1.0
     for acc in ("rdp", "pld"):
         expected = _eps(sigma, t, cfg.privacy.delta, acc)
