@@ -42,6 +42,9 @@ class ModelConfig:
     student_steps: int = 5
     generator_batch_size: int = 64
     generator_steps: int = 1
+    # Soft labels (the noisy vote share) instead of the paper's hard majority; see
+    # `synth.PateGanConfig.soft_labels`. Same privacy (post-processing).
+    soft_labels: bool = False
     chunk_rounds: int = 50
     pretrain_steps: int = 5_000
     next_obs_delta: bool = True

@@ -88,6 +88,7 @@ def gan_config(m: ModelConfig) -> synth.PateGanConfig:
         student_steps=m.student_steps,
         generator_batch_size=m.generator_batch_size,
         generator_steps=m.generator_steps,
+        soft_labels=m.soft_labels,
     )
 
 

@@ -102,6 +102,11 @@ class PateGanConfig:
       generator_batch_size: latent draws per generator update.
       generator_steps: generator updates per round against the student (post-
         processing: they cost no queries).
+      soft_labels: label a sample with its noisy vote share clip((c + z) / k, 0, 1)
+        instead of the paper's hard majority 1[c + z > k / 2]. Post-processing of the
+        same released count, so the same privacy; a graded target the student can
+        follow when no sample wins a majority (a hard-label student then learns a
+        constant "fake" and gives the generator no gradient).
     """
 
     num_teachers: int = 10
@@ -115,6 +120,7 @@ class PateGanConfig:
     student_steps: int = 1
     generator_batch_size: int = 64
     generator_steps: int = 1
+    soft_labels: bool = False
 
     def __post_init__(self):
         for name in (
@@ -241,9 +247,14 @@ def noisy_vote_counts(
     return counts + jnp.asarray(noise_multiplier, counts.dtype) * unit
 
 
-def vote_labels(noisy_counts: jax.Array, num_teachers: int) -> jax.Array:
-    """The student's labels: 1 where the noisy "real" count exceeds k / 2 (post-
-    processing of the released counts)."""
+def vote_labels(
+    noisy_counts: jax.Array, num_teachers: int, *, soft: bool = False
+) -> jax.Array:
+    """The student's labels (post-processing of the released counts): 1 where the
+    noisy "real" count exceeds k / 2, or with ``soft`` the noisy share clipped to
+    [0, 1]."""
+    if soft:
+        return jnp.clip(noisy_counts / num_teachers, 0.0, 1.0)
     return (noisy_counts > num_teachers / 2).astype(jnp.float32)
 
 
@@ -440,7 +451,7 @@ def pategan_round(
         vote_counts(nets, teachers, queried),
         noise_multiplier,
     )
-    labels = vote_labels(noisy, cfg.num_teachers)
+    labels = vote_labels(noisy, cfg.num_teachers, soft=cfg.soft_labels)
     student, student_opt, generator, generator_opt, m = student_generator_step(
         nets,
         cfg,

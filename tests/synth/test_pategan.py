@@ -219,6 +219,9 @@ def test_student_and_generator_learn_only_from_released_counts():
 def test_vote_labels_threshold_at_half_the_teachers():
     noisy = jnp.array([-1.0, 1.9, 2.0, 2.01, 5.0])
     np.testing.assert_array_equal(synth.vote_labels(noisy, 4), [0, 0, 0, 1, 1])
+    np.testing.assert_allclose(
+        synth.vote_labels(noisy, 4, soft=True), [0, 0.475, 0.5, 0.5025, 1], rtol=1e-6
+    )
 
 
 def test_pretrained_init_comes_from_the_given_public_networks():
