@@ -2,7 +2,10 @@
 one row moves each vote count by at most 1, the student and the generator learn only
 from generator samples and the released counts, pre-training reads public rows only.
 
-Tiny networks and fixed keys; statistical bounds are 6 standard errors.
+Tiny networks and fixed keys; statistical bounds are 6 standard errors. The multi-round
+sensitivity test and the pre-training test are slow (the pipeline test checks the
+pre-trained variant's inputs too); the first-round test checks the same sensitivity in
+the default suite.
 """
 
 import functools
@@ -111,6 +114,7 @@ def test_partitions_are_disjoint_and_fixed_per_row():
         np.testing.assert_array_equal(padded[i, : counts[i]], rows[p == i])
 
 
+@pytest.mark.slow  # several rounds and a second compile; the first-round test is fast
 def test_one_row_moves_each_vote_count_by_at_most_one():
     """Adaptive composition: given the same released history (here, the generators a
     run on D went through), removing row j changes only row j's teacher, and every vote
@@ -224,6 +228,7 @@ def test_vote_labels_threshold_at_half_the_teachers():
     )
 
 
+@pytest.mark.slow  # compiles the pre-training scan
 def test_pretrained_init_comes_from_the_given_public_networks():
     public = _rows(64, seed=3)
     g, d, info = synth.pretrain_gan(jax.random.key(0), NETS, CFG, public, steps=20)
