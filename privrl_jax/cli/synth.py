@@ -62,25 +62,25 @@ def transitions(
         str,
         typer.Option(
             "--model",
-            help="privorl_n (default), or a marginal-based baseline: pgm or mst (configs in "
-            "privrl_jax/configs/marginal/; without --config, <model>_umaze_delta; needs "
-            'pip install ".[baselines]"), or a GAN baseline: pategan or '
-            "pategan_pretrained (configs in privrl_jax/configs/pategan/; without "
-            "--config, umaze or umaze_pretrained).",
+            help="privorl_n (default), or a marginal-based baseline: pgm, mst or "
+            "privsyn (configs in privrl_jax/configs/marginal/; without --config, "
+            '<model>_umaze_delta; pgm and mst need pip install ".[baselines]"), or a '
+            "GAN baseline: pategan or pategan_pretrained (configs in "
+            "privrl_jax/configs/pategan/; without --config, umaze or umaze_pretrained).",
         ),
     ] = "privorl_n",
 ) -> None:
     """PrivORL-n: pre-train on public data, DP fine-tune on sensitive data, sample,
     evaluate.
 
-    With --model pgm|mst: the marginal-based baselines of PrivORL's Table I; with
-    --model pategan|pategan_pretrained: PATE-GAN and PrePATE-GAN; each written in the
-    same release / audit layout, ledger and report."""
+    With --model pgm|mst|privsyn: the marginal-based baselines of PrivORL's Table I;
+    with --model pategan|pategan_pretrained: PATE-GAN and PrePATE-GAN; each written in
+    the same release / audit layout, ledger and report."""
     from privrl_jax import pipelines
 
     if model == "privorl_n":
         _run(pipelines.qualify_config(config, "privorl_n"), overrides or [], out)
-    elif model in ("pgm", "mst"):
+    elif model in ("pgm", "mst", "privsyn"):
         # Without --config, the shipped umaze setting that bins s' - s on its public one-step
         # bound: the built-in defaults bin s' over the whole space, which loses the dynamics.
         _run_marginal(
@@ -97,7 +97,8 @@ def transitions(
         )
     else:
         fail(
-            "--model must be privorl_n, pgm, mst, pategan or pategan_pretrained; got "
+            "--model must be privorl_n, pgm, mst, privsyn, pategan or "
+            "pategan_pretrained; got "
             f"{model!r}."
         )
 

@@ -1,4 +1,4 @@
-"""The marginal-based baselines' configuration (PGM, MST): frozen dataclasses the YAML
+"""The marginal-based baselines' configuration (PGM, MST, PrivSyn): frozen dataclasses the YAML
 files in
 ``configs/marginal/`` load into. Data, privacy and synthesis sizes mean what they mean
 in PrivORL-n, so the same transitions are released under the same budget and scored the
@@ -14,7 +14,7 @@ from privrl_jax.pipelines._config import ConfigSource, load_config
 from privrl_jax.pipelines._privorl_n_config import DataConfig
 from privrl_jax.pipelines._synth_config import PrivacyConfig
 
-MODELS = ("pgm", "mst")
+MODELS = ("pgm", "mst", "privsyn")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -28,6 +28,8 @@ class ModelConfig:
     marginals by column name (``obs0``, ``act1``, ``reward``, ``next_obs2``,
     ``terminal``); empty: `synth.default_transition_cliques`. ``mst_split`` shares the
     budget (as rho) among MST's 1-way, selection and 2-way releases.
+    ``update_iterations`` is PrivSyn's number of GUM rounds (``iters`` is mbi's, unused
+    by PrivSyn, which fits no graphical model).
     """
 
     name: str = "pgm"
@@ -45,12 +47,14 @@ class ModelConfig:
     next_obs_delta_bound: tuple[float, ...] = ()
     iters: int = 1000
     mst_split: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
+    update_iterations: int = 50
 
     def __post_init__(self):
         _synth_config.check_one_of("model.name", self.name, MODELS)
         _synth_config.check_at_least_one(
             "model", self, "obs_bins", "act_bins", "reward_bins", "iters"
         )
+        _synth_config.check_at_least_one("model", self, "update_iterations")
         lo, hi = self.reward_range
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise ValueError(

@@ -613,7 +613,9 @@ class Ledger:
 
     def report(self) -> dict[str, Any]:
         """What was spent, under RDP and PLD, as a JSON-ready dict (flags an exceeded
-        budget)."""
+        budget). With a ``rho_budget``, or when every entry has an exact zCDP guarantee,
+        also ``zcdp``: the spent rho (:meth:`rho`) beside the rho budget, which then
+        flags ``over_budget`` too."""
         out: dict[str, Any] = {
             "dataset_id": self.dataset_id,
             "dataset_size": self.dataset_size,
@@ -631,5 +633,15 @@ class Ledger:
                 over |= out[acc]["epsilon"] > self.target_epsilon * (1 + 1e-9)
             except ValueError as e:
                 out[acc] = {"error": str(e)}
+        try:
+            rho = self.rho()
+            out["zcdp"] = {"rho": rho, "rho_budget": self.rho_budget}
+            if self.rho_budget is not None:
+                over |= rho > self.rho_budget * (1 + 1e-9)
+        except LedgerError as e:
+            # A subsampled step has no exact rho: say so only where a rho budget
+            # was asked for, so epsilon-budget reports keep their shape.
+            if self.rho_budget is not None:
+                out["zcdp"] = {"error": str(e), "rho_budget": self.rho_budget}
         out["over_budget"] = bool(over)
         return out

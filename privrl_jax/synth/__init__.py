@@ -1,6 +1,8 @@
 """Synthesizers: RND curiosity, PrivORL-n (transitions), PrivORL-j (fragments),
 DP-Transformer,
-and the DP baselines: PGM / MST (through the optional ``mbi`` extra) and PATE-GAN."""
+the marginal-based baselines PGM / MST (through the optional ``mbi`` extra) and
+PrivSyn (ours: DenseMarg selection and GUM synthesis), and PATE-GAN (data-independent
+accounting of its votes)."""
 
 from privrl_jax.synth._curiosity import (
     MLP,
@@ -88,6 +90,15 @@ from privrl_jax.synth._privorl_n import make_dp_finetune as make_transition_dp_f
 from privrl_jax.synth._privorl_n import (
     make_pretrain_chunk as make_transition_pretrain_chunk,
 )
+from privrl_jax.synth._privsyn import (
+    INDIF_SENSITIVITY,
+    PRIVSYN_SPLIT,
+    dense_marg_select,
+    fit_privsyn,
+    gum,
+    indif_scores,
+    pair_rhos,
+)
 
 __all__ = [
     "ColumnBins",
@@ -115,6 +126,13 @@ __all__ = [
     "fit_mst",
     "fit_pgm",
     "generate",
+    "fit_privsyn",
+    "INDIF_SENSITIVITY",
+    "PRIVSYN_SPLIT",
+    "dense_marg_select",
+    "gum",
+    "indif_scores",
+    "pair_rhos",
     "generate_ar_fragments",
     "generate_fragments",
     "init_pategan",

@@ -52,7 +52,7 @@ def test_model_option_selects_the_baseline_pipeline(monkeypatch, tmp_path):
     )
     assert (
         bad.exit_code != 0
-        and "--model must be privorl_n, pgm, mst, pategan or" in bad.output
+        and "--model must be privorl_n, pgm, mst, privsyn, pategan or" in bad.output
     )
 
 

@@ -119,6 +119,31 @@ def test_rho_budget_refuses_before_any_release_and_pins_the_epsilon_budget(tmp_p
         sgd.rho()
 
 
+def test_report_shows_rho_beside_the_rho_budget(tmp_path):
+    led = _open(tmp_path, target_epsilon=None, rho_budget=1.0)
+    half = GaussianMechanism.from_zcdp(0.5, l2_sensitivity=3.0)
+    led.record(half.event(), what="noisy statistics", count=2, params=half.describe())
+    rep = led.report()
+    assert rep["zcdp"]["rho"] == pytest.approx(1.0, rel=1e-12)
+    assert rep["zcdp"]["rho_budget"] == 1.0 and not rep["over_budget"]
+    # A release recorded past the rho budget (no check: a forced run) is flagged.
+    more = GaussianMechanism.from_zcdp(0.1, l2_sensitivity=1.0)
+    led.record(more.event(), what="noisy statistics", params=more.describe())
+    rep = led.report()
+    assert rep["zcdp"]["rho"] == pytest.approx(1.1, rel=1e-12) and rep["over_budget"]
+    # An epsilon ledger of Gaussian releases shows their rho, count / (2 sigma^2);
+    # one of subsampled steps (no exact rho) keeps its report's shape.
+    gauss = _open(tmp_path / "gauss", target_epsilon=100.0)
+    gauss.record(dp_accounting.GaussianDpEvent(2.0), what="stat", count=3)
+    assert gauss.report()["zcdp"] == {
+        "rho": pytest.approx(3 / (2 * 2.0**2), rel=1e-12),
+        "rho_budget": None,
+    }
+    sgd = _open(tmp_path / "sgd")
+    sgd.record(STEP, what="dpsgd step", count=3)
+    assert "zcdp" not in sgd.report()
+
+
 def test_corrupt_file_is_an_error(tmp_path):
     _open(tmp_path)
     (tmp_path / "ledger.json").write_text("{not json")
