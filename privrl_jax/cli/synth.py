@@ -64,14 +64,17 @@ def transitions(
             "--model",
             help="privorl_n (default), or a marginal-based baseline: pgm, mst or "
             "privsyn (configs in privrl_jax/configs/marginal/; without --config, "
-            '<model>_umaze_delta; pgm and mst need pip install ".[baselines]").',
+            '<model>_umaze_delta; pgm and mst need pip install ".[baselines]"), or a '
+            "GAN baseline: pategan or pategan_pretrained (configs in "
+            "privrl_jax/configs/pategan/; without --config, umaze or umaze_pretrained).",
         ),
     ] = "privorl_n",
 ) -> None:
     """PrivORL-n: pre-train on public data, DP fine-tune on sensitive data, sample,
     evaluate.
 
-    With --model pgm|mst|privsyn: the marginal-based baselines of PrivORL's Table I, written in
+    With --model pgm|mst|privsyn: the marginal-based baselines of PrivORL's Table I;
+    with --model pategan|pategan_pretrained: PATE-GAN and PrePATE-GAN; each written in
     the same release / audit layout, ledger and report."""
     from privrl_jax import pipelines
 
@@ -85,8 +88,29 @@ def transitions(
             [f"model.name={model}", *(overrides or [])],
             out,
         )
+    elif model in ("pategan", "pategan_pretrained"):
+        default = "umaze" if model == "pategan" else "umaze_pretrained"
+        _run_pategan(
+            pipelines.qualify_config(config or default, "pategan"),
+            [f"model.name={model}", *(overrides or [])],
+            out,
+        )
     else:
-        fail(f"--model must be privorl_n, pgm, mst or privsyn; got {model!r}.")
+        fail(
+            "--model must be privorl_n, pgm, mst, privsyn, pategan or "
+            "pategan_pretrained; got "
+            f"{model!r}."
+        )
+
+
+def _run_pategan(config: ConfigSource | None, overrides: list[str], out: Path) -> None:
+    refuse_busy_out(out)
+    from privrl_jax.pipelines import pategan  # here: keeps `privrl --help` fast
+
+    cfg = load_or_fail(pategan.load, config, overrides)
+    report = pategan.run(cfg, out)
+    typer.echo(pategan.render_markdown(report))
+    typer.echo(f"wrote {out}/report.md, report.json, synthetic.hdf5, ledger.json")
 
 
 def _run_marginal(config: ConfigSource | None, overrides: list[str], out: Path) -> None:

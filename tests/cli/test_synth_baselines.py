@@ -50,4 +50,32 @@ def test_model_option_selects_the_baseline_pipeline(monkeypatch, tmp_path):
     bad = CliRunner().invoke(
         app, ["synth", "transitions", "--model", "gan", "--out", "runs/g"]
     )
-    assert bad.exit_code != 0 and "--model must be privorl_n, pgm or mst" in bad.output
+    assert (
+        bad.exit_code != 0
+        and "--model must be privorl_n, pgm, mst, privsyn, pategan or" in bad.output
+    )
+
+
+def test_model_option_selects_the_pategan_pipeline(monkeypatch, tmp_path):
+    from privrl_jax.pipelines import pategan
+
+    seen = {}
+
+    def fake(cfg, out):
+        seen["cfg"] = cfg
+        return {}
+
+    monkeypatch.setattr(pategan, "run", fake)
+    monkeypatch.setattr(pategan, "render_markdown", lambda report: "")
+    monkeypatch.chdir(tmp_path)
+    for model, config, rounds in (
+        ("pategan", None, 250),  # without --config: pategan/umaze
+        ("pategan_pretrained", None, 250),  # pategan/umaze_pretrained
+        ("pategan_pretrained", "test", 20),  # --model sets the variant of any config
+    ):
+        args = ["synth", "transitions", "--model", model, "--out", f"runs/{model}"]
+        result = CliRunner().invoke(
+            app, [*args, *(["--config", config] if config else [])]
+        )
+        assert result.exit_code == 0, result.output
+        assert (seen["cfg"].model.name, seen["cfg"].model.rounds) == (model, rounds)
