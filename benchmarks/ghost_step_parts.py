@@ -15,7 +15,11 @@ Pieces:
   bits);
 - ``adam``: the optimizer update on a gradient;
 - ``ghost_step`` / ``ghost_step_jax_noise``: the whole DP step (``dpsgd`` chain), both
-  noise draws.
+  noise draws;
+- ``*_ln_fallback``: the ghost clipped sum and step with every LayerNorm's scale and bias
+  on the exact per-unit fallback instead of its ghost rule (the same model with a
+  ``LayerNorm`` subclass, which the ghost path does not intercept: same maths, same
+  parameters).
 
 Every piece is compiled ahead of time, then ``--rounds`` rounds each time every piece
 ``--reps`` times, interleaved, on ``--threads`` pinned cores; the table is the median
@@ -61,26 +65,41 @@ def main() -> None:
 
     cfg = bench.CONFIGS[args.config]
 
+    class OpaqueLayerNorm(nn.LayerNorm):
+        """nn.LayerNorm itself; the ghost path intercepts exact types only, so its
+        parameters take the per-unit fallback."""
+
     class ResidualMLP(nn.Module):  # dpsgd_vs_opacus.py's model
         width: int
         depth: int
         out: int
+        norm: type = nn.LayerNorm
 
         @nn.compact
         def __call__(self, x):
             h = nn.Dense(self.width)(x)
-            for _ in range(self.depth):
-                h = h + nn.Dense(self.width)(nn.silu(nn.LayerNorm()(h)))
-            return nn.Dense(self.out)(nn.silu(nn.LayerNorm()(h)))
+            for i in range(self.depth):
+                norm = self.norm(name=f"LayerNorm_{i}")
+                h = h + nn.Dense(self.width)(nn.silu(norm(h)))
+            norm = self.norm(name=f"LayerNorm_{self.depth}")
+            return nn.Dense(self.out)(nn.silu(norm(h)))
+
+    def make_loss(model):
+        def per_item_loss(params, item):
+            x, noise, sigma = item
+            c_skip, c_out, c_in, sqrt_w = bench._edm_terms(sigma)
+            noisy = x + sigma * noise
+            denoised = c_skip * noisy + c_out * model.apply(params, c_in * noisy)
+            return jnp.mean((sqrt_w * (denoised - x)) ** 2)
+
+        return per_item_loss
 
     model = ResidualMLP(cfg.width, cfg.depth, cfg.dim)
-
-    def per_item_loss(params, item):
-        x, noise, sigma = item
-        c_skip, c_out, c_in, sqrt_w = bench._edm_terms(sigma)
-        noisy = x + sigma * noise
-        denoised = c_skip * noisy + c_out * model.apply(params, c_in * noisy)
-        return jnp.mean((sqrt_w * (denoised - x)) ** 2)
+    per_item_loss = make_loss(model)
+    # The same parameters (names and values) with the LayerNorms on the fallback.
+    fallback_loss = make_loss(
+        ResidualMLP(cfg.width, cfg.depth, cfg.dim, OpaqueLayerNorm)
+    )
 
     x, noise, sigma = (jnp.asarray(a) for a in bench._data(cfg))
     params = jax.jit(model.init)(jax.random.key(0), x[0])
@@ -89,6 +108,18 @@ def main() -> None:
     mask = jnp.ones((cfg.batch, 1), bool)
     clip = privacy.clipped_grad(
         per_item_loss, l2_clip_norm=bench.CLIP_NORM, method="ghost"
+    )
+    clip_fallback = privacy.clipped_grad(
+        fallback_loss, l2_clip_norm=bench.CLIP_NORM, method="ghost"
+    )
+    coverage = privacy.ghost_coverage(
+        per_item_loss, params, flat_item := (x[0], noise[0], sigma[0])
+    )
+    fallback_coverage = privacy.ghost_coverage(fallback_loss, params, flat_item)
+    count = lambda c: sum(v.startswith("fallback") for v in c.values())  # noqa: E731
+    print(
+        f"fallback leaves: {count(coverage)} with the LayerNorm rule, "
+        f"{count(fallback_coverage)} without"
     )
     adam = optax.adam(bench.LEARNING_RATE)
     dp_tx = privacy.dpsgd(
@@ -110,9 +141,12 @@ def main() -> None:
         u, s = adam.update(grad_np(p), s, p)
         return optax.apply_updates(p, u), s
 
-    def dp_step(p, s):
+    def dp_step(p, s, clip=clip):
         u, s = dp_tx.update(clip(p, units, mask)[0], s, p)
         return optax.apply_updates(p, u), s
+
+    def dp_step_fallback(p, s):
+        return dp_step(p, s, clip_fallback)
 
     jax_normal = lambda key, shape: jax.random.normal(key, shape, jnp.float32)  # noqa: E731
 
@@ -140,6 +174,11 @@ def main() -> None:
         "adam": (lambda g, s, p: adam.update(g, s, p), (params, adam_state, params)),
         "ghost_step": (dp_step, (params, dp_state)),
         "ghost_step_jax_noise": (with_jax_noise(dp_step), (params, dp_state)),
+        "ghost_clipped_sum_ln_fallback": (
+            lambda p: clip_fallback(p, units, mask)[0],
+            (params,),
+        ),
+        "ghost_step_ln_fallback": (dp_step_fallback, (params, dp_state)),
     }
     compiled = {k: (jax.jit(f).lower(*a).compile(), a) for k, (f, a) in pieces.items()}
     if (
