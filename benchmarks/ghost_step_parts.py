@@ -16,14 +16,15 @@ Pieces:
 - ``adam``: the optimizer update on a gradient;
 - ``ghost_step`` / ``ghost_step_jax_noise``: the whole DP step (``dpsgd`` chain), both
   noise draws;
-- ``*_ln_fallback``: the ghost clipped sum and step with every LayerNorm's scale and bias
+- ``*_ln_fallback``: the ghost norms, clipped sum and step with every LayerNorm's scale and bias
   on the exact per-unit fallback instead of its ghost rule (the same model with a
   ``LayerNorm`` subclass, which the ghost path does not intercept: same maths, same
   parameters).
 
 Every piece is compiled ahead of time, then ``--rounds`` rounds each time every piece
-``--reps`` times, interleaved, on ``--threads`` pinned cores; the table is the median
-per piece.
+``--reps`` times, interleaved (in a new random order each round), on ``--threads``
+pinned cores; the table is the median per piece (and the fastest). ``--pieces`` times a
+subset.
 
     python benchmarks/ghost_step_parts.py --config big --threads 1
 """
@@ -34,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import time
 
@@ -46,6 +48,11 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument(
         "--hlo-stats", action="store_true", help="print HLO sizes, time nothing"
+    )
+    p.add_argument(
+        "--pieces",
+        default="",
+        help="comma-separated pieces to time (default all; nonprivate_step always)",
     )
     p.add_argument(
         "--out",
@@ -174,12 +181,19 @@ def main() -> None:
         "adam": (lambda g, s, p: adam.update(g, s, p), (params, adam_state, params)),
         "ghost_step": (dp_step, (params, dp_state)),
         "ghost_step_jax_noise": (with_jax_noise(dp_step), (params, dp_state)),
+        "ghost_norms_ln_fallback": (
+            lambda p: clip_fallback(p, units, mask)[1].per_unit_norms,
+            (params,),
+        ),
         "ghost_clipped_sum_ln_fallback": (
             lambda p: clip_fallback(p, units, mask)[0],
             (params,),
         ),
         "ghost_step_ln_fallback": (dp_step_fallback, (params, dp_state)),
     }
+    if args.pieces:
+        keep = {"nonprivate_step", *args.pieces.split(",")}
+        pieces = {k: v for k, v in pieces.items() if k in keep}
     compiled = {k: (jax.jit(f).lower(*a).compile(), a) for k, (f, a) in pieces.items()}
     if (
         args.hlo_stats
@@ -188,23 +202,32 @@ def main() -> None:
             text = f.as_text()
             entry = text[text.index("\nENTRY") :]
             entry = entry[: entry.index("\n}")]
+            cost = f.cost_analysis()
+            cost = cost[0] if isinstance(cost, list) else cost
             print(
                 f"{k}: {entry.count(chr(10)) - 1} entry instructions, "
-                f"{text.count(' while(')} while loops, {text.count(' fusion(')} fusions"
+                f"{text.count(' while(')} while loops, {text.count(' fusion(')} "
+                f"fusions, {cost.get('flops', 0) / 1e9:.3f} GFLOP, "
+                f"{cost.get('bytes accessed', 0) / 1e6:.0f} MB accessed"
             )
         return
     times = {k: [] for k in compiled}
     for f, a in compiled.values():  # warm-up
         jax.block_until_ready(f(*a))
     loads = []
+    order = random.Random(
+        0
+    )  # a fresh order of the pieces each round: no fixed neighbour
     for _ in range(args.rounds):
         loads.append(os.getloadavg()[0])
-        for k, (f, a) in compiled.items():
+        for k in order.sample(list(compiled), len(compiled)):
+            f, a = compiled[k]
             for _ in range(args.reps):
                 t = time.perf_counter()
                 jax.block_until_ready(f(*a))
                 times[k].append(time.perf_counter() - t)
     med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+    fastest = {k: 1e3 * min(v) for k, v in times.items()}
     header = (
         f"ghost DP step pieces, config {cfg.name} "
         f"({sum(v.size for v in jax.tree.leaves(params)):,}"
@@ -215,15 +238,29 @@ def main() -> None:
         f"1-min load {min(loads):.1f}-{max(loads):.1f}); jax {jax.__version__}."
     )
     base = med["nonprivate_step"]
-    lines = [header, "", "| piece | ms | vs non-private step |", "|---|---|---|"]
-    lines += [f"| {k} | {v:.1f} | {v / base:.2f}x |" for k, v in med.items()]
+    lines = [
+        header,
+        "",
+        "| piece | ms (median) | vs non-private step | ms (fastest) |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {k} | {v:.1f} | {v / base:.2f}x | {fastest[k]:.1f} |"
+        for k, v in med.items()
+    ]
     text = "\n".join(lines)
     print(text)
     with open(args.out + ".md", "w") as f:
         f.write(text + "\n")
     with open(args.out + ".json", "w") as f:
         json.dump(
-            {"args": vars(args), "median_ms": med, "times_s": times, "loads": loads},
+            {
+                "args": vars(args),
+                "median_ms": med,
+                "min_ms": fastest,
+                "times_s": times,
+                "loads": loads,
+            },
             f,
             indent=1,
         )
