@@ -15,11 +15,16 @@ Pieces:
   bits);
 - ``adam``: the optimizer update on a gradient;
 - ``ghost_step`` / ``ghost_step_jax_noise``: the whole DP step (``dpsgd`` chain), both
-  noise draws.
+  noise draws;
+- ``*_ln_fallback``: the ghost norms, clipped sum and step with every LayerNorm's scale and bias
+  on the exact per-unit fallback instead of its ghost rule (the same model with a
+  ``LayerNorm`` subclass, which the ghost path does not intercept: same maths, same
+  parameters).
 
 Every piece is compiled ahead of time, then ``--rounds`` rounds each time every piece
-``--reps`` times, interleaved, on ``--threads`` pinned cores; the table is the median
-per piece.
+``--reps`` times, interleaved (in a new random order each round), on ``--threads``
+pinned cores; the table is the median per piece (and the fastest). ``--pieces`` times a
+subset.
 
     python benchmarks/ghost_step_parts.py --config big --threads 1
 """
@@ -30,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import time
 
@@ -42,6 +48,11 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument(
         "--hlo-stats", action="store_true", help="print HLO sizes, time nothing"
+    )
+    p.add_argument(
+        "--pieces",
+        default="",
+        help="comma-separated pieces to time (default all; nonprivate_step always)",
     )
     p.add_argument(
         "--out",
@@ -61,26 +72,41 @@ def main() -> None:
 
     cfg = bench.CONFIGS[args.config]
 
+    class OpaqueLayerNorm(nn.LayerNorm):
+        """nn.LayerNorm itself; the ghost path intercepts exact types only, so its
+        parameters take the per-unit fallback."""
+
     class ResidualMLP(nn.Module):  # dpsgd_vs_opacus.py's model
         width: int
         depth: int
         out: int
+        norm: type = nn.LayerNorm
 
         @nn.compact
         def __call__(self, x):
             h = nn.Dense(self.width)(x)
-            for _ in range(self.depth):
-                h = h + nn.Dense(self.width)(nn.silu(nn.LayerNorm()(h)))
-            return nn.Dense(self.out)(nn.silu(nn.LayerNorm()(h)))
+            for i in range(self.depth):
+                norm = self.norm(name=f"LayerNorm_{i}")
+                h = h + nn.Dense(self.width)(nn.silu(norm(h)))
+            norm = self.norm(name=f"LayerNorm_{self.depth}")
+            return nn.Dense(self.out)(nn.silu(norm(h)))
+
+    def make_loss(model):
+        def per_item_loss(params, item):
+            x, noise, sigma = item
+            c_skip, c_out, c_in, sqrt_w = bench._edm_terms(sigma)
+            noisy = x + sigma * noise
+            denoised = c_skip * noisy + c_out * model.apply(params, c_in * noisy)
+            return jnp.mean((sqrt_w * (denoised - x)) ** 2)
+
+        return per_item_loss
 
     model = ResidualMLP(cfg.width, cfg.depth, cfg.dim)
-
-    def per_item_loss(params, item):
-        x, noise, sigma = item
-        c_skip, c_out, c_in, sqrt_w = bench._edm_terms(sigma)
-        noisy = x + sigma * noise
-        denoised = c_skip * noisy + c_out * model.apply(params, c_in * noisy)
-        return jnp.mean((sqrt_w * (denoised - x)) ** 2)
+    per_item_loss = make_loss(model)
+    # The same parameters (names and values) with the LayerNorms on the fallback.
+    fallback_loss = make_loss(
+        ResidualMLP(cfg.width, cfg.depth, cfg.dim, OpaqueLayerNorm)
+    )
 
     x, noise, sigma = (jnp.asarray(a) for a in bench._data(cfg))
     params = jax.jit(model.init)(jax.random.key(0), x[0])
@@ -89,6 +115,18 @@ def main() -> None:
     mask = jnp.ones((cfg.batch, 1), bool)
     clip = privacy.clipped_grad(
         per_item_loss, l2_clip_norm=bench.CLIP_NORM, method="ghost"
+    )
+    clip_fallback = privacy.clipped_grad(
+        fallback_loss, l2_clip_norm=bench.CLIP_NORM, method="ghost"
+    )
+    coverage = privacy.ghost_coverage(
+        per_item_loss, params, flat_item := (x[0], noise[0], sigma[0])
+    )
+    fallback_coverage = privacy.ghost_coverage(fallback_loss, params, flat_item)
+    count = lambda c: sum(v.startswith("fallback") for v in c.values())  # noqa: E731
+    print(
+        f"fallback leaves: {count(coverage)} with the LayerNorm rule, "
+        f"{count(fallback_coverage)} without"
     )
     adam = optax.adam(bench.LEARNING_RATE)
     dp_tx = privacy.dpsgd(
@@ -110,9 +148,12 @@ def main() -> None:
         u, s = adam.update(grad_np(p), s, p)
         return optax.apply_updates(p, u), s
 
-    def dp_step(p, s):
+    def dp_step(p, s, clip=clip):
         u, s = dp_tx.update(clip(p, units, mask)[0], s, p)
         return optax.apply_updates(p, u), s
+
+    def dp_step_fallback(p, s):
+        return dp_step(p, s, clip_fallback)
 
     jax_normal = lambda key, shape: jax.random.normal(key, shape, jnp.float32)  # noqa: E731
 
@@ -140,7 +181,19 @@ def main() -> None:
         "adam": (lambda g, s, p: adam.update(g, s, p), (params, adam_state, params)),
         "ghost_step": (dp_step, (params, dp_state)),
         "ghost_step_jax_noise": (with_jax_noise(dp_step), (params, dp_state)),
+        "ghost_norms_ln_fallback": (
+            lambda p: clip_fallback(p, units, mask)[1].per_unit_norms,
+            (params,),
+        ),
+        "ghost_clipped_sum_ln_fallback": (
+            lambda p: clip_fallback(p, units, mask)[0],
+            (params,),
+        ),
+        "ghost_step_ln_fallback": (dp_step_fallback, (params, dp_state)),
     }
+    if args.pieces:
+        keep = {"nonprivate_step", *args.pieces.split(",")}
+        pieces = {k: v for k, v in pieces.items() if k in keep}
     compiled = {k: (jax.jit(f).lower(*a).compile(), a) for k, (f, a) in pieces.items()}
     if (
         args.hlo_stats
@@ -149,23 +202,32 @@ def main() -> None:
             text = f.as_text()
             entry = text[text.index("\nENTRY") :]
             entry = entry[: entry.index("\n}")]
+            cost = f.cost_analysis()
+            cost = cost[0] if isinstance(cost, list) else cost
             print(
                 f"{k}: {entry.count(chr(10)) - 1} entry instructions, "
-                f"{text.count(' while(')} while loops, {text.count(' fusion(')} fusions"
+                f"{text.count(' while(')} while loops, {text.count(' fusion(')} "
+                f"fusions, {cost.get('flops', 0) / 1e9:.3f} GFLOP, "
+                f"{cost.get('bytes accessed', 0) / 1e6:.0f} MB accessed"
             )
         return
     times = {k: [] for k in compiled}
     for f, a in compiled.values():  # warm-up
         jax.block_until_ready(f(*a))
     loads = []
+    order = random.Random(
+        0
+    )  # a fresh order of the pieces each round: no fixed neighbour
     for _ in range(args.rounds):
         loads.append(os.getloadavg()[0])
-        for k, (f, a) in compiled.items():
+        for k in order.sample(list(compiled), len(compiled)):
+            f, a = compiled[k]
             for _ in range(args.reps):
                 t = time.perf_counter()
                 jax.block_until_ready(f(*a))
                 times[k].append(time.perf_counter() - t)
     med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+    fastest = {k: 1e3 * min(v) for k, v in times.items()}
     header = (
         f"ghost DP step pieces, config {cfg.name} "
         f"({sum(v.size for v in jax.tree.leaves(params)):,}"
@@ -176,15 +238,29 @@ def main() -> None:
         f"1-min load {min(loads):.1f}-{max(loads):.1f}); jax {jax.__version__}."
     )
     base = med["nonprivate_step"]
-    lines = [header, "", "| piece | ms | vs non-private step |", "|---|---|---|"]
-    lines += [f"| {k} | {v:.1f} | {v / base:.2f}x |" for k, v in med.items()]
+    lines = [
+        header,
+        "",
+        "| piece | ms (median) | vs non-private step | ms (fastest) |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {k} | {v:.1f} | {v / base:.2f}x | {fastest[k]:.1f} |"
+        for k, v in med.items()
+    ]
     text = "\n".join(lines)
     print(text)
     with open(args.out + ".md", "w") as f:
         f.write(text + "\n")
     with open(args.out + ".json", "w") as f:
         json.dump(
-            {"args": vars(args), "median_ms": med, "times_s": times, "loads": loads},
+            {
+                "args": vars(args),
+                "median_ms": med,
+                "min_ms": fastest,
+                "times_s": times,
+                "loads": loads,
+            },
             f,
             indent=1,
         )

@@ -8,8 +8,9 @@ paper-scale PrivORL-n fine-tuning step, in under 10 minutes on one GPU.
    per step (arguments + outputs + temporaries) of each.
 2. **Sweeps compile once** (item 2): a 6-epsilon sweep of ``ope.gpope`` (calibrated
    plans on the GPOPE experiments' chain) and a 6-sigma sweep of whole ``privacy.fit``
-   calls, counting XLA compilations from JAX's compile log: ``_gpope_run`` and the
-   fit's per-unit gradient program ``_accumulate`` must compile once each.
+   calls, counting XLA compilations from JAX's compile log: ``_gpope_run``, the
+   fit's per-unit gradient program ``_accumulate`` and its release (noise + update,
+   ``_release``) must compile once each.
 3. **GPOPE throughput** (item 3): ``gpope_experiments.part_throughput_e2e``, vmapped
    trials vs the NumPy per-trial loop, end to end including compile, for 10^2-10^4
    trials and both samplings, at the experiments' step counts.
@@ -96,7 +97,7 @@ TINY = Sizes(
     dp_steps=3,
     dp_warmup=1,
     calibrate=False,
-    fit_sigmas=(1.0, 0.5, 0.0),  # each sigma compiles its release: keep the smoke short
+    fit_sigmas=(1.0, 0.8, 0.6, 0.5, 0.3, 0.0),
     gpope_trials=(2,),
     gpope_steps=4,
     gpope_numpy_trials=1,
@@ -320,7 +321,7 @@ def render(res: dict) -> str:
             f"{s['gpope_sweep_s']:.1f} |",
             f"| privacy.fit, {k} sigmas: per-unit gradients (_accumulate) | "
             f"{s['fit_gradient_compiles']} | {s['fit_sweep_s']:.1f} |",
-            f"| privacy.fit, {k} sigmas: release (noise + update; std static) | "
+            f"| privacy.fit, {k} sigmas: release (noise + update, _release) | "
             f"{s['fit_release_compiles']} | |",
         ]
     if "gpope" in res:

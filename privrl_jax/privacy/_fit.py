@@ -57,7 +57,7 @@ from privrl_jax.privacy._aggregation import AddNoiseState, DPTrainState, data_pa
 from privrl_jax.privacy._checkpoints import Checkpoints
 from privrl_jax.privacy._clipping import ClippedSumFn
 from privrl_jax.privacy._ledger import BudgetExceededError, Ledger, LedgerError
-from privrl_jax.privacy._plan import DPPlan
+from privrl_jax.privacy._plan import DPPlan, PlanArrays
 
 PyTree = Any
 _SECRET_WORDS = 8
@@ -590,8 +590,7 @@ def _accumulate(
 
 
 @functools.partial(
-    jax.jit,
-    static_argnames=("structure", "noise", "update", "params_of", "max_abs_param"),
+    jax.jit, static_argnames=("structure", "update", "params_of", "max_abs_param")
 )
 def _release(
     state,
@@ -599,18 +598,20 @@ def _release(
     noise_key,
     t,
     healthy,
+    noise_stds,
     *,
     structure,
-    noise,
     update,
     params_of,
     max_abs_param,
 ):
-    # The noise stds stay constants of this program (static ``noise``), as before: with
-    # a traced std, LLVM contracts ``x + std * z`` into an FMA where it did not with the
-    # constant (1 ulp on a one-element leaf, measured), so the releases would change.
-    # This program (noise + the method's update) is the cheap compile; the per-unit
-    # gradients (_accumulate) are shared across sigmas.
+    # The noise stds are traced (bound from the plan by fit at each call), so a sweep
+    # over sigma compiles this program once. Against the earlier program that kept them
+    # constants, a release may differ by an ulp: with a traced std LLVM contracts
+    # ``x + std * z`` into one FMA (one rounding instead of two). The law of the noise
+    # is the same; every traced release is reproducible bit for bit (resume, and
+    # ope.gpope, whose scan traces the std too).
+    noise = PlanArrays((None,) * structure.num_blocks, tuple(noise_stds))
     state = update(
         state, structure.privatize(acc, jax.random.fold_in(noise_key, t), noise)
     )
@@ -744,16 +745,17 @@ def fit(
             )
     # Every jitted piece is a module-level function with the plan's structure and the
     # method's functions static: repeated fits that pass the same functions reuse the
-    # compiled programs. The clip norms are traced (the per-unit gradients compile once
-    # for a whole sigma or clip sweep); the noise stds are static (see _release).
+    # compiled programs. The plan's numbers are traced arguments bound from the plan
+    # here, its only source: the clip norms (checked against the method's above) in
+    # the per-unit gradients, the noise stds in the release. A sweep over sigma or the
+    # clip norm compiles each program once.
     accumulate = make_accumulate(clip_fn, mesh)
     structure, arrays = plan.split()
+    # privatize reads only the stds, never a clip norm: those are not passed.
+    noise_stds = tuple(arrays.noise_stds)
     release = functools.partial(
         _release,
         structure=structure,
-        # Only the stds: privatize reads no clip norm, so a clip sweep at one std
-        # shares this program too.
-        noise=arrays._replace(l2_clip_norms=(None,) * structure.num_blocks),
         update=method.update,
         params_of=method.params,
         max_abs_param=float(max_abs_param),
@@ -796,7 +798,9 @@ def fit(
                 acc = dist.sum_over_processes(acc)
             if method.public_rows is not None:
                 state, acc = method.public_rows(state, acc, t)
-            state, healthy = release(state, acc, noise_key, np.int32(t), healthy)
+            state, healthy = release(
+                state, acc, noise_key, np.int32(t), healthy, noise_stds
+            )
             stats.step_end_s.append(time.perf_counter())
             stats.steps += 1
             stats.noise_draws += 1

@@ -7,23 +7,28 @@ which returns exactly what the reference ``vmap(grad)`` path returns (the clippe
 How it works, for a flax linen model called inside ``per_item_loss``:
 
 1. **Discover** (trace only): run the loss under ``nn.intercept_methods`` and record every call
-   of an ``nn.Dense``, ``nn.DenseGeneral`` or ``nn.Embed``, and which ``params`` leaf is its
-   kernel/bias/embedding (by object identity inside the trace). A leaf is *ghost-covered* when
-   every call that uses it is one of these layers, in one role.
+   of an ``nn.Dense``, ``nn.DenseGeneral``, ``nn.Embed`` or ``nn.LayerNorm``, and which ``params``
+   leaf is its kernel/bias/embedding/scale (by object identity inside the trace). A leaf is
+   *ghost-covered* when every call that uses it is one of these layers, in one role.
 2. **Prove coverage** (trace only): forward-mode dependency analysis of the loss's jaxpr with the
-   outputs of the covered calls under ``stop_gradient``. A covered leaf that still reaches the loss
-   is used somewhere else too (weight tying into custom code, a regulariser, ...) and is demoted to
-   the exact fallback. Leaves that never reach the loss get an exact zero gradient.
+   outputs of the covered calls under ``stop_gradient`` (their inputs' paths kept). A covered leaf
+   that still reaches the loss is used somewhere else too (weight tying into custom code, also when
+   that code feeds another layer's input, a regulariser, ...) and is demoted to the exact
+   fallback. Leaves that never reach the loss get an exact zero gradient.
 3. **One backward pass**: a zero perturbation is added to each covered call's output; ``vmap`` over
    units of ``grad`` w.r.t. (perturbations, fallback leaves) gives, per unit, every layer's output
-   gradient ``D`` and the exact per-unit gradients of the fallback leaves (LayerNorm scales, custom
-   params...), while the layers' inputs ``A`` are returned as auxiliary outputs.
+   gradient ``D`` and the exact per-unit gradients of the fallback leaves (custom params...), while
+   the layers' inputs ``A`` (a LayerNorm's normalised input ``x_hat``) are auxiliary outputs.
 4. **Norms**: for a dense layer the unit's kernel gradient is ``A_u^T D_u`` summed over the unit's
    positions ``t`` (items x sequence positions), so ``||g_u||^2 = <A_u A_u^T, D_u D_u^T>``
    (Gram form, cost ``T^2 (d_in + d_out)``) or ``||A_u^T D_u||^2`` computed directly (cost
    ``T d_in d_out``), the cheaper one per layer; with one position this is
    ``||a||^2 ||d||^2``. The bias gradient is ``sum_t D_ut``; an embedding's is a scatter-add of
    ``D_ut`` into rows ``idx_ut``, whose Gram form is ``sum_{t,s} [idx_t = idx_s] <D_t, D_s>``.
+   A LayerNorm's scale gradient is ``sum_t x_hat_ut * D_ut`` (one vector of the scale's size per
+   unit, ``x_hat`` from a parameter-free clone of the same module) and its bias's ``sum_t D_ut``;
+   a LayerNorm whose feature axes are not the trailing ones, or whose statistics use a named axis,
+   falls back.
 5. **Book-keeping** (Bu et al., 2023): the clipped sum of a kernel is ``A^T (s * D)`` over all
    units at once, with the per-unit clip factor ``s_u = C / max(||g_u||, C)``; no second backward.
 
@@ -63,6 +68,7 @@ PyTree = Any
 
 _DENSE = "dense"
 _EMBED = "embed"
+_NORM = "norm"  # nn.LayerNorm: its scale takes the weight role
 _WEIGHT = "weight"
 _BIAS = "bias"
 
@@ -72,7 +78,7 @@ class _LayerCall:
     """One call of a supported layer, as seen for one item (static trace-time
     information)."""
 
-    kind: str  # _DENSE or _EMBED
+    kind: str  # _DENSE, _EMBED or _NORM
     module: str  # module type and path, for messages: "Dense('Dense_0',)"
     weight: (
         int | None
@@ -86,16 +92,35 @@ class _LayerCall:
     contract: tuple[
         int, ...
     ]  # per-item input axes contracted with the kernel (dense only)
-    num_features: int  # trailing output axes holding features
+    num_features: int  # trailing output axes holding features (a norm's feature axes)
     num_embeddings: int  # embed only
 
 
-def _call_kind(module: nn.Module, method_name: str) -> str | None:
+def _norm_features(module: nn.LayerNorm, ndim: int) -> int | None:
+    """How many trailing axes a LayerNorm's scale and bias span, or None when its rule
+    does not apply (feature axes not the trailing ones, statistics over a named axis,
+    or no parameters)."""
+    if module.axis_name is not None or not (module.use_scale or module.use_bias):
+        return None
+    axes = sorted({a % ndim for a in np.atleast_1d(module.feature_axes).tolist()})
+    if axes != list(range(ndim - len(axes), ndim)):
+        return None
+    return len(axes)
+
+
+def _call_kind(
+    module: nn.Module, method_name: str, args: tuple, kwargs: dict
+) -> str | None:
     """Which supported layer this is, or None; exact types only (a subclass may change
     the maths)."""
     if method_name != "__call__":
         return None
     module_type = type(module)
+    if module_type is nn.LayerNorm:
+        x = _inputs(args, kwargs)
+        if _norm_features(module, jnp.ndim(x)) is None:
+            return None
+        return _NORM
     if module_type not in (nn.Dense, nn.DenseGeneral, nn.Embed):
         return None
     if (
@@ -122,7 +147,46 @@ def _variable(module: nn.Module, name: str) -> Any:
 
 
 def _inputs(args: tuple, kwargs: dict) -> jax.Array:
-    return args[0] if args else kwargs["inputs"]
+    if args:
+        return args[0]
+    return kwargs["inputs"] if "inputs" in kwargs else kwargs["x"]
+
+
+def _normalized(module: nn.LayerNorm, args: tuple, kwargs: dict) -> jax.Array:
+    """``x_hat``: what a LayerNorm's scale multiplies, ``(x - mean) / sqrt(var + eps)``.
+
+    Computed by the same flax code (a parameter-free clone of the module, so the same
+    statistics, epsilon and mask), in at least float32: the dtype the scale's gradient
+    is taken in. The clone has no parameters, so the interceptor passes it through.
+    """
+    x = _inputs(args, kwargs)
+    clone = module.clone(
+        parent=None,
+        use_scale=False,
+        use_bias=False,
+        dtype=jnp.promote_types(x.dtype, jnp.float32),
+    )
+    return clone.apply({}, *args, **kwargs)
+
+
+def _stopped(out: jax.Array, args: tuple, kwargs: dict) -> jax.Array:
+    """The call's output with its parameters' path cut but its inputs' path kept.
+
+    For the dependency analysis only (trace, never evaluated): ``0 * sum(input)`` adds
+    nothing but keeps, in the jaxpr, every float input's path to the output, so a
+    covered leaf that also builds a layer's input by other code (a tied weight) is
+    still seen to reach the loss outside its own layer, and falls back.
+    """
+    out = jax.lax.stop_gradient(out)
+    live = [
+        x
+        for x in jax.tree_util.tree_leaves((args, kwargs))
+        if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.inexact)
+    ]
+    if not live:
+        return out
+    zero = sum(jnp.sum(x.astype(jnp.float32)) for x in live) * 0
+    return out + zero.astype(out.dtype)
 
 
 class _Tracer:
@@ -147,7 +211,7 @@ class _Tracer:
         self.count = 0
 
     def __call__(self, next_fun, args, kwargs, context):
-        kind = _call_kind(context.module, context.method_name)
+        kind = _call_kind(context.module, context.method_name, args, kwargs)
         if self.mode == "discover":
             self._record_owner(context.module)
         if kind is None:
@@ -167,8 +231,13 @@ class _Tracer:
             return next_fun(*args, **kwargs)
         out = next_fun(*args, **kwargs)
         if self.mode == "analyze":
-            return jax.lax.stop_gradient(out)
-        self.inputs[k] = _inputs(args, kwargs)
+            return _stopped(out, args, kwargs)
+        # A norm's scale gradient needs x_hat, not x: keep that instead of the input.
+        self.inputs[k] = (
+            _normalized(module, args, kwargs)
+            if kind == _NORM
+            else _inputs(args, kwargs)
+        )
         return out + self.perturbations[k]
 
     def _record_owner(self, module):
@@ -186,7 +255,24 @@ class _Tracer:
         out = next_fun(*args, **kwargs)
         ids = self.leaf_ids
         name = f"{type(module).__name__}{module.path}"
-        if kind == _EMBED:
+        if kind == _NORM:
+            scale = (
+                ids.get(id(_variable(module, "scale"))) if module.use_scale else None
+            )
+            bias = ids.get(id(_variable(module, "bias"))) if module.use_bias else None
+            call = _LayerCall(
+                _NORM,
+                name,
+                scale,
+                bias,
+                tuple(x.shape),
+                tuple(out.shape),
+                out.dtype,
+                (),
+                _norm_features(module, x.ndim),
+                0,
+            )
+        elif kind == _EMBED:
             weight = ids.get(id(_variable(module, "embedding")))
             call = _LayerCall(
                 _EMBED,
@@ -399,6 +485,8 @@ def _positions(call: _LayerCall, x: jax.Array, d: jax.Array):
         -1,
         int(np.prod(call.out_shape[len(call.out_shape) - call.num_features :])),
     )
+    if call.kind == _NORM:  # x is x_hat, the shape of the output
+        return x.reshape(d.shape), d
     if call.kind == _EMBED:
         idx = x.reshape(units, -1)
         idx = jnp.where(
@@ -579,10 +667,16 @@ def _ghost_clipped_grad_sum(
 
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
     sq = jnp.zeros((num_units,), jnp.float32)
-    for _i, (role, call_ids) in plan.ghost.items():
+    # A norm's per-unit scale gradient, sum_t x_hat_t * D_t: [units, features], the
+    # size of the parameter, reused by the clipped sum below.
+    norm_grads = {}
+    for i, (role, call_ids) in plan.ghost.items():
         d = f32(stacked(call_ids, 1))
         if role[1] == _BIAS:
             sq += jnp.sum(jnp.sum(d, axis=1) ** 2, axis=-1)
+        elif role[0] == _NORM:
+            norm_grads[i] = jnp.einsum("utf,utf->uf", f32(stacked(call_ids, 0)), d)
+            sq += jnp.sum(norm_grads[i] ** 2, axis=-1)
         elif role[0] == _EMBED:
             sq += _embed_sq_norms(
                 stacked(call_ids, 0), d, calls[call_ids[0]].num_embeddings
@@ -603,6 +697,10 @@ def _ghost_clipped_grad_sum(
 
     out = [jnp.zeros_like(x) for x in leaves]
     for i, (role, call_ids) in plan.ghost.items():
+        if i in norm_grads:
+            total = jnp.tensordot(scale, kept(norm_grads[i]), axes=1)
+            out[i] = total.reshape(leaves[i].shape).astype(leaves[i].dtype)
+            continue
         d = kept(stacked(call_ids, 1)) * scale[:, None, None]
         if role[1] == _BIAS:
             total = jnp.sum(d, axis=(0, 1))
@@ -635,7 +733,7 @@ def ghost_coverage(
 
     - ``"ghost: <Layer>(<path>) <role>"``: from the layer's inputs and output gradients;
     - ``"fallback: <Module>(<path>)"``: exact per-unit gradients (vmap) for this leaf
-      only, because no supported layer owns it (LayerNorm, custom params) or it is also
+      only, because no supported layer owns it (custom params) or it is also
       used outside its layer;
     - ``"unused"``: the loss does not depend on it; its gradient is exactly zero.
 
@@ -658,8 +756,8 @@ def ghost_coverage(
       ...     print(path, "->", how)
       ['params']['layers_0']['bias'] -> ghost: Dense('layers_0',) bias
       ['params']['layers_0']['kernel'] -> ghost: Dense('layers_0',) kernel
-      ['params']['layers_1']['bias'] -> fallback: LayerNorm('layers_1',)
-      ['params']['layers_1']['scale'] -> fallback: LayerNorm('layers_1',)
+      ['params']['layers_1']['bias'] -> ghost: LayerNorm('layers_1',) bias
+      ['params']['layers_1']['scale'] -> ghost: LayerNorm('layers_1',) scale
       ['params']['layers_2']['bias'] -> ghost: Dense('layers_2',) bias
       ['params']['layers_2']['kernel'] -> ghost: Dense('layers_2',) kernel
     """
@@ -676,7 +774,7 @@ def ghost_coverage(
             what = (
                 "bias"
                 if role[1] == _BIAS
-                else ("embedding" if call.kind == _EMBED else "kernel")
+                else {_EMBED: "embedding", _NORM: "scale"}.get(call.kind, "kernel")
             )
             uses = f" (shared by {len(call_ids)} calls)" if len(call_ids) > 1 else ""
             how = f"ghost: {call.module} {what}{uses}"

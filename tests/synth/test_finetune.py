@@ -12,7 +12,7 @@ from privrl_jax.synth import _privorl_n as core
 
 @pytest.mark.parametrize(
     "layer_norm, num_noise",
-    # LayerNorm's per-unit fallback is checked against vmap in tests/privacy/test_ghost.py
+    # LayerNorm's ghost rule is checked against vmap in tests/privacy/test_ghost.py
     [(False, 1), pytest.param(True, 3, marks=pytest.mark.slow)],
 )
 def test_ghost_clipped_sum_equals_vmap_for_the_edm_unit_loss(layer_norm, num_noise):
