@@ -37,7 +37,9 @@ def test_bins_are_the_envs_declared_spaces_and_read_no_data():
 
 
 def test_config_errors_are_clear():
-    with pytest.raises(ValueError, match="model.name must be 'pgm' or 'mst'"):
+    with pytest.raises(
+        ValueError, match="model.name must be 'pgm', 'mst' or 'privsyn'"
+    ):
         marginal.load("marginal/test", ["model.name=gan"])
     with pytest.raises(ValueError, match="MST selects its own"):
         marginal.load(
