@@ -302,21 +302,9 @@ def _run(
         )
 
     _, audit = _release.open_audit(run_dir)
-    score = _scores.fidelity_scorer(
-        sensitive,
-        layout,
-        norm,
-        cfg.data.sensitive_env,
-        rows=len(holdout),
-        seed=cfg.seed,
+    audit.update(
+        _scores.transition_audit(cfg, sensitive, holdout, synthetic, layout, norm, key)
     )
-    audit["fidelity"] = score(synthetic)
-    if cfg.eval.anchors:
-        audit["anchors"] = {"real_holdout": score(holdout)}
-    if cfg.eval.agents and cfg.eval.train_real_agents:
-        audit["agents_real"] = _scores.agent_scores(
-            cfg, sensitive, jax.random.fold_in(key, 400)
-        )
     return _release.write_reports(run_dir, report, audit, t0, render_markdown)
 
 

@@ -135,3 +135,33 @@ def agent_scores(cfg: Any, dataset: data.Transitions, key: jax.Array) -> dict[st
                     float(vals.std(ddof=1)) if len(vals) > 1 else None
                 )
     return out
+
+
+def transition_audit(
+    cfg: Any,
+    sensitive: data.Transitions,
+    holdout: data.Transitions,
+    synthetic: data.Transitions,
+    layout: Any,
+    norm: Any,
+    key: jax.Array,
+) -> dict[str, Any]:
+    """The audit of a transition release (PGM / MST / PrivSyn, PATE-GAN): fidelity to
+    the sensitive rows, the real holdout scored the same way (``eval.anchors``), and a
+    real-data agent (``eval.train_real_agents``). Reads sensitive rows: audit only."""
+    score = fidelity_scorer(
+        sensitive,
+        layout,
+        norm,
+        cfg.data.sensitive_env,
+        rows=len(holdout),
+        seed=cfg.seed,
+    )
+    audit: dict[str, Any] = {"fidelity": score(synthetic)}
+    if cfg.eval.anchors:
+        audit["anchors"] = {"real_holdout": score(holdout)}
+    if cfg.eval.agents and cfg.eval.train_real_agents:
+        audit["agents_real"] = agent_scores(
+            cfg, sensitive, jax.random.fold_in(key, 400)
+        )
+    return audit

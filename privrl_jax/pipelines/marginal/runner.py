@@ -26,7 +26,7 @@ from privrl_jax.pipelines._synth.release import (
     release_report,
     write_reports,
 )
-from privrl_jax.pipelines._synth.scores import agent_scores, fidelity_scorer
+from privrl_jax.pipelines._synth.scores import agent_scores, transition_audit
 from privrl_jax.pipelines.marginal.report import render_markdown
 from privrl_jax.pipelines.marginal.task import GENERATORS, MarginalTask, build_task
 from privrl_jax.pipelines.privorl_n import (
@@ -157,21 +157,9 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     norm = diffusion.fit_normaliser_on_public(
         pub_flat, one_hot_mask=layout.one_hot_mask()
     )
-    score = fidelity_scorer(
-        sensitive,
-        layout,
-        norm,
-        cfg.data.sensitive_env,
-        rows=len(holdout),
-        seed=cfg.seed,
+    audit.update(
+        transition_audit(cfg, sensitive, holdout, synthetic, layout, norm, key)
     )
-    audit["fidelity"] = score(synthetic)
-    if cfg.eval.anchors:
-        audit["anchors"] = {"real_holdout": score(holdout)}
-    if cfg.eval.agents and cfg.eval.train_real_agents:
-        audit["agents_real"] = agent_scores(
-            cfg, sensitive, jax.random.fold_in(key, 400)
-        )
     return write_reports(run_dir, report, audit, t0, render_markdown)
 
 
