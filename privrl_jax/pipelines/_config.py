@@ -15,7 +15,7 @@ import dataclasses
 import os
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -111,9 +111,43 @@ def _is_sequence_type(tp: Any) -> bool:
     return typing.get_origin(tp) in (tuple, collections.abc.Sequence)
 
 
+def one_of_error(key: str, value: Any, choices: Sequence[Any]) -> ValueError:
+    """The one-line error of a mode outside its choices: ``"{key} must be 'a', 'b' or
+    'c'; got 'x'."``."""
+    quoted = [repr(c) for c in choices]
+    listed = (
+        f"{', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+    )
+    return ValueError(f"{key} must be {listed}; got {value!r}.")
+
+
+def _check_literal(value: Any, tp: Any, where: str) -> None:
+    if value not in typing.get_args(tp):
+        raise one_of_error(where, value, typing.get_args(tp))
+
+
+def check_modes(config: Any, prefix: str = "") -> None:
+    """Checks every ``Literal``-typed field of the (nested) dataclass ``config``.
+
+    The loader checks modes as it reads them; a config's ``__post_init__`` calls this so
+    that one built in Python gets the same one-line error (a mode outside its choices
+    would otherwise fall through to some ``else`` branch and run something else).
+    """
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        value, tp = getattr(config, f.name), hints[f.name]
+        if dataclasses.is_dataclass(value):
+            check_modes(value, f"{prefix}{f.name}.")
+        elif typing.get_origin(tp) is typing.Literal:
+            _check_literal(value, tp, prefix + f.name)
+
+
 def _coerce(value: Any, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if origin is typing.Literal:
+        _check_literal(value, tp, where)
+        return value
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ValueError(

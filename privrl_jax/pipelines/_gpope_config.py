@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
+from typing import Literal
 
 from privrl_jax import privacy
 from privrl_jax.pipelines._audit_run import AuditConfig
-from privrl_jax.pipelines._config import ConfigSource, load_config
+from privrl_jax.pipelines._config import ConfigSource, check_modes, load_config
 
-SAMPLERS = ("uniform_one", "poisson")
-
-
-ENVS = ("chain", "mountain_car", "hiv")
+# Modes are Literal types: the one loader checks them (`_config.check_modes`).
+Sampler = Literal["uniform_one", "poisson"]
+SAMPLERS = typing.get_args(Sampler)
+EnvName = Literal["chain", "mountain_car", "hiv"]
+ENVS = typing.get_args(EnvName)
+Normalization = Literal["horizon", "mean"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -38,7 +42,7 @@ class ChainConfig:
     unit norm; ``hiv_init_log10_spread`` spreads HIV's start state.
     """
 
-    name: str = "chain"
+    name: EnvName = "chain"
     num_states: int = 5
     gamma: float = 0.9
     treatment_cost: float = 0.1
@@ -86,7 +90,7 @@ class GPOPEConfig:
     ``decay_steps`` is empty).
     """
 
-    sampler: str = "uniform_one"
+    sampler: Sampler = "uniform_one"
     batch_size: float = 10.0
     microbatch_size: int = 16
     l2_clip_norm: float = 0.5
@@ -94,7 +98,7 @@ class GPOPEConfig:
     step_size: float = 0.5
     decay_steps: float | None = None
     decay_power: float = 1.0
-    normalization: str = "horizon"
+    normalization: Normalization = "horizon"
     checkpoint_every: int = 200
 
 
@@ -109,7 +113,7 @@ class PrivacyConfig:
 
     epsilon: float = 1.0
     delta: float = 1e-5
-    accountant: str = "rdp"
+    accountant: privacy.Accountant = "rdp"
     noise_seed: int | None = None
 
 
@@ -128,12 +132,11 @@ class GPOPERunConfig:
     audit: AuditConfig = AuditConfig()
 
     def __post_init__(self):
+        check_modes(self)
         e, g, p = self.env, self.gpope, self.privacy
         if not isinstance(self.plots, bool):
             # ValueError like every other key: the CLI reports it on one line.
             raise ValueError(f"plots must be true or false; got {self.plots!r}.")  # noqa: TRY004
-        if e.name not in ENVS:
-            raise ValueError(f"env.name must be one of {ENVS}; got {e.name!r}.")
         if e.name != "chain":
             self._check_continuous()
         if e.num_states < 1 or e.num_trajectories < 2 or e.max_length < 1:
@@ -161,10 +164,6 @@ class GPOPERunConfig:
                 "probability "
                 f"> 0 (behaviour {list(beh)}, target {list(tgt)})."
             )
-        if g.sampler not in SAMPLERS:
-            raise ValueError(
-                f"gpope.sampler must be one of {SAMPLERS}; got {g.sampler!r}."
-            )
         if g.sampler == "poisson" and not 0 < g.batch_size <= e.num_trajectories:
             raise ValueError(
                 f"gpope.batch_size (expected trajectories per step) must be in (0, "
@@ -184,20 +183,11 @@ class GPOPERunConfig:
             raise ValueError(
                 f"gpope.decay_steps must be > 0 or empty; got {g.decay_steps}."
             )
-        if g.normalization not in ("horizon", "mean"):
-            raise ValueError(
-                "gpope.normalization must be 'horizon' or 'mean'; got "
-                f"{g.normalization!r}."
-            )
         if not p.epsilon > 0:
             raise ValueError(
                 f"privacy.epsilon must be > 0 (inf for no DP); got {p.epsilon}."
             )
         privacy.validate_delta(p.delta)
-        if p.accountant not in ("rdp", "pld"):
-            raise ValueError(
-                f"privacy.accountant must be 'rdp' or 'pld'; got {p.accountant!r}."
-            )
         if p.accountant == "pld" and g.sampler == "uniform_one":
             raise ValueError(
                 "privacy.accountant=pld cannot account gpope.sampler=uniform_one "

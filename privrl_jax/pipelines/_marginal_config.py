@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
+from typing import Literal
 
 from privrl_jax.pipelines import _synth_config
 from privrl_jax.pipelines._config import ConfigSource, load_config
 from privrl_jax.pipelines._privorl_n_config import DataConfig
 from privrl_jax.pipelines._synth_config import PrivacyConfig
 
-MODELS = ("pgm", "mst", "privsyn")
+Model = Literal["pgm", "mst", "privsyn"]
+MODELS = typing.get_args(Model)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -32,7 +35,7 @@ class ModelConfig:
     by PrivSyn, which fits no graphical model).
     """
 
-    name: str = "pgm"
+    name: Model = "pgm"
     obs_bins: int = 32
     act_bins: int = 16
     reward_bins: int = 16
@@ -50,7 +53,6 @@ class ModelConfig:
     update_iterations: int = 50
 
     def __post_init__(self):
-        _synth_config.check_one_of("model.name", self.name, MODELS)
         _synth_config.check_at_least_one(
             "model", self, "obs_bins", "act_bins", "reward_bins", "iters"
         )
@@ -100,11 +102,7 @@ class EvalConfig(_synth_config.EvalConfig):
 
     agents: tuple[str, ...] = ()
     anchors: bool = True
-    backend: str = "jax"
-
-    def __post_init__(self):
-        _synth_config.check_eval_backend(self.backend)
-        super().__post_init__()
+    backend: _synth_config.EvalBackend = "jax"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

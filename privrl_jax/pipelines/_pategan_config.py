@@ -6,13 +6,16 @@ under the same budget and scored the same way."""
 from __future__ import annotations
 
 import dataclasses
+import typing
+from typing import Literal
 
 from privrl_jax.pipelines import _synth_config
 from privrl_jax.pipelines._config import ConfigSource, load_config
 from privrl_jax.pipelines._privorl_n_config import DataConfig
 from privrl_jax.pipelines._synth_config import PrivacyConfig
 
-MODELS = ("pategan", "pategan_pretrained")
+Model = Literal["pategan", "pategan_pretrained"]
+MODELS = typing.get_args(Model)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -29,7 +32,7 @@ class ModelConfig:
     chunk's queries are checked against the budget and recorded before it runs.
     """
 
-    name: str = "pategan"
+    name: Model = "pategan"
     num_teachers: int = 50
     latent_dim: int = 32
     generator_features: tuple[int, ...] = (256, 256)
@@ -50,7 +53,6 @@ class ModelConfig:
     next_obs_delta: bool = True
 
     def __post_init__(self):
-        _synth_config.check_one_of("model.name", self.name, MODELS)
         _synth_config.check_at_least_one(
             "model",
             self,
@@ -102,11 +104,7 @@ class EvalConfig(_synth_config.EvalConfig):
 
     agents: tuple[str, ...] = ()
     anchors: bool = True
-    backend: str = "jax"
-
-    def __post_init__(self):
-        _synth_config.check_eval_backend(self.backend)
-        super().__post_init__()
+    backend: _synth_config.EvalBackend = "jax"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

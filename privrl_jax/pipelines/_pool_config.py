@@ -9,10 +9,15 @@ from typing import Literal
 
 from privrl_jax import privacy
 from privrl_jax.pipelines._audit_run import AuditConfig
-from privrl_jax.pipelines._config import ConfigSource, load_config
+from privrl_jax.pipelines._config import ConfigSource, check_modes, load_config
 
-METHODS = ("pool", "grid", "input_perturbation", "output_perturbation", "non_private")
-DEMANDS = ("synthetic", "rossmann", "uniform", "exponential", "truncnormal")
+# Modes are Literal types: the one loader checks them (`_config.check_modes`).
+Method = Literal[
+    "pool", "grid", "input_perturbation", "output_perturbation", "non_private"
+]
+METHODS = typing.get_args(Method)
+Demand = Literal["synthetic", "rossmann", "uniform", "exponential", "truncnormal"]
+DEMANDS = typing.get_args(Demand)
 Zones = Literal["paper", "additive"]
 ZONES = typing.get_args(Zones)
 
@@ -32,7 +37,7 @@ class InventoryEnvConfig:
     num_products: int = 1
     horizon: int = 5
     boundary: float = 0.9
-    demand: str = "synthetic"
+    demand: Demand = "synthetic"
     demand_seed: int = 0  # noise seed of the synthetic series (public)
     demand_file: str | None = None
     stores: tuple[int, ...] = (1,)
@@ -63,7 +68,7 @@ class PoolAlgoConfig:
     docs/pool.md).
     """
 
-    method: str = "pool"
+    method: Method = "pool"
     zones: Zones = "additive"
     num_zones: int = 10
     radius: float | None = None  # default: |lambda| = ||min(lambda, 1)||_2
@@ -114,14 +119,13 @@ class PoolRunConfig:
     audit: AuditConfig = AuditConfig()
 
     def __post_init__(self):
+        check_modes(self)
         e, a, v, p = self.env, self.pool, self.eval, self.privacy
         if e.num_products < 1 or e.horizon < 1 or e.num_episodes < 2:
             raise ValueError(
                 "env.num_products >= 1, env.horizon >= 1 and env.num_episodes >= 2 "
                 f"are required; got {e.num_products}, {e.horizon}, {e.num_episodes}."
             )
-        if e.demand not in DEMANDS:
-            raise ValueError(f"env.demand must be one of {DEMANDS}; got {e.demand!r}.")
         if e.demand == "rossmann" and not e.demand_file:
             raise ValueError(
                 "env.demand=rossmann needs env.demand_file (the path of "
@@ -129,10 +133,6 @@ class PoolRunConfig:
             )
         if not e.boundary > 0:
             raise ValueError(f"env.boundary must be > 0; got {e.boundary}.")
-        if a.method not in METHODS:
-            raise ValueError(f"pool.method must be one of {METHODS}; got {a.method!r}.")
-        if a.zones not in ZONES:
-            raise ValueError(f"pool.zones must be one of {ZONES}; got {a.zones!r}.")
         if (
             a.zones == "additive"
             and a.method == "output_perturbation"

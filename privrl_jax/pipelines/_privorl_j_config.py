@@ -4,10 +4,13 @@ into."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from privrl_jax.pipelines import _synth_config
 from privrl_jax.pipelines._config import ConfigSource, load_config
 from privrl_jax.pipelines._synth_config import PrivacyConfig
+
+ModelKind = Literal["transformer", "unet", "dp_transformer"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -54,7 +57,7 @@ class ModelConfig:
     ``fourier_dim``, ``causal``, ``unet_channels`` and the sampling steps do not apply
     to it)."""
 
-    kind: str = "transformer"
+    kind: ModelKind = "transformer"
     unet_channels: int = 32
     num_layers: int = 2
     num_heads: int = 4
@@ -66,9 +69,6 @@ class ModelConfig:
     next_obs_delta: bool = True
 
     def __post_init__(self):
-        _synth_config.check_one_of(
-            "model.kind", self.kind, ("transformer", "unet", "dp_transformer")
-        )
         if self.embed_dim % self.num_heads:
             raise ValueError(
                 f"model.embed_dim={self.embed_dim} must be divisible by "
@@ -97,14 +97,8 @@ class FinetuneConfig(_synth_config.FinetuneConfig):
 
     batch_size: int = 32
     microbatch_size: int = 16
-    clip_method: str = "vmap"
+    clip_method: _synth_config.ClipMethod = "vmap"
     checkpoint_every: int = 25
-
-    def __post_init__(self):
-        super().__post_init__()
-        _synth_config.check_one_of(
-            "finetune.clip_method", self.clip_method, ("vmap", "ghost")
-        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -144,15 +138,11 @@ class EvalConfig(_synth_config.EvalConfig):
     shared
     `EvalConfig`; the audit adds TrajScore."""
 
-    backend: str = "jax"
+    backend: _synth_config.EvalBackend = "jax"
     # TrajScore (audit): window = data.horizon steps, MLP autoencoder trained on public
     # windows.
     trajscore: bool = True
     trajscore_steps: int = 2_000
-
-    def __post_init__(self):
-        _synth_config.check_eval_backend(self.backend)
-        super().__post_init__()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

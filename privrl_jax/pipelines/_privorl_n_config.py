@@ -72,7 +72,7 @@ class FinetuneConfig(_synth_config.FinetuneConfig):
     batch_size: int = 256
     microbatch_size: int = 64
     num_noise: int = 1
-    clip_method: str = "vmap"
+    clip_method: _synth_config.ClipMethod = "vmap"
     checkpoint_every: int = 50
     # FineCur ablation (PrivORL Fig. 4): > 0 adds round(rate * batch_size) of the most
     # curious synthetic samples to every DP batch. They come from the model being
@@ -90,9 +90,6 @@ class FinetuneConfig(_synth_config.FinetuneConfig):
                 "microbatches."
             )
         _synth_config.check_rate("finetune.curiosity_rate", self.curiosity_rate)
-        _synth_config.check_one_of(
-            "finetune.clip_method", self.clip_method, ("vmap", "ghost")
-        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -135,10 +132,9 @@ class EvalConfig(_synth_config.EvalConfig):
     # Also train the agents on the pre-training-only samples (as many agent runs again
     # as the release).
     anchor_agents: bool = False
-    backend: str = "jax"
+    backend: _synth_config.EvalBackend = "jax"
 
     def __post_init__(self):
-        _synth_config.check_eval_backend(self.backend)
         _synth_config.check_at_least_one("eval", self, "mia_size", "mia_noise_draws")
         super().__post_init__()
 

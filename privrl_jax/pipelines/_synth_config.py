@@ -12,23 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from typing import Literal
 
 from privrl_jax import privacy
 from privrl_jax.pipelines._audit_run import AuditConfig
+from privrl_jax.pipelines._config import check_modes
 
-
-def check_one_of(key: str, value: str, choices: Sequence[str]) -> None:
-    """Raises ``"{key} must be 'a', 'b' or 'c'; got 'x'."`` unless ``value`` is a
-    choice."""
-    if value not in choices:
-        quoted = [repr(c) for c in choices]
-        listed = (
-            f"{', '.join(quoted[:-1])} or {quoted[-1]}"
-            if len(quoted) > 1
-            else quoted[0]
-        )
-        raise ValueError(f"{key} must be {listed}; got {value!r}.")
+# Modes are Literal types: the one loader checks them (`_config.check_modes`).
+ClipMethod = Literal["vmap", "ghost"]
+EvalBackend = Literal["jax", "mujoco"]
 
 
 def check_at_least_one(section: str, cfg: object, *names: str) -> None:
@@ -77,11 +69,6 @@ def check_action_bounds(bounds: tuple[float, ...]) -> None:
         )
 
 
-def check_eval_backend(backend: str) -> None:
-    if backend not in ("jax", "mujoco"):
-        raise ValueError(f"eval.backend={backend!r}: expected one of ['jax', 'mujoco']")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrivacyConfig:
     """Target (epsilon, delta); epsilon = inf trains without noise (the non-private
@@ -100,7 +87,7 @@ class PrivacyConfig:
 
     epsilon: float = 10.0
     delta: float = 1e-6
-    accountant: str = "rdp"
+    accountant: privacy.Accountant = "rdp"
     dataset_size: int | None = None
     noise_seed: int | None = None
 
@@ -110,7 +97,6 @@ class PrivacyConfig:
                 f"privacy.epsilon must be > 0 (inf for no DP); got {self.epsilon}."
             )
         privacy.validate_delta(self.delta)
-        check_one_of("privacy.accountant", self.accountant, ("rdp", "pld"))
         if self.dataset_size is not None and self.dataset_size < 2:
             raise ValueError(
                 "privacy.dataset_size must be an int >= 2 or empty; got "
@@ -155,7 +141,7 @@ class FinetuneConfig:
     of units per step, ``l2_clip_norm`` C per unit, clipped ``microbatch_size`` units at
     a time.
 
-    The pipelines add ``clip_method`` (``vmap`` or ``ghost``, checked by `check_one_of`)
+    The pipelines add ``clip_method`` (`ClipMethod`: ``vmap`` or ``ghost``)
     and their own fields after these.
     """
 
@@ -186,7 +172,7 @@ class EvalConfig:
 
     The pipelines add ``backend`` (where the agents are scored: ``jax``, the JAX env, or
     ``mujoco``, D4RL's real MuJoCo point maze for a ``maze2d-*-v1`` sensitive env, ``pip
-    install -e ".[mujoco]"``; checked by `check_eval_backend`) and their audit's own
+    install -e ".[mujoco]"``; an `EvalBackend`) and their audit's own
     fields.
     """
 
@@ -221,6 +207,7 @@ class SynthPipelineConfig:
     audit: AuditConfig = AuditConfig()
 
     def __post_init__(self):
+        check_modes(self)
         # Lazy: envs pulls in jax, which loading a config does not need otherwise.
         from privrl_jax.envs import check_eval_backend as check_env_backend
 

@@ -9,6 +9,7 @@ from privrl_jax.privacy import audit
 from privrl_jax.privacy._accounting import (
     DP_ACCOUNTING_VERSION,
     PLD_DISCRETIZATION,
+    Accountant,
     EpsilonReport,
     Neighboring,
     Sampling,
@@ -108,6 +109,7 @@ from privrl_jax.privacy._sampling import (
 from privrl_jax.privacy._secret import load_or_create_secret
 
 __all__ = [
+    "Accountant",
     "AddNoiseState",
     "AuditResult",
     "BudgetExceededError",

@@ -118,3 +118,77 @@ def test_agent_section_is_typed_and_checked_against_the_algorithm():
         load_config(AgentTrainConfig, None, ["agent.expectile=0.7"], values=base)
     with pytest.raises(ValueError, match=r"agent \(td3bc config\): actor_lr"):
         load_config(AgentTrainConfig, None, ["agent.actor_lr=-1"], values=base)
+
+
+def _mode_fields(cls, prefix=""):
+    """(dotted key, choices) of every Literal-typed field of a nested config class."""
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            yield from _mode_fields(tp, f"{prefix}{f.name}.")
+        elif typing.get_origin(tp) is typing.Literal:
+            yield prefix + f.name, typing.get_args(tp)
+
+
+def _pipeline_configs():
+    from privrl_jax.pipelines import (
+        gpope,
+        marginal,
+        pategan,
+        pool,
+        privorl_j,
+        privorl_n,
+    )
+
+    return {
+        "privorl_n": (privorl_n.PrivORLNConfig, privorl_n.load),
+        "privorl_j": (privorl_j.PrivORLJConfig, privorl_j.load),
+        "marginal": (marginal.MarginalConfig, marginal.load),
+        "pategan": (pategan.PateGanPipelineConfig, pategan.load),
+        "gpope": (gpope.GPOPERunConfig, gpope.load),
+        "pool": (pool.PoolRunConfig, pool.load),
+    }
+
+
+def test_every_mode_is_a_literal_checked_by_the_loader_and_in_python():
+    """Issue 22: modes are Literal types with one error. Every Literal field of every
+    pipeline config refuses a value outside its choices with the same one-line message,
+    whether it comes through ``--set`` or is built in Python (where a bad mode would
+    otherwise fall to an ``else`` branch and run something else)."""
+    expected_modes = {
+        "privorl_n": {"privacy.accountant", "finetune.clip_method", "eval.backend"},
+        "privorl_j": {
+            "privacy.accountant",
+            "finetune.clip_method",
+            "eval.backend",
+            "model.kind",
+        },
+        "marginal": {"privacy.accountant", "eval.backend", "model.name"},
+        "pategan": {"privacy.accountant", "eval.backend", "model.name"},
+        "gpope": {
+            "privacy.accountant",
+            "env.name",
+            "gpope.sampler",
+            "gpope.normalization",
+        },
+        "pool": {"env.demand", "pool.method", "pool.zones"},
+    }
+    for name, (cls, load) in _pipeline_configs().items():
+        modes = dict(_mode_fields(cls))
+        assert expected_modes[name] <= set(modes), name
+        for key, choices in modes.items():
+            listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+            message = f"{key} must be {listed}; got 'bogus'."
+            with pytest.raises(ValueError) as loaded:
+                load(None, [f"{key}=bogus"])
+            assert str(loaded.value) == message
+            section, field = key.rsplit(".", 1)
+            default = cls()
+            sub = getattr(default, section)
+            built = dataclasses.replace(sub, **{field: "bogus"})
+            with pytest.raises(ValueError) as in_python:
+                dataclasses.replace(default, **{section: built})
+            assert str(in_python.value) == message

@@ -41,4 +41,4 @@ def test_unknown_method_is_refused(tmp_path):
             "pool.method=magic",
         ],
     )
-    assert res.exit_code != 0 and "pool.method must be one of" in res.output
+    assert res.exit_code != 0 and "pool.method must be 'pool', 'grid'" in res.output

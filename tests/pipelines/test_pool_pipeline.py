@@ -189,7 +189,9 @@ def test_seeded_ledger_is_marked_not_private(seeded_run):
 
 
 def test_zones_mode_is_validated_and_output_perturbation_refuses_additive_tables():
-    with pytest.raises(ValueError, match="pool.zones must be one of"):
+    with pytest.raises(
+        ValueError, match="pool.zones must be .paper. or .additive.; got"
+    ):
         _cfg("pool.zones=shells")
     with pytest.raises(ValueError, match="Use pool.zones=paper"):
         _cfg(

@@ -175,7 +175,7 @@ def test_rerun_with_other_config_is_refused(tmp_path):
         ("finetune.learning_rate=fast", "must be a number"),
         ("eval.final_evals=4", "eval.final_evals"),
         ("eval.agent_seeds=0", "eval.agent_seeds"),
-        ("eval.backend=gpu", r"eval.backend='gpu': expected one of \['jax', 'mujo"),
+        ("eval.backend=gpu", r"eval.backend must be 'jax' or 'mujoco'; got 'gpu'\."),
         # Values that size the DP phase or the release, refused before any noise is
         # drawn.
         ("finetune.epochs=0", "finetune.epochs must be a finite number > 0; got 0"),
