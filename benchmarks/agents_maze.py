@@ -137,7 +137,8 @@ def markdown(rows: list[dict]) -> str:
 
 
 def combine(tags: list[str], out_tag: str) -> None:
-    """Merges the runs of several result files (e.g. runs done in parallel processes)."""
+    """Merges the runs of several result files
+    (e.g. runs done in parallel processes)."""
     runs, commands = [], []
     for tag in tags:
         with open(os.path.join(RESULTS, f"{tag}.json")) as f:

@@ -181,7 +181,8 @@ def main() -> None:
         f"# Epsilon accounted vs demonstrated (one-run audits, m = {m} canaries, delta "
         f"= {DELTA:g})\n\n"
         + "\n".join(lines)
-        + f"\n\nThe most {2 * (m // 100)} correct guesses of {m} canaries can demonstrate: "
+        + f"\n\nThe most {2 * (m // 100)} correct guesses of {m} canaries "
+        "can demonstrate: "
         f"epsilon = {most:.3g}. Every demonstrated value is a 95% lower bound; every "
         "accounted value "
         "an upper bound (dp-accounting, RDP).\n"

@@ -62,7 +62,8 @@ def _plan(n: int, steps: int) -> privacy.DPPlan:
 
 
 def run_previous(denoise, params, data, plan, seed: int) -> None:
-    """The pre-plan PrivORL-n loop: host gather per microbatch, noise in an optax chain."""
+    """The pre-plan PrivORL-n loop: host gather per microbatch,
+    noise in an optax chain."""
     fns = synth.make_transition_dp_finetune(denoise, plan, learning_rate=3e-4)
     item_loss = fns.clip.per_item_fn
     clip = privacy.clipped_grad(item_loss, l2_clip_norm=1.0, uses_key=True)

@@ -121,7 +121,7 @@ def _edm_terms(sigma):
     return c_skip, c_out, c_in, sqrt_weight
 
 
-# ------------------------------------------------------------------------------------------- JAX
+# ---------------------------------------------------------------------------------- JAX
 
 
 def _jax_worker(cfg: Config, method: str):
@@ -258,7 +258,7 @@ def _jax_worker(cfg: Config, method: str):
     return run_step, num_params, info
 
 
-# --------------------------------------------------------------------------------------- PyTorch
+# ------------------------------------------------------------------------------ PyTorch
 
 
 def _torch_worker(cfg: Config, method: str, threads: int):
@@ -350,7 +350,7 @@ def _torch_worker(cfg: Config, method: str, threads: int):
     )
 
 
-# ---------------------------------------------------------------------------------------- driver
+# ------------------------------------------------------------------------------- driver
 
 
 def _status_mb(field: str) -> float:
@@ -620,8 +620,9 @@ def main() -> None:
         "--slow-steps",
         type=int,
         default=None,
-        help="timed steps (and 1 warm-up) for the per-sample-gradient rows (Opacus hooks, "
-        "JAX vmap) of the big config, which take seconds per step; default --steps",
+        help="timed steps (and 1 warm-up) for the per-sample-gradient rows "
+        "(Opacus hooks, JAX vmap) of the big config, which take seconds per step; "
+        "default --steps",
     )
     p.add_argument("--rounds", type=int, default=2)
     # One core by default: on a shared host, OpenMP thread teams stall when a core is

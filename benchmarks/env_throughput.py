@@ -113,7 +113,9 @@ def main() -> None:
         "device": str(jax.devices()[0]),
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
-        "note": "machine shared with other jobs while measuring; numbers are lower bounds",
+        "note": (
+            "machine shared with other jobs while measuring; numbers are lower bounds"
+        ),
         "rows": rows,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -16,9 +16,9 @@ Pieces:
 - ``adam``: the optimizer update on a gradient;
 - ``ghost_step`` / ``ghost_step_jax_noise``: the whole DP step (``dpsgd`` chain), both
   noise draws;
-- ``*_ln_fallback``: the ghost norms, clipped sum and step with every LayerNorm's scale and bias
-  on the exact per-unit fallback instead of its ghost rule (the same model with a
-  ``LayerNorm`` subclass, which the ghost path does not intercept: same maths, same
+- ``*_ln_fallback``: the ghost norms, clipped sum and step with every LayerNorm's scale
+  and bias on the exact per-unit fallback instead of its ghost rule (the same model with
+  a ``LayerNorm`` subclass, which the ghost path does not intercept: same maths, same
   parameters).
 
 Every piece is compiled ahead of time, then ``--rounds`` rounds each time every piece

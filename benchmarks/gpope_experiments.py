@@ -1,32 +1,38 @@
 """GPOPE vs DP-LSW / DP-LSL on the medical chain MDP (issue 13, experiments 1, 3 and 4).
 
-    PYTHONPATH=. python benchmarks/gpope_experiments.py --part eps          # (1) MSE vs epsilon
-    PYTHONPATH=. python benchmarks/gpope_experiments.py --part steps        # (3) step sizes
-    PYTHONPATH=. python benchmarks/gpope_experiments.py --part throughput   # (4) vmap vs loop
-    PYTHONPATH=. python benchmarks/gpope_experiments.py --part throughput_e2e --steps 100
-        # (4b) vmap vs a NumPy loop, end to end with compile and schedule draw (issue 25)
+    # (1) MSE vs epsilon
+    PYTHONPATH=. python benchmarks/gpope_experiments.py --part eps
+    # (3) step sizes
+    PYTHONPATH=. python benchmarks/gpope_experiments.py --part steps
+    # (4) vmap vs loop
+    PYTHONPATH=. python benchmarks/gpope_experiments.py --part throughput
+    # (4b) vmap vs a NumPy loop, end to end with compile and schedule draw (issue 25)
+    PYTHONPATH=. python benchmarks/gpope_experiments.py \\
+        --part throughput_e2e --steps 100
 
-Setting (all parts): the chain of ``privrl_jax.ope.medical_chain`` (5 levels, gamma 0.9),
-on-policy: data and evaluated policy are both the target policy of configs/gpope (treat level s
-with probability 0.9, 0.8, 0.6, 0.4, 0.2), one-hot features, m = 1000 trajectories cut at T = 20
-steps, delta = 1e-5. MSE = mean over the 5 levels of (V^(s) - V^pi(s))^2, V^pi exact. Every
-trial draws its own data set (fresh trajectories), its own sampling schedule and its own noise.
+Setting (all parts): the chain of ``privrl_jax.ope.medical_chain`` (5 levels, gamma
+0.9), on-policy: data and evaluated policy are both the target policy of configs/gpope
+(treat level s with probability 0.9, 0.8, 0.6, 0.4, 0.2), one-hot features, m = 1000
+trajectories cut at T = 20 steps, delta = 1e-5. MSE = mean over the 5 levels of (V^(s) -
+V^pi(s))^2, V^pi exact. Every trial draws its own data set (fresh trajectories), its own
+sampling schedule and its own noise.
 
-Hyper-parameters are chosen per epsilon and per method by the true MSE on a separate selection
-set of trials (other data seeds), then evaluated on the reported trials: non-private tuning,
-the same for every method (GPOPE: clip norm and step size; DP-LSL: lambda; DP-LSW has none).
+Hyper-parameters are chosen per epsilon and per method by the true MSE on a separate
+selection set of trials (other data seeds), then evaluated on the reported trials:
+non-private tuning, the same for every method (GPOPE: clip norm and step size; DP-LSL:
+lambda; DP-LSW has none).
 
-This is a simulation study: seeds are fixed and printed, so nothing here is a private release.
-The GPOPE sigmas come from the DP plan's accountant (RDP); the baselines' (epsilon, delta) is
-the smooth-sensitivity guarantee (see privrl_jax/ope/_balle.py), one release, with NRS07's
-closed-form alpha or the exact one (``calibration="exact"``).
+This is a simulation study: seeds are fixed and printed, so nothing here is a private
+release. The GPOPE sigmas come from the DP plan's accountant (RDP); the baselines'
+(epsilon, delta) is the smooth-sensitivity guarantee (see privrl_jax/ope/_balle.py), one
+release, with NRS07's closed-form alpha or the exact one (``calibration="exact"``).
 
-Relations (issue 24): the matched table is all replace-one. DP-LSW / DP-LSL and one-of-m GPOPE
-are replace-one by construction; Poisson GPOPE is accounted under add/remove-one, so for the
-matched column it is calibrated to ``ope.replace_one_target(eps, delta)`` (group privacy); its
-add/remove-one run is reported apart, not compared. Tables give the sample std (ddof = 1), the
-95% t-interval of the mean and a paired Wilcoxon test against the best baseline (all methods
-see the same evaluation data sets).
+Relations (issue 24): the matched table is all replace-one. DP-LSW / DP-LSL and one-of-m
+GPOPE are replace-one by construction; Poisson GPOPE is accounted under add/remove-one,
+so for the matched column it is calibrated to ``ope.replace_one_target(eps, delta)``
+(group privacy); its add/remove-one run is reported apart, not compared. Tables give the
+sample std (ddof = 1), the 95% t-interval of the mean and a paired Wilcoxon test against
+the best baseline (all methods see the same evaluation data sets).
 """
 
 from __future__ import annotations
@@ -51,17 +57,17 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 S, GAMMA, M, T, DELTA = 5, 0.9, 1000, 20, 1e-5
 TARGET_TREAT = (0.9, 0.8, 0.6, 0.4, 0.2)
-# First-visit returns on the chain: at most one terminal reward (death -1, discharge +1) plus
-# treatment costs of at most 0.1 / (1 - gamma) = 1 in total, so every return is in [-2, 1].
-# Tighter than the papers' [r_min, r_max] / (1 - gamma) (21 wide here, 7x the noise): it
-# favours the baselines.
+# First-visit returns on the chain: at most one terminal reward (death -1, discharge +1)
+# plus treatment costs of at most 0.1 / (1 - gamma) = 1 in total, so every return is in
+# [-2, 1]. Tighter than the papers' [r_min, r_max] / (1 - gamma) (21 wide here, 7x the
+# noise): it favours the baselines.
 RETURN_BOUNDS = (-2.0, 1.0)
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
 POISSON_BATCH, POISSON_STEPS, MICROBATCH = 50, 2000, 64
 UNIFORM_STEPS = 5000
 # Selection grids (per epsilon, by the MSE on the selection trials).
-# Widened in issue 24 (h = 0.02, beta0 = 8; h = 0.1, beta0 = 0.2, 0.5): the earlier grids' choices
-# sat on their edges.
+# Widened in issue 24 (h = 0.02, beta0 = 8; h = 0.1, beta0 = 0.2, 0.5): the earlier
+# grids' choices sat on their edges.
 POISSON_GRID = [
     (h, b0) for h in (0.02, 0.05, 0.1) for b0 in (1.0, 2.0, 4.0, 8.0)
 ]  # decay 200
@@ -69,10 +75,11 @@ UNIFORM_GRID = [
     (h, b0) for h in (0.02, 0.05, 0.1) for b0 in (0.02, 0.05, 0.1, 0.2, 0.5)
 ]  # decay 500
 LSL_GRID = (10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
-# The neighbouring relation of each method's (eps, delta). GPOPE Poisson is accounted under
-# add/remove-one; "(replace-one)" is the same algorithm calibrated by group privacy to
-# ope.replace_one_target(eps, delta), i.e. (eps, delta)-DP under replace-one (an upper bound on
-# its replace-one cost). The baselines' NRS07 guarantee and one-of-m GPOPE are replace-one.
+# The neighbouring relation of each method's (eps, delta). GPOPE Poisson is accounted
+# under add/remove-one; "(replace-one)" is the same algorithm calibrated by group
+# privacy to ope.replace_one_target(eps, delta), i.e. (eps, delta)-DP under replace-one
+# (an upper bound on its replace-one cost). The baselines' NRS07 guarantee and one-of-m
+# GPOPE are replace-one.
 RELATION = {
     "GPOPE Poisson": "add/remove-one",
     "GPOPE Poisson (replace-one)": "replace-one",
@@ -123,7 +130,8 @@ def datasets(mdp, pi, phi, seed: int, trials: int) -> ope.Collected:
 
 
 def mc_stats(cols: ope.Collected) -> ope.FirstVisits:
-    """The first visits of every trial (DP-LSW / DP-LSL clip and sum them themselves)."""
+    """The first visits of every trial
+    (DP-LSW / DP-LSL clip and sum them themselves)."""
     return jax.vmap(
         lambda c: ope.first_visits(
             c.states, c.data.transitions.r_t, c.data.mask, GAMMA, S
@@ -133,7 +141,8 @@ def mc_stats(cols: ope.Collected) -> ope.FirstVisits:
 
 @functools.cache
 def _sigma(mode: str, eps: float, steps: int) -> float:
-    # sigma (noise std / sensitivity) does not depend on the clip norm: calibrate once per setting.
+    # sigma (noise std / sensitivity) does not depend on the clip norm:
+    # calibrate once per setting.
     target = (
         ope.replace_one_target(eps, DELTA) if mode == "poisson_r1" else (eps, DELTA)
     )
@@ -153,7 +162,8 @@ def _plan(mode: str, h: float, steps: int, sigma: float | None) -> privacy.DPPla
 
 
 def plan_for(mode: str, h: float, eps: float, steps: int) -> privacy.DPPlan:
-    """The plan calibrated for (eps, DELTA) over ``steps`` iterations (RDP accountant)."""
+    """The plan calibrated for (eps, DELTA) over ``steps`` iterations
+    (RDP accountant)."""
     return _plan(mode, h, steps, _sigma(mode, eps, steps))
 
 
@@ -182,7 +192,8 @@ def mse(theta, phi, values) -> np.ndarray:
 
 
 def summary(x: np.ndarray) -> dict:
-    """Mean, sample std (ddof = 1), s.e. and the 95% Student-t interval of the mean over trials."""
+    """Mean, sample std (ddof = 1), s.e. and the 95% Student-t interval of the mean
+    over trials."""
     from scipy import stats
 
     x = np.asarray(x, np.float64)
@@ -200,8 +211,8 @@ def summary(x: np.ndarray) -> dict:
 
 
 def compare(a: np.ndarray, b: np.ndarray) -> dict:
-    """a vs b on the same trials (same data sets): mean ratio b/a, share of trials a wins, and the
-    two-sided Wilcoxon signed-rank p-value of the paired differences."""
+    """a vs b on the same trials (same data sets): mean ratio b/a, share of trials a
+    wins, and the two-sided Wilcoxon signed-rank p-value of the paired differences."""
     from scipy import stats
 
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
@@ -421,7 +432,8 @@ def part_eps(
                     "lemma1_condition_holds": t1.paper_sigma**2 >= 1 / math.log(2),
                     "calibrated_uniform_noise_multiplier": plan.noise_multiplier,
                 }
-        # The matched comparison (replace-one): each GPOPE variant against the best baseline.
+        # The matched comparison (replace-one):
+        # each GPOPE variant against the best baseline.
         best = min(BASELINES, key=lambda b: row[b]["mean"])
         row["matched"] = {"best_baseline": best}
         for name in ("GPOPE Poisson (replace-one)", "GPOPE uniform-one"):
@@ -431,7 +443,8 @@ def part_eps(
                 and row[best]["ci95"][1] >= row[name]["ci95"][0]
             )
             row["matched"][name] = c
-        # Unmatched, for reference only: add/remove-one GPOPE against the replace-one baselines.
+        # Unmatched, for reference only:
+        # add/remove-one GPOPE against the replace-one baselines.
         row["unmatched_add_remove_vs_best_baseline"] = compare(
             per_trial["GPOPE Poisson"], per_trial[best]
         )
@@ -515,8 +528,9 @@ def render_eps(res: dict) -> str:
         "mean].",
         "",
         (
-            "Hyper-parameters (h, beta0, DP-LSL's lambda) chosen per epsilon by the true "
-            "MSE on selection trials of a **stand-in chain of another distribution** "
+            "Hyper-parameters (h, beta0, DP-LSL's lambda) chosen per epsilon by the "
+            "true MSE on selection trials of a **stand-in chain of another "
+            "distribution** "
             f"({res['setting']['stand_in']}), never on the evaluated chain."
             if res["setting"].get("select_on") == "stand_in"
             else "Hyper-parameters chosen per epsilon by the true MSE on separate "
@@ -534,7 +548,8 @@ def render_eps(res: dict) -> str:
         out.append(
             f"| {r['epsilon']:g} | "
             + " | ".join(_cell(r[k]) for k in cols)
-            + f" | {m['best_baseline']}: {c['ratio_of_means']:.2f}x, p = {c['wilcoxon_p']:.2g}"
+            + f" | {m['best_baseline']}: {c['ratio_of_means']:.2f}x, "
+            f"p = {c['wilcoxon_p']:.2g}"
             + (" (intervals overlap)" if c["intervals_overlap"] else "")
             + " |"
         )
@@ -677,7 +692,8 @@ def part_steps(trials: int, total: int, chunk: int, eps: float) -> dict:
     h = 0.1
     plan = plan_for("poisson", h, eps, total)  # sigma for the whole run
     sch = ope.sample_schedule(plan, 21, trials=trials)
-    # Fine resolution early (where constant steps should lead), then every ``chunk`` steps.
+    # Fine resolution early (where constant steps should lead),
+    # then every ``chunk`` steps.
     ends = sorted(
         {*range(chunk // 10, chunk, chunk // 10), *range(chunk, total + 1, chunk)}
     )
@@ -748,7 +764,8 @@ def plot_steps(res: dict, path: Path) -> None:
         xlabel="iteration (symlog)",
         ylabel="MSE of V (mean ± s.e.)",
         title=(
-            f"GPOPE Poisson, eps = {s['epsilon']}, sigma = {s['noise_multiplier']:.3g}, "
+            f"GPOPE Poisson, eps = {s['epsilon']}, "
+            f"sigma = {s['noise_multiplier']:.3g}, "
             f"{s['trials']} trials"
         ),
     )
@@ -815,11 +832,13 @@ def part_throughput(trials: int, steps: int, repeats: int) -> dict:
         "rows": rows,
         "repeats": repeats,
         "device": str(jax.devices()[0]),
-        "timing": "best of repeats, compile excluded; 2 CPU cores shared with other jobs",
+        "timing": (
+            "best of repeats, compile excluded; 2 CPU cores shared with other jobs"
+        ),
     }
 
 
-# ------------------------------------------- (4b) end to end against a NumPy loop (issue 25)
+# -------------------------------------- (4b) end to end against a NumPy loop (issue 25)
 
 
 def numpy_gpope(
@@ -827,9 +846,10 @@ def numpy_gpope(
 ) -> tuple:
     """GPOPE as a paper's code runs it: NumPy, one trial, one Python iteration per step.
 
-    The same algorithm as ``ope.gpope`` ("horizon" weights, one clip norm h on the stacked
-    (theta, w) direction, noise std sigma * sensitivity once per step from ``rng``, / the
-    expected batch size, beta_j = beta / (1 + j / decay) ** power), in float64.
+    The same algorithm as ``ope.gpope`` ("horizon" weights, one clip norm h on the
+    stacked (theta, w) direction, noise std sigma * sensitivity once per step from
+    ``rng``, / the expected batch size, beta_j = beta / (1 + j / decay) ** power), in
+    float64.
     """
     tr = data.transitions
     phi0, r, disc, phi1, rho = (np.asarray(x, np.float64) for x in tr)
@@ -885,7 +905,8 @@ def part_throughput_e2e(
     poisson_max: int,
     modes: tuple[str, ...] = ("poisson", "uniform"),
 ) -> dict:
-    """vmapped ``gpope_trials`` vs the NumPy loop, end to end, compile and schedule included."""
+    """vmapped ``gpope_trials`` vs the NumPy loop, end to end,
+    compile and schedule included."""
     mdp, pi, phi, _ = setting()
     data = jax.tree_util.tree_map(
         lambda x: x[0], datasets(mdp, pi, phi, seed=3000, trials=1).data
@@ -993,7 +1014,8 @@ def part_throughput_e2e(
         "rows": rows,
         "checks": checks,
         "device": str(jax.devices()[0]),
-        "timing": "one run each; wall clock; first call = compile + run (each schedule's width "
+        "timing": "one run each; wall clock; first call = compile + run "
+        "(each schedule's width "
         "compiles once); steady run measured once per (sampling, K); NumPy loop timed "
         "on numpy_trials_timed trials and scaled linearly to K",
         "uptime_end": _uptime(),
@@ -1021,13 +1043,13 @@ def render_e2e(res: dict) -> str:
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     )
     for r in res["rows"]:
-        # Steady state = draw + run without compiles; the device draw's time here includes its
-        # compile, so its row has no steady figure.
+        # Steady state = draw + run without compiles; the device draw's time here
+        # includes its compile, so its row has no steady figure.
         steady = f"{r['speedup_steady']:.2g}x" if r["schedule"] == "host" else "-"
-        # A 6-epsilon sweep compiles once (issue 25, item 2): 6 NumPy runs against one compile
-        # and 6 draws + runs, from this row's measured parts.
+        # A 6-epsilon sweep compiles once (issue 25, item 2): 6 NumPy runs against one
+        # compile and 6 draws + runs, from this row's measured parts.
         sweep = (
-            f"{6 * r['numpy_total_s'] / (r['compile_s'] + 6 * (r['draw_s'] + r['run_s'])):.2g}x"
+            f"{6 * r['numpy_total_s'] / (r['compile_s'] + 6 * (r['draw_s'] + r['run_s'])):.2g}x"  # noqa: E501
             if r["schedule"] == "host"
             else "-"
         )
@@ -1116,7 +1138,8 @@ def main() -> None:
         res = part_eps(args.trials, args.select_trials, args.epsilons, args.select_on)
         old = stem.with_suffix(".json")
         if old.exists() and not args.fresh:
-            # Runs over subsets of epsilons (each under a few minutes) add up to one table.
+            # Runs over subsets of epsilons (each under a few minutes) add
+            # up to one table.
             prev = json.loads(old.read_text())
             if (
                 prev["setting"]["trials"] == args.trials
@@ -1188,8 +1211,9 @@ def main() -> None:
                 f"{r['vmap_trajectories_per_s']:.3g} | "
                 f"{r['loop_trajectories_per_s']:.3g} | {r['speedup']:.2f}x |\n"
             )
-        # No assertion on the ratio: on a shared 2-core CPU both runs do the same arithmetic, and
-        # the loop's per-trial dispatch is one call per 500-step scan (see benchmarks/README.md).
+        # No assertion on the ratio: on a shared 2-core CPU both runs do the same
+        # arithmetic, and the loop's per-trial dispatch is one call per 500-step scan
+        # (see benchmarks/README.md).
     dump_json(stem.with_suffix(".json"), res, indent=1, default=str)
     stem.with_suffix(".md").write_text(md)
     print(md)

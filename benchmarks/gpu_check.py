@@ -22,8 +22,8 @@ paper-scale PrivORL-n fine-tuning step, in under 10 minutes on one GPU.
 
 Every part reuses the existing benchmark's function; nothing is re-implemented here.
 
-    python benchmarks/gpu_check.py            # on the GPU machine (jax[cuda])
-    python benchmarks/gpu_check.py --tiny     # a CPU smoke run (tests/test_gpu_check.py)
+    python benchmarks/gpu_check.py         # on the GPU machine (jax[cuda])
+    python benchmarks/gpu_check.py --tiny  # a CPU smoke run (tests/test_gpu_check.py)
 
 Writes ``benchmarks/results/gpu_check.{json,md}`` (``gpu_check_tiny.*`` with
 ``--tiny``; ``--out`` for another folder) and prints the Markdown table.

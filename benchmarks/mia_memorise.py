@@ -133,7 +133,8 @@ def main() -> None:
         + "\n".join(lines)
         + "\n"
         + "\n".join(summary)
-        + "\n\nMean ± sample std (ddof = 1) over seeds. Chance: AUC 0.5, TPR @ 10% FPR 0.10, "
+        + "\n\nMean ± sample std (ddof = 1) over seeds. "
+        "Chance: AUC 0.5, TPR @ 10% FPR 0.10, "
         "TPR @ 1% FPR 0.01"
         " (the best of six noise levels, chosen on the same candidates, sits above "
         "that).\n"

@@ -128,7 +128,8 @@ def _nbytes(tree) -> int:
 
 def timing(episodes: int, dims=(2, 4, 6, 8), max_cells: int = 400_000) -> dict:
     out = {
-        "setting": f"non-private plan (pool_plan, mechanism=None), {episodes} episodes, "
+        "setting": "non-private plan (pool_plan, mechanism=None), "
+        f"{episodes} episodes, "
         "H=5; time = median (and min) of 5 jitted plans after compiling, on a CPU "
         "shared "
         "with other jobs; temp = XLA's "

@@ -171,8 +171,9 @@ def experiment3(
     ``max_grid_cells`` cells are not run (memory: 3 H K statistics).
     """
     out = {
-        "setting": "non-private planning; zones: M shells, (w+d+1) M cells; grid: M bins "
-        f"per dimension, M^(w+d) cells (not run above {max_grid_cells:,} cells); "
+        "setting": "non-private planning; zones: M shells, (w+d+1) M cells; "
+        "grid: M bins per dimension, "
+        f"M^(w+d) cells (not run above {max_grid_cells:,} cells); "
         f"{episodes} episodes, {runs} runs; time = median over runs of the median of 2 "
         "plans after compilation",
         "rows": [],
@@ -334,8 +335,9 @@ def select_bonus_scale(
     return out
 
 
-# A public task of another distribution (issue 24): parametric truncated-normal demand with
-# another mean and spread instead of the weekly series, and other holding / lost-sales costs.
+# A public task of another distribution (issue 24): parametric truncated-normal demand
+# with another mean and spread instead of the weekly series, and other holding /
+# lost-sales costs.
 SHIFTED_STAND_IN = (
     "env.demand=truncnormal",
     "env.demand_mean=0.5",
@@ -349,7 +351,8 @@ SHIFT_SCALES = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.3)
 def _scale_sweep(
     base: list[str], runs: int, eval_episodes: int, scales, rhos, key0: int
 ):
-    """Mean and sample std (ddof = 1) of POOL's gap per (scale, rho) on the task ``base``."""
+    """Mean and sample std (ddof = 1) of POOL's gap per (scale, rho) on the
+    task ``base``."""
     b = Bench.from_config(_load(base), eval_episodes)
     rows = []
     for sc in scales:
@@ -394,8 +397,9 @@ def select_on_shifted_task(
     chosen, oracle = pick(stand)["scale"], pick(evaluated)["scale"]
     at = {x["scale"]: x for x in evaluated}
     return {
-        "setting": f"stand-in {list(SHIFTED_STAND_IN)}, data keys 100+r; evaluated task: "
-        f"default config, data keys r; {episodes} episodes, {runs} runs per cell",
+        "setting": f"stand-in {list(SHIFTED_STAND_IN)}, data keys 100+r; "
+        "evaluated task: default config, "
+        f"data keys r; {episodes} episodes, {runs} runs per cell",
         "scales": list(scales),
         "rhos": list(rhos),
         "stand_in": {"behaviour_gap": gap_s, "rows": stand},
@@ -435,14 +439,16 @@ def _md_select_shift(r: dict) -> str:
         "",
         *table(r["stand_in"]["rows"]),
         "",
-        f"Chosen by the rule: {r['chosen']:g} (interior of the grid: {r['chosen_interior']}).",
+        f"Chosen by the rule: {r['chosen']:g} "
+        f"(interior of the grid: {r['chosen_interior']}).",
         "",
         f"## Evaluated task (behaviour gap {r['evaluated']['behaviour_gap']:.3f})",
         "",
         *table(r["evaluated"]["rows"]),
         "",
         f"On the evaluated task the chosen {r['chosen']:g} averages "
-        f"{r['evaluated_average_at_chosen']:.3f}; its own best scale, {r['evaluated_best']:g} "
+        f"{r['evaluated_average_at_chosen']:.3f}; its own best scale, "
+        f"{r['evaluated_best']:g} "
         f"(never used for a default), averages {r['evaluated_average_at_best']:.3f}.",
     ]
     return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
-"""POOL against its baselines on equal terms (issue 24): every method tuned by one rule on
-a public task of another distribution, then evaluated with intervals and a test.
+"""POOL against its baselines on equal terms (issue 24): every method tuned by one rule
+on a public task of another distribution, then evaluated with intervals and a test.
 
 Tuning budget. Each method gets a grid of its own knobs and the same rule, fixed
 before looking: the candidate with the smallest relative optimality gap averaged

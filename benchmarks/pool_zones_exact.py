@@ -326,8 +326,9 @@ ADDITIVE_PLAN = (
 def additive_main() -> None:
     rows = [r for w, ms, qs in ADDITIVE_PLAN for r in run_additive(w, ms, qs)]
     out = {
-        "setting": "no data, no noise: exact Q of the separable inventory MDP (101x101 DP "
-        "per product), pool/default otherwise (H=5, lambda=0.9); additive zones "
+        "setting": "no data, no noise: exact Q of the separable inventory MDP "
+        "(101x101 DP per product), "
+        "pool/default otherwise (H=5, lambda=0.9); additive zones "
         "(affine, limiter) with anchored part tables of the exact Q, grid with "
         f"Q at cell centres; {EVAL} evaluation episodes; released = 3 H K",
         "rows": rows,
@@ -376,8 +377,9 @@ def main() -> None:
         )
     ]
     out = {
-        "setting": "no data, no noise: exact Q of the separable inventory MDP (101x101 DP "
-        "per product), pool/default otherwise (H=5, lambda=0.9, zones with limiter; "
+        "setting": "no data, no noise: exact Q of the separable inventory MDP "
+        "(101x101 DP per product), "
+        "pool/default otherwise (H=5, lambda=0.9, zones with limiter; "
         f"last row the paper's linear form), {EVAL} evaluation episodes",
         "rows": rows,
     }

@@ -1,6 +1,8 @@
-"""The code is formatted and lint-clean (pyproject.toml's [tool.ruff]), checked by the test command.
+"""The code is formatted and lint-clean (pyproject.toml's [tool.ruff]), checked by the
+test command.
 
-A hard dependency of the dev extra, like import-linter: a skipped check would let style rot.
+A hard dependency of the dev extra, like import-linter: a skipped check would let style
+rot.
 """
 
 import subprocess

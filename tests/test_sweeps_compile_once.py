@@ -108,7 +108,8 @@ def test_gpope_epsilon_sweep_compiles_once_and_binds_each_sigma(data, sampling):
     assert not np.array_equal(np.asarray(out[0].theta), np.asarray(out[-1].theta))
 
 
-@pytest.mark.slow  # ~40 s of compiling; the pool sweep checks the same law (std x one z)
+# ~40 s of compiling; the pool sweep checks the same law (std x one z)
+@pytest.mark.slow
 def test_one_step_noise_is_the_plans_std_times_one_fixed_draw(data):
     # One iteration from zero: theta_1 = -beta (clipped sum + std z) / 1 with the same z
     # for every sigma, so (theta(sigma) - theta(0)) / std is one vector for the whole

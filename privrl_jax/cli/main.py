@@ -70,7 +70,9 @@ def main(
         typer.Option(
             "--distributed-auto",
             metavar="",
-            help="Multi-process run: let JAX detect the cluster (TPU, SLURM, Open MPI).",
+            help=(
+                "Multi-process run: let JAX detect the cluster (TPU, SLURM, Open MPI)."
+            ),
             rich_help_panel="Multi-process (jax.distributed)",
         ),
     ] = False,

@@ -47,8 +47,8 @@ AsJson = JsonFlag  # a flag: --json takes no value
 SamplingOpt = Annotated[
     SamplingName,
     typer.Option(
-        help="poisson (add/remove-one), uniform_one (one of N per step, replace-one) or "
-        "full_batch (every unit every step)."
+        help="poisson (add/remove-one), uniform_one (one of N per step, replace-one) "
+        "or full_batch (every unit every step)."
     ),
 ]
 DatasetSize = Annotated[

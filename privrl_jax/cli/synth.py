@@ -66,7 +66,8 @@ def transitions(
             "privsyn (configs in privrl_jax/configs/marginal/; without --config, "
             '<model>_umaze_delta; pgm and mst need pip install ".[baselines]"), or a '
             "GAN baseline: pategan or pategan_pretrained (configs in "
-            "privrl_jax/configs/pategan/; without --config, umaze or umaze_pretrained).",
+            "privrl_jax/configs/pategan/; without --config, umaze or "
+            "umaze_pretrained).",
         ),
     ] = "privorl_n",
 ) -> None:
@@ -81,8 +82,9 @@ def transitions(
     if model == "privorl_n":
         _run(pipelines.qualify_config(config, "privorl_n"), overrides or [], out)
     elif model in ("pgm", "mst", "privsyn"):
-        # Without --config, the shipped umaze setting that bins s' - s on its public one-step
-        # bound: the built-in defaults bin s' over the whole space, which loses the dynamics.
+        # Without --config, the shipped umaze setting that bins s' - s on its public
+        # one-step bound: the built-in defaults bin s' over the whole space, which loses
+        # the dynamics.
         _run_marginal(
             pipelines.qualify_config(config or f"{model}_umaze_delta", "marginal"),
             [f"model.name={model}", *(overrides or [])],

@@ -74,7 +74,8 @@ class ComponentMLP(nn.Module):
 
 
 class MaskedTransformerBlock(nn.Module):
-    """Pre-LN GPT-2 block with an attention mask: x + MHA(LN(x), mask); x + MLP(LN(x))."""
+    """Pre-LN GPT-2 block with an attention mask: x + MHA(LN(x), mask);
+    x + MLP(LN(x))."""
 
     num_heads: int
     mlp_ratio: int = 4
@@ -122,7 +123,8 @@ class FragmentTransformer(nn.Module):
 
     @property
     def num_tokens(self) -> int:
-        """Sequence length: (components) x (H + 1 link) + 1 noise-level token (5H + 6)."""
+        """Sequence length: (components) x (H + 1 link) + 1 noise-level
+        token (5H + 6)."""
         return len(self.component_sizes) * (self.horizon + 1) + 1
 
     def _tokens(self, x: jax.Array, embeds) -> jax.Array:

@@ -288,7 +288,8 @@ StagePolicy = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 
 
 def base_stock_policy(base_stock: jax.Array, noise_std: float) -> StagePolicy:
-    """The behaviour policy: order up to ``base_stock`` plus Gaussian noise, in [0, 1]."""
+    """The behaviour policy: order up to ``base_stock`` plus Gaussian noise,
+    in [0, 1]."""
 
     def policy(key: jax.Array, h: jax.Array, level: jax.Array) -> jax.Array:
         del h

@@ -322,6 +322,7 @@ def task_returns(
 
 
 def normalized_task_score(env_name: str, returns) -> np.ndarray:
-    """D4RL's normalised score `100 (R - R_random) / (R_expert - R_random)` of a task."""
+    """D4RL's normalised score
+    `100 (R - R_random) / (R_expert - R_random)` of a task."""
     r_min, r_max = mujoco_task(env_name).reference_returns
     return 100.0 * (np.asarray(returns, np.float64) - r_min) / (r_max - r_min)

@@ -78,7 +78,8 @@ _INVENTORY_KWARGS = tuple(
 
 
 def registered_envs() -> tuple[str, ...]:
-    """Names `make` accepts: the maze2d family, listed inventory tasks, gymnax's envs."""
+    """Names `make` accepts: the maze2d family, listed inventory tasks,
+    gymnax's envs."""
     return MAZE_ENVS + INVENTORY_ENVS + tuple(gymnax.registered_envs)
 
 

@@ -1,4 +1,5 @@
-"""Evaluation: fidelity scores, stitching gaps, membership inference, TrajScore, plots."""
+"""Evaluation: fidelity scores, stitching gaps, membership inference,
+TrajScore, plots."""
 
 from privrl_jax.eval._fidelity import (
     correlation_score,

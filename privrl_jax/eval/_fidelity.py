@@ -135,20 +135,23 @@ def free_cell_share(positions: np.ndarray, walls: np.ndarray) -> float:
 def sliced_wasserstein(
     real: np.ndarray, synthetic: np.ndarray, *, num_projections: int = 64, seed: int = 0
 ) -> float:
-    """Sliced 1-Wasserstein distance between two tables: the mean over random unit directions of
-    the 1-D Wasserstein-1 distance of the projected rows (``scipy.stats.wasserstein_distance``).
+    """Sliced 1-Wasserstein distance between two tables: the mean over random unit
+    directions of the 1-D Wasserstein-1 distance of the projected rows
+    (``scipy.stats.wasserstein_distance``).
 
-    Rabin, Peyré, Delon & Bernot ("Wasserstein barycenter and its application to texture mixing",
-    2011) and Bonneel et al. (2015) define the sliced distance this way; it is a metric on
-    distributions, 0 only for equal laws, and, unlike a per-column KS score, it sees a joint shift
-    (e.g. a transition whose next state does not follow its state and action). The directions are
-    uniform on the sphere and fixed by ``seed``, so two tables scored with the same seed are
-    comparable. Compare columns on one scale (e.g. the public normaliser's), else the widest column
-    dominates. 0 means identical samples; the distance of two samples of the same law is the
-    finite-sample floor (what a held-out real sample scores).
+    Rabin, Peyré, Delon & Bernot ("Wasserstein barycenter and its application to texture
+    mixing", 2011) and Bonneel et al. (2015) define the sliced distance this way; it is
+    a metric on distributions, 0 only for equal laws, and, unlike a per-column KS score,
+    it sees a joint shift (e.g. a transition whose next state does not follow its state
+    and action). The directions are uniform on the sphere and fixed by ``seed``, so two
+    tables scored with the same seed are comparable. Compare columns on one scale (e.g.
+    the public normaliser's), else the widest column dominates. 0 means identical
+    samples; the distance of two samples of the same law is the finite-sample floor
+    (what a held-out real sample scores).
 
     >>> x = np.random.default_rng(0).normal(size=(500, 3))
-    >>> round(sliced_wasserstein(x, x + np.array([3.0, 0.0, 0.0]), num_projections=2000), 1)
+    >>> y = x + np.array([3.0, 0.0, 0.0])
+    >>> round(sliced_wasserstein(x, y, num_projections=2000), 1)
     1.5
     """
     real, synthetic = _check_tables(real, synthetic)

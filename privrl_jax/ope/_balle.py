@@ -2,17 +2,17 @@
 
 Balle, Gomrokchi & Precup (2016).
 
-The baselines of the GPOPE paper (Section 7, "output perturbation V1 / V2"). On-policy: a
-finite state space of S states, features Phi [S, d] (row phi_s), a public state weighting rho
-[S] (a distribution; Balle et al. use the start distribution), m trajectories of the policy
-being evaluated. The privacy unit is a trajectory.
+The baselines of the GPOPE paper (Section 7, "output perturbation V1 / V2"). On-policy:
+a finite state space of S states, features Phi [S, d] (row phi_s), a public state
+weighting rho [S] (a distribution; Balle et al. use the start distribution), m
+trajectories of the policy being evaluated. The privacy unit is a trajectory.
 
-First-visit Monte Carlo. For trajectory i and state s, F_{i,s} is the discounted return from the
-first visit of s in trajectory i (undefined when i never visits s). The sufficient statistics are
-the visit counts n_s = #{i : i visits s} and the return sums G_s = sum_i F_{i,s}; F^_s = G_s /
-n_s (0 when n_s = 0, as in the authors' code). Returns lie in a public interval [lo, hi] that
-contains 0 (Balle et al.: rewards in [0, R_max], so [0, R_max / (1 - gamma)]); W = hi - lo
-and B = max(|lo|, |hi|).
+First-visit Monte Carlo. For trajectory i and state s, F_{i,s} is the discounted return
+from the first visit of s in trajectory i (undefined when i never visits s). The
+sufficient statistics are the visit counts n_s = #{i : i visits s} and the return sums
+G_s = sum_i F_{i,s}; F^_s = G_s / n_s (0 when n_s = 0, as in the authors' code). Returns
+lie in a public interval [lo, hi] that contains 0 (Balle et al.: rewards in [0, R_max],
+so [0, R_max / (1 - gamma)]); W = hi - lo and B = max(|lo|, |hi|).
 
 Estimators (non-private):
 
@@ -23,37 +23,41 @@ Estimators (non-private):
 - LSL (ridge-regularised least squares on every first-visit return):
   J(theta) = 1/m sum_i sum_{s visited by i} rho_s (F_{i,s} - phi_s^T theta)^2
              + lambda/(2m) ||theta||^2,
-  theta_l = (Phi^T diag(rho n) Phi + lambda/2 I)^-1 Phi^T (rho * G)   (independent of m).
+  theta_l = (Phi^T diag(rho n) Phi + lambda/2 I)^-1 Phi^T (rho * G)
+  (independent of m).
 
 Privacy: smooth sensitivity (Nissim, Raskhodnikova & Smith 2007, "NRS07"). With S(X) a
-beta-smooth upper bound on the local L2 sensitivity of theta at the data X (S(X) >= LS(X) and
-S(X) <= e^beta S(X') for neighbours), the release ``theta + S(X) / a * Z``, Z ~ N(0, I_d), is
-(eps, delta)-DP for a = eps / (5 sqrt(2 ln(2/delta))) and beta = eps / (4 (d + ln(2/delta))):
-the constants of the authors' released code for both algorithms (their alpha = 5 sqrt(2
-ln(2/delta)) / eps is our 1/a), which they attribute to NRS07's Gaussian admissibility lemma. We
-found no copy of NRS07's statement here, so the constants are checked directly instead:
-``_smooth_gaussian.smooth_gaussian_delta`` computes the mechanism's exact privacy curve (the
-worst pair of Gaussians any beta-smooth S allows, in closed form) and the tests confirm delta(eps)
-<= delta for these constants at eps = 0.1 ... 10 and d = 1 ... 20 (by 3 orders of magnitude and
-more: they are 3-7x more noise than needed). ``calibration="exact"`` keeps beta and takes the
+beta-smooth upper bound on the local L2 sensitivity of theta at the data X (S(X) >=
+LS(X) and S(X) <= e^beta S(X') for neighbours), the release ``theta + S(X) / a * Z``, Z
+~ N(0, I_d), is (eps, delta)-DP for a = eps / (5 sqrt(2 ln(2/delta))) and beta = eps /
+(4 (d + ln(2/delta))): the constants of the authors' released code for both algorithms
+(their alpha = 5 sqrt(2 ln(2/delta)) / eps is our 1/a), which they attribute to NRS07's
+Gaussian admissibility lemma. We found no copy of NRS07's statement here, so the
+constants are checked directly instead: ``_smooth_gaussian.smooth_gaussian_delta``
+computes the mechanism's exact privacy curve (the worst pair of Gaussians any
+beta-smooth S allows, in closed form) and the tests confirm delta(eps) <= delta for
+these constants at eps = 0.1 ... 10 and d = 1 ... 20 (by 3 orders of magnitude and more:
+they are 3-7x more noise than needed). ``calibration="exact"`` keeps beta and takes the
 largest alpha that curve allows.
-Neighbours are data sets of the same size m that differ in one whole trajectory (replace-one, the
-paper's relation); the bounds below also hold for add/remove-one except LSL's cap n_s + k <= m.
+Neighbours are data sets of the same size m that differ in one whole trajectory
+(replace-one, the paper's relation); the bounds below also hold for add/remove-one
+except LSL's cap n_s + k <= m.
 
-The guarantee is the closed-form (eps, delta) of NRS07's theorem for one release; it is not a
-Gaussian mechanism of fixed sensitivity, so it has no dp-accounting event and must not be
-composed by an accountant as if it were one. The noise std S(X)/a is itself a function of the
-private data: a diagnostic, never to be published.
+The guarantee is the closed-form (eps, delta) of NRS07's theorem for one release; it is
+not a Gaussian mechanism of fixed sensitivity, so it has no dp-accounting event and must
+not be composed by an accountant as if it were one. The noise std S(X)/a is itself a
+function of the private data: a diagnostic, never to be published.
 
-What we could and could not check. The paper's text was not available to us (only its abstract
-and the authors' public code, read, not copied). The estimators, the NRS07 constants and the
-*shape* of the smooth bounds (LSW: a sum over states of rho_s / max(n_s - k, 1)^2; LSL: a term in
-||rho||_2 plus a term in sqrt(sum_s rho_s min(n_s + k, m)) from bounding ||theta||) follow that
-code. The constants inside the local-sensitivity bounds are our own derivations (written out in
-:func:`lsw_local_sensitivity` and :func:`lsl_local_sensitivity` and in docs/gpope.md), checked by
-tests that move one trajectory and compare; where they differ from the code's constants we
-say so there. The Gaussian constants themselves are checked numerically (above), at every eps
-the experiments use.
+What we could and could not check. The paper's text was not available to us (only its
+abstract and the authors' public code, read, not copied). The estimators, the NRS07
+constants and the *shape* of the smooth bounds (LSW: a sum over states of rho_s /
+max(n_s - k, 1)^2; LSL: a term in ||rho||_2 plus a term in sqrt(sum_s rho_s min(n_s + k,
+m)) from bounding ||theta||) follow that code. The constants inside the
+local-sensitivity bounds are our own derivations (written out in
+:func:`lsw_local_sensitivity` and :func:`lsl_local_sensitivity` and in docs/gpope.md),
+checked by tests that move one trajectory and compare; where they differ from the code's
+constants we say so there. The Gaussian constants themselves are checked numerically
+(above), at every eps the experiments use.
 
 Everything here is pure JAX (jit/vmap over trials).
 """
@@ -286,8 +290,8 @@ def lsw_operator_norm(
 
     At ridge 0 it equals ||(Gamma^1/2 Phi)^+||_2.
 
-    The authors' code takes the Frobenius norm of (Gamma^1/2 Phi)^-1; the spectral norm is what
-    the bound needs and is never larger.
+    The authors' code takes the Frobenius norm of (Gamma^1/2 Phi)^-1; the spectral norm
+    is what the bound needs and is never larger.
     """
     sqrt_rho = jnp.sqrt(rho)
     gram = (features.T * rho[None, :]) @ features + ridge * jnp.eye(features.shape[1])

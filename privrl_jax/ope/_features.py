@@ -164,7 +164,8 @@ class EpsilonSoft:
 
 
 def mountain_car_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> FeatureMap:
-    """Tile coding of (position, velocity) over gym's box, plus a constant; unit norm."""
+    """Tile coding of (position, velocity) over gym's box,
+    plus a constant; unit norm."""
     coder = TileCoder(
         envs.MOUNTAIN_CAR_OBS_LOW,
         envs.MOUNTAIN_CAR_OBS_HIGH,

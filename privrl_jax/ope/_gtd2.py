@@ -184,7 +184,8 @@ def dataset_stats(data: TrajectoryData, normalization: str = "horizon") -> GTD2S
 def direction_from_stats(
     theta: jax.Array, w: jax.Array, stats: GTD2Stats
 ) -> tuple[jax.Array, jax.Array]:
-    """B(theta, w) = (-A^T w, A theta - b + C w) (eq. 4.1) from the matrices; [n], [n]."""
+    """B(theta, w) = (-A^T w, A theta - b + C w) (eq. 4.1) from the
+    matrices; [n], [n]."""
     return -stats.a.T @ w, stats.a @ theta - stats.b + stats.c @ w
 
 
@@ -242,7 +243,8 @@ def trajectory_direction(
     mask: jax.Array,
     normalization: str = "horizon",
 ) -> tuple[jax.Array, jax.Array]:
-    """B_i(theta, w) of one trajectory (leaves ``[T, ...]``, mask [T]); ``([n], [n])``."""
+    """B_i(theta, w) of one trajectory (leaves ``[T, ...]``, mask [T]);
+    ``([n], [n])``."""
     weights = item_weights(mask, normalization)
     per_t = jax.vmap(transition_direction, in_axes=(None, 0))(params, transitions)
     return jax.tree_util.tree_map(

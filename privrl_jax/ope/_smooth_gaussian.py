@@ -62,9 +62,10 @@ def hockey_stick(epsilon: float, a: float, t: float, dim: int) -> float:
     if log_t == 0.0:
         return _gaussian_curve(epsilon, a)
     if abs(log_t) < _TINY_LOG_T:
-        # The ball's centre b/(2c) runs off to infinity as t -> 1 and the noncentral chi-square
-        # series stop converging (NaN near |log t| ~ 1e-6). The curve is continuous in t, and over
-        # |log t| <= 1e-5 it moves by ~1e-4 relative: take the larger of its two ends instead.
+        # The ball's centre b/(2c) runs off to infinity as t -> 1 and the noncentral
+        # chi-square series stop converging (NaN near |log t| ~ 1e-6). The curve is
+        # continuous in t, and over |log t| <= 1e-5 it moves by ~1e-4 relative: take the
+        # larger of its two ends instead.
         edge = math.exp(math.copysign(_TINY_LOG_T, log_t))
         return max(_gaussian_curve(epsilon, a), _closed_form(epsilon, a, edge, dim))
     return _closed_form(epsilon, a, t, dim)

@@ -81,7 +81,8 @@ def audit_run(
 
 
 def raise_on_violation(out: dict[str, Any]) -> None:
-    """Raises PrivacyAuditError when a row demonstrated more epsilon than it accounted."""
+    """Raises PrivacyAuditError when a row demonstrated more epsilon than
+    it accounted."""
     from privrl_jax.privacy.audit import PrivacyAuditError  # noqa: PLC0415
 
     bad = [r["what"] for r in out["rows"] if r.get("violation")]

@@ -61,7 +61,9 @@ def run_dp_loop(
     desc: str = "DP steps",
     stats: LoopStats | None = None,
     max_abs_param: float = 1e6,
-    divergence_hint: str = "lower the learning rate or the clip norm, or raise the batch size",
+    divergence_hint: str = (
+        "lower the learning rate or the clip norm, or raise the batch size"
+    ),
     topology: privacy.Topology | None = None,
     data_parallel: bool = False,
 ) -> tuple[PyTree, DPSecret]:

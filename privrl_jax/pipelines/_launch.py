@@ -69,8 +69,8 @@ def launch_local(
     if devices_per_process is not None:
         flags = base.get("XLA_FLAGS", "")
         base["XLA_FLAGS"] = (
-            f"{flags} --xla_force_host_platform_device_count={devices_per_process}".strip()
-        )
+            f"{flags} --xla_force_host_platform_device_count={devices_per_process}"
+        ).strip()
         base.setdefault("JAX_PLATFORMS", "cpu")
     procs = []
     for pid in range(num_processes):

@@ -1,5 +1,5 @@
-"""The marginal-based baselines' configuration (PGM, MST, PrivSyn): frozen dataclasses the YAML
-files in
+"""The marginal-based baselines' configuration (PGM, MST, PrivSyn): frozen dataclasses
+the YAML files in
 ``configs/marginal/`` load into. Data, privacy and synthesis sizes mean what they mean
 in PrivORL-n, so the same transitions are released under the same budget and scored the
 same way."""

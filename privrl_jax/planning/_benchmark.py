@@ -113,7 +113,8 @@ def greedy_policy_cost(
 def base_stock_cost(
     key: jax.Array, params: InventoryParams, levels: jax.Array, num_episodes: int
 ) -> jax.Array:
-    """Mean cost of the noiseless base-stock policy ``levels`` [w] from zero inventory."""
+    """Mean cost of the noiseless base-stock policy ``levels`` [w] from
+    zero inventory."""
     return rollout_costs(
         key, zero_start(params), base_stock_policy(levels, 0.0), num_episodes
     ).mean()

@@ -58,7 +58,8 @@ def make_grid_geometry(boundary: np.ndarray | jax.Array, bins: int) -> GridGeome
 
 
 def grid_cell(geom: GridGeometry, h: jax.Array, b: jax.Array) -> jax.Array:
-    """Row-major cell of b [n] at stage h; coordinates past the box go to the last bin."""
+    """Row-major cell of b [n] at stage h;
+    coordinates past the box go to the last bin."""
     box = jnp.minimum(geom.boundary[h], 1.0)
     idx = jnp.clip(jnp.floor(b / box * geom.bins), 0, geom.bins - 1).astype(jnp.int32)
     strides = geom.bins ** jnp.arange(geom.dim - 1, -1, -1, dtype=jnp.int32)

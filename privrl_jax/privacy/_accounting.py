@@ -562,10 +562,12 @@ def zcdp_noise_std(rho: float, sensitivity: float) -> float:
 
 
 def zcdp_to_epsilon(rho: float, delta: float) -> float:
-    """(epsilon, delta)-DP implied by rho-zCDP: epsilon = rho + 2 sqrt(rho log(1/delta)).
+    """(epsilon, delta)-DP implied by rho-zCDP:
+    epsilon = rho + 2 sqrt(rho log(1/delta)).
 
-    Reference: Bun & Steinke 2016, Proposition 1.3 (https://arxiv.org/abs/1605.02065). This is the
-    classic conversion; dp-accounting's RDP accountant on a ``ZCDpEvent`` is slightly tighter.
+    Reference: Bun & Steinke 2016, Proposition 1.3 (https://arxiv.org/abs/1605.02065).
+    This is the classic conversion; dp-accounting's RDP accountant on a ``ZCDpEvent`` is
+    slightly tighter.
     """
     _check_positive("rho", rho)
     validate_delta(delta)
@@ -586,7 +588,8 @@ def zcdp_rho(event: dp_accounting.DpEvent) -> float:
         approximate zCDP with xi > 0, Laplace, ...): a rho budget cannot count it.
 
     >>> import dp_accounting
-    >>> zcdp_rho(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 4))
+    >>> event = dp_accounting.GaussianDpEvent(2.0)
+    >>> zcdp_rho(dp_accounting.SelfComposedDpEvent(event, 4))
     0.5
     """
     if isinstance(event, dp_accounting.NoOpDpEvent):

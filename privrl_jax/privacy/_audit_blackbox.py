@@ -48,7 +48,8 @@ from privrl_jax.privacy._audit import (
 # (rows [n, dim], key) -> released rows [n', dim]. The rows are the sensitive table with
 # the included canaries shuffled in; the key is the generator's own randomness.
 Synthesizer: TypeAlias = Callable[[np.ndarray, jax.Array], np.ndarray]
-# (released [n', dim], canaries [m, dim]) -> [m] scores, higher meaning "more likely in".
+# (released [n', dim], canaries [m, dim]) -> [m] scores,
+# higher meaning "more likely in".
 CanaryScore: TypeAlias = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 # Enumerating a grid of more cells than this is refused (choose fewer columns or cells).
@@ -108,7 +109,8 @@ def empty_cell_canaries(
     ):
         raise ValueError(
             f"columns must be distinct indices in [0, {x.shape[1]}) with one low and "
-            f"high each; got columns {list(columns)}, low {list(low)}, high {list(high)}."
+            f"high each; got columns {list(columns)}, low {list(low)}, "
+            f"high {list(high)}."
         )
     if not np.all(hi > lo) or not np.all(n_cells >= 1):
         raise ValueError("need high > low and cells >= 1 on every column.")
@@ -120,7 +122,8 @@ def empty_cell_canaries(
             f"the grid has {total} cells (over {_MAX_CELLS}); use fewer columns/cells."
         )
     width = (hi - lo) / n_cells
-    # Data cells, with rows outside the bounds in the edge cells (as binning clips them).
+    # Data cells, with rows outside the bounds in the edge cells
+    # (as binning clips them).
     codes = np.clip(np.floor((x[:, cols] - lo) / width), 0, n_cells - 1).astype(int)
     occupied = np.zeros(tuple(int(c) for c in n_cells), dtype=bool)
     occupied[tuple(codes.T)] = True

@@ -61,7 +61,8 @@ CANARY_GRADIENT_NORM = 1e6
 
 
 class PrivacyAuditError(RuntimeError):
-    """An audit demonstrated more epsilon than was accounted: the implementation leaks."""
+    """An audit demonstrated more epsilon than was accounted:
+    the implementation leaks."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,9 +310,15 @@ def audit_ledger(
         mech = mechanism_from_description(g["params"], microbatch_size=microbatch_size)
         why = None
         if mech is None:
-            why = "no mechanism described (a non-private release spends no epsilon to audit)"
+            why = (
+                "no mechanism described "
+                "(a non-private release spends no epsilon to audit)"
+            )
         elif mech.neighboring is Neighboring.REPLACE_ONE:
-            why = "replace-one: adding a canary is an add/remove neighbour, not a replace-one one"
+            why = (
+                "replace-one: adding a canary is an add/remove neighbour, "
+                "not a replace-one one"
+            )
         if why is not None:
             rows.append({**row, "audited": False, "why": why})
             continue

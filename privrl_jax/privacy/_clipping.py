@@ -143,7 +143,8 @@ class ClippedSumFn:
     def sensitivities(
         self, neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE
     ) -> tuple[float, ...]:
-        """L2 sensitivity of each block: C_i under add/remove, 2 C_i under replace-one."""
+        """L2 sensitivity of each block: C_i under add/remove,
+        2 C_i under replace-one."""
         return tuple(neighboring.sensitivity_factor * c for c in self.l2_clip_norms)
 
     def sensitivity(
@@ -177,7 +178,8 @@ class ClippedSumFn:
         mask: jax.Array,
         unit_keys: jax.Array | None,
     ) -> tuple[PyTree, ClipMetrics]:
-        """Like ``__call__`` with the per-unit keys given (``[units]`` keys, or None)."""
+        """Like ``__call__`` with the per-unit keys given
+        (``[units]`` keys, or None)."""
         _validate_batch(batch, mask)
         num_units = mask.shape[0]
         mask = mask.astype(bool)

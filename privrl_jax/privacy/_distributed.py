@@ -149,7 +149,8 @@ class Topology:
         return p * num_units // n, (p + 1) * num_units // n
 
     def local_block(self, data: PyTree, num_units: int | None = None) -> PyTree:
-        """This process's block of ``data`` (leaves ``[N, ...]``, sliced along axis 0)."""
+        """This process's block of ``data``
+        (leaves ``[N, ...]``, sliced along axis 0)."""
         leaves = jax.tree_util.tree_leaves(data)
         lo, hi = self.unit_range(leaves[0].shape[0] if num_units is None else num_units)
         return jax.tree_util.tree_map(lambda x: x[lo:hi], data)

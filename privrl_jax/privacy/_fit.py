@@ -237,7 +237,7 @@ class FitResult(NamedTuple):
     private: bool
 
 
-# ---------------------------------------------------------------------------------- recorders
+# ---------------------------------------------------------------------------- recorders
 
 
 class Recorder(Protocol):
@@ -456,7 +456,7 @@ class RunRecorder:
         return self.ledger.epsilon(self.accountant).epsilon
 
 
-# ---------------------------------------------------------------------------------- callbacks
+# ---------------------------------------------------------------------------- callbacks
 
 
 class Callback(Protocol):
@@ -513,7 +513,7 @@ class JsonLinesLogger:
         pass
 
 
-# ---------------------------------------------------------------------------------- the loop
+# ----------------------------------------------------------------------------- the loop
 
 
 def make_accumulate(
@@ -652,7 +652,9 @@ def fit(
     item_mask: jax.Array | None = None,
     stats: LoopStats | None = None,
     max_abs_param: float = 1e6,
-    divergence_hint: str = "lower the learning rate or the clip norm, or raise the batch size",
+    divergence_hint: str = (
+        "lower the learning rate or the clip norm, or raise the batch size"
+    ),
     data_parallel: bool = False,
 ) -> FitResult:
     """Runs (or resumes) ``plan.steps`` DP steps of ``method`` on the sensitive
@@ -706,7 +708,10 @@ def fit(
     lo, hi = topo.unit_range(n)
     leaves = jax.tree_util.tree_leaves(data)
     if hi == lo or not leaves or any(x.shape[0] != hi - lo for x in leaves):
-        mine = f"units [{lo}, {hi}) of {n} (process {topo.process_id} of {topo.num_processes})"
+        mine = (
+            f"units [{lo}, {hi}) of {n} "
+            f"(process {topo.process_id} of {topo.num_processes})"
+        )
         raise ValueError(
             f"the sensitive data must hold {mine} along axis 0; got "
             f"{[tuple(x.shape) for x in leaves]}. "

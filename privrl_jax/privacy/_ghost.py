@@ -1,50 +1,58 @@
 """Ghost-norm clipping: per-unit clipped gradient sums without per-unit gradients.
 
-``clipped_grad(..., method="ghost")`` dispatches each microbatch to :func:`ghost_clipped_grad_sum`,
-which returns exactly what the reference ``vmap(grad)`` path returns (the clipped sum over units and
-:class:`ClipMetrics`) but never materialises one gradient per unit for the layers it understands.
+``clipped_grad(..., method="ghost")`` dispatches each microbatch to
+:func:`ghost_clipped_grad_sum`, which returns exactly what the reference ``vmap(grad)``
+path returns (the clipped sum over units and :class:`ClipMetrics`) but never
+materialises one gradient per unit for the layers it understands.
 
 How it works, for a flax linen model called inside ``per_item_loss``:
 
-1. **Discover** (trace only): run the loss under ``nn.intercept_methods`` and record every call
-   of an ``nn.Dense``, ``nn.DenseGeneral``, ``nn.Embed`` or ``nn.LayerNorm``, and which ``params``
-   leaf is its kernel/bias/embedding/scale (by object identity inside the trace). A leaf is
-   *ghost-covered* when every call that uses it is one of these layers, in one role.
-2. **Prove coverage** (trace only): forward-mode dependency analysis of the loss's jaxpr with the
-   outputs of the covered calls under ``stop_gradient`` (their inputs' paths kept). A covered leaf
-   that still reaches the loss is used somewhere else too (weight tying into custom code, also when
-   that code feeds another layer's input, a regulariser, ...) and is demoted to the exact
-   fallback. Leaves that never reach the loss get an exact zero gradient.
-3. **One backward pass**: a zero perturbation is added to each covered call's output; ``vmap`` over
-   units of ``grad`` w.r.t. (perturbations, fallback leaves) gives, per unit, every layer's output
-   gradient ``D`` and the exact per-unit gradients of the fallback leaves (custom params...), while
-   the layers' inputs ``A`` (a LayerNorm's normalised input ``x_hat``) are auxiliary outputs.
-4. **Norms**: for a dense layer the unit's kernel gradient is ``A_u^T D_u`` summed over the unit's
-   positions ``t`` (items x sequence positions), so ``||g_u||^2 = <A_u A_u^T, D_u D_u^T>``
-   (Gram form, cost ``T^2 (d_in + d_out)``) or ``||A_u^T D_u||^2`` computed directly (cost
-   ``T d_in d_out``), the cheaper one per layer; with one position this is
-   ``||a||^2 ||d||^2``. The bias gradient is ``sum_t D_ut``; an embedding's is a scatter-add of
-   ``D_ut`` into rows ``idx_ut``, whose Gram form is ``sum_{t,s} [idx_t = idx_s] <D_t, D_s>``.
-   A LayerNorm's scale gradient is ``sum_t x_hat_ut * D_ut`` (one vector of the scale's size per
-   unit, ``x_hat`` from a parameter-free clone of the same module) and its bias's ``sum_t D_ut``;
-   a LayerNorm whose feature axes are not the trailing ones, or whose statistics use a named axis,
-   falls back.
-5. **Book-keeping** (Bu et al., 2023): the clipped sum of a kernel is ``A^T (s * D)`` over all
-   units at once, with the per-unit clip factor ``s_u = C / max(||g_u||, C)``; no second backward.
+1. **Discover** (trace only): run the loss under ``nn.intercept_methods`` and record
+   every call of an ``nn.Dense``, ``nn.DenseGeneral``, ``nn.Embed`` or ``nn.LayerNorm``,
+   and which ``params`` leaf is its kernel/bias/embedding/scale (by object identity
+   inside the trace). A leaf is *ghost-covered* when every call that uses it is one of
+   these layers, in one role.
+2. **Prove coverage** (trace only): forward-mode dependency analysis of the loss's jaxpr
+   with the outputs of the covered calls under ``stop_gradient`` (their inputs' paths
+   kept). A covered leaf that still reaches the loss is used somewhere else too (weight
+   tying into custom code, also when that code feeds another layer's input, a
+   regulariser, ...) and is demoted to the exact fallback. Leaves that never reach the
+   loss get an exact zero gradient.
+3. **One backward pass**: a zero perturbation is added to each covered call's output;
+   ``vmap`` over units of ``grad`` w.r.t. (perturbations, fallback leaves) gives, per
+   unit, every layer's output gradient ``D`` and the exact per-unit gradients of the
+   fallback leaves (custom params...), while the layers' inputs ``A`` (a LayerNorm's
+   normalised input ``x_hat``) are auxiliary outputs.
+4. **Norms**: for a dense layer the unit's kernel gradient is ``A_u^T D_u`` summed over
+   the unit's positions ``t`` (items x sequence positions), so
+   ``||g_u||^2 = <A_u A_u^T, D_u D_u^T>`` (Gram form, cost ``T^2 (d_in + d_out)``) or
+   ``||A_u^T D_u||^2`` computed directly (cost ``T d_in d_out``), the cheaper one per
+   layer; with one position this is ``||a||^2 ||d||^2``. The bias gradient is
+   ``sum_t D_ut``; an embedding's is a scatter-add of ``D_ut`` into rows ``idx_ut``,
+   whose Gram form is ``sum_{t,s} [idx_t = idx_s] <D_t, D_s>``. A LayerNorm's scale
+   gradient is ``sum_t x_hat_ut * D_ut`` (one vector of the scale's size per unit,
+   ``x_hat`` from a parameter-free clone of the same module) and its bias's
+   ``sum_t D_ut``; a LayerNorm whose feature axes are not the trailing ones, or whose
+   statistics use a named axis, falls back.
+5. **Book-keeping** (Bu et al., 2023): the clipped sum of a kernel is ``A^T (s * D)``
+   over all units at once, with the per-unit clip factor ``s_u = C / max(||g_u||, C)``;
+   no second backward.
 
-Everything is a pure function of its inputs, so it works under ``jit``, ``vmap`` and inside
-``shard_map``/``pmap`` (it is called once per microbatch chunk).
+Everything is a pure function of its inputs, so it works under ``jit``, ``vmap`` and
+inside ``shard_map``/``pmap`` (it is called once per microbatch chunk).
 
-Limits: the model must run inline in ``per_item_loss`` (no ``jax.jit``, ``nn.remat``, ``nn.scan`` or
-``nn.vmap`` around intercepted layers: their inputs could not be returned from inside those traces;
-this raises a ``ValueError`` suggesting ``method="vmap"``). Layers with a custom ``dot_general``,
-``promote_dtype`` or ``DenseGeneral(batch_dims=...)`` are not intercepted, so their parameters use
-the exact fallback. Call :func:`ghost_coverage` to see which parameters take which path.
+Limits: the model must run inline in ``per_item_loss`` (no ``jax.jit``, ``nn.remat``,
+``nn.scan`` or ``nn.vmap`` around intercepted layers: their inputs could not be returned
+from inside those traces; this raises a ``ValueError`` suggesting ``method="vmap"``).
+Layers with a custom ``dot_general``, ``promote_dtype`` or
+``DenseGeneral(batch_dims=...)`` are not intercepted, so their parameters use the exact
+fallback. Call :func:`ghost_coverage` to see which parameters take which path.
 
 References:
-  Goodfellow, "Efficient per-example gradient computations", 2015, https://arxiv.org/abs/1510.01799
-  Li et al., "Large language models can be strong differentially private learners", 2022 (ghost
-  clipping for sequences), https://arxiv.org/abs/2110.05679
+  Goodfellow, "Efficient per-example gradient computations", 2015,
+  https://arxiv.org/abs/1510.01799
+  Li et al., "Large language models can be strong differentially private learners",
+  2022 (ghost clipping for sequences), https://arxiv.org/abs/2110.05679
   Bu et al., "Differentially private optimization on large model at small cost"
   (book-keeping), 2023, https://arxiv.org/abs/2210.00038
 """
@@ -364,7 +372,9 @@ def _dependencies(closed_jaxpr, num_leading: int) -> set[int]:
                 and len(sub.outvars) == len(eqn.outvars)
             ):
                 outs = walk(sub, ins)
-            else:  # unknown structure (scan, cond, custom rules...): every output sees every input
+            else:
+                # unknown structure (scan, cond, custom rules...):
+                # every output sees every input
                 union = frozenset().union(*ins)
                 outs = [union] * len(eqn.outvars)
             for v, d in zip(eqn.outvars, outs):
@@ -451,7 +461,8 @@ def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
 
     used = dependencies(frozenset())
     covered &= used
-    while True:  # demoting a leaf can un-stop a call and expose another leaf: iterate to a fixpoint
+    # demoting a leaf can un-stop a call and expose another leaf: iterate to a fixpoint
+    while True:
         active = frozenset(k for i in covered for _, k in roles[i])
         leaked = covered & dependencies(active)
         if not leaked:
@@ -521,7 +532,8 @@ def _dense_sq_norms(a: jax.Array, d: jax.Array) -> jax.Array:
 
 
 def _embed_sq_norms(idx: jax.Array, d: jax.Array, num_embeddings: int) -> jax.Array:
-    """Per-unit squared norm of the scatter-add of d: [U, T, f] into rows idx: [U, T]."""
+    """Per-unit squared norm of the scatter-add of d:
+    [U, T, f] into rows idx: [U, T]."""
     t, f = d.shape[1:]
     if t * (1 + f) <= num_embeddings * f:  # Gram form with the "same row" indicator
         same = (idx[:, :, None] == idx[:, None, :]).astype(d.dtype)

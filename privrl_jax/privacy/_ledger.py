@@ -539,7 +539,8 @@ class Ledger:
         after = spent + new
         if after > self.rho_budget * (1 + 1e-9):
             raise BudgetExceededError(
-                f"{count} more release(s) (rho={new:.4g}) would bring rho to {after:.4g} > "
+                f"{count} more release(s) (rho={new:.4g}) would bring rho to "
+                f"{after:.4g} > "
                 f"the rho budget {self.rho_budget:g} ({spent:.4g} spent in "
                 f"{self.path.parent}). Nothing was released. Add noise (a smaller "
                 "rho per release) or start a new run directory with its own budget."

@@ -73,7 +73,9 @@ def _key_words(key: jax.Array) -> tuple[jax.Array, jax.Array] | None:
         if key.shape or "threefry2x32" not in str(jax.random.key_impl(key)):
             return None
         data = jax.random.key_data(key)
-    else:  # a raw uint32[2] key is read with the default implementation, as jax.random does
+    else:
+        # a raw uint32[2] key is read with the default implementation,
+        # as jax.random does
         if key.shape != (2,) or key.dtype != jnp.uint32:
             return None
         if "threefry2x32" not in str(jax.config.jax_default_prng_impl):

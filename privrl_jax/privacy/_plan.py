@@ -304,7 +304,7 @@ class DPPlan:
                 self, "noise_multiplier", sigmas if len(sigmas) > 1 else sigmas[0]
             )
 
-    # ------------------------------------------------------------------ the fields' views
+    # ---------------------------------------------------------------- the fields' views
     @property
     def num_blocks(self) -> int:
         return len(self.l2_clip_norms)
@@ -326,7 +326,8 @@ class DPPlan:
 
     @property
     def private(self) -> bool:
-        """Whether the plan adds noise (False for sigma = 0, the non-private ablation)."""
+        """Whether the plan adds noise
+        (False for sigma = 0, the non-private ablation)."""
         return all(s > 0 for s in self.noise_multipliers)
 
     @property
@@ -446,7 +447,7 @@ class DPPlan:
             self, noise_multiplier=tuple(scale * r for r in ratios)
         )
 
-    # ------------------------------------------------------------------ clipping and noise
+    # --------------------------------------------------------------- clipping and noise
     def split(self) -> tuple[PlanStructure, PlanArrays]:
         """The plan as a static structure and its swept numbers, for one compile per
         sweep.
@@ -542,7 +543,8 @@ class DPPlan:
     def dpsgd(
         self, optimizer: optax.GradientTransformation, *, key: jax.Array
     ) -> optax.GradientTransformation:
-        """DP-SGD's update rule for this plan: :meth:`privatizer`, then ``optimizer``."""
+        """DP-SGD's update rule for this plan: :meth:`privatizer`,
+        then ``optimizer``."""
         return optax.chain(self.privatizer(key), optimizer)
 
     # ------------------------------------------------------------------ sampling
@@ -555,7 +557,8 @@ class DPPlan:
         return step_batches(self.sampler, seed, self.steps, start=start)
 
     def describe(self) -> dict[str, Any]:
-        """The plan as plain JSON types (for the ledger and reports); holds no secret."""
+        """The plan as plain JSON types (for the ledger and reports);
+        holds no secret."""
         out = {
             "sampling": self.sampling.value,
             "neighboring": self.neighboring.name,

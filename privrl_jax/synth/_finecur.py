@@ -25,7 +25,8 @@ PyTree = Any
 
 def init_finecur(key: jax.Array, dim: int, pool_size: int) -> dict[str, Any]:
     """FineCur's entries of the DP loop's tree: ``rnd`` (a fresh RND from ``key``), an
-    empty ``[pool_size, dim]`` ``pool`` and its ``scores`` (filled at the first step)."""
+    empty ``[pool_size, dim]`` ``pool`` and its ``scores`` (filled at the first
+    step)."""
     return {
         "rnd": init_rnd(key, dim),
         "pool": jnp.zeros((pool_size, dim)),

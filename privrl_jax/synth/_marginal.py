@@ -124,7 +124,8 @@ class ColumnBins:
 
     @property
     def edges(self) -> np.ndarray | None:
-        """The num_bins + 1 bin edges of a continuous column (None for a discrete one)."""
+        """The num_bins + 1 bin edges of a continuous column
+        (None for a discrete one)."""
         if self.values is not None:
             return None
         return np.linspace(self.low, self.high, self.num_bins + 1)

@@ -1,6 +1,7 @@
 """PrivSyn (Zhang, Wang, Li, He & Chen, USENIX Security 2021, "PrivSyn: Differentially
 Private Data Synthesis"): DenseMarg selection of 2-way marginals, Gaussian measurement,
-and synthesis by *gradually updating* records (GUM) instead of fitting a graphical model.
+and synthesis by *gradually updating* records (GUM) instead of fitting a graphical
+model.
 
 Written here, not imported: the one package on the index that offers it,
 ``privsyn-core`` 0.1.1, returned wrong tables when tried side by side on a 2,000-row
@@ -21,9 +22,9 @@ Steps (rho = 1 / (2 sigma^2) shared 0.1 / 0.1 / 0.8, the split of the authors' c
 3. **The selected pairs' marginals**, one Gaussian each at its share of rho_3.
 
 Then the noisy counts are made non-negative and normalised (clip at 0; the paper's
-"norm-cut"), and GUM (the paper's Sec. 5) starts from rows drawn column by column from the
-1-way marginals and, for ``update_iterations`` rounds, visits the selected pairs (the
-worst-fitting first) and moves records out of over-full cells into under-full ones:
+"norm-cut"), and GUM (the paper's Sec. 5) starts from rows drawn column by column from
+the 1-way marginals and, for ``update_iterations`` rounds, visits the selected pairs
+(the worst-fitting first) and moves records out of over-full cells into under-full ones:
 half of the moved records change only the pair's two values, the others become copies
 of a record already in the target cell (the authors' alternation of replacement and
 duplication, their "S5" with step decay 0.84^(t // 20)). Not done: merging pairs into
@@ -34,8 +35,8 @@ Privacy, under add/remove-one row (the relation of PrivORL-n, PGM and MST): ever
 marginal's counts move by exactly 1 (one cell), so D concatenated 1-way marginals by
 sqrt(D). An InDif score moves by less than 4: adding a row moves sum_ab |c_ab| by 1, and
 the product table c_a c_b / n by at most (n + n + 1 + n) / (n + 1) < 3 in L1 (|c| = n,
-one new count in a and in b; the paper's Lemma states 4 for replace-one), so the P scores
-move by < 4 sqrt(P) in L2 (tested on neighbouring tables). Every release is one
+one new count in a and in b; the paper's Lemma states 4 for replace-one), so the P
+scores move by < 4 sqrt(P) in L2 (tested on neighbouring tables). Every release is one
 ``privacy.GaussianMechanism``, handed to ``on_release`` (a ledger's check and record)
 before it is drawn; dp-accounting composes the Gaussians exactly.
 """

@@ -31,7 +31,7 @@ def bandit_dataset(key: jax.Array, n: int = 2048) -> Transitions:
     )
 
 
-# -- side by side with d3rlpy (tests *_vs_d3rlpy.py; torch and d3rlpy imported lazily) --
+# -- side by side with d3rlpy (tests *_vs_d3rlpy.py; torch and d3rlpy imported lazily)
 
 
 def random_batches(

@@ -559,7 +559,7 @@ def test_mujoco_backend_scores_the_agent_in_mujoco(tmp_path, monkeypatch):
     )
 
 
-# --- MuJoCo-only tasks (locomotion, kitchen) --------------------------------------------
+# --- MuJoCo-only tasks (locomotion, kitchen) ------------------------------------------
 
 
 def hopper_train(tmp_path, *extra, obs_dim=11, act_dim=3):

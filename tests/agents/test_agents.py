@@ -1,4 +1,5 @@
-"""Behaviour shared by TD3+BC, IQL and EDAC: learning signals, determinism, validation."""
+"""Behaviour shared by TD3+BC, IQL and EDAC: learning signals,
+determinism, validation."""
 
 import jax
 import jax.numpy as jnp

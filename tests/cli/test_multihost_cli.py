@@ -39,7 +39,8 @@ def test_killing_the_launcher_stops_its_workers(tmp_path, sig):
     import time
 
     worker = (
-        f"import os, time; open(os.path.join({str(tmp_path)!r}, os.environ['PRIVRL_PROCESS_ID']), "
+        f"import os, time; open(os.path.join({str(tmp_path)!r}, "
+        "os.environ['PRIVRL_PROCESS_ID']), "
         "'w').write(str(os.getpid())); time.sleep(120)"
     )
     launcher = textwrap.dedent(f"""

@@ -185,7 +185,7 @@ def test_missing_sampling_arguments_are_one_line_errors():
         )
 
 
-def test_calibrate_with_an_unsupported_accountant_is_the_same_one_line_error_as_epsilon():
+def test_calibrate_with_an_unsupported_accountant_is_the_same_one_line_error_as_epsilon():  # noqa: E501
     common = [
         "--sampling",
         "uniform_one",

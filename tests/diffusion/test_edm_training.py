@@ -1,4 +1,5 @@
-"""A small EDM trained non-privately on a 2-D Gaussian mixture reproduces its marginals."""
+"""A small EDM trained non-privately on a 2-D Gaussian mixture reproduces
+its marginals."""
 
 import jax
 import jax.numpy as jnp

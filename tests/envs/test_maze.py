@@ -1,4 +1,5 @@
-"""Point-maze dynamics: geometry, no tunnelling, rewards, time limits, jit/vmap parity."""
+"""Point-maze dynamics: geometry, no tunnelling, rewards, time limits,
+jit/vmap parity."""
 
 import jax
 import jax.numpy as jnp
@@ -93,7 +94,8 @@ def _push_on(k, vel):
 
 @jax.jit
 def _rollout_positions(params, key):
-    """[T + 1, 3 * 16, 2] positions; envs 0-15 uniform, 16-31 bang-bang, 32-47 push-on."""
+    """[T + 1, 3 * 16, 2] positions; envs 0-15 uniform, 16-31 bang-bang,
+    32-47 push-on."""
     num_envs, num_steps = 48, 300
     policy_ids = jnp.arange(num_envs) // 16
     env = envs.PointMaze("m", envs.UMAZE, 1, False)  # only reset_env is used

@@ -113,7 +113,7 @@ def test_free_cell_share_counts_positions_by_rounded_cell():
         evaluation.free_cell_share(np.zeros((3, 4)), walls)
 
 
-def test_sliced_wasserstein_of_a_translation_is_its_length_times_the_mean_abs_coordinate():
+def test_sliced_wasserstein_of_a_translation_is_its_length_times_the_mean_abs_coordinate():  # noqa: E501
     # Shifting every row by v moves each projection by <theta, v> exactly, so SW1 = |v|
     # E|theta_1|; on the sphere S^2, theta_1 is uniform on [-1, 1] (Archimedes),
     # E|theta_1| = 1/2.

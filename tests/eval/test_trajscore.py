@@ -1,4 +1,5 @@
-"""TrajScore (PrivORL Sec. VIII-C): windows, greedy cosine F1, identical sets score 1."""
+"""TrajScore (PrivORL Sec. VIII-C): windows, greedy cosine F1,
+identical sets score 1."""
 
 import jax
 import numpy as np

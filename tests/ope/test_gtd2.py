@@ -11,7 +11,8 @@ GAMMA = 0.5
 
 
 def _three_state_trajectory():
-    """s0 -> s1 -> s2 -> terminal, one-hot features, then one padded row holding NaNs."""
+    """s0 -> s1 -> s2 -> terminal, one-hot features,
+    then one padded row holding NaNs."""
     e = np.eye(3, dtype=np.float32)
     nan = np.full(3, np.nan, np.float32)
     tr = ope.Transitions(

@@ -12,7 +12,8 @@ PUBLIC_FILES = ("config.yaml", "report.json", "report.md", "ledger.json")
 
 
 def read_secret(run_dir) -> DPSecret:
-    """The DP secret of a run, from its latest DP checkpoint (the one place it may be)."""
+    """The DP secret of a run, from its latest DP checkpoint
+    (the one place it may be)."""
     ckpt = Checkpoints(run_dir / "checkpoints" / "dp")
     return DPSecret.from_tree(ckpt.mgr.restore(ckpt.latest())["secret"])
 

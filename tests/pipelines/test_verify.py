@@ -1,4 +1,5 @@
-"""verify_run: every release of every method is tied to the ledger it was accounted in."""
+"""verify_run: every release of every method is tied to the ledger it was
+accounted in."""
 
 import json
 

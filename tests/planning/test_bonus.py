@@ -1,4 +1,5 @@
-"""Gamma of Algorithm 1 (DP-APVI's Bernstein-plus-privacy bonus) on hand-computed cells."""
+"""Gamma of Algorithm 1 (DP-APVI's Bernstein-plus-privacy bonus) on
+hand-computed cells."""
 
 import math
 

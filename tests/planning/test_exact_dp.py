@@ -1,4 +1,5 @@
-"""rho = inf, full feedback, a discrete-like instance: backward induction == exact DP."""
+"""rho = inf, full feedback, a discrete-like instance:
+backward induction == exact DP."""
 
 import itertools
 

@@ -91,7 +91,8 @@ def test_missing_key_is_an_error():
 
 
 def test_accumulated_microbatches_equal_one_batch_with_one_noise_draw():
-    """G microbatches accumulated then one noise draw == one batch of G*b (pitfall 8)."""
+    """G microbatches accumulated then one noise draw == one batch of G*b
+    (pitfall 8)."""
     loss = lambda w, x: 0.5 * jnp.sum((w - x) ** 2)  # noqa: E731
     clip = clipped_grad(loss, l2_clip_norm=1.0)
     tx = dpsgd(

@@ -63,7 +63,7 @@ def _full_batch(sigma, cls=privacy.DPPlan):
     return cls(sampler=sampler, l2_clip_norm=1.0, steps=1, noise_multiplier=sigma)
 
 
-def test_a_correct_gaussian_step_is_audited_below_its_epsilon_and_its_mu_is_one_over_sigma():
+def test_a_correct_gaussian_step_is_audited_below_its_epsilon_and_its_mu_is_one_over_sigma():  # noqa: E501
     res = _audit(_full_batch(2.0))
     assert 0 < res.epsilon_demonstrated <= res.epsilon_accounted
     assert abs(res.gdp.mu - 0.5) < 6 * MU_SE

@@ -63,7 +63,7 @@ def _all_correct_max(r: int, confidence: float = CONF) -> float:
     return math.log(a / (1 - a))
 
 
-# ------------------------------------------------------------------------------ one-run audit
+# ------------------------------------------------------------------------ one-run audit
 
 
 def test_one_run_never_exceeds_true_epsilon_and_grows_with_m():
@@ -162,7 +162,7 @@ def test_draw_inclusion_is_fair_and_reproducible():
     assert abs(a.mean() - 0.5) < 5 * 0.5 / math.sqrt(a.size)  # 5 standard errors
 
 
-# ---------------------------------------------------------------------- Clopper-Pearson audit
+# ---------------------------------------------------------------- Clopper-Pearson audit
 
 
 def test_clopper_pearson_hand_case():
@@ -194,7 +194,7 @@ def test_clopper_pearson_on_the_gaussian_mechanism():
     assert 0.5 < got <= _true_eps(sigma)  # measured 1.94 <= 4.38
 
 
-# ------------------------------------------------------------------------------- Gaussian DP
+# -------------------------------------------------------------------------- Gaussian DP
 
 
 @pytest.mark.parametrize("sigma", [0.7, 1.0, 2.0, 5.0])
@@ -218,7 +218,7 @@ def test_gdp_estimate_on_gaussian_scores():
     assert json.loads(json.dumps(est.to_dict()))["delta"] == DELTA
 
 
-# ---------------------------------------------------------------- white-box DP-SGD canaries
+# ------------------------------------------------------------ white-box DP-SGD canaries
 
 D, M, C, STEPS = 1024, 1000, 0.5, 4
 
@@ -276,7 +276,7 @@ def test_random_direction_canaries_score_pytrees():
     assert canaries.scores(update)[1] == pytest.approx(1.0, rel=1e-6)
 
 
-# ------------------------------------------------------------- black-box synthetic-data canaries
+# ---------------------------------------------------- black-box synthetic-data canaries
 
 
 def _synthetic_audit(generator: str) -> audit.AuditResult:
@@ -323,7 +323,7 @@ def test_density_scores_kde_ranks_like_distance():
     assert audit.density_scores(released, canaries, k=2)[0] == pytest.approx(-0.05)
 
 
-# ------------------------------------------------------------------- agreement with jax-privacy
+# ----------------------------------------------------------- agreement with jax-privacy
 
 
 def test_agrees_with_jax_privacy():

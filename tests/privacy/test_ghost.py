@@ -158,7 +158,8 @@ def _assert_agree(
     uses_key=False,
     microbatch_size=None,
 ):
-    """Through the public dispatch: clipped_grad(method="ghost") vs the default method."""
+    """Through the public dispatch: clipped_grad(method="ghost") vs the
+    default method."""
     ref = clipped_grad(loss, l2_clip_norm=clip, uses_key=uses_key)
     ghost = clipped_grad(
         loss,
@@ -422,7 +423,9 @@ def test_shared_tied_regularised_and_unused_params_are_exact():
     _compare_at_clip_norms(loss, params, batch, mask, [0.5])
     coverage = ghost_coverage(loss, params, _first_item(batch))
     assert coverage == {
-        "['net']['params']['Dense_0']['bias']": "ghost: Dense('Dense_0',) bias (shared by 2 calls)",
+        "['net']['params']['Dense_0']['bias']": (
+            "ghost: Dense('Dense_0',) bias (shared by 2 calls)"
+        ),
         "['net']['params']['Dense_0']['kernel']": (
             "ghost: Dense('Dense_0',) kernel (shared by 2 calls)"
         ),

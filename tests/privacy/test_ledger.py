@@ -1,4 +1,5 @@
-"""The ledger records every release, survives reloads and refuses over-budget releases."""
+"""The ledger records every release, survives reloads and refuses
+over-budget releases."""
 
 import json
 

@@ -1,4 +1,5 @@
-"""The ledger's accounting caches change no bit of its epsilon, and survive no reload."""
+"""The ledger's accounting caches change no bit of its epsilon,
+and survive no reload."""
 
 import dp_accounting
 import pytest

@@ -1,4 +1,5 @@
-"""The samplers' law is the one the accountant assumes (docs/dp_pitfalls.md, items 3-5)."""
+"""The samplers' law is the one the accountant assumes
+(docs/dp_pitfalls.md, items 3-5)."""
 
 import numpy as np
 import pytest

@@ -199,12 +199,12 @@ def test_overfits_two_trajectories():
     data).
 
     "Far below" is 1 nat per dim: the model's std is then < 1/e of the data's on
-    average. The model is trained to its plateau, not stopped in the transient: Adam on 4 rows is
-    spiky there (300 steps at lr 1e-2 gave 0.58 on one CPU and 1.85 on another, the same
-    seed: XLA's CPU kernels round differently across processors and the transient
-    amplifies it). At lr 3e-3 the NLL never rose above -0.51 between steps 2000 and 6000
-    (checked every 100), against a threshold of 1.43: a margin of ~2 nats where the two
-    machines differed by 1.3. This run ends at -2.02 after 4000 steps.
+    average. The model is trained to its plateau, not stopped in the transient: Adam on
+    4 rows is spiky there (300 steps at lr 1e-2 gave 0.58 on one CPU and 1.85 on
+    another, the same seed: XLA's CPU kernels round differently across processors and
+    the transient amplifies it). At lr 3e-3 the NLL never rose above -0.51 between steps
+    2000 and 6000 (checked every 100), against a threshold of 1.43: a margin of ~2 nats
+    where the two machines differed by 1.3. This run ends at -2.02 after 4000 steps.
     """
     rng = np.random.default_rng(0)
     items, mask = _units([2, 2], rng, f=2)  # 2 trajectories x 2 fragments of H steps

@@ -1,4 +1,5 @@
-"""PrivSyn (synth.fit_privsyn): its sensitivities, selection, accounting and synthesis."""
+"""PrivSyn (synth.fit_privsyn): its sensitivities, selection,
+accounting and synthesis."""
 
 from __future__ import annotations
 

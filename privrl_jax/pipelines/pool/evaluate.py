@@ -33,10 +33,9 @@ def evaluate(task: PoolTask, q_tables: jax.Array) -> dict[str, Any]:
     )
     c_beh = planning.policy_cost(ek, params, task.behaviour, v.eval_episodes)
     return {
-        "policy_class_of_benchmark": "stationary base-stock, levels searched on a grid of "
-        f"{v.saa_levels} per product, SAA over {v.saa_samples} demand paths, zero "
-        "initial "
-        "inventory",
+        "policy_class_of_benchmark": "stationary base-stock, levels searched on a "
+        f"grid of {v.saa_levels} per product, SAA over {v.saa_samples} demand "
+        "paths, zero initial inventory",
         "saa_levels": np.asarray(saa.levels).tolist(),
         "saa_in_sample_cost": float(saa.saa_cost),
         "benchmark_cost": c_star,

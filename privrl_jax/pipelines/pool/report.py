@@ -22,7 +22,8 @@ POLICY_PLOT = "plots/policy.png"
 def write_plots(
     run_dir: Path, task: PoolTask, q_tables: jax.Array, evaluation: dict[str, Any]
 ) -> None:
-    """plots/gaps.png (policy, behaviour, SAA) and plots/policy.png (order-up-to level)."""
+    """plots/gaps.png (policy, behaviour, SAA) and plots/policy.png
+    (order-up-to level)."""
     from matplotlib.figure import Figure  # here, so importing the pipeline stays light
 
     cfg = task.cfg
