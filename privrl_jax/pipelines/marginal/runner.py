@@ -12,18 +12,23 @@ from typing import Any
 
 import dp_accounting
 import jax
-import yaml
 
 from privrl_jax import diffusion, privacy, synth
-from privrl_jax.pipelines._dp_loop import DPSecret
 from privrl_jax.pipelines._marginal_config import MarginalConfig
-from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
-from privrl_jax.pipelines._synth.inputs import begin_run, dataset_id, encode
+from privrl_jax.pipelines._rundir import run_in_dir
+from privrl_jax.pipelines._synth.inputs import (
+    begin_run,
+    check_dataset_size,
+    dataset_id,
+    encode,
+)
 from privrl_jax.pipelines._synth.release import (
+    noise_secret,
     open_audit,
     open_ledger,
     release,
     release_report,
+    write_config,
     write_reports,
 )
 from privrl_jax.pipelines._synth.scores import agent_scores, transition_audit
@@ -72,26 +77,14 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
 
     public, sensitive, holdout = load_data(cfg)
     n = len(sensitive)
-    declared = cfg.privacy.dataset_size
-    if declared is not None and declared != n:
-        raise ValueError(
-            f"privacy.dataset_size={declared} is declared, but the sensitive data hold "
-            f"{n} "
-            f"transitions (after the {cfg.data.holdout_size}-row holdout)."
-        )
+    check_dataset_size(cfg, n, "transitions", f"{cfg.data.holdout_size}-row holdout")
     task = build_task(cfg, public, sensitive)
     if cfg.model.name != "privsyn":  # PrivSyn fits no graphical model: no mbi
         synth.require_mbi()  # fail before anything is written when it is missing
-    atomic_write_text(
-        run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
-    )
+    write_config(run_dir, resolved, topo)
 
     ledger = open_ledger(cfg, run_dir, dataset_id(cfg.data, cfg.seed), n, topo)
-    secret = (
-        DPSecret.fresh()
-        if cfg.privacy.noise_seed is None
-        else DPSecret.from_seed(cfg.privacy.noise_seed)
-    )
+    secret = noise_secret(cfg)
     fit_info: dict[str, Any] = {}
 
     def synthesize():
@@ -165,7 +158,7 @@ def _run(cfg: MarginalConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
 
 def _dp_info(
     task: MarginalTask,
-    secret: DPSecret,
+    secret: privacy.DPSecret,
     ledger: privacy.Ledger,
     fit_info: dict[str, Any],
     private: bool,
