@@ -1,16 +1,15 @@
-"""The PATE-GAN baselines' run: inputs checked, every chunk of vote queries recorded in
-the ledger before it is drawn, the release, its report and the audit.
+"""The PATE-GAN baselines' run: pre-training on the public rows (PrePATE-GAN), the
+rounds, every chunk of vote queries recorded in the ledger before it is drawn, and the
+sampling, inside the run the baselines share (`_synth.baseline`).
 
 See :mod:`privrl_jax.pipelines.pategan` for what a run writes.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
-import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,17 +18,7 @@ from tqdm.auto import tqdm
 from privrl_jax import data, diffusion, privacy, synth
 from privrl_jax.pipelines._pategan_config import PateGanPipelineConfig
 from privrl_jax.pipelines._rundir import run_in_dir
-from privrl_jax.pipelines._synth.inputs import begin_run, check_dataset_size, dataset_id
-from privrl_jax.pipelines._synth.release import (
-    noise_secret,
-    open_audit,
-    open_ledger,
-    release,
-    release_report,
-    write_config,
-    write_reports,
-)
-from privrl_jax.pipelines._synth.scores import agent_scores, transition_audit
+from privrl_jax.pipelines._synth.baseline import record_release, run_baseline
 from privrl_jax.pipelines.pategan.report import render_markdown
 from privrl_jax.pipelines.pategan.task import GENERATORS, PateGanTask, build_task
 from privrl_jax.pipelines.privorl_n import (
@@ -39,26 +28,23 @@ from privrl_jax.pipelines.privorl_n import (
 VOTES = "PATE-GAN: noisy teacher votes (one Gaussian query per labelled sample)"
 
 
-def _recorder(ledger: privacy.Ledger, accountant: str, sigma: float):
-    """Checks the budget, then records ``count`` vote queries, before they are drawn."""
-
-    def record(count: int) -> None:
-        mech = synth.vote_mechanism(sigma)
-        if mech is None:  # epsilon = inf: exact votes, accounted as what they are
-            ev = dp_accounting.NonPrivateDpEvent()
-            ledger.check(ev, accountant=accountant)
-            ledger.record(ev, what=VOTES, count=count, params={"mechanism": "none"})
-        else:
-            ledger.check(mech.event(), count, accountant=accountant)
-            ledger.record(mech.event(), what=VOTES, count=count, params=mech.describe())
-
-    return record
-
-
 def run(cfg: PateGanPipelineConfig, run_dir: str | Path) -> dict[str, Any]:
     """Runs PATE-GAN or PrePATE-GAN (``model.name``) into ``run_dir``; returns the
     report (release + ``audit``)."""
-    return run_in_dir(Path(run_dir), lambda d, topo: _run(cfg, d, topo))
+    return run_in_dir(
+        Path(run_dir),
+        lambda d, topo: run_baseline(
+            cfg,
+            d,
+            topo,
+            method=GENERATORS[cfg.model.name],
+            load_data=load_data,
+            build_task=build_task,
+            synthesize=_synthesize,
+            dp_info=_dp_info,
+            render_markdown=render_markdown,
+        ),
+    )
 
 
 def pretrain_on_public(
@@ -75,16 +61,17 @@ def pretrain_on_public(
     )
 
 
-def _train(
+def _synthesize(
     task: PateGanTask,
     sensitive: data.Transitions,
     ledger: privacy.Ledger,
     secret: privacy.DPSecret,
     key: jax.Array,
     fit_info: dict[str, Any],
-) -> synth.PateGanState:
-    """The teachers, student and generator trained; ``fit_info`` gets the pre-training
-    losses and the last round's metrics."""
+) -> data.Transitions:
+    """The teachers, student and generator trained on the sensitive rows' partitions,
+    then the generator sampled; ``fit_info`` gets the pre-training losses and the last
+    round's metrics."""
     cfg, m = task.cfg, task.cfg.model
     generator = discriminator = None
     if m.name == "pategan_pretrained":
@@ -109,12 +96,13 @@ def _train(
         discriminator=discriminator,
     )
     chunk = synth.make_pategan_chunk(task.nets, task.gan, m.chunk_rounds)
-    record = _recorder(ledger, cfg.privacy.accountant, task.sigma)
+    mech = synth.vote_mechanism(task.sigma)  # None at epsilon = inf: exact votes
+    per_chunk = m.chunk_rounds * m.queries_per_round
     padded, counts = jnp.asarray(padded), jnp.asarray(counts)
     metrics = None
     with tqdm(total=m.rounds, desc="PATE-GAN", unit="round") as bar:
         for start in range(0, m.rounds, m.chunk_rounds):
-            record(m.chunk_rounds * m.queries_per_round)
+            record_release(ledger, cfg.privacy.accountant, VOTES, mech, per_chunk)
             state, metrics = chunk(
                 state,
                 padded,
@@ -126,7 +114,7 @@ def _train(
             )
             bar.update(m.chunk_rounds)
     fit_info["last_round"] = {k: float(v) for k, v in metrics.items()}
-    return state
+    return _sample(task, state.generator, jax.random.fold_in(key, 300))
 
 
 def _sample(task: PateGanTask, generator: Any, key: jax.Array) -> data.Transitions:
@@ -143,58 +131,6 @@ def _sample(task: PateGanTask, generator: Any, key: jax.Array) -> data.Transitio
     if sc.action_bounds:
         syn = syn.replace(actions=jnp.clip(syn.actions, *sc.action_bounds))
     return jax.tree_util.tree_map(np.asarray, syn)
-
-
-def _run(
-    cfg: PateGanPipelineConfig, run_dir: Path, topo: privacy.Topology
-) -> dict[str, Any]:
-    if not topo.is_primary:
-        raise ValueError(
-            "PATE-GAN runs in one process; start it without jax.distributed."
-        )
-    resolved = begin_run(cfg, run_dir, topo, GENERATORS[cfg.model.name])
-    t0 = time.time()
-    key = jax.random.key(cfg.seed)  # public randomness only
-
-    public, sensitive, holdout = load_data(cfg)
-    n = len(sensitive)
-    check_dataset_size(cfg, n, "transitions", f"{cfg.data.holdout_size}-row holdout")
-    # Contract 5: the normaliser is fitted on public rows only.
-    task = build_task(cfg, public, sensitive)
-    write_config(run_dir, resolved, topo)
-
-    ledger = open_ledger(cfg, run_dir, dataset_id(cfg.data, cfg.seed), n, topo)
-    secret = noise_secret(cfg)
-    fit_info: dict[str, Any] = {}
-
-    def synthesize() -> data.Transitions:
-        state = _train(task, sensitive, ledger, secret, key, fit_info)
-        return _sample(task, state.generator, jax.random.fold_in(key, 300))
-
-    private = task.sigma > 0 and not secret.fixed
-    synthetic = release(
-        cfg,
-        run_dir,
-        ledger,
-        synthesize,
-        generator=task.method,
-        private=private,
-        model=cfg.model.name,
-    )
-    info = _dp_info(task, secret, ledger, fit_info, private)
-    report = release_report(cfg, resolved, info, ledger)
-    if cfg.eval.agents:
-        report["agents_synthetic"] = agent_scores(
-            cfg, synthetic, jax.random.fold_in(key, 400)
-        )
-
-    _, audit = open_audit(run_dir)
-    audit.update(
-        transition_audit(
-            cfg, sensitive, holdout, synthetic, task.layout, task.norm, key
-        )
-    )
-    return write_reports(run_dir, report, audit, t0, render_markdown)
 
 
 def _dp_info(
