@@ -64,6 +64,20 @@ def record_release(
     ledger.record(event, what=what, count=count, params=params)
 
 
+def privacy_labels(cfg: Any, secret: privacy.DPSecret, private: bool) -> dict[str, Any]:
+    """The last entries of a baseline's ``finetune`` section: whether the run is
+    private, where its noise secret came from and where N came from."""
+    return {
+        "private": private,
+        "noise_secret": "fixed by privacy.noise_seed (not private)"
+        if secret.fixed
+        else "drawn from os.urandom; never stored",
+        "dataset_size_source": "privacy.dataset_size (declared)"
+        if cfg.privacy.dataset_size is not None
+        else "read from the sensitive data and treated as public",
+    }
+
+
 def run_baseline(
     cfg: Any,
     run_dir: Path,
@@ -89,7 +103,7 @@ def run_baseline(
         what the report shows of the fit into ``fit_info``. Not called when the run
         directory already holds the release.
       dp_info: ``(task, secret, ledger, fit_info, private) -> dict``, the report's
-        ``finetune`` section.
+        ``finetune`` section (ending with :func:`privacy_labels`).
       render_markdown: the report's Markdown.
     """
     if not topo.is_primary:

@@ -14,7 +14,11 @@ import jax
 from privrl_jax import data, privacy, synth
 from privrl_jax.pipelines._marginal_config import MarginalConfig
 from privrl_jax.pipelines._rundir import run_in_dir
-from privrl_jax.pipelines._synth.baseline import record_release, run_baseline
+from privrl_jax.pipelines._synth.baseline import (
+    privacy_labels,
+    record_release,
+    run_baseline,
+)
 from privrl_jax.pipelines.marginal.report import render_markdown
 from privrl_jax.pipelines.marginal.task import GENERATORS, MarginalTask, build_task
 from privrl_jax.pipelines.privorl_n import (
@@ -127,11 +131,5 @@ def _dp_info(
         if cfg.model.name == "mst"
         else "1-way + pairs selected by DenseMarg",
         **({"selected_tree": fit_info["selected"]} if fit_info.get("selected") else {}),
-        "private": private,
-        "noise_secret": "fixed by privacy.noise_seed (not private)"
-        if secret.fixed
-        else "drawn from os.urandom; never stored",
-        "dataset_size_source": "privacy.dataset_size (declared)"
-        if cfg.privacy.dataset_size is not None
-        else "read from the sensitive data and treated as public",
+        **privacy_labels(cfg, secret, private),
     }

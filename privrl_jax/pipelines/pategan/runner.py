@@ -18,7 +18,11 @@ from tqdm.auto import tqdm
 from privrl_jax import data, diffusion, privacy, synth
 from privrl_jax.pipelines._pategan_config import PateGanPipelineConfig
 from privrl_jax.pipelines._rundir import run_in_dir
-from privrl_jax.pipelines._synth.baseline import record_release, run_baseline
+from privrl_jax.pipelines._synth.baseline import (
+    privacy_labels,
+    record_release,
+    run_baseline,
+)
 from privrl_jax.pipelines.pategan.report import render_markdown
 from privrl_jax.pipelines.pategan.task import GENERATORS, PateGanTask, build_task
 from privrl_jax.pipelines.privorl_n import (
@@ -162,11 +166,5 @@ def _dp_info(
         ],
         **({"pretrain": fit_info["pretrain"]} if "pretrain" in fit_info else {}),
         **({"last_round": fit_info["last_round"]} if "last_round" in fit_info else {}),
-        "private": private,
-        "noise_secret": "fixed by privacy.noise_seed (not private)"
-        if secret.fixed
-        else "drawn from os.urandom; never stored",
-        "dataset_size_source": "privacy.dataset_size (declared)"
-        if cfg.privacy.dataset_size is not None
-        else "read from the sensitive data and treated as public",
+        **privacy_labels(cfg, secret, private),
     }
