@@ -64,7 +64,7 @@ def runs(tmp_path_factory):
             seen["init_kwargs"] = kwargs
             return real_init(*args, **kwargs)
 
-        mp.setattr(pategan, "pretrain_on_public", watch_pretrain)
+        mp.setattr(pategan.runner, "pretrain_on_public", watch_pretrain)
         mp.setattr(synth, "init_pategan", watch_init)
         for name, overrides in {
             "eps10_seeded": ["privacy.noise_seed=7"],

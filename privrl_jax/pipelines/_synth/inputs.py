@@ -77,19 +77,23 @@ def dataset_id(d: Any, seed: int, collector: str = "") -> str:
     )
 
 
-def check_units(cfg: Any, n: int, units: str, holdout: str) -> None:
-    """The declared dataset size and the batch size against the ``n`` sensitive units
-    the run
-    trains on (``units``: their plural name; ``holdout``: what was held out, for the
+def check_dataset_size(cfg: Any, n: int, units: str, holdout: str) -> None:
+    """The declared ``privacy.dataset_size`` against the ``n`` sensitive units the run
+    reads (``units``: their plural name; ``holdout``: what was held out, for the
     message)."""
     declared = cfg.privacy.dataset_size
     if declared is not None and declared != n:
         raise ValueError(
             f"privacy.dataset_size={declared} is declared, but the sensitive data hold "
-            f"{n} {units} "
-            f"(after the {holdout}); declare the size of the data you train on, or "
-            "leave it empty."
+            f"{n} {units} (after the {holdout}); declare the size of the data you "
+            "train on, or leave it empty."
         )
+
+
+def check_units(cfg: Any, n: int, units: str, holdout: str) -> None:
+    """The declared dataset size and the batch size against the ``n`` sensitive units
+    the run trains on (as :func:`check_dataset_size`)."""
+    check_dataset_size(cfg, n, units, holdout)
     if cfg.finetune.batch_size > n:
         raise ValueError(
             f"finetune.batch_size={cfg.finetune.batch_size} exceeds the {n} sensitive "

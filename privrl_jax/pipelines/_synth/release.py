@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import numpy as np
+import yaml
 
 from privrl_jax import data, privacy
 from privrl_jax.pipelines._audit_run import audit_into_report
@@ -51,6 +52,26 @@ def open_ledger(
         artifacts=[run_dir / "checkpoints" / "dp", run_dir / "synthetic.hdf5"],
         not_private=not_private_mark(NOT_PRIVATE_SEED, cfg.privacy.noise_seed),
     )
+
+
+def noise_secret(cfg: Any) -> privacy.DPSecret:
+    """The run's noise secret: from the OS, or fixed by ``privacy.noise_seed`` (then
+    the run is not private)."""
+    seed = cfg.privacy.noise_seed
+    if seed is None:
+        return privacy.DPSecret.fresh()
+    return privacy.DPSecret.from_seed(seed)
+
+
+def write_config(
+    run_dir: Path, resolved: dict[str, Any], topo: privacy.Topology
+) -> None:
+    """``config.yaml`` (part of the release), written by process 0 once every input
+    is checked."""
+    if topo.is_primary:
+        atomic_write_text(
+            run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
+        )
 
 
 def release(

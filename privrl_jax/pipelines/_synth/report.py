@@ -1,11 +1,24 @@
 """The common parts of the synthesis pipelines' report.md: the head of the table, the
-agent rows and the closing paragraphs."""
+agent rows, the fidelity rows and the closing paragraphs, and the whole report of the
+transition-level baselines (marginal, PATE-GAN)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from privrl_jax.pipelines._audit_run import markdown_rows
+
+RELEASE = (
+    "**Release** (may be published): `synthetic.hdf5`, `ledger.json`, "
+    "`report.json`, `config.yaml`."
+)
+# The audit's fidelity scores in the order the baselines' reports show them.
+FIDELITY = (
+    ("marginal", "marginal score (1 - mean KS)"),
+    ("correlation", "correlation score"),
+    ("sliced_wasserstein", "sliced Wasserstein to the sensitive rows (0 = same law)"),
+    ("free_cell_share", "share of positions in the sensitive maze's free cells"),
+)
 
 
 def sigma_text(sigma: float) -> str:
@@ -90,4 +103,43 @@ def markdown_tail(
             f"Wall time: {report['wall_time_s']:.0f} s.",
             "",
         ]
+    )
+
+
+def fidelity_rows(audit: dict[str, Any]) -> list[str]:
+    """One row per fidelity score in ``audit``: the release's, then the real
+    holdout's where the audit scored that anchor."""
+    if "fidelity" not in audit:
+        return []
+    fid = audit["fidelity"]
+    cols = [("release", fid)]
+    if "anchors" in audit:
+        cols.append(("real holdout", audit["anchors"]["real_holdout"]))
+    return [
+        f"| {what} (audit): {' / '.join(c for c, _ in cols)} | "
+        f"{' / '.join(f'{v[k]:.3f}' for _, v in cols)} |"
+        for k, what in FIDELITY
+        if k in fid
+    ]
+
+
+def baseline_markdown(
+    report: dict[str, Any], title: str, rows: tuple[str, ...] = ()
+) -> str:
+    """The report.md of a transition-level baseline: the head, the baseline's own
+    ``rows``, the agent rows, the audit's fidelity rows and the closing paragraphs."""
+    lines = [
+        *markdown_head(report, title),
+        *rows,
+        *agent_rows(report, describe_seeds=True),
+        *fidelity_rows(report.get("audit", {})),
+    ]
+    return markdown_tail(
+        lines,
+        report,
+        release=RELEASE,
+        audit=(
+            "**Audit** (`audit/`, NOT differentially private, never publish): the "
+            "fidelity scores read the sensitive data without DP."
+        ),
     )

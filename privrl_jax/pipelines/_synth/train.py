@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from privrl_jax import privacy, synth
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
+from privrl_jax.pipelines._synth.release import noise_secret
 
 
 def pretrain(
@@ -124,9 +125,7 @@ def run_finetune(
     ``fns.update`` from the noisy mean; the secret comes from the OS unless
     ``privacy.noise_seed`` fixes it (then the run is not private)."""
     fc, pc = cfg.finetune, cfg.privacy
-    secret = (
-        DPSecret.fresh() if pc.noise_seed is None else DPSecret.from_seed(pc.noise_seed)
-    )
+    secret = noise_secret(cfg)
 
     def update(tree, noisy_mean):
         return {**tree, "state": fns.update(tree["state"], noisy_mean)}

@@ -20,9 +20,10 @@ OS, or ``privacy.noise_seed``: then the run is labelled not private).
 
 Requires the optional extra ``pip install -e ".[baselines]"`` (mbi 2.0).
 
-The modules split it by role: :mod:`.task` (the public bins, cliques and noise
-multiplier, built once per run and passed down), :mod:`.runner` (the run: inputs,
-ledger, release, report and the audit's fidelity) and :mod:`.report` (Markdown).
+The modules split it by role: :mod:`.task` (the public bins, cliques, noise multiplier
+and the audit's encoding, built once per run and passed down), :mod:`.runner` (the
+measurements and the fit, inside the run the baselines share: inputs, ledger, release,
+report and the audit's fidelity) and :mod:`.report` (Markdown).
 """
 
 from privrl_jax.pipelines._marginal_config import (

@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from privrl_jax import data, envs, privacy, synth
+from privrl_jax import data, diffusion, envs, privacy, synth
 from privrl_jax.pipelines._marginal_config import MarginalConfig
-from privrl_jax.pipelines._synth.inputs import check_same_dims
+from privrl_jax.pipelines._synth.inputs import check_same_dims, encode
 
 GENERATORS = {"pgm": "PGM (mbi)", "mst": "MST (mbi)", "privsyn": "PrivSyn (GUM)"}
 
@@ -84,7 +84,7 @@ def noise_multiplier(cfg: MarginalConfig) -> float:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MarginalTask:
-    """The public side of one PGM / MST run.
+    """The public side of one PGM / MST / PrivSyn run.
 
     Attributes:
       cfg: the run's config.
@@ -92,6 +92,9 @@ class MarginalTask:
       disc: the public discretisation of a transition's columns.
       cliques: the measured cliques (PGM; MST selects its own).
       sigma: the noise multiplier of the one Gaussian release (0 at epsilon = inf).
+      layout, norm: the audit's encoding, PrivORL-n's default (s' - s) with its
+        normaliser fitted on the public rows, so the fidelity scores sit beside
+        PrivORL-n's.
     """
 
     cfg: MarginalConfig
@@ -100,6 +103,8 @@ class MarginalTask:
     disc: synth.PublicDiscretisation
     cliques: tuple[tuple[str, ...], ...]
     sigma: float
+    layout: diffusion.TransitionLayout
+    norm: diffusion.Normaliser
 
     @property
     def method(self) -> str:
@@ -110,9 +115,9 @@ class MarginalTask:
 def build_task(
     cfg: MarginalConfig, public: data.Transitions, sensitive: data.Transitions
 ) -> MarginalTask:
-    """The task of ``cfg``; of the data only the dimensions are read (the public and the
-    sensitive data must have the same ones, a ``ValueError`` otherwise), and the cliques
-    must name known columns."""
+    """The task of ``cfg``; of the sensitive data only the dimensions are read (they
+    must be the public data's, a ``ValueError`` otherwise), and the cliques must name
+    known columns."""
     obs_dim, act_dim = check_same_dims(public, sensitive)
     disc = public_discretisation(cfg, obs_dim, act_dim)
     cliques = tuple(
@@ -124,6 +129,9 @@ def build_task(
             f"model.cliques names unknown columns {unknown}; the columns are "
             f"{list(disc.names)}."
         )
+    layout = diffusion.TransitionLayout(
+        obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=True
+    )
     return MarginalTask(
         cfg=cfg,
         obs_dim=obs_dim,
@@ -131,4 +139,8 @@ def build_task(
         disc=disc,
         cliques=cliques,
         sigma=noise_multiplier(cfg),
+        layout=layout,
+        norm=diffusion.fit_normaliser_on_public(
+            encode(public, layout), one_hot_mask=layout.one_hot_mask()
+        ),
     )

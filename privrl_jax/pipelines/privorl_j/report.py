@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from privrl_jax.pipelines._synth.report import agent_rows, markdown_head, markdown_tail
+from privrl_jax.pipelines._synth.report import (
+    RELEASE,
+    agent_rows,
+    markdown_head,
+    markdown_tail,
+)
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -47,10 +52,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     return markdown_tail(
         lines,
         report,
-        release=(
-            "**Release** (may be published): `synthetic.hdf5`, `ledger.json`, "
-            "`report.json`, `config.yaml`."
-        ),
+        release=RELEASE,
         audit=(
             "**Audit** (`audit/`, NOT differentially private, never publish). "
             "`checkpoints/` hold the secret "

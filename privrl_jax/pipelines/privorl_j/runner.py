@@ -12,13 +12,12 @@ from typing import Any
 
 import jax
 import numpy as np
-import yaml
 
 from privrl_jax import data, privacy
 from privrl_jax import eval as evaluation
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._privorl_j_config import PrivORLJConfig
-from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
+from privrl_jax.pipelines._rundir import run_in_dir
 from privrl_jax.pipelines._synth.inputs import begin_run, check_units
 from privrl_jax.pipelines._synth.release import (
     epsilon_audit,
@@ -26,6 +25,7 @@ from privrl_jax.pipelines._synth.release import (
     open_ledger,
     release,
     release_report,
+    write_config,
     write_reports,
 )
 from privrl_jax.pipelines._synth.scores import agent_scores
@@ -65,10 +65,7 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     n = len(sensitive)
     check_units(cfg, n, "trajectories", f"{d.holdout_trajectories}-trajectory holdout")
     task = build_task(cfg, public, sensitive)
-    if topo.is_primary:
-        atomic_write_text(
-            run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
-        )
+    write_config(run_dir, resolved, topo)
     items = task.items(sensitive)
 
     ledger = open_ledger(cfg, run_dir, dataset_id(cfg), n, topo)

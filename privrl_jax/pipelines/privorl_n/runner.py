@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import yaml
 
 from privrl_jax import privacy
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._privorl_n_config import PrivORLNConfig
-from privrl_jax.pipelines._rundir import atomic_write_text, run_in_dir
+from privrl_jax.pipelines._rundir import run_in_dir
 from privrl_jax.pipelines._synth.inputs import begin_run, check_units
 from privrl_jax.pipelines._synth.release import (
     epsilon_audit,
@@ -24,6 +23,7 @@ from privrl_jax.pipelines._synth.release import (
     open_ledger,
     release,
     release_report,
+    write_config,
     write_reports,
 )
 from privrl_jax.pipelines._synth.scores import agent_scores
@@ -69,10 +69,7 @@ def _run(cfg: PrivORLNConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     task = build_task(cfg, public, sensitive)
     pre_dir = pretrain_dir(cfg, run_dir) if cfg.pretrain.steps > 0 else None
     # Everything is validated: from here on the run writes into its directory.
-    if topo.is_primary:
-        atomic_write_text(
-            run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
-        )
+    write_config(run_dir, resolved, topo)
     sens_x = task.normalise(task.encode(sensitive))
     ledger = open_ledger(cfg, run_dir, dataset_id(cfg), len(sensitive), topo)
 
