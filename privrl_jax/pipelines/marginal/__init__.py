@@ -1,14 +1,15 @@
 """The marginal-based baselines of PrivORL's Table I (PGM, MST) end to end, through
 ``mbi``.
 
-``run(config, run_dir)`` writes the layout PrivORL-n writes, through the same helpers
-(``pipelines._synth``): the **release** ``synthetic.hdf5`` (D4RL format), ``ledger.json``,
-``report.json``, ``config.yaml``; the **audit** ``audit/`` (fidelity against the
-sensitive rows, never publish); ``report.md`` (both, labelled). There are no
-checkpoints: the measurements are a few one-shot releases, each recorded in the ledger
-(and checked against the budget) before it is drawn. A rerun reuses a finished release;
-a run interrupted between a measurement and the release would measure again, and the
-ledger, which kept the first measurement, refuses what would exceed the budget.
+``run(config, run_dir)`` writes the layout PrivORL-n writes, through the same
+helpers (``pipelines._synth``): the **release** ``synthetic.hdf5`` (D4RL format),
+``ledger.json``, ``report.json``, ``config.yaml``; the **audit** ``audit/``
+(fidelity against the sensitive rows, never publish); ``report.md`` (both,
+labelled). There are no checkpoints: the measurements are a few one-shot releases, each
+recorded in the ledger (and checked against the budget) before it is drawn. A rerun
+reuses a finished release; a run interrupted between a measurement and the release
+would measure again, and the ledger, which kept the first measurement, refuses what
+would exceed the budget.
 
 Privacy: the unit is one sensitive transition under add/remove-one. The bins come from
 public bounds (the env's spaces, the declared reward range), never from the rows. The

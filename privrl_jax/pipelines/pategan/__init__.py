@@ -1,9 +1,9 @@
 """PATE-GAN and PrePATE-GAN, the GAN baselines of PrivORL's Table I, end to end.
 
-``run(config, run_dir)`` writes the layout PrivORL-n writes, through the same helpers
-(``pipelines._synth``): the **release** ``synthetic.hdf5`` (D4RL format), ``ledger.json``,
-``report.json``, ``config.yaml``; the **audit** ``audit/`` (fidelity against the
-sensitive rows, never publish); ``report.md`` (both, labelled).
+``run(config, run_dir)`` writes the layout PrivORL-n writes, through the same
+helpers (``pipelines._synth``): the **release** ``synthetic.hdf5`` (D4RL format),
+``ledger.json``, ``report.json``, ``config.yaml``; the **audit** ``audit/``
+(fidelity against the sensitive rows, never publish); ``report.md`` (both, labelled).
 
 Privacy (`synth._pategan` has the argument): the unit is one sensitive transition
 under add/remove-one. The sensitive rows reach only the k teachers, each its own
