@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import time
@@ -110,7 +111,8 @@ def main() -> None:
         "--exact-votes-epsilon",
         type=float,
         default=10.0,
-        help="smartnoise with exact votes for this epsilon's iterations (0: skip)",
+        help="smartnoise with exact votes for this epsilon's iterations, and ours "
+        "at eps = inf (0: skip both)",
     )
     ap.add_argument("--sn-python", default="/tmp/snvenv/bin/python")
     ap.add_argument("--out", default=str(ROOT / "runs" / "marginal_baselines"))
@@ -165,7 +167,8 @@ def main() -> None:
         return syn.replace(actions=jnp.clip(syn.actions, lo_a, hi_a))
 
     results, table_rows = [], []
-    for eps in args.epsilons:
+    ours_eps = args.epsilons + ([math.inf] if args.exact_votes_epsilon else [])
+    for eps in ours_eps:
         run_dir = _ours(out, seed, eps, sens, pub)
         rep = json.loads((run_dir / "report.json").read_text())
         fin = rep["finetune"]
@@ -174,10 +177,12 @@ def main() -> None:
             {
                 "impl": "ours",
                 "epsilon": eps,
-                "private": True,
+                "private": math.isfinite(eps),
                 "num_teachers": fin["num_teachers"],
                 "vote_queries": fin["steps"],
-                "vote_noise": f"Gaussian std {fin['vote_noise_std']:.1f}",
+                "vote_noise": f"Gaussian std {fin['vote_noise_std']:.1f}"
+                if math.isfinite(eps)
+                else "none",
                 "epsilon_reported": rep["privacy"]["rdp"]["epsilon"],
                 "accounting": "data-independent RDP (dp-accounting)",
                 "label_one_share": fin["last_round"].get("label_mean"),
@@ -185,7 +190,14 @@ def main() -> None:
                 "run_dir": str(run_dir.relative_to(ROOT)),
             }
         )
-        table_rows.append((f"ours eps = {eps:g}", [fid]))
+        table_rows.append(
+            (
+                f"ours eps = {eps:g}"
+                if math.isfinite(eps)
+                else "ours exact votes (eps = inf, its 1000 queries)",
+                [fid],
+            )
+        )
     sn_runs = [(f"eps{e:g}", e, False) for e in args.epsilons]
     if args.exact_votes_epsilon:
         e = args.exact_votes_epsilon
