@@ -79,9 +79,6 @@ def _smartnoise(
         print(f"smartnoise {tag} ...", flush=True)
         subprocess.run(
             [
-                "nice",
-                "-n",
-                "5",
                 sn_python,
                 str(ROOT / "benchmarks" / "_smartnoise_pategan.py"),
                 f"--rows={work / f'sensitive_rows_seed{seed}.npy'}",
