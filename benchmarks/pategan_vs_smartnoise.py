@@ -219,7 +219,8 @@ def main() -> None:
         for suffix, x in samples:
             fid = score(decode(x))
             label = (
-                f"smartnoise exact votes ({eps:g}-eps iterations){suffix}"
+                f"smartnoise exact votes ({sn['iterations']} iterations, as at "
+                f"eps = {eps:g}){suffix}"
                 if exact
                 else f"smartnoise eps = {eps:g}"
             )
@@ -284,8 +285,13 @@ def main() -> None:
             "public-normalised encoded rows; 20000 rows sampled from each; one run "
             "a row, so no spread. smartnoise: its defaults "
             "(batch 64, 5 teacher / 5 student iterations, latent 64), delta 1e-6, "
-            "public MinMax bounds. 'real' label share: ours, the last round's mean "
-            "label; smartnoise, the share of all its noisy labels that are 'real'.",
+            "public MinMax bounds. 'real' label share: ours, the mean of the last "
+            "round's 4 labels only (a coarse reading); smartnoise, the share of all "
+            "its labels that are 'real'. smartnoise's exact-votes rows are not "
+            "private (its vote noise removed; its accountant still charged the "
+            "queries, so it trained its eps-10 iteration count); 'rand latent' samples "
+            "its generator from torch.rand, the latent law it is trained on, instead "
+            "of the torch.randn its sample() uses.",
             "",
             *lines,
             "",
