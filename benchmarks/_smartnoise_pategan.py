@@ -2,8 +2,8 @@
 ``benchmarks/pategan_vs_smartnoise.py`` (run with smartnoise-synth's interpreter, never
 imported by privrl_jax).
 
-Reads ``--rows`` (float [N, d], the sensitive rows) and ``--bounds`` (float [2, d], public
-lower / upper per column), fits ``snsynth.pytorch.nn.PATEGAN`` with a
+Reads ``--rows`` (float [N, d], the sensitive rows) and ``--bounds`` (float [2, d],
+public lower / upper per column), fits ``snsynth.pytorch.nn.PATEGAN`` with a
 ``MinMaxTransformer`` per column on those bounds (no epsilon spent on bounds), samples
 ``--samples`` rows to ``--out`` (.npy) and writes what smartnoise's own accountant says,
 with counters of its vote queries, to ``--info`` (.json).

@@ -263,7 +263,8 @@ def main() -> None:
 
     acct = [
         "| row | teachers | vote queries | vote noise | epsilon as it reports it "
-        "(delta 1e-6) | dp-accounting RDP epsilon of its queries | 'real' label share |",
+        "(delta 1e-6) | dp-accounting RDP epsilon of its queries | "
+        "'real' label share |",
         "|---|---|---|---|---|---|---|",
     ]
     for r, (label, _) in zip(results, table_rows):
