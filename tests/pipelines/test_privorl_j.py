@@ -144,11 +144,11 @@ def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path, files
     hold = privorl_j.flat_transitions(privorl_j.load_data(cfg)[2])
     n_hold = len(hold)
     anchors = audit["anchors"]
-    # No pre-training (default): no model before the DP steps other than the init.
+    # The default run has no pre-training, hence no pre-training-only anchor.
     assert set(anchors) == (
         {"real_holdout", "pretrain_only"} if full else {"real_holdout"}
     )
-    for scores in (audit["fidelity"], *anchors.values()):
+    for name, scores in {"release": audit["fidelity"], **anchors}.items():
         assert {
             "marginal",
             "correlation",
@@ -156,9 +156,9 @@ def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path, files
             "free_cell_share",
             "rows_compared",
         } <= set(scores)
-        # The holdout's size (or the release's, were it smaller).
-        assert scores["rows_compared"] == min(n_hold, len(syn))
-    assert anchors["real_holdout"]["rows_compared"] == n_hold
+        # The holdout's size, or a sampled set's were it smaller (test.yaml: 160 steps).
+        n = n_hold if name == "real_holdout" else min(n_hold, len(syn))
+        assert scores["rows_compared"] == n, name
     assert anchors["real_holdout"]["free_cell_share"] == pytest.approx(
         evaluation.free_cell_share(
             np.asarray(hold.observations)[:, :2],
