@@ -4,8 +4,12 @@ together."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import scipy.stats
 
 from privrl_jax import provenance
 
@@ -22,3 +26,147 @@ def dump_json(path: str | Path, payload: Any, **json_kwargs: Any) -> None:
     else:
         path.with_suffix(".provenance.json").write_text(json.dumps(info, indent=2))
     path.write_text(json.dumps(payload, **json_kwargs))
+
+
+# Epsilon sweeps (privorl_n_eps_sweep.py, privorl_j_eps_sweep.py): the same statistics,
+# tables and plot for every pipeline.
+
+PRETRAIN_ROW = "pre-training only (Table IV)"
+HOLDOUT_ROW = "real holdout"
+
+
+def eps_name(eps: float) -> str:
+    """``"inf"`` or epsilon in ``%g`` (run directory names, table rows)."""
+    return "inf" if math.isinf(eps) else f"{eps:g}"
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    """Mean, sample std (ddof = 1) and the 95% Student-t interval's half-width over
+    seeds."""
+    v = np.asarray(values, np.float64)
+    n = v.size
+    sd = float(v.std(ddof=1)) if n > 1 else float("nan")
+    half = (
+        float(scipy.stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
+        if n > 1
+        else float("nan")
+    )
+    return {"n": n, "mean": float(v.mean()), "std": sd, "ci95": half}
+
+
+def metric_table(
+    rows: list[tuple[str, list[dict]]],
+    metrics: dict[str, tuple[str, str]],
+) -> tuple[dict[str, dict[str, dict]], list[str]]:
+    """Per row, the :func:`summary` of each of ``metrics`` (key -> (label, "higher" or
+    "lower" is better)) over its seeds' scores, and the Markdown table of them (rows
+    without scores are left out)."""
+    table = {
+        name: {k: summary([s[k] for s in scores]) for k in metrics}
+        for name, scores in rows
+        if scores
+    }
+    head = (
+        "| row | seeds | "
+        + " | ".join(f"{label} ({better})" for label, better in metrics.values())
+        + " |"
+    )
+    lines = [head, "|" + "---|" * (2 + len(metrics))]
+    for name, stats in table.items():
+        cells = [
+            f"{s['mean']:.3f} ± {s['std']:.3f} [±{s['ci95']:.3f}]"
+            for s in stats.values()
+        ]
+        lines.append(
+            f"| {name} | {next(iter(stats.values()))['n']} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return table, lines
+
+
+def paired_differences(
+    runs: list[dict],
+    epsilons: list[float],
+    metrics: dict[str, tuple[str, str]],
+) -> tuple[dict[str, dict[str, dict]], list[str]]:
+    """Within-seed differences of each metric between successive epsilons (``runs``:
+    dicts with ``seed``, ``epsilon`` and the scores under ``release``): their
+    :func:`summary` and how many seeds rose, per step "a->b"; and the Markdown table.
+    Each seed's own data and pre-training shift all its rows alike; the differences
+    remove that shift."""
+    by = {(r["seed"], r["epsilon"]): r["release"] for r in runs}
+    out: dict[str, dict[str, dict]] = {}
+    for a, b in zip(epsilons, epsilons[1:]):
+        seeds = sorted({s for s, e in by if e == a} & {s for s, e in by if e == b})
+        if not seeds:
+            continue
+        step = f"{eps_name(a)}->{eps_name(b)}"
+        out[step] = {}
+        for k in metrics:
+            d = [by[(s, b)][k] - by[(s, a)][k] for s in seeds]
+            out[step][k] = summary(d) | {"rose": int(np.sum(np.asarray(d) > 0))}
+    lines = [
+        "| eps step | seeds | "
+        + " | ".join(label for label, _ in metrics.values())
+        + " |",
+        "|" + "---|" * (2 + len(metrics)),
+    ]
+    for step, stats in out.items():
+        n = next(iter(stats.values()))["n"]
+        lines.append(
+            f"| {step} | {n} | "
+            + " | ".join(
+                f"{s['mean']:+.3f} [±{s['ci95']:.3f}] rose {s['rose']}/{n}"
+                for s in stats.values()
+            )
+            + " |"
+        )
+    return out, lines
+
+
+def plot_eps_sweep(
+    rows: list[tuple[str, float | None, list[dict]]],
+    table: dict[str, dict[str, dict]],
+    metrics: dict[str, tuple[str, str]],
+    path: Path,
+) -> None:
+    """One panel per metric: the release's mean and 95% interval against epsilon (log
+    scale, inf one step right of the largest), the anchors (:data:`PRETRAIN_ROW`,
+    :data:`HOLDOUT_ROW`) as horizontal lines with their intervals as bands. ``rows``:
+    (name, epsilon or 0.0 / None for the anchors, scores)."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    finite = [e for _, e, _ in rows if e not in (None, 0.0) and not math.isinf(e)]
+    inf_x = max(finite) * 4 if finite else 1.0
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4))
+    for ax, (key, (label, better)) in zip(np.atleast_1d(axes), metrics.items()):
+        xs, ms, cs = [], [], []
+        for name, eps, _ in rows:
+            if name not in table or eps in (None, 0.0):
+                continue
+            xs.append(inf_x if math.isinf(eps) else eps)
+            ms.append(table[name][key]["mean"])
+            cs.append(table[name][key]["ci95"])
+        ax.errorbar(xs, ms, yerr=cs, marker="o", capsize=3, label="release (95% CI)")
+        for name, style in ((PRETRAIN_ROW, "--"), (HOLDOUT_ROW, ":")):
+            if name in table:
+                s = table[name][key]
+                ax.axhline(s["mean"], ls=style, color="gray", label=name)
+                ax.axhspan(
+                    s["mean"] - s["ci95"],
+                    s["mean"] + s["ci95"],
+                    color="gray",
+                    alpha=0.15,
+                )
+        ax.set_xscale("log")
+        ax.set_xticks(xs, [("inf" if x == inf_x else f"{x:g}") for x in xs])
+        ax.set_xlabel("epsilon")
+        ax.set_title(f"{label}\n({better} is better)", fontsize=9)
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

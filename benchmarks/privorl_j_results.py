@@ -37,6 +37,7 @@ import argparse
 import json
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,9 @@ def maze_free_cell_share(observations: np.ndarray, env_name: str) -> float | Non
     )
 
 
-def _reuse_pretrain(run_dir: Path, siblings, cfg) -> None:
+def reuse_pretrain(
+    run_dir: Path, siblings: Iterable[Path], cfg: privorl_j.PrivORLJConfig
+) -> None:
     """Copies the finished public pre-training of a sibling run (same model, seed and
     horizon,
     another epsilon) into ``run_dir``, where the pipeline resumes from it instead of
@@ -269,7 +272,7 @@ def main() -> None:
         if args.tables_only:
             return None
         if args.share_pretrain and not (run_dir / "checkpoints" / "pretrain").exists():
-            _reuse_pretrain(
+            reuse_pretrain(
                 run_dir, Path(args.out).glob(f"{model}_eps*_H{h}_seed{seed}"), cfg
             )
         t = time.time()

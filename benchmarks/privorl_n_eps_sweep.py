@@ -43,9 +43,14 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
-import scipy.stats
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+from _results import (  # benchmarks/_results.py
+    HOLDOUT_ROW,
+    PRETRAIN_ROW,
+    dump_json,
+    eps_name,
+    metric_table,
+    plot_eps_sweep,
+)
 
 from privrl_jax.pipelines import privorl_n
 
@@ -57,53 +62,6 @@ METRICS = {  # key -> (label, better)
     "marginal": ("marginal score (1 - mean KS)", "higher"),
     "correlation": ("correlation score", "higher"),
 }
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    """Mean, sample std (ddof = 1) and the 95% Student-t interval's half-width over
-    seeds."""
-    v = np.asarray(values, np.float64)
-    n = v.size
-    sd = float(v.std(ddof=1)) if n > 1 else float("nan")
-    half = (
-        float(scipy.stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
-        if n > 1
-        else float("nan")
-    )
-    return {"n": n, "mean": float(v.mean()), "std": sd, "ci95": half}
-
-
-def metric_table(
-    rows: list[tuple[str, list[dict]]],
-) -> tuple[dict[str, dict[str, dict]], list[str]]:
-    """Per row, the :func:`summary` of each of :data:`METRICS` over its seeds' scores, and
-    the Markdown table of them (rows without scores are left out)."""
-    table = {
-        name: {k: summary([s[k] for s in scores]) for k in METRICS}
-        for name, scores in rows
-        if scores
-    }
-    head = (
-        "| row | seeds | "
-        + " | ".join(f"{label} ({better})" for label, better in METRICS.values())
-        + " |"
-    )
-    lines = [head, "|" + "---|" * (2 + len(METRICS))]
-    for name, stats in table.items():
-        cells = [
-            f"{s['mean']:.3f} ± {s['std']:.3f} [±{s['ci95']:.3f}]"
-            for s in stats.values()
-        ]
-        lines.append(
-            f"| {name} | {next(iter(stats.values()))['n']} | "
-            + " | ".join(cells)
-            + " |"
-        )
-    return table, lines
-
-
-def _eps_name(eps: float) -> str:
-    return "inf" if math.isinf(eps) else f"{eps:g}"
 
 
 def main() -> None:
@@ -144,7 +102,7 @@ def main() -> None:
     for seed in args.seeds:
         first = None
         for eps in args.epsilons:
-            run_dir = Path(args.out) / f"seed{seed}_eps{_eps_name(eps)}"
+            run_dir = Path(args.out) / f"seed{seed}_eps{eps_name(eps)}"
             reuse = [] if first is None else [f"pretrain.reuse_from={first}"]
             cfg = privorl_n.load(
                 args.config,
@@ -164,7 +122,7 @@ def main() -> None:
             elif args.tables_only:
                 continue
             else:
-                print(f"seed {seed}, eps {_eps_name(eps)} -> {run_dir}", flush=True)
+                print(f"seed {seed}, eps {eps_name(eps)} -> {run_dir}", flush=True)
                 rep = privorl_n.run(cfg, run_dir)
             first = first or run_dir
             audit = rep["audit"]
@@ -188,7 +146,7 @@ def main() -> None:
     first_of_seed = {r["seed"]: r for r in reversed(runs)}
     rows.append(
         (
-            "pre-training only (Table IV)",
+            PRETRAIN_ROW,
             0.0,
             [r["pretrain_only"] for r in first_of_seed.values()],
         )
@@ -196,17 +154,17 @@ def main() -> None:
     for eps in args.epsilons:
         rows.append(
             (
-                f"eps = {_eps_name(eps)}",
+                f"eps = {eps_name(eps)}",
                 eps,
                 [r["release"] for r in runs if r["epsilon"] == eps],
             )
         )
     rows.append(
-        ("real holdout", None, [r["real_holdout"] for r in first_of_seed.values()])
+        (HOLDOUT_ROW, None, [r["real_holdout"] for r in first_of_seed.values()])
     )
-    table, lines = metric_table([(name, scores) for name, _, scores in rows])
+    table, lines = metric_table([(name, scores) for name, _, scores in rows], METRICS)
     sigma = {
-        _eps_name(e): next(
+        eps_name(e): next(
             (r["noise_multiplier"] for r in runs if r["epsilon"] == e), None
         )
         for e in args.epsilons
@@ -237,50 +195,7 @@ def main() -> None:
         indent=2,
     )
     (out / f"{args.name}.md").write_text(md)
-    _plot(rows, table, out / f"{args.name}.png")
-
-
-def _plot(rows, table, path: Path) -> None:
-    import matplotlib  # noqa: PLC0415
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    finite = [e for _, e, _ in rows if e not in (None, 0.0) and not math.isinf(e)]
-    inf_x = (
-        max(finite) * 4 if finite else 1.0
-    )  # eps = inf drawn one step right of the largest eps
-    fig, axes = plt.subplots(1, len(METRICS), figsize=(4.2 * len(METRICS), 3.4))
-    for ax, (key, (label, better)) in zip(axes, METRICS.items()):
-        xs, ms, cs = [], [], []
-        for name, eps, _ in rows:
-            if name not in table or eps in (None, 0.0):
-                continue
-            xs.append(inf_x if math.isinf(eps) else eps)
-            ms.append(table[name][key]["mean"])
-            cs.append(table[name][key]["ci95"])
-        ax.errorbar(xs, ms, yerr=cs, marker="o", capsize=3, label="release (95% CI)")
-        for name, style in (
-            ("pre-training only (Table IV)", "--"),
-            ("real holdout", ":"),
-        ):
-            if name in table:
-                s = table[name][key]
-                ax.axhline(s["mean"], ls=style, color="gray", label=name)
-                ax.axhspan(
-                    s["mean"] - s["ci95"],
-                    s["mean"] + s["ci95"],
-                    color="gray",
-                    alpha=0.15,
-                )
-        ax.set_xscale("log")
-        ax.set_xticks(xs, [("inf" if x == inf_x else f"{x:g}") for x in xs])
-        ax.set_xlabel("epsilon")
-        ax.set_title(f"{label}\n({better} is better)", fontsize=9)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plot_eps_sweep(rows, table, METRICS, out / f"{args.name}.png")
 
 
 if __name__ == "__main__":

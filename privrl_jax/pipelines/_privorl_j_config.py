@@ -136,13 +136,17 @@ class SynthesisConfig:
 class EvalConfig(_synth_config.EvalConfig):
     """Agents trained on the release (and, in the audit, on the real trajectories): the
     shared
-    `EvalConfig`; the audit adds TrajScore."""
+    `EvalConfig`; the audit adds TrajScore and the anchors."""
 
     backend: _synth_config.EvalBackend = "jax"
     # TrajScore (audit): window = data.horizon steps, MLP autoencoder trained on public
     # windows.
     trajscore: bool = True
     trajscore_steps: int = 2_000
+    # The anchors that show whether the fidelity can see the DP fine-tuning at all: the
+    # same scores for samples of the pre-trained model alone (no sensitive step) and
+    # for the held-out real trajectories (the finite-sample floor).
+    anchors: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -13,7 +13,7 @@ from pipelines_testlib import (
     assert_secret_not_published,
 )
 
-from privrl_jax import data, privacy
+from privrl_jax import data, envs, privacy
 from privrl_jax import eval as evaluation
 from privrl_jax.pipelines import privorl_j
 
@@ -139,8 +139,46 @@ def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path, files
         rep["synthetic"]["stitching"]["num_boundaries"]
         == 2 * cfg.synthesis.num_trajectories
     )
+    # The anchors (audit): scored like the release, on as many steps as the holdout.
+    audit = rep["audit"]
+    hold = privorl_j.flat_transitions(privorl_j.load_data(cfg)[2])
+    n_hold = len(hold)
+    anchors = audit["anchors"]
+    # The default run has no pre-training, hence no pre-training-only anchor.
+    assert set(anchors) == (
+        {"real_holdout", "pretrain_only"} if full else {"real_holdout"}
+    )
+    for name, scores in {"release": audit["fidelity"], **anchors}.items():
+        assert {
+            "marginal",
+            "correlation",
+            "sliced_wasserstein",
+            "free_cell_share",
+            "rows_compared",
+        } <= set(scores)
+        # The holdout's size, or a sampled set's were it smaller (test.yaml: 160 steps).
+        n = n_hold if name == "real_holdout" else min(n_hold, len(syn))
+        assert scores["rows_compared"] == n, name
+    assert anchors["real_holdout"]["free_cell_share"] == pytest.approx(
+        evaluation.free_cell_share(
+            np.asarray(hold.observations)[:, :2],
+            envs.make(cfg.data.sensitive_env)[1].walls,
+        )
+    )
+    md = (tmp_path / "report.md").read_text()
+    names = (
+        "release / pre-training only / real holdout"
+        if full
+        else "release / real holdout"
+    )
+    assert f"sliced Wasserstein to the sensitive steps (audit): {names}" in md
     if not full:
         return
+    # Collected in the sensitive maze: every real position lies in its free cells.
+    assert anchors["real_holdout"]["free_cell_share"] == 1.0
+    # Pre-training alone saw only the public maze: fewer positions in umaze's free cells.
+    assert anchors["pretrain_only"]["free_cell_share"] < 1.0
+    assert all(-1 <= a["trajscore_f1"] <= 1 for a in anchors.values())
     assert set(rep["agents_synthetic"]) == {"td3bc"}
     ts = rep["audit"][
         "trajscore"

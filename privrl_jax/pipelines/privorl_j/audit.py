@@ -1,6 +1,7 @@
 """PrivORL-j's audit (NOT differentially private: it reads the sensitive trajectories
-without DP; never publish it): fidelity against the sensitive steps, stitching of the
-real trajectories, TrajScore and agents trained on the real trajectories.
+without DP; never publish it): fidelity against the sensitive steps, the anchors,
+stitching of the real trajectories, TrajScore and agents trained on the real
+trajectories.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import numpy as np
 
 from privrl_jax import data
 from privrl_jax import eval as evaluation
-from privrl_jax.pipelines._synth.scores import agent_scores
+from privrl_jax.pipelines._synth.scores import agent_scores, fidelity_scorer
 from privrl_jax.pipelines.privorl_j.task import PrivORLJTask, flat_transitions
+from privrl_jax.pipelines.privorl_j.train import Synthesizer, synthesize
 
 
 def audit_release(
@@ -21,23 +23,43 @@ def audit_release(
     *,
     synthetic: data.Transitions,
     sensitive: data.Trajectories,
+    holdout: data.Trajectories,
+    model: Synthesizer,
+    pre_params: Any,
     key: jax.Array,
 ) -> dict[str, Any]:
     """The audit's entries for the release ``synthetic`` against the ``sensitive``
-    member trajectories; ``key`` is the run's public key."""
+    member trajectories; ``holdout``: the sensitive trajectories never trained on,
+    ``pre_params``: ``model``'s parameters before any DP step (None without
+    pre-training); ``key`` is the run's public key."""
     cfg, d = task.cfg, task.cfg.data
     real = flat_transitions(sensitive)
-    real_flat, syn_flat = task.encode(real), task.encode(synthetic)
+    real_holdout = flat_transitions(holdout)
+    score = fidelity_scorer(
+        real,
+        task.layout,
+        task.norm,
+        d.sensitive_env,
+        rows=len(real_holdout),
+        seed=cfg.seed,
+    )
     audit: dict[str, Any] = {
-        "fidelity": {
-            "marginal": evaluation.marginal_score(real_flat, syn_flat),
-            "correlation": evaluation.correlation_score(real_flat, syn_flat),
-        },
+        "fidelity": score(synthetic),
         "real_stitching": evaluation.stitching_gaps(real, d.horizon),
         "truncated_trajectories": int(
             np.sum(np.asarray(sensitive.lengths) > d.horizon * d.max_fragments)
         ),
     }
+    anchor_sets: dict[str, data.Transitions] = {}
+    if cfg.eval.anchors:
+        anchor_sets["real_holdout"] = real_holdout
+        if pre_params is not None:
+            # The same sampler, key and size as the release, from the model before any
+            # DP step.
+            anchor_sets["pretrain_only"] = synthesize(
+                task, model, pre_params, jax.random.fold_in(key, 300)
+            )
+        audit["anchors"] = {k: score(v) for k, v in anchor_sets.items()}
     if cfg.eval.trajscore:
         pub_w = task.windows(task.public, d.horizon)
         real_w = task.windows(real, d.horizon)
@@ -50,6 +72,12 @@ def audit_release(
                 steps=cfg.eval.trajscore_steps,
             )
             audit["trajscore"] = evaluation.trajscore(enc, real_w, syn_w)
+            # The anchors with the same encoder and window, so their F1 compares.
+            for name, trans in anchor_sets.items():
+                w = task.windows(trans, d.horizon)
+                audit["anchors"][name]["trajscore_f1"] = (
+                    evaluation.trajscore(enc, real_w, w)["f1"] if len(w) else None
+                )
         else:
             audit["trajscore"] = {
                 "f1": None,

@@ -45,10 +45,30 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
     if "fidelity" in audit:
         fid = audit["fidelity"]
-        lines.append(
-            f"| fidelity (audit): marginal / correlation | {fid['marginal']:.3f} / "
-            f"{fid['correlation']:.3f} |"
-        )
+        anchors = audit.get("anchors", {})
+        cols = [("release", fid)] + [
+            (name, anchors[k])
+            for k, name in (
+                ("pretrain_only", "pre-training only"),
+                ("real_holdout", "real holdout"),
+            )
+            if k in anchors
+        ]
+        names = " / ".join(n for n, _ in cols)
+        for key, what in (
+            ("marginal", "marginal score (1 - mean KS)"),
+            ("correlation", "correlation score"),
+            ("sliced_wasserstein", "sliced Wasserstein to the sensitive steps"),
+            (
+                "free_cell_share",
+                "share of positions in the sensitive maze's free cells",
+            ),
+        ):
+            if key in fid:
+                lines.append(
+                    f"| {what} (audit): {names} | "
+                    f"{' / '.join(f'{c[key]:.3f}' for _, c in cols)} |"
+                )
     return markdown_tail(
         lines,
         report,

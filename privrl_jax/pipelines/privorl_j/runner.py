@@ -60,8 +60,8 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     key = jax.random.key(cfg.seed)  # public randomness only
     d = cfg.data
 
-    # The holdout is kept out of training (no MIA yet).
-    public, sensitive, _holdout = load_data(cfg)
+    # The holdout is kept out of training; the audit scores it as a release (anchor).
+    public, sensitive, holdout = load_data(cfg)
     n = len(sensitive)
     check_units(cfg, n, "trajectories", f"{d.holdout_trajectories}-trajectory holdout")
     task = build_task(cfg, public, sensitive)
@@ -71,6 +71,7 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
     ledger = open_ledger(cfg, run_dir, dataset_id(cfg), n, topo)
     model = make_synthesizer(task, jax.random.fold_in(key, 0))
     params = model.params
+    pre_params = None
     if cfg.pretrain.steps > 0:
         pre = pretrain(
             task,
@@ -78,7 +79,7 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
             Checkpoints(run_dir / "checkpoints" / "pretrain"),
             jax.random.fold_in(key, 100),
         )
-        params = pre.ema_params
+        params = pre_params = pre.ema_params
     state, dp_info = finetune(
         task, model, params, items, run_dir, ledger, jax.random.fold_in(key, 200), topo
     )
@@ -114,5 +115,13 @@ def _run(cfg: PrivORLJConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
         )
 
     _, audit = open_audit(run_dir)
-    audit |= audit_release(task, synthetic=synthetic, sensitive=sensitive, key=key)
+    audit |= audit_release(
+        task,
+        synthetic=synthetic,
+        sensitive=sensitive,
+        holdout=holdout,
+        model=model,
+        pre_params=pre_params,
+        key=key,
+    )
     return write_reports(run_dir, report, audit, t0, render_markdown)

@@ -1,0 +1,44 @@
+"""benchmarks/_results.py: the epsilon sweeps' statistics against hand computations."""
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _results import metric_table, paired_differences, summary  # noqa: E402
+
+METRICS = {"a": ("metric a", "higher")}
+
+
+def test_summary_is_the_sample_std_and_the_student_t_interval():
+    s = summary([1.0, 2.0, 3.0])
+    # std (ddof = 1) = 1; t(0.975, 2) = 4.302653 (tables); half-width = t / sqrt(3).
+    assert s["n"] == 3 and s["mean"] == 2.0 and s["std"] == pytest.approx(1.0)
+    assert s["ci95"] == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+    assert math.isnan(summary([5.0])["std"])
+
+
+def test_paired_differences_pair_each_seed_with_itself():
+    # Seed 1 sits 10 above seed 0 at every epsilon: the pairs see only the steps.
+    runs = [
+        {"seed": s, "epsilon": e, "release": {"a": 10.0 * s + v}}
+        for s in (0, 1)
+        for e, v in ((1.0, 0.0), (10.0, 1.0 + s), (math.inf, 0.5))
+    ]
+    out, lines = paired_differences(runs, [1.0, 10.0, math.inf], METRICS)
+    assert list(out) == ["1->10", "10->inf"]
+    assert out["1->10"]["a"]["mean"] == pytest.approx(1.5)  # +1 and +2
+    assert out["1->10"]["a"]["std"] == pytest.approx(math.sqrt(0.5))
+    assert out["1->10"]["a"]["rose"] == 2 and out["10->inf"]["a"]["rose"] == 0
+    assert out["10->inf"]["a"]["mean"] == pytest.approx(-1.0)  # -0.5 and -1.5
+    assert lines[2].startswith("| 1->10 | 2 | +1.500 [±")
+
+
+def test_metric_table_skips_rows_without_scores():
+    table, lines = metric_table(
+        [("x", [{"a": 1.0}, {"a": 3.0}]), ("empty", [])], METRICS
+    )
+    assert list(table) == ["x"] and table["x"]["a"]["mean"] == 2.0
+    assert len(lines) == 3 and lines[2].startswith("| x | 2 | 2.000 ± 1.414 [±")
