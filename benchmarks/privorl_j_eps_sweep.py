@@ -1,6 +1,6 @@
-"""PrivORL-j's privacy-utility curve at CPU scale: fidelity of the synthetic trajectories
-to the sensitive task against epsilon, with the anchors that show whether the
-measurement can see the DP fine-tuning at all (the PrivORL-n protocol of
+"""PrivORL-j's privacy-utility curve at CPU scale: fidelity of the synthetic
+trajectories to the sensitive task against epsilon, with the anchors that show whether
+the measurement can see the DP fine-tuning at all (the PrivORL-n protocol of
 ``privorl_n_eps_sweep.py``, for the trajectory-level pipeline).
 
 Rows:
@@ -185,7 +185,8 @@ def main() -> None:
             f"{d.holdout_trajectories} trajectories held out), public "
             f"{' + '.join(d.public_envs)} ({d.public_size} each); H = {d.horizon}, at "
             f"most {d.max_fragments} fragments; {pc.steps} public pre-training steps; "
-            f"trajectory-level DP-SGD, {fc.epochs:g} epochs of {fc.batch_size} expected "
+            f"trajectory-level DP-SGD, {fc.epochs:g} epochs of {fc.batch_size} "
+            "expected "
             f"trajectories ({'/'.join(map(str, steps))} steps), delta = "
             f"{cfg.privacy.delta:g}; {sc.num_trajectories} synthetic trajectories of "
             f"{sc.episode_length} steps. Mean ± sample std (ddof = 1) [95% t "

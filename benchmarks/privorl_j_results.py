@@ -1,34 +1,39 @@
-"""PrivORL-j results (issue 15): PrivORL-j vs PrivORL-j-U vs DP-Transformer at eps in {1, 10}, and a
-horizon sweep.
+"""PrivORL-j results (issue 15): PrivORL-j vs PrivORL-j-U vs DP-Transformer at eps in
+{1, 10}, and a horizon sweep.
 
-Each run is the PrivORL-j pipeline (``privorl_j.run``) on ``--config`` (default: the tiny
-``privorl_j/test`` config, a smoke scale that fits a few CPU minutes) plus overrides, in its own
-directory under ``--out`` (a rerun reuses a finished run whose config matches). Rows:
+Each run is the PrivORL-j pipeline (``privorl_j.run``) on ``--config`` (default: the
+tiny ``privorl_j/test`` config, a smoke scale that fits a few CPU minutes) plus
+overrides, in its own directory under ``--out`` (a rerun reuses a finished run whose
+config matches). Rows:
 
 - ``PrivORL-j``: ``model.kind=transformer`` (the conditional diffusion transformer);
-- ``PrivORL-j-U``: ``model.kind=unet`` (the 1-D temporal U-Net baseline, all else unchanged);
-- ``DP-Transformer``: ``model.kind=dp_transformer`` (a causal transformer over transitions,
-  pre-trained on the same public fragments, DP fine-tuned at trajectory level with the same plan,
-  sampled autoregressively: ``synth.StepTransformer``).
+- ``PrivORL-j-U``: ``model.kind=unet`` (the 1-D temporal U-Net baseline, all else
+  unchanged);
+- ``DP-Transformer``: ``model.kind=dp_transformer`` (a causal transformer over
+  transitions, pre-trained on the same public fragments, DP fine-tuned at trajectory
+  level with the same plan, sampled autoregressively: ``synth.StepTransformer``).
 
-Runs go seed by seed, and inside a seed epsilon by epsilon (in ``--epsilons`` order), all models
-at one epsilon before the next, so an interrupted sweep leaves complete small tables; the tables
-and the JSON are rewritten after every run.
+Runs go seed by seed, and inside a seed epsilon by epsilon (in ``--epsilons`` order),
+all models at one epsilon before the next, so an interrupted sweep leaves complete small
+tables; the tables and the JSON are rewritten after every run.
 
-Columns, mean ± std over seeds: TrajScore F1 (audit), the stitching gap (mean distance between a
-fragment's first state and the previous step's next state) at fragment boundaries and inside
-fragments, for the synthetic data and for the real sensitive data, the share of synthetic states in
-free cells of the sensitive maze (maze2d only: real data 1.0), fidelity (marginal, correlation),
-and the agents' normalised score on the synthetic data when ``--agents`` is given (default off,
-to fit the time; agents on the real sensitive data are trained once per seed, in its first run).
-A second table sweeps the horizon H (``--horizons``) at eps = 10 for PrivORL-j;
-``data.max_fragments`` is scaled so H * max_fragments stays that of the config.
+Columns, mean ± std over seeds: TrajScore F1 (audit), the stitching gap (mean distance
+between a fragment's first state and the previous step's next state) at fragment
+boundaries and inside fragments, for the synthetic data and for the real sensitive data,
+the share of synthetic states in free cells of the sensitive maze (maze2d only: real
+data 1.0), fidelity (marginal, correlation), and the agents' normalised score on the
+synthetic data when ``--agents`` is given (default off, to fit the time; agents on the
+real sensitive data are trained once per seed, in its first run). A second table sweeps
+the horizon H (``--horizons``) at eps = 10 for PrivORL-j; ``data.max_fragments`` is
+scaled so H * max_fragments stays that of the config.
 
-    python benchmarks/privorl_j_results.py                              # smoke scale, seed 0
-    python benchmarks/privorl_j_results.py --config privorl_j/cpu --epsilons 10 1 --seeds 0 1 2 \\
-        --horizons --name privorl_j_results_cpu                          # about 3 min a run
-    python benchmarks/privorl_j_results.py --config privorl_j/umaze --seeds 0 1 2 --agents td3bc \\
-        --horizons 8 16 32 64 --name privorl_j_results_umaze
+    # smoke scale, seed 0
+    python benchmarks/privorl_j_results.py
+    # about 3 min a run
+    python benchmarks/privorl_j_results.py --config privorl_j/cpu --epsilons 10 1 \\
+        --seeds 0 1 2 --horizons --name privorl_j_results_cpu
+    python benchmarks/privorl_j_results.py --config privorl_j/umaze --seeds 0 1 2 \\
+        --agents td3bc --horizons 8 16 32 64 --name privorl_j_results_umaze
 """
 
 from __future__ import annotations
@@ -199,8 +204,9 @@ def main() -> None:
     ap.add_argument(
         "--references",
         action="store_true",
-        help="also score real sets as if released: public and held-out sensitive trajectories "
-        "(TrajScore with each seed's encoder; reads sensitive data, benchmark only)",
+        help="also score real sets as if released: public and held-out sensitive "
+        "trajectories (TrajScore with each seed's encoder; reads sensitive data, "
+        "benchmark only)",
     )
     ap.add_argument(
         "--no-share-pretrain",
@@ -211,8 +217,8 @@ def main() -> None:
     ap.add_argument(
         "--tables-only",
         action="store_true",
-        help="run nothing: tabulate the finished runs under --out as they are (their eval "
-        "sections may differ from these arguments'), skipping missing ones",
+        help="run nothing: tabulate the finished runs under --out as they are "
+        "(their eval sections may differ from these arguments'), skipping missing ones",
     )
     ap.add_argument("--out", default=str(ROOT / "runs" / "privorl_j_results"))
     ap.add_argument(
@@ -378,8 +384,8 @@ def main() -> None:
                     f"window of H = {base_h}, "
                     "so the column compares across H.\n\n"
                     if same
-                    else "TrajScore here: each run's own (window = its H), not comparable "
-                    "across H.\n\n"
+                    else "TrajScore here: each run's own (window = its H), not "
+                    "comparable across H.\n\n"
                 )
                 + f"{sweep_t}\n"
             )

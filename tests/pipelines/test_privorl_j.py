@@ -67,7 +67,8 @@ def files(tmp_path_factory):
     )
 
 
-@pytest.mark.slow  # about 50 s CPU (compilation) even with data files and no pre-training
+# About 50 s CPU (compilation) even with data files and no pre-training.
+@pytest.mark.slow
 @pytest.mark.parametrize("full", [False, True])
 def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path, files, full):
     """Default: data from files, no pre-training, agents or TrajScore (compile time);
@@ -176,7 +177,8 @@ def test_tiny_run_writes_trajectories_and_the_ledger_is_the_plan(tmp_path, files
         return
     # Collected in the sensitive maze: every real position lies in its free cells.
     assert anchors["real_holdout"]["free_cell_share"] == 1.0
-    # Pre-training alone saw only the public maze: fewer positions in umaze's free cells.
+    # Pre-training alone saw only the public maze: fewer positions in umaze's free
+    # cells.
     assert anchors["pretrain_only"]["free_cell_share"] < 1.0
     assert all(-1 <= a["trajscore_f1"] <= 1 for a in anchors.values())
     assert set(rep["agents_synthetic"]) == {"td3bc"}
