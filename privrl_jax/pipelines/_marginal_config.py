@@ -94,15 +94,7 @@ class SynthesisConfig:
         _synth_config.check_release_rows("synthesis.num_samples", self.num_samples)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class EvalConfig(_synth_config.EvalConfig):
-    """Agents trained on the release (none by default), and the audit's anchors (the
-    real
-    holdout scored like the release)."""
-
-    agents: tuple[str, ...] = ()
-    anchors: bool = True
-    backend: _synth_config.EvalBackend = "jax"
+EvalConfig = _synth_config.BaselineEvalConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -97,14 +97,7 @@ class SynthesisConfig:
         _synth_config.check_action_bounds(self.action_bounds)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class EvalConfig(_synth_config.EvalConfig):
-    """Agents trained on the release (none by default), and the audit's anchors (the
-    real holdout scored like the release)."""
-
-    agents: tuple[str, ...] = ()
-    anchors: bool = True
-    backend: _synth_config.EvalBackend = "jax"
+EvalConfig = _synth_config.BaselineEvalConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

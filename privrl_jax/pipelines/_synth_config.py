@@ -199,6 +199,17 @@ class EvalConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class BaselineEvalConfig(EvalConfig):
+    """The transition-level baselines' ``eval`` section (marginal, PATE-GAN): agents
+    trained on the release (none by default) and the audit's anchor (the real holdout
+    scored like the release)."""
+
+    agents: tuple[str, ...] = ()
+    anchors: bool = True
+    backend: EvalBackend = "jax"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SynthPipelineConfig:
     """The top level both pipelines' configs derive from: the checks that read two
     sections, and
