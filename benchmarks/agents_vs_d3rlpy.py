@@ -51,7 +51,6 @@ from privrl_jax import (
     envs,
     provenance,  # noqa: E402
 )
-from privrl_jax.agents._rollouts import _unpack_step, episode_length
 from privrl_jax.data import Transitions, load_hdf5
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -69,7 +68,7 @@ def _batched_env(env: Any) -> tuple[Callable, Callable]:
         reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))
         step = jax.jit(
             jax.vmap(
-                lambda k, s, a, p: _unpack_step(env.step(k, s, a, p)),
+                lambda k, s, a, p: agents.unpack_step(env.step(k, s, a, p)),
                 in_axes=(0, 0, 0, None),
             )
         )
@@ -87,7 +86,7 @@ def host_loop_returns(
     rewards count up to the first done (inclusive). Only the policy runs outside
     JAX: `policy(obs [n, obs_dim]) -> actions [n, act_dim]`.
     """
-    num_steps = episode_length(env, env_params)
+    num_steps = agents.episode_length(env, env_params)
     keys = jax.random.split(key, num_episodes)
     k_reset, k_steps = jax.vmap(lambda k: tuple(jax.random.split(k)))(keys)
     step_keys = jax.vmap(lambda k: jax.random.split(k, num_steps))(k_steps)
@@ -395,7 +394,7 @@ def check_same_episodes(env, params, env_name: str) -> None:
         env=env,
         env_params=params,
         num_episodes=8,
-        num_steps=episode_length(env, params),
+        num_steps=agents.episode_length(env, params),
     )
     got = host_loop_returns(key, lambda o: np.tanh(o @ w), env, params, 8)
     np.testing.assert_allclose(got, np.asarray(ref), rtol=1e-4, atol=1e-3)

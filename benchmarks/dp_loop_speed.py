@@ -5,10 +5,11 @@ side by side.
    / N, microbatches of 64, vmap clipping, Adam + EMA) run two ways on the same data and
    plan: ``previous``: the loop this library used before the DP plan (host gather of
    each microbatch, noise inside an optax transform); ``dp_loop``:
-   ``pipelines._dp_loop.run_dp_loop`` (data on the device, gathered inside jit; the
-   plan's noise). The per-step time is the difference between a run of ``--steps`` and
-   one of ``--steps // 4`` steps divided by the step difference, so compilation and
-   checkpoint costs cancel.
+   ``privacy.fit`` with a ``privacy.RunRecorder`` over a run directory, as every
+   pipeline runs it (data on the device, gathered inside jit; the plan's noise). The
+   per-step time is the difference between a run of ``--steps`` and one of ``--steps
+   // 4`` steps divided by the step difference, so compilation and checkpoint costs
+   cancel.
 2. **Noise draw** on the parameter tree of each denoiser: ours (``privacy.add_noise``:
    per-leaf ``jax.random.normal`` with split keys on JAX's default stream since this
    benchmark showed it fastest), the previous flat draw of JAX's original Threefry
@@ -36,7 +37,6 @@ import optax
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import diffusion, privacy, synth
-from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
 from privrl_jax.privacy import Checkpoints
 
 CONFIGS = {"small": (12, 256, 3), "big": (130, 1024, 6)}  # (dim, width, depth)
@@ -110,22 +110,20 @@ def run_loop(denoise, params, data, plan, seed: int, tmp: Path) -> None:
         target_epsilon=1e9,
         target_delta=1e-9,
     )
-    program = DPProgram(lambda s: s.params, fns.update)
-    state, _ = run_dp_loop(
-        plan,
-        fns.clip,
-        program,
-        fns.init(params),
-        data[:, None],
-        ckpt=Checkpoints(tmp / "ckpt"),
-        ledger=ledger,
-        what="bench",
-        secret=DPSecret.from_seed(seed),
-        loss_key=jax.random.key(3),
-        checkpoint_every=plan.steps,
-        desc="dp_loop",
+    recorder = privacy.RunRecorder(
+        Checkpoints(tmp / "ckpt"), ledger, what="bench", checkpoint_every=plan.steps
     )
-    jax.block_until_ready(state.params)
+    result = privacy.fit(
+        plan,
+        privacy.DPMethod(fns.clip, lambda s: s.params, fns.update),
+        data[:, None],
+        fns.init(params),
+        secret=privacy.DPSecret.from_seed(seed),
+        recorder=recorder,
+        callbacks=(privacy.ProgressBar("dp_loop"),),
+        loss_key=jax.random.key(3),
+    )
+    jax.block_until_ready(result.state.params)
 
 
 def time_step(fn, steps: int) -> float:

@@ -45,13 +45,7 @@ def worker(steps: int, warmup: int, out: Path) -> None:
         privacy,
         synth,  # noqa: PLC0415
     )
-    from privrl_jax.pipelines._dp_loop import (
-        DPProgram,
-        DPSecret,
-        LoopStats,
-        run_dp_loop,
-    )  # noqa: PLC0415
-    from privrl_jax.privacy import Checkpoints  # noqa: PLC0415
+    from privrl_jax.privacy import Checkpoints, LoopStats  # noqa: PLC0415
 
     net = diffusion.ResidualMLP(width=256, depth=3)
     denoise = diffusion.EDMDenoiser(net.apply)
@@ -75,23 +69,22 @@ def worker(steps: int, warmup: int, out: Path) -> None:
             target_epsilon=1e9,
             target_delta=1e-5,
         )
-    program = DPProgram(params=lambda s: s.params, update=fns.update)
     stats = LoopStats()
-    state, _ = run_dp_loop(
-        plan,
-        fns.clip,
-        program,
-        fns.init(params),
-        topo.local_block(data),
-        ckpt=Checkpoints(out / "ckpt"),
-        ledger=ledger,
-        what="bench step",
-        secret=DPSecret.from_seed(0),
-        loss_key=jax.random.key(2),
-        checkpoint_every=10**9,
-        topology=topo,
-        stats=stats,
+    recorder = privacy.RunRecorder(
+        Checkpoints(out / "ckpt"), ledger, what="bench step", checkpoint_every=10**9
     )
+    state = privacy.fit(
+        plan,
+        privacy.DPMethod(fns.clip, lambda s: s.params, fns.update),
+        topo.local_block(data),
+        fns.init(params),
+        secret=privacy.DPSecret.from_seed(0),
+        recorder=recorder,
+        callbacks=(privacy.ProgressBar("DP steps"),),
+        topology=topo,
+        loss_key=jax.random.key(2),
+        stats=stats,
+    ).state
     per_step = (time.perf_counter() - stats.step_end_s[warmup - 1]) / (steps - warmup)
     if topo.is_primary:
         leaves = [

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import dp_accounting
+import jax
 import jax.numpy as jnp
 import numpy as np
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
@@ -42,9 +43,7 @@ from privorl_n_eps_sweep import metric_table  # noqa: E402  (benchmarks/)
 
 from privrl_jax import data, diffusion, privacy
 from privrl_jax.pipelines import pategan
-from privrl_jax.pipelines._synth import inputs as _inputs
-from privrl_jax.pipelines._synth import scores as _scores
-from privrl_jax.pipelines.privorl_n import load_data
+from privrl_jax.pipelines.privorl_n import fidelity_scorer, load_data
 
 ROOT = Path(__file__).resolve().parents[1]
 DELTA = 1e-6
@@ -142,12 +141,12 @@ def main() -> None:
         ],
     )
     public, sensitive, holdout = load_data(cfg)
-    obs_dim, act_dim = _inputs.check_same_dims(public, sensitive)
-    layout, pub_flat, norm = _inputs.public_encoding(cfg, public, obs_dim, act_dim)
+    task = pategan.build_task(cfg, public, sensitive)
+    layout, norm, pub_rows = task.layout, task.norm, task.public_rows
+    sens_arrays = jax.tree_util.tree_map(jnp.asarray, sensitive)
     rows = np.asarray(
-        diffusion.normalise(norm, jnp.asarray(_inputs.encode(sensitive, layout)))
+        diffusion.normalise(norm, diffusion.flatten_transitions(sens_arrays, layout))
     )
-    pub_rows = np.asarray(diffusion.normalise(norm, jnp.asarray(pub_flat)))
     hot = np.asarray(layout.one_hot_mask(), bool)
     bounds = np.stack(
         [
@@ -159,7 +158,7 @@ def main() -> None:
     np.save(work / f"public_bounds_seed{seed}.npy", bounds)
     n_syn = cfg.synthesis.num_samples
     lo_a, hi_a = cfg.synthesis.action_bounds
-    score = _scores.fidelity_scorer(
+    score = fidelity_scorer(
         sensitive,
         layout,
         norm,

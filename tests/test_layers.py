@@ -17,3 +17,53 @@ def test_import_contracts_are_kept(monkeypatch):
         config_filename=str(PYPROJECT), no_cache=True, no_logo=True
     )
     assert exit_code == cli.EXIT_STATUS_SUCCESS, "a contract is broken; see stdout"
+
+
+def _private_imports(path: Path) -> list[str]:
+    """The ``privrl_jax`` modules a file imports whose dotted path has a ``_`` part."""
+    import ast  # noqa: PLC0415
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "privrl_jax" and any(p.startswith("_") for p in parts[1:]):
+                found.append(name)
+    return found
+
+
+# Ablations that swap an internal to measure what it costs: they import it on purpose.
+_ABLATIONS = {
+    # Both time the DP step with JAX's own normal draw in place of privacy's faster
+    # Threefry normal (`privacy._aggregation.fast_normal`), side by side.
+    "dpsgd_vs_opacus.py": ["privrl_jax.privacy._aggregation"],
+    "ghost_step_parts.py": ["privrl_jax.privacy._aggregation"],
+}
+
+
+def test_benchmarks_import_public_names_only(tmp_path):
+    """Issue 22: the benchmarks are users of the library; they import what the
+    subpackages export, never a ``_private`` module or name (but the listed
+    ablations)."""
+    bench = PYPROJECT.parent / "benchmarks"
+    found = {p.name: _private_imports(p) for p in sorted(bench.glob("*.py"))}
+    assert {k: v for k, v in found.items() if v} == _ABLATIONS
+    # The check sees each form of a private import.
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from privrl_jax.pipelines._dp_loop import run_dp_loop\n"
+        "from privrl_jax.agents import _rollouts\n"
+        "import privrl_jax.ope._gpope\n"
+        "from privrl_jax import privacy\n"
+    )
+    assert _private_imports(probe) == [
+        "privrl_jax.pipelines._dp_loop",
+        "privrl_jax.pipelines._dp_loop.run_dp_loop",
+        "privrl_jax.agents._rollouts",
+        "privrl_jax.ope._gpope",
+    ]

@@ -10,7 +10,12 @@ from privrl_jax.agents._common import Agent, fit_state_normalizer
 from privrl_jax.agents._edac import EDACConfig, EDACState, diversity_loss, edac
 from privrl_jax.agents._iql import IQLConfig, IQLState, expectile_loss, iql
 from privrl_jax.agents._networks import QNetwork
-from privrl_jax.agents._rollouts import evaluate, rollout_returns
+from privrl_jax.agents._rollouts import (
+    episode_length,
+    evaluate,
+    rollout_returns,
+    unpack_step,
+)
 from privrl_jax.agents._td3_bc import TD3BCConfig, TD3BCState, td3_bc
 from privrl_jax.agents._train import (
     ALGORITHMS,
@@ -35,6 +40,7 @@ __all__ = [
     "TrainResult",
     "diversity_loss",
     "edac",
+    "episode_length",
     "evaluate",
     "expectile_loss",
     "fit_state_normalizer",
@@ -46,4 +52,5 @@ __all__ = [
     "sample_batch",
     "td3_bc",
     "train",
+    "unpack_step",
 ]

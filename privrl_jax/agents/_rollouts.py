@@ -18,7 +18,7 @@ import numpy as np
 PolicyFn = Callable[[Any, jax.Array], jax.Array]
 
 
-def _unpack_step(out: tuple) -> tuple[jax.Array, Any, jax.Array, jax.Array]:
+def unpack_step(out: tuple) -> tuple[jax.Array, Any, jax.Array, jax.Array]:
     """(obs, state, reward, done) from a gymnax step: 5-tuple (done) or 6-tuple
     (terminated, truncated), the latter being gymnax >= 1.0."""
     if len(out) == 6:
@@ -73,7 +73,7 @@ def rollout_returns(
         def body(carry, k):
             obs, env_state, ret, alive = carry
             action = act(agent_state, obs)
-            obs, env_state, reward, done = _unpack_step(
+            obs, env_state, reward, done = unpack_step(
                 env.step(k, env_state, action, env_params)
             )
             ret = ret + alive * jnp.asarray(reward, jnp.float32).reshape(())

@@ -12,12 +12,14 @@ from privrl_jax.pipelines._collect import CollectConfig, run_collect
 from privrl_jax.pipelines._config import (
     ConfigSource,
     load_config,
+    merge_configs,
     qualify_config,
     shipped_config,
     shipped_configs,
     to_dict,
 )
 from privrl_jax.pipelines._launch import ProcessFailedError, launch_local
+from privrl_jax.pipelines._sections import PrivacyConfig
 from privrl_jax.pipelines._verify import verify_run
 
 __all__ = [
@@ -26,11 +28,13 @@ __all__ = [
     "AuditConfig",
     "CollectConfig",
     "ConfigSource",
+    "PrivacyConfig",
     "ProcessFailedError",
     "audit_lines",
     "audit_run",
     "launch_local",
     "load_config",
+    "merge_configs",
     "qualify_config",
     "raise_on_violation",
     "run_agent_train",

@@ -1,10 +1,14 @@
 """The one config loader of every command: YAML + ``section.key=value`` overrides.
 
-A config is a (nested) frozen dataclass. ``load_config`` reads it from a YAML file or
-from a config shipped inside the package (``privrl_jax/configs/<group>/<name>.yaml``,
-named ``<group>/<name>``), applies typed values (command-line options), then ``--set``
-overrides whose values are parsed as YAML, and checks every key and type. Every error is
-a one-line ``ValueError`` that names the key and says what is expected.
+A config is a (nested) frozen dataclass whose sections are shared between methods
+where they mean the same thing (`_sections`, `_synth_config`); their field defaults
+are the shared ones. A method's own defaults are YAML, not subclasses: a pipeline's
+``defaults.yaml`` (``privrl_jax/configs/<group>/defaults.yaml``) lies under every config
+of that pipeline. ``load_config`` reads that file, then the chosen YAML file or shipped
+config (``privrl_jax/configs/<group>/<name>.yaml``, named ``<group>/<name>``) key by
+key over it, applies typed values (command-line options), then ``--set`` overrides
+whose values are parsed as YAML, and checks every key and type. Every error is a
+one-line ``ValueError`` that names the key and says what is expected.
 """
 
 from __future__ import annotations
@@ -271,27 +275,46 @@ def apply_overrides(
     return data
 
 
+def merge_configs(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``top`` laid over ``base`` key by key: sections (mappings in both) merge, any
+    other value of ``top`` (a list too) replaces ``base``'s."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_configs(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
 def load_config(
     cls: type[T],
     path: ConfigSource | None = None,
     overrides: Iterable[str] = (),
     *,
     values: Mapping[str, Any] | None = None,
+    defaults: ConfigSource | None = None,
 ) -> T:
-    """Loads dataclass ``cls``: YAML, then typed ``values``, then ``--set`` overrides.
+    """Loads dataclass ``cls``: ``defaults``, the YAML ``path`` over it, then typed
+    ``values``, then ``--set`` overrides.
 
     Args:
       cls: the (nested) config dataclass.
       path: a YAML file, or the name of a shipped config (``privorl_n/quickstart``, see
-        `shipped_configs`); None: the dataclass defaults.
+        `shipped_configs`); None: ``defaults`` alone.
       overrides: ``section.key=value`` strings; values are parsed as YAML.
       values: already-typed values keyed by dotted path (command-line options); the
         overrides apply after them.
+      defaults: the method's own defaults (its shipped ``<group>/defaults``), merged
+        under ``path`` by `merge_configs`; keys neither states take the dataclass
+        defaults.
 
     Raises:
       ValueError: a missing config, bad YAML, an unknown key or a bad value (one line).
     """
-    data = _read_yaml(path) if path is not None else {}
+    data = _read_yaml(defaults) if defaults is not None else {}
+    if path is not None:
+        data = merge_configs(data, _read_yaml(path))
     for key, value in (values or {}).items():
         _set_path(data, key, value, f"{key}={value!r}")
     return from_dict(cls, apply_overrides(data, overrides))

@@ -7,9 +7,12 @@ import math
 import typing
 from typing import Literal
 
-from privrl_jax import privacy
 from privrl_jax.pipelines._audit_run import AuditConfig
 from privrl_jax.pipelines._config import ConfigSource, check_modes, load_config
+from privrl_jax.pipelines._sections import PrivacyConfig
+
+# GPOPE's own defaults (epsilon = 1, delta = 1e-5), under every config.
+DEFAULTS = "gpope/defaults"
 
 # Modes are Literal types: the one loader checks them (`_config.check_modes`).
 Sampler = Literal["uniform_one", "poisson"]
@@ -103,21 +106,6 @@ class GPOPEConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrivacyConfig:
-    """Target (epsilon, delta) over the N steps; epsilon = inf runs without noise.
-
-    ``noise_seed`` fixes the DP noise and the sampled trajectories for tests. Anyone
-    who reads it can recompute both, so such a run is NOT private and says so; left
-    empty, the secret comes from ``os.urandom`` and lives only in ``checkpoints/``.
-    """
-
-    epsilon: float = 1.0
-    delta: float = 1e-5
-    accountant: privacy.Accountant = "rdp"
-    noise_seed: int | None = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class GPOPERunConfig:
     """Everything a GPOPE run needs (``privrl ope run``); ``seed`` is public randomness:
     the simulated data collection. ``plots`` writes ``values.png`` (release) and
@@ -127,7 +115,7 @@ class GPOPERunConfig:
     plots: bool = True
     env: ChainConfig = ChainConfig()
     gpope: GPOPEConfig = GPOPEConfig()
-    privacy: PrivacyConfig = PrivacyConfig()
+    privacy: PrivacyConfig = PrivacyConfig()  # noqa: RUF009 -- frozen: one shared default is safe
     truth: TruthConfig = TruthConfig()
     audit: AuditConfig = AuditConfig()
 
@@ -183,11 +171,11 @@ class GPOPERunConfig:
             raise ValueError(
                 f"gpope.decay_steps must be > 0 or empty; got {g.decay_steps}."
             )
-        if not p.epsilon > 0:
+        if p.dataset_size is not None:
             raise ValueError(
-                f"privacy.epsilon must be > 0 (inf for no DP); got {p.epsilon}."
+                "privacy.dataset_size: GPOPE's number of privacy units is "
+                "env.num_trajectories (public); leave privacy.dataset_size empty."
             )
-        privacy.validate_delta(p.delta)
         if p.accountant == "pld" and g.sampler == "uniform_one":
             raise ValueError(
                 "privacy.accountant=pld cannot account gpope.sampler=uniform_one "
@@ -228,4 +216,4 @@ class GPOPERunConfig:
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> GPOPERunConfig:
     """Loads a GPOPE config: a YAML file or a shipped name (``"gpope/chain"``) plus
     ``section.key=value`` overrides."""
-    return load_config(GPOPERunConfig, path, overrides)
+    return load_config(GPOPERunConfig, path, overrides, defaults=DEFAULTS)

@@ -14,10 +14,12 @@ from typing import Literal
 from privrl_jax.pipelines import _synth_config
 from privrl_jax.pipelines._config import ConfigSource, load_config
 from privrl_jax.pipelines._privorl_n_config import DataConfig
-from privrl_jax.pipelines._synth_config import PrivacyConfig
+from privrl_jax.pipelines._sections import PrivacyConfig
 
 Model = Literal["pgm", "mst", "privsyn"]
 MODELS = typing.get_args(Model)
+
+DEFAULTS = "marginal/defaults"  # the baseline's own defaults, under every config
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -94,7 +96,9 @@ class SynthesisConfig:
         _synth_config.check_release_rows("synthesis.num_samples", self.num_samples)
 
 
-EvalConfig = _synth_config.BaselineEvalConfig
+# The shared section; the baselines' defaults (no agents) are in
+# configs/marginal/defaults.yaml.
+EvalConfig = _synth_config.EvalConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -118,4 +122,4 @@ def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> Margina
     """Loads a PGM / MST config: a YAML file or a shipped name
     (``"marginal/pgm_umaze"``) plus
     ``section.key=value`` overrides."""
-    return load_config(MarginalConfig, path, overrides)
+    return load_config(MarginalConfig, path, overrides, defaults=DEFAULTS)

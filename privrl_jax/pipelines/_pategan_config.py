@@ -12,10 +12,12 @@ from typing import Literal
 from privrl_jax.pipelines import _synth_config
 from privrl_jax.pipelines._config import ConfigSource, load_config
 from privrl_jax.pipelines._privorl_n_config import DataConfig
-from privrl_jax.pipelines._synth_config import PrivacyConfig
+from privrl_jax.pipelines._sections import PrivacyConfig
 
 Model = Literal["pategan", "pategan_pretrained"]
 MODELS = typing.get_args(Model)
+
+DEFAULTS = "pategan/defaults"  # the baseline's own defaults, under every config
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -97,7 +99,9 @@ class SynthesisConfig:
         _synth_config.check_action_bounds(self.action_bounds)
 
 
-EvalConfig = _synth_config.BaselineEvalConfig
+# The shared section; the baselines' defaults (no agents) are in
+# configs/pategan/defaults.yaml.
+EvalConfig = _synth_config.EvalConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -122,4 +126,4 @@ def load(
 ) -> PateGanPipelineConfig:
     """Loads a PATE-GAN config: a YAML file or a shipped name (``"pategan/umaze"``)
     plus ``section.key=value`` overrides."""
-    return load_config(PateGanPipelineConfig, path, overrides)
+    return load_config(PateGanPipelineConfig, path, overrides, defaults=DEFAULTS)

@@ -8,18 +8,19 @@ from typing import Literal
 
 from privrl_jax.pipelines import _synth_config
 from privrl_jax.pipelines._config import ConfigSource, load_config
-from privrl_jax.pipelines._synth_config import PrivacyConfig
+from privrl_jax.pipelines._sections import PrivacyConfig
 
+DEFAULTS = "privorl_j/defaults"  # PrivORL-j's own defaults, under every config
 ModelKind = Literal["transformer", "unet", "dp_transformer"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DataConfig:
-    """Where the public and sensitive trajectories come from, and how they are cut.
+class DataConfig(_synth_config.DataConfig):
+    """The shared data section (`_synth_config.DataConfig`: PrivORL-j's defaults, the
+    sparse-reward ``-v1`` mazes, are in ``configs/privorl_j/defaults.yaml``) and how
+    the trajectories are collected and cut.
 
-    Without files, both are collected from our JAX mazes with D4RL's maze2d protocol
-    (the ``-v1`` tasks; public = medium + large, sensitive = umaze, as in the paper).
-    ``num_envs`` collector streams each run until ``size`` transitions are collected;
+    ``num_envs`` collector streams each run until ``*_size`` transitions are collected;
     their episodes are the trajectories.
 
     ``horizon`` is H; ``max_fragments`` F is public: a sensitive trajectory longer than
@@ -29,15 +30,8 @@ class DataConfig:
     choice) are never trained on.
     """
 
-    sensitive_env: str = "maze2d-umaze-v1"
-    public_envs: tuple[str, ...] = ("maze2d-medium-v1", "maze2d-large-v1")
-    sensitive_size: int = 20_000
-    public_size: int = 20_000
     holdout_trajectories: int = 20
-    action_noise: float = 0.5
     num_envs: int = 20
-    sensitive_file: str | None = None
-    public_files: tuple[str, ...] = ()
     horizon: int = 32
     max_fragments: int = 10
 
@@ -76,29 +70,11 @@ class ModelConfig:
             )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PretrainConfig(_synth_config.PretrainConfig):
-    """Non-private pre-training on public fragments (``steps = 0`` disables it)."""
-
-    steps: int = 2_000
-    batch_size: int = 64
-    pool_size: int = 256
-    steps_per_epoch: int = 500
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FinetuneConfig(_synth_config.FinetuneConfig):
-    """Trajectory-level DP-SGD: ``batch_size`` is the expected number of *trajectories*
-    per step.
-
-    ``clip_method``: ``vmap`` (measured faster than ghost clipping for this transformer
-    on CPU, see docs/privorl_j.md) or ``ghost``.
-    """
-
-    batch_size: int = 32
-    microbatch_size: int = 16
-    clip_method: _synth_config.ClipMethod = "vmap"
-    checkpoint_every: int = 25
+# PrivORL-j's pre-training and fine-tuning are the shared sections; its defaults (fewer,
+# smaller pre-training steps; 32 trajectories a DP step) are in
+# configs/privorl_j/defaults.yaml.
+PretrainConfig = _synth_config.PretrainConfig
+FinetuneConfig = _synth_config.FinetuneConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -135,18 +111,12 @@ class SynthesisConfig:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EvalConfig(_synth_config.EvalConfig):
     """Agents trained on the release (and, in the audit, on the real trajectories): the
-    shared
-    `EvalConfig`; the audit adds TrajScore and the anchors."""
+    shared `EvalConfig`, and TrajScore in the audit."""
 
-    backend: _synth_config.EvalBackend = "jax"
     # TrajScore (audit): window = data.horizon steps, MLP autoencoder trained on public
     # windows.
     trajscore: bool = True
     trajscore_steps: int = 2_000
-    # The anchors that show whether the fidelity can see the DP fine-tuning at all: the
-    # same scores for samples of the pre-trained model alone (no sensitive step) and
-    # for the held-out real trajectories (the finite-sample floor).
-    anchors: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -178,4 +148,4 @@ def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> PrivORL
     """Loads a PrivORL-j config: a YAML file or a shipped name (``"privorl_j/umaze"``)
     plus
     ``section.key=value`` overrides."""
-    return load_config(PrivORLJConfig, path, overrides)
+    return load_config(PrivORLJConfig, path, overrides, defaults=DEFAULTS)

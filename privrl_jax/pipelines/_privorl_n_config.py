@@ -7,27 +7,15 @@ import dataclasses
 
 from privrl_jax.pipelines import _synth_config
 from privrl_jax.pipelines._config import ConfigSource, load_config
-from privrl_jax.pipelines._synth_config import PrivacyConfig
+from privrl_jax.pipelines._sections import PrivacyConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DataConfig:
-    """Where the public and sensitive transitions come from.
+class DataConfig(_synth_config.DataConfig):
+    """The shared data section (`_synth_config.DataConfig`) and ``holdout_size``
+    sensitive transitions (a seed-fixed choice) that are never trained on."""
 
-    Without files, both are collected from our JAX mazes (the ``-v1`` tasks: D4RL's
-    MuJoCo point mass, task settings and data protocol) with the noisy waypoint expert
-    (public = medium + large, sensitive = umaze, as in the paper). The ``-legacy`` mazes
-    keep the first round's physics.
-    """
-
-    sensitive_env: str = "maze2d-umaze-dense-v1"
-    public_envs: tuple[str, ...] = ("maze2d-medium-dense-v1", "maze2d-large-dense-v1")
-    sensitive_size: int = 20_000
-    public_size: int = 20_000
     holdout_size: int = 2_000
-    action_noise: float = 0.5
-    sensitive_file: str | None = None
-    public_files: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -46,8 +34,8 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainConfig(_synth_config.PretrainConfig):
-    """Non-private pre-training on public data (``steps = 0`` disables it: the DPDM
-    ablation).
+    """The shared pre-training section (`_synth_config.PretrainConfig`) and
+    ``reuse_from``.
 
     ``reuse_from`` names a PrivORL-n run directory whose finished pre-training this run
     starts from instead of pre-training again. Pre-training reads public data only, so
@@ -57,23 +45,16 @@ class PretrainConfig(_synth_config.PretrainConfig):
     so the model is the one this run would have trained.
     """
 
-    steps: int = 4_000
-    batch_size: int = 256
-    pool_size: int = 4_096
-    steps_per_epoch: int = 1_000
     reuse_from: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneConfig(_synth_config.FinetuneConfig):
-    """DP-SGD fine-tuning on the sensitive transitions (paper: 5 epochs, C = 1, Opacus
-    defaults)."""
+    """The shared DP fine-tuning section (`_synth_config.FinetuneConfig`) on the
+    sensitive transitions, with DPDM's noise multiplicity ``num_noise`` (noise draws per
+    transition averaged in its loss; Dockhorn et al. 2023) and FineCur."""
 
-    batch_size: int = 256
-    microbatch_size: int = 64
     num_noise: int = 1
-    clip_method: _synth_config.ClipMethod = "vmap"
-    checkpoint_every: int = 50
     # FineCur ablation (PrivORL Fig. 4): > 0 adds round(rate * batch_size) of the most
     # curious synthetic samples to every DP batch. They come from the model being
     # released, so they cost no budget; the real Poisson batch is kept whole (dropping
@@ -124,15 +105,9 @@ class EvalConfig(_synth_config.EvalConfig):
     # many draws the same way).
     mia_noise_draws: int = 4
     plots: bool = True
-    # The anchors that show whether the fidelity can see the DP fine-tuning at all: the
-    # same scores for samples of the pre-trained model alone (PrivORL Table IV: public
-    # data only, eps = 0) and for the real holdout (another sample of the sensitive law:
-    # the finite-sample floor).
-    anchors: bool = True
     # Also train the agents on the pre-training-only samples (as many agent runs again
     # as the release).
     anchor_agents: bool = False
-    backend: _synth_config.EvalBackend = "jax"
 
     def __post_init__(self):
         _synth_config.check_at_least_one("eval", self, "mia_size", "mia_noise_draws")

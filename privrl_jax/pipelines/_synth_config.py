@@ -1,11 +1,11 @@
-"""Config sections and checks that PrivORL-n and PrivORL-j share (no jax: loading a
-config needs none).
+"""Config sections and checks that the synthetic-data pipelines share (PrivORL-n,
+PrivORL-j, the marginal and PATE-GAN baselines; no jax: loading a config needs none).
 
-Each pipeline's own section classes (``_privorl_n_config``, ``_privorl_j_config``)
-derive from the bases here and give their defaults and their own fields; a field keeps
-the base's position, so ``to_dict`` writes the keys in the same order as before the
-bases existed. Every check is one section's; checks that read two sections stay in the
-pipeline's top-level config.
+Each section is declared once, with PrivORL-n's values as its defaults. A pipeline
+whose defaults differ states them in its ``configs/<group>/defaults.yaml`` (loaded
+under every config of that pipeline by `_config.load_config`), not in a subclass; a
+pipeline subclasses a section only to add fields of its own. Every check is one
+section's; checks that read two sections stay in the pipeline's top-level config.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import dataclasses
 import math
 from typing import Literal
 
-from privrl_jax import privacy
 from privrl_jax.pipelines._audit_run import AuditConfig
 from privrl_jax.pipelines._config import check_modes
 
@@ -70,58 +69,43 @@ def check_action_bounds(bounds: tuple[float, ...]) -> None:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrivacyConfig:
-    """Target (epsilon, delta); epsilon = inf trains without noise (the non-private
-    ablation).
+class DataConfig:
+    """Where the public and sensitive data come from.
 
-    ``dataset_size`` declares N, the number of sensitive privacy units (PrivORL-n:
-    transitions; PrivORL-j: trajectories), as a public quantity (the sampling rate and
-    the normaliser depend on it). Left empty, N is read from the data and the report
-    records that it was treated as public, as Opacus and jax_privacy do.
-
-    ``noise_seed`` fixes the DP noise and the batches for tests and exact reproduction.
-    Anyone who reads it can recompute the noise, so such a run is NOT private and its
-    report says so. Left empty (the default), the secret comes from the OS's entropy
-    source and lives only in the checkpoints.
+    Without files, both are collected from our JAX mazes (the ``-v1`` tasks: D4RL's
+    MuJoCo point mass, task settings and data protocol) with the noisy waypoint expert
+    (public = medium + large, sensitive = umaze, as in the paper): ``sensitive_size``
+    and ``public_size`` transitions, ``action_noise`` the expert's Gaussian action
+    noise. The ``-legacy`` mazes keep the first round's physics. ``sensitive_file`` /
+    ``public_files`` read D4RL-format HDF5 files instead. PrivORL-n adds its holdout
+    size, PrivORL-j its trajectory cut (``data.horizon``, ``data.max_fragments``).
     """
 
-    epsilon: float = 10.0
-    delta: float = 1e-6
-    accountant: privacy.Accountant = "rdp"
-    dataset_size: int | None = None
-    noise_seed: int | None = None
-
-    def __post_init__(self):
-        if not self.epsilon > 0:
-            raise ValueError(
-                f"privacy.epsilon must be > 0 (inf for no DP); got {self.epsilon}."
-            )
-        privacy.validate_delta(self.delta)
-        if self.dataset_size is not None and self.dataset_size < 2:
-            raise ValueError(
-                "privacy.dataset_size must be an int >= 2 or empty; got "
-                f"{self.dataset_size}."
-            )
+    sensitive_env: str = "maze2d-umaze-dense-v1"
+    public_envs: tuple[str, ...] = ("maze2d-medium-dense-v1", "maze2d-large-dense-v1")
+    sensitive_size: int = 20_000
+    public_size: int = 20_000
+    action_noise: float = 0.5
+    sensitive_file: str | None = None
+    public_files: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainConfig:
     """Non-private curiosity-driven pre-training on public data (``steps = 0`` disables
-    it).
+    it: the DPDM ablation).
 
-    The pipelines give ``steps``, ``batch_size``, ``pool_size`` and ``steps_per_epoch``
-    their own defaults. Every ``steps_per_epoch`` steps a pool of ``pool_size`` samples
-    is drawn (with ``num_sampling_steps`` sampler steps) and scored by RND;
-    ``curiosity_rate`` of each batch is replaced by its most curious rows. Resumable
-    every ``chunk_steps`` steps.
+    Every ``steps_per_epoch`` steps a pool of ``pool_size`` samples is drawn (with
+    ``num_sampling_steps`` sampler steps) and scored by RND; ``curiosity_rate`` of each
+    batch is replaced by its most curious rows. Resumable every ``chunk_steps`` steps.
     """
 
-    steps: int
-    batch_size: int
+    steps: int = 4_000
+    batch_size: int = 256
     learning_rate: float = 3e-4
     curiosity_rate: float = 0.3
-    pool_size: int
-    steps_per_epoch: int
+    pool_size: int = 4_096
+    steps_per_epoch: int = 1_000
     chunk_steps: int = 250
     num_sampling_steps: int = 16
 
@@ -136,27 +120,31 @@ class PretrainConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneConfig:
-    """DP-SGD on the sensitive data: ``epochs`` over the units, ``batch_size`` the
-    expected number
-    of units per step, ``l2_clip_norm`` C per unit, clipped ``microbatch_size`` units at
-    a time.
-
-    The pipelines add ``clip_method`` (`ClipMethod`: ``vmap`` or ``ghost``)
-    and their own fields after these.
+    """DP-SGD on the sensitive data (paper: 5 epochs, C = 1, Opacus defaults):
+    ``epochs`` over the units, ``batch_size`` the expected number of units per step
+    (PrivORL-n: transitions; PrivORL-j: trajectories), ``l2_clip_norm`` C per unit,
+    clipped ``microbatch_size`` units at a time by ``clip_method`` (`ClipMethod`:
+    ``vmap`` per-unit gradients or ``ghost`` norms; PrivORL-j's transformer measured
+    faster with ``vmap`` on CPU, docs/privorl_j.md), checkpointed every
+    ``checkpoint_every`` steps.
     """
 
     epochs: float = 5.0
-    batch_size: int
+    batch_size: int = 256
     learning_rate: float = 3e-4
     l2_clip_norm: float = 1.0
-    microbatch_size: int
+    microbatch_size: int = 64
+    clip_method: ClipMethod = "vmap"
+    checkpoint_every: int = 50
 
     def __post_init__(self):
         # These size the DP phase: a bad one must be refused here, before any noise is
         # drawn (epochs = 0 used to become one DP step that spent the budget).
         for name in ("epochs", "learning_rate", "l2_clip_norm"):
             check_positive(f"finetune.{name}", getattr(self, name))
-        check_at_least_one("finetune", self, "batch_size", "microbatch_size")
+        check_at_least_one(
+            "finetune", self, "batch_size", "microbatch_size", "checkpoint_every"
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -170,10 +158,13 @@ class EvalConfig:
     final evaluation of one seed swings by tens of points on maze2d, which would drown
     the synthetic-vs-real comparison.
 
-    The pipelines add ``backend`` (where the agents are scored: ``jax``, the JAX env, or
-    ``mujoco``, D4RL's real MuJoCo point maze for a ``maze2d-*-v1`` sensitive env, ``pip
-    install -e ".[mujoco]"``; an `EvalBackend`) and their audit's own
-    fields.
+    ``backend`` says where the agents are scored (an `EvalBackend`: ``jax``, the JAX
+    env, or ``mujoco``, D4RL's real MuJoCo point maze for a ``maze2d-*-v1`` sensitive
+    env, ``pip install -e ".[mujoco]"``). ``anchors`` scores, beside the release, the
+    real holdout (another sample of the sensitive law: the finite-sample floor) and,
+    where the method pre-trains, samples of the pre-trained model alone (PrivORL Table
+    IV: public data only, eps = 0), so a reader sees whether the fidelity can see the
+    DP step at all. The pipelines add their audit's own fields.
     """
 
     agents: tuple[str, ...] = ("td3bc",)
@@ -183,6 +174,8 @@ class EvalConfig:
     final_evals: int = 1
     eval_episodes: int = 50
     train_real_agents: bool = True
+    anchors: bool = True
+    backend: EvalBackend = "jax"
 
     def __post_init__(self):
         if self.agent_updates % self.agent_chunk:
@@ -196,17 +189,6 @@ class EvalConfig:
                 f"eval.final_evals={self.final_evals}: expected between 1 and "
                 "eval.agent_updates / eval.agent_chunk (the number of chunks)."
             )
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BaselineEvalConfig(EvalConfig):
-    """The transition-level baselines' ``eval`` section (marginal, PATE-GAN): agents
-    trained on the release (none by default) and the audit's anchor (the real holdout
-    scored like the release)."""
-
-    agents: tuple[str, ...] = ()
-    anchors: bool = True
-    backend: EvalBackend = "jax"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

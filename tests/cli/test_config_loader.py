@@ -1,6 +1,7 @@
 """The one config loader and `--set` grammar that every `privrl` command uses."""
 
 import dataclasses
+import typing
 
 import pytest
 import yaml
@@ -192,3 +193,96 @@ def test_every_mode_is_a_literal_checked_by_the_loader_and_in_python():
             with pytest.raises(ValueError) as in_python:
                 dataclasses.replace(default, **{section: built})
             assert str(in_python.value) == message
+
+
+def test_merge_configs_merges_sections_and_replaces_everything_else():
+    base = {"a": 1, "s": {"x": 1, "lst": [1, 2], "t": {"u": 1}}, "m": {"k": 1}}
+    top = {"s": {"lst": [3], "t": {"v": 2}}, "m": 5, "n": {"z": 0}}
+    merged = pipelines.merge_configs(base, top)
+    assert merged == {
+        "a": 1,
+        "s": {"x": 1, "lst": [3], "t": {"u": 1, "v": 2}},
+        "m": 5,  # a non-mapping replaces a section (the loader then reports it)
+        "n": {"z": 0},
+    }
+    assert base["s"]["t"] == {"u": 1}  # the inputs are not modified
+
+
+def test_a_methods_defaults_lie_under_every_config_of_it(tmp_path):
+    """Issue 22: per-method defaults live in the shipped ``<group>/defaults.yaml``,
+    not in subclasses; a config states only what it changes, and wins."""
+    from privrl_jax.pipelines import gpope, privorl_j, privorl_n
+
+    # privorl_j/test.yaml names no sensitive env: it gets PrivORL-j's sparse -v1 maze
+    # from privorl_j/defaults.yaml, not the shared section's dense default that
+    # PrivORL-n uses.
+    assert privorl_j.load("privorl_j/test").data.sensitive_env == "maze2d-umaze-v1"
+    assert privorl_n.load("privorl_n/test").data.sensitive_env == (
+        "maze2d-umaze-dense-v1"
+    )
+    assert privorl_j.load(None) == privorl_j.load("privorl_j/defaults")
+    assert privorl_j.load(None).pretrain.steps == 2_000  # defaults.yaml
+    assert privorl_j.load(None).pretrain.learning_rate == 3e-4  # the shared default
+    path = tmp_path / "c.yaml"
+    path.write_text("pretrain: {steps: 750}\n")
+    cfg = privorl_j.load(path)
+    assert cfg.pretrain.steps == 750
+    assert cfg.pretrain.batch_size == 64  # the other defaults.yaml keys stay
+    assert gpope.load(None).privacy.epsilon == 1.0
+    assert gpope.load(None, ["privacy.epsilon=2"]).privacy.epsilon == 2.0
+
+
+def _section_classes(cls, seen=None):
+    seen = set() if seen is None else seen
+    for f in dataclasses.fields(cls):
+        tp = typing.get_type_hints(cls)[f.name]
+        if dataclasses.is_dataclass(tp) and tp not in seen:
+            seen.add(tp)
+            _section_classes(tp, seen)
+    return seen
+
+
+def test_no_config_section_subclass_only_changes_defaults():
+    """Issue 22: a section shared by several methods is declared once. A pipeline may
+    derive from it only to add fields of its own, and must keep the shared fields'
+    defaults (its own defaults go to its ``defaults.yaml``)."""
+    checked = 0
+    for name, (cls, _) in _pipeline_configs().items():
+        for section in _section_classes(cls):
+            for base in section.__mro__[1:]:
+                if not dataclasses.is_dataclass(base):
+                    continue
+                checked += 1
+                own = {f.name for f in dataclasses.fields(section)}
+                inherited = {f.name: f for f in dataclasses.fields(base)}
+                assert own > set(inherited), (name, section, base)
+                for f in dataclasses.fields(section):
+                    if f.name in inherited:
+                        assert f.default == inherited[f.name].default, (
+                            name,
+                            section.__qualname__,
+                            f.name,
+                        )
+    assert checked >= 5  # data x 2, pretrain, finetune, eval x 2: the test sees them
+
+
+def test_the_epsilon_budget_section_is_one_class():
+    from privrl_jax.pipelines import gpope, marginal, pategan, privorl_j, privorl_n
+
+    classes = {
+        typing.get_type_hints(m)["privacy"]
+        for m in (
+            privorl_n.PrivORLNConfig,
+            privorl_j.PrivORLJConfig,
+            marginal.MarginalConfig,
+            pategan.PateGanPipelineConfig,
+            gpope.GPOPERunConfig,
+        )
+    }
+    assert classes == {pipelines.PrivacyConfig}
+    with pytest.raises(ValueError) as e:
+        gpope.load("gpope/test", ["privacy.dataset_size=100"])
+    assert str(e.value) == (
+        "privacy.dataset_size: GPOPE's number of privacy units is "
+        "env.num_trajectories (public); leave privacy.dataset_size empty."
+    )

@@ -1,6 +1,7 @@
 """PrivORL-j pipeline: tiny run, ledger vs plan, trajectories in the release, resume,
 secrets."""
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -207,6 +208,45 @@ def test_plan_and_items_count_trajectories(files):
     np.testing.assert_array_equal(
         frags.fragment_mask.sum(1), -(-np.asarray(sensitive.lengths) // 8)
     )
+
+
+@pytest.mark.slow  # two tiny runs, ~50 s CPU each (compilation)
+def test_the_anchors_leave_the_release_unchanged(tmp_path, files):
+    """Issue 23: the anchors are audit-only. They sample the pre-trained model with
+    keys of their own, so a run with ``eval.anchors=false`` releases the same
+    trajectories, spends the same budget and reports the same plan."""
+    runs = {}
+    for anchors in (True, False):
+        cfg = _cfg(
+            "privacy.noise_seed=3",
+            "eval.train_real_agents=false",
+            f"eval.anchors={str(anchors).lower()}",
+            *FAST,
+            *files,
+        )
+        runs[anchors] = (privorl_j.run(cfg, tmp_path / str(anchors)), cfg)
+    with_a, without = (
+        data.load_hdf5(tmp_path / str(a) / "synthetic.hdf5") for a in (True, False)
+    )
+    for field in dataclasses.fields(data.Transitions):
+        name = field.name
+        assert np.array_equal(getattr(with_a, name), getattr(without, name)), name
+    (rep_a, _), (rep_b, _) = runs[True], runs[False]
+
+    def spent(rep):  # the ledger's chain head hashes its entries' times: left out
+        return {k: v for k, v in rep["privacy"].items() if k != "chain_head"}
+
+    assert spent(rep_a) == spent(rep_b)
+    assert rep_a["finetune"] == rep_b["finetune"]
+    events = [
+        [
+            (r.what, r.event, r.count, r.params)
+            for r in privacy.Ledger.load(tmp_path / str(a)).releases
+        ]
+        for a in (True, False)
+    ]
+    assert events[0] == events[1] and events[0]
+    assert "anchors" in rep_a["audit"] and "anchors" not in rep_b["audit"]
 
 
 @pytest.mark.slow

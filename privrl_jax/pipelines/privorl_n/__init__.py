@@ -43,7 +43,7 @@ from privrl_jax.pipelines._privorl_n_config import (
 )
 from privrl_jax.pipelines._synth.inputs import validate_data_sources
 from privrl_jax.pipelines._synth.release import AUDIT_NOTICE, NOT_PRIVATE_SEED
-from privrl_jax.pipelines._synth.scores import agent_scores
+from privrl_jax.pipelines._synth.scores import agent_scores, fidelity_scorer
 from privrl_jax.pipelines.privorl_n.audit import (
     MARGINALS_PLOT,
     TSNE_PLOT,
@@ -88,6 +88,7 @@ __all__ = [
     "collect_transitions",
     "column_names",
     "dataset_id",
+    "fidelity_scorer",
     "finetune",
     "load",
     "load_data",
