@@ -20,7 +20,7 @@ import optax
 import pytest
 
 from privrl_jax import ope, planning, privacy
-from privrl_jax.envs._inventory import (
+from privrl_jax.envs import (
     base_stock_policy,
     collect_inventory_data,
     make_inventory_params,

@@ -8,8 +8,7 @@ from typer.testing import CliRunner
 
 from privrl_jax.cli import synth
 from privrl_jax.cli.main import app
-from privrl_jax.pipelines import privorl_n
-from privrl_jax.pipelines._config import to_dict
+from privrl_jax.pipelines import privorl_n, to_dict
 
 
 def shipped_yaml(name: str) -> dict:

@@ -143,7 +143,7 @@ def test_synthetic_demand_is_deterministic_with_weekly_seasonality():
 def test_rossmann_loader_reads_the_format_and_rejects_bad_files(tmp_path):
     import datetime
 
-    from privrl_jax.data._demand import load_rossmann
+    from privrl_jax.data import load_rossmann
 
     rows = [
         "Store,DayOfWeek,Date,Sales,Customers,Open,Promo,StateHoliday,SchoolHoliday"

@@ -90,7 +90,7 @@ def test_validation(real, synthetic, match):
 
 def test_free_cell_share_counts_positions_by_rounded_cell():
     from privrl_jax import eval as evaluation
-    from privrl_jax.envs._maze import UMAZE, parse_layout
+    from privrl_jax.envs import UMAZE, parse_layout
 
     walls, _ = parse_layout(
         UMAZE

@@ -315,3 +315,19 @@ def test_replace_one_target_is_group_privacy_for_two_steps():
     assert 0.97 * eps_ar <= spent <= eps_ar
     with pytest.raises(ValueError):
         ope.replace_one_target(0.0, 1e-5)
+
+
+@pytest.mark.parametrize("plan_fn", [_uniform_plan, _poisson_plan])
+def test_gpope_jitted_equals_gpope_run_op_by_op(data, plan_fn):
+    """The core's pure function gives the same numbers compiled and not (issue 22):
+    XLA may fuse and reorder float ops, so equal to float32 rounding, not bitwise."""
+    plan = plan_fn(sigma=0.8, steps=6)  # op by op is slow: a few steps
+    schedule = ope.sample_schedule(plan, 4)
+    step = ope.StepSize(1.0, decay_steps=10.0)
+    jitted = ope.gpope(plan, data, schedule, jax.random.key(2), step_size=step)
+    with jax.disable_jit():
+        eager = ope.gpope(plan, data, schedule, jax.random.key(2), step_size=step)
+    assert float(jnp.linalg.norm(jitted.theta)) > 0  # it moved
+    for a, b in ((jitted.theta, eager.theta), (jitted.w, eager.w)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert float(jitted.clipped_fraction) == float(eager.clipped_fraction)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from privrl_jax import planning
-from privrl_jax.envs._inventory import (
+from privrl_jax.envs import (
     InventoryData,
     base_stock_policy,
     collect_inventory_data,

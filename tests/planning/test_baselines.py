@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from privrl_jax import planning
-from privrl_jax.envs._inventory import InventoryData, make_inventory_params
+from privrl_jax.envs import InventoryData, make_inventory_params
 
 N = 4
 

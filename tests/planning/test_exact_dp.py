@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from privrl_jax import planning
-from privrl_jax.envs._inventory import (
+from privrl_jax.envs import (
     InventoryData,
     inventory_stage,
     make_inventory_params,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from privrl_jax import planning
-from privrl_jax.envs._inventory import (
+from privrl_jax.envs import (
     InventoryData,
     base_stock_policy,
     collect_inventory_data,
@@ -212,3 +212,17 @@ def test_backward_induction_equals_a_hand_computation():
         )
         == 0
     )
+
+
+def test_pool_plan_jitted_equals_pool_plan_run_op_by_op(setup):
+    """POOL's private statistics and backward induction give the same numbers
+    compiled and not (issue 22): the same noise, to float32 rounding."""
+    data, geom, acts = setup
+    mech = planning.pool_mechanism(0.5, H)
+    jitted = planning.pool_plan(jax.random.key(7), data, geom, acts, mech)
+    with jax.disable_jit():
+        eager = planning.pool_plan(jax.random.key(7), data, geom, acts, mech)
+    for name in ("counts", "sums", "squares", "q_tables", "noise_bound"):
+        np.testing.assert_allclose(
+            getattr(jitted, name), getattr(eager, name), rtol=1e-5, atol=1e-5
+        )

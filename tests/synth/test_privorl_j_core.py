@@ -8,7 +8,7 @@ import optax
 from synth_testlib import assert_each_unit_moves_the_sum_by_c, flat, units
 
 from privrl_jax import diffusion, privacy, synth
-from privrl_jax.pipelines._dp_loop import make_accumulate
+from privrl_jax.privacy import make_accumulate
 from privrl_jax.synth._privorl_n import init_synth_state
 
 SIZES = (1, 1, 1, 1, 1)
