@@ -19,7 +19,7 @@ from privrl_jax.pipelines._config import (
     to_dict,
 )
 from privrl_jax.pipelines._launch import ProcessFailedError, launch_local
-from privrl_jax.pipelines._sections import PrivacyConfig
+from privrl_jax.pipelines._sections import EvalBackend, PrivacyConfig
 from privrl_jax.pipelines._verify import verify_run
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "AuditConfig",
     "CollectConfig",
     "ConfigSource",
+    "EvalBackend",
     "PrivacyConfig",
     "ProcessFailedError",
     "audit_lines",

@@ -11,8 +11,13 @@ live in its ``configs/<group>/defaults.yaml`` (GPOPE: epsilon = 1, delta = 1e-5)
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from privrl_jax import privacy
+
+# Where agents are scored: ``jax`` (our JAX envs) or ``mujoco`` (D4RL's real MuJoCo
+# tasks, the ``mujoco`` extra); `envs.check_eval_backend` checks it against the env.
+EvalBackend = Literal["jax", "mujoco"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -16,10 +16,10 @@ from typing import Literal
 
 from privrl_jax.pipelines._audit_run import AuditConfig
 from privrl_jax.pipelines._config import check_modes
+from privrl_jax.pipelines._sections import EvalBackend
 
 # Modes are Literal types: the one loader checks them (`_config.check_modes`).
 ClipMethod = Literal["vmap", "ghost"]
-EvalBackend = Literal["jax", "mujoco"]
 
 
 def check_at_least_one(section: str, cfg: object, *names: str) -> None:

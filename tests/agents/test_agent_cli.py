@@ -87,7 +87,9 @@ def test_agent_train_rejects_unknown_algo(tmp_path):
         ],
     )
     assert result.exit_code == 2
-    assert result.output.startswith("error: algo='sac': expected one of")
+    assert result.output.startswith(
+        "error: algo must be 'td3bc', 'iql' or 'edac'; got 'sac'."
+    )
 
 
 @pytest.fixture
@@ -475,9 +477,12 @@ def v1_train(tmp_path, *extra):
     [
         (
             ["--eval-backend", "gpu"],
-            "eval_backend='gpu': expected one of ['jax', 'mujoco']",
+            "eval_backend must be 'jax' or 'mujoco'; got 'gpu'.",
         ),
-        (["--set", "eval_backend=gpu"], "eval_backend='gpu': expected one of"),
+        (
+            ["--set", "eval_backend=gpu"],
+            "eval_backend must be 'jax' or 'mujoco'; got 'gpu'.",
+        ),
         (["--eval-backend", "mujoco"], "not env 'maze2d-umaze'; choose one of those"),
     ],
 )

@@ -286,3 +286,22 @@ def test_the_epsilon_budget_section_is_one_class():
         "privacy.dataset_size: GPOPE's number of privacy units is "
         "env.num_trajectories (public); leave privacy.dataset_size empty."
     )
+
+
+def test_agent_training_modes_are_literals_equal_to_the_library():
+    """``privrl agent train``'s ``algo`` and ``eval_backend`` are Literal modes like
+    every pipeline's, and ``algo``'s choices are the library's agents."""
+    from privrl_jax import agents, envs
+    from privrl_jax.pipelines import _agent_config
+
+    assert set(typing.get_args(_agent_config.Algo)) == set(agents.ALGORITHMS)
+    assert set(typing.get_args(pipelines.EvalBackend)) == set(envs.EVAL_BACKENDS)
+    base = {"dataset": "x.hdf5", "env": "maze2d-umaze-v1"}
+    for key, message in (
+        ("algo", "algo must be 'td3bc', 'iql' or 'edac'; got 'bogus'."),
+        ("eval_backend", "eval_backend must be 'jax' or 'mujoco'; got 'bogus'."),
+    ):
+        values = {"algo": "iql", **base, key: "bogus"}
+        with pytest.raises(ValueError) as e:
+            load_config(AgentTrainConfig, None, values=values)
+        assert str(e.value) == message
