@@ -33,7 +33,7 @@ from pathlib import Path
 import jax
 import numpy as np
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
-from privorl_n_eps_sweep import metric_table  # noqa: E402  (benchmarks/)
+from privorl_n_eps_sweep import METRICS, metric_table  # noqa: E402  (benchmarks/)
 
 from privrl_jax import data
 from privrl_jax.pipelines import marginal
@@ -140,7 +140,7 @@ def main() -> None:
     ]
     first = {r["seed"]: r for r in runs}
     rows.append(("real holdout", [r["real_holdout"] for r in first.values()]))
-    table, lines = metric_table(rows)
+    table, lines = metric_table(rows, METRICS)
     sigma = {
         f"{e:g}": next(r["noise_multiplier"] for r in runs if r["epsilon"] == e)
         for e in args.epsilons

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 from marginal_baselines import _data_files  # noqa: E402  (benchmarks/)
-from privorl_n_eps_sweep import metric_table  # noqa: E402  (benchmarks/)
+from privorl_n_eps_sweep import METRICS, metric_table  # noqa: E402  (benchmarks/)
 
 from privrl_jax import data, diffusion, privacy
 from privrl_jax.pipelines import pategan
@@ -249,7 +249,7 @@ def main() -> None:
             )
             table_rows.append((label, [fid]))
     table_rows.append(("real holdout", [score(holdout)]))
-    table, lines = metric_table(table_rows)
+    table, lines = metric_table(table_rows, METRICS)
     # one run a row: the mean alone (metric_table's spread columns would be nan)
     lines = lines[:2] + [
         f"| {name} | "

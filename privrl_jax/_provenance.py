@@ -35,12 +35,12 @@ PACKAGES = (
 
 def provenance() -> dict[str, Any]:
     """Versions of the installed stack (absent extras omitted), Python, the OS, the CPU
-    and JAX's
-    backend and devices, as a JSON-ready dict to store beside a result.
+    (model and vector instruction sets) and JAX's backend and devices, as a JSON-ready
+    dict to store beside a result.
 
     A deterministic run is reproducible only with the same versions and, for XLA on a
-    CPU, the
-    same instruction set: the same seed can train differently on another processor.
+    CPU, the same instruction set: the same seed can train differently on another
+    processor (issue 26: a PATE-GAN run's fidelity moved with ``--xla_cpu_max_isa``).
     """
     versions = {}
     for name in PACKAGES:
@@ -54,6 +54,7 @@ def provenance() -> dict[str, Any]:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": _cpu_model(),
+        "cpu_isa": _cpu_isa(),
         "cpu_count": os.cpu_count(),
     }
     if "jax" in sys.modules:  # never import jax just to describe the run
@@ -72,3 +73,32 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor()
+
+
+# The vector extensions XLA's CPU code generation can target (``--xla_cpu_max_isa``
+# caps them); "model name" alone is masked on some VMs ("AMD EPYC").
+ISA_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+)
+
+
+def _cpu_isa() -> list[str]:
+    """The CPU's :data:`ISA_FLAGS` from ``/proc/cpuinfo`` (empty where unreadable)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    return [x for x in ISA_FLAGS if x in have]
+    except OSError:
+        pass
+    return []

@@ -17,6 +17,8 @@ def test_provenance_names_the_installed_stack():
     for name in ("jax", "flax", "optax", "dp-accounting", "numpy"):
         assert info["versions"][name] == importlib.metadata.version(name)
     assert info["versions"]["privrl_jax"] == privrl_jax.__version__
+    # The instruction sets a CPU result depends on (issue 26), a subset of the known.
+    assert set(info["cpu_isa"]) <= set(privrl_jax._provenance.ISA_FLAGS)
 
 
 def test_every_subpackage_is_an_attribute_imported_on_first_use():
