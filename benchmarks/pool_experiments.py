@@ -285,6 +285,7 @@ def experiment_data(
                     "N": n,
                     "mean": float(np.mean(gaps)),
                     "std": float(np.std(gaps, ddof=1)),
+                    "ci95": summary(gaps)["ci95"],
                 }
             )
             print(
@@ -489,13 +490,18 @@ def _md_data(r: dict) -> str:
     lines = [
         "# POOL: non-private gap vs data size",
         "",
-        r["setting"] + f"; behaviour gap {r['behaviour_gap']:.3f}.",
+        r["setting"] + f"; behaviour gap {r['behaviour_gap']:.3f}. Mean +- sample std "
+        "(ddof = 1) [95% t half-width].",
         "",
         "| M | " + " | ".join(f"N={n}" for n in r["N"]) + " |",
         "|---|" + "---|" * len(r["N"]),
     ]
     for m in r["M"]:
-        cells = [f"{x['mean']:.3f} +- {x['std']:.3f}" for x in r["rows"] if x["M"] == m]
+        cells = [
+            f"{x['mean']:.3f} +- {x['std']:.3f}{_half(x)}"
+            for x in r["rows"]
+            if x["M"] == m
+        ]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
