@@ -1,8 +1,9 @@
 """Additive zones vs the grid and the paper's zones: private gap at rho = 10, plan time.
 
 Private (``--only private``): w + d = 4 and 6 (w = d = 2, 3), rho = 10, pool/default
-otherwise (H = 5, lambda = 0.9, 2000 episodes, bonus_scale 0.01), new data and new
-noise per run (noise from public keys: NOT PRIVATE, measurement only). Methods:
+otherwise (H = 5, lambda = 0.9, 2000 episodes, the shipped bonus_scale: 0.01 when
+``results/pool_additive_private.*`` were measured, 0.003 since issue 24), new data and
+new noise per run (noise from public keys: NOT PRIVATE, measurement only). Methods:
 ``zones=additive`` at M = 10 and at the M whose cell count K is closest below the
 grid's, the grid at q bins (K = q^(w+d)), ``zones=paper`` at M = 10, and the
 additive zones without noise. Released coordinates = 3 H K for every method (the
@@ -89,7 +90,8 @@ def _methods(w: int) -> list[tuple[str, list[str]]]:
 def private(runs: int, episodes: int, eval_episodes: int, ws=(2, 3)) -> dict:
     out = {
         "setting": f"rho={RHO} (zCDP), pool/default otherwise (H=5, lambda=0.9, "
-        f"{episodes} episodes, bonus_scale 0.01), {runs} runs (data keys r, "
+        f"{episodes} episodes, bonus_scale "
+        f"{pool.load('pool/default').pool.bonus_scale:g}), {runs} runs (data keys r, "
         f"noise keys 1000+r), {eval_episodes} evaluation episodes; mean, sample "
         "std (ddof=1), 95% t-interval",
         "rows": [],

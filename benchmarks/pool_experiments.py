@@ -16,6 +16,9 @@ benchmarks/results/.
 Every config gets ``pool.zones`` from ``--zones`` (default ``paper``: the zones the
 saved results were measured with; the pipeline's default is now ``additive``, which
 equals ``paper`` for one product, so experiment 1 is the same either way).
+``--bonus-scale`` overrides the shipped ``pool.bonus_scale`` (0.003) wherever a run does
+not set its own; ``--bonus-scale 0.01`` reproduces the tables before issue 24 (files
+``*_bs0.01.*``). Tables: mean +- sample std (ddof = 1) [95% t half-width].
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+from _results import dump_json, summary  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import planning
 from privrl_jax.data import write_synthetic_rossmann_csv
@@ -127,7 +130,12 @@ def experiment1(
     out = {
         "setting": f"w=d=1, H=5, lambda=0.9, {label}, M=10 affine zones, "
         f"{episodes} episodes, behaviour base-stock 0.5 + N(0, 0.35^2), "
-        f"POOL bonus_scale {_load([]).pool.bonus_scale:g} (the shipped default)",
+        f"POOL bonus_scale {_load([]).pool.bonus_scale:g} ("
+        + (
+            "the shipped default)"
+            if _load([]).pool.bonus_scale == pool.load("pool/default").pool.bonus_scale
+            else "--bonus-scale; not the shipped default)"
+        ),
         "c_star": b.c_star,
         "saa_levels": b.saa_levels,
         "behaviour_gap": b.behaviour_gap,
@@ -145,6 +153,7 @@ def experiment1(
                     "rho": rho,
                     "mean": float(np.mean(gaps)),
                     "std": float(np.std(gaps, ddof=1)),
+                    "ci95": summary(gaps)["ci95"],
                     "gaps": gaps,
                 }
             )
@@ -227,6 +236,7 @@ def experiment3(
                     cells=int(geom.num_cells),
                     gap_mean=float(np.mean(gaps)),
                     gap_std=float(np.std(gaps, ddof=1)),
+                    gap_ci95=summary(gaps)["ci95"],
                     time_s=float(np.median(times)),
                     build_s=build_s,
                     skipped=False,
@@ -275,6 +285,7 @@ def experiment_data(
                     "N": n,
                     "mean": float(np.mean(gaps)),
                     "std": float(np.std(gaps, ddof=1)),
+                    "ci95": summary(gaps)["ci95"],
                 }
             )
             print(
@@ -479,13 +490,18 @@ def _md_data(r: dict) -> str:
     lines = [
         "# POOL: non-private gap vs data size",
         "",
-        r["setting"] + f"; behaviour gap {r['behaviour_gap']:.3f}.",
+        r["setting"] + f"; behaviour gap {r['behaviour_gap']:.3f}. Mean +- sample std "
+        "(ddof = 1) [95% t half-width].",
         "",
         "| M | " + " | ".join(f"N={n}" for n in r["N"]) + " |",
         "|---|" + "---|" * len(r["N"]),
     ]
     for m in r["M"]:
-        cells = [f"{x['mean']:.3f} +- {x['std']:.3f}" for x in r["rows"] if x["M"] == m]
+        cells = [
+            f"{x['mean']:.3f} +- {x['std']:.3f}{_half(x)}"
+            for x in r["rows"]
+            if x["M"] == m
+        ]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -594,6 +610,7 @@ def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> 
                     "episodes": episodes,
                     "mean": float(np.mean(gaps)),
                     "std": float(np.std(gaps, ddof=1)),
+                    "ci95": summary(gaps)["ci95"],
                     "behaviour_gap": b.behaviour_gap,
                     "wall_s": time.perf_counter() - t,
                 }
@@ -609,11 +626,19 @@ def experiment2(runs: int, eval_episodes: int, rho: float = 10.0, only=None) -> 
     return out
 
 
+def _half(x: dict) -> str:
+    """`` [±h]``, the 95% t half-width, where the row has one (older files do not)."""
+    h = x.get("ci95")
+    return "" if h is None or h != h else f" [±{h:.3f}]"
+
+
 def _md2(r: dict) -> str:
     lines = [
         "# POOL experiment 2: sweeps",
         "",
         r["setting"] + ".",
+        "",
+        "POOL gap: mean +- sample std (ddof = 1) [95% t half-width].",
         "",
         "| sweep | setting | episodes | POOL gap | behaviour gap |",
         "|---|---|---|---|---|",
@@ -622,7 +647,7 @@ def _md2(r: dict) -> str:
         for x in rows:
             lines.append(
                 f"| {name} | {x['setting']} | {x['episodes']} | {x['mean']:.3f} +- "
-                f"{x['std']:.3f} | {x['behaviour_gap']:.3f} |"
+                f"{x['std']:.3f}{_half(x)} | {x['behaviour_gap']:.3f} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -635,7 +660,8 @@ def _md1(r: dict) -> str:
         (
             f"c* = {r['c_star']:.4f} (SAA base-stock levels {r['saa_levels']}); "
             "behaviour "
-            f"gap {r['behaviour_gap']:.3f}; mean +- std over {r['runs']} runs."
+            f"gap {r['behaviour_gap']:.3f}; mean +- sample std (ddof = 1) [95% t "
+            f"half-width] over {r['runs']} runs."
         ),
         "",
         "| method | " + " | ".join(f"rho={x:g}" for x in r["rhos"]) + " |",
@@ -643,9 +669,11 @@ def _md1(r: dict) -> str:
     ]
     for name, rows in r["gaps"].items():
         if len(rows) == 1:
-            cells = [f"{rows[0]['mean']:.3f} +- {rows[0]['std']:.3f}"] * len(r["rhos"])
+            cells = [
+                f"{rows[0]['mean']:.3f} +- {rows[0]['std']:.3f}{_half(rows[0])}"
+            ] * len(r["rhos"])
         else:
-            cells = [f"{x['mean']:.3f} +- {x['std']:.3f}" for x in rows]
+            cells = [f"{x['mean']:.3f} +- {x['std']:.3f}{_half(x)}" for x in rows]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -668,7 +696,8 @@ def _md3(r: dict) -> str:
             continue
         lines.append(
             f"| {x['w+d']} | {x['M']} | {x['kind']} | {x['cells']:,} | "
-            f"{x['gap_mean']:.3f} +- {x['gap_std']:.3f} | {x['time_s']:.4f} | "
+            f"{x['gap_mean']:.3f} +- {x['gap_std']:.3f}"
+            f"{_half({'ci95': x.get('gap_ci95')})} | {x['time_s']:.4f} | "
             f"{x['build_s']:.2f} |"
         )
     return "\n".join(lines) + "\n"
@@ -804,8 +833,19 @@ def main() -> None:
         default="paper",
         help="pool.zones of every run (the saved results used paper)",
     )
+    ap.add_argument(
+        "--bonus-scale",
+        type=float,
+        default=None,
+        help="pool.bonus_scale of every run that does not set its own (default: the "
+        "shipped config's, 0.003; 0.01 reproduces the tables before issue 24). "
+        "Result files get a _bs<scale> suffix",
+    )
     args = ap.parse_args()
     ZONES[:] = [f"pool.zones={args.zones}"]
+    if args.bonus_scale is not None:
+        ZONES.append(f"pool.bonus_scale={args.bonus_scale}")
+    sfx = "" if args.bonus_scale is None else f"_bs{args.bonus_scale:g}"
     RESULTS.mkdir(exist_ok=True)
     if args.only == "select_shift":
         rs = select_on_shifted_task(args.runs, args.episodes, args.eval_episodes)
@@ -830,6 +870,7 @@ def main() -> None:
         )
         stem = "pool_exp2" if not args.sweeps else "pool_exp2_" + "_".join(args.sweeps)
         stem = stem.replace("+", "") + ("_additive" if args.zones == "additive" else "")
+        stem += sfx
         r2["zones"] = args.zones
         r2["setting"] += f"; pool.zones={args.zones}"
         dump_json((RESULTS / f"{stem}.json"), r2, indent=2)
@@ -837,13 +878,13 @@ def main() -> None:
         _plot2(r2, RESULTS / f"{stem}.png")
     if args.only in (None, "data"):
         rd = experiment_data(b, max(2, args.runs // 2))
-        dump_json((RESULTS / "pool_data.json"), rd, indent=2)
-        (RESULTS / "pool_data.md").write_text(_md_data(rd))
+        dump_json((RESULTS / f"pool_data{sfx}.json"), rd, indent=2)
+        (RESULTS / f"pool_data{sfx}.md").write_text(_md_data(rd))
     if args.only in (None, "3"):
         r3 = experiment3(max(1, args.runs // 3), args.episodes, args.eval_episodes)
-        dump_json((RESULTS / "pool_exp3.json"), r3, indent=2)
-        (RESULTS / "pool_exp3.md").write_text(_md3(r3))
-        _plot3(r3, RESULTS / "pool_exp3.png")
+        dump_json((RESULTS / f"pool_exp3{sfx}.json"), r3, indent=2)
+        (RESULTS / f"pool_exp3{sfx}.md").write_text(_md3(r3))
+        _plot3(r3, RESULTS / f"pool_exp3{sfx}.png")
     if args.only in (None, "1"):
         if args.demand == "synthetic":
             r1 = experiment1(b, args.runs, args.episodes, tuple(args.rhos))
@@ -868,6 +909,7 @@ def main() -> None:
                     "train.csv, read by load_rossmann; not real data)",
                 )
             stem = "pool_exp1_rossmann_format"
+        stem += sfx
         dump_json((RESULTS / f"{stem}.json"), r1, indent=2)
         (RESULTS / f"{stem}.md").write_text(_md1(r1))
         _plot1(r1, RESULTS / f"{stem}.png")

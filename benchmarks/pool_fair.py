@@ -21,14 +21,18 @@ baseline at each rho. The evaluated task's own sweep of every candidate is print
 beside the choice, so a reader sees how sensitive each method is to its knob.
 
     python benchmarks/pool_fair.py [--runs 10] [--episodes 2000] [--eval-episodes 4000]
+        [--demand synthetic|rossmann-format]
 
-Writes ``benchmarks/results/pool_fair.{json,md,png}``.
+Writes ``benchmarks/results/pool_fair.{json,md,png}`` (``--demand rossmann-format``:
+``pool_fair_rossmann_format.*``, the evaluated task store 1 of a generated
+Rossmann-format CSV; the stand-in and the rule are the same).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +41,7 @@ import pool_experiments as px
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 from scipy import stats
 
+from privrl_jax.data import write_synthetic_rossmann_csv
 from privrl_jax.pipelines import pool
 
 RESULTS = Path(__file__).parent / "results"
@@ -106,18 +111,26 @@ def sweep(base, bench, method: str, cands, rhos, runs: int, key0: int) -> list[d
     return rows
 
 
-def run(runs: int, episodes: int, eval_episodes: int) -> dict:
-    """Tunes every method on the stand-in, then evaluates the choices (module doc)."""
+def run(
+    runs: int,
+    episodes: int,
+    eval_episodes: int,
+    demand: tuple[str, ...] = (),
+    task: str = "pool/default (weekly synthetic demand seed 0, data keys r)",
+) -> dict:
+    """Tunes every method on the stand-in, then evaluates the choices (module doc).
+
+    ``demand``: overrides of the evaluated task only (the stand-in never changes), e.g.
+    a Rossmann-format CSV; ``task`` names it in the result's setting."""
     ep = [f"env.num_episodes={episodes}"]
-    stand_base, eval_base = [*px.SHIFTED_STAND_IN, *ep], ep
+    stand_base, eval_base = [*px.SHIFTED_STAND_IN, *ep], [*ep, *demand]
     stand = px.Bench.from_config(px._load(stand_base), eval_episodes)
     evaluated = px.Bench.from_config(px._load(eval_base), eval_episodes)
     out = {
         "setting": (
             f"w=d=1, H=5, lambda=0.9, {episodes} episodes, {runs} runs per cell; "
             f"stand-in {list(px.SHIFTED_STAND_IN)} (data keys 100+r); evaluated task: "
-            "pool/default (weekly synthetic demand seed 0, data keys r); pool.zones="
-            "paper (= additive for one product)"
+            f"{task}; pool.zones=paper (= additive for one product)"
         ),
         "rule": "smallest gap averaged over rho in "
         f"{list(px.RHOS)} on the stand-in; ties: the first candidate",
@@ -309,12 +322,43 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--episodes", type=int, default=2000)
     ap.add_argument("--eval-episodes", type=int, default=4000)
-    ap.add_argument("--out", default=str(RESULTS / "pool_fair"))
+    ap.add_argument(
+        "--demand",
+        choices=("synthetic", "rossmann-format"),
+        default="synthetic",
+        help="the evaluated task's demand: the shipped series, or store 1 of a "
+        "generated Rossmann-format CSV read through load_rossmann (as "
+        "pool_experiments.py --demand rossmann-format); tuning stays on the stand-in",
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="output stem (default results/pool_fair or pool_fair_rossmann_format)",
+    )
     args = ap.parse_args()
     if args.runs < 2:
         raise SystemExit("--runs must be >= 2 (a sample std needs two runs)")
-    r = run(args.runs, args.episodes, args.eval_episodes)
-    out = Path(args.out)
+    if args.demand == "synthetic":
+        r = run(args.runs, args.episodes, args.eval_episodes)
+        stem = "pool_fair"
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            csv_path = write_synthetic_rossmann_csv(Path(tmp) / "train.csv", seed=0)
+            demand = (
+                "env.demand=rossmann",
+                f"env.demand_file={csv_path}",
+                "env.stores=[1]",
+            )
+            r = run(
+                args.runs,
+                args.episodes,
+                args.eval_episodes,
+                demand,
+                "SYNTHETIC demand in Rossmann format (store 1 of a generated "
+                "train.csv seed 0, read by load_rossmann; not real data; data keys r)",
+            )
+        stem = "pool_fair_rossmann_format"
+    out = Path(args.out) if args.out else RESULTS / stem
     out.parent.mkdir(parents=True, exist_ok=True)
     dump_json(out.with_suffix(".json"), r, indent=2)
     out.with_suffix(".md").write_text(render(r))
