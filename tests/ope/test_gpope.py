@@ -321,13 +321,19 @@ def test_replace_one_target_is_group_privacy_for_two_steps():
 def test_gpope_jitted_equals_gpope_run_op_by_op(data, plan_fn):
     """The core's pure function gives the same numbers compiled and not (issue 22):
     XLA may fuse and reorder float ops, so equal to float32 rounding, not bitwise."""
-    plan = plan_fn(sigma=0.8, steps=6)  # op by op is slow: a few steps
+    m = 40  # op by op is slow: a few trajectories and steps
+    small = jax.tree.map(lambda x: x[:m], data)
+    plan = plan_fn(
+        sigma=0.8, steps=6, m=m, **({} if plan_fn is _uniform_plan else {"q": 0.1})
+    )
     schedule = ope.sample_schedule(plan, 4)
     step = ope.StepSize(1.0, decay_steps=10.0)
-    jitted = ope.gpope(plan, data, schedule, jax.random.key(2), step_size=step)
+    jitted = ope.gpope(plan, small, schedule, jax.random.key(2), step_size=step)
     with jax.disable_jit():
-        eager = ope.gpope(plan, data, schedule, jax.random.key(2), step_size=step)
+        eager = ope.gpope(plan, small, schedule, jax.random.key(2), step_size=step)
     assert float(jnp.linalg.norm(jitted.theta)) > 0  # it moved
     for a, b in ((jitted.theta, eager.theta), (jitted.w, eager.w)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    assert float(jitted.clipped_fraction) == float(eager.clipped_fraction)
+    assert float(jitted.clipped_fraction) == pytest.approx(
+        float(eager.clipped_fraction), rel=1e-6
+    )
