@@ -125,16 +125,56 @@ def paired_differences(
     return out, lines
 
 
+def paired_rows(
+    rows: dict[str, dict[int, dict]],
+    steps: list[tuple[str, str]],
+    metrics: dict[str, tuple[str, str]],
+) -> tuple[dict[str, dict[str, dict]], list[str]]:
+    """Within-seed differences ``b - a`` of each metric for each named pair of rows
+    (``rows``: row name -> seed -> scores), over the seeds both rows have: their
+    :func:`summary` and how many seeds rose, keyed "a -> b"; and the Markdown table.
+    :func:`paired_differences` for any pair of rows (an anchor against a release)."""
+    out: dict[str, dict[str, dict]] = {}
+    for a, b in steps:
+        seeds = sorted(set(rows.get(a, {})) & set(rows.get(b, {})))
+        if not seeds:
+            continue
+        out[f"{a} -> {b}"] = {
+            k: summary(d := [rows[b][s][k] - rows[a][s][k] for s in seeds])
+            | {"rose": int(np.sum(np.asarray(d) > 0))}
+            for k in metrics
+        }
+    lines = [
+        "| pair (b - a) | seeds | "
+        + " | ".join(label for label, _ in metrics.values())
+        + " |",
+        "|" + "---|" * (2 + len(metrics)),
+    ]
+    for step, stats in out.items():
+        n = next(iter(stats.values()))["n"]
+        lines.append(
+            f"| {step} | {n} | "
+            + " | ".join(
+                f"{s['mean']:+.3f} [±{s['ci95']:.3f}] rose {s['rose']}/{n}"
+                for s in stats.values()
+            )
+            + " |"
+        )
+    return out, lines
+
+
 def plot_eps_sweep(
     rows: list[tuple[str, float | None, list[dict]]],
     table: dict[str, dict[str, dict]],
     metrics: dict[str, tuple[str, str]],
     path: Path,
+    anchors: tuple[tuple[str, str], ...] = ((PRETRAIN_ROW, "--"), (HOLDOUT_ROW, ":")),
 ) -> None:
     """One panel per metric: the release's mean and 95% interval against epsilon (log
-    scale, inf one step right of the largest), the anchors (:data:`PRETRAIN_ROW`,
-    :data:`HOLDOUT_ROW`) as horizontal lines with their intervals as bands. ``rows``:
-    (name, epsilon or 0.0 / None for the anchors, scores)."""
+    scale, inf one step right of the largest), the ``anchors`` (row name, line style;
+    default :data:`PRETRAIN_ROW`, :data:`HOLDOUT_ROW`) as horizontal lines with their
+    intervals as bands. ``rows``: (name, epsilon or 0.0 / None for the anchors,
+    scores)."""
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
@@ -152,7 +192,7 @@ def plot_eps_sweep(
             ms.append(table[name][key]["mean"])
             cs.append(table[name][key]["ci95"])
         ax.errorbar(xs, ms, yerr=cs, marker="o", capsize=3, label="release (95% CI)")
-        for name, style in ((PRETRAIN_ROW, "--"), (HOLDOUT_ROW, ":")):
+        for name, style in anchors:
             if name in table:
                 s = table[name][key]
                 ax.axhline(s["mean"], ls=style, color="gray", label=name)

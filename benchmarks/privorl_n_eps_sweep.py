@@ -25,15 +25,26 @@ pre-trains once, in its first run; the other epsilons start from that model
 (``pretrain.reuse_from``), which is the model they would have trained
 (tests/pipelines/test_privorl_n.py). The DP noise is seeded (``privacy.noise_seed``) so
 the table can be reproduced: those runs are labelled not private, and their noise has
-the law of a private run's. No agents are trained here: on the -v1 umaze IQL learns from
-real data only after ~15k updates (benchmarks/README.md), an agent sweep at that budget
-is hours on 2 cores.
+the law of a private run's.
+
+By default no agents are trained (the fidelity sweep). ``--agents iql`` adds the agent
+rows: every run trains IQL on its release for ``--agent-updates`` (default 30k: on the
+-v1 umaze IQL learns from real data only after ~15k updates, benchmarks/README.md
+"IQL on real maze2d-umaze-dense-v1 data: the update budget"), scored as the mean of the
+last 5 evaluations (one per 1k updates, 50 episodes each) of one agent seed; each seed's
+first run also trains it on the real sensitive training rows
+(``eval.train_real_agents``) and on the pre-training-only samples
+(``eval.anchor_agents``). About 4 CPU-minutes an
+agent on 2 cores, so keep that mode to a few epsilons.
 
     python benchmarks/privorl_n_eps_sweep.py --seeds 0 1 2 3 4
     python benchmarks/privorl_n_eps_sweep.py --tables-only      # tabulate finished runs
+    python benchmarks/privorl_n_eps_sweep.py --agents iql --epsilons 1 10 inf \\
+        --name privorl_n_eps_sweep_agents --out runs/privorl_n_eps_sweep_agents
 
-Writes ``benchmarks/results/privorl_n_eps_sweep.{json,md,png}``; runs go to ``--out``
-(resumable).
+Writes ``benchmarks/results/NAME.{json,md,png}`` (``--name``; agent mode also
+``NAME_fidelity.png``); runs go to ``--out`` (resumable: a run with a report.json is
+read, not rerun).
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from pathlib import Path
 
 from _results import (  # benchmarks/_results.py
@@ -49,7 +61,10 @@ from _results import (  # benchmarks/_results.py
     dump_json,
     eps_name,
     metric_table,
+    paired_differences,
+    paired_rows,
     plot_eps_sweep,
+    summary,
 )
 
 from privrl_jax.pipelines import privorl_n
@@ -62,6 +77,9 @@ METRICS = {  # key -> (label, better)
     "marginal": ("marginal score (1 - mean KS)", "higher"),
     "correlation": ("correlation score", "higher"),
 }
+# Agent mode: the agent is trained on the real training rows, its fidelity columns are
+# the holdout's (another sample of the same law; the training rows would be perfect).
+REAL_ROW = "real data"
 
 
 def main() -> None:
@@ -84,13 +102,30 @@ def main() -> None:
         "--tables-only", action="store_true", help="tabulate finished runs; start none"
     )
     ap.add_argument("--name", default="privorl_n_eps_sweep")
+    ap.add_argument(
+        "--agents",
+        nargs="*",
+        default=[],
+        help="agents to train on every release (e.g. iql); none: the fidelity sweep",
+    )
+    ap.add_argument("--agent-updates", type=int, default=30_000)
     args = ap.parse_args()
+    if args.agents:
+        agent_base = [
+            f"eval.agents=[{','.join(args.agents)}]",
+            f"eval.agent_updates={args.agent_updates}",
+            "eval.agent_chunk=1000",
+            "eval.final_evals=5",
+            "eval.agent_seeds=1",
+        ]
+    else:
+        agent_base = ["eval.agents=[]"]
     base = [
         f"data.sensitive_size={args.sensitive_size}",
         "data.public_size=20000",
         "data.holdout_size=2000",
         "synthesis.num_samples=20000",
-        "eval.agents=[]",
+        *agent_base,
         "eval.mia=false",
         "eval.plots=false",
         "eval.anchors=true",
@@ -104,6 +139,10 @@ def main() -> None:
         for eps in args.epsilons:
             run_dir = Path(args.out) / f"seed{seed}_eps{eps_name(eps)}"
             reuse = [] if first is None else [f"pretrain.reuse_from={first}"]
+            # The seed's first run also trains the anchors' agents (real training rows,
+            # pre-training-only samples): one value per seed. The eval section is not
+            # part of what reuse_from checks (privorl_n/train.py pretrain_dir).
+            anchor_agents = bool(args.agents) and first is None
             cfg = privorl_n.load(
                 args.config,
                 [
@@ -111,6 +150,8 @@ def main() -> None:
                     f"seed={seed}",
                     f"privacy.epsilon={eps}",
                     f"privacy.noise_seed={1000 + seed}",
+                    f"eval.train_real_agents={str(anchor_agents).lower()}",
+                    f"eval.anchor_agents={str(anchor_agents).lower()}",
                     *reuse,
                 ],
             )
@@ -122,23 +163,39 @@ def main() -> None:
             elif args.tables_only:
                 continue
             else:
-                print(f"seed {seed}, eps {eps_name(eps)} -> {run_dir}", flush=True)
+                print(
+                    f"{time.strftime('%H:%M:%S')} seed {seed}, eps {eps_name(eps)} -> "
+                    f"{run_dir}",
+                    flush=True,
+                )
                 rep = privorl_n.run(cfg, run_dir)
+                print(
+                    f"{time.strftime('%H:%M:%S')} seed {seed}, eps {eps_name(eps)}: "
+                    f"{rep['wall_time_s']:.0f} s",
+                    flush=True,
+                )
             first = first or run_dir
             audit = rep["audit"]
-            runs.append(
-                {
-                    "seed": seed,
-                    "epsilon": eps,
-                    "epsilon_spent_rdp": rep["privacy"]["rdp"]["epsilon"],
-                    "noise_multiplier": rep["finetune"]["noise_multiplier"],
-                    "steps": rep["finetune"]["steps"],
-                    "release": audit["fidelity"],
-                    "pretrain_only": audit["anchors"]["pretrain_only"],
-                    "real_holdout": audit["anchors"]["real_holdout"],
-                    "wall_time_s": rep["wall_time_s"],
+            run = {
+                "seed": seed,
+                "epsilon": eps,
+                "epsilon_spent_rdp": rep["privacy"]["rdp"]["epsilon"],
+                "noise_multiplier": rep["finetune"]["noise_multiplier"],
+                "steps": rep["finetune"]["steps"],
+                "release": audit["fidelity"],
+                "pretrain_only": audit["anchors"]["pretrain_only"],
+                "real_holdout": audit["anchors"]["real_holdout"],
+                "wall_time_s": rep["wall_time_s"],
+            }
+            if args.agents:
+                run["agents"] = {
+                    "release": _scores(rep.get("agents_synthetic")),
+                    "pretrain_only": _scores(
+                        audit["anchors"].get("agents_pretrain_only")
+                    ),
+                    "real": _scores(audit.get("agents_real")),
                 }
-            )
+            runs.append(run)
 
     # One anchor value per seed (every run of a seed scores the same pre-trained model
     # and holdout).
@@ -162,40 +219,183 @@ def main() -> None:
     rows.append(
         (HOLDOUT_ROW, None, [r["real_holdout"] for r in first_of_seed.values()])
     )
-    table, lines = metric_table([(name, scores) for name, _, scores in rows], METRICS)
     sigma = {
         eps_name(e): next(
             (r["noise_multiplier"] for r in runs if r["epsilon"] == e), None
         )
         for e in args.epsilons
     }
-    md = "\n".join(
-        [
-            "# PrivORL-n: fidelity against epsilon (CPU scale)",
-            "",
-            f"maze2d-umaze-dense-v1 sensitive ({args.sensitive_size} transitions, 2000 "
-            "held out), public = medium + "
-            "large (20k each), the quickstart's model and fine-tuning (10 epochs, "
-            "batch 1024, C = 1, K = 4); "
-            "mean ± sample std (ddof = 1) [95% t half-width] over seeds. Noise "
-            "multipliers: "
-            + ", ".join(f"eps {k}: {v:.3f}" for k, v in sigma.items() if v is not None)
-            + ".",
-            "",
-            *lines,
-            "",
-        ]
+    setup = (
+        f"maze2d-umaze-dense-v1 sensitive ({args.sensitive_size} transitions, 2000 "
+        "held out), public = medium + "
+        "large (20k each), the quickstart's model and fine-tuning (10 epochs, "
+        "batch 1024, C = 1, K = 4); "
+        "mean ± sample std (ddof = 1) [95% t half-width] over seeds. Noise "
+        "multipliers: "
+        + ", ".join(f"eps {k}: {v:.3f}" for k, v in sigma.items() if v is not None)
+        + "."
     )
-    print(md)
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
+    if args.agents:
+        payload, md = _agent_tables(args, runs, setup, out)
+    else:
+        table, lines = metric_table(
+            [(name, scores) for name, _, scores in rows], METRICS
+        )
+        md = "\n".join(
+            ["# PrivORL-n: fidelity against epsilon (CPU scale)", "", setup, "", *lines]
+        )
+        md += "\n"
+        payload = {"table": table}
+        plot_eps_sweep(rows, table, METRICS, out / f"{args.name}.png")
+    print(md)
     dump_json(
         out / f"{args.name}.json",
-        {"runs": runs, "table": table, "overrides": base},
+        {"runs": runs, **payload, "overrides": base},
         indent=2,
     )
     (out / f"{args.name}.md").write_text(md)
-    plot_eps_sweep(rows, table, METRICS, out / f"{args.name}.png")
+
+
+def _scores(agents: dict | None) -> dict[str, float] | None:
+    """Agent name -> normalised score (mean of the final evaluations), or None when the
+    run trained none."""
+    if not agents:
+        return None
+    return {name: res["score_mean"] for name, res in agents.items()}
+
+
+def _agent_tables(
+    args: argparse.Namespace, runs: list[dict], setup: str, out: Path
+) -> tuple[dict, str]:
+    """Agent mode's tables (each agent's score beside the fidelity of the same runs,
+    and the within-seed differences) and plots; returns the JSON payload and the
+    Markdown."""
+    agent_metrics = {
+        f"agent_{a}": (f"{a.upper()} score ({args.agent_updates} updates)", "higher")
+        for a in args.agents
+    }
+    metrics = agent_metrics | METRICS
+
+    def merged(fid: dict, agents: dict | None) -> dict | None:
+        if agents is None:
+            return None
+        return fid | {f"agent_{a}": agents[a] for a in args.agents}
+
+    # Row name -> seed -> scores; the anchors come from each seed's first run.
+    by_row: dict[str, dict[int, dict]] = {}
+    eps_of: dict[str, float | None] = {PRETRAIN_ROW: 0.0}
+    for r in runs:
+        ag = r["agents"]
+        if ag["pretrain_only"] is not None:
+            by_row.setdefault(PRETRAIN_ROW, {})[r["seed"]] = merged(
+                r["pretrain_only"], ag["pretrain_only"]
+            )
+    for eps in args.epsilons:
+        name = f"eps = {eps_name(eps)}"
+        eps_of[name] = eps
+        for r in runs:
+            if r["epsilon"] == eps and r["agents"]["release"] is not None:
+                by_row.setdefault(name, {})[r["seed"]] = merged(
+                    r["release"], r["agents"]["release"]
+                )
+    eps_of[REAL_ROW] = None
+    for r in runs:
+        if r["agents"]["real"] is not None:
+            by_row.setdefault(REAL_ROW, {})[r["seed"]] = merged(
+                r["real_holdout"], r["agents"]["real"]
+            )
+    names = [n for n in eps_of if n in by_row]
+    rows = [(n, eps_of[n], list(by_row[n].values())) for n in names]
+    table, lines = metric_table([(n, sc) for n, _, sc in rows], metrics)
+
+    rel = [f"eps = {eps_name(e)}" for e in args.epsilons]
+    steps = [(PRETRAIN_ROW, rel[0]), *zip(rel, rel[1:]), (rel[-1], REAL_ROW)]
+    steps += [(PRETRAIN_ROW, r) for r in rel[1:]] + [(PRETRAIN_ROW, REAL_ROW)]
+    pairs, pair_lines = paired_rows(by_row, steps, agent_metrics)
+    # The fidelity pairs of the same runs, for comparison (releases only).
+    fid_pairs, fid_lines = paired_differences(
+        [r for r in runs if r["agents"]["release"] is not None],
+        list(args.epsilons),
+        METRICS,
+    )
+    per_seed = [
+        "| seed | " + " | ".join(names) + " |",
+        "|" + "---|" * (1 + len(names)),
+    ]
+    for seed in sorted({s for n in names for s in by_row[n]}):
+        cells = [
+            " / ".join(
+                f"{by_row[n][seed][k]:.1f}" if seed in by_row[n] else "-"
+                for k in agent_metrics
+            )
+            for n in names
+        ]
+        per_seed.append(f"| {seed} | " + " | ".join(cells) + " |")
+    wall = summary([r["wall_time_s"] for r in runs]) if len(runs) > 1 else None
+    md = "\n".join(
+        [
+            "# PrivORL-n: agent scores and fidelity against epsilon (CPU scale)",
+            "",
+            setup,
+            "",
+            f"Agents: {', '.join(args.agents)} trained for {args.agent_updates} "
+            "updates, score = mean of the last 5 evaluations (one per 1000 updates, 50 "
+            "episodes each), one agent seed per row and data seed. "
+            f"'{REAL_ROW}': the agent is trained on the sensitive training rows "
+            f"({args.sensitive_size} - 2000 held out); its fidelity columns are the "
+            "real holdout's. Pre-training only and real data come from each seed's "
+            "first run.",
+            "",
+            *lines,
+            "",
+            "Within-seed differences of the agent score (b - a; mean [95% t "
+            "half-width], seeds where it rose):",
+            "",
+            *pair_lines,
+            "",
+            "Within-seed differences of the fidelity between successive epsilons "
+            "(same runs):",
+            "",
+            *fid_lines,
+            "",
+            "Agent scores per seed:",
+            "",
+            *per_seed,
+            "",
+            (
+                f"Wall time per run: {wall['mean']:.0f} s mean "
+                f"({min(r['wall_time_s'] for r in runs):.0f}-"
+                f"{max(r['wall_time_s'] for r in runs):.0f} s) over {len(runs)} runs."
+                if wall
+                else ""
+            ),
+            "",
+        ]
+    )
+    plot_eps_sweep(
+        rows,
+        table,
+        agent_metrics,
+        out / f"{args.name}.png",
+        anchors=((PRETRAIN_ROW, "--"), (REAL_ROW, ":")),
+    )
+    plot_eps_sweep(
+        rows,
+        table,
+        METRICS,
+        out / f"{args.name}_fidelity.png",
+        anchors=((PRETRAIN_ROW, "--"), (REAL_ROW, ":")),
+    )
+    payload = {
+        "table": table,
+        "agent_pairs": pairs,
+        "fidelity_pairs": fid_pairs,
+        "agent_updates": args.agent_updates,
+        "agents": list(args.agents),
+    }
+    return payload, md
 
 
 if __name__ == "__main__":

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _results import metric_table, paired_differences, summary  # noqa: E402
+from _results import (  # noqa: E402
+    metric_table,
+    paired_differences,
+    paired_rows,
+    summary,
+)
 
 METRICS = {"a": ("metric a", "higher")}
 
@@ -79,3 +84,17 @@ def test_benchmark_scripts_call_the_shared_helpers_with_their_arguments():
             except TypeError as e:
                 bad.append(f"{path.name}:{node.lineno} {node.func.id}: {e}")
     assert not bad, bad
+
+
+def test_paired_rows_pair_any_two_rows_over_their_common_seeds():
+    # Seed 2 has no "real" row: the pair uses seeds 0 and 1 only.
+    rows = {
+        "pre": {0: {"a": 1.0}, 1: {"a": 11.0}, 2: {"a": 5.0}},
+        "real": {0: {"a": 4.0}, 1: {"a": 13.0}},
+    }
+    out, lines = paired_rows(rows, [("pre", "real"), ("pre", "missing")], METRICS)
+    assert list(out) == ["pre -> real"]
+    s = out["pre -> real"]["a"]
+    assert s["n"] == 2 and s["mean"] == pytest.approx(2.5)  # +3 and +2
+    assert s["std"] == pytest.approx(math.sqrt(0.5)) and s["rose"] == 2
+    assert lines[2].startswith("| pre -> real | 2 | +2.500 [±")
