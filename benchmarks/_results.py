@@ -33,6 +33,20 @@ def dump_json(path: str | Path, payload: Any, **json_kwargs: Any) -> None:
 
 PRETRAIN_ROW = "pre-training only (Table IV)"
 HOLDOUT_ROW = "real holdout"
+# The privacy-utility curves' budgets (PrivORL Fig. 6 / Table VII); inf: sigma = 0.
+SWEEP_EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0, math.inf)
+
+
+def fidelity_metrics(unit: str) -> dict[str, tuple[str, str]]:
+    """The synthetic-data fidelity columns every PrivORL table reports, key -> (label,
+    better); ``unit`` names what the sliced distance compares (``rows`` of
+    transitions, trajectory ``steps``)."""
+    return {
+        "free_cell_share": ("share in the sensitive maze's free cells", "higher"),
+        "sliced_wasserstein": (f"sliced Wasserstein to the sensitive {unit}", "lower"),
+        "marginal": ("marginal score (1 - mean KS)", "higher"),
+        "correlation": ("correlation score", "higher"),
+    }
 
 
 def eps_name(eps: float) -> str:

@@ -32,14 +32,18 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
-from privorl_n_eps_sweep import METRICS, metric_table  # noqa: E402  (benchmarks/)
+from _results import (  # noqa: E402  (benchmarks/_results.py)
+    dump_json,
+    fidelity_metrics,
+    metric_table,
+)
 
 from privrl_jax import data
 from privrl_jax.pipelines import marginal
 from privrl_jax.pipelines.privorl_n import collect_transitions
 
 ROOT = Path(__file__).resolve().parents[1]
+METRICS = fidelity_metrics("rows")
 
 
 def _data_files(out: Path, seed: int) -> tuple[Path, Path]:

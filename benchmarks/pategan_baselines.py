@@ -27,13 +27,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+from _results import (  # noqa: E402  (benchmarks/_results.py)
+    dump_json,
+    fidelity_metrics,
+    metric_table,
+)
 from marginal_baselines import _data_files  # noqa: E402  (benchmarks/)
-from privorl_n_eps_sweep import METRICS, metric_table  # noqa: E402  (benchmarks/)
 
 from privrl_jax.pipelines import pategan
 
 ROOT = Path(__file__).resolve().parents[1]
+METRICS = fidelity_metrics("rows")
 CONFIGS = {"pategan": "pategan/umaze", "pategan_pretrained": "pategan/umaze_pretrained"}
 LABELS = {"pategan": "PATE-GAN", "pategan_pretrained": "PrePATE-GAN"}
 

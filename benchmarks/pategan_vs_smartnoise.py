@@ -37,15 +37,19 @@ import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+from _results import (  # noqa: E402  (benchmarks/_results.py)
+    dump_json,
+    fidelity_metrics,
+    metric_table,
+)
 from marginal_baselines import _data_files  # noqa: E402  (benchmarks/)
-from privorl_n_eps_sweep import METRICS, metric_table  # noqa: E402  (benchmarks/)
 
 from privrl_jax import data, diffusion, privacy
 from privrl_jax.pipelines import pategan
 from privrl_jax.pipelines.privorl_n import fidelity_scorer, load_data
 
 ROOT = Path(__file__).resolve().parents[1]
+METRICS = fidelity_metrics("rows")
 DELTA = 1e-6
 
 

@@ -39,15 +39,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 from _results import (  # benchmarks/_results.py
     HOLDOUT_ROW,
     PRETRAIN_ROW,
+    SWEEP_EPSILONS,
     dump_json,
     eps_name,
+    fidelity_metrics,
     metric_table,
     paired_differences,
     plot_eps_sweep,
@@ -57,14 +58,8 @@ from privorl_j_results import reuse_pretrain
 from privrl_jax.pipelines import privorl_j, qualify_config, to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
-EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0, math.inf)
-METRICS = {  # key -> (label, better)
-    "free_cell_share": ("share in the sensitive maze's free cells", "higher"),
-    "sliced_wasserstein": ("sliced Wasserstein to the sensitive steps", "lower"),
-    "marginal": ("marginal score (1 - mean KS)", "higher"),
-    "correlation": ("correlation score", "higher"),
-    "trajscore_f1": ("TrajScore F1", "higher"),
-}
+EPSILONS = SWEEP_EPSILONS
+METRICS = {**fidelity_metrics("steps"), "trajscore_f1": ("TrajScore F1", "higher")}
 
 
 def _load_finished(run_dir: Path, cfg: privorl_j.PrivORLJConfig) -> dict | None:

@@ -51,15 +51,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 from _results import (  # benchmarks/_results.py
     HOLDOUT_ROW,
     PRETRAIN_ROW,
+    SWEEP_EPSILONS,
     dump_json,
     eps_name,
+    fidelity_metrics,
     metric_table,
     paired_differences,
     paired_rows,
@@ -70,13 +71,8 @@ from _results import (  # benchmarks/_results.py
 from privrl_jax.pipelines import privorl_n
 
 ROOT = Path(__file__).resolve().parents[1]
-EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0, math.inf)
-METRICS = {  # key -> (label, better)
-    "free_cell_share": ("share in the sensitive maze's free cells", "higher"),
-    "sliced_wasserstein": ("sliced Wasserstein to the sensitive rows", "lower"),
-    "marginal": ("marginal score (1 - mean KS)", "higher"),
-    "correlation": ("correlation score", "higher"),
-}
+EPSILONS = SWEEP_EPSILONS
+METRICS = fidelity_metrics("rows")
 # Agent mode: the agent is trained on the real training rows, its fidelity columns are
 # the holdout's (another sample of the same law; the training rows would be perfect).
 REAL_ROW = "real data"
