@@ -120,8 +120,16 @@ def paired_differences(
         for k in metrics:
             d = [by[(s, b)][k] - by[(s, a)][k] for s in seeds]
             out[step][k] = summary(d) | {"rose": int(np.sum(np.asarray(d) > 0))}
+    return out, _paired_table(out, "eps step", metrics)
+
+
+def _paired_table(
+    out: dict[str, dict[str, dict]], first: str, metrics: dict[str, tuple[str, str]]
+) -> list[str]:
+    """The Markdown table of paired differences (mean [95% half-width], seeds that
+    rose), one row per key of ``out``; ``first`` heads the key column."""
     lines = [
-        "| eps step | seeds | "
+        f"| {first} | seeds | "
         + " | ".join(label for label, _ in metrics.values())
         + " |",
         "|" + "---|" * (2 + len(metrics)),
@@ -136,7 +144,7 @@ def paired_differences(
             )
             + " |"
         )
-    return out, lines
+    return lines
 
 
 def paired_rows(
@@ -158,23 +166,7 @@ def paired_rows(
             | {"rose": int(np.sum(np.asarray(d) > 0))}
             for k in metrics
         }
-    lines = [
-        "| pair (b - a) | seeds | "
-        + " | ".join(label for label, _ in metrics.values())
-        + " |",
-        "|" + "---|" * (2 + len(metrics)),
-    ]
-    for step, stats in out.items():
-        n = next(iter(stats.values()))["n"]
-        lines.append(
-            f"| {step} | {n} | "
-            + " | ".join(
-                f"{s['mean']:+.3f} [±{s['ci95']:.3f}] rose {s['rose']}/{n}"
-                for s in stats.values()
-            )
-            + " |"
-        )
-    return out, lines
+    return out, _paired_table(out, "pair (b - a)", metrics)
 
 
 def plot_eps_sweep(

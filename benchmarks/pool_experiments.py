@@ -796,6 +796,14 @@ def _plot2(r: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def rossmann_format_demand(tmp: Path) -> tuple[str, ...]:
+    """Overrides that read store 1 of a synthetic Rossmann-format ``train.csv``,
+    generated into ``tmp`` (``data.write_synthetic_rossmann_csv``, seed 0; not real
+    data) through ``load_rossmann``, as ``--demand rossmann-format`` evaluates."""
+    csv_path = write_synthetic_rossmann_csv(tmp / "train.csv", seed=0)
+    return ("env.demand=rossmann", f"env.demand_file={csv_path}", "env.stores=[1]")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
@@ -891,12 +899,7 @@ def main() -> None:
             stem = "pool_exp1"
         else:
             with tempfile.TemporaryDirectory() as tmp:
-                csv_path = write_synthetic_rossmann_csv(Path(tmp) / "train.csv", seed=0)
-                extra = (
-                    "env.demand=rossmann",
-                    f"env.demand_file={csv_path}",
-                    "env.stores=[1]",
-                )
+                extra = rossmann_format_demand(Path(tmp))
                 cfg = _load([f"env.num_episodes={args.episodes}", *extra])
                 br = Bench.from_config(cfg, args.eval_episodes)
                 r1 = experiment1(

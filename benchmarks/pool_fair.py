@@ -41,7 +41,6 @@ import pool_experiments as px
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 from scipy import stats
 
-from privrl_jax.data import write_synthetic_rossmann_csv
 from privrl_jax.pipelines import pool
 
 RESULTS = Path(__file__).parent / "results"
@@ -343,12 +342,7 @@ def main() -> None:
         stem = "pool_fair"
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            csv_path = write_synthetic_rossmann_csv(Path(tmp) / "train.csv", seed=0)
-            demand = (
-                "env.demand=rossmann",
-                f"env.demand_file={csv_path}",
-                "env.stores=[1]",
-            )
+            demand = px.rossmann_format_demand(Path(tmp))
             r = run(
                 args.runs,
                 args.episodes,
