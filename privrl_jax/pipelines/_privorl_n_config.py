@@ -108,10 +108,26 @@ class EvalConfig(_synth_config.EvalConfig):
     # Also train the agents on the pre-training-only samples (as many agent runs again
     # as the release).
     anchor_agents: bool = False
+    # Their update budget (None: ``agent_updates``). The pre-training-only samples lie
+    # mostly outside the sensitive maze, and their agent does not learn at any budget
+    # we ran, so the quickstart gives it a smaller one.
+    anchor_agent_updates: int | None = None
+    # The real-data agents (``train_real_agents``) read from this cache when it was made
+    # for this run's rows and agent protocol, else trained live; a name under the
+    # package's configs or a .json path (`pipelines._synth.anchor_cache`).
+    real_agents_cache: str | None = None
 
     def __post_init__(self):
         _synth_config.check_at_least_one("eval", self, "mia_size", "mia_noise_draws")
         super().__post_init__()
+        n = self.anchor_agent_updates
+        if n is not None and (
+            n < 1 or n % self.agent_chunk or n // self.agent_chunk < self.final_evals
+        ):
+            raise ValueError(
+                "eval.anchor_agent_updates must be a multiple of eval.agent_chunk with "
+                f"at least eval.final_evals chunks, or null; got {n}."
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

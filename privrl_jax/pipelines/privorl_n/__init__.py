@@ -41,6 +41,13 @@ from privrl_jax.pipelines._privorl_n_config import (
     SynthesisConfig,
     load,
 )
+from privrl_jax.pipelines._synth.anchor_cache import (
+    cached_real_agents,
+    data_fingerprint,
+    real_agents_key,
+    resolve_cache_path,
+    write_real_agents_cache,
+)
 from privrl_jax.pipelines._synth.inputs import validate_data_sources
 from privrl_jax.pipelines._synth.release import AUDIT_NOTICE, NOT_PRIVATE_SEED
 from privrl_jax.pipelines._synth.scores import agent_scores, fidelity_scorer
@@ -48,6 +55,7 @@ from privrl_jax.pipelines.privorl_n.audit import (
     MARGINALS_PLOT,
     TSNE_PLOT,
     audit_release,
+    real_agent_scores,
 )
 from privrl_jax.pipelines.privorl_n.report import column_names, render_markdown
 from privrl_jax.pipelines.privorl_n.runner import run
@@ -85,8 +93,10 @@ __all__ = [
     "agent_scores",
     "audit_release",
     "build_task",
+    "cached_real_agents",
     "collect_transitions",
     "column_names",
+    "data_fingerprint",
     "dataset_id",
     "fidelity_scorer",
     "finetune",
@@ -95,9 +105,13 @@ __all__ = [
     "make_plan",
     "pretrain",
     "pretrain_dir",
+    "real_agent_scores",
+    "real_agents_key",
     "render_markdown",
+    "resolve_cache_path",
     "run",
     "synthesize",
     "to_dict",
     "validate_data_sources",
+    "write_real_agents_cache",
 ]

@@ -5,6 +5,8 @@ real rows, agents trained on the real data and the membership-inference attacks.
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import numpy as np
 from privrl_jax import data
 from privrl_jax import eval as evaluation
 from privrl_jax.pipelines._rundir import write_png
+from privrl_jax.pipelines._synth import anchor_cache
 from privrl_jax.pipelines._synth.scores import agent_scores, fidelity_scorer
 from privrl_jax.pipelines.privorl_n.report import column_names
 from privrl_jax.pipelines.privorl_n.task import PrivORLNTask
@@ -58,7 +61,7 @@ def audit_release(
             audit["anchors"]["pretrain_only"] = score(pre_only)
             if cfg.eval.agents and cfg.eval.anchor_agents:
                 audit["anchors"]["agents_pretrain_only"] = agent_scores(
-                    cfg, pre_only, jax.random.fold_in(key, 400)
+                    _anchor_agent_config(cfg), pre_only, jax.random.fold_in(key, 400)
                 )
     sens_flat, syn_flat = task.encode(sensitive), task.encode(synthetic)
     if cfg.eval.plots:
@@ -69,12 +72,32 @@ def audit_release(
         )
         write_png(fig, audit_dir / MARGINALS_PLOT, dpi=120, tight=True)
     if cfg.eval.agents and cfg.eval.train_real_agents:
-        audit["agents_real"] = agent_scores(
-            cfg, sensitive, jax.random.fold_in(key, 400)
-        )
+        audit["agents_real"] = real_agent_scores(cfg, sensitive, key)
     if cfg.eval.mia:
         audit |= _mia(task, sens_flat, syn_flat, task.encode(holdout), params, key)
     return audit
+
+
+def _anchor_agent_config(cfg: Any) -> Any:
+    """``cfg`` with the pre-training-only anchor's agent budget."""
+    n = cfg.eval.anchor_agent_updates
+    if n is None:
+        return cfg
+    return dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, agent_updates=n))
+
+
+def real_agent_scores(
+    cfg: Any, sensitive: data.Transitions, key: jax.Array
+) -> dict[str, Any]:
+    """The agents trained on the sensitive training rows (audit anchor): read from
+    ``eval.real_agents_cache`` when it was made for these rows and this protocol, else
+    trained with the run's key folded with 400 (the key the cache was made with)."""
+    cached, why = anchor_cache.cached_real_agents(cfg, sensitive)
+    if cached is not None:
+        return cached
+    if why:
+        print(f"PrivORL-n: {why}", file=sys.stderr, flush=True)
+    return agent_scores(cfg, sensitive, jax.random.fold_in(key, 400))
 
 
 def _mia(

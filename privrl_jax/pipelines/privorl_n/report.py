@@ -95,6 +95,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{mia['tpr_at_10_fpr']:.3f} / {mia['tpr_at_1_fpr']:.3f} / "
             f"{mia['auc']:.3f} |"
         )
+    lines += cost_table(report)
     return markdown_tail(
         lines,
         report,
@@ -112,3 +113,68 @@ def render_markdown(report: dict[str, Any]) -> str:
             "key: never publish them."
         ),
     )
+
+
+def _updates(res: dict[str, Any]) -> int | None:
+    """The update budget an agent result was trained for (its curve's last step)."""
+    curve = (res.get("per_seed") or [{}])[0].get("curve") or []
+    return curve[-1]["step"] if curve else None
+
+
+def _agent_cell(res: dict[str, Any] | None) -> str:
+    if not res:
+        return "not trained"
+    seeds = len(res.get("per_seed", [])) or 1
+    n = _updates(res)
+    notes = [f"{n // 1000}k updates" if n and n % 1000 == 0 else f"{n} updates"]
+    if seeds > 1:
+        notes.append(f"{seeds} seeds")
+    if "cached" in res:
+        notes.append("cached")
+    return f"{score_text(res, seeds)} ({', '.join(notes)})"
+
+
+def cost_table(report: dict[str, Any]) -> list[str]:
+    """ "What DP costs": the release between its two anchors, the pre-trained model
+    alone (public data only, epsilon = 0) and the real data (no privacy), on the
+    agents and the fidelity the audit measured, then the epsilon audit's line. Empty
+    without the anchors."""
+    audit = report.get("audit", {})
+    anchors = audit.get("anchors", {})
+    if "fidelity" not in audit or "real_holdout" not in anchors:
+        return []
+    eps = report["privacy"].get("rdp", {}).get("epsilon")
+    rel = "release" + (f" (epsilon = {eps:.2f})" if eps is not None else "")
+    pre = anchors.get("pretrain_only")
+    rows = [
+        "",
+        "## What DP costs (audit)",
+        "",
+        f"| | pre-training only (epsilon = 0) | {rel} | real data (no privacy) |",
+        "|---|---|---|---|",
+    ]
+    pre_agents = anchors.get("agents_pretrain_only", {})
+    real_agents = audit.get("agents_real", {})
+    for name, res in report.get("agents_synthetic", {}).items():
+        rows.append(
+            f"| {name} normalised score | {_agent_cell(pre_agents.get(name))} | "
+            f"{_agent_cell(res)} | {_agent_cell(real_agents.get(name))} |"
+        )
+    fid, hold = audit["fidelity"], anchors["real_holdout"]
+    for key, what in (
+        ("free_cell_share", "share of positions in the sensitive maze's free cells"),
+        ("sliced_wasserstein", "sliced Wasserstein to the sensitive rows (0 = same)"),
+    ):
+        if key in fid:
+            cells = [f"{c[key]:.3f}" if c else "n/a" for c in (pre, fid, hold)]
+            rows.append(f"| {what} | {' | '.join(cells)} |")
+    rows.append("")
+    rows.append(
+        "Real data: agents trained on the sensitive training rows, fidelity of the "
+        "real holdout (rows never trained on). A cached score was trained by "
+        "`benchmarks/quickstart_real_anchor.py` on this run's rows and protocol "
+        "(`audit/audit.json` has its provenance)."
+    )
+    for line in (report.get("epsilon_audit") or {}).get("lines", []):
+        rows.append(f"Epsilon audit: {line}.")
+    return rows
