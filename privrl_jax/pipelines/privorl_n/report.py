@@ -175,6 +175,15 @@ def cost_table(report: dict[str, Any]) -> list[str]:
         "`benchmarks/quickstart_real_anchor.py` on this run's rows and protocol "
         "(`audit/audit.json` has its provenance)."
     )
+    if any(
+        len(res.get("per_seed", [])) <= 1
+        for res in report.get("agents_synthetic", {}).values()
+    ):
+        rows.append(
+            "Agent scores are of one seed: over seeds they spread with a std of about "
+            "5-7 points on umaze (benchmarks/README.md, the PrivORL-n agent sweep), so "
+            "a gap of that size between two cells is not a difference."
+        )
     for line in (report.get("epsilon_audit") or {}).get("lines", []):
         rows.append(f"Epsilon audit: {line}.")
     return rows
