@@ -168,22 +168,25 @@ def cost_table(report: dict[str, Any]) -> list[str]:
         if key in fid:
             cells = [f"{c[key]:.3f}" if c else "n/a" for c in (pre, fid, hold)]
             rows.append(f"| {what} | {' | '.join(cells)} |")
-    rows.append("")
-    rows.append(
+    notes = [
         "Real data: agents trained on the sensitive training rows, fidelity of the "
         "real holdout (rows never trained on). A cached score was trained by "
         "`benchmarks/quickstart_real_anchor.py` on this run's rows and protocol "
         "(`audit/audit.json` has its provenance)."
-    )
+    ]
     if any(
         len(res.get("per_seed", [])) <= 1
         for res in report.get("agents_synthetic", {}).values()
     ):
-        rows.append(
+        notes.append(
             "Agent scores are of one seed: over seeds they spread with a std of about "
             "5-7 points on umaze (benchmarks/README.md, the PrivORL-n agent sweep), so "
             "a gap of that size between two cells is not a difference."
         )
-    for line in (report.get("epsilon_audit") or {}).get("lines", []):
-        rows.append(f"Epsilon audit: {line}.")
+    notes += [
+        f"Epsilon audit: {line}."
+        for line in (report.get("epsilon_audit") or {}).get("lines", [])
+    ]
+    for note in notes:
+        rows += ["", note]
     return rows
