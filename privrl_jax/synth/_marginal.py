@@ -586,9 +586,9 @@ def estimate_model(
 def sample_model(
     model, disc: PublicDiscretisation, *, num_rows: int, seed: int
 ) -> np.ndarray:
-    """``num_rows`` rows of codes from an mbi model (``MarkovRandomField.synthetic_data``)
-    with a public ``seed``: the model is already a DP release, so how it is sampled is
-    post-processing."""
+    """``num_rows`` rows of codes from an mbi model
+    (``MarkovRandomField.synthetic_data``) with a public ``seed``: the model is already
+    a DP release, so how it is sampled is post-processing."""
     # mbi's NumPy sampler (randomized rounding, its default) draws from NumPy's global
     # generator: seed it for this call and restore it, so the caller's global stream is
     # left as it was. (mbi.extensions.synthetic_data takes a seed, but compiles one
@@ -813,9 +813,7 @@ def aim_candidates(
             f"got {max_clique_size!r}."
         )
     workload = [set(q) for q in itertools.combinations(names, k)]
-    cands = tuple(
-        c for j in range(1, k + 1) for c in itertools.combinations(names, j)
-    )
+    cands = tuple(c for j in range(1, k + 1) for c in itertools.combinations(names, j))
     weights = np.array([sum(len(set(c) & q) for q in workload) for c in cands], float)
     return cands, weights
 
