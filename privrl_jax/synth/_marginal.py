@@ -1,5 +1,5 @@
-"""Marginal-based DP synthesis of transition tables (PGM and MST baselines) through
-``mbi``.
+"""Marginal-based DP synthesis of transition tables (PGM, MST and AIM baselines)
+through ``mbi``.
 
 A transition (s, a, r, s', done) is one row of a table whose columns are the coordinates
 of s, a, r, s' and done. The baselines of PrivORL's Table I treat it exactly so:
@@ -16,6 +16,12 @@ counts, sample discrete rows from it and map them back to numbers.
   https://arxiv.org/abs/2108.04978): measure every 1-way marginal, *select* a maximum
   spanning tree of 2-way marginals by how badly the 1-way product explains them, then
   measure the tree's 2-way marginals.
+- **AIM** (McKenna, Mullins, Sheldon & Miklau 2022, "AIM: An Adaptive and Iterative
+  Mechanism for Differentially Private Synthetic Data", https://arxiv.org/abs/2201.12677):
+  measure every 1-way marginal, then repeatedly pick the marginal the current model
+  gets most wrong (net of the noise a measurement would add) with the exponential
+  mechanism, measure it, re-fit; the budget per round grows when a measurement stops
+  changing the model (:func:`fit_aim`).
 
 The estimation of the graphical model and the sampling from it are ``mbi``'s
 (Private-PGM 2.x, the optional extra ``pip install -e ".[baselines]"``), imported only
@@ -36,7 +42,12 @@ more Gaussian mechanism (each score moves by at most 1, so the vector of P score
 most sqrt(P)) and picks the tree from the noisy scores, which is post-processing. That
 keeps every event a ``GaussianDpEvent``, which dp-accounting composes exactly under RDP
 and PLD, at the price of a noisier selection than the exponential mechanism's for the
-same rho.
+same rho. AIM keeps the original's exponential mechanism
+(``privacy.ExponentialMechanism``): an epsilon-DP selection whose privacy loss has
+bounded range, hence epsilon^2 / 8-zCDP (Cesar & Rogers 2021), recorded as a
+``ZCDpEvent``. dp-accounting's RDP accountant composes it with the Gaussian events
+exactly (both are linear in the Renyi order); its PLD accountant does not take it, so
+AIM runs account under RDP only.
 """
 
 from __future__ import annotations
