@@ -288,3 +288,37 @@ def test_numpy_variable_elimination_matches_mbi(small):
         theirs = np.asarray(model.project(q).datavector(), np.float64)
         np.testing.assert_allclose(ours, theirs, rtol=2e-4, atol=1e-3 * ours.max())
         assert ours.sum() == pytest.approx(float(model.total), rel=1e-9)
+
+
+@pytest.mark.slow  # ~25 s: four mbi compiles
+def test_noiseless_aim_is_greedy_and_records_no_noise(small):
+    """noise_multiplier = 0: T - d greedy rounds, every release exact (None). The first
+    pick is the candidate of largest w_r ||x_r - x_hat_r||_1 with x_hat the product of
+    the exact 1-way marginals (what mbi fits to them), a naive reference here."""
+    disc, codes = small
+    seen = []
+    fit = synth.fit_aim(
+        jax.random.key(0),
+        codes,
+        disc,
+        noise_multiplier=0.0,
+        num_rows=50,
+        iters=300,
+        rounds=8,
+        round_iters=300,
+        on_release=lambda what, m: seen.append((what, m)),
+    )
+    assert all(m is None for _, m in seen)
+    assert len(fit.selected) == 8 - 5
+    cands, w = synth.aim_candidates(disc.names, 2)
+    n = len(codes)
+    p = {
+        c[0]: x / n
+        for c, x in zip(cands[:5], synth.marginal_counts(codes, disc, cands[:5]))
+    }
+    ref = []
+    for c, x, wr in zip(cands, synth.marginal_counts(codes, disc, cands), w):
+        prod = p[c[0]] if len(c) == 1 else np.outer(p[c[0]], p[c[1]]).ravel()
+        ref.append(wr * np.abs(x - n * prod).sum())
+    assert fit.selected[0] == cands[int(np.argmax(ref))]
+    assert len(cands[int(np.argmax(ref))]) == 2
