@@ -74,14 +74,14 @@ def transitions(
     """PrivORL-n: pre-train on public data, DP fine-tune on sensitive data, sample,
     evaluate.
 
-    With --model pgm|mst|privsyn: the marginal-based baselines of PrivORL's Table I;
+    With --model pgm|mst|aim|privsyn: the marginal-based baselines of PrivORL's Table I;
     with --model pategan|pategan_pretrained: PATE-GAN and PrePATE-GAN; each written in
     the same release / audit layout, ledger and report."""
     from privrl_jax import pipelines
 
     if model == "privorl_n":
         _run(pipelines.qualify_config(config, "privorl_n"), overrides or [], out)
-    elif model in ("pgm", "mst", "privsyn"):
+    elif model in ("pgm", "mst", "aim", "privsyn"):
         # Without --config, the shipped umaze setting that bins s' - s on its public
         # one-step bound: the built-in defaults bin s' over the whole space, which loses
         # the dynamics.
@@ -99,7 +99,7 @@ def transitions(
         )
     else:
         fail(
-            "--model must be privorl_n, pgm, mst, privsyn, pategan or "
+            "--model must be privorl_n, pgm, mst, aim, privsyn, pategan or "
             "pategan_pretrained; got "
             f"{model!r}."
         )

@@ -1,4 +1,5 @@
-"""The marginal-based baselines' configuration (PGM, MST, PrivSyn): frozen dataclasses
+"""The marginal-based baselines' configuration (PGM, MST, AIM, PrivSyn): frozen
+dataclasses
 the YAML files in
 ``configs/marginal/`` load into. Data, privacy and synthesis sizes mean what they mean
 in PrivORL-n, so the same transitions are released under the same budget and scored the
@@ -16,7 +17,7 @@ from privrl_jax.pipelines._config import ConfigSource, load_config
 from privrl_jax.pipelines._privorl_n_config import DataConfig
 from privrl_jax.pipelines._sections import PrivacyConfig
 
-Model = Literal["pgm", "mst", "privsyn"]
+Model = Literal["pgm", "mst", "privsyn", "aim"]
 MODELS = typing.get_args(Model)
 
 DEFAULTS = "marginal/defaults"  # the baseline's own defaults, under every config
@@ -35,6 +36,16 @@ class ModelConfig:
     budget (as rho) among MST's 1-way, selection and 2-way releases.
     ``update_iterations`` is PrivSyn's number of GUM rounds (``iters`` is mbi's, unused
     by PrivSyn, which fits no graphical model).
+
+    AIM (`synth.fit_aim`): ``aim_max_clique_size`` is k of its workload (every k-way
+    marginal; the candidates are every clique of 1..k columns); ``aim_max_model_size``
+    caps the junction tree's size in MB (mbi's ``hypothetical_model_size``; the cap
+    grows with the share of the budget spent, as in AIM); ``aim_rounds`` is AIM's T:
+    a round is first priced at rho / T and the d 1-way marginals count as d rounds'
+    measurements, so at most T - 0.9 d selection rounds run (fewer once annealing
+    raises a round's rho); ``aim_round_iters`` are mbi's mirror-descent steps of each
+    round's warm-started re-estimation (``iters`` those of the final fit). Each round
+    costs one mbi compile (~10 s on a 2-core CPU), whatever its iterations.
     """
 
     name: Model = "pgm"
@@ -53,12 +64,24 @@ class ModelConfig:
     iters: int = 1000
     mst_split: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)
     update_iterations: int = 50
+    aim_max_clique_size: int = 2
+    aim_max_model_size: float = 20.0
+    aim_rounds: int = 24
+    aim_round_iters: int = 1000
 
     def __post_init__(self):
         _synth_config.check_at_least_one(
             "model", self, "obs_bins", "act_bins", "reward_bins", "iters"
         )
         _synth_config.check_at_least_one("model", self, "update_iterations")
+        _synth_config.check_at_least_one(
+            "model", self, "aim_max_clique_size", "aim_rounds", "aim_round_iters"
+        )
+        if not self.aim_max_model_size > 0:
+            raise ValueError(
+                "model.aim_max_model_size must be > 0 (MB); got "
+                f"{self.aim_max_model_size!r}."
+            )
         lo, hi = self.reward_range
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise ValueError(
@@ -103,7 +126,8 @@ EvalConfig = _synth_config.EvalConfig
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MarginalConfig(_synth_config.SynthPipelineConfig):
-    """Everything a PGM / MST run needs (``load("marginal/pgm_umaze")``).
+    """Everything a PGM / MST / AIM / PrivSyn run needs
+    (``load("marginal/pgm_umaze")``).
 
     ``data`` is PrivORL-n's section: the public data are read only to fit the fidelity
     scores' normaliser in the audit (the synthesizer itself uses none), so scores sit
@@ -116,6 +140,15 @@ class MarginalConfig(_synth_config.SynthPipelineConfig):
     privacy: PrivacyConfig = PrivacyConfig()  # noqa: RUF009 -- frozen: one shared default is safe
     synthesis: SynthesisConfig = SynthesisConfig()
     eval: EvalConfig = EvalConfig()
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.model.name == "aim" and self.privacy.accountant == "pld":
+            raise ValueError(
+                "model.name=aim records its exponential-mechanism selections as "
+                "ZCDpEvent, which dp-accounting's PLD accountant does not support; "
+                "set privacy.accountant=rdp."
+            )
 
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> MarginalConfig:

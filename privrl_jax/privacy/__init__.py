@@ -94,6 +94,7 @@ from privrl_jax.privacy._ledger import (
 )
 from privrl_jax.privacy._plan import (
     DPPlan,
+    ExponentialMechanism,
     GaussianMechanism,
     PlanArrays,
     PlanStructure,
@@ -131,6 +132,7 @@ __all__ = [
     "ENV_NUM_PROCESSES",
     "ENV_PROCESS_ID",
     "EpsilonReport",
+    "ExponentialMechanism",
     "FitResult",
     "FullBatchSampler",
     "GaussianDpEstimate",

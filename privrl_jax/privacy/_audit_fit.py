@@ -51,6 +51,7 @@ from privrl_jax.privacy._fit import Callback, DPMethod, DPSecret, ProgressBar, f
 from privrl_jax.privacy._ledger import Ledger
 from privrl_jax.privacy._plan import (
     DPPlan,
+    ExponentialMechanism,
     GaussianMechanism,
     mechanism_from_description,
 )
@@ -314,6 +315,8 @@ def audit_ledger(
                 "no mechanism described "
                 "(a non-private release spends no epsilon to audit)"
             )
+        elif isinstance(mech, ExponentialMechanism):
+            why = "an exponential-mechanism selection (no canary audit of it here)"
         elif mech.neighboring is Neighboring.REPLACE_ONE:
             why = (
                 "replace-one: adding a canary is an add/remove neighbour, "

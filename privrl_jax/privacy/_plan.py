@@ -681,9 +681,71 @@ class GaussianMechanism:
         }
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExponentialMechanism:
+    """The exponential mechanism: pick one of C candidates with probability
+    proportional to exp(epsilon * score / (2 * sensitivity)).
+
+    ``sensitivity`` bounds how far any one score moves when one privacy unit is added
+    or removed. The mechanism is epsilon-DP, and more: its privacy loss, as a function
+    of the output, spans an interval of width at most epsilon ("bounded range"), which
+    Cesar & Rogers (2021, "Bounding, concentrating, and truncating: unifying privacy
+    loss composition for data analytics", https://arxiv.org/abs/2004.07223) show
+    implies epsilon^2 / 8-zCDP. The ledger records that guarantee,
+    ``ZCDpEvent(epsilon**2 / 8)``; dp-accounting's RDP accountant composes it with
+    Gaussian events, its PLD accountant does not take it.
+
+    The draw is the Gumbel-max trick: the argmax of the scaled scores plus i.i.d.
+    standard Gumbel noise has exactly the softmax law above.
+
+    Attributes:
+      epsilon: the pure-DP parameter (> 0).
+      sensitivity: the score's sensitivity (> 0).
+      neighboring: the relation under which ``sensitivity`` holds (recorded, not used).
+    """
+
+    epsilon: float
+    sensitivity: float
+    neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE
+
+    def __post_init__(self):
+        _accounting._check_positive("epsilon", self.epsilon)
+        _accounting._check_positive("sensitivity", self.sensitivity)
+        object.__setattr__(self, "epsilon", float(self.epsilon))
+        object.__setattr__(self, "sensitivity", float(self.sensitivity))
+
+    @property
+    def rho(self) -> float:
+        """Its zCDP parameter, epsilon^2 / 8 (bounded range)."""
+        return self.epsilon**2 / 8.0
+
+    def event(self) -> dp_accounting.DpEvent:
+        """``ZCDpEvent(epsilon**2 / 8)``: what the ledger records per selection."""
+        return dp_accounting.ZCDpEvent(self.rho)
+
+    def logits(self, scores: jax.Array) -> jax.Array:
+        """epsilon * score / (2 * sensitivity): the selection law is their softmax."""
+        return self.epsilon * jax.numpy.asarray(scores) / (2.0 * self.sensitivity)
+
+    def select(self, key: jax.Array, scores: jax.Array) -> jax.Array:
+        """The index of one candidate (int32 scalar), drawn by Gumbel-max (jittable)."""
+        logits = self.logits(scores)
+        gumbel = jax.random.gumbel(key, logits.shape, dtype=logits.dtype)
+        return jax.numpy.argmax(logits + gumbel).astype(jax.numpy.int32)
+
+    def describe(self) -> dict[str, Any]:
+        """The mechanism as plain JSON types (for the ledger)."""
+        return {
+            "mechanism": "exponential",
+            "epsilon": self.epsilon,
+            "sensitivity": self.sensitivity,
+            "neighboring": self.neighboring.name,
+        }
+
+
 def event_from_description(params: dict[str, Any]) -> dp_accounting.DpEvent | None:
-    """The one-release event of a :meth:`DPPlan.describe` or
-    :meth:`GaussianMechanism.describe`.
+    """The one-release event of a :meth:`DPPlan.describe`,
+    :meth:`GaussianMechanism.describe` or :meth:`ExponentialMechanism.describe`.
 
     The ledger recomputes every recorded event from its recorded parameters with this,
     so an event and the mechanism it claims to describe cannot disagree. Returns None
@@ -694,16 +756,16 @@ def event_from_description(params: dict[str, Any]) -> dp_accounting.DpEvent | No
         return None
     return (
         mechanism.event()
-        if isinstance(mechanism, GaussianMechanism)
+        if isinstance(mechanism, (GaussianMechanism, ExponentialMechanism))
         else mechanism.step_event()
     )
 
 
 def mechanism_from_description(
     params: dict[str, Any], *, microbatch_size: int = 1
-) -> DPPlan | GaussianMechanism | None:
-    """The plan or Gaussian mechanism a ledger entry's parameters describe (None if
-    neither).
+) -> DPPlan | GaussianMechanism | ExponentialMechanism | None:
+    """The plan, Gaussian or exponential mechanism a ledger entry's parameters describe
+    (None if none of them).
 
     ``microbatch_size`` only sizes how a rebuilt plan's batches are padded (not
     recorded: it does not change what is released).
@@ -712,6 +774,12 @@ def mechanism_from_description(
         return GaussianMechanism(
             l2_sensitivity=params["l2_sensitivity"],
             noise_multiplier=params["noise_multiplier"],
+            neighboring=Neighboring[params["neighboring"]],
+        )
+    if params.get("mechanism") == "exponential":
+        return ExponentialMechanism(
+            epsilon=params["epsilon"],
+            sensitivity=params["sensitivity"],
             neighboring=Neighboring[params["neighboring"]],
         )
     if "sampling" not in params or "noise_multipliers" not in params:

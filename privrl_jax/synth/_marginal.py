@@ -1,5 +1,5 @@
-"""Marginal-based DP synthesis of transition tables (PGM and MST baselines) through
-``mbi``.
+"""Marginal-based DP synthesis of transition tables (PGM, MST and AIM baselines)
+through ``mbi``.
 
 A transition (s, a, r, s', done) is one row of a table whose columns are the coordinates
 of s, a, r, s' and done. The baselines of PrivORL's Table I treat it exactly so:
@@ -16,6 +16,12 @@ counts, sample discrete rows from it and map them back to numbers.
   https://arxiv.org/abs/2108.04978): measure every 1-way marginal, *select* a maximum
   spanning tree of 2-way marginals by how badly the 1-way product explains them, then
   measure the tree's 2-way marginals.
+- **AIM** (McKenna, Mullins, Sheldon & Miklau 2022, "AIM: An Adaptive and Iterative
+  Mechanism for Differentially Private Synthetic Data", https://arxiv.org/abs/2201.12677):
+  measure every 1-way marginal, then repeatedly pick the marginal the current model
+  gets most wrong (net of the noise a measurement would add) with the exponential
+  mechanism, measure it, re-fit; the budget per round grows when a measurement stops
+  changing the model (:func:`fit_aim`).
 
 The estimation of the graphical model and the sampling from it are ``mbi``'s
 (Private-PGM 2.x, the optional extra ``pip install -e ".[baselines]"``), imported only
@@ -36,12 +42,18 @@ more Gaussian mechanism (each score moves by at most 1, so the vector of P score
 most sqrt(P)) and picks the tree from the noisy scores, which is post-processing. That
 keeps every event a ``GaussianDpEvent``, which dp-accounting composes exactly under RDP
 and PLD, at the price of a noisier selection than the exponential mechanism's for the
-same rho.
+same rho. AIM keeps the original's exponential mechanism
+(``privacy.ExponentialMechanism``): an epsilon-DP selection whose privacy loss has
+bounded range, hence epsilon^2 / 8-zCDP (Cesar & Rogers 2021), recorded as a
+``ZCDpEvent``. dp-accounting's RDP accountant composes it with the Gaussian events
+exactly (both are linear in the Renyi order); its PLD accountant does not take it, so
+AIM runs account under RDP only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -50,13 +62,14 @@ import jax
 import numpy as np
 
 from privrl_jax import data
-from privrl_jax.privacy import GaussianMechanism
+from privrl_jax.privacy import ExponentialMechanism, GaussianMechanism
 
 Clique = tuple[str, ...]
+Mechanism = GaussianMechanism | ExponentialMechanism
 # Called with (what, mechanism) just *before* each noisy release, so a ledger records
 # (and a budget guard may refuse) every release before it exists; mechanism None: a
-# noiseless release.
-OnRelease = Callable[[str, "GaussianMechanism | None"], None]
+# noiseless release. Only AIM's selections are exponential mechanisms.
+OnRelease = Callable[[str, "Mechanism | None"], None]
 
 
 # --------------------------------------------------------------------------------- bins
@@ -543,27 +556,10 @@ def require_mbi():
     return mbi
 
 
-def estimate_and_sample(
-    disc: PublicDiscretisation,
-    measurements: Sequence[Measurement],
-    *,
-    num_rows: int,
-    iters: int,
-    seed: int,
-) -> np.ndarray:
-    """Fits ``mbi``'s graphical model to the measurements and samples ``num_rows`` rows
-    of codes.
-
-    The estimator is mbi's mirror descent (McKenna et al. 2019, Algorithm 1) on the L2
-    loss, each measurement weighted by 1 / its noise std (exact counts of a noiseless
-    run get weight 1); the total is mbi's minimum-variance estimate from the noisy
-    counts, never the private N. Sampling is mbi's
-    (``MarkovRandomField.synthetic_data``) with a public ``seed``: the model is already
-    a DP release, so how it is sampled is post-processing.
-    """
-    mbi = require_mbi()
-    domain = mbi.Domain(disc.names, disc.sizes)
-    lin = [
+def _linear_measurements(mbi, measurements: Sequence[Measurement]) -> list:
+    """mbi's L2-loss measurements, each weighted by 1 / its noise std (exact counts of
+    a noiseless run get weight 1)."""
+    return [
         mbi.LinearMeasurement(
             np.asarray(m.noisy_counts, np.float32),
             m.clique,
@@ -571,7 +567,39 @@ def estimate_and_sample(
         )
         for m in measurements
     ]
-    model = mbi.estimation.MirrorDescent().estimate(domain, lin, iters=iters)
+
+
+def estimate_model(
+    disc: PublicDiscretisation,
+    measurements: Sequence[Measurement],
+    *,
+    iters: int,
+    warm_start=None,
+):
+    """``mbi``'s graphical model fitted to the measurements (an ``mbi`` model).
+
+    The estimator is mbi's mirror descent (McKenna et al. 2019, Algorithm 1) on the L2
+    loss, each measurement weighted by 1 / its noise std; the total is mbi's
+    minimum-variance estimate from the noisy counts, never the private N.
+    ``warm_start`` (an earlier model) starts from its potentials, as AIM re-estimates
+    after each new measurement.
+    """
+    mbi = require_mbi()
+    domain = mbi.Domain(disc.names, disc.sizes)
+    return mbi.estimation.MirrorDescent().estimate(
+        domain,
+        _linear_measurements(mbi, measurements),
+        iters=iters,
+        warm_start=warm_start,
+    )
+
+
+def sample_model(
+    model, disc: PublicDiscretisation, *, num_rows: int, seed: int
+) -> np.ndarray:
+    """``num_rows`` rows of codes from an mbi model
+    (``MarkovRandomField.synthetic_data``) with a public ``seed``: the model is already
+    a DP release, so how it is sampled is post-processing."""
     # mbi's NumPy sampler (randomized rounding, its default) draws from NumPy's global
     # generator: seed it for this call and restore it, so the caller's global stream is
     # left as it was. (mbi.extensions.synthetic_data takes a seed, but compiles one
@@ -588,6 +616,20 @@ def estimate_and_sample(
     )
 
 
+def estimate_and_sample(
+    disc: PublicDiscretisation,
+    measurements: Sequence[Measurement],
+    *,
+    num_rows: int,
+    iters: int,
+    seed: int,
+) -> np.ndarray:
+    """Fits ``mbi``'s graphical model to the measurements (:func:`estimate_model`) and
+    samples ``num_rows`` rows of codes from it (:func:`sample_model`)."""
+    model = estimate_model(disc, measurements, iters=iters)
+    return sample_model(model, disc, num_rows=num_rows, seed=seed)
+
+
 # ----------------------------------------------------------------------- the mechanisms
 @dataclasses.dataclass(frozen=True)
 class MarginalFit:
@@ -598,18 +640,17 @@ class MarginalFit:
       measurements: every noisy marginal released (the DP release the model is fitted
         on).
       mechanisms: (what, mechanism or None) of each noisy release, in order.
-      selected: MST's selected 2-way cliques (empty for PGM).
+      selected: MST's selected 2-way cliques, AIM's selected cliques in order (empty
+        for PGM).
     """
 
     codes: np.ndarray
     measurements: tuple[Measurement, ...]
-    mechanisms: tuple[tuple[str, GaussianMechanism | None], ...]
+    mechanisms: tuple[tuple[str, Mechanism | None], ...]
     selected: tuple[Clique, ...] = ()
 
 
-def _release(
-    on_release: OnRelease | None, what: str, mech: GaussianMechanism | None
-) -> None:
+def _release(on_release: OnRelease | None, what: str, mech: Mechanism | None) -> None:
     if on_release is not None:
         on_release(what, mech)
 
@@ -755,3 +796,243 @@ def fit_mst(
     return MarginalFit(
         rows, (*meas1, *meas3), ((w1, m1), (w2, m2), (w3, m3)), selected=tree
     )
+
+
+# ---------------------------------------------------------------------------------- AIM
+# AIM's split of each round's rho: 90% to the measurement, 10% to the selection
+# (McKenna et al. 2022, Algorithm 2).
+AIM_MEASURE_SHARE = 0.9
+# E||noise||_1 / n of a Gaussian of std 1 per cell: sqrt(2 / pi).
+_HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
+
+
+def aim_candidates(
+    names: Sequence[str], max_clique_size: int
+) -> tuple[tuple[Clique, ...], np.ndarray]:
+    """AIM's candidate cliques and their weights for the workload of all k-way
+    marginals.
+
+    The workload W is every clique of k = ``max_clique_size`` columns (weight 1 each);
+    the candidates are its downward closure (every clique of 1..k columns), and
+    candidate r's weight is sum_{q in W} |r & q|: how many workload columns it informs
+    (AIM, Sec. 4). Public: a function of the column names only.
+    """
+    k = int(max_clique_size)
+    if not 1 <= k <= len(names):
+        raise ValueError(
+            f"max_clique_size must be in [1, {len(names)}] (the number of columns); "
+            f"got {max_clique_size!r}."
+        )
+    workload = [set(q) for q in itertools.combinations(names, k)]
+    cands = tuple(c for j in range(1, k + 1) for c in itertools.combinations(names, j))
+    weights = np.array([sum(len(set(c) & q) for q in workload) for c in cands], float)
+    return cands, weights
+
+
+def aim_scores(
+    counts: Sequence[np.ndarray],
+    estimates: Sequence[np.ndarray],
+    weights: np.ndarray,
+    noise_std: float,
+) -> np.ndarray:
+    """AIM's quality score of each candidate clique r (McKenna et al. 2022, Sec. 4):
+
+        q_r = w_r * (||x_r - x_hat_r||_1 - sqrt(2 / pi) * noise_std * n_r),
+
+    x_r the data's counts, x_hat_r the current model's (a function of earlier
+    releases), n_r the number of cells and noise_std the per-count noise std the
+    measurement of r would get this round: the L1 error a measurement could remove,
+    minus the L1 error its own noise would bring. One row moves x_r by one count in one
+    cell, hence q_r by at most w_r (triangle inequality); the rest is data-independent.
+    """
+    weights = np.asarray(weights, np.float64)
+    if not len(counts) == len(estimates) == weights.size:
+        raise ValueError("give one count vector, estimate and weight per candidate.")
+    return np.array(
+        [
+            w * (np.abs(c - e).sum() - _HALF_NORMAL_MEAN * noise_std * c.size)
+            for c, e, w in zip(counts, estimates, weights)
+        ]
+    )
+
+
+def model_marginal(model, clique: Clique) -> np.ndarray:
+    """An ``mbi`` model's counts on ``clique`` (flattened in C order over the clique),
+    by variable elimination in NumPy on the model's potentials.
+
+    mbi's own ``project`` jits the elimination per clique and per model structure:
+    a compile for each candidate, each AIM round (~1 s each on our CPU). The factors
+    here are small (a tree of 2-way cliques), so NumPy's einsum costs milliseconds.
+    Each factor is exponentiated after subtracting its maximum and each product is
+    rescaled the same way (the constants cancel in the final normalisation).
+    """
+    clique = tuple(clique)
+    factors = []
+    for f in model.potentials.tables.values():
+        v = np.asarray(f.values, np.float64)
+        factors.append((tuple(f.domain.attributes), np.exp(v - v.max())))
+    letters = {}
+    for attrs, _ in factors:
+        for x in attrs:
+            letters.setdefault(x, chr(ord("a") + len(letters)))
+    for x in clique:
+        letters.setdefault(x, chr(ord("a") + len(letters)))
+    sizes = dict(zip(model.domain.attributes, model.domain.shape))
+
+    def product(group, keep):
+        spec = ",".join("".join(letters[x] for x in attrs) for attrs, _ in group)
+        out = np.einsum(
+            f"{spec}->{''.join(letters[x] for x in keep)}", *(t for _, t in group)
+        )
+        return keep, out / max(out.max(), np.finfo(np.float64).tiny)
+
+    elim = {x for attrs, _ in factors for x in attrs} - set(clique)
+    while elim:
+        # Greedy: eliminate the variable whose product factor is smallest.
+        def cost(z):
+            scope = {x for attrs, _ in factors if z in attrs for x in attrs}
+            return math.prod(sizes[x] for x in scope)
+
+        z = min(sorted(elim), key=cost)
+        group = [f for f in factors if z in f[0]]
+        factors = [f for f in factors if z not in f[0]]
+        keep = tuple(sorted({x for attrs, _ in group for x in attrs} - {z}))
+        factors.append(product(group, keep))
+        elim.discard(z)
+    _, joint = product(factors, clique) if factors else (clique, None)
+    if joint is None or any(x not in letters for x in clique):
+        raise ValueError(f"the model does not cover {clique}.")
+    # Attributes of the clique absent from every factor are uniform.
+    joint = np.broadcast_to(joint, tuple(sizes[x] for x in clique)).astype(np.float64)
+    return (float(model.total) * joint / joint.sum()).ravel()
+
+
+def fit_aim(
+    key: jax.Array,
+    codes: np.ndarray,
+    disc: PublicDiscretisation,
+    *,
+    noise_multiplier: float,
+    num_rows: int,
+    iters: int = 1000,
+    sample_seed: int = 0,
+    max_clique_size: int = 2,
+    max_model_size: float = 20.0,
+    rounds: int = 24,
+    round_iters: int = 1000,
+    on_release: OnRelease | None = None,
+) -> MarginalFit:
+    """AIM (McKenna, Mullins, Sheldon & Miklau 2022, "AIM: An Adaptive and Iterative
+    Mechanism for Differentially Private Synthetic Data", https://arxiv.org/abs/2201.12677).
+
+    The budget is rho = 1 / (2 noise_multiplier^2), the zCDP of the one Gaussian the
+    pipeline calibrated at the target (epsilon, delta); its RDP epsilon is the target.
+    AIM first prices a round at rho / ``rounds`` (90% measurement, 10% selection) and:
+
+    1. measures every 1-way marginal at a round's measurement noise (one
+       ``GaussianMechanism`` of sensitivity sqrt(d));
+    2. each round, among the candidates of :func:`aim_candidates` whose junction tree
+       stays under ``max_model_size`` MB times the share of rho spent so far, selects
+       one with the exponential mechanism (``privacy.ExponentialMechanism``, epsilon_t
+       = sqrt(8 * 0.1 * rho_t), sensitivity max_r w_r) on :func:`aim_scores`, measures
+       it with a Gaussian of rho 0.9 rho_t, and re-estimates the model warm-started
+       (``round_iters`` mirror-descent steps);
+    3. anneals: when the new measurement moved the model's marginal by less than its
+       own expected noise, rho_t is multiplied by 4 (sigma halved, epsilon doubled);
+    4. ends with a round that spends exactly the rho left, once less than two rounds'
+       worth remains; then fits the model with ``iters`` steps and samples it.
+
+    The selection's event is ``ZCDpEvent(epsilon_t^2 / 8)`` (the bounded-range bound
+    of Cesar & Rogers 2021), each measurement's a ``GaussianDpEvent``; they compose to
+    rho exactly. ``noise_multiplier = 0`` runs the noiseless algorithm (greedy
+    selection, exact counts, ``rounds - d`` rounds): not private. The other arguments
+    are :func:`fit_pgm`'s; ``on_release`` sees every selection and measurement before
+    it is drawn.
+    """
+    names, d = disc.names, len(disc.names)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds <= d:
+        raise ValueError(
+            f"AIM's rounds must be an int > the {d} columns (the 1-way marginals are "
+            f"priced as {d} rounds' measurements); got {rounds!r}."
+        )
+    if not max_model_size > 0:
+        raise ValueError(f"max_model_size must be > 0 MB; got {max_model_size!r}.")
+    mbi = require_mbi()
+    domain = mbi.Domain(names, disc.sizes)
+    cands, weights = aim_candidates(names, max_clique_size)
+    counts = marginal_counts(codes, disc, cands)
+    sensitivity = float(weights.max())
+    private = noise_multiplier > 0
+    rho = 0.5 / noise_multiplier**2 if private else math.inf
+    rho_t = rho / rounds
+
+    def gaussian(r: float, k: int) -> GaussianMechanism | None:
+        if not private:
+            return None
+        return GaussianMechanism.from_zcdp(r, l2_sensitivity=marginal_sensitivity(k))
+
+    one_way = [(n,) for n in names]
+    used = d * AIM_MEASURE_SHARE * rho_t
+    m1 = gaussian(used, d)
+    w1 = f"AIM: {d} 1-way marginals"
+    _release(on_release, w1, m1)
+    index = {c: i for i, c in enumerate(cands)}
+    meas = measure(
+        jax.random.fold_in(key, 1), [counts[index[c]] for c in one_way], one_way, m1
+    )
+    mechanisms: list = [(w1, m1)]
+    model = estimate_model(disc, meas, iters=round_iters)
+    selected: list[Clique] = []
+    t = 0
+    done = False
+    while not done:
+        t += 1
+        if private:
+            if rho - used < 2 * rho_t:  # the last round: whatever is left
+                rho_t, done = rho - used, True
+            used = rho if done else used + rho_t
+            std = 1.0 / math.sqrt(2 * AIM_MEASURE_SHARE * rho_t)
+            share = used / rho
+        else:
+            done = t >= rounds - d
+            std, share = 0.0, t / (rounds - d)
+        # Only models that fit the size allowed so far (public: earlier cliques only).
+        model_cliques = list({m.clique for m in meas})
+        ok = [
+            i
+            for i, c in enumerate(cands)
+            if any(set(c) <= set(m) for m in model_cliques)
+            or mbi.junction_tree.hypothetical_model_size(domain, [*model_cliques, c])
+            <= max_model_size * share
+        ]
+        est = [model_marginal(model, cands[i]) for i in ok]
+        scores = aim_scores([counts[i] for i in ok], est, weights[ok], std)
+        if private:
+            em = ExponentialMechanism(
+                epsilon=math.sqrt(8 * (1 - AIM_MEASURE_SHARE) * rho_t),
+                sensitivity=sensitivity,
+            )
+            what = f"AIM round {t}: selection among {len(ok)} candidates"
+            _release(on_release, what, em)
+            mechanisms.append((what, em))
+            pick = int(em.select(jax.random.fold_in(key, 2 * t), scores))
+        else:
+            mechanisms.append((f"AIM round {t}: greedy selection", None))
+            pick = int(np.argmax(scores))
+        cl = cands[ok[pick]]
+        selected.append(cl)
+        mech = gaussian(AIM_MEASURE_SHARE * rho_t, 1)
+        what = f"AIM round {t}: marginal {'/'.join(cl)}"
+        _release(on_release, what, mech)
+        mechanisms.append((what, mech))
+        meas += measure(
+            jax.random.fold_in(key, 2 * t + 1), [counts[ok[pick]]], [cl], mech
+        )
+        before = est[pick]
+        model = estimate_model(disc, meas, iters=round_iters, warm_start=model)
+        moved = np.abs(model_marginal(model, cl) - before).sum()
+        if private and moved <= _HALF_NORMAL_MEAN * std * before.size:
+            rho_t *= 4.0  # sigma / 2, epsilon * 2 (AIM's annealing)
+    model = estimate_model(disc, meas, iters=iters, warm_start=model)
+    rows = sample_model(model, disc, num_rows=num_rows, seed=sample_seed)
+    return MarginalFit(rows, tuple(meas), tuple(mechanisms), selected=tuple(selected))

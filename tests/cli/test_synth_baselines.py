@@ -17,7 +17,7 @@ def test_model_option_selects_the_baseline_pipeline(monkeypatch, tmp_path):
     monkeypatch.setattr(marginal, "run", fake)
     monkeypatch.setattr(marginal, "render_markdown", lambda report: "")
     monkeypatch.chdir(tmp_path)
-    for model, config in (("pgm", "pgm_umaze"), ("mst", "test")):
+    for model, config in (("pgm", "pgm_umaze"), ("aim", "aim_umaze"), ("mst", "test")):
         result = CliRunner().invoke(
             app,
             [
@@ -52,7 +52,8 @@ def test_model_option_selects_the_baseline_pipeline(monkeypatch, tmp_path):
     )
     assert (
         bad.exit_code != 0
-        and "--model must be privorl_n, pgm, mst, privsyn, pategan or" in bad.output
+        and "--model must be privorl_n, pgm, mst, aim, privsyn, pategan or"
+        in bad.output
     )
 
 

@@ -38,13 +38,30 @@ def test_bins_are_the_envs_declared_spaces_and_read_no_data():
 
 def test_config_errors_are_clear():
     with pytest.raises(
-        ValueError, match="model.name must be 'pgm', 'mst' or 'privsyn'"
+        ValueError, match="model.name must be 'pgm', 'mst', 'privsyn' or 'aim'"
     ):
         marginal.load("marginal/test", ["model.name=gan"])
     with pytest.raises(ValueError, match="MST selects its own"):
         marginal.load(
             "marginal/test", ["model.name=mst", "model.cliques=[[obs0, act0]]"]
         )
+    # AIM's selections are ZCDpEvents, which dp-accounting's PLD accountant refuses.
+    with pytest.raises(ValueError) as refused:
+        marginal.load("marginal/test", ["model.name=aim", "privacy.accountant=pld"])
+    assert str(refused.value) == (
+        "model.name=aim records its exponential-mechanism selections as ZCDpEvent, "
+        "which dp-accounting's PLD accountant does not support; set "
+        "privacy.accountant=rdp."
+    )
+    assert marginal.load("marginal/test", ["model.name=pgm", "privacy.accountant=pld"])
+    aim = marginal.load("marginal/aim_umaze")
+    assert (aim.model.name, aim.privacy.accountant, aim.model.aim_rounds) == (
+        "aim",
+        "rdp",
+        24,
+    )
+    with pytest.raises(ValueError, match="aim_max_model_size must be > 0"):
+        marginal.load("marginal/test", ["model.aim_max_model_size=0"])
     with pytest.raises(ValueError, match="reward_range"):
         marginal.load("marginal/test", ["model.reward_range=[1, 0]"])
     assert (

@@ -1,5 +1,5 @@
-"""The marginal-based baselines of PrivORL's Table I (PGM, MST) end to end, through
-``mbi``.
+"""The marginal-based baselines of PrivORL's Table I (PGM, MST, AIM) end to end,
+through ``mbi``.
 
 ``run(config, run_dir)`` writes the layout PrivORL-n writes, through the same
 helpers (``pipelines._synth``): the **release** ``synthetic.hdf5`` (D4RL format),
@@ -16,8 +16,12 @@ public bounds (the env's spaces, the declared reward range), never from the rows
 noise multiplier sigma is calibrated by dp-accounting for one Gaussian release at the
 target (epsilon, delta); PGM releases its k marginals as that one mechanism (sensitivity
 sqrt(k)), MST splits it into three Gaussian releases whose composition is the same
-Gaussian (`synth.mst_noise_multipliers`). The noise key comes from a ``DPSecret`` (the
-OS, or ``privacy.noise_seed``: then the run is labelled not private).
+Gaussian (`synth.mst_noise_multipliers`); AIM spends that Gaussian's rho over its
+1-way marginals and rounds of an exponential-mechanism selection (a ``ZCDpEvent``) and
+a Gaussian measurement, the last round taking exactly the rho left, so its RDP epsilon
+is the target too (`synth.fit_aim`; ``privacy.accountant: pld`` is refused for AIM).
+The noise key comes from a ``DPSecret`` (the OS, or ``privacy.noise_seed``: then the
+run is labelled not private).
 
 Requires the optional extra ``pip install -e ".[baselines]"`` (mbi 2.0).
 

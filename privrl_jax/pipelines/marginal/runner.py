@@ -27,8 +27,8 @@ from privrl_jax.pipelines.privorl_n import (
 
 
 def run(cfg: MarginalConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Runs PGM, MST or PrivSyn (``model.name``) into ``run_dir``; returns the report
-    (release + ``audit``)."""
+    """Runs PGM, MST, AIM or PrivSyn (``model.name``) into ``run_dir``; returns the
+    report (release + ``audit``)."""
     return run_in_dir(
         Path(run_dir),
         lambda d, topo: run_baseline(
@@ -69,7 +69,10 @@ def _synthesize(
     disc = task.disc
     codes = disc.discretise(synth.transition_table(sensitive, next_obs_delta=delta))
 
-    def on_release(what: str, mech: privacy.GaussianMechanism | None) -> None:
+    def on_release(
+        what: str,
+        mech: privacy.GaussianMechanism | privacy.ExponentialMechanism | None,
+    ) -> None:
         record_release(ledger, cfg.privacy.accountant, what, mech)
 
     common_kw = dict(
@@ -94,6 +97,18 @@ def _synthesize(
             sample_seed=cfg.synthesis.sample_seed,
             on_release=on_release,
         )
+    elif cfg.model.name == "aim":
+        m = cfg.model
+        fit = synth.fit_aim(
+            secret.noise_key,
+            codes,
+            disc,
+            max_clique_size=m.aim_max_clique_size,
+            max_model_size=m.aim_max_model_size,
+            rounds=m.aim_rounds,
+            round_iters=m.aim_round_iters,
+            **common_kw,
+        )
     else:
         fit = synth.fit_mst(
             secret.noise_key, codes, disc, split=cfg.model.mst_split, **common_kw
@@ -103,6 +118,14 @@ def _synthesize(
     return synth.table_transitions(
         table, task.obs_dim, task.act_dim, next_obs_delta=delta
     )
+
+
+_SELECTED_CLIQUES = {
+    "mst": "1-way + selected tree",
+    "aim": "1-way + cliques selected by AIM's exponential mechanism",
+    "privsyn": "1-way + pairs selected by DenseMarg",
+}
+_SELECTED_KEY = {"aim": "selected_cliques"}  # AIM's selection is not a tree
 
 
 def _dp_info(
@@ -127,9 +150,11 @@ def _dp_info(
         "columns": {c.name: c.size for c in task.disc.columns},
         "cliques": [list(c) for c in task.cliques]
         if cfg.model.name == "pgm"
-        else "1-way + selected tree"
-        if cfg.model.name == "mst"
-        else "1-way + pairs selected by DenseMarg",
-        **({"selected_tree": fit_info["selected"]} if fit_info.get("selected") else {}),
+        else _SELECTED_CLIQUES[cfg.model.name],
+        **(
+            {_SELECTED_KEY.get(cfg.model.name, "selected_tree"): fit_info["selected"]}
+            if fit_info.get("selected")
+            else {}
+        ),
         **privacy_labels(cfg, secret, private),
     }

@@ -12,7 +12,12 @@ from privrl_jax import data, diffusion, envs, privacy, synth
 from privrl_jax.pipelines._marginal_config import MarginalConfig
 from privrl_jax.pipelines._synth.inputs import check_same_dims, encode
 
-GENERATORS = {"pgm": "PGM (mbi)", "mst": "MST (mbi)", "privsyn": "PrivSyn (GUM)"}
+GENERATORS = {
+    "pgm": "PGM (mbi)",
+    "mst": "MST (mbi)",
+    "aim": "AIM (mbi)",
+    "privsyn": "PrivSyn (GUM)",
+}
 
 
 def public_discretisation(
@@ -123,6 +128,16 @@ def build_task(
     cliques = tuple(
         tuple(c) for c in cfg.model.cliques
     ) or synth.default_transition_cliques(obs_dim, act_dim)
+    if cfg.model.name == "aim" and cfg.model.aim_rounds <= len(disc.names):
+        raise ValueError(
+            f"model.aim_rounds must be > the {len(disc.names)} columns (AIM prices "
+            f"the 1-way marginals as that many rounds); got {cfg.model.aim_rounds}."
+        )
+    if cfg.model.name == "aim" and cfg.model.aim_max_clique_size > len(disc.names):
+        raise ValueError(
+            f"model.aim_max_clique_size must be <= the {len(disc.names)} columns; "
+            f"got {cfg.model.aim_max_clique_size}."
+        )
     unknown = sorted({c for cl in cliques for c in cl} - set(disc.names))
     if unknown:
         raise ValueError(
