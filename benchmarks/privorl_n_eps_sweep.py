@@ -44,7 +44,12 @@ agent on 2 cores, so keep that mode to a few epsilons.
 
 Writes ``benchmarks/results/NAME.{json,md,png}`` (``--name``; agent mode also
 ``NAME_fidelity.png``); runs go to ``--out`` (resumable: a run with a report.json is
-read, not rerun).
+read, not rerun). ``--keep-runs-from NAME.json`` tabulates that file's runs with this
+invocation's (other seeds at the same protocol; refused otherwise):
+
+    python benchmarks/privorl_n_eps_sweep.py --agents iql --epsilons 1 10 inf \\
+        --seeds 4 --keep-runs-from benchmarks/results/privorl_n_eps_sweep_agents.json \\
+        --name privorl_n_eps_sweep_agents --out runs/privorl_n_eps_sweep_agents
 """
 
 from __future__ import annotations
@@ -79,55 +84,11 @@ REAL_ROW = "real data"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    ap.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
-    ap.add_argument("--sensitive-size", type=int, default=20_000)
-    ap.add_argument("--config", default="privorl_n/quickstart")
-    ap.add_argument("--out", default=str(ROOT / "runs" / "privorl_n_eps_sweep"))
-    ap.add_argument(
-        "--set",
-        dest="overrides",
-        nargs="*",
-        default=[],
-        help="extra overrides for every run",
-    )
-    ap.add_argument(
-        "--tables-only", action="store_true", help="tabulate finished runs; start none"
-    )
-    ap.add_argument("--name", default="privorl_n_eps_sweep")
-    ap.add_argument(
-        "--agents",
-        nargs="*",
-        default=[],
-        help="agents to train on every release (e.g. iql); none: the fidelity sweep",
-    )
-    ap.add_argument("--agent-updates", type=int, default=30_000)
-    args = ap.parse_args()
-    if args.agents:
-        agent_base = [
-            f"eval.agents=[{','.join(args.agents)}]",
-            f"eval.agent_updates={args.agent_updates}",
-            "eval.agent_chunk=1000",
-            "eval.final_evals=5",
-            "eval.agent_seeds=1",
-        ]
-    else:
-        agent_base = ["eval.agents=[]"]
-    base = [
-        f"data.sensitive_size={args.sensitive_size}",
-        "data.public_size=20000",
-        "data.holdout_size=2000",
-        "synthesis.num_samples=20000",
-        *agent_base,
-        "eval.mia=false",
-        "eval.plots=false",
-        "eval.anchors=true",
-        "audit.canaries=0",
-        *args.overrides,
-    ]
+    args = parse_args()
+    base = base_overrides(args)
+    # Refused before any run starts, not after an hour of them.
+    kept = keep_runs(args.keep_runs_from, args, base) if args.keep_runs_from else None
+    stored = kept["runs"] if kept else []
 
     runs: list[dict] = []
     for seed in args.seeds:
@@ -193,6 +154,152 @@ def main() -> None:
                 }
             runs.append(run)
 
+    runs = pooled(stored, runs, args.epsilons)
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    payload, md = tabulate(args, runs, out)
+    print(md)
+    # Where the stored seeds' runs (and their provenance) came from.
+    kept_from = {}
+    if kept:
+        kept_from["kept_runs_from"] = {
+            "path": str(args.keep_runs_from),
+            "seeds": sorted({r["seed"] for r in stored}),
+            "provenance": kept.get("provenance"),
+        }
+    dump_json(
+        out / f"{args.name}.json",
+        {
+            "runs": runs,
+            **payload,
+            "overrides": base,
+            "config": args.config,
+            **kept_from,
+        },
+        indent=2,
+    )
+    (out / f"{args.name}.md").write_text(md)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (``argv``; default ``sys.argv[1:]``)."""
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    ap.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
+    ap.add_argument("--sensitive-size", type=int, default=20_000)
+    ap.add_argument("--config", default="privorl_n/quickstart")
+    ap.add_argument("--out", default=str(ROOT / "runs" / "privorl_n_eps_sweep"))
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        nargs="*",
+        default=[],
+        help="extra overrides for every run",
+    )
+    ap.add_argument(
+        "--tables-only", action="store_true", help="tabulate finished runs; start none"
+    )
+    ap.add_argument("--name", default="privorl_n_eps_sweep")
+    ap.add_argument(
+        "--agents",
+        nargs="*",
+        default=[],
+        help="agents to train on every release (e.g. iql); none: the fidelity sweep",
+    )
+    ap.add_argument("--agent-updates", type=int, default=30_000)
+    ap.add_argument(
+        "--keep-runs-from",
+        type=Path,
+        help="a results JSON of this script whose runs (same protocol, other seeds) "
+        "are tabulated with this invocation's",
+    )
+    return ap.parse_args(argv)
+
+
+def base_overrides(args: argparse.Namespace) -> list[str]:
+    """The overrides every run of this invocation gets (before its seed, epsilon and
+    noise seed): stored as the results JSON's ``overrides``."""
+    if args.agents:
+        agent_base = [
+            f"eval.agents=[{','.join(args.agents)}]",
+            f"eval.agent_updates={args.agent_updates}",
+            "eval.agent_chunk=1000",
+            "eval.final_evals=5",
+            "eval.agent_seeds=1",
+        ]
+    else:
+        agent_base = ["eval.agents=[]"]
+    return [
+        f"data.sensitive_size={args.sensitive_size}",
+        "data.public_size=20000",
+        "data.holdout_size=2000",
+        "synthesis.num_samples=20000",
+        *agent_base,
+        "eval.mia=false",
+        "eval.plots=false",
+        "eval.anchors=true",
+        "audit.canaries=0",
+        *args.overrides,
+    ]
+
+
+def keep_runs(path: Path, args: argparse.Namespace, base: list[str]) -> dict:
+    """The results JSON at ``path``, whose ``runs`` are pooled with this
+    invocation's; exits with one line unless they ran the same protocol (overrides,
+    config, agents and their updates, epsilons) and none of their (seed, epsilon) is
+    requested again."""
+    saved = json.loads(Path(path).read_text())
+    # Files written before the config was recorded ran the default one.
+    theirs = {
+        "overrides": saved["overrides"],
+        "config": saved.get("config", "privorl_n/quickstart"),
+        "agents": saved.get("agents", []),
+        "agent_updates": saved.get("agent_updates") if args.agents else None,
+        "epsilons": sorted({r["epsilon"] for r in saved["runs"]}),
+    }
+    ours = {
+        "overrides": base,
+        "config": args.config,
+        "agents": list(args.agents),
+        "agent_updates": args.agent_updates if args.agents else None,
+        "epsilons": sorted(set(args.epsilons)),
+    }
+    for key, value in theirs.items():
+        if value != ours[key]:
+            if key == "overrides":  # long lists: name the entries that differ
+                value = [v for v in value if v not in base]
+                ours[key] = [v for v in base if v not in theirs[key]]
+            raise SystemExit(
+                f"--keep-runs-from {path}: its {key} {value} differ from this "
+                f"invocation's {ours[key]}; seeds are pooled only at one protocol"
+            )
+    both = sorted(
+        (r["seed"], eps_name(r["epsilon"]))
+        for r in saved["runs"]
+        if r["seed"] in args.seeds and r["epsilon"] in args.epsilons
+    )
+    if both:
+        raise SystemExit(
+            f"--keep-runs-from {path}: (seed, eps) {both} are both stored and requested"
+        )
+    return saved
+
+
+def pooled(stored: list[dict], runs: list[dict], epsilons: list[float]) -> list[dict]:
+    """``stored`` and ``runs`` in the order one invocation over all their seeds lists
+    them (by seed, then as in ``epsilons``): the tables do not depend on which seeds
+    were stored."""
+    return sorted(
+        stored + runs, key=lambda r: (r["seed"], epsilons.index(r["epsilon"]))
+    )
+
+
+def tabulate(args: argparse.Namespace, runs: list[dict], out: Path) -> tuple[dict, str]:
+    """The tables (JSON payload and Markdown) of ``runs`` (one dict per finished run,
+    as stored under ``runs`` in the results JSON), and the plots, written to ``out``
+    under ``args.name``."""
     # One anchor value per seed (every run of a seed scores the same pre-trained model
     # and holdout).
     rows: list[tuple[str, float | None, list[dict]]] = []
@@ -231,8 +338,6 @@ def main() -> None:
         + ", ".join(f"eps {k}: {v:.3f}" for k, v in sigma.items() if v is not None)
         + "."
     )
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(parents=True, exist_ok=True)
     if args.agents:
         payload, md = _agent_tables(args, runs, setup, out)
     else:
@@ -245,13 +350,7 @@ def main() -> None:
         md += "\n"
         payload = {"table": table}
         plot_eps_sweep(rows, table, METRICS, out / f"{args.name}.png")
-    print(md)
-    dump_json(
-        out / f"{args.name}.json",
-        {"runs": runs, **payload, "overrides": base},
-        indent=2,
-    )
-    (out / f"{args.name}.md").write_text(md)
+    return payload, md
 
 
 def _scores(agents: dict | None) -> dict[str, float] | None:

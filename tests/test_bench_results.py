@@ -98,3 +98,124 @@ def test_paired_rows_pair_any_two_rows_over_their_common_seeds():
     assert s["n"] == 2 and s["mean"] == pytest.approx(2.5)  # +3 and +2
     assert s["std"] == pytest.approx(math.sqrt(0.5)) and s["rose"] == 2
     assert lines[2].startswith("| pre -> real | 2 | +2.500 [±")
+
+
+def _sweep_runs(seeds: list[int], epsilons: list[float]) -> list[dict]:
+    """Agent-mode run dicts as privorl_n_eps_sweep.py stores them; the anchors' agents
+    only in each seed's first run, scores that differ across seeds and epsilons."""
+    runs = []
+    for s in seeds:
+        for i, e in enumerate(epsilons):
+            fid = {
+                "free_cell_share": 0.3 + 0.05 * i + 0.01 * (s * 7 % 5),
+                "sliced_wasserstein": 0.2 - 0.01 * i + 0.02 * (s * 3 % 4),
+                "marginal": 0.85 + 0.001 * s * i,
+                "correlation": 0.97 - 0.002 * (s % 3),
+            }
+            runs.append(
+                {
+                    "seed": s,
+                    "epsilon": e,
+                    "noise_multiplier": 1.0 / (i + 1),
+                    "release": fid,
+                    "pretrain_only": {k: v / 2 for k, v in fid.items()},
+                    "real_holdout": {k: v * 2 for k, v in fid.items()},
+                    "wall_time_s": 100.0 + 10 * s + i,
+                    "agents": {
+                        "release": {"iql": 20.0 + 3.0 * (s * 5 % 7) - i * i},
+                        "pretrain_only": {"iql": -30.0 + s} if i == 0 else None,
+                        "real": {"iql": 40.0 + 2.0 * s * s} if i == 0 else None,
+                    },
+                }
+            )
+    return runs
+
+
+def test_sweep_pools_stored_runs_as_if_run_at_once(tmp_path):
+    import json
+
+    import privorl_n_eps_sweep as sweep
+
+    cmd = ["--agents", "iql", "--epsilons", "1", "10", "inf", "--name", "t"]
+    epsilons = [1.0, 10.0, math.inf]
+    args_all = sweep.parse_args([*cmd, "--seeds", "0", "1", "2"])
+    all_runs = _sweep_runs([0, 1, 2], epsilons)
+    # Seeds 0-1 stored (through JSON, as the results file holds them), seed 2 new.
+    path = tmp_path / "stored.json"
+    stored = {
+        "runs": _sweep_runs([0, 1], epsilons),
+        "overrides": sweep.base_overrides(args_all),
+        "agents": ["iql"],
+        "agent_updates": 30_000,
+    }
+    path.write_text(json.dumps(stored))
+    args = sweep.parse_args([*cmd, "--seeds", "2", "--keep-runs-from", str(path)])
+    kept = sweep.keep_runs(path, args, sweep.base_overrides(args))
+    merged = sweep.pooled(kept["runs"], _sweep_runs([2], epsilons), args.epsilons)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    payload, md = sweep.tabulate(args, merged, tmp_path / "a")
+    payload_all, md_all = sweep.tabulate(args_all, all_runs, tmp_path / "b")
+    assert merged == all_runs
+    assert payload == payload_all and md == md_all
+    # The pooled table has every seed: the release at eps 10 scores 20 + 3 (s*5 % 7)
+    # - 1 = 19, 34, 28 for seeds 0, 1, 2.
+    s = payload["table"]["eps = 10"]["agent_iql"]
+    assert s["n"] == 3 and s["mean"] == pytest.approx(27.0)
+    assert s["std"] == pytest.approx(math.sqrt(57.0))  # ((8^2 + 7^2 + 1^2) / 2)
+    pair = payload["agent_pairs"]["pre-training only (Table IV) -> real data"]
+    # real - pre-training = 70 + 2 s^2 - s: 70, 71, 76.
+    assert pair["agent_iql"]["n"] == 3
+    assert pair["agent_iql"]["mean"] == pytest.approx(217.0 / 3)
+
+
+def test_sweep_refuses_to_pool_another_protocol_or_a_stored_seed(tmp_path):
+    import json
+
+    import privorl_n_eps_sweep as sweep
+
+    cmd = ["--agents", "iql", "--epsilons", "1", "10", "inf"]
+    path = tmp_path / "stored.json"
+    stored_args = sweep.parse_args([*cmd, "--seeds", "0", "1"])
+    path.write_text(
+        json.dumps(
+            {
+                "runs": _sweep_runs([0, 1], [1.0, 10.0, math.inf]),
+                "overrides": sweep.base_overrides(stored_args),
+                "agents": ["iql"],
+                "agent_updates": 30_000,
+            }
+        )
+    )
+
+    def refusal(*extra: str) -> str:
+        args = sweep.parse_args([*cmd, "--keep-runs-from", str(path), *extra])
+        with pytest.raises(SystemExit) as err:
+            sweep.keep_runs(path, args, sweep.base_overrides(args))
+        return str(err.value)
+
+    assert "its overrides" in refusal("--seeds", "2", "--agent-updates", "15000")
+    assert "its overrides" in refusal("--seeds", "2", "--set", "seed=3")
+    assert "its config" in refusal("--seeds", "2", "--config", "privorl_n/other")
+    args = sweep.parse_args(["--agents", "iql", "--epsilons", "1", "10"])
+    with pytest.raises(SystemExit, match="its epsilons"):
+        sweep.keep_runs(path, args, sweep.base_overrides(args))
+    msg = refusal("--seeds", "1", "2")
+    assert "both stored and requested" in msg and "(1, '1')" in msg
+    assert "\n" not in msg
+
+
+def test_the_stored_agent_sweep_ran_what_the_script_builds():
+    # benchmarks/README.md pools new seeds with this file's: its protocol must be the
+    # one the script builds for the documented command.
+    import json
+
+    import privorl_n_eps_sweep as sweep
+
+    path = Path(sweep.ROOT) / "benchmarks/results/privorl_n_eps_sweep_agents.json"
+    saved = json.loads(path.read_text())
+    args = sweep.parse_args(
+        ["--agents", "iql", "--agent-updates", "30000", "--epsilons", "1", "10", "inf"]
+    )
+    assert saved["overrides"] == sweep.base_overrides(args)
+    assert saved["agents"] == ["iql"] and saved["agent_updates"] == 30_000
