@@ -180,8 +180,9 @@ def cost_table(report: dict[str, Any]) -> list[str]:
     ):
         notes.append(
             "Agent scores are of one seed: over seeds they spread with a std of about "
-            "5-7 points on umaze (benchmarks/README.md, the PrivORL-n agent sweep), so "
-            "a gap of that size between two cells is not a difference."
+            "5 points on umaze, and now and then an agent never takes off "
+            "(benchmarks/README.md, the PrivORL-n agent sweep), so a gap of that size "
+            "between two cells is not a difference."
         )
     notes += [
         f"Epsilon audit: {line}."
