@@ -136,6 +136,7 @@ def test_one_step_noise_is_the_plans_std_times_one_fixed_draw(data):
     # one-of-m's trial program takes ~60 s to compile; the one-run sweep covers it
     ["poisson", pytest.param("uniform", marks=pytest.mark.slow)],
 )
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_gpope_trials_sweep_over_epsilon_h_and_beta_compiles_once(data, sampling):
     sampler = SAMPLERS[sampling]
     plans = _plans(sampler)

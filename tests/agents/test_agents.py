@@ -18,6 +18,7 @@ def _tiny_agent(name: str, **overrides) -> agents.Agent:
     return agents.make_agent(name, **TINY, **overrides)
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 @pytest.mark.parametrize("algo", ALGOS)
 def test_one_update_decreases_critic_loss_and_is_pure(algo):
     data = bandit_dataset(jax.random.key(0), n=256)

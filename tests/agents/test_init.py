@@ -63,6 +63,7 @@ def test_torch_linear_bound_is_one_over_sqrt_fan_in():
         ("iql", ("actor_params", "critic_params", "value_params")),
     ],
 )
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_td3bc_and_iql_layers_use_the_torch_default(algo, nets):
     state = init_state(algo)
     for net in nets:
@@ -77,6 +78,7 @@ def test_td3bc_and_iql_layers_use_the_torch_default(algo, nets):
         np.testing.assert_array_equal(state.actor_params["params"]["log_std"], 0.0)
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_twin_critics_and_targets_start_independent_and_equal():
     state = init_state("td3bc")
     k0, k1 = layers(state.critic_params)[0][0]

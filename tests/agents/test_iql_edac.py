@@ -36,6 +36,7 @@ def test_expectile_loss_minimiser_is_the_expectile():
     assert v > float(x.mean()) + 0.2
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_diversity_loss_equals_a_naive_per_critic_loop():
     num, batch, obs_dim, act_dim = 3, 5, 2, 2
     critic = QNetwork((8, 8))
@@ -74,6 +75,7 @@ def test_diversity_loss_bounds():
     )
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_edac_with_eta_zero_is_sac_n_without_diversity_loss():
     from agents_testlib import bandit_dataset
 
@@ -85,6 +87,7 @@ def test_edac_with_eta_zero_is_sac_n_without_diversity_loss():
     assert jax.tree.leaves(state.critic_params)[0].shape[0] == 3
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_iql_q_target_uses_v_before_its_step():
     # CORL's IQL.train computes next_v = V(s') before V's update; non-terminal data
     # so that V(s') enters the target.
@@ -107,6 +110,7 @@ def test_iql_q_target_uses_v_before_its_step():
     assert float(metrics["critic_loss"]) == pytest.approx(float(expected), rel=1e-5)
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 @pytest.mark.parametrize("advantage_from", ["old_v", "new_v"])
 def test_iql_actor_loss_uses_the_chosen_v(advantage_from):
     # CORL: exp(beta * (Q_target - V_before)); d3rlpy: V after its step.

@@ -51,6 +51,7 @@ GOLDEN = {
 }
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 @pytest.mark.parametrize("algo", sorted(GOLDEN))
 def test_same_key_gives_the_recorded_parameters_and_outputs(algo):
     actor_sum, critic_sum, critic_loss, actions = GOLDEN[algo]

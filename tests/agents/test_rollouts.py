@@ -47,6 +47,7 @@ def _agent_state(env, env_params, act_dim, obs_dim, max_action):
     return agent, agent.init(jax.random.key(1), fake)
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 @pytest.mark.parametrize(
     "env_name, act_dim, obs_dim, max_action",
     [

@@ -8,6 +8,7 @@ from agents_testlib import TINY, bandit_dataset
 from privrl_jax import agents
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 @pytest.mark.parametrize("algo", ["td3bc", "iql"])
 def test_scan_chunk_equals_python_loop_of_jitted_steps(algo):
     data = bandit_dataset(jax.random.key(0), n=128)

@@ -1,12 +1,14 @@
 """`privrl data collect` / `privrl data info` end to end on the tiny test config."""
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from privrl_jax import data, pipelines
 from privrl_jax.cli.main import app
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_collect_with_test_config_then_info(tmp_path):
     out = tmp_path / "umaze.hdf5"
     runner = CliRunner()

@@ -43,6 +43,7 @@ def _inputs(seed=0, b=3):
     return x, c, link, has_link, mask
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_shape_token_count_and_zero_padding_outputs():
     net = _net()
     assert net.num_tokens == 5 * H + 6
@@ -70,6 +71,7 @@ def test_padded_token_does_not_change_real_predictions(causal):
     np.testing.assert_array_equal(out2, out)  # bitwise: the padded keys are masked out
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_padded_steps_get_no_gradient_and_loss_ignores_them():
     net = _net()
     den = diffusion.FragmentDenoiser(net.apply)

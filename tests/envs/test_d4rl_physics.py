@@ -271,6 +271,7 @@ def test_matches_mujoco_point_maze(layout_name, name):
     np.testing.assert_allclose(q32, ref, atol=1e-2)
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_d4rl_data_protocol():
     env, params = envs.make("maze2d-umaze-v1")
     controller = envs.make_waypoint_controller(params, action_noise=0.5)
@@ -296,6 +297,7 @@ def test_d4rl_data_protocol():
     )
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_collect_dataset_uses_d4rls_protocol_for_v1():
     data = envs.collect_dataset(jax.random.key(0), "maze2d-umaze-v1", 3000, num_envs=3)
     timeouts = np.asarray(data.timeouts)

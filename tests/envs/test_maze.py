@@ -220,6 +220,7 @@ def test_episode_length_and_timeouts(length):
     assert (np.abs(obs[expected] - final_obs[expected]).max(-1) > 0).all()
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_jit_and_vmap_match_unjitted_step():
     env, params = envs.make("maze2d-medium")
     n = 2

@@ -317,6 +317,7 @@ def test_replace_one_target_is_group_privacy_for_two_steps():
         ope.replace_one_target(0.0, 1e-5)
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 @pytest.mark.parametrize("plan_fn", [_uniform_plan, _poisson_plan])
 def test_gpope_jitted_equals_gpope_run_op_by_op(data, plan_fn):
     """The core's pure function gives the same numbers compiled and not (issue 22):

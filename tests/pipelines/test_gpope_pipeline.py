@@ -266,6 +266,7 @@ def test_shipped_configs_load(name):
     assert cfg.env.name == name.removesuffix("_uniform")
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_mountain_car_run_audits_against_monte_carlo(tmp_path):
     cfg = gpope.load("gpope/mc_test", ["privacy.noise_seed=3", "plots=true"])
     rep = gpope.run(cfg, tmp_path)

@@ -27,6 +27,7 @@ def test_second_lock_fails_at_once_and_release_frees_it(tmp_path):
         pass
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     code = (
         f"from privrl_jax.pipelines._rundir import RunLock; import time\n"

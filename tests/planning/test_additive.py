@@ -25,6 +25,7 @@ def _geom(w, m=6, limiter=False, lam=0.9, horizon=H):
     )
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_groups_cells_and_weight():
     g = _geom(3)
     assert g.groups == ((0, 3), (1, 4), (2, 5))
@@ -45,6 +46,7 @@ def test_groups_cells_and_weight():
         )
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 @pytest.mark.parametrize("w", [2, 3])
 @pytest.mark.parametrize("jit", [False, True])
 def test_affine_q_is_reproduced_exactly(w, jit):
@@ -178,6 +180,7 @@ def test_one_episode_moves_the_weighted_statistics_by_at_most_sqrt_3h(two_produc
         assert float(jnp.linalg.norm(d)) <= delta * (1 + 1e-6)
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_last_stage_tables_are_the_marginal_mean_estimator(two_products):
     # Non-private, no bonus: at the last stage the target is r, and the additive
     # Q_bar at (c1, c2) is v_max (mean_1(c1) + mean_2(c2) - mu), a closed form

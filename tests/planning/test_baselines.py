@@ -19,6 +19,7 @@ def affine_geom():
     return planning.make_zone_geometry(np.full((1, N), 0.8), 5, radius=1.6, seed=2)
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_affine_zones_reproduce_affine_functions_and_the_limiter_bounds(affine_geom):
     geom = affine_geom
     assert geom.points_per_zone == N + 1 and bool(geom.valid.all())

@@ -54,6 +54,7 @@ def _dp(model_r, model_p):
     return q[:H]
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_backward_induction_equals_dp_on_the_empirical_model():
     p, data, (obs, act, rew, nxt) = _data(3000, 0)
     geom = planning.make_grid_geometry(p.boundary, 2)  # one cell per (s, a) in LEVELS^2

@@ -214,6 +214,7 @@ def test_backward_induction_equals_a_hand_computation():
     )
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_pool_plan_jitted_equals_pool_plan_run_op_by_op(setup):
     """POOL's private statistics and backward induction give the same numbers
     compiled and not (issue 22): the same noise, to float32 rounding."""

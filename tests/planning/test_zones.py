@@ -68,6 +68,7 @@ def test_interpolation_exact_on_basis_points_and_constant_beyond(geom):
     assert float(inside) != float(at_lambda)
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 @pytest.mark.parametrize("n", [4, 6])
 def test_shipped_geometry_is_exact_for_affine_q_in_4_and_6_dims(n):
     # The pipeline's geometry (M = 10 shells over [0, ||box||], lambda = 0.9, H = 5):

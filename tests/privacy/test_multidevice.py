@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_four_devices_equal_one_device():
     env = dict(
         os.environ,

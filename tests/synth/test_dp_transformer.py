@@ -73,6 +73,7 @@ def test_the_head_chain_is_causal_within_a_step(params):
             )
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_padded_steps_get_no_gradient_and_change_no_loss(params):
     x = jax.random.normal(jax.random.key(4), (H * D,))
     mask = jnp.arange(H) < 2  # steps 2, 3 padded
@@ -94,6 +95,7 @@ def test_padded_steps_get_no_gradient_and_change_no_loss(params):
     )
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_nll_is_the_gaussian_density_summed_over_real_steps(params):
     """Closed form against scipy-free numpy: -log N(x; mu, sigma^2) summed over real
     steps / (H d)."""

@@ -10,6 +10,7 @@ from privrl_jax import diffusion, privacy
 from privrl_jax.synth import _privorl_n as core
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 @pytest.mark.parametrize(
     "layer_norm, num_noise",
     # LayerNorm's ghost rule is checked against vmap in tests/privacy/test_ghost.py

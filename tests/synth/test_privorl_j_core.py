@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from synth_testlib import assert_each_unit_moves_the_sum_by_c, flat, units
 
 from privrl_jax import diffusion, privacy, synth
@@ -164,6 +165,7 @@ def _toy_rows(rng, n_traj=64):
     return jnp.asarray(np.array(rows), jnp.float32)
 
 
+@pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_generation_with_a_tiny_trained_model():
     den, params = _den()
     rows = _toy_rows(np.random.default_rng(0))
