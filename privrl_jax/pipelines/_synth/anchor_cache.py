@@ -20,6 +20,11 @@ computed on one host; on another the same protocol gives the same law of scores,
 the same bits (``provenance`` records where they came from).
 
 The file is written by ``benchmarks/quickstart_real_anchor.py``.
+
+The cache is audit material, NOT differentially private: its scores come from agents
+trained on the sensitive rows and its fingerprint is their sums. The quickstart ships
+one because its "sensitive" rows are simulator data collected from a public seed;
+never ship a cache made from data that is really sensitive.
 """
 
 from __future__ import annotations
