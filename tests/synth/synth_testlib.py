@@ -39,3 +39,28 @@ def assert_each_unit_moves_the_sum_by_c(
         moved = np.linalg.norm(full - flat(clip_with_mask(mask.at[u].set(False))))
         assert moved <= c * (1 + 1e-5)
         assert moved >= c * (1 - low_rtol)  # clipped to C, not zeroed
+
+
+def small_transition_table():
+    """(discretisation, codes, table) of 400 transitions in five columns (one
+    observation and one action coordinate): mbi compiles its estimator per graph, and
+    five columns keep that compile small. The next state is tied to (s, a), so 2-way
+    marginals carry information."""
+    from privrl_jax import synth
+
+    disc = synth.transition_discretisation(
+        obs_low=[0],
+        obs_high=[4],
+        act_low=[-1],
+        act_high=[1],
+        reward_range=(0.0, 1.0),
+        obs_bins=6,
+        act_bins=4,
+        reward_bins=3,
+    )
+    rng = np.random.default_rng(5)
+    s = rng.uniform(0, 4, 400)
+    a = rng.uniform(-1, 1, 400)
+    nxt = np.clip(s + a, 0, 4)
+    table = np.stack([s, a, np.exp(-np.abs(nxt - 3)), nxt, np.zeros(400)], axis=1)
+    return disc, disc.discretise(table), table

@@ -11,6 +11,7 @@ import dp_accounting
 import jax
 import numpy as np
 import pytest
+from synth_testlib import small_transition_table
 
 from privrl_jax import privacy, synth
 from privrl_jax.privacy._plan import mechanism_from_description
@@ -187,23 +188,8 @@ def small():
         "mbi",
         reason="the marginal baselines need the optional extra: pip install mbi==2.0.0",
     )
-    # Five columns (one observation and one action coordinate): few, small compiles.
-    disc = synth.transition_discretisation(
-        obs_low=[0],
-        obs_high=[4],
-        act_low=[-1],
-        act_high=[1],
-        reward_range=(0.0, 1.0),
-        obs_bins=6,
-        act_bins=4,
-        reward_bins=3,
-    )
-    rng = np.random.default_rng(5)
-    s = rng.uniform(0, 4, 400)
-    a = rng.uniform(-1, 1, 400)
-    nxt = np.clip(s + a, 0, 4)
-    table = np.stack([s, a, np.exp(-np.abs(nxt - 3)), nxt, np.zeros(400)], axis=1)
-    return disc, disc.discretise(table)
+    disc, codes, _ = small_transition_table()
+    return disc, codes
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import dp_accounting
 import jax
 import numpy as np
 import pytest
+from synth_testlib import small_transition_table
 
 from privrl_jax import privacy, synth
 
@@ -293,26 +294,7 @@ def small_fit():
         "mbi",
         reason="the marginal baselines need the optional extra: pip install mbi==2.0.0",
     )
-    # One observation and one action coordinate (5 columns): mbi compiles its estimator
-    # per graph, and this keeps that compile (most of the test's time) small.
-    disc = synth.transition_discretisation(
-        obs_low=[0],
-        obs_high=[4],
-        act_low=[-1],
-        act_high=[1],
-        reward_range=(0.0, 1.0),
-        obs_bins=6,
-        act_bins=4,
-        reward_bins=3,
-    )
-    rng = np.random.default_rng(5)
-    s = rng.uniform(0, 4, 400)
-    a = rng.uniform(-1, 1, 400)
-    nxt = np.clip(
-        s + a, 0, 4
-    )  # next state tied to (s, a): the 2-way marginals carry information
-    table = np.stack([s, a, np.exp(-np.abs(nxt - 3)), nxt, np.zeros(400)], axis=1)
-    return disc, disc.discretise(table), table
+    return small_transition_table()
 
 
 def test_pgm_fit_without_noise_reproduces_the_measured_marginals(small_fit):
