@@ -99,7 +99,16 @@ def audit_lines(out: dict[str, Any]) -> list[str]:
     m = ...)"."""
     lines = []
     for r in out["rows"]:
-        if r["audited"]:
+        if r["audited"] and "selection_audit" in r:
+            sel = r["selection_audit"]
+            lines.append(
+                f"{r['count']} x {r['what']}: epsilon accounted "
+                f"{r['epsilon_accounted']:.4g} "
+                f"({r['epsilon_accounted_per_selection']:.4g} a selection); epsilon "
+                f"demonstrated >= {r['epsilon_demonstrated']:.3g} for one selection "
+                f"({CONFIDENCE:.0%}, many-run audit, {sel['trials']:,} draws a side)"
+            )
+        elif r["audited"]:
             lines.append(
                 f"{r['count']} x {r['what']}: epsilon accounted "
                 f"{r['epsilon_accounted']:.4g}; "
@@ -127,6 +136,7 @@ def report_section(out: dict[str, Any]) -> dict[str, Any]:
                     "audited",
                     "epsilon_accounted",
                     "epsilon_demonstrated",
+                    "epsilon_accounted_per_selection",
                     "violation",
                     "why",
                 )
@@ -156,7 +166,8 @@ def markdown_rows(report: dict[str, Any]) -> list[str]:
     if not sec:
         return []
     return [
-        "| epsilon audit (one-run canary audit; Steinke, Nasr & Jagielski 2023) | "
+        "| epsilon audit (one-run canary audit, Steinke, Nasr & Jagielski 2023; "
+        "selections: many-run audit) | "
         f"{line} |"
         for line in sec["lines"]
     ]

@@ -47,6 +47,11 @@ from privrl_jax.privacy._audit import (
     gaussian_dp_epsilon_estimate,
     one_run_epsilon_lower_bound,
 )
+from privrl_jax.privacy._audit_selection import (
+    LEDGER_CANDIDATES,
+    audit_selection,
+    worst_case_score_pair,
+)
 from privrl_jax.privacy._fit import Callback, DPMethod, DPSecret, ProgressBar, fit
 from privrl_jax.privacy._ledger import Ledger
 from privrl_jax.privacy._plan import (
@@ -286,6 +291,7 @@ def audit_ledger(
     confidence: float = 0.95,
     microbatch_size: int = 256,
     progress: bool = False,
+    selection_trials: int = 1_000_000,
 ) -> list[dict[str, Any]]:
     """Audits every mechanism a run's ledger recorded, as recorded: one row per ledger
     group.
@@ -295,6 +301,12 @@ def audit_ledger(
     on stand-in data of the recorded size (the canaries do not need the method's model:
     what is audited is the loop's clipping, sampling and noise as the plan runs them). A
     Gaussian-mechanism group (POOL) is audited on Dirac canaries of its released vector.
+    An exponential-mechanism group (AIM's selections) gets the many-run audit of
+    :func:`~privrl_jax.privacy.audit.audit_selection`: ``selection_trials`` draws of one
+    selection on each side of :func:`worst_case_score_pair` (100 candidates, the
+    recorded sensitivity), at the ledger's delta; the bound is one of a single
+    selection, so its violation is judged against the selection's own pure epsilon
+    (``epsilon_accounted_per_selection``), which the group's composed epsilon exceeds.
     A plan of several clipped blocks (GPOPE's primal and dual) is audited through its
     first block alone, a valid but loose lower bound of the whole. Groups that describe
     no mechanism (a non-private release) or replace-one sampling (adding a canary is an
@@ -315,8 +327,6 @@ def audit_ledger(
                 "no mechanism described "
                 "(a non-private release spends no epsilon to audit)"
             )
-        elif isinstance(mech, ExponentialMechanism):
-            why = "an exponential-mechanism selection (no canary audit of it here)"
         elif mech.neighboring is Neighboring.REPLACE_ONE:
             why = (
                 "replace-one: adding a canary is an add/remove neighbour, "
@@ -324,6 +334,36 @@ def audit_ledger(
             )
         if why is not None:
             rows.append({**row, "audited": False, "why": why})
+            continue
+        if isinstance(mech, ExponentialMechanism):
+            composed = (
+                mech.event()
+                if g["count"] == 1
+                else dp_accounting.SelfComposedDpEvent(mech.event(), g["count"])
+            )
+            scores, neighbour = worst_case_score_pair(
+                LEDGER_CANDIDATES, mech.sensitivity
+            )
+            sel = audit_selection(
+                mech,
+                scores,
+                neighbour,
+                trials=selection_trials,
+                seed=seed,
+                delta=delta,
+                confidence=confidence,
+            )
+            rows.append(
+                {
+                    **row,
+                    "audited": True,
+                    "epsilon_accounted": compute_epsilon(composed, delta).epsilon,
+                    "epsilon_accounted_per_selection": mech.epsilon,
+                    "epsilon_demonstrated": sel.epsilon_demonstrated,
+                    "selection_audit": sel.to_dict(),
+                    "violation": sel.violation,
+                }
+            )
             continue
         if isinstance(mech, GaussianMechanism):
             event = (

@@ -2,7 +2,9 @@
 
 Epsilon lower bounds from canaries (one-run, Clopper-Pearson, Gaussian DP) and the
 canaries themselves (white-box gradient directions, black-box out-of-distribution rows),
-and the black-box audit of a synthetic-data generator (:func:`audit_synthesizer`).
+the black-box audit of a synthetic-data generator (:func:`audit_synthesizer`) and the
+many-run audit of a private selection (:func:`audit_selection`, AIM's exponential
+mechanism).
 The implementation lives in :mod:`privrl_jax.privacy._audit`; see its docstring for the
 papers.
 """
@@ -38,6 +40,13 @@ from privrl_jax.privacy._audit_fit import (
     audit_fit,
     audit_ledger,
 )
+from privrl_jax.privacy._audit_selection import (
+    Selection,
+    SelectionAudit,
+    audit_selection,
+    selection_epsilon,
+    worst_case_score_pair,
+)
 
 __all__ = [
     "AuditResult",
@@ -50,6 +59,11 @@ __all__ = [
     "PrivacyAuditError",
     "audit_fit",
     "audit_ledger",
+    "Selection",
+    "SelectionAudit",
+    "audit_selection",
+    "selection_epsilon",
+    "worst_case_score_pair",
     "GaussianDpEstimate",
     "GradientCanaries",
     "clopper_pearson_epsilon_lower_bound",

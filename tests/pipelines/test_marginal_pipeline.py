@@ -31,7 +31,8 @@ def runs(tmp_path_factory):
     for name, overrides in {
         "pgm_eps1": ["privacy.epsilon=1.0", "privacy.noise_seed=7"],
         "pgm_inf": ["privacy.epsilon=inf"],
-        "mst_eps10": ["model.name=mst"],  # fresh secret from the OS: a private run
+        # Fresh secret from the OS: a private run; with the epsilon audit beside it.
+        "mst_eps10": ["model.name=mst", "audit.canaries=100"],
     }.items():
         cfg = marginal.load(
             "marginal/test",
@@ -113,3 +114,18 @@ def test_runs_are_labelled_private_or_not(runs):
     assert math.isinf(inf["privacy"]["rdp"]["epsilon"])
     assert private["finetune"]["private"] and "warning" not in private
     assert private["finetune"]["noise_secret"].startswith("drawn from os.urandom")
+
+
+def test_the_epsilon_audit_runs_beside_a_baselines_release(runs):
+    """``audit.canaries`` is honoured by the baselines' shared run (it was accepted and
+    ignored before): one audited row per ledger group, none above its accounted
+    epsilon, and a line per row in report.md."""
+    run_dir, report = runs["mst_eps10"]
+    out = json.loads((run_dir / "audit" / "epsilon_lower_bound.json").read_text())
+    groups = privacy.Ledger.load(run_dir).groups()
+    assert [r["what"] for r in out["rows"]] == [g["what"] for g in groups]
+    assert all(r["audited"] and not r["violation"] for r in out["rows"])
+    assert all(r["epsilon_demonstrated"] <= r["epsilon_accounted"] for r in out["rows"])
+    assert len(report["epsilon_audit"]["lines"]) == len(groups)
+    assert (run_dir / "report.md").read_text().count("| epsilon audit (") == len(groups)
+    assert "epsilon_audit" not in runs["pgm_eps1"][1]  # canaries = 0: no audit

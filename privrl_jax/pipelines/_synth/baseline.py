@@ -139,6 +139,7 @@ def run_baseline(
     )
     info = dp_info(task, secret, ledger, fit_info, private)
     report = _release.release_report(cfg, resolved, info, ledger)
+    _release.epsilon_audit(cfg, run_dir, ledger, report)
     if cfg.eval.agents:
         report["agents_synthetic"] = _scores.agent_scores(
             cfg, synthetic, jax.random.fold_in(key, 400)
