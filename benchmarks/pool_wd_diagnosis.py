@@ -34,6 +34,7 @@ and the 95% t half-width over runs; Welch's t-test where two variants are compar
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 from functools import partial
@@ -518,18 +519,39 @@ def _md_select(res: dict) -> str:
             f"{r['evaluated_behaviour_gap']:.3f}); chosen {r['chosen']:g}"
             f" (interior: {r['chosen_interior']})",
             "",
-            "| bonus_scale | stand-in average | evaluated, rho = 10 | p vs behaviour |",
-            "|---|---|---|---|",
+            "| bonus_scale | stand-in average | stand-in, rho = 10 | evaluated, "
+            "rho = 10 | p vs behaviour |",
+            "|---|---|---|---|---|",
         ]
+        at10 = _chosen_at_rho(r, RHO)
         for st, ev in zip(r["stand_in"], r["evaluated_rho10"]):
             bold = "**" if st["scale"] == r["chosen"] else ""
+            star = " (smallest)" if st["scale"] == at10 else ""
             lines.append(
                 f"| {bold}{st['scale']:g}{bold} | {st['average']:.3f} | "
+                f"{_stand_gap(st, RHO):.3f}{star} | "
                 f"{ev['mean']:.3f} ± {ev['std']:.3f} [{ev['ci95']:.3f}] | "
                 f"{ev['p_vs_behaviour']:.1e} |"
             )
-        lines.append("")
+        lines += [
+            "",
+            f"The rule over the rho grid picks {r['chosen']:g}; the same rule at "
+            "rho = 10 alone (smallest stand-in gap at rho = 10; ties: the larger "
+            f"scale) would pick {at10:g}.",
+            "",
+        ]
     return "\n".join(lines)
+
+
+def _stand_gap(row: dict, rho: float) -> float:
+    return row["gaps"][list(pool_experiments.RHOS).index(rho)]
+
+
+def _chosen_at_rho(r: dict, rho: float) -> float:
+    """The stand-in's pick when the rule is applied at one rho (ties: larger scale)."""
+    return min(
+        r["stand_in"], key=lambda x: (round(_stand_gap(x, rho), 6), -x["scale"])
+    )["scale"]
 
 
 def main() -> None:
@@ -547,7 +569,17 @@ def main() -> None:
         "evaluated --runs)",
     )
     ap.add_argument("--stand-runs", type=int, default=5)
+    ap.add_argument(
+        "--select-md",
+        action="store_true",
+        help="rewrite results/pool_select_shift_wd.md from its JSON (no runs)",
+    )
     args = ap.parse_args()
+    if args.select_md:
+        res = json.loads((RESULTS / "pool_select_shift_wd.json").read_text())
+        (RESULTS / "pool_select_shift_wd.md").write_text(_md_select(res))
+        print(_md_select(res))
+        return
     if args.select:
         res = {
             "setting": f"stand-in {list(SHIFTED_STAND_IN)} at w products, data keys "
