@@ -28,7 +28,16 @@ rho = 10, 2000 episodes, the same data keys r and noise keys 1000 + r as experim
 Measurement only: noise from public keys, NOT PRIVATE. Mean, sample std (ddof = 1)
 and the 95% t half-width over runs; Welch's t-test where two variants are compared.
 
-    PYTHONPATH=. python benchmarks/pool_wd_diagnosis.py [--runs 10] [--products 1 2 3 4]
+    PYTHONPATH=. python benchmarks/pool_wd_diagnosis.py [--runs 10]
+        [--products 1 2 3 4 8]
+
+``--select ZONES:W ...`` instead chooses bonus_scale at w products and that zone type
+by the rule of ``pool_experiments.py --only select_shift`` on the same public stand-in
+of another distribution (``results/pool_select_shift_wd.{json,md}``; ``--select-md``
+rewrites the Markdown from the JSON):
+
+    PYTHONPATH=. python benchmarks/pool_wd_diagnosis.py --select paper:3 additive:3
+        additive:2 paper:4 --stand-runs 3 --runs 10
 """
 
 from __future__ import annotations
