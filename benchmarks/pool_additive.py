@@ -1,9 +1,10 @@
 """Additive zones vs the grid and the paper's zones: private gap at rho = 10, plan time.
 
 Private (``--only private``): w + d = 4 and 6 (w = d = 2, 3), rho = 10, pool/default
-otherwise (H = 5, lambda = 0.9, 2000 episodes, the shipped bonus_scale: 0.01 when
-``results/pool_additive_private.*`` were measured, 0.003 since issue 24), new data and
-new noise per run (noise from public keys: NOT PRIVATE, measurement only). Methods:
+otherwise (H = 5, lambda = 0.9, 2000 episodes, the shipped bonus_scale 0.003;
+``--bonus-scale 0.01`` reruns at the value before issue 24 into
+``results/pool_additive_private_bs0.01.*``), new data and new noise per run (noise
+from public keys: NOT PRIVATE, measurement only). Methods:
 ``zones=additive`` at M = 10 and at the M whose cell count K is closest below the
 grid's, the grid at q bins (K = q^(w+d)), ``zones=paper`` at M = 10, and the
 additive zones without noise. Released coordinates = 3 H K for every method (the
@@ -16,6 +17,7 @@ compiled plan, at w + d = 2, 4, 6, 8 for additive zones (M = 10, 20, 40), the
 paper's zones (M = 10) and grids up to 400,000 cells.
 
     PYTHONPATH=. python benchmarks/pool_additive.py [--only private|time] [--runs 10]
+        [--bonus-scale S]
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from privrl_jax.pipelines import pool
 
 RESULTS = Path(__file__).parent / "results"
 RHO = 10.0
+# Overrides put before every run's own (--bonus-scale); empty: the shipped config.
+COMMON: list[str] = []
 
 
 def _summary(gaps: list[float]) -> dict:
@@ -91,13 +95,14 @@ def private(runs: int, episodes: int, eval_episodes: int, ws=(2, 3)) -> dict:
     out = {
         "setting": f"rho={RHO} (zCDP), pool/default otherwise (H=5, lambda=0.9, "
         f"{episodes} episodes, bonus_scale "
-        f"{pool.load('pool/default').pool.bonus_scale:g}), {runs} runs (data keys r, "
+        f"{pool.load('pool/default', COMMON).pool.bonus_scale:g}), {runs} runs "
+        "(data keys r, "
         f"noise keys 1000+r), {eval_episodes} evaluation episodes; mean, sample "
         "std (ddof=1), 95% t-interval",
         "rows": [],
     }
     for w in ws:
-        base = [f"env.num_products={w}", f"env.num_episodes={episodes}"]
+        base = [*COMMON, f"env.num_products={w}", f"env.num_episodes={episodes}"]
         b = Bench.from_config(pool.load("pool/default", base), eval_episodes)
         for name, over in _methods(w):
             rho = ".inf" if "non_private" in over[0] else RHO
@@ -267,12 +272,23 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=2000)
     ap.add_argument("--eval-episodes", type=int, default=4000)
     ap.add_argument("--dims", type=int, nargs="*", default=[2, 4, 6, 8])
+    ap.add_argument(
+        "--bonus-scale",
+        type=float,
+        default=None,
+        help="private: pool.bonus_scale of every run (default: the shipped 0.003; "
+        "0.01 reproduces the table before issue 24); files get a _bs<scale> suffix",
+    )
     args = ap.parse_args()
     RESULTS.mkdir(exist_ok=True)
     if args.only in (None, "private"):
+        sfx = ""
+        if args.bonus_scale is not None:
+            COMMON.append(f"pool.bonus_scale={args.bonus_scale}")
+            sfx = f"_bs{args.bonus_scale:g}"
         r = private(args.runs, args.episodes, args.eval_episodes)
-        dump_json(RESULTS / "pool_additive_private.json", r, indent=2)
-        (RESULTS / "pool_additive_private.md").write_text(_md_private(r))
+        dump_json(RESULTS / f"pool_additive_private{sfx}.json", r, indent=2)
+        (RESULTS / f"pool_additive_private{sfx}.md").write_text(_md_private(r))
     if args.only in (None, "time"):
         r = timing(args.episodes, tuple(args.dims))
         dump_json(RESULTS / "pool_additive_time.json", r, indent=2)
