@@ -55,7 +55,10 @@ References (noise-free): LSTD of the data (the features' floor on this data), LS
 without noise, and GPOPE's iterations without noise with the config's clip h, with h
 10x larger, and without a clip (h = 1e6): how often h binds and what it costs.
 
-    PYTHONPATH=. python benchmarks/gpope_mountain_car_onpolicy.py --threads 1
+    # what benchmarks/README.md reports (43 min on 2 shared cores; the default six
+    # epsilons of the chain table take about twice as long)
+    PYTHONPATH=. python benchmarks/gpope_mountain_car_onpolicy.py --threads 1 \\
+        --trials 100 --epsilons 0.1 1 10 --reference-trials 10
     PYTHONPATH=. python benchmarks/gpope_mountain_car_onpolicy.py --replot
 
 Writes ``benchmarks/results/gpope_mountain_car_onpolicy.{json,md,png}``. A simulation

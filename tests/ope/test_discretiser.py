@@ -92,7 +92,6 @@ def test_bad_grids_are_refused():
         ope.GridDiscretiser((0.0,), (1.0,), (0,))
 
 
-@pytest.mark.slow  # ~5 s idle (two Mountain Car compiles)
 def test_mountain_car_first_visits_on_cells_match_a_python_loop():
     """What the on-policy comparison feeds DP-LSW / DP-LSL: cells of real Mountain Car
     observations, their first-visit returns within the public bounds [-1, 0]."""
