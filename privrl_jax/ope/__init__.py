@@ -38,6 +38,7 @@ from privrl_jax.ope._chain import (
 from privrl_jax.ope._features import (
     EpsilonSoft,
     FeatureMap,
+    GridDiscretiser,
     TileCoder,
     hiv_features,
     mountain_car_features,
@@ -105,6 +106,7 @@ __all__ = [
     "GPOPEResult",
     "GPOPEState",
     "GTD2Stats",
+    "GridDiscretiser",
     "IndexSchedule",
     "MCValues",
     "MonteCarloStats",

@@ -186,3 +186,91 @@ def hiv_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> FeatureMap:
         )
     )
     return FeatureMap(coders, bias=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class GridDiscretiser:
+    """A uniform grid over a public box: continuous state -> cell index in [0, S).
+
+    The finite state space that DP-LSW / DP-LSL (Balle et al. 2016, defined for finite
+    states) need on a continuous env. The bins come from the box alone (for Mountain
+    Car: gym's declared observation bounds, ``envs.MOUNTAIN_CAR_OBS_LOW/HIGH``), never
+    from data, so the map is public. Inputs outside the box are clipped into its edge
+    cells, so every state has a cell. Cells are numbered with dimension 0 fastest
+    (``cell = i_0 + bins_0 * (i_1 + bins_1 * ...)``), the tile coder's convention.
+
+    Attributes:
+      low, high: the box per dimension.
+      bins: cells per dimension.
+    """
+
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    bins: tuple[int, ...]
+
+    def __post_init__(self):
+        if not (len(self.low) == len(self.high) == len(self.bins)) or not self.low:
+            raise ValueError(
+                "low, high and bins must be non-empty and of equal length; got "
+                f"{self.low}, {self.high}, {self.bins}."
+            )
+        if any(h <= lo for lo, h in zip(self.low, self.high)):
+            raise ValueError(
+                f"high must exceed low in every dimension; got {self.low}, {self.high}."
+            )
+        if any(int(b) != b or b < 1 for b in self.bins):
+            raise ValueError(f"bins must be integers >= 1; got {self.bins}.")
+
+    @classmethod
+    def of_tiles(cls, coder: TileCoder) -> GridDiscretiser:
+        """The grid on whose cells ``coder``'s features are constant.
+
+        Tiling k is displaced by a multiple of 1/num_tilings tile widths
+        (:meth:`TileCoder.offsets`), so every tile boundary of every tiling lies on the
+        grid of ``tiles_per_dim * num_tilings`` equal bins per dimension over the
+        coder's box: phi(x) = phi(centre of x's cell) for every x (up to float
+        round-off exactly on a boundary). A value function linear in the tile features
+        is then a function of the cell, so a tabular method on these cells estimates
+        the same value class.
+        """
+        return cls(
+            coder.low,
+            coder.high,
+            (coder.tiles_per_dim * coder.num_tilings,) * coder.ndim,
+        )
+
+    @property
+    def ndim(self) -> int:
+        return len(self.low)
+
+    @property
+    def num_cells(self) -> int:
+        return math.prod(self.bins)
+
+    def edges(self) -> tuple[jax.Array, ...]:
+        """Per dimension, the ``bins + 1`` cell boundaries (``low`` ... ``high``)."""
+        return tuple(
+            jnp.linspace(lo, hi, b + 1)
+            for lo, hi, b in zip(self.low, self.high, self.bins)
+        )
+
+    def coords(self, x: jax.Array) -> jax.Array:
+        """[..., d] int32 bin index of each dimension, clipped into [0, bins - 1]."""
+        x = jnp.asarray(x, jnp.float32)
+        low, high = jnp.asarray(self.low), jnp.asarray(self.high)
+        bins = jnp.asarray(self.bins)
+        scaled = jnp.clip((x - low) / (high - low), 0.0, 1.0) * bins
+        # floor(1.0 * bins) = bins at the upper edge: that state is in the last bin.
+        return jnp.clip(jnp.floor(scaled).astype(jnp.int32), 0, bins - 1)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """[...] int32 cell index of states ``x [..., d]``."""
+        strides = jnp.cumprod(jnp.asarray((1, *self.bins[:-1])))
+        return self.coords(x) @ strides.astype(jnp.int32)
+
+    def centres(self) -> jax.Array:
+        """[S, d] the centre of every cell, in cell order."""
+        mids = [(e[:-1] + e[1:]) / 2 for e in self.edges()]
+        grids = jnp.meshgrid(*mids, indexing="ij")  # [bins_0, bins_1, ...]
+        # Dimension 0 fastest: flatten in Fortran order.
+        return jnp.stack([g.reshape(-1, order="F") for g in grids], axis=-1)
