@@ -40,10 +40,10 @@ from privrl_jax.data._validation import validate_transitions
 
 __all__ = [
     "DEFAULT_MIN_SCALE",
-    "Fragments",
-    "Normalizer",
     "STEP_FIELDS",
     "TRANSITION_FIELDS",
+    "Fragments",
+    "Normalizer",
     "Trajectories",
     "Transitions",
     "derive_next_observations",

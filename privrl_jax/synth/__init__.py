@@ -113,15 +113,16 @@ from privrl_jax.synth._privsyn import (
 )
 
 __all__ = [
+    "INDIF_SENSITIVITY",
+    "MLP",
+    "PRIVSYN_SPLIT",
+    "VOTE_SENSITIVITY",
     "ColumnBins",
     "DPFinetune",
     "GanNets",
     "GeneratedFragments",
-    "INDIF_SENSITIVITY",
-    "MLP",
     "MarginalFit",
     "Measurement",
-    "PRIVSYN_SPLIT",
     "PateGanConfig",
     "PateGanState",
     "PublicDiscretisation",
@@ -129,7 +130,6 @@ __all__ = [
     "RNDState",
     "StepTransformer",
     "SynthState",
-    "VOTE_SENSITIVITY",
     "aim_candidates",
     "aim_scores",
     "ar_fragment_nll",

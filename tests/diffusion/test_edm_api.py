@@ -8,7 +8,8 @@ import pytest
 @pytest.mark.parametrize("package", ["diffusion", "synth", "eval"])
 def test_public_names_exist_and_have_docstrings(package):
     module = importlib.import_module(f"privrl_jax.{package}")
-    assert module.__all__ == sorted(module.__all__)
+    # Every module's __all__ order is checked by the lint (ruff's RUF022,
+    # tests/test_lint.py), not here.
     for name in module.__all__:
         obj = getattr(module, name)
         if callable(obj):

@@ -62,11 +62,11 @@ from privrl_jax.pipelines.privorl_j.train import (
 
 __all__ = [
     "DP_STEP",
+    "NOT_PRIVATE_SEED",
     "DataConfig",
     "EvalConfig",
     "FinetuneConfig",
     "ModelConfig",
-    "NOT_PRIVATE_SEED",
     "PretrainConfig",
     "PrivORLJConfig",
     "PrivORLJTask",
