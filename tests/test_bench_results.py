@@ -219,3 +219,58 @@ def test_the_stored_agent_sweep_ran_what_the_script_builds():
     )
     assert saved["overrides"] == sweep.base_overrides(args)
     assert saved["agents"] == ["iql"] and saved["agent_updates"] == 30_000
+
+
+def test_table1_pairs_each_baseline_with_privorl_n_of_the_same_seed():
+    import table1_agents as t1
+
+    # The sweep stores seeds 3, 0, 1 (in that order) at eps 1, 10, inf.
+    sweep = {"runs": _sweep_runs([3, 0, 1], [1.0, 10.0, math.inf])}
+    rows = t1.sweep_rows(sweep, [0, 1], [1.0, 10.0])
+    p1, p10 = t1.privorl_n_label(1.0), t1.privorl_n_label(10.0)
+    assert set(rows) == {p1, p10, t1.PRETRAIN_ROW, t1.REAL_ROW}
+    assert all(set(v) == {0, 1} for v in rows.values())
+    # _sweep_runs: release iql = 20 + 3 (s * 5 % 7) - i^2; anchors of the first run.
+    assert rows[p1][1][t1.AGENT] == 20.0 + 15.0
+    assert rows[p10][0][t1.AGENT] == 20.0 - 1.0
+    assert rows[t1.REAL_ROW][1][t1.AGENT] == 42.0
+    assert rows[t1.PRETRAIN_ROW][0][t1.AGENT] == -30.0
+    assert rows[t1.REAL_ROW][0]["free_cell_share"] == pytest.approx(0.6)
+
+    # A baseline with seeds 1, 0, 2 (seed 2 has no PrivORL-n row: left out).
+    base = [
+        {"model": "pgm", "seed": s, "epsilon": 1.0, "agent_score": v, "release": {}}
+        for s, v in [(1, 38.0), (0, 21.0), (2, 99.0)]
+    ]
+    rows |= t1.baseline_rows(base)
+    res = t1.paired_vs(rows, p1, t1.method_label("pgm", 1.0))
+    # Differences: seed 0: 21 - 20 = 1, seed 1: 38 - 35 = 3.
+    assert res["seeds"] == [0, 1] and res["rose"] == 2
+    assert res["mean"] == pytest.approx(2.0) and res["std"] == pytest.approx(2**0.5)
+    # t = 2 / (sqrt 2 / sqrt 2) = 2 on 1 df (Cauchy): p = 1 - (2 / pi) atan(2).
+    assert res["p"] == pytest.approx(1 - 2 / math.pi * math.atan(2.0), rel=1e-9)
+    one = t1.paired_vs(rows | {"x": {0: {t1.AGENT: 5.0}}}, p1, "x")
+    assert one["n"] == 1 and one["p"] is None
+    assert t1.paired_vs(rows, p1, "absent") is None
+
+
+def test_table1_refuses_other_sensitive_rows_and_runs_the_sweeps_protocol():
+    import json
+
+    import privorl_n_eps_sweep as sweep
+    import table1_agents as t1
+
+    stored = {"runs": _sweep_runs([0, 1], [1.0])}
+    ok = {"seed": 0, "real_holdout": dict(stored["runs"][0]["real_holdout"])}
+    other = {"seed": 1, "real_holdout": dict(stored["runs"][0]["real_holdout"])}
+    assert t1.check_same_data([ok], stored) == []
+    assert t1.check_same_data([ok, other], stored) == [1]
+    # The agent protocol given to the baselines is the stored sweep's.
+    saved = json.loads(t1.SWEEP.read_text())
+    t1.check_protocol(saved)
+    args = sweep.parse_args(["--agents", "iql", "--agent-updates", "30000"])
+    ours = set(t1.AGENT_OVERRIDES + t1.DATA_OVERRIDES)
+    assert ours <= set(sweep.base_overrides(args))
+    assert {o for o in sweep.base_overrides(args) if o.startswith("eval.agent")} <= ours
+    with pytest.raises(SystemExit, match="overrides lack"):
+        t1.check_protocol(saved | {"overrides": saved["overrides"][1:]})
