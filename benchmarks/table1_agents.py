@@ -50,7 +50,7 @@ from _results import (  # benchmarks/_results.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "benchmarks" / "results" / "privorl_n_eps_sweep_agents.json"
-# Priority order (the brief's): a partial run covers these first within a seed.
+# Priority order: a partial run covers these first within a seed.
 METHODS = {
     "pgm": ("marginal", "marginal/pgm_umaze_delta", "PGM"),
     "aim": ("marginal", "marginal/aim_umaze_delta", "AIM"),
