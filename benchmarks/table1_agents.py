@@ -380,11 +380,17 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     res = ROOT / "benchmarks" / "results"
     todo = [(s, m, e) for s in args.seeds for m in args.models for e in args.epsilons]
+    stored = stored_runs(res / f"{args.name}.json")
     runs: list[dict] = []
     t0 = time.time()
     for i, (seed, model, eps) in enumerate(todo):
         run_dir = out / f"{model}_seed{seed}_eps{eps_name(eps)}"
         done = (run_dir / "report.json").exists()
+        if not done and (model, seed, eps) in stored:
+            # Recorded in the results file but its run folder is gone (runs/ is not
+            # in a checkout): keep the record rather than rerun or drop it.
+            runs.append(stored[(model, seed, eps)])
+            continue
         if not done and args.tables_only:
             continue
         if not done:
@@ -419,6 +425,18 @@ def main() -> None:
         and r["epsilon_spent_rdp"] <= r["epsilon"] * (1 + 1e-9)
         for r in runs
     ), "a run spent more than its budget"
+
+
+def stored_runs(path: Path) -> dict[tuple[str, int, float], dict]:
+    """The per-run records of an earlier results file, keyed (model, seed, epsilon);
+    empty when there is none. They let a fresh checkout resume without rerunning the
+    runs the file already holds."""
+    if not path.exists():
+        return {}
+    return {
+        (r["model"], int(r["seed"]), float(r["epsilon"])): r
+        for r in json.loads(path.read_text())["runs"]
+    }
 
 
 def _write(res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict) -> str:

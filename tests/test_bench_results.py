@@ -274,3 +274,26 @@ def test_table1_refuses_other_sensitive_rows_and_runs_the_sweeps_protocol():
     assert {o for o in sweep.base_overrides(args) if o.startswith("eval.agent")} <= ours
     with pytest.raises(SystemExit, match="overrides lack"):
         t1.check_protocol(saved | {"overrides": saved["overrides"][1:]})
+
+
+def test_table1_keeps_the_runs_its_results_file_holds(tmp_path):
+    """A fresh checkout has no runs/ folders: the results file's records are kept
+    (keyed by model, seed and epsilon as floats), not rerun or dropped."""
+    import json
+
+    import table1_agents as t1
+
+    assert t1.stored_runs(tmp_path / "none.json") == {}
+    recs = [
+        {"model": "pgm", "seed": 0, "epsilon": 1, "agent_score": -27.8},
+        {"model": "aim", "seed": 1, "epsilon": 10.0, "agent_score": 46.8},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"runs": recs}))
+    got = t1.stored_runs(path)
+    assert set(got) == {("pgm", 0, 1.0), ("aim", 1, 10.0)}
+    assert got[("aim", 1, 10.0)]["agent_score"] == 46.8
+    # The shipped file's finished runs (20 or more), each under its own key.
+    shipped_path = t1.ROOT / "benchmarks/results/table1_agents_umaze.json"
+    shipped = t1.stored_runs(shipped_path)
+    assert len(shipped) == len(json.loads(shipped_path.read_text())["runs"]) >= 20
