@@ -327,7 +327,12 @@ def audit_ledger(
                 "no mechanism described "
                 "(a non-private release spends no epsilon to audit)"
             )
-        elif mech.neighboring is Neighboring.REPLACE_ONE:
+        # A selection audit adds no canary: its score pair is a neighbour under
+        # either relation, so only the canary audits skip replace-one.
+        elif (
+            not isinstance(mech, ExponentialMechanism)
+            and mech.neighboring is Neighboring.REPLACE_ONE
+        ):
             why = (
                 "replace-one: adding a canary is an add/remove neighbour, "
                 "not a replace-one one"

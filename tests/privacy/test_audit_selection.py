@@ -126,3 +126,19 @@ def test_the_ledgers_exponential_mechanism_groups_are_audited(tmp_path):
     assert line.startswith("3 x selection: epsilon accounted ")
     assert "(1.5 a selection)" in line and "for one selection" in line
     assert "50,000 draws a side" in line and "canaries" not in line
+
+
+def test_a_replace_one_selection_is_audited_too(tmp_path):
+    """No canary is added, so the relation does not stop the selection audit."""
+    em = privacy.ExponentialMechanism(
+        epsilon=1.0,
+        sensitivity=2.0,
+        neighboring=privacy.Neighboring.REPLACE_ONE,
+    )
+    ledger = privacy.Ledger.open(
+        tmp_path, dataset_id="x", dataset_size=10, target_epsilon=5.0, target_delta=1e-6
+    )
+    ledger.record(em.event(), what="selection", params=em.describe())
+    (row,) = audit.audit_ledger(ledger, selection_trials=20_000, seed=2)
+    assert row["audited"] and not row["violation"]
+    assert 0 < row["epsilon_demonstrated"] <= row["selection_audit"]["epsilon_of_pair"]
