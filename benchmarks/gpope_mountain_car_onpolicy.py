@@ -59,6 +59,9 @@ without noise, and GPOPE's iterations without noise with the config's clip h, wi
     # epsilons of the chain table take about twice as long)
     PYTHONPATH=. python benchmarks/gpope_mountain_car_onpolicy.py --threads 1 \\
         --trials 100 --epsilons 0.1 1 10 --reference-trials 10
+    # the other epsilons, added to the stored rows (which are kept, not rerun)
+    PYTHONPATH=. python benchmarks/gpope_mountain_car_onpolicy.py --threads 1 \\
+        --trials 100 --epsilons 0.5 2 5 --add
     PYTHONPATH=. python benchmarks/gpope_mountain_car_onpolicy.py --replot
 
 Writes ``benchmarks/results/gpope_mountain_car_onpolicy.{json,md,png}``. A simulation
@@ -537,6 +540,68 @@ def assemble(
     }
 
 
+# Setting keys a run's own sample may change; every other key must match to pool rows.
+_PER_RUN_SETTING = ("episodes_cut_at_T",)
+
+
+def _same(x, y) -> bool:
+    # Floats (eigenvalues, rho) to 1e-6: the same setting recomputed elsewhere.
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_same(x[k], y[k]) for k in x)
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(_same(u, v) for u, v in zip(x, y))
+    if isinstance(x, float | int) and isinstance(y, float | int):
+        return bool(np.isclose(x, y, rtol=1e-6, atol=1e-12))
+    return x == y
+
+
+def merge_rows(stored: dict, new: dict) -> dict:
+    """Adds ``new``'s epsilon rows to ``stored`` (``--add``), as if run at once.
+
+    Each epsilon's GPOPE and baseline draws are seeded by epsilon and trial and every
+    trial's data set by its index alone, so a row does not depend on which other
+    epsilons ran beside it. Refuses another protocol (a setting that differs), an
+    epsilon already stored (stored rows are never replaced) and data references that
+    disagree on the same trials (another data set). The stored references are kept.
+    """
+    new = json.loads(json.dumps(new))  # tuples -> lists, as stored
+    a = {k: v for k, v in stored["setting"].items() if k not in _PER_RUN_SETTING}
+    b = {k: v for k, v in new["setting"].items() if k not in _PER_RUN_SETTING}
+    b["reference_trials"] = a.get("reference_trials")  # --add runs no references
+    diff = sorted(k for k in a.keys() | b.keys() if not _same(a.get(k), b.get(k)))
+    if diff:
+        raise ValueError(f"another protocol: setting keys {diff} differ")
+    have = {float(r["epsilon"]) for r in stored["rows"]}
+    dup = sorted(have & {float(r["epsilon"]) for r in new["rows"]})
+    if dup:
+        raise ValueError(f"epsilons {dup} are stored already; not replaced")
+    for k in ("LSTD (data)", *(f"LSW, no noise [{rho}]" for rho in RHOS)):
+        x, y = stored["references"][k]["mean"], new["references"][k]["mean"]
+        if not np.isclose(x, y, rtol=1e-5, atol=1e-9):
+            raise ValueError(f"reference {k!r} differs ({x} vs {y}): other data")
+    runs = stored.get(
+        "runs",
+        [
+            {
+                "epsilons": [r["epsilon"] for r in stored["rows"]],
+                "seconds": stored.get("seconds"),
+                "uptime": stored.get("uptime"),
+            }
+        ],
+    )
+    out = dict(stored)
+    out["rows"] = sorted(stored["rows"] + new["rows"], key=lambda r: r["epsilon"])
+    out["runs"] = runs + [
+        {
+            "epsilons": [r["epsilon"] for r in new["rows"]],
+            "seconds": new.get("seconds"),
+            "uptime": new.get("uptime"),
+        }
+    ]
+    out["seconds"] = sum(float(r["seconds"] or 0.0) for r in out["runs"])
+    return out
+
+
 def _cell(v: dict) -> str:
     lo, hi = v["ci95"]
     return f"{v['mean']:.3g} ± {v['std']:.2g} [{lo:.3g}, {hi:.3g}]"
@@ -650,11 +715,15 @@ def render_md(res: dict) -> str:
             + " | ".join(f"{sw[f'{la:g}']:.3g}" for la in s["lsl_grid"])
             + " |"
         )
-    lines += [
-        "",
-        f"Run time {res['seconds']:.0f} s; load: {res.get('uptime', '?')}.",
-        "",
-    ]
+    runs = res.get("runs") or [{"epsilons": [r["epsilon"] for r in rows], **res}]
+    lines.append("")
+    for r in runs:
+        eps_txt = ", ".join(f"{e:g}" for e in r["epsilons"])
+        lines.append(
+            f"Run time (ε = {eps_txt}) {r['seconds']:.0f} s; load: "
+            f"{r.get('uptime') or '?'}."
+        )
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -726,6 +795,12 @@ def main() -> None:
     ap.add_argument("--name", default=NAME)
     ap.add_argument("--replot", action="store_true")
     ap.add_argument(
+        "--add",
+        action="store_true",
+        help="run only the epsilons not in NAME.json and add their rows to it (the "
+        "stored rows and references are kept; no GPOPE references are rerun)",
+    )
+    ap.add_argument(
         "--from-partial",
         action="store_true",
         help="assemble the trials a cut-short run finished (NAME.partial.npz)",
@@ -737,16 +812,26 @@ def main() -> None:
     if args.replot:
         res = json.loads(path.read_text())
     else:
+        stored = json.loads(path.read_text()) if args.add else None
+        epsilons = args.epsilons
+        if stored is not None:
+            have = {float(r["epsilon"]) for r in stored["rows"]}
+            epsilons = [e for e in epsilons if float(e) not in have]
+            print(f"--add: stored epsilons {sorted(have)} kept; running {epsilons}")
+            if not epsilons:
+                return
         load_before = _uptime()
         res = run(
             args.trials,
             args.chunk,
-            args.epsilons,
-            args.reference_trials,
+            epsilons,
+            0 if stored is not None else args.reference_trials,
             partial=RESULTS / f"{args.name}.partial.npz",
             from_partial=args.from_partial,
         )
         res["uptime"] = f"before: {load_before}; after: {_uptime()}"
+        if stored is not None:
+            res = merge_rows(stored, res)
         if not args.from_partial:
             (RESULTS / f"{args.name}.partial.npz").unlink(missing_ok=True)
         RESULTS.mkdir(parents=True, exist_ok=True)
