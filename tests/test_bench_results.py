@@ -297,3 +297,84 @@ def test_table1_keeps_the_runs_its_results_file_holds(tmp_path):
     shipped_path = t1.ROOT / "benchmarks/results/table1_agents_umaze.json"
     shipped = t1.stored_runs(shipped_path)
     assert len(shipped) == len(json.loads(shipped_path.read_text())["runs"]) >= 20
+
+
+def _variant_run(sweep_run: dict, variant: str, d_iql: float, d_fcs: float) -> dict:
+    """A privorl_pld_runs.py record of ``variant`` paired with ``sweep_run``: its
+    data, plan and RDP sigma, the IQL score and free-cell share shifted by ``d_*``."""
+    return {
+        "variant": variant,
+        "seed": sweep_run["seed"],
+        "epsilon": sweep_run["epsilon"],
+        "steps": sweep_run["steps"],
+        "plans": {"rdp": {"noise_multiplier": sweep_run["noise_multiplier"]}},
+        "agent_score": sweep_run["agents"]["release"]["iql"] + d_iql,
+        "release": sweep_run["release"]
+        | {"free_cell_share": sweep_run["release"]["free_cell_share"] + d_fcs},
+        "real_holdout": dict(sweep_run["real_holdout"]),
+    }
+
+
+def test_pld_runs_pair_each_run_with_the_sweep_row_of_its_seed_and_epsilon():
+    import privorl_pld_runs as pld
+
+    # The sweep stores seeds 2, 0, 1; the variant has seeds 1 and 0 (that order) at
+    # eps 1 only: seed 2 and eps 10 are left out of the pairs and the rows.
+    runs = _sweep_runs([2, 0, 1], [1.0, 10.0])
+    for r in runs:  # one plan; one holdout per seed, as the sweep's runs share it
+        r["steps"] = 196
+        r["real_holdout"] = {"marginal": 0.98, "correlation": 0.99}
+        r["real_holdout"]["sliced_wasserstein"] = 0.03 + 0.001 * r["seed"]
+    sweep = {"runs": runs}
+    by = {(r["seed"], r["epsilon"]): r for r in runs}
+    ours = [
+        _variant_run(by[(1, 1.0)], "pld", +4.0, -0.01),
+        _variant_run(by[(0, 1.0)], "pld", -2.0, +0.03),
+    ]
+    table, _, lines, pairs, rows, order = pld.paired_table(
+        ours, sweep, [("pld", "PLD")], [1.0, 10.0], "RDP"
+    )
+    assert order == ["RDP eps = 1 (sweep)", "PLD eps = 1"]
+    assert set(rows["RDP eps = 1 (sweep)"]) == {0, 1}
+    res = pairs["RDP eps = 1 (sweep) -> PLD eps = 1"]
+    # IQL: +4 and -2 -> mean 1, std sqrt(18); t = 1 / 3 on 1 df (Cauchy).
+    assert res[pld.AGENT]["seeds"] == [0, 1] and res[pld.AGENT]["rose"] == 1
+    assert res[pld.AGENT]["mean"] == pytest.approx(1.0)
+    assert res[pld.AGENT]["std"] == pytest.approx(18**0.5)
+    assert res[pld.AGENT]["p"] == pytest.approx(
+        1 - 2 / math.pi * math.atan(1 / 3), rel=1e-9
+    )
+    assert res["free_cell_share"]["mean"] == pytest.approx(0.01)
+    assert res["sliced_wasserstein"]["mean"] == pytest.approx(0.0)
+    assert res["sliced_wasserstein"]["p"] is None  # zero spread: no test
+    assert table["PLD eps = 1"][pld.AGENT]["n"] == 2 and len(lines) == 3
+    # Every run pairs; another plan, RDP sigma, data or a missing row is named.
+    assert pld.check_pairs(ours, sweep) == []
+    steps = ours[0] | {"steps": 176}
+    sigma = ours[1] | {"plans": {"rdp": {"noise_multiplier": 3.6}}}
+    data = ours[1] | {
+        "real_holdout": ours[1]["real_holdout"] | {"sliced_wasserstein": 9.0}
+    }
+    alone = ours[0] | {"seed": 7}
+    msgs = pld.check_pairs([steps, sigma, data, alone], sweep)
+    assert msgs == [
+        "seed 0: other sensitive rows",
+        "seed 1 eps 1: 176 steps, the sweep's 196",
+        "seed 0 eps 1: RDP sigma 3.600000 for this plan, the sweep ran 1.000000",
+        "seed 7 eps 1: no stored sweep row",
+    ]
+
+
+def test_pld_runs_run_the_stored_sweeps_protocol():
+    import json
+
+    import privorl_pld_runs as pld
+
+    saved = json.loads(pld.SWEEP.read_text())
+    base = pld.sweep_protocol(saved)
+    assert base == saved["overrides"]
+    ov = pld.run_overrides(base, 2, 10.0, ["privacy.accountant=pld"], None)
+    assert ov[: len(base)] == base and ov[-1] == "privacy.accountant=pld"
+    assert "privacy.noise_seed=1002" in ov and "eval.train_real_agents=false" in ov
+    with pytest.raises(SystemExit, match="not what privorl_n_eps_sweep.py builds"):
+        pld.sweep_protocol(saved | {"overrides": saved["overrides"][1:]})
