@@ -296,7 +296,8 @@ def run_study(
             continue
         if not done and args.tables_only:
             continue
-        reuse = first.get(seed) or pretrain_from(seed)
+        # A reused run holds no pre-training of its own: always point at the original.
+        reuse = pretrain_from(seed) or first.get(seed)
         overrides = run_overrides(base, seed, eps, extra, reuse)
         t0 = time.time()
         if not done:
@@ -313,7 +314,8 @@ def run_study(
         prev = stored.get((key, seed, eps), {}).get("measured_s")
         seconds = time.time() - t0 if not done else prev
         runs.append(record(key, seed, eps, rep, plans, seconds))
-        first.setdefault(seed, run_dir)
+        # The run that holds the pre-training (a reusing run has none of its own).
+        first.setdefault(seed, reuse or run_dir)
         if not done:
             print(
                 f"{time.strftime('%H:%M:%S')} [{i + 1}/{len(todo)}] {key} seed {seed} "
