@@ -438,9 +438,11 @@ def _gpope_run(
 _gpope_jit = jax.jit(_gpope_run, static_argnames=("structure", "normalization"))
 
 
-@functools.partial(jax.jit, static_argnames=("structure", "normalization"))
+@functools.partial(
+    jax.jit, static_argnames=("structure", "normalization", "per_trial_data")
+)
 def _gpope_trials_jit(
-    structure, arrays, data, schedules, keys, step_size, normalization
+    structure, arrays, data, schedules, keys, step_size, normalization, per_trial_data
 ):
     run = functools.partial(
         _gpope_run,
@@ -450,7 +452,9 @@ def _gpope_trials_jit(
         init=None,
         normalization=normalization,
     )
-    return jax.vmap(lambda s, k: run(data, s, k))(schedules, keys)
+    return jax.vmap(run, in_axes=(0 if per_trial_data else None, 0, 0))(
+        data, schedules, keys
+    )
 
 
 def gpope(
@@ -500,16 +504,26 @@ def gpope_trials(
     *,
     step_size: StepSize,
     normalization: str = "horizon",
+    per_trial_data: bool = False,
 ) -> GPOPEResult:
     """K independent GPOPE runs in one jit: ``vmap`` over ``schedules [K, N, U]`` and
-    ``keys [K]``.
+    ``keys [K]``, and over ``data`` too when ``per_trial_data`` (leaves
+    ``[K, m, T, ...]``: each trial its own data set, as in a simulation study).
 
-    Compiled once per plan structure and shapes, like :func:`gpope`.
+    Compiled once per plan structure and shapes, like :func:`gpope`: a grid over
+    sigma, h and beta_0 at fixed shapes reuses one executable.
     """
     _check_schedule(plan.steps, schedules)
     structure, arrays = plan.split()
     return _gpope_trials_jit(
-        structure, arrays, data, schedules, keys, step_size, normalization
+        structure,
+        arrays,
+        data,
+        schedules,
+        keys,
+        step_size,
+        normalization,
+        per_trial_data,
     )
 
 

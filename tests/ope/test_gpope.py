@@ -209,6 +209,34 @@ def test_vmapped_trials_equal_a_python_loop(data, plan_fn):
     assert float(jnp.abs(batched.theta[0] - batched.theta[1]).max()) > 1e-3
 
 
+@pytest.mark.parametrize("plan_fn", [_uniform_plan, _poisson_plan])
+def test_trials_with_their_own_data_equal_a_python_loop(data, plan_fn):
+    # Trial k runs on its own data set: here the shared one with rewards scaled by
+    # k + 1, so a run that read another trial's data would differ.
+    plan = plan_fn(sigma=0.8, steps=40)
+    keys = jax.random.split(jax.random.key(6), 3)
+    schedules = ope.sample_schedule(plan, 12, trials=3)
+    step = ope.StepSize(1.0, decay_steps=10.0, power=0.5)
+    sets = [
+        data._replace(
+            transitions=data.transitions._replace(r_t=data.transitions.r_t * (k + 1))
+        )
+        for k in range(3)
+    ]
+    stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *sets)
+    batched = ope.gpope_trials(
+        plan, stacked, schedules, keys, step_size=step, per_trial_data=True
+    )
+    for k in range(3):
+        one = ope.IndexSchedule(schedules.indices[k], schedules.mask[k])
+        res = ope.gpope(plan, sets[k], one, keys[k], step_size=step)
+        np.testing.assert_allclose(batched.theta[k], res.theta, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(batched.w[k], res.w, rtol=1e-5, atol=1e-6)
+    shared = ope.gpope_trials(plan, data, schedules, keys, step_size=step)
+    assert float(jnp.abs(batched.theta[2] - shared.theta[2]).max()) > 1e-3
+    np.testing.assert_allclose(batched.theta[0], shared.theta[0], rtol=1e-5, atol=1e-6)
+
+
 def test_trials_are_the_schedules_of_their_trial_seeds():
     plan = _poisson_plan(sigma=1.0, steps=6)
     seeds = ope.trial_seeds(11, 3)
