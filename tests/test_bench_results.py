@@ -378,3 +378,51 @@ def test_pld_runs_run_the_stored_sweeps_protocol():
     assert "privacy.noise_seed=1002" in ov and "eval.train_real_agents=false" in ov
     with pytest.raises(SystemExit, match="not what privorl_n_eps_sweep.py builds"):
         pld.sweep_protocol(saved | {"overrides": saved["overrides"][1:]})
+
+
+def test_privorl_n_tuning_chooses_by_the_stand_ins_mean_distance_only():
+    import privorl_n_tuning as tu
+
+    def rec(setup, seed, lr, k, sw):
+        return {
+            "setup": setup,
+            "seed": seed,
+            "lr": lr,
+            "K": k,
+            "fidelity": {"sliced_wasserstein": sw, "free_cell_share": 0.5},
+            "anchors": {
+                "pretrain_only": {"sliced_wasserstein": 0.6, "free_cell_share": 0.1},
+                "real_holdout": {"sliced_wasserstein": 0.04, "free_cell_share": 1.0},
+            },
+            "wall_time_s": 60.0,
+        }
+
+    # (3e-3, 4) wins seed 0 but loses the two-seed mean to (1e-2, 16): 0.10 vs 0.09.
+    stand = [
+        rec("stand_in", 0, 3e-3, 4, 0.05),
+        rec("stand_in", 1, 3e-3, 4, 0.15),
+        rec("stand_in", 0, 1e-2, 16, 0.08),
+        rec("stand_in", 1, 1e-2, 16, 0.10),
+        rec("stand_in", 0, 1e-3, 1, 0.30),
+    ]
+    assert tu.choose(stand) == (1e-2, 16)
+    # A one-seed point never beats the points of the confirmation round, however low.
+    assert tu.choose(stand + [rec("stand_in", 0, 3e-3, 16, 0.01)]) == (1e-2, 16)
+    assert tu.on_edge((1e-2, 16)) == {"lr": True, "K": False}
+    assert tu.on_edge((3e-3, 64)) == {"lr": False, "K": True}
+    assert tu.on_edge((3e-3, 4)) == {"lr": False, "K": False}
+    # Ties go to the smaller lr, then the smaller K.
+    assert tu.choose([rec("stand_in", 0, 1e-2, 1, 0.1), rec("s", 0, 1e-3, 4, 0.1)]) == (
+        1e-3,
+        4,
+    )
+    # The evaluated task's best (here far better elsewhere) never moves the choice.
+    runs = stand + [rec("evaluated", 0, 1e-3, 1, 0.001)]
+    payload, md = tu.tabulate(runs)
+    assert payload["chosen_on_stand_in"]["lr"] == 1e-2
+    assert payload["best_on_evaluated"] == {
+        "lr": 1e-3,
+        "K": 1,
+        "on_edge": {"lr": True, "K": True},
+    }
+    assert "0.0900 (n = 2) **(chosen)**" in md and "0.1000 (n = 2) (d)" in md
