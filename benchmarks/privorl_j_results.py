@@ -130,7 +130,10 @@ def maze_free_cell_share(observations: np.ndarray, env_name: str) -> float | Non
 
 
 def reuse_pretrain(
-    run_dir: Path, siblings: Iterable[Path], cfg: privorl_j.PrivORLJConfig
+    run_dir: Path,
+    siblings: Iterable[Path],
+    cfg: privorl_j.PrivORLJConfig,
+    may_differ: Iterable[str] = (),
 ) -> None:
     """Copies the finished public pre-training of a sibling run (same model, seed and
     horizon,
@@ -140,9 +143,18 @@ def reuse_pretrain(
     Pre-training reads only public data and its randomness is the public seed, so it is
     the same at every epsilon; the sibling's resolved config must equal ours outside
     ``privacy`` and ``eval`` (checked) and its pre-training must be complete (its last
-    checkpoint step).
+    checkpoint step). ``may_differ`` names further ``section.key`` fields that only the
+    DP fine-tune or the sampler reads (e.g. ``synthesis.finetune_ema``).
     """
-    mine = {k: v for k, v in to_dict(cfg).items() if k not in ("privacy", "eval")}
+    drop = [tuple(k.split(".", 1)) for k in may_differ]
+
+    def comparable(d: dict) -> dict:
+        d = {k: v for k, v in d.items() if k not in ("privacy", "eval")}
+        for sec, key in drop:
+            d[sec] = {k: v for k, v in d.get(sec, {}).items() if k != key}
+        return d
+
+    mine = comparable(to_dict(cfg))
     for sib in siblings:
         ckpt, conf = sib / "checkpoints" / "pretrain", sib / "config.yaml"
         if (
@@ -151,11 +163,7 @@ def reuse_pretrain(
             or not (ckpt / str(cfg.pretrain.steps)).exists()
         ):
             continue
-        theirs = {
-            k: v
-            for k, v in yaml.safe_load(conf.read_text()).items()
-            if k not in ("privacy", "eval")
-        }
+        theirs = comparable(yaml.safe_load(conf.read_text()))
         if theirs == mine:
             run_dir.mkdir(parents=True, exist_ok=True)
             # The run's own config first: the pipeline refuses a non-empty directory

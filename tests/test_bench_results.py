@@ -426,3 +426,78 @@ def test_privorl_n_tuning_chooses_by_the_stand_ins_mean_distance_only():
         "on_edge": {"lr": True, "K": True},
     }
     assert "0.0900 (n = 2) **(chosen)**" in md and "0.1000 (n = 2) (d)" in md
+
+
+def test_privorl_j_ema_tuning_chooses_on_the_stand_in_at_the_most_seeds():
+    import privorl_j_ema_tuning as tu
+
+    def rec(setup, seed, ema, sw):
+        return {
+            "setup": setup,
+            "seed": seed,
+            "ema": ema,
+            "fidelity": {
+                "sliced_wasserstein": sw,
+                "free_cell_share": 0.5,
+                "trajscore_f1": 0.9,
+            },
+            "anchors": {
+                "pretrain_only": {"sliced_wasserstein": 0.5, "free_cell_share": 0.1},
+                "real_holdout": {"sliced_wasserstein": 0.1, "free_cell_share": 1.0},
+            },
+            "wall_time_s": 100.0,
+        }
+
+    # "last" wins seed 0, "warmup" the two-seed mean (0.25 vs 0.30); "fixed" ran at
+    # one seed only and cannot win by its single low value.
+    stand = [
+        rec("stand_in", 0, "warmup", 0.30),
+        rec("stand_in", 1, "warmup", 0.20),
+        rec("stand_in", 0, "last", 0.20),
+        rec("stand_in", 1, "last", 0.40),
+        rec("stand_in", 0, "fixed", 0.01),
+    ]
+    assert tu.choose(stand) == "warmup"
+    # A tie goes to the earlier candidate of CHOICES.
+    assert tu.choose([rec("s", 0, "last", 0.2), rec("s", 0, "fixed", 0.2)]) == "fixed"
+    runs = stand + [
+        rec("evaluated", 0, "last", 0.001),
+        rec("evaluated", 0, "warmup", 1),
+    ]
+    payload, md = tu.tabulate(runs)
+    assert payload["chosen_on_stand_in"] == "warmup"
+    assert payload["best_on_evaluated"] == "last"
+    assert "| warmup (d) **(chosen)** | 2 | 0.2500 (0.3000 / 0.2000) |" in md
+    assert "| last (best here) | 1 | 0.0010 |" in md
+
+
+def test_reuse_pretrain_ignores_only_the_fields_it_is_told_may_differ(tmp_path):
+    import yaml
+    from privorl_j_results import reuse_pretrain
+
+    from privrl_jax.pipelines import privorl_j, to_dict
+
+    def sibling(name, overrides):
+        cfg = privorl_j.load("privorl_j/test", overrides)
+        d = tmp_path / name
+        (d / "checkpoints" / "pretrain" / str(cfg.pretrain.steps)).mkdir(parents=True)
+        (d / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        return d
+
+    fixed = sibling("fixed", ["synthesis.finetune_ema=fixed"])
+    other_lr = sibling("lr", ["pretrain.learning_rate=0.123"])
+    mine = privorl_j.load("privorl_j/test", ["synthesis.finetune_ema=last"])
+    # Without may_differ the EMA schedule counts: nothing is reused.
+    reuse_pretrain(tmp_path / "a", [fixed, other_lr], mine)
+    assert not (tmp_path / "a").exists()
+    # With it, the sibling that differs only there is copied; the other never is.
+    reuse_pretrain(
+        tmp_path / "b", [other_lr], mine, may_differ=("synthesis.finetune_ema",)
+    )
+    assert not (tmp_path / "b").exists()
+    reuse_pretrain(
+        tmp_path / "c", [other_lr, fixed], mine, may_differ=("synthesis.finetune_ema",)
+    )
+    steps = str(mine.pretrain.steps)
+    assert (tmp_path / "c" / "checkpoints" / "pretrain" / steps).is_dir()
+    assert yaml.safe_load((tmp_path / "c" / "config.yaml").read_text()) == to_dict(mine)

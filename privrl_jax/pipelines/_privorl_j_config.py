@@ -12,6 +12,7 @@ from privrl_jax.pipelines._sections import PrivacyConfig
 
 DEFAULTS = "privorl_j/defaults"  # PrivORL-j's own defaults, under every config
 ModelKind = Literal["transformer", "unet", "dp_transformer"]
+FinetuneEMA = Literal["warmup", "fixed", "last"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -83,6 +84,13 @@ class SynthesisConfig:
     earlier at a
     generated terminal), sampled ``batch_size`` at a time with the EMA weights.
 
+    ``finetune_ema`` is the EMA schedule of the DP fine-tune, whose EMA is released:
+    ``warmup`` (default) decays by min(``ema_decay``, (1 + t) / (10 + t)) at step t,
+    TensorFlow's ``num_updates`` warm-up; ``fixed`` by ``ema_decay`` from the first
+    step; ``last`` releases the last iterate (no EMA). Pre-training always uses the
+    fixed ``ema_decay``. The default was confirmed by a rule fixed in advance on a
+    stand-in maze (``benchmarks/privorl_j_ema_tuning.py``).
+
     ``stop_at_terminal: false`` is for tasks without terminal states (maze2d: D4RL's
     mazes never terminate, a public fact about the env): generated d is then ignored and
     written as 0, and every trajectory runs ``episode_length`` steps and ends with a
@@ -94,6 +102,7 @@ class SynthesisConfig:
     batch_size: int = 250
     num_sampling_steps: int = 32
     ema_decay: float = 0.995
+    finetune_ema: FinetuneEMA = "warmup"
     action_bounds: tuple[float, ...] = (-1.0, 1.0)
     stop_at_terminal: bool = True
 

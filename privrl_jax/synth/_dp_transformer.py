@@ -253,6 +253,7 @@ def make_ar_dp_finetune(
     *,
     learning_rate: float,
     ema_decay: float = 0.995,
+    ema_warmup: bool = True,
     clip_method: str = "vmap",
 ) -> DPFinetune:
     """Trajectory-level DP-SGD for the DP-Transformer under ``plan``.
@@ -260,7 +261,7 @@ def make_ar_dp_finetune(
     ``clip(params, items [units, F, ...], fragment_mask [units, F])`` is the plan's
     clipped sum of the per-fragment NLL: a trajectory's fragment losses are summed and
     its gradient is clipped to C once. ``update`` is PrivORL-j's: Adam on the plan's
-    noisy mean, then the EMA.
+    noisy mean, then the EMA (``ema_warmup``: see :func:`trajectory_dp_finetune`).
     """
 
     def item_loss(params, item):
@@ -271,6 +272,7 @@ def make_ar_dp_finetune(
         plan,
         learning_rate=learning_rate,
         ema_decay=ema_decay,
+        ema_warmup=ema_warmup,
         clip_method=clip_method,
         uses_key=False,
     )

@@ -163,6 +163,7 @@ def make_trajectory_dp_finetune(
     *,
     learning_rate: float,
     ema_decay: float = 0.995,
+    ema_warmup: bool = True,
     edm_config: EDMConfig = EDMConfig(),
     clip_method: str = "vmap",
 ) -> DPFinetune:
@@ -173,7 +174,8 @@ def make_trajectory_dp_finetune(
     trajectory's valid fragment losses, takes that sum's gradient and clips it to C
     once, so a trajectory of 50 fragments moves the sum by at most C, as one of 1
     fragment does. ``update`` takes an Adam step on the plan's noisy mean (noisy sum / q
-    N, N = number of trajectories) and updates the EMA.
+    N, N = number of trajectories) and updates the EMA (``ema_warmup``: see
+    :func:`trajectory_dp_finetune`).
     """
 
     def item_loss(params, item, key):
@@ -184,6 +186,7 @@ def make_trajectory_dp_finetune(
         plan,
         learning_rate=learning_rate,
         ema_decay=ema_decay,
+        ema_warmup=ema_warmup,
         clip_method=clip_method,
         uses_key=True,
     )
@@ -195,6 +198,7 @@ def trajectory_dp_finetune(
     *,
     learning_rate: float,
     ema_decay: float = 0.995,
+    ema_warmup: bool = True,
     clip_method: str = "vmap",
     uses_key: bool = True,
 ) -> DPFinetune:
@@ -210,7 +214,8 @@ def trajectory_dp_finetune(
     (docs/privorl_j.md): a trajectory-level run is short (tens of DP steps at q = B / N
     trajectories), and a fixed 0.995 would release an EMA that is still ~73% the
     pre-trained model after 62 steps, so the DP fine-tuning, and epsilon, would barely
-    show in the release.
+    show in the release. ``ema_warmup=False`` keeps ``ema_decay`` from the first step
+    (the schedule before issue 24; ``ema_decay=0`` then releases the last iterate).
     """
     clip = plan.clipped_grad(item_loss, uses_key=uses_key, method=clip_method)
     tx = optax.adam(learning_rate)
@@ -222,7 +227,11 @@ def trajectory_dp_finetune(
         updates, opt_state = tx.update(noisy_mean, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         t = state.step.astype(jnp.float32)
-        decay = jnp.minimum(ema_decay, (1.0 + t) / (10.0 + t))
+        decay = (
+            jnp.minimum(ema_decay, (1.0 + t) / (10.0 + t))
+            if ema_warmup
+            else jnp.asarray(ema_decay, jnp.float32)
+        )
         return SynthState(
             params,
             ema_update(state.ema_params, params, decay),

@@ -335,6 +335,7 @@ def test_rerun_with_other_config_is_refused(tmp_path):
         ("privacy.epsilon=0", "privacy.epsilon"),
         ("data.horizon=0", "data.horizon"),
         ("finetune.clip_method=fast", "clip_method"),
+        ("synthesis.finetune_ema=polyak", "warmup"),
         ("model.embed_dim=15", "divisible"),
         ("model.kind=gpt", "dp_transformer"),
         ("finetune.nonsense=1", "unknown config key"),

@@ -7,7 +7,7 @@ import numpy as np
 from privrl_jax import privacy, synth
 
 
-def _fns(ema_decay: float):
+def _fns(ema_decay: float, ema_warmup: bool = True):
     sampler = privacy.PoissonSampler(
         dataset_size=4, sampling_rate=0.5, microbatch_size=4
     )
@@ -16,7 +16,12 @@ def _fns(ema_decay: float):
     )
     loss = lambda params, item: jnp.sum(params["w"] * item["x"])
     return synth.trajectory_dp_finetune(
-        loss, plan, learning_rate=0.1, ema_decay=ema_decay, uses_key=False
+        loss,
+        plan,
+        learning_rate=0.1,
+        ema_decay=ema_decay,
+        ema_warmup=ema_warmup,
+        uses_key=False,
     )
 
 
@@ -55,3 +60,23 @@ def test_fixed_decay_binds_once_the_warmup_passes_it():
         0.15 * first + 0.85 * np.asarray(state.params["w"]),
         rtol=1e-6,
     )
+
+
+def test_without_warmup_the_fixed_decay_binds_from_the_first_step():
+    fns = _fns(0.9, ema_warmup=False)
+    state = fns.init({"w": jnp.ones(2)})
+    ema = np.ones(2)
+    for g in ([1.0, -1.0], [0.5, 2.0]):
+        state = fns.update(state, {"w": jnp.array(g)})
+        ema = 0.9 * ema + 0.1 * np.asarray(state.params["w"])
+        np.testing.assert_allclose(np.asarray(state.ema_params["w"]), ema, rtol=1e-6)
+
+
+def test_decay_zero_without_warmup_releases_the_last_iterate():
+    fns = _fns(0.0, ema_warmup=False)
+    state = fns.init({"w": jnp.zeros(3)})
+    for g in ([1.0, -2.0, 0.5], [-1.0, 1.0, 3.0]):
+        state = fns.update(state, {"w": jnp.array(g)})
+        np.testing.assert_array_equal(
+            np.asarray(state.ema_params["w"]), np.asarray(state.params["w"])
+        )

@@ -46,6 +46,11 @@ def make_synthesizer(task: PrivORLJTask, key: jax.Array) -> Synthesizer:
     cfg, obs_dim, act_dim, dim = task.cfg, task.obs_dim, task.act_dim, task.dim
     m, h, pc, fc = cfg.model, cfg.data.horizon, cfg.pretrain, cfg.finetune
     ema, ns = cfg.synthesis.ema_decay, cfg.synthesis.num_sampling_steps
+    # The DP fine-tune's EMA (the released weights): schedule and decay.
+    ft_ema = {
+        "ema_decay": 0.0 if cfg.synthesis.finetune_ema == "last" else ema,
+        "ema_warmup": cfg.synthesis.finetune_ema == "warmup",
+    }
     sizes = (obs_dim, act_dim, 1, obs_dim, dim - 2 * obs_dim - act_dim - 1)
     if (
         m.kind == "dp_transformer"
@@ -72,8 +77,8 @@ def make_synthesizer(task: PrivORLJTask, key: jax.Array) -> Synthesizer:
                 ar,
                 plan,
                 learning_rate=fc.learning_rate,
-                ema_decay=ema,
                 clip_method=fc.clip_method,
+                **ft_ema,
             ),
             lambda k, p, num, nf: synth.generate_ar_fragments(
                 k, ar, p, num=num, num_fragments=nf
@@ -130,8 +135,8 @@ def make_synthesizer(task: PrivORLJTask, key: jax.Array) -> Synthesizer:
             denoise,
             plan,
             learning_rate=fc.learning_rate,
-            ema_decay=ema,
             clip_method=fc.clip_method,
+            **ft_ema,
         ),
         lambda k, p, num, nf: synth.generate_fragments(
             k, denoise, p, num=num, num_fragments=nf, horizon=h, dim=dim, num_steps=ns
