@@ -1,6 +1,6 @@
-"""PrivORL Table I's umaze row at CPU scale: IQL trained on each DP synthetic-data
-baseline's release (PGM, AIM, PrivSyn, MST with s' - s bins; PATE-GAN, PrePATE-GAN),
-beside PrivORL-n's agent rows for the same seeds.
+"""PrivORL Table I's umaze row at CPU scale: IQL (or TD3+BC, ``--agent td3bc``) trained
+on each DP synthetic-data baseline's release (PGM, AIM, PrivSyn, MST with s' - s bins;
+PATE-GAN, PrePATE-GAN), beside PrivORL-n's agent rows for the same seeds.
 
 The protocol is that of ``benchmarks/privorl_n_eps_sweep.py --agents iql`` (its stored
 ``results/privorl_n_eps_sweep_agents.json``): each seed's sensitive data are the
@@ -22,6 +22,13 @@ report.json is read, not rerun, and the results files are rewritten after every 
     XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \\
         python benchmarks/table1_agents.py --seeds 0 1 2
     python benchmarks/table1_agents.py --tables-only   # tabulate finished runs
+
+``--agent td3bc`` runs the same protocol with TD3+BC in place of IQL, paired with
+PrivORL-n's TD3+BC sweep (``privorl_n_eps_sweep.py --agents td3bc --epsilons 1 10
+--name privorl_n_eps_sweep_td3bc``, checked the same way); its results are
+``table1_agents_umaze_td3bc.*`` and its runs ``runs/table1_agents_td3bc``. The baselines
+are synthesised again (the same seeds and noise seeds give the IQL runs' releases up to
+the host's rounding), because the IQL runs' folders are not kept in a checkout.
 
 Needs the baselines extra (``pip install -e ".[baselines]"``). Writes
 ``benchmarks/results/NAME.{json,md}`` (``--name``, default ``table1_agents_umaze``);
@@ -50,6 +57,14 @@ from _results import (  # benchmarks/_results.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "benchmarks" / "results" / "privorl_n_eps_sweep_agents.json"
+# Each agent's PrivORL-n sweep (its rows and anchors) and its name in the tables.
+AGENTS = {
+    "iql": (SWEEP, "IQL"),
+    "td3bc": (
+        ROOT / "benchmarks" / "results" / "privorl_n_eps_sweep_td3bc.json",
+        "TD3+BC",
+    ),
+}
 # Priority order: a partial run covers these first within a seed.
 METHODS = {
     "pgm": ("marginal", "marginal/pgm_umaze_delta", "PGM"),
@@ -59,28 +74,47 @@ METHODS = {
     "pategan": ("pategan", "pategan/umaze", "PATE-GAN"),
     "pategan_pretrained": ("pategan", "pategan/umaze_pretrained", "PrePATE-GAN"),
 }
+
+
 # The sweep's agent protocol (privorl_n_eps_sweep.base_overrides with --agents iql);
 # checked against the stored sweep's overrides before any run.
-AGENT_OVERRIDES = [
-    "eval.agents=[iql]",
-    "eval.agent_updates=30000",
-    "eval.agent_chunk=1000",
-    "eval.final_evals=5",
-    "eval.agent_seeds=1",
-    "eval.anchors=true",
-]
+def agent_overrides(agent: str = "iql") -> list[str]:
+    """The sweep's agent protocol for ``agent`` (one of :data:`AGENTS`)."""
+    return [
+        f"eval.agents=[{agent}]",
+        "eval.agent_updates=30000",
+        "eval.agent_chunk=1000",
+        "eval.final_evals=5",
+        "eval.agent_seeds=1",
+        "eval.anchors=true",
+    ]
+
+
+AGENT_OVERRIDES = agent_overrides("iql")
 DATA_OVERRIDES = [
     "data.sensitive_size=20000",
     "data.public_size=20000",
     "data.holdout_size=2000",
     "synthesis.num_samples=20000",
 ]
-AGENT = "agent_iql"
-METRICS = {
-    AGENT: ("IQL score (30000 updates)", "higher"),
-    "free_cell_share": ("share in the sensitive maze's free cells", "higher"),
-    "sliced_wasserstein": ("sliced Wasserstein to the sensitive rows", "lower"),
-}
+
+
+def agent_key(agent: str = "iql") -> str:
+    """The row key of ``agent``'s score."""
+    return f"agent_{agent}"
+
+
+def metrics(agent: str = "iql") -> dict[str, tuple[str, str]]:
+    """The table's columns: ``agent``'s score and two fidelity scores."""
+    return {
+        agent_key(agent): (f"{AGENTS[agent][1]} score (30000 updates)", "higher"),
+        "free_cell_share": ("share in the sensitive maze's free cells", "higher"),
+        "sliced_wasserstein": ("sliced Wasserstein to the sensitive rows", "lower"),
+    }
+
+
+AGENT = agent_key("iql")
+METRICS = metrics("iql")
 REAL_ROW = "real data (sweep)"
 
 
@@ -95,11 +129,12 @@ def method_label(model: str, eps: float) -> str:
 
 
 def sweep_rows(
-    sweep: dict, seeds: list[int], epsilons: list[float]
+    sweep: dict, seeds: list[int], epsilons: list[float], agent: str = "iql"
 ) -> dict[str, dict[int, dict]]:
     """PrivORL-n's rows of the stored agent sweep for ``seeds``: row name -> seed ->
     {agent score, fidelity}; its releases at ``epsilons``, and the anchors
     (pre-training only, real data) of each seed's first run, which carries them."""
+    key = agent_key(agent)
     rows: dict[str, dict[int, dict]] = {}
     for r in sweep["runs"]:
         if r["seed"] not in seeds:
@@ -108,26 +143,26 @@ def sweep_rows(
         if r["epsilon"] in epsilons and ag["release"] is not None:
             rows.setdefault(privorl_n_label(r["epsilon"]), {})[r["seed"]] = r[
                 "release"
-            ] | {AGENT: ag["release"]["iql"]}
+            ] | {key: ag["release"][agent]}
         if ag["pretrain_only"] is not None:
             rows.setdefault(PRETRAIN_ROW, {})[r["seed"]] = r["pretrain_only"] | {
-                AGENT: ag["pretrain_only"]["iql"]
+                key: ag["pretrain_only"][agent]
             }
         if ag["real"] is not None:
             rows.setdefault(REAL_ROW, {})[r["seed"]] = r["real_holdout"] | {
-                AGENT: ag["real"]["iql"]
+                key: ag["real"][agent]
             }
     return rows
 
 
-def baseline_rows(runs: list[dict]) -> dict[str, dict[int, dict]]:
+def baseline_rows(runs: list[dict], agent: str = "iql") -> dict[str, dict[int, dict]]:
     """The baselines' rows: row name -> seed -> {agent score, fidelity} (``runs`` as
     stored under ``runs`` in the results JSON)."""
     rows: dict[str, dict[int, dict]] = {}
     for r in runs:
         rows.setdefault(method_label(r["model"], r["epsilon"]), {})[r["seed"]] = r[
             "release"
-        ] | {AGENT: r["agent_score"]}
+        ] | {agent_key(agent): r["agent_score"]}
     return rows
 
 
@@ -149,17 +184,19 @@ def paired_vs(
     return out
 
 
-def check_protocol(sweep: dict) -> None:
+def check_protocol(sweep: dict, agent: str = "iql") -> None:
     """Exits with one line unless the stored sweep ran the agent protocol and data
     sizes this script gives the baselines."""
     missing = [
-        o for o in AGENT_OVERRIDES + DATA_OVERRIDES if o not in sweep["overrides"]
+        o
+        for o in agent_overrides(agent) + DATA_OVERRIDES
+        if o not in sweep["overrides"]
     ]
     if missing or sweep.get("config", "privorl_n/quickstart") != "privorl_n/quickstart":
         raise SystemExit(
-            f"{SWEEP}: its overrides lack {missing} (or its config differs); the "
-            "baselines' agents would not be comparable: rerun the sweep or fix "
-            "AGENT_OVERRIDES"
+            f"{AGENTS[agent][0]}: its overrides lack {missing} (or its config "
+            "differs); the baselines' agents would not be comparable: rerun the sweep "
+            "or fix agent_overrides"
         )
 
 
@@ -178,8 +215,10 @@ def check_same_data(runs: list[dict], sweep: dict) -> list[int]:
     return sorted(set(bad))
 
 
-def _run_one(model: str, seed: int, eps: float, out: Path, extra: list[str]) -> dict:
-    """One baseline run with its IQL agent (the pipeline's own eval); its report with
+def _run_one(
+    model: str, seed: int, eps: float, out: Path, extra: list[str], agent: str
+) -> dict:
+    """One baseline run with its ``agent`` (the pipeline's own eval); its report with
     the audit under ``audit``."""
     # Here, not at the top: the tables (and their tests) need no jax.
     from marginal_baselines import _data_files  # noqa: PLC0415 (benchmarks/)
@@ -195,7 +234,7 @@ def _run_one(model: str, seed: int, eps: float, out: Path, extra: list[str]) -> 
             config,
             [
                 *DATA_OVERRIDES,
-                *AGENT_OVERRIDES,
+                *agent_overrides(agent),
                 # The anchor is the sweep's real-data agent (same rows): not retrained.
                 "eval.train_real_agents=false",
                 f"seed={seed}",
@@ -231,8 +270,10 @@ def reward_consistency(path: Path, env_name: str) -> dict[str, float]:
     }
 
 
-def _record(model: str, seed: int, eps: float, rep: dict, run_dir: Path) -> dict:
-    iql = rep["agents_synthetic"]["iql"]
+def _record(
+    model: str, seed: int, eps: float, rep: dict, run_dir: Path, agent: str
+) -> dict:
+    iql = rep["agents_synthetic"][agent]
     return {
         "model": model,
         "seed": seed,
@@ -254,26 +295,33 @@ def _record(model: str, seed: int, eps: float, rep: dict, run_dir: Path) -> dict
 
 
 def tabulate(
-    runs: list[dict], sweep: dict, models: list[str], epsilons: list[float]
+    runs: list[dict],
+    sweep: dict,
+    models: list[str],
+    epsilons: list[float],
+    agent: str = "iql",
 ) -> tuple[dict, str]:
     """The JSON payload and Markdown of the finished ``runs`` beside the sweep's rows
     for the same seeds."""
     seeds = sorted({r["seed"] for r in runs})
-    rows = baseline_rows(runs) | sweep_rows(sweep, seeds, epsilons)
+    key, name = agent_key(agent), AGENTS[agent][1]
+    rows = baseline_rows(runs, agent) | sweep_rows(sweep, seeds, epsilons, agent)
     order = [method_label(m, e) for m in models for e in epsilons]
     order += [privorl_n_label(e) for e in epsilons] + [PRETRAIN_ROW, REAL_ROW]
     order = [n for n in order if n in rows]
-    table, lines = metric_table([(n, list(rows[n].values())) for n in order], METRICS)
+    table, lines = metric_table(
+        [(n, list(rows[n].values())) for n in order], metrics(agent)
+    )
     pairs = {}
     pair_lines = [
-        "| baseline - PrivORL-n (same seed) | seeds | IQL score difference | "
+        f"| baseline - PrivORL-n (same seed) | seeds | {name} score difference | "
         "seeds baseline higher | paired t-test p |",
         "|---|---|---|---|---|",
     ]
     for m in models:
         for e in epsilons:
             a, b = privorl_n_label(e), method_label(m, e)
-            res = paired_vs(rows, a, b)
+            res = paired_vs(rows, a, b, key)
             if res is None:
                 continue
             pairs[f"{a} -> {b}"] = res
@@ -287,7 +335,7 @@ def tabulate(
         "|" + "---|" * (1 + len(order)),
     ]
     for s in seeds:
-        cells = [f"{rows[n][s][AGENT]:.1f}" if s in rows[n] else "-" for n in order]
+        cells = [f"{rows[n][s][key]:.1f}" if s in rows[n] else "-" for n in order]
         per_seed.append(f"| {s} | " + " | ".join(cells) + " |")
     rew_metrics = {
         "reward_error": ("mean abs(r - exp(-dist(x', goal)))", "lower"),
@@ -311,25 +359,25 @@ def tabulate(
     wall = [r["wall_time_s"] for r in runs]
     md = "\n".join(
         [
-            "# PrivORL Table I, umaze row at CPU scale: IQL on each DP baseline's "
+            f"# PrivORL Table I, umaze row at CPU scale: {name} on each DP baseline's "
             "release beside PrivORL-n",
             "",
             "maze2d-umaze-dense-v1 sensitive (20000 transitions, 2000 held out), the "
             "data, agent protocol and score normalisation of "
-            "`privorl_n_eps_sweep_agents.md` for the same seeds: IQL, 30000 updates, "
+            f"`{AGENTS[agent][0].stem}.md` for the same seeds: {name}, 30000 updates, "
             "score = mean of the last 5 evaluations (one per 1000 updates, 50 "
             "episodes each, D4RL-normalised), one agent seed per release. Baselines: "
             "PGM / AIM / PrivSyn / MST with s' - s binned on its public one-step "
             "bound (`marginal/*_umaze_delta`), PATE-GAN and PrePATE-GAN "
             "(`pategan/umaze{,_pretrained}`); noise seeded 1000 + seed. PrivORL-n, "
             "pre-training only and real data: the sweep's stored rows for these "
-            f"seeds. '{REAL_ROW}': IQL trained on the sensitive training rows "
+            f"seeds. '{REAL_ROW}': {name} trained on the sensitive training rows "
             "(18000), its fidelity columns the real holdout's. Mean ± sample std "
             "(ddof = 1) [95% t half-width] over seeds.",
             "",
             *lines,
             "",
-            "Within-seed differences of the IQL score, baseline - PrivORL-n at the "
+            f"Within-seed differences of the {name} score, baseline - PrivORL-n at the "
             "same epsilon (mean [95% t half-width]; two-sided paired t-test):",
             "",
             *pair_lines,
@@ -340,7 +388,7 @@ def tabulate(
             "",
             *rew_lines,
             "",
-            "IQL score per seed:",
+            f"{name} score per seed:",
             "",
             *per_seed,
             "",
@@ -367,15 +415,30 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--epsilons", nargs="+", type=float, default=[1.0, 10.0])
     ap.add_argument("--models", nargs="+", default=list(METHODS), choices=METHODS)
-    ap.add_argument("--out", default=str(ROOT / "runs" / "table1_agents"))
+    ap.add_argument(
+        "--agent",
+        default="iql",
+        choices=AGENTS,
+        help="the agent trained on every release (its PrivORL-n sweep must exist)",
+    )
+    ap.add_argument("--out", default=None, help="default runs/table1_agents[_AGENT]")
     ap.add_argument("--set", dest="overrides", nargs="*", default=[])
-    ap.add_argument("--name", default="table1_agents_umaze")
+    ap.add_argument("--name", default=None, help="default table1_agents_umaze[_AGENT]")
     ap.add_argument(
         "--tables-only", action="store_true", help="tabulate finished runs; start none"
     )
     args = ap.parse_args()
-    sweep = json.loads(SWEEP.read_text())
-    check_protocol(sweep)
+    suffix = "" if args.agent == "iql" else f"_{args.agent}"
+    args.name = args.name or f"table1_agents_umaze{suffix}"
+    args.out = args.out or str(ROOT / "runs" / f"table1_agents{suffix}")
+    sweep_path = AGENTS[args.agent][0]
+    if not sweep_path.exists():
+        raise SystemExit(
+            f"{sweep_path} is missing: run privorl_n_eps_sweep.py --agents "
+            f"{args.agent} --epsilons 1 10 --name {sweep_path.stem} first"
+        )
+    sweep = json.loads(sweep_path.read_text())
+    check_protocol(sweep, args.agent)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     res = ROOT / "benchmarks" / "results"
@@ -399,12 +462,13 @@ def main() -> None:
                 f"{seed} eps {eps_name(eps)} -> {run_dir}",
                 flush=True,
             )
-        rep = _run_one(model, seed, eps, out, args.overrides)
-        runs.append(_record(model, seed, eps, rep, run_dir))
+        rep = _run_one(model, seed, eps, out, args.overrides, args.agent)
+        runs.append(_record(model, seed, eps, rep, run_dir, args.agent))
         if not done:
             print(
                 f"{time.strftime('%H:%M:%S')} [{i + 1}/{len(todo)}] {model} seed "
-                f"{seed} eps {eps_name(eps)}: IQL {runs[-1]['agent_score']:.1f}, "
+                f"{seed} eps {eps_name(eps)}: {args.agent} "
+                f"{runs[-1]['agent_score']:.1f}, "
                 f"{rep['wall_time_s']:.0f} s",
                 flush=True,
             )
@@ -441,7 +505,7 @@ def stored_runs(path: Path) -> dict[tuple[str, int, float], dict]:
 
 def _write(res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict) -> str:
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    payload, md = tabulate(runs, sweep, args.models, args.epsilons)
+    payload, md = tabulate(runs, sweep, args.models, args.epsilons, args.agent)
     md += f"\n`uptime` when written: {load}; {os.cpu_count()} CPUs.\n"
     res.mkdir(parents=True, exist_ok=True)
     dump_json(
@@ -451,12 +515,13 @@ def _write(res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict) -
             **payload,
             "overrides": [
                 *DATA_OVERRIDES,
-                *AGENT_OVERRIDES,
+                *agent_overrides(args.agent),
                 "eval.train_real_agents=false",
                 *args.overrides,
             ],
             "configs": {m: METHODS[m][1] for m in args.models},
-            "sweep": str(SWEEP.relative_to(ROOT)),
+            "agent": args.agent,
+            "sweep": str(AGENTS[args.agent][0].relative_to(ROOT)),
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "uptime": load,
         },
