@@ -721,7 +721,15 @@ def _ghost_clipped_grad_sum(
             total = jnp.zeros((leaves[i].shape[0], d.shape[-1]), jnp.float32)
             total = total.at[idx].add(d.reshape(-1, d.shape[-1]))
         else:
-            total = jnp.einsum("uti,uto->io", kept(stacked(call_ids, 0)), d)
+            # A^T (s D) as one 2-D product contracting the leading axis, the form of a
+            # non-private weight gradient: XLA's CPU backend then runs it on a
+            # transposed operand in place, where the 3-D einsum first copied A^T.
+            a = kept(stacked(call_ids, 0))
+            total = jax.lax.dot_general(
+                a.reshape(-1, a.shape[-1]),
+                d.reshape(-1, d.shape[-1]),
+                (((0,), (0,)), ((), ())),
+            )
         out[i] = total.reshape(leaves[i].shape).astype(leaves[i].dtype)
     for i, g in zip(plan.fallback, fallback_grads):
         out[i] = jnp.tensordot(scale, kept(g), axes=1).astype(leaves[i].dtype)
