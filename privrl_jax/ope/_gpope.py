@@ -254,10 +254,12 @@ def _cut(pos, valid, width):
 def draw_schedule(
     plan: privacy.DPPlan, key: jax.Array, *, trials: int | None = None
 ) -> IndexSchedule:
-    """Draws a Poisson plan's ``plan.steps`` batches (per trial) on the device, from a
-    key.
+    """Draws a plan's ``plan.steps`` batches (per trial) on the device, from a key.
 
-    The device counterpart of :func:`sample_schedule` for a
+    The device counterpart of :func:`sample_schedule` (the same law, another stream).
+    For a :class:`~privrl_jax.privacy.UniformOneSampler`, each step's batch is one
+    trajectory drawn uniformly from m, independently of every other (step, trial), as
+    the plan's event assumes (``U = 1``). For a
     :class:`~privrl_jax.privacy.PoissonSampler`: trajectory i is in a batch with
     probability q, independently of every other (i, step, trial), as the plan's event
     assumes. The successes of the m Bernoulli(q) trials are drawn as running sums of
@@ -268,8 +270,8 @@ def draw_schedule(
     host sync reads U. The key is secret in a real release (docs/design.md, contract 5).
 
     Args:
-      plan: a plan with a :class:`~privrl_jax.privacy.PoissonSampler` without
-        ``capacity``.
+      plan: a plan with a :class:`~privrl_jax.privacy.UniformOneSampler`, or a
+        :class:`~privrl_jax.privacy.PoissonSampler` without ``capacity``.
       key: the sampling key (not the noise key).
       trials: None for one schedule ``[N, U]``; K for ``[K, N, U]``.
 
@@ -277,11 +279,20 @@ def draw_schedule(
       An :class:`IndexSchedule` of device arrays.
     """
     sampler = plan.sampler
+    if isinstance(sampler, privacy.UniformOneSampler):
+        # The host draw builds one NumPy generator per step (the DP loop's resumable
+        # stream, ~20 us each); K = 10^4 trials of 100 steps took longer on the host
+        # than the vmapped run itself (benchmarks/README.md, GPOPE (4b)).
+        shape = (trials or 1, plan.steps, 1)
+        idx = jax.random.randint(key, shape, 0, sampler.dataset_size, jnp.int32)
+        mask = jnp.ones(shape, bool)
+        if trials is None:
+            return IndexSchedule(idx[0], mask[0])
+        return IndexSchedule(idx, mask)
     if not isinstance(sampler, privacy.PoissonSampler) or sampler.capacity is not None:
         raise ValueError(
-            "draw_schedule draws whole Poisson batches; use a PoissonSampler without "
-            "capacity "
-            "(sample_schedule draws one-of-m schedules on the host)."
+            "draw_schedule draws whole Poisson batches or one-of-m batches; use a "
+            "PoissonSampler without capacity or a UniformOneSampler."
         )
     q, m = sampler.sampling_rate, sampler.dataset_size
     shape = (trials or 1, plan.steps)

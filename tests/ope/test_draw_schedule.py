@@ -1,4 +1,5 @@
-"""ope.draw_schedule: Poisson batches drawn on the device have the plan's law, whole."""
+"""ope.draw_schedule: batches drawn on the device have the plan's law (Poisson whole;
+one-of-m uniform)."""
 
 import jax
 import numpy as np
@@ -98,14 +99,30 @@ def test_a_dense_rate_keeps_batches_whole():
     assert abs(sizes.mean() - 180) < 6 * np.sqrt(200 * 0.9 * 0.1 / 50)
 
 
-def test_truncated_or_uniform_samplers_are_refused():
+def test_truncated_samplers_are_refused():
     with pytest.raises(ValueError, match="without capacity"):
         ope.draw_schedule(_plan(capacity=8), jax.random.key(0))
-    uniform = privacy.DPPlan(
+
+
+def _uniform_plan(steps):
+    return privacy.DPPlan(
         sampler=privacy.UniformOneSampler(dataset_size=M),
         l2_clip_norm=1.0,
-        steps=3,
+        steps=steps,
         noise_multiplier=1.0,
     )
-    with pytest.raises(ValueError, match="PoissonSampler"):
-        ope.draw_schedule(uniform, jax.random.key(0))
+
+
+def test_one_of_m_batches_are_one_uniform_index_per_step():
+    sch = ope.draw_schedule(_uniform_plan(STEPS), jax.random.key(5), trials=TRIALS)
+    idx, mask = np.asarray(sch.indices), np.asarray(sch.mask)
+    assert idx.shape == mask.shape == (TRIALS, STEPS, 1) and mask.all()
+    assert idx.min() >= 0 and idx.max() < M
+    # 2,000 draws over 200 cells: uniform counts (chi-square) and no lag-1 dependence.
+    counts = np.bincount(idx.ravel(), minlength=M)
+    assert stats.chisquare(counts).pvalue > 1e-4
+    flat = idx[..., 0].astype(float)
+    lag1 = np.mean([np.corrcoef(s[:-1], s[1:])[0, 1] for s in flat])
+    assert abs(lag1) < 6 / np.sqrt(TRIALS * (STEPS - 1))
+    one = ope.draw_schedule(_uniform_plan(3), jax.random.key(5))
+    assert np.asarray(one.indices).shape == (3, 1)
