@@ -37,6 +37,29 @@ HOLDOUT_ROW = "real holdout"
 SWEEP_EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0, math.inf)
 
 
+# The Maze2D rows of PrivORL Table I at CPU scale: sensitive env -> the public envs (the
+# other two mazes, in the order their collection keys 1000 * seed + 1, + 2 follow).
+MAZES = {
+    "umaze": (
+        "maze2d-umaze-dense-v1",
+        ("maze2d-medium-dense-v1", "maze2d-large-dense-v1"),
+    ),
+    "medium": (
+        "maze2d-medium-dense-v1",
+        ("maze2d-umaze-dense-v1", "maze2d-large-dense-v1"),
+    ),
+}
+
+
+def maze_overrides(maze: str) -> list[str]:
+    """The config overrides that make ``maze`` (a key of :data:`MAZES`) the sensitive
+    task; none for umaze, the configs' default (its runs and results are unchanged)."""
+    if maze == "umaze":
+        return []
+    sens, pub = MAZES[maze]
+    return [f"data.sensitive_env={sens}", f"data.public_envs=[{','.join(pub)}]"]
+
+
 def fidelity_metrics(unit: str) -> dict[str, tuple[str, str]]:
     """The synthetic-data fidelity columns every PrivORL table reports, key -> (label,
     better); ``unit`` names what the sliced distance compares (``rows`` of

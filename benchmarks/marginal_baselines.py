@@ -37,6 +37,7 @@ import numpy as np
 from _results import (  # noqa: E402  (benchmarks/_results.py)
     dump_json,
     fidelity_metrics,
+    maze_overrides,
     metric_table,
 )
 
@@ -55,14 +56,15 @@ RELEASES = {  # how each model spends the rho of the calibrated Gaussian
 }
 
 
-def _data_files(out: Path, seed: int) -> tuple[Path, Path]:
+def _data_files(out: Path, seed: int, maze: str = "umaze") -> tuple[Path, Path]:
     """The seed's sensitive (members + holdout) and public transitions, as the pipelines
-    collect them."""
-    cfg = marginal.load("marginal/pgm_umaze", [f"seed={seed}"])
+    collect them, with ``maze`` (a key of ``_results.MAZES``) the sensitive task."""
+    cfg = marginal.load("marginal/pgm_umaze", [f"seed={seed}", *maze_overrides(maze)])
     d = cfg.data
+    tag = "" if maze == "umaze" else f"_{maze}"
     sens, pub = (
-        out / f"data_seed{seed}_sensitive.hdf5",
-        out / f"data_seed{seed}_public.hdf5",
+        out / f"data_seed{seed}{tag}_sensitive.hdf5",
+        out / f"data_seed{seed}{tag}_public.hdf5",
     )
     if not sens.exists():
         full = collect_transitions(

@@ -42,6 +42,9 @@ agent on 2 cores, so keep that mode to a few epsilons.
     python benchmarks/privorl_n_eps_sweep.py --agents iql --epsilons 1 10 inf \\
         --name privorl_n_eps_sweep_agents --out runs/privorl_n_eps_sweep_agents
 
+``--maze medium`` makes maze2d-medium-dense-v1 the sensitive task and the two other
+mazes (umaze + large) the public data (``_results.MAZES``), at the same sizes and keys.
+
 Writes ``benchmarks/results/NAME.{json,md,png}`` (``--name``; agent mode also
 ``NAME_fidelity.png``); runs go to ``--out`` (resumable: a run with a report.json is
 read, not rerun). ``--keep-runs-from NAME.json`` tabulates that file's runs with this
@@ -61,11 +64,13 @@ from pathlib import Path
 
 from _results import (  # benchmarks/_results.py
     HOLDOUT_ROW,
+    MAZES,
     PRETRAIN_ROW,
     SWEEP_EPSILONS,
     dump_json,
     eps_name,
     fidelity_metrics,
+    maze_overrides,
     metric_table,
     paired_differences,
     paired_rows,
@@ -210,6 +215,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--agent-updates", type=int, default=30_000)
     ap.add_argument(
+        "--maze",
+        default="umaze",
+        choices=MAZES,
+        help="the sensitive maze; the public data are the other two mazes",
+    )
+    ap.add_argument(
         "--keep-runs-from",
         type=Path,
         help="a results JSON of this script whose runs (same protocol, other seeds) "
@@ -241,6 +252,7 @@ def base_overrides(args: argparse.Namespace) -> list[str]:
         "eval.plots=false",
         "eval.anchors=true",
         "audit.canaries=0",
+        *maze_overrides(args.maze),
         *args.overrides,
     ]
 
@@ -322,6 +334,7 @@ def tabulate(args: argparse.Namespace, runs: list[dict], out: Path) -> tuple[dic
     rows.append(
         (HOLDOUT_ROW, None, [r["real_holdout"] for r in first_of_seed.values()])
     )
+    pub = MAZES[args.maze][1]
     sigma = {
         eps_name(e): next(
             (r["noise_multiplier"] for r in runs if r["epsilon"] == e), None
@@ -329,9 +342,10 @@ def tabulate(args: argparse.Namespace, runs: list[dict], out: Path) -> tuple[dic
         for e in args.epsilons
     }
     setup = (
-        f"maze2d-umaze-dense-v1 sensitive ({args.sensitive_size} transitions, 2000 "
-        "held out), public = medium + "
-        "large (20k each), the quickstart's model and fine-tuning (10 epochs, "
+        f"{MAZES[args.maze][0]} sensitive ({args.sensitive_size} transitions, 2000 "
+        "held out), public = "
+        + " + ".join(e.split("-")[1] for e in pub)
+        + " (20k each), the quickstart's model and fine-tuning (10 epochs, "
         "batch 1024, C = 1, K = 4); "
         "mean ± sample std (ddof = 1) [95% t half-width] over seeds. Noise "
         "multipliers: "

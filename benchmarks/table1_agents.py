@@ -30,8 +30,17 @@ PrivORL-n's TD3+BC sweep (``privorl_n_eps_sweep.py --agents td3bc --epsilons 1 1
 are synthesised again (the same seeds and noise seeds give the IQL runs' releases up to
 the host's rounding), because the IQL runs' folders are not kept in a checkout.
 
+``--maze medium`` gives the medium row at the same protocol: maze2d-medium-dense-v1
+sensitive, public umaze + large (``_results.MAZES``; the same sizes and collection keys,
+``_data_files(out, seed, "medium")``), the same configs with
+``data.sensitive_env`` / ``data.public_envs`` overridden (the marginal bins come from
+the sensitive env's declared spaces, public, so they span medium's wider positions),
+paired with PrivORL-n's medium sweep (``privorl_n_eps_sweep.py --agents iql --epsilons
+1 10 --maze medium --name privorl_n_eps_sweep_agents_medium``); its results are
+``table1_agents_medium.*`` and its runs ``runs/table1_agents_medium``.
+
 Needs the baselines extra (``pip install -e ".[baselines]"``). Writes
-``benchmarks/results/NAME.{json,md}`` (``--name``, default ``table1_agents_umaze``);
+``benchmarks/results/NAME.{json,md}`` (``--name``, default ``table1_agents_MAZE``);
 runs go to ``--out``.
 """
 
@@ -48,9 +57,11 @@ from pathlib import Path
 import numpy as np
 import scipy.stats
 from _results import (  # benchmarks/_results.py
+    MAZES,
     PRETRAIN_ROW,
     dump_json,
     eps_name,
+    maze_overrides,
     metric_table,
     summary,
 )
@@ -65,6 +76,15 @@ AGENTS = {
         "TD3+BC",
     ),
 }
+
+
+def sweep_path(agent: str = "iql", maze: str = "umaze") -> Path:
+    """``agent``'s PrivORL-n sweep on ``maze``: :data:`AGENTS`' file for umaze, that
+    name with ``_MAZE`` for another maze."""
+    path = AGENTS[agent][0]
+    return path if maze == "umaze" else path.with_name(f"{path.stem}_{maze}.json")
+
+
 # Priority order: a partial run covers these first within a seed.
 METHODS = {
     "pgm": ("marginal", "marginal/pgm_umaze_delta", "PGM"),
@@ -184,17 +204,24 @@ def paired_vs(
     return out
 
 
-def check_protocol(sweep: dict, agent: str = "iql") -> None:
-    """Exits with one line unless the stored sweep ran the agent protocol and data
-    sizes this script gives the baselines."""
+def check_protocol(sweep: dict, agent: str = "iql", maze: str = "umaze") -> None:
+    """Exits with one line unless the stored sweep ran the agent protocol, data sizes
+    and maze this script gives the baselines."""
     missing = [
         o
-        for o in agent_overrides(agent) + DATA_OVERRIDES
+        for o in agent_overrides(agent) + DATA_OVERRIDES + maze_overrides(maze)
         if o not in sweep["overrides"]
+    ]
+    # A umaze sweep names no env: it must not name another one either.
+    missing += [
+        f"(no {o})"
+        for o in sweep["overrides"]
+        if o.startswith(("data.sensitive_env=", "data.public_envs="))
+        and o not in maze_overrides(maze)
     ]
     if missing or sweep.get("config", "privorl_n/quickstart") != "privorl_n/quickstart":
         raise SystemExit(
-            f"{AGENTS[agent][0]}: its overrides lack {missing} (or its config "
+            f"{sweep_path(agent, maze)}: its overrides lack {missing} (or its config "
             "differs); the baselines' agents would not be comparable: rerun the sweep "
             "or fix agent_overrides"
         )
@@ -216,7 +243,13 @@ def check_same_data(runs: list[dict], sweep: dict) -> list[int]:
 
 
 def _run_one(
-    model: str, seed: int, eps: float, out: Path, extra: list[str], agent: str
+    model: str,
+    seed: int,
+    eps: float,
+    out: Path,
+    extra: list[str],
+    agent: str,
+    maze: str = "umaze",
 ) -> dict:
     """One baseline run with its ``agent`` (the pipeline's own eval); its report with
     the audit under ``audit``."""
@@ -228,13 +261,16 @@ def _run_one(
     kind, config, _ = METHODS[model]
     run_dir = out / f"{model}_seed{seed}_eps{eps_name(eps)}"
     if not (run_dir / "report.json").exists():
-        sens, pub = _data_files(out, seed)
+        sens, pub = _data_files(out, seed, maze)
         pipe = marginal if kind == "marginal" else pategan
         cfg = pipe.load(
             config,
             [
                 *DATA_OVERRIDES,
                 *agent_overrides(agent),
+                # The sensitive env (the discretisation's bounds are its declared
+                # spaces, public) and the public envs the data files were collected on.
+                *maze_overrides(maze),
                 # The anchor is the sweep's real-data agent (same rows): not retrained.
                 "eval.train_real_agents=false",
                 f"seed={seed}",
@@ -271,7 +307,13 @@ def reward_consistency(path: Path, env_name: str) -> dict[str, float]:
 
 
 def _record(
-    model: str, seed: int, eps: float, rep: dict, run_dir: Path, agent: str
+    model: str,
+    seed: int,
+    eps: float,
+    rep: dict,
+    run_dir: Path,
+    agent: str,
+    maze: str = "umaze",
 ) -> dict:
     iql = rep["agents_synthetic"][agent]
     return {
@@ -287,7 +329,7 @@ def _record(
         ],
         "release": rep["audit"]["fidelity"],
         "release_reward": reward_consistency(
-            run_dir / "synthetic.hdf5", "maze2d-umaze-dense-v1"
+            run_dir / "synthetic.hdf5", MAZES[maze][0]
         ),
         "real_holdout": rep["audit"]["anchors"]["real_holdout"],
         "wall_time_s": rep["wall_time_s"],
@@ -300,6 +342,7 @@ def tabulate(
     models: list[str],
     epsilons: list[float],
     agent: str = "iql",
+    maze: str = "umaze",
 ) -> tuple[dict, str]:
     """The JSON payload and Markdown of the finished ``runs`` beside the sweep's rows
     for the same seeds."""
@@ -359,17 +402,30 @@ def tabulate(
     wall = [r["wall_time_s"] for r in runs]
     md = "\n".join(
         [
-            f"# PrivORL Table I, umaze row at CPU scale: {name} on each DP baseline's "
+            f"# PrivORL Table I, {maze} row at CPU scale: {name} on each DP baseline's "
             "release beside PrivORL-n",
             "",
-            "maze2d-umaze-dense-v1 sensitive (20000 transitions, 2000 held out), the "
-            "data, agent protocol and score normalisation of "
-            f"`{AGENTS[agent][0].stem}.md` for the same seeds: {name}, 30000 updates, "
+            f"{MAZES[maze][0]} sensitive (20000 transitions, 2000 held out"
+            + (
+                ""
+                if maze == "umaze"
+                else "; public: " + " + ".join(MAZES[maze][1]) + ", 20000 each"
+            )
+            + "), the data, agent protocol and score normalisation of "
+            f"`{sweep_path(agent, maze).stem}.md` for the same seeds: {name}, 30000 "
+            "updates, "
             "score = mean of the last 5 evaluations (one per 1000 updates, 50 "
             "episodes each, D4RL-normalised), one agent seed per release. Baselines: "
             "PGM / AIM / PrivSyn / MST with s' - s binned on its public one-step "
             "bound (`marginal/*_umaze_delta`), PATE-GAN and PrePATE-GAN "
-            "(`pategan/umaze{,_pretrained}`); noise seeded 1000 + seed. PrivORL-n, "
+            "(`pategan/umaze{,_pretrained}`)"
+            + (
+                ""
+                if maze == "umaze"
+                else f" with `{' '.join(maze_overrides(maze))}` (bins on the "
+                f"declared spaces of {MAZES[maze][0]})"
+            )
+            + "; noise seeded 1000 + seed. PrivORL-n, "
             "pre-training only and real data: the sweep's stored rows for these "
             f"seeds. '{REAL_ROW}': {name} trained on the sensitive training rows "
             "(18000), its fidelity columns the real holdout's. Mean ± sample std "
@@ -421,24 +477,34 @@ def main() -> None:
         choices=AGENTS,
         help="the agent trained on every release (its PrivORL-n sweep must exist)",
     )
-    ap.add_argument("--out", default=None, help="default runs/table1_agents[_AGENT]")
+    ap.add_argument(
+        "--maze",
+        default="umaze",
+        choices=MAZES,
+        help="the sensitive maze (public data: the other two); its PrivORL-n sweep "
+        "must exist (privorl_n_eps_sweep.py --maze MAZE, named SWEEP_MAZE)",
+    )
+    ap.add_argument(
+        "--out", default=None, help="default runs/table1_agents[_MAZE][_AGENT]"
+    )
     ap.add_argument("--set", dest="overrides", nargs="*", default=[])
-    ap.add_argument("--name", default=None, help="default table1_agents_umaze[_AGENT]")
+    ap.add_argument("--name", default=None, help="default table1_agents_MAZE[_AGENT]")
     ap.add_argument(
         "--tables-only", action="store_true", help="tabulate finished runs; start none"
     )
     args = ap.parse_args()
     suffix = "" if args.agent == "iql" else f"_{args.agent}"
-    args.name = args.name or f"table1_agents_umaze{suffix}"
-    args.out = args.out or str(ROOT / "runs" / f"table1_agents{suffix}")
-    sweep_path = AGENTS[args.agent][0]
-    if not sweep_path.exists():
+    maze = "" if args.maze == "umaze" else f"_{args.maze}"
+    args.name = args.name or f"table1_agents_{args.maze}{suffix}"
+    args.out = args.out or str(ROOT / "runs" / f"table1_agents{maze}{suffix}")
+    path = sweep_path(args.agent, args.maze)
+    if not path.exists():
         raise SystemExit(
-            f"{sweep_path} is missing: run privorl_n_eps_sweep.py --agents "
-            f"{args.agent} --epsilons 1 10 --name {sweep_path.stem} first"
+            f"{path} is missing: run privorl_n_eps_sweep.py --agents "
+            f"{args.agent} --epsilons 1 10 --maze {args.maze} --name {path.stem} first"
         )
-    sweep = json.loads(sweep_path.read_text())
-    check_protocol(sweep, args.agent)
+    sweep = json.loads(path.read_text())
+    check_protocol(sweep, args.agent, args.maze)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     res = ROOT / "benchmarks" / "results"
@@ -462,8 +528,8 @@ def main() -> None:
                 f"{seed} eps {eps_name(eps)} -> {run_dir}",
                 flush=True,
             )
-        rep = _run_one(model, seed, eps, out, args.overrides, args.agent)
-        runs.append(_record(model, seed, eps, rep, run_dir, args.agent))
+        rep = _run_one(model, seed, eps, out, args.overrides, args.agent, args.maze)
+        runs.append(_record(model, seed, eps, rep, run_dir, args.agent, args.maze))
         if not done:
             print(
                 f"{time.strftime('%H:%M:%S')} [{i + 1}/{len(todo)}] {model} seed "
@@ -505,7 +571,9 @@ def stored_runs(path: Path) -> dict[tuple[str, int, float], dict]:
 
 def _write(res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict) -> str:
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    payload, md = tabulate(runs, sweep, args.models, args.epsilons, args.agent)
+    payload, md = tabulate(
+        runs, sweep, args.models, args.epsilons, args.agent, args.maze
+    )
     md += f"\n`uptime` when written: {load}; {os.cpu_count()} CPUs.\n"
     res.mkdir(parents=True, exist_ok=True)
     dump_json(
@@ -516,12 +584,14 @@ def _write(res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict) -
             "overrides": [
                 *DATA_OVERRIDES,
                 *agent_overrides(args.agent),
+                *maze_overrides(args.maze),
                 "eval.train_real_agents=false",
                 *args.overrides,
             ],
             "configs": {m: METHODS[m][1] for m in args.models},
             "agent": args.agent,
-            "sweep": str(AGENTS[args.agent][0].relative_to(ROOT)),
+            **({} if args.maze == "umaze" else {"maze": args.maze}),
+            "sweep": str(sweep_path(args.agent, args.maze).relative_to(ROOT)),
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "uptime": load,
         },

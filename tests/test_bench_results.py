@@ -501,3 +501,55 @@ def test_reuse_pretrain_ignores_only_the_fields_it_is_told_may_differ(tmp_path):
     steps = str(mine.pretrain.steps)
     assert (tmp_path / "c" / "checkpoints" / "pretrain" / steps).is_dir()
     assert yaml.safe_load((tmp_path / "c" / "config.yaml").read_text()) == to_dict(mine)
+
+
+def test_table1_medium_row_runs_on_medium_with_bins_from_its_declared_spaces():
+    """``--maze medium``: medium sensitive, the two other mazes public, every
+    baseline's config on it, the marginal bins from medium's declared spaces (no rows
+    reach them), and the sweep it pairs with must have run the same maze."""
+    import json
+
+    import numpy as np
+    import privorl_n_eps_sweep as sweep
+    import table1_agents as t1
+    from _results import MAZES, maze_overrides
+
+    from privrl_jax import envs
+    from privrl_jax.pipelines import marginal, pategan
+
+    assert maze_overrides("umaze") == []  # umaze keeps the configs' defaults
+    med = "maze2d-medium-dense-v1"
+    public = ("maze2d-umaze-dense-v1", "maze2d-large-dense-v1")
+    assert MAZES["medium"] == (med, public)
+    for kind, config, _ in t1.METHODS.values():
+        pipe = marginal if kind == "marginal" else pategan
+        cfg = pipe.load(config, [*t1.DATA_OVERRIDES, *maze_overrides("medium")])
+        assert (cfg.data.sensitive_env, cfg.data.public_envs) == (med, public)
+        if kind != "marginal":
+            continue
+        disc = marginal.public_discretisation(cfg, 4, 2)
+        env, params = envs.make(med)
+        space = env.observation_space(params)
+        np.testing.assert_allclose(
+            [c.low for c in disc.columns[:2]], np.asarray(space.low[:2]), rtol=1e-6
+        )
+        np.testing.assert_allclose(
+            [c.high for c in disc.columns[:2]], np.asarray(space.high[:2]), rtol=1e-6
+        )
+        umaze = marginal.public_discretisation(pipe.load(config), 4, 2)
+        assert disc.columns[0].high > umaze.columns[0].high  # medium is larger
+
+    assert t1.sweep_path("iql", "medium").name == (
+        "privorl_n_eps_sweep_agents_medium.json"
+    )
+    assert t1.sweep_path("iql", "umaze") == t1.SWEEP
+    args = sweep.parse_args(
+        ["--agents", "iql", "--epsilons", "1", "10", "--maze", "medium"]
+    )
+    medium_sweep = {"overrides": sweep.base_overrides(args)}
+    t1.check_protocol(medium_sweep, "iql", "medium")
+    umaze_sweep = json.loads(t1.SWEEP.read_text())
+    with pytest.raises(SystemExit, match="overrides lack"):
+        t1.check_protocol(umaze_sweep, "iql", "medium")
+    with pytest.raises(SystemExit, match="overrides lack"):
+        t1.check_protocol(medium_sweep, "iql", "umaze")
