@@ -1099,6 +1099,11 @@ def render_e2e(res: dict) -> str:
         + "\n"
     )
     md += (
+        "\nA device row reuses the executable its host row compiled when the widths "
+        "match (always for one-of-m): its compile column is then ~0, and a cold run "
+        "costs the host row's compile more.\n"
+    )
+    md += (
         "\nNumPy reference = ope.gpope at sigma = 0 on the same schedule: "
         + ", ".join(
             f"{m} max |diff| {c['max_abs_diff_sigma0']:.1e} (max |theta| "
