@@ -553,3 +553,38 @@ def test_table1_medium_row_runs_on_medium_with_bins_from_its_declared_spaces():
         t1.check_protocol(umaze_sweep, "iql", "medium")
     with pytest.raises(SystemExit, match="overrides lack"):
         t1.check_protocol(medium_sweep, "iql", "umaze")
+
+
+def test_gpope_e2e_table_charges_a_device_row_its_host_rows_compile():
+    """A device row that reused its host row's executable (compile ~0) is tabulated as a
+    cold run: its JAX total and speed-up include the host row's compile."""
+    import gpope_experiments as ge  # noqa: PLC0415
+
+    base = {
+        "mode": "uniform",
+        "trials": 10,
+        "steps": 5,
+        "host_draw_s": 2.0,
+        "run_s": 1.0,
+        "numpy_total_s": 40.0,
+        "speedup_steady": 0.0,
+        "load_1min": 1.0,
+        "useful_units": 50,
+        "computed_units": 50,
+        "padded_units_run": 50,
+        "padded_units_per_step": 50,
+    }
+    host = base | {"schedule": "host", "draw_s": 2.0, "compile_s": 3.0}
+    dev = base | {"schedule": "device", "draw_s": 1.0, "compile_s": 0.0}
+    md = ge.render_e2e(
+        {
+            "rows": [host, dev],
+            "checks": {"uniform": {"max_abs_diff_sigma0": 0.0, "max_abs_theta": 1.0}},
+            "uptime_end": "",
+        }
+    )
+    dev_line = next(line for line in md.splitlines() if "| device |" in line)
+    cells = [c.strip() for c in dev_line.strip("|").split("|")]
+    # draw 1 + the host row's compile 3 + run 1 = 5 s; 40 / 5 = 8x; draw share 1/5.
+    assert cells[4:9] == ["3.00", "1.00", "5.00", "40.0", "8x"]
+    assert cells[11] == "20%"
