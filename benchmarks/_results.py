@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,35 @@ def dump_json(path: str | Path, payload: Any, **json_kwargs: Any) -> None:
         payload = {**payload, "provenance": info}
     else:
         path.with_suffix(".provenance.json").write_text(json.dumps(info, indent=2))
-    path.write_text(json.dumps(payload, **json_kwargs))
+    # Written beside and renamed over: a run killed mid-write leaves the previous file.
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, **json_kwargs))
+    os.replace(tmp, path)
+
+
+def write_results(res: Path, stem: str, payload: dict, md: str) -> None:
+    """Writes ``res/stem.json`` (``payload``, the XLA flags and ``uptime`` added) and
+    ``res/stem.md`` (``md`` with the load line), the layout the tuning scripts share."""
+    load = uptime()
+    dump_json(
+        res / f"{stem}.json",
+        {**payload, "xla_flags": os.environ.get("XLA_FLAGS", ""), "uptime": load},
+        indent=2,
+    )
+    md += f"\n`uptime` when written: {load}; {os.cpu_count()} CPUs.\n"
+    tmp = res / f"{stem}.md.tmp"
+    tmp.write_text(md)
+    os.replace(tmp, res / f"{stem}.md")
+
+
+def uptime() -> str:
+    """``uptime``'s line (the load a timing ran under), or "" where there is none."""
+    try:
+        return subprocess.run(
+            ["uptime"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        return ""
 
 
 # Epsilon sweeps (privorl_n_eps_sweep.py, privorl_j_eps_sweep.py): the same statistics,

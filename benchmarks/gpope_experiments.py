@@ -49,7 +49,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+from _results import dump_json, uptime  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import ope, privacy
 
@@ -1041,19 +1041,8 @@ def part_throughput_e2e(
         "(each schedule's width "
         "compiles once); steady run measured once per (sampling, K); NumPy loop timed "
         "on numpy_trials_timed trials and scaled linearly to K",
-        "uptime_end": _uptime(),
+        "uptime_end": uptime(),
     }
-
-
-def _uptime() -> str:
-    try:
-        import subprocess  # noqa: PLC0415
-
-        return subprocess.run(
-            ["uptime"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-    except OSError:
-        return ""
 
 
 def render_e2e(res: dict) -> str:

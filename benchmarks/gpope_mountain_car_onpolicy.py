@@ -99,8 +99,8 @@ _set_threads(sys.argv)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
-from gpope_experiments import LSL_GRID, _uptime, compare, summary  # noqa: E402
+from _results import dump_json, uptime  # noqa: E402  (benchmarks/_results.py)
+from gpope_experiments import LSL_GRID, compare, summary  # noqa: E402
 
 from privrl_jax import ope, privacy  # noqa: E402
 from privrl_jax.pipelines import gpope as pipe  # noqa: E402
@@ -820,7 +820,7 @@ def main() -> None:
             print(f"--add: stored epsilons {sorted(have)} kept; running {epsilons}")
             if not epsilons:
                 return
-        load_before = _uptime()
+        load_before = uptime()
         res = run(
             args.trials,
             args.chunk,
@@ -829,7 +829,7 @@ def main() -> None:
             partial=RESULTS / f"{args.name}.partial.npz",
             from_partial=args.from_partial,
         )
-        res["uptime"] = f"before: {load_before}; after: {_uptime()}"
+        res["uptime"] = f"before: {load_before}; after: {uptime()}"
         if stored is not None:
             res = merge_rows(stored, res)
         if not args.from_partial:

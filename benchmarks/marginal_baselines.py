@@ -28,7 +28,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from _results import (  # noqa: E402  (benchmarks/_results.py)
     fidelity_metrics,
     maze_overrides,
     metric_table,
+    uptime,
 )
 
 from privrl_jax import data
@@ -163,7 +163,7 @@ def main() -> None:
         f"{e:g}": next(r["noise_multiplier"] for r in runs if r["epsilon"] == e)
         for e in args.epsilons
     }
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    load = uptime()
     md = "\n".join(
         [
             f"# {' / '.join(m.upper() for m in args.models)} beside PrivORL-n: "

@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from _results import (  # noqa: E402  (benchmarks/_results.py)
     dump_json,
     fidelity_metrics,
     metric_table,
+    uptime,
 )
 from marginal_baselines import _data_files  # noqa: E402  (benchmarks/)
 
@@ -133,7 +133,7 @@ def main() -> None:
         for e in args.epsilons
     }
     r0 = runs[0]
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    load = uptime()
     md = "\n".join(
         [
             "# PATE-GAN / PrePATE-GAN beside PGM: fidelity at epsilon 1 and 10 (CPU "

@@ -121,7 +121,7 @@ def main() -> None:
         _child(Path(args.child[0]), args.child[1], args.child[2], args.epsilon)
         return
 
-    from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+    from _results import dump_json, uptime  # noqa: E402  (benchmarks/_results.py)
     from marginal_baselines import _data_files  # noqa: E402  (benchmarks/)
 
     out = Path(args.out)
@@ -175,7 +175,7 @@ def main() -> None:
         + " | ".join(f"{COMMITTED[k]:.4f}" for k in KEYS)
         + " |"
     )
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    load = uptime()
     from privrl_jax import provenance
 
     host = provenance()

@@ -41,6 +41,7 @@ from _results import (  # noqa: E402  (benchmarks/_results.py)
     dump_json,
     fidelity_metrics,
     metric_table,
+    uptime,
 )
 from marginal_baselines import _data_files  # noqa: E402  (benchmarks/)
 
@@ -279,7 +280,7 @@ def main() -> None:
             + ("n/a" if share is None else f"{share:.3f}")
             + " |"
         )
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    load = uptime()
     md = "\n".join(
         [
             "# PATE-GAN: ours beside smartnoise-synth 1.0.8, the same rows and scorers",

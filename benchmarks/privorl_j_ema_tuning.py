@@ -41,13 +41,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
-from _results import dump_json
+from _results import write_results
 from privorl_j_results import reuse_pretrain
 
 from privrl_jax.pipelines import privorl_j, to_dict
@@ -221,24 +219,9 @@ def _run(setup: str, seed: int, ema: str, out: Path, start: bool) -> dict | None
 
 
 def _write(res: Path, runs: list[dict]) -> None:
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     payload, md = tabulate(runs)
-    md += f"\n`uptime` when written: {load}; {os.cpu_count()} CPUs.\n"
-    dump_json(
-        res / "privorl_j_ema_tuning.json",
-        {
-            "runs": runs,
-            **payload,
-            "config": CONFIG,
-            "overrides": BASE,
-            "setups": SETUPS,
-            "epsilon": EPSILON,
-            "xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "uptime": load,
-        },
-        indent=2,
-    )
-    (res / "privorl_j_ema_tuning.md").write_text(md)
+    meta = {"config": CONFIG, "overrides": BASE, "setups": SETUPS, "epsilon": EPSILON}
+    write_results(res, "privorl_j_ema_tuning", {"runs": runs, **payload, **meta}, md)
 
 
 def main() -> None:

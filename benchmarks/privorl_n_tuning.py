@@ -42,13 +42,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
-from _results import dump_json
+from _results import write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "privorl_n/quickstart"
@@ -213,22 +211,9 @@ def _run(setup: str, seed: int, lr: float, k: int, out: Path, first: Path | None
 
 
 def _write(res: Path, runs: list[dict]) -> None:
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     payload, md = tabulate(runs)
-    md += f"\n`uptime` when written: {load}; {os.cpu_count()} CPUs.\n"
-    dump_json(
-        res / "privorl_n_tuning.json",
-        {
-            "runs": runs,
-            **payload,
-            "config": CONFIG,
-            "setups": SETUPS,
-            "xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "uptime": load,
-        },
-        indent=2,
-    )
-    (res / "privorl_n_tuning.md").write_text(md)
+    meta = {"config": CONFIG, "setups": SETUPS}
+    write_results(res, "privorl_n_tuning", {"runs": runs, **payload, **meta}, md)
 
 
 def main() -> None:

@@ -41,13 +41,12 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import privorl_n_eps_sweep as sweep_script
-from _results import dump_json, eps_name, metric_table, summary
+from _results import dump_json, eps_name, metric_table, summary, uptime
 from table1_agents import SWEEP, check_same_data, paired_vs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -348,15 +347,11 @@ def stored_runs_by_variant(path: Path) -> dict[tuple[str, int, float], dict]:
     }
 
 
-def _uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-
-
 def write_pld(
     res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict
 ) -> str:
     """The PLD study's results files; returns ``uptime``."""
-    load = _uptime()
+    load = uptime()
     table, lines, pair_lines, pairs, rows, order = paired_table(
         runs, sweep, [("pld", "PLD")], args.epsilons, "RDP"
     )

@@ -50,7 +50,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -64,6 +63,7 @@ from _results import (  # benchmarks/_results.py
     maze_overrides,
     metric_table,
     summary,
+    uptime,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -570,7 +570,7 @@ def stored_runs(path: Path) -> dict[tuple[str, int, float], dict]:
 
 
 def _write(res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict) -> str:
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    load = uptime()
     payload, md = tabulate(
         runs, sweep, args.models, args.epsilons, args.agent, args.maze
     )

@@ -588,3 +588,19 @@ def test_gpope_e2e_table_charges_a_device_row_its_host_rows_compile():
     # draw 1 + the host row's compile 3 + run 1 = 5 s; 40 / 5 = 8x; draw share 1/5.
     assert cells[4:9] == ["3.00", "1.00", "5.00", "40.0", "8x"]
     assert cells[11] == "20%"
+
+
+def test_write_results_replaces_both_files_whole(tmp_path):
+    """The tuning scripts' writer: the JSON holds the payload plus the host's load, the
+    Markdown ends with the load line, and no temporary file is left behind."""
+    import json  # noqa: PLC0415
+
+    from _results import write_results  # noqa: PLC0415
+
+    (tmp_path / "t.json").write_text("{truncated")  # a previous, broken write
+    write_results(tmp_path, "t", {"runs": [1, 2]}, "| a |\n")
+    got = json.loads((tmp_path / "t.json").read_text())
+    assert got["runs"] == [1, 2] and "uptime" in got and "provenance" in got
+    md = (tmp_path / "t.md").read_text()
+    assert md.startswith("| a |\n") and "`uptime` when written:" in md
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json", "t.md"]
