@@ -78,6 +78,10 @@ MAZES = {
         "maze2d-medium-dense-v1",
         ("maze2d-umaze-dense-v1", "maze2d-large-dense-v1"),
     ),
+    "large": (
+        "maze2d-large-dense-v1",
+        ("maze2d-umaze-dense-v1", "maze2d-medium-dense-v1"),
+    ),
 }
 
 
