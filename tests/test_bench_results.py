@@ -503,10 +503,19 @@ def test_reuse_pretrain_ignores_only_the_fields_it_is_told_may_differ(tmp_path):
     assert yaml.safe_load((tmp_path / "c" / "config.yaml").read_text()) == to_dict(mine)
 
 
-def test_table1_medium_row_runs_on_medium_with_bins_from_its_declared_spaces():
-    """``--maze medium``: medium sensitive, the two other mazes public, every
-    baseline's config on it, the marginal bins from medium's declared spaces (no rows
-    reach them), and the sweep it pairs with must have run the same maze."""
+@pytest.mark.parametrize(
+    ("maze", "public"),
+    [
+        ("medium", ("maze2d-umaze-dense-v1", "maze2d-large-dense-v1")),
+        ("large", ("maze2d-umaze-dense-v1", "maze2d-medium-dense-v1")),
+    ],
+)
+def test_table1_maze_row_runs_on_its_maze_with_bins_from_its_declared_spaces(
+    maze, public
+):
+    """``--maze medium|large``: that maze sensitive, the two others public, every
+    baseline's config on it, the marginal bins from its declared spaces (no rows reach
+    them), and the sweep it pairs with must have run the same maze."""
     import json
 
     import numpy as np
@@ -518,12 +527,11 @@ def test_table1_medium_row_runs_on_medium_with_bins_from_its_declared_spaces():
     from privrl_jax.pipelines import marginal, pategan
 
     assert maze_overrides("umaze") == []  # umaze keeps the configs' defaults
-    med = "maze2d-medium-dense-v1"
-    public = ("maze2d-umaze-dense-v1", "maze2d-large-dense-v1")
-    assert MAZES["medium"] == (med, public)
+    med = f"maze2d-{maze}-dense-v1"
+    assert MAZES[maze] == (med, public)
     for kind, config, _ in t1.METHODS.values():
         pipe = marginal if kind == "marginal" else pategan
-        cfg = pipe.load(config, [*t1.DATA_OVERRIDES, *maze_overrides("medium")])
+        cfg = pipe.load(config, [*t1.DATA_OVERRIDES, *maze_overrides(maze)])
         assert (cfg.data.sensitive_env, cfg.data.public_envs) == (med, public)
         if kind != "marginal":
             continue
@@ -537,22 +545,24 @@ def test_table1_medium_row_runs_on_medium_with_bins_from_its_declared_spaces():
             [c.high for c in disc.columns[:2]], np.asarray(space.high[:2]), rtol=1e-6
         )
         umaze = marginal.public_discretisation(pipe.load(config), 4, 2)
-        assert disc.columns[0].high > umaze.columns[0].high  # medium is larger
+        assert disc.columns[0].high > umaze.columns[0].high  # umaze is the smallest
 
-    assert t1.sweep_path("iql", "medium").name == (
-        "privorl_n_eps_sweep_agents_medium.json"
-    )
+    assert t1.sweep_path("iql", maze).name == f"privorl_n_eps_sweep_agents_{maze}.json"
     assert t1.sweep_path("iql", "umaze") == t1.SWEEP
     args = sweep.parse_args(
-        ["--agents", "iql", "--epsilons", "1", "10", "--maze", "medium"]
+        ["--agents", "iql", "--epsilons", "1", "10", "--maze", maze]
     )
-    medium_sweep = {"overrides": sweep.base_overrides(args)}
-    t1.check_protocol(medium_sweep, "iql", "medium")
+    maze_sweep = {"overrides": sweep.base_overrides(args)}
+    t1.check_protocol(maze_sweep, "iql", maze)
     umaze_sweep = json.loads(t1.SWEEP.read_text())
-    with pytest.raises(SystemExit, match="overrides lack"):
-        t1.check_protocol(umaze_sweep, "iql", "medium")
-    with pytest.raises(SystemExit, match="overrides lack"):
-        t1.check_protocol(medium_sweep, "iql", "umaze")
+    other = "large" if maze == "medium" else "medium"
+    for stored, run in (
+        (umaze_sweep, maze),
+        (maze_sweep, "umaze"),
+        (maze_sweep, other),
+    ):
+        with pytest.raises(SystemExit, match="overrides lack"):
+            t1.check_protocol(stored, "iql", run)
 
 
 def test_gpope_e2e_table_charges_a_device_row_its_host_rows_compile():
