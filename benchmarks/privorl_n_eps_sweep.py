@@ -43,7 +43,8 @@ agent on 2 cores, so keep that mode to a few epsilons.
         --name privorl_n_eps_sweep_agents --out runs/privorl_n_eps_sweep_agents
 
 ``--maze medium`` makes maze2d-medium-dense-v1 the sensitive task and the two other
-mazes (umaze + large) the public data (``_results.MAZES``), at the same sizes and keys.
+mazes (umaze + large) the public data (``_results.MAZES``), at the same sizes and keys;
+``--maze large`` likewise (public umaze + medium).
 
 Writes ``benchmarks/results/NAME.{json,md,png}`` (``--name``; agent mode also
 ``NAME_fidelity.png``); runs go to ``--out`` (resumable: a run with a report.json is

@@ -37,7 +37,8 @@ sensitive, public umaze + large (``_results.MAZES``; the same sizes and collecti
 the sensitive env's declared spaces, public, so they span medium's wider positions),
 paired with PrivORL-n's medium sweep (``privorl_n_eps_sweep.py --agents iql --epsilons
 1 10 --maze medium --name privorl_n_eps_sweep_agents_medium``); its results are
-``table1_agents_medium.*`` and its runs ``runs/table1_agents_medium``.
+``table1_agents_medium.*`` and its runs ``runs/table1_agents_medium``. ``--maze large``
+gives the large row the same way (public umaze + medium; ``..._large``).
 
 Needs the baselines extra (``pip install -e ".[baselines]"``). Writes
 ``benchmarks/results/NAME.{json,md}`` (``--name``, default ``table1_agents_MAZE``);
