@@ -7,6 +7,7 @@ import json
 import math
 import os
 import subprocess
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,21 @@ def dump_json(path: str | Path, payload: Any, **json_kwargs: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(payload, **json_kwargs))
     os.replace(tmp, path)
+
+
+def with_stored_runs(
+    path: Path, runs: list[dict], key: Callable[[dict], Hashable]
+) -> list[dict]:
+    """``runs`` plus the runs stored in ``path`` (a results JSON with a ``runs`` list)
+    whose ``key`` none of ``runs`` has: an invocation over fewer seeds or grid points
+    than the stored table, or one reading a partial runs folder, re-tabulates without
+    dropping what it did not rerun. Stored runs keep their order; new ones follow."""
+    if not path.exists():
+        return runs
+    new = {key(r): r for r in runs}
+    stored = json.loads(path.read_text()).get("runs", [])
+    merged = [new.pop(key(r), r) for r in stored]
+    return merged + [r for r in runs if key(r) in new]
 
 
 def write_results(res: Path, stem: str, payload: dict, md: str) -> None:

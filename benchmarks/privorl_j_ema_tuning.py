@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _results import write_results
+from _results import with_stored_runs, write_results
 from privorl_j_results import reuse_pretrain
 
 from privrl_jax.pipelines import privorl_j, to_dict
@@ -219,6 +219,12 @@ def _run(setup: str, seed: int, ema: str, out: Path, start: bool) -> dict | None
 
 
 def _write(res: Path, runs: list[dict]) -> None:
+    # Runs stored but not in this invocation (other seeds, a pooled host) stay.
+    runs = with_stored_runs(
+        res / "privorl_j_ema_tuning.json",
+        runs,
+        lambda r: (r["setup"], r["seed"], r["ema"]),
+    )
     payload, md = tabulate(runs)
     meta = {"config": CONFIG, "overrides": BASE, "setups": SETUPS, "epsilon": EPSILON}
     write_results(res, "privorl_j_ema_tuning", {"runs": runs, **payload, **meta}, md)

@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _results import write_results
+from _results import with_stored_runs, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "privorl_n/quickstart"
@@ -211,6 +211,12 @@ def _run(setup: str, seed: int, lr: float, k: int, out: Path, first: Path | None
 
 
 def _write(res: Path, runs: list[dict]) -> None:
+    # Runs stored but not in this invocation (other seeds, a pooled host) stay.
+    runs = with_stored_runs(
+        res / "privorl_n_tuning.json",
+        runs,
+        lambda r: (r["setup"], r["seed"], r["lr"], r["K"]),
+    )
     payload, md = tabulate(runs)
     meta = {"config": CONFIG, "setups": SETUPS}
     write_results(res, "privorl_n_tuning", {"runs": runs, **payload, **meta}, md)

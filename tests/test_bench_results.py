@@ -614,3 +614,18 @@ def test_write_results_replaces_both_files_whole(tmp_path):
     md = (tmp_path / "t.md").read_text()
     assert md.startswith("| a |\n") and "`uptime` when written:" in md
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json", "t.md"]
+
+
+def test_with_stored_runs_keeps_what_an_invocation_did_not_rerun(tmp_path):
+    import json  # noqa: PLC0415
+
+    from _results import with_stored_runs  # noqa: PLC0415
+
+    path = tmp_path / "t.json"
+    assert with_stored_runs(path, [{"s": 0, "v": 1}], lambda r: r["s"]) == [
+        {"s": 0, "v": 1}
+    ]
+    path.write_text(json.dumps({"runs": [{"s": 0, "v": 1}, {"s": 1, "v": 2}]}))
+    # Seed 0 rerun (new value), seed 2 new, seed 1 only stored: kept in place.
+    got = with_stored_runs(path, [{"s": 2, "v": 5}, {"s": 0, "v": 9}], lambda r: r["s"])
+    assert got == [{"s": 0, "v": 9}, {"s": 1, "v": 2}, {"s": 2, "v": 5}]
