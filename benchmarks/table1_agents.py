@@ -65,6 +65,7 @@ from _results import (  # benchmarks/_results.py
     metric_table,
     summary,
     uptime,
+    with_stored_runs,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -572,6 +573,13 @@ def stored_runs(path: Path) -> dict[tuple[str, int, float], dict]:
 
 def _write(res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict) -> str:
     load = uptime()
+    # Seeds stored but not requested this time stay in the table (``--seeds 2`` after a
+    # run of 0 1 adds a seed rather than leaving one).
+    runs = with_stored_runs(
+        res / f"{args.name}.json",
+        runs,
+        lambda r: (r["model"], int(r["seed"]), float(r["epsilon"])),
+    )
     payload, md = tabulate(
         runs, sweep, args.models, args.epsilons, args.agent, args.maze
     )
