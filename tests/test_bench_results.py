@@ -629,3 +629,49 @@ def test_with_stored_runs_keeps_what_an_invocation_did_not_rerun(tmp_path):
     # Seed 0 rerun (new value), seed 2 new, seed 1 only stored: kept in place.
     got = with_stored_runs(path, [{"s": 2, "v": 5}, {"s": 0, "v": 9}], lambda r: r["s"])
     assert got == [{"s": 0, "v": 9}, {"s": 1, "v": 2}, {"s": 2, "v": 5}]
+
+
+def test_table1_summary_averages_over_the_stored_cells(tmp_path):
+    """Two stored cells (umaze IQL, medium TD3+BC): the averages are over the cells
+    that hold each row, and PrivORL-n's wins are counted against every baseline and
+    against the paper's four separately."""
+    import json  # noqa: PLC0415
+
+    import table1_summary as ts  # noqa: PLC0415
+
+    def stats(mean, n=3):
+        return {"n": n, "mean": mean, "std": 1.0, "ci95": 2.0}
+
+    def table(agent, privorl, aim, pgm):
+        key = f"agent_{agent}"
+        t = {}
+        for eps in ("1", "10"):
+            t[f"PrivORL-n eps = {eps} (sweep)"] = {key: stats(privorl)}
+            t[f"AIM eps = {eps}"] = {key: stats(aim)}
+            t[f"PGM eps = {eps}"] = {key: stats(pgm), "free_cell_share": stats(0.5)}
+        return {"seeds": [0, 1, 2], "table": t}
+
+    (tmp_path / "table1_agents_umaze.json").write_text(
+        json.dumps(table("iql", 30.0, 40.0, -10.0))
+    )
+    (tmp_path / "table1_agents_medium_td3bc.json").write_text(
+        json.dumps(table("td3bc", 60.0, 50.0, 0.0))
+    )
+    cells = ts.load_cells(tmp_path)
+    assert [(c["maze"], c["agent"]) for c in cells] == [
+        ("umaze", "IQL"),
+        ("medium", "TD3+BC"),
+    ]
+    avg = ts.averages(cells)
+    assert avg["1"]["PrivORL-n"] == 45.0 and avg["10"]["PGM"] == -5.0
+    assert avg["1"]["AIM cells"] == 2 and avg["1"]["MST cells"] == 0
+    assert math.isnan(avg["1"]["MST"])
+    # AIM beats PrivORL-n on umaze only; the paper's baselines (PGM here) never do.
+    assert ts.best_counts(cells)["1"] == {"privorl_n_best": 1, "cells": 2}
+    assert ts.best_counts(cells, ts.PAPER_METHODS)["10"] == {
+        "privorl_n_best": 2,
+        "cells": 2,
+    }
+    md = ts.render(cells)
+    assert "| umaze | IQL | 1 | -10.0 ± 1.0 (3) | - | - | - | 40.0 ± 1.0 (3) |" in md
+    assert "| 1 | paper (9 cells) | 11.7 | 3.4 | 2.0 | 3.2 | - | - | 51.9 |" in md
