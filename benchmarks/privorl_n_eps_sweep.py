@@ -454,7 +454,8 @@ def _agent_tables(
             "updates, score = mean of the last 5 evaluations (one per 1000 updates, 50 "
             "episodes each), one agent seed per row and data seed. "
             f"'{REAL_ROW}': the agent is trained on the sensitive training rows "
-            f"({args.sensitive_size} - 2000 held out); its fidelity columns are the "
+            f"({args.sensitive_size}; the 2000 held out are collected beside them); "
+            "its fidelity columns are the "
             "real holdout's. Pre-training only and real data come from each seed's "
             "first run.",
             "",

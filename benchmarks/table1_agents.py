@@ -430,7 +430,8 @@ def tabulate(
             + "; noise seeded 1000 + seed. PrivORL-n, "
             "pre-training only and real data: the sweep's stored rows for these "
             f"seeds. '{REAL_ROW}': {name} trained on the sensitive training rows "
-            "(18000), its fidelity columns the real holdout's. Mean ± sample std "
+            "(20000; the 2000 held out are collected beside them), its fidelity "
+            "columns the real holdout's. Mean ± sample std "
             "(ddof = 1) [95% t half-width] over seeds.",
             "",
             *lines,
