@@ -28,9 +28,14 @@ def dump_json(path: str | Path, payload: Any, **json_kwargs: Any) -> None:
         payload = {**payload, "provenance": info}
     else:
         path.with_suffix(".provenance.json").write_text(json.dumps(info, indent=2))
-    # Written beside and renamed over: a run killed mid-write leaves the previous file.
+    write_text(path, json.dumps(payload, **json_kwargs))
+
+
+def write_text(path: Path, text: str) -> None:
+    """Writes ``text`` beside ``path`` and renames it over: a run killed mid-write
+    leaves the previous file, never half of one."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, **json_kwargs))
+    tmp.write_text(text)
     os.replace(tmp, path)
 
 
@@ -59,9 +64,7 @@ def write_results(res: Path, stem: str, payload: dict, md: str) -> None:
         indent=2,
     )
     md += f"\n`uptime` when written: {load}; {os.cpu_count()} CPUs.\n"
-    tmp = res / f"{stem}.md.tmp"
-    tmp.write_text(md)
-    os.replace(tmp, res / f"{stem}.md")
+    write_text(res / f"{stem}.md", md)
 
 
 def uptime() -> str:

@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 
 import numpy as np
-from _results import MAZES, dump_json  # benchmarks/_results.py
+from _results import MAZES, dump_json, write_text  # benchmarks/_results.py
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -198,7 +198,7 @@ def main() -> None:
         },
         indent=2,
     )
-    (RESULTS / "table1_summary.md").write_text(md)
+    write_text(RESULTS / "table1_summary.md", md)
     print(md)
 
 
