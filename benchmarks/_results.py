@@ -16,19 +16,43 @@ import scipy.stats
 
 from privrl_jax import provenance
 
+# What a results file records of the host and load its runs ran under.
+RUN_FIELDS = ("provenance", "xla_flags", "uptime")
 
-def dump_json(path: str | Path, payload: Any, **json_kwargs: Any) -> None:
+
+def dump_json(
+    path: str | Path, payload: Any, *, ran: bool = True, **json_kwargs: Any
+) -> None:
     """Writes ``payload`` to ``path`` as JSON, with :func:`privrl_jax.provenance`
-    (versions,
-    platform, devices): under the key ``provenance`` of a dict payload, or for any other
-    payload in ``NAME.provenance.json`` beside it (readers of the list keep working)."""
+    (versions, platform, devices): under the key ``provenance`` of a dict payload, or
+    for any other payload in ``NAME.provenance.json`` beside it (readers of the list
+    keep working).
+
+    ``ran=False`` says this invocation started no run (it re-tabulated stored ones): the
+    stored file's :data:`RUN_FIELDS` are kept, since they describe the host and load the
+    runs had, and this host's provenance and load go under ``tabulated``."""
     path = Path(path)
     info = provenance()
-    if isinstance(payload, dict):
-        payload = {**payload, "provenance": info}
-    else:
+    if not isinstance(payload, dict):
         path.with_suffix(".provenance.json").write_text(json.dumps(info, indent=2))
+        write_text(path, json.dumps(payload, **json_kwargs))
+        return
+    payload = {**payload, "provenance": info}
+    stored = _stored(path) if not ran else {}
+    if any(k in stored for k in RUN_FIELDS):
+        now = {k: payload[k] for k in RUN_FIELDS if k in payload}
+        payload |= {k: stored[k] for k in RUN_FIELDS if k in stored}
+        payload["tabulated"] = now
     write_text(path, json.dumps(payload, **json_kwargs))
+
+
+def _stored(path: Path) -> dict:
+    """The JSON object stored at ``path``; empty when there is none or it is broken."""
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
 
 
 def write_text(path: Path, text: str) -> None:
@@ -54,17 +78,30 @@ def with_stored_runs(
     return merged + [r for r in runs if key(r) in new]
 
 
-def write_results(res: Path, stem: str, payload: dict, md: str) -> None:
+def write_results(
+    res: Path, stem: str, payload: dict, md: str, *, ran: bool = True
+) -> None:
     """Writes ``res/stem.json`` (``payload``, the XLA flags and ``uptime`` added) and
-    ``res/stem.md`` (``md`` with the load line), the layout the tuning scripts share."""
-    load = uptime()
+    ``res/stem.md`` (``md`` with the load line), the layout the tuning scripts share;
+    ``ran=False`` keeps the stored run-time fields (:func:`dump_json`)."""
+    path = res / f"{stem}.json"
     dump_json(
-        res / f"{stem}.json",
-        {**payload, "xla_flags": os.environ.get("XLA_FLAGS", ""), "uptime": load},
+        path,
+        {**payload, "xla_flags": os.environ.get("XLA_FLAGS", ""), "uptime": uptime()},
+        ran=ran,
         indent=2,
     )
-    md += f"\n`uptime` when written: {load}; {os.cpu_count()} CPUs.\n"
+    md += load_line(path)
     write_text(res / f"{stem}.md", md)
+
+
+def load_line(path: Path) -> str:
+    """The Markdown line giving the load stored in the results JSON at ``path``: the
+    runs' own, also after a re-tabulation (``tabulated`` then holds the tabulating
+    host's)."""
+    got = _stored(path)
+    when = "when the runs were written" if "tabulated" in got else "when written"
+    return f"\n`uptime` {when}: {got.get('uptime', '')}; {os.cpu_count()} CPUs.\n"
 
 
 def uptime() -> str:

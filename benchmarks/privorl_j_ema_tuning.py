@@ -218,7 +218,7 @@ def _run(setup: str, seed: int, ema: str, out: Path, start: bool) -> dict | None
     }
 
 
-def _write(res: Path, runs: list[dict]) -> None:
+def _write(res: Path, runs: list[dict], ran: bool) -> None:
     # Runs stored but not in this invocation (other seeds, a pooled host) stay.
     runs = with_stored_runs(
         res / "privorl_j_ema_tuning.json",
@@ -227,7 +227,9 @@ def _write(res: Path, runs: list[dict]) -> None:
     )
     payload, md = tabulate(runs)
     meta = {"config": CONFIG, "overrides": BASE, "setups": SETUPS, "epsilon": EPSILON}
-    write_results(res, "privorl_j_ema_tuning", {"runs": runs, **payload, **meta}, md)
+    write_results(
+        res, "privorl_j_ema_tuning", {"runs": runs, **payload, **meta}, md, ran=ran
+    )
 
 
 def main() -> None:
@@ -263,11 +265,11 @@ def main() -> None:
             f"{rec['wall_time_s']:.0f} s",
             flush=True,
         )
-        _write(res, runs)
+        _write(res, runs, ran=not args.tables_only)
     if not runs:
         print("no finished run")
         return
-    _write(res, runs)
+    _write(res, runs, ran=not args.tables_only)
     print((res / "privorl_j_ema_tuning.md").read_text())
 
 

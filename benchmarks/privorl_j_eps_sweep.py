@@ -52,6 +52,7 @@ from _results import (  # benchmarks/_results.py
     metric_table,
     paired_differences,
     plot_eps_sweep,
+    write_text,
 )
 from privorl_j_results import reuse_pretrain
 
@@ -210,9 +211,10 @@ def main() -> None:
             "table": table,
             "paired_differences": paired,
         },
+        ran=not args.tables_only,
         indent=2,
     )
-    (out / f"{args.name}.md").write_text(md)
+    write_text(out / f"{args.name}.md", md)
     plot_eps_sweep(rows, table, METRICS, out / f"{args.name}.png")
 
 

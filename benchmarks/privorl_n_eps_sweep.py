@@ -77,6 +77,7 @@ from _results import (  # benchmarks/_results.py
     paired_rows,
     plot_eps_sweep,
     summary,
+    write_text,
 )
 
 from privrl_jax.pipelines import privorl_n
@@ -97,6 +98,7 @@ def main() -> None:
     stored = kept["runs"] if kept else []
 
     runs: list[dict] = []
+    started = False  # a re-tabulation keeps the stored runs' provenance
     for seed in args.seeds:
         first = None
         for eps in args.epsilons:
@@ -126,6 +128,7 @@ def main() -> None:
             elif args.tables_only:
                 continue
             else:
+                started = True
                 print(
                     f"{time.strftime('%H:%M:%S')} seed {seed}, eps {eps_name(eps)} -> "
                     f"{run_dir}",
@@ -182,9 +185,10 @@ def main() -> None:
             "config": args.config,
             **kept_from,
         },
+        ran=started,
         indent=2,
     )
-    (out / f"{args.name}.md").write_text(md)
+    write_text(out / f"{args.name}.md", md)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

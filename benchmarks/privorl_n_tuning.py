@@ -210,7 +210,7 @@ def _run(setup: str, seed: int, lr: float, k: int, out: Path, first: Path | None
     }
 
 
-def _write(res: Path, runs: list[dict]) -> None:
+def _write(res: Path, runs: list[dict], ran: bool) -> None:
     # Runs stored but not in this invocation (other seeds, a pooled host) stay.
     runs = with_stored_runs(
         res / "privorl_n_tuning.json",
@@ -219,7 +219,9 @@ def _write(res: Path, runs: list[dict]) -> None:
     )
     payload, md = tabulate(runs)
     meta = {"config": CONFIG, "setups": SETUPS}
-    write_results(res, "privorl_n_tuning", {"runs": runs, **payload, **meta}, md)
+    write_results(
+        res, "privorl_n_tuning", {"runs": runs, **payload, **meta}, md, ran=ran
+    )
 
 
 def main() -> None:
@@ -266,8 +268,8 @@ def main() -> None:
                 f"{rec['wall_time_s']:.0f} s",
                 flush=True,
             )
-            _write(res, runs)
-    _write(res, runs)
+            _write(res, runs, ran=not args.tables_only)
+    _write(res, runs, ran=not args.tables_only)
     print((res / "privorl_n_tuning.md").read_text())
 
 

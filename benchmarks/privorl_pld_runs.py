@@ -46,7 +46,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import privorl_n_eps_sweep as sweep_script
-from _results import dump_json, eps_name, metric_table, summary, uptime
+from _results import (
+    dump_json,
+    eps_name,
+    load_line,
+    metric_table,
+    summary,
+    uptime,
+    write_text,
+)
 from table1_agents import SWEEP, check_same_data, paired_vs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -410,8 +418,6 @@ def write_pld(
             "",
             wall_line(runs),
             "",
-            f"`uptime` when written: {load}; {os.cpu_count()} CPUs.",
-            "",
         ]
     )
     dump_json(
@@ -428,9 +434,10 @@ def write_pld(
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "uptime": load,
         },
+        ran=not args.tables_only,
         indent=2,
     )
-    (res / f"{args.name}.md").write_text(md)
+    write_text(res / f"{args.name}.md", md + load_line(res / f"{args.name}.json"))
     return load
 
 

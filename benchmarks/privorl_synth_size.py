@@ -27,13 +27,12 @@ import argparse
 import os
 from pathlib import Path
 
-from _results import dump_json
+from _results import dump_json, load_line, uptime, write_text
 from privorl_pld_runs import (
     CONFIG,
     NO_ANCHOR_AGENTS,
     ROOT,
     SWEEP,
-    _uptime,
     paired_table,
     per_seed_lines,
     run_study,
@@ -52,7 +51,7 @@ def write_size(
     res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict
 ) -> str:
     """The size study's results files; returns ``uptime``."""
-    load = _uptime()
+    load = uptime()
     table, lines, pair_lines, pairs, rows, order = paired_table(
         runs,
         sweep,
@@ -88,8 +87,6 @@ def write_size(
             "",
             wall_line(runs),
             "",
-            f"`uptime` when written: {load}; {os.cpu_count()} CPUs.",
-            "",
         ]
     )
     dump_json(
@@ -106,9 +103,10 @@ def write_size(
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "uptime": load,
         },
+        ran=not args.tables_only,
         indent=2,
     )
-    (res / f"{args.name}.md").write_text(md)
+    write_text(res / f"{args.name}.md", md + load_line(res / f"{args.name}.json"))
     return load
 
 

@@ -61,11 +61,13 @@ from _results import (  # benchmarks/_results.py
     PRETRAIN_ROW,
     dump_json,
     eps_name,
+    load_line,
     maze_overrides,
     metric_table,
     summary,
     uptime,
     with_stored_runs,
+    write_text,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -514,6 +516,7 @@ def main() -> None:
     todo = [(s, m, e) for s in args.seeds for m in args.models for e in args.epsilons]
     stored = stored_runs(res / f"{args.name}.json")
     runs: list[dict] = []
+    started = False  # a re-tabulation keeps the stored runs' host and load
     t0 = time.time()
     for i, (seed, model, eps) in enumerate(todo):
         run_dir = out / f"{model}_seed{seed}_eps{eps_name(eps)}"
@@ -526,6 +529,7 @@ def main() -> None:
         if not done and args.tables_only:
             continue
         if not done:
+            started = True
             print(
                 f"{time.strftime('%H:%M:%S')} [{i + 1}/{len(todo)}] {model} seed "
                 f"{seed} eps {eps_name(eps)} -> {run_dir}",
@@ -549,8 +553,8 @@ def main() -> None:
                 "--out"
             )
         # Rewritten after every run: a partial run leaves a readable table.
-        _write(res, args, runs, sweep)
-    load = _write(res, args, runs, sweep)
+        _write(res, args, runs, sweep, ran=started)
+    load = _write(res, args, runs, sweep, ran=started)
     print((res / f"{args.name}.md").read_text())
     print(f"{time.time() - t0:.0f} s; uptime: {load}")
     assert all(
@@ -572,7 +576,11 @@ def stored_runs(path: Path) -> dict[tuple[str, int, float], dict]:
     }
 
 
-def _write(res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict) -> str:
+def _write(
+    res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict, ran: bool
+) -> str:
+    """Writes the results JSON and Markdown of ``runs``; returns this host's load.
+    ``ran=False`` (no run started) keeps the stored file's host and load."""
     load = uptime()
     # Seeds stored but not requested this time stay in the table (``--seeds 2`` after a
     # run of 0 1 adds a seed rather than leaving one).
@@ -584,7 +592,6 @@ def _write(res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict) -
     payload, md = tabulate(
         runs, sweep, args.models, args.epsilons, args.agent, args.maze
     )
-    md += f"\n`uptime` when written: {load}; {os.cpu_count()} CPUs.\n"
     res.mkdir(parents=True, exist_ok=True)
     dump_json(
         res / f"{args.name}.json",
@@ -605,9 +612,10 @@ def _write(res: Path, args: argparse.Namespace, runs: list[dict], sweep: dict) -
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "uptime": load,
         },
+        ran=ran,
         indent=2,
     )
-    (res / f"{args.name}.md").write_text(md)
+    write_text(res / f"{args.name}.md", md + load_line(res / f"{args.name}.json"))
     return load
 
 

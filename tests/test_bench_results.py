@@ -86,6 +86,73 @@ def test_benchmark_scripts_call_the_shared_helpers_with_their_arguments():
     assert not bad, bad
 
 
+def test_benchmark_scripts_import_only_names_their_sibling_modules_define():
+    # A helper renamed in one script (privorl_pld_runs lost ``_uptime``) broke another
+    # that imported it, found only when that study was run again: every
+    # ``from SIBLING import NAME`` in benchmarks/*.py must name a top-level definition.
+    import ast
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    defined = {}
+    for path in bench.glob("*.py"):
+        names = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = (
+                    node.targets if isinstance(node, ast.Assign) else [node.target]
+                )
+                names |= {
+                    n.id
+                    for t in targets
+                    for n in ast.walk(t)
+                    if isinstance(n, ast.Name)
+                }
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        defined[path.stem] = names
+    bad = [
+        f"{path.name}:{node.lineno} {node.module}.{a.name}"
+        for path in sorted(bench.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module in defined
+        for a in node.names
+        if a.name not in defined[node.module]
+    ]
+    assert not bad, bad
+
+
+def test_a_retabulation_keeps_the_runs_host_and_load(tmp_path):
+    """``ran=False`` (no run started) keeps the stored provenance, XLA flags and load,
+    and records the tabulating host's under ``tabulated``; a run writes its own."""
+    import json  # noqa: PLC0415
+
+    from _results import write_results  # noqa: PLC0415
+
+    stored = {
+        "runs": [1],
+        "provenance": {"host": "the runs' host"},
+        "xla_flags": "--one-thread",
+        "uptime": "load 2.00",
+    }
+    (tmp_path / "t.json").write_text(json.dumps(stored))
+    write_results(tmp_path, "t", {"runs": [1, 2]}, "| a |\n", ran=False)
+    got = json.loads((tmp_path / "t.json").read_text())
+    assert got["runs"] == [1, 2]
+    assert {k: got[k] for k in ("provenance", "xla_flags", "uptime")} == {
+        k: stored[k] for k in ("provenance", "xla_flags", "uptime")
+    }
+    assert got["tabulated"]["provenance"] != stored["provenance"]
+    assert (
+        "`uptime` when the runs were written: load 2.00;"
+        in (tmp_path / "t.md").read_text()
+    )
+    write_results(tmp_path, "t", {"runs": [1, 2]}, "| a |\n", ran=True)
+    got = json.loads((tmp_path / "t.json").read_text())
+    assert "tabulated" not in got and got["uptime"] != "load 2.00"
+
+
 def test_paired_rows_pair_any_two_rows_over_their_common_seeds():
     # Seed 2 has no "real" row: the pair uses seeds 0 and 1 only.
     rows = {
