@@ -20,7 +20,7 @@ import json
 import math
 from pathlib import Path
 
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+from _results import dump_json, write_text  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax.pipelines import privorl_n
 
@@ -141,8 +141,13 @@ def main() -> None:
     )
     print(text)
     RESULTS.mkdir(exist_ok=True)
-    dump_json(RESULTS / "mia_memorise.json", {"rows": rows}, indent=1)
-    (RESULTS / "mia_memorise.md").write_text(text)
+    dump_json(
+        RESULTS / "mia_memorise.json",
+        {"rows": rows},
+        ran=not args.tables_only,
+        indent=1,
+    )
+    write_text(RESULTS / "mia_memorise.md", text)
 
 
 if __name__ == "__main__":

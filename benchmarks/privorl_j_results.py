@@ -49,13 +49,9 @@ from typing import Any
 import jax
 import numpy as np
 import yaml
+from _results import dump_json, write_text  # benchmarks/_results.py
 
-from privrl_jax import (
-    data,
-    envs,
-    pipelines,
-    provenance,  # noqa: E402
-)
+from privrl_jax import data, envs, pipelines
 from privrl_jax import eval as evaluation
 from privrl_jax.pipelines import privorl_j, to_dict
 
@@ -422,22 +418,21 @@ def main() -> None:
             )
         out = ROOT / "benchmarks" / "results"
         out.mkdir(parents=True, exist_ok=True)
-        (out / f"{args.name}.json").write_text(
-            json.dumps(
-                {
-                    "config": args.config,
-                    "overrides": args.overrides,
-                    "note": NOTE,
-                    "rows": rows,
-                    "horizon_sweep": sweep,
-                    "references": refs,
-                    "provenance": provenance(),
-                },
-                indent=2,
-                default=float,
-            )
+        dump_json(
+            out / f"{args.name}.json",
+            {
+                "config": args.config,
+                "overrides": args.overrides,
+                "note": NOTE,
+                "rows": rows,
+                "horizon_sweep": sweep,
+                "references": refs,
+            },
+            ran=not args.tables_only,
+            indent=2,
+            default=float,
         )
-        (out / f"{args.name}.md").write_text(text)
+        write_text(out / f"{args.name}.md", text)
         return text
 
     for seed in (
