@@ -35,7 +35,9 @@ last 5 evaluations (one per 1k updates, 50 episodes each) of one agent seed; eac
 first run also trains it on the real sensitive training rows
 (``eval.train_real_agents``) and on the pre-training-only samples
 (``eval.anchor_agents``). About 4 CPU-minutes an
-agent on 2 cores, so keep that mode to a few epsilons.
+agent on 2 cores, so keep that mode to a few epsilons. The real-data agent's evaluation
+curve is kept (``real_curves``), and the tables ask whether the budget trained it: its
+score's rise over the last 5 evaluations (``real_data_budget``).
 
     python benchmarks/privorl_n_eps_sweep.py --seeds 0 1 2 3 4
     python benchmarks/privorl_n_eps_sweep.py --tables-only      # tabulate finished runs
@@ -161,6 +163,8 @@ def main() -> None:
                     ),
                     "real": _scores(audit.get("agents_real")),
                 }
+                # Kept to ask whether the budget trains the real-data agent at all.
+                run["real_curves"] = _curves(audit.get("agents_real"))
             runs.append(run)
 
     runs = pooled(stored, runs, args.epsilons)
@@ -380,6 +384,62 @@ def _scores(agents: dict | None) -> dict[str, float] | None:
     return {name: res["score_mean"] for name, res in agents.items()}
 
 
+def _curves(agents: dict | None) -> dict[str, list[list[list[float]]]] | None:
+    """Agent name -> per agent seed, its evaluation curve as [update, score] pairs; None
+    when the run trained none."""
+    if not agents:
+        return None
+    return {
+        name: [
+            [[p["step"], p["score_mean"]] for p in s.get("curve", [])]
+            for s in res["per_seed"]
+        ]
+        for name, res in agents.items()
+    }
+
+
+# Evaluations per block of the budget check: the score is the last block's mean.
+BUDGET_BLOCK = 5
+
+
+def budget_gain(curve: list[list[float]], block: int = BUDGET_BLOCK) -> float | None:
+    """The score's rise over the run's last ``block`` evaluations: the mean of the last
+    ``block`` minus the mean of the ``block`` before (None when the curve is shorter).
+    Well above zero, the agent was still learning when the budget ended."""
+    if len(curve) < 2 * block:
+        return None
+    scores = [p[1] for p in curve]
+    return sum(scores[-block:]) / block - sum(scores[-2 * block : -block]) / block
+
+
+def budget_check(runs: list[dict], agents: list[str]) -> tuple[dict, list[str]]:
+    """Per agent, the real-data agent's :func:`budget_gain` per seed and its
+    :func:`summary` over seeds; and the Markdown lines (none without stored curves)."""
+    out: dict[str, dict] = {}
+    for a in agents:
+        gains = {}
+        for r in runs:
+            curves = (r.get("real_curves") or {}).get(a)
+            if curves and (g := budget_gain(curves[0])) is not None:
+                gains[r["seed"]] = g
+        if gains:
+            out[a] = {"per_seed": gains} | summary(list(gains.values()))
+    if not out:
+        return out, []
+    lines = [
+        f"Is the budget enough? The real-data agent's score over its last "
+        f"{BUDGET_BLOCK} evaluations minus the {BUDGET_BLOCK} before (mean [95% t "
+        "half-width], per seed); well above zero, it was still learning when the "
+        "budget ended:",
+        "",
+    ]
+    for a, g in out.items():
+        per = ", ".join(f"{g['per_seed'][s]:+.1f}" for s in sorted(g["per_seed"]))
+        half = f" [±{g['ci95']:.1f}]" if g["n"] > 1 else ""
+        lines.append(f"- {a}: {g['mean']:+.1f}{half} ({per})")
+    return out, lines
+
+
 def _agent_tables(
     args: argparse.Namespace, runs: list[dict], setup: str, out: Path
 ) -> tuple[dict, str]:
@@ -448,6 +508,9 @@ def _agent_tables(
         ]
         per_seed.append(f"| {seed} | " + " | ".join(cells) + " |")
     wall = summary([r["wall_time_s"] for r in runs]) if len(runs) > 1 else None
+    budget, budget_lines = budget_check(
+        [r for r in runs if r["agents"]["real"] is not None], list(args.agents)
+    )
     md = "\n".join(
         [
             "# PrivORL-n: agent scores and fidelity against epsilon (CPU scale)",
@@ -479,6 +542,8 @@ def _agent_tables(
             "",
             *per_seed,
             "",
+            *budget_lines,
+            *([""] if budget_lines else []),
             (
                 f"Wall time per run: {wall['mean']:.0f} s mean "
                 f"({min(r['wall_time_s'] for r in runs):.0f}-"
@@ -506,6 +571,7 @@ def _agent_tables(
     payload = {
         "table": table,
         "agent_pairs": pairs,
+        "real_data_budget": budget,
         "fidelity_pairs": fid_pairs,
         "agent_updates": args.agent_updates,
         "agents": list(args.agents),

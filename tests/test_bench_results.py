@@ -236,6 +236,27 @@ def test_sweep_pools_stored_runs_as_if_run_at_once(tmp_path):
     assert pair["agent_iql"]["mean"] == pytest.approx(217.0 / 3)
 
 
+def test_sweep_budget_check_is_the_real_agents_rise_over_its_last_evaluations():
+    import privorl_n_eps_sweep as sweep
+
+    # Ten evaluations: the last five average 14, the five before 9 -> +5; a curve
+    # shorter than two blocks says nothing.
+    curve = [[1000 * (i + 1), float(i + 5)] for i in range(10)]
+    assert sweep.budget_gain(curve) == pytest.approx(5.0)
+    assert sweep.budget_gain(curve[:9]) is None
+    runs = _sweep_runs([0, 1], [1.0])
+    runs[0]["real_curves"] = {"iql": [curve]}
+    flat = [[c[0], 3.0 if i < 5 else 1.0] for i, c in enumerate(curve)]
+    runs[1]["real_curves"] = {"iql": [flat]}
+    out, lines = sweep.budget_check(runs, ["iql"])
+    assert out["iql"]["per_seed"] == {0: pytest.approx(5.0), 1: pytest.approx(-2.0)}
+    assert out["iql"]["mean"] == pytest.approx(1.5)
+    assert out["iql"]["std"] == pytest.approx(math.sqrt(24.5))  # (3.5^2 * 2) / 1
+    assert lines[-1].startswith("- iql: +1.5 [±") and lines[-1].endswith("(+5.0, -2.0)")
+    # Runs stored before curves were kept (or --keep-runs-from them) add no section.
+    assert sweep.budget_check(_sweep_runs([0], [1.0]), ["iql"]) == ({}, [])
+
+
 def test_sweep_refuses_to_pool_another_protocol_or_a_stored_seed(tmp_path):
     import json
 
