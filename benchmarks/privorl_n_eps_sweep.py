@@ -413,8 +413,9 @@ def budget_gain(curve: list[list[float]], block: int = BUDGET_BLOCK) -> float | 
 
 
 def budget_check(runs: list[dict], agents: list[str]) -> tuple[dict, list[str]]:
-    """Per agent, the real-data agent's :func:`budget_gain` per seed and its
-    :func:`summary` over seeds; and the Markdown lines (none without stored curves)."""
+    """Per agent, the real-data agent's :func:`budget_gain` per data seed (its first
+    agent seed's curve: the sweep trains one) and its :func:`summary` over seeds; and
+    the Markdown lines (none without stored curves)."""
     out: dict[str, dict] = {}
     for a in agents:
         gains = {}
