@@ -66,11 +66,17 @@ def run_dp_loop(
     ),
     topology: privacy.Topology | None = None,
     data_parallel: bool = False,
+    budget_hint: str = (
+        "Raise the noise multiplier (a larger privacy.epsilon target calibrates less "
+        "noise), take fewer steps (finetune.epochs) or a smaller sampling rate "
+        "(finetune.batch_size), or start a new run directory with a larger budget."
+    ),
 ) -> tuple[PyTree, DPSecret]:
     """``privacy.fit`` into a run directory; returns the final state and the run's
     secret.
 
-    ``ckpt``, ``ledger``, ``what``, ``accountant`` and ``checkpoint_every`` make its
+    ``ckpt``, ``ledger``, ``what``, ``accountant``, ``checkpoint_every`` and
+    ``budget_hint`` (the CLI's config keys) make its
     :class:`privacy.RunRecorder` (process 0 passes the ledger, the other processes
     None); ``desc`` labels the progress bar; the rest is :func:`privacy.fit`'s.
     """
@@ -80,6 +86,7 @@ def run_dp_loop(
         what=what,
         accountant=accountant,
         checkpoint_every=checkpoint_every,
+        budget_hint=budget_hint,
     )
     method = privacy.DPMethod(
         clip_fn, program.params, program.update, program.public_rows

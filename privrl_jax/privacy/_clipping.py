@@ -96,6 +96,25 @@ def _validate_batch(batch: PyTree, mask: jax.Array) -> None:
             )
 
 
+def _check_scalar_loss(fn: PerItemFn, uses_key: bool, params, batch, unit_keys):
+    """Raises unless ``fn`` returns a scalar for one item (traced only, never run): a
+    loss of shape (1,) or (K,) would otherwise fail deep inside the clipping."""
+    item = jax.tree_util.tree_map(lambda x: x[0, 0], batch)
+    args = (params, item)
+    if uses_key and unit_keys is not None:
+        args += (jax.random.split(unit_keys[0], 1)[0],)
+    elif uses_key:
+        return
+    out = jax.eval_shape(fn, *args)
+    if getattr(out, "shape", None) != ():
+        shape = getattr(out, "shape", None)
+        got = f"shape {tuple(shape)}" if shape is not None else type(out).__name__
+        raise ValueError(
+            f"per_item_loss must return a scalar; got {got}. Return the item's loss "
+            "as a 0-d array (e.g. jnp.sum(...) or loss[0])."
+        )
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClippedSumFn:
     """``(params, batch, mask, key) -> (clipped_sum, ClipMetrics)`` with a known
@@ -181,6 +200,10 @@ class ClippedSumFn:
         """Like ``__call__`` with the per-unit keys given
         (``[units]`` keys, or None)."""
         _validate_batch(batch, mask)
+        if self.kind == "grad":
+            _check_scalar_loss(
+                self.per_item_fn, self.uses_key, params, batch, unit_keys
+            )
         num_units = mask.shape[0]
         mask = mask.astype(bool)
         mb = self.microbatch_size or num_units

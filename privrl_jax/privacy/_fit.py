@@ -144,6 +144,11 @@ class DPMethod(NamedTuple):
 
 def _adds_noise(opt_state: PyTree) -> bool:
     noisy = (AddNoiseState, optax.AddNoiseState)
+    # optax.contrib.dpsgd / differentially_private_aggregate clip and noise themselves.
+    contrib = getattr(optax, "contrib", None)
+    dp_state = getattr(contrib, "DifferentiallyPrivateAggregateState", None)
+    if isinstance(dp_state, type):
+        noisy += (dp_state,)
     nodes = jax.tree_util.tree_leaves(opt_state, is_leaf=lambda x: isinstance(x, noisy))
     return any(isinstance(x, noisy) for x in nodes)
 
@@ -177,14 +182,15 @@ def gradient_method(
 
     Raises:
       ValueError: the optimizer already adds noise (``privacy.dpsgd``,
-        ``optax.add_noise``): the noise would be added twice, or, worse, accounted once
-        and added by someone else.
+        ``optax.add_noise``, ``optax.contrib.dpsgd``): the noise would be added twice,
+        or, worse, accounted once and added by someone else.
     """
     opt_state = optimizer.init(params)
     if _adds_noise(opt_state):
         raise ValueError(
             "the optimizer adds its own noise (privacy.dpsgd / add_gaussian_noise / "
-            "optax.add_noise): "
+            "optax.add_noise / optax.contrib.dpsgd / "
+            "optax.contrib.differentially_private_aggregate): "
             "fit adds the plan's noise once; pass a plain optimizer such as "
             "optax.adam(1e-3)."
         )
@@ -326,6 +332,8 @@ class RunRecorder:
       what: the ledger's name for one step of this loop.
       accountant: for the budget check and the epsilon shown.
       checkpoint_every: steps between commits (ledger records and checkpoints).
+      budget_hint: the advice of a :class:`BudgetExceededError`, in the caller's terms
+        (a CLI names its config keys); by default the Python API's parameters.
     """
 
     def __init__(
@@ -336,11 +344,13 @@ class RunRecorder:
         what: str,
         accountant: str = "rdp",
         checkpoint_every: int = 50,
+        budget_hint: str | None = None,
     ):
         if checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1; got {checkpoint_every}.")
         self.ckpt, self.ledger, self.what = checkpoints, ledger, what
         self.accountant, self.checkpoint_every = accountant, checkpoint_every
+        self.budget_hint = budget_hint
         self._done = 0
         self._topology: dist.Topology | None = None
 
@@ -378,6 +388,18 @@ class RunRecorder:
                         _head_from_tree(tree["ledger_head"]),
                         f"the checkpoint of DP step {start}",
                     )
+                if writer.dataset_size != plan.dataset_size:
+                    raise LedgerError(
+                        f"the ledger {writer.path} was opened with dataset_size="
+                        f"{writer.dataset_size} but the plan's sampler has N = "
+                        f"{plan.dataset_size}: both count the same privacy units. "
+                        f"Pass dataset_size={plan.dataset_size} to Ledger.open (in a "
+                        "new run directory) or build the sampler with the ledger's N."
+                    )
+                # Before the budget check: a resume under another plan would mix two
+                # sigmas (or step counts...) in one model, and a finished run rerun
+                # with another plan would hand back the old state without a word.
+                writer.require_plan(self.what, plan.describe())
                 self._done = sum(
                     r.count for r in writer.releases if r.what == self.what
                 )
@@ -394,6 +416,7 @@ class RunRecorder:
                         plan.step_event(),
                         plan.steps - self._done,
                         accountant=self.accountant,
+                        hint=self.budget_hint,
                     )
                 elif not any(r.what == self.what for r in writer.releases):
                     # A non-private run is a release too: the ledger says the data were
@@ -707,6 +730,16 @@ def fit(
     n = plan.dataset_size
     lo, hi = topo.unit_range(n)
     leaves = jax.tree_util.tree_leaves(data)
+    shapes = [tuple(x.shape) for x in leaves]
+    if not topo.distributed and (
+        not leaves or any(len(s) < 2 or s[0] != n for s in shapes)
+    ):
+        raise ValueError(
+            f"the plan's sampler has N = {n} privacy units, so every leaf of the "
+            f"sensitive data must be [{n}, items, ...]; got {shapes}. Build the "
+            "sampler with dataset_size = the data's first axis, or pass the data "
+            "the plan was made for (one unit of k items: shape [N, k, ...])."
+        )
     if hi == lo or not leaves or any(x.shape[0] != hi - lo for x in leaves):
         mine = (
             f"units [{lo}, {hi}) of {n} "

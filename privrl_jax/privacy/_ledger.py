@@ -45,6 +45,29 @@ from privrl_jax.privacy import _accounting, _plan
 
 LEDGER_FILE = "ledger.json"
 _FORMAT = "privrl_jax.ledger/2"
+# The fields of DPPlan.describe() that define a plan (the rest are derived from them).
+_PLAN_KEYS = (
+    "sampling",
+    "neighboring",
+    "dataset_size",
+    "sampling_rate",
+    "capacity",
+    "steps",
+    "l2_clip_norms",
+    "noise_multipliers",
+    "mechanism",
+    "l2_sensitivity",
+    "noise_multiplier",
+)
+
+
+# The advice of a BudgetExceededError to a Python API user (pipelines pass their own).
+BUDGET_HINT = (
+    "Raise the noise multiplier (DPPlan(noise_multiplier=...), or calibrate to a "
+    "larger target epsilon), take fewer steps (DPPlan(steps=...)) or a smaller "
+    "sampling rate (the sampler's sampling_rate), or start a new run directory with a "
+    "larger budget."
+)
 
 
 class BudgetExceededError(RuntimeError):
@@ -231,6 +254,34 @@ class Ledger:
                 "hold: the ledger was truncated or replaced, so the run's privacy "
                 "spend is unknown. "
                 "Restore the original ledger.json or start a new run directory."
+            )
+
+    def require_plan(self, what: str, params: dict[str, Any]) -> None:
+        """Raises :class:`LedgerError` unless the newest entry of ``what`` was recorded
+        under the plan ``params`` (``DPPlan.describe()``): a run directory resumes, or
+        is rerun, only under its own plan, never mixing two sigmas (or samplers, clip
+        norms, step counts...) in one model.
+
+        The error is one line naming each field that differs, as recorded -> now.
+        Nothing is checked when the ledger holds no entry of ``what``.
+        """
+        recorded = next(
+            (r.params for r in reversed(self.releases) if r.what == what), None
+        )
+        if recorded is None:
+            return
+        now = json.loads(json.dumps(dict(params)))  # plain JSON types, as recorded
+        keys = [k for k in _PLAN_KEYS if recorded.get(k) != now.get(k)]
+        # Derived fields (noise stds, sensitivities...) only where no primary differs.
+        keys = keys or sorted(
+            k for k in recorded.keys() | now.keys() if recorded.get(k) != now.get(k)
+        )
+        if keys:
+            diff = ", ".join(f"{k} {recorded.get(k)} -> {now.get(k)}" for k in keys)
+            raise LedgerError(
+                f"{self.path.parent} was run under another plan ({diff}); a run "
+                f"directory resumes only under the plan its ledger records for "
+                f"{what!r}. Rerun with the recorded plan or use a new run directory."
             )
 
     # ------------------------------------------------------------------ persistence
@@ -547,10 +598,18 @@ class Ledger:
             )
 
     def check(
-        self, event: dp_accounting.DpEvent, count: int = 1, *, accountant="rdp"
+        self,
+        event: dp_accounting.DpEvent,
+        count: int = 1,
+        *,
+        accountant="rdp",
+        hint: str | None = None,
     ) -> float:
         """Epsilon after ``count`` more ``event`` releases; raises if it exceeds the
         budget (or, with a ``rho_budget``, if their rho does).
+
+        ``hint`` is the error's advice, in the caller's own terms (a CLI names its
+        config keys); by default it names the Python API's parameters.
 
         Raises:
           BudgetExceededError: nothing has been released; the message says what is left.
@@ -567,12 +626,7 @@ class Ledger:
                 f"budget {self.target_epsilon:g} (delta={self.target_delta:g}; spent "
                 f"so far {spent:.4g} "
                 f"over {self.num_releases} releases, {accountant.upper()}). Nothing "
-                "was released. Raise "
-                "the noise multiplier (a larger privacy.epsilon target calibrates less "
-                "noise), take "
-                "fewer steps (finetune.epochs) or a smaller sampling rate "
-                "(finetune.batch_size), or "
-                "start a new run directory with a larger budget."
+                f"was released. {hint or BUDGET_HINT}"
             )
         return after
 

@@ -3,6 +3,7 @@ in-memory runs,
 and the refusals (a noisy optimizer, a foreign clip norm, a sigma = 0 plan is not
 private)."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -248,3 +249,132 @@ def test_a_sigma_zero_plan_is_labelled_not_private(tmp_path):
     (entry,) = privacy.Ledger.load(tmp_path).releases
     assert entry.event == privacy.event_to_dict(dp_accounting.NonPrivateDpEvent())
     assert privacy.Ledger.load(tmp_path).epsilon().epsilon == float("inf")
+
+
+# ----------------------------------------------- issue 47: hardening of the Python API
+
+
+def _killed_at(run_dir, plan, step, loss, data, params):
+    method, state = privacy.gradient_method(plan, loss, optax.adam(1e-2), params)
+    with pytest.raises(_Kill):
+        privacy.fit(
+            plan,
+            method,
+            data,
+            state,
+            secret=privacy.DPSecret.from_seed(4),
+            recorder=_recorder(run_dir, plan),
+            callbacks=[_KillAt(step)],
+        )
+
+
+@pytest.mark.parametrize(
+    ("other", "says"),
+    [
+        (dict(steps=STEPS // 2), f"steps {STEPS} -> {STEPS // 2}"),
+        (dict(sigma=0.9), "noise_multipliers [1.1] -> [0.9]"),
+    ],
+)
+def test_a_resume_under_another_plan_is_refused_naming_what_differs(
+    tmp_path, other, says
+):
+    _, loss, data, params = _problem()
+    _killed_at(tmp_path, _plan(), EVERY + 2, loss, data, params)
+    before = _entries(tmp_path)
+    assert sum(e[1] for e in before) == EVERY  # one commit was recorded
+    steps = other.get("steps", STEPS)
+    plan = dataclasses.replace(_plan(other.get("sigma", 1.1)), steps=steps)
+    method, state = privacy.gradient_method(plan, loss, optax.adam(1e-2), params)
+    with pytest.raises(privacy.LedgerError, match="another plan") as err:
+        privacy.fit(plan, method, data, state, recorder=_recorder(tmp_path, plan))
+    assert says in str(err.value) and "\n" not in str(err.value)
+    assert _entries(tmp_path) == before  # nothing spent
+
+
+def test_a_finished_run_rerun_with_another_plan_is_refused(tmp_path):
+    _, loss, data, params = _problem()
+    plan = _plan()
+    method, state = privacy.gradient_method(plan, loss, optax.adam(1e-2), params)
+    done = privacy.fit(plan, method, data, state, recorder=_recorder(tmp_path, plan))
+    # The same plan hands back the finished state, spending nothing.
+    again = privacy.fit(plan, method, data, state, recorder=_recorder(tmp_path, plan))
+    for a, b in zip(
+        jax.tree_util.tree_leaves(done.state), jax.tree_util.tree_leaves(again.state)
+    ):
+        np.testing.assert_array_equal(a, b)
+    shorter = dataclasses.replace(plan, steps=STEPS // 2)
+    with pytest.raises(privacy.LedgerError, match=f"steps {STEPS} -> {STEPS // 2}"):
+        privacy.fit(shorter, method, data, state, recorder=_recorder(tmp_path, shorter))
+    assert privacy.Ledger.load(tmp_path).num_releases == STEPS
+
+
+def test_a_ledger_of_another_dataset_size_than_the_plan_is_refused(tmp_path):
+    _, loss, data, params = _problem()
+    plan = _plan()
+    method, state = privacy.gradient_method(plan, loss, optax.sgd(0.1), params)
+    ledger = privacy.Ledger.open(
+        tmp_path,
+        dataset_id="toy",
+        dataset_size=10 * N,
+        target_epsilon=50.0,
+        target_delta=1e-5,
+    )
+    recorder = privacy.RunRecorder(
+        privacy.Checkpoints(tmp_path / "ckpt"), ledger, what="step"
+    )
+    with pytest.raises(privacy.LedgerError, match=f"dataset_size={10 * N}.*N = {N}"):
+        privacy.fit(plan, method, data, state, recorder=recorder)
+    assert privacy.Ledger.load(tmp_path).num_releases == 0
+
+
+@pytest.mark.parametrize("shape", [(1,), (3,)])
+def test_a_per_item_loss_that_is_not_a_scalar_is_named(shape):
+    model, _, data, params = _problem()
+
+    def loss(p, item):
+        return jnp.broadcast_to((model.apply(p, item[0]) - item[1]) ** 2, shape)
+
+    plan = _plan()
+    method, state = privacy.gradient_method(plan, loss, optax.sgd(0.1), params)
+    with pytest.raises(
+        ValueError,
+        match=re.escape(f"per_item_loss must return a scalar; got shape {shape}"),
+    ):
+        privacy.fit(plan, method, data, state)
+
+
+@pytest.mark.parametrize(
+    "noisy",
+    [
+        lambda: optax.contrib.dpsgd(0.1, 1.0, 1.0, 0),
+        lambda: optax.chain(
+            optax.contrib.differentially_private_aggregate(1.0, 1.0, 0),
+            optax.sgd(0.1),
+        ),
+    ],
+)
+def test_optax_contrib_dp_optimizers_are_refused(noisy):
+    _, loss, _, params = _problem()
+    with pytest.raises(ValueError, match="adds its own noise.*optax.contrib.dpsgd"):
+        privacy.gradient_method(_plan(), loss, noisy(), params)
+
+
+def test_the_budget_error_of_the_python_api_names_python_parameters(tmp_path):
+    _, loss, data, params = _problem()
+    plan = dataclasses.replace(_plan(), steps=20_000)
+    method, state = privacy.gradient_method(plan, loss, optax.sgd(0.1), params)
+    with pytest.raises(privacy.BudgetExceededError) as err:
+        privacy.fit(plan, method, data, state, recorder=_recorder(tmp_path, plan))
+    msg = str(err.value)
+    assert "DPPlan(steps=...)" in msg and "noise_multiplier" in msg
+    assert "finetune." not in msg and "privacy.epsilon" not in msg
+
+
+def test_a_one_process_dataset_size_mismatch_names_the_fix():
+    _, loss, (x, y), params = _problem()
+    plan = _plan()
+    method, state = privacy.gradient_method(plan, loss, optax.sgd(0.1), params)
+    with pytest.raises(ValueError) as err:
+        privacy.fit(plan, method, (x[:200], y[:200]), state)
+    msg = str(err.value)
+    assert f"N = {N}" in msg and "dataset_size" in msg and "process" not in msg
