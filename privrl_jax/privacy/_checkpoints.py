@@ -4,6 +4,7 @@ data."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,38 @@ def _to_host(tree: PyTree) -> PyTree:
     return jax.tree_util.tree_map(lambda x: np.asarray(jax.device_get(x)), tree)
 
 
+# What a committed orbax step directory always holds (orbax commits a step by renaming
+# its temporary directory, so a numbered directory without them was being deleted).
+_STEP_FILES = ("_CHECKPOINT_METADATA", "default/_METADATA")
+
+
+def incomplete_steps(directory: str | Path) -> list[Path]:
+    """Numbered step directories of ``directory`` that lack a committed step's files:
+    what a kill while orbax deleted an old step (``max_to_keep``) leaves behind."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.is_dir()
+        and p.name.isdigit()
+        and not all((p / f).exists() for f in _STEP_FILES)
+    )
+
+
+def _owner_only(path: Path) -> None:
+    """chmod 0700 for directories and 0600 for files under ``path`` (itself included):
+    a checkpoint holds the run's noise key."""
+    for root, dirs, files in os.walk(path):
+        for name, mode in [(d, 0o700) for d in dirs] + [(f, 0o600) for f in files]:
+            try:
+                os.chmod(os.path.join(root, name), mode)
+            except FileNotFoundError:  # removed meanwhile (orbax's own clean-up)
+                pass
+    os.chmod(path, 0o700)
+
+
 def _data_to_keys(tree: PyTree, like: PyTree) -> PyTree:
     return jax.tree_util.tree_map(
         lambda x, ref: jax.random.wrap_key_data(x) if _is_key(ref) else x, tree, like
@@ -49,8 +82,13 @@ class Checkpoints:
 
     Saves are synchronous (``wait_until_finished``) and atomic (orbax commits by
     rename), so a kill leaves either the previous or the new checkpoint, never half of
-    one.
+    one; a kill while orbax deleted an older step can leave half of *that* one, which
+    opening removes (process 0), so a resume neither warns about it nor reads it.
+
+    The directory is 0700 and every file of a step 0600 (they hold the noise key).
     """
+
+    incomplete_steps = staticmethod(incomplete_steps)
 
     def __init__(self, directory: str | Path, *, max_to_keep: int = 2):
         # The DP checkpoints hold the noise secret: owner-only, like every secret we
@@ -58,6 +96,9 @@ class Checkpoints:
         self.directory = Path(directory).absolute()
         self.directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.directory, 0o700)
+        if jax.process_index() == 0:
+            for leftover in incomplete_steps(self.directory):
+                shutil.rmtree(leftover, ignore_errors=True)
         self.mgr = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
@@ -77,6 +118,9 @@ class Checkpoints:
             tree = _to_host(tree)
         self.mgr.save(step, args=ocp.args.StandardSave(tree), force=True)
         self.mgr.wait_until_finished()
+        step_dir = self.directory / str(step)
+        if step_dir.is_dir():
+            _owner_only(step_dir)
 
     def restore(self, step: int, like: PyTree) -> PyTree:
         """Restores ``step`` into the structure (and key types) of ``like``."""
