@@ -188,6 +188,27 @@ def calibrate(
     )
 
 
+def _numbers(value) -> str:
+    values = value if isinstance(value, list) else [value]
+    return ",".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in values)
+
+
+def _params_text(params: dict) -> str:
+    """The mechanism's parameters beside a group of releases: sigma, q, C (or the
+    sensitivity) and the relation, so two groups that differ show how."""
+    fields = (
+        ("sigma", params.get("noise_multipliers", params.get("noise_multiplier"))),
+        ("q", params.get("sampling_rate")),
+        ("C", params.get("l2_clip_norms")),
+        ("sensitivity", params.get("l2_sensitivity")),
+        ("N", params.get("dataset_size")),
+    )
+    out = [f"{k}={_numbers(v)}" for k, v in fields if v is not None]
+    if params.get("neighboring"):
+        out.append(str(params["neighboring"]).lower().replace("_", "-"))
+    return " ".join(out)
+
+
 @app.command()
 def report(
     run_dir: Path = typer.Argument(..., help="A run directory holding ledger.json."),
@@ -224,7 +245,11 @@ def report(
     typer.echo(f"budget: epsilon={budget['epsilon']:g}, delta={budget['delta']:g}")
     typer.echo(f"releases: {rep['num_releases']}")
     for r in rep["releases"]:
-        typer.echo(f"  {r['count']:>8} x {r['what']}  [{r['event']['type']}]")
+        params = _params_text(r.get("params") or {})
+        typer.echo(
+            f"  {r['count']:>8} x {r['what']}  [{r['event']['type']}]"
+            + (f"  {params}" if params else "")
+        )
     for acc in ("rdp", "pld"):
         res = rep[acc]
         if "epsilon" in res:

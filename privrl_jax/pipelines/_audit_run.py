@@ -73,6 +73,8 @@ def audit_run(
         "seed": seed,
         "confidence": CONFIDENCE,
         "rows": rows,
+        # The ledger this audit read: privacy report checks it against the ledger.
+        "ledger_head": ledger.head,
         "provenance": provenance(),
     }
     (run_dir / AUDIT_FILE).parent.mkdir(exist_ok=True)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orbax.checkpoint as ocp
+import yaml
 
 from privrl_jax import data, privacy
 
@@ -42,6 +44,68 @@ def _json_head(path: Path) -> str:
     return head
 
 
+# Keys under which a run's reports and audits name the ledger head they were written at.
+_HEAD_KEYS = ("chain_head", "ledger_head")
+
+
+def _named_heads(tree: Any, where: str = "") -> list[tuple[str, str]]:
+    """``(key path, head)`` for every ledger head a parsed JSON/YAML file names."""
+    out: list[tuple[str, str]] = []
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            path = f"{where}.{k}" if where else str(k)
+            if k in _HEAD_KEYS and isinstance(v, str):
+                out.append((path, v))
+            else:
+                out += _named_heads(v, path)
+    elif isinstance(tree, list):
+        for i, v in enumerate(tree):
+            out += _named_heads(v, f"{where}[{i}]")
+    return out
+
+
+def _record_files(run_dir: Path) -> list[Path]:
+    """The run's reports, config and audits: files that may name a ledger head."""
+    names = [p for p in sorted(run_dir.glob("*.json")) if p.name != privacy.LEDGER_FILE]
+    names += [p for p in sorted(run_dir.glob("*.yaml"))]
+    audit = run_dir / "audit"
+    if audit.is_dir():
+        names += sorted(audit.rglob("*.json"))
+    return [p for p in names if p.name not in _JSON_RELEASES]
+
+
+def _check_named_heads(run_dir: Path, ledger: privacy.Ledger) -> list[str]:
+    """Checks every head the run's reports, config and audits name; returns them."""
+    heads = []
+    for path in _record_files(run_dir):
+        try:
+            text = path.read_text()
+            tree = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (OSError, ValueError, yaml.YAMLError) as e:
+            raise privacy.LedgerError(
+                f"{path} cannot be read ({type(e).__name__}); the run's record is "
+                "unreadable, so its privacy spend cannot be verified."
+            ) from None
+        for key, head in _named_heads(tree):
+            ledger.require_head(head, f"{path.relative_to(run_dir)} ({key})")
+            heads.append(head)
+    return heads
+
+
+def _evidence_of_releases(run_dir: Path, dp_steps: list[int]) -> list[str]:
+    """Files that exist only once a run released something: a report, a release, a DP
+    checkpoint past step 0, an audit's result."""
+    found = [
+        p.name for p in (run_dir / "report.json", run_dir / "report.md") if p.exists()
+    ]
+    found += [p.name for p in _release_files(run_dir)]
+    found += [f"checkpoints/dp/{s}" for s in dp_steps if s > 0]
+    audit = run_dir / "audit" / "epsilon_lower_bound.json"
+    if audit.exists():
+        found.append(str(audit.relative_to(run_dir)))
+    return found
+
+
 def verify_run(run_dir: str | os.PathLike) -> privacy.Ledger:
     """Loads ``run_dir``'s ledger and checks it against every checkpoint and release it
     holds.
@@ -49,8 +113,12 @@ def verify_run(run_dir: str | os.PathLike) -> privacy.Ledger:
     The ledger must verify on its own (hash chain, events against their parameters), and
     the ledger head recorded in each DP checkpoint (``checkpoints/dp``) and in every
     release (each HDF5 file's metadata, GPOPE's ``weights.json``, POOL's
-    ``policy.json``, without which its ``policy.npz`` is refused) must be in its chain:
-    a truncated or replaced ledger fails here.
+    ``policy.json``, without which its ``policy.npz`` is refused) must be in its chain,
+    and so must every head a report, config or audit names (``chain_head``,
+    ``ledger_head``, at any depth): a truncated or replaced ledger fails here, also
+    when the release was moved away. A ledger with no release beside files that exist
+    only once a run released (a report, a release, a DP checkpoint past step 0, an
+    audit's result) is refused too.
 
     Raises:
       privacy.LedgerError: missing while checkpoints or a release exist, edited,
@@ -67,9 +135,13 @@ def verify_run(run_dir: str | os.PathLike) -> privacy.Ledger:
             "releases happened and their privacy spend is unknown."
         )
     ledger = privacy.Ledger.load(run_dir)
+    dp_steps: list[int] = []
     if dp_dir.exists():
+        # A step half-deleted by a kill during orbax's clean-up is no checkpoint.
+        skip = {int(p.name) for p in privacy.Checkpoints.incomplete_steps(dp_dir)}
         mgr = ocp.CheckpointManager(dp_dir.absolute())
-        for step in mgr.all_steps():
+        dp_steps = [s for s in mgr.all_steps() if s not in skip]
+        for step in dp_steps:
             raw = mgr.restore(step)
             if "ledger_head" in raw:
                 head = bytes(np.asarray(raw["ledger_head"], np.uint8)).hex()
@@ -87,5 +159,17 @@ def verify_run(run_dir: str | os.PathLike) -> privacy.Ledger:
                 f"{_RELEASE_COMPANIONS[path.name]}, which holds "
                 f"the ledger head that ties it to {privacy.LEDGER_FILE}: its privacy "
                 "spend is unknown."
+            )
+    heads = _check_named_heads(run_dir, ledger)
+    heads += [_json_head(p) for p in releases if p.name in _JSON_RELEASES]
+    # A run that released nothing accountable (POOL's non_private method) says so: its
+    # report names the genesis as its head.
+    if not ledger.releases and ledger.genesis not in heads:
+        found = _evidence_of_releases(run_dir, dp_steps)
+        if found:
+            raise privacy.LedgerError(
+                f"{run_dir / privacy.LEDGER_FILE} records no release, but the run "
+                f"holds {', '.join(found)}: releases happened, so the ledger was "
+                "truncated or replaced and the privacy spend is unknown."
             )
     return ledger
