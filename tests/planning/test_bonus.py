@@ -66,7 +66,7 @@ def test_noise_bound_and_the_samples_the_paper_constants_need():
     n = planning.paper_constants_samples_needed(rho, horizon, k, delta, alpha=0.1)
     assert n == pytest.approx(16 * e_rho * iota / 0.1)
     assert 1e4 < n < 2e4  # ~1.55e4 samples per cell: vacuous at 2000 episodes
-    q = _q(n, n, n, 4.0, e_rho, iota, planning.PoolConfig())
+    q = _q(n, n, n, 4.0, e_rho, iota, planning.PoolConfig(bonus_scale=1.0))
     assert q == pytest.approx(4.0 * 0.9, rel=1e-4)
 
 

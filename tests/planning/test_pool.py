@@ -1,6 +1,7 @@
 """POOL's private statistics and pessimistic backward induction (Alg. 1)."""
 
 import math
+from pathlib import Path
 
 import dp_accounting
 import jax
@@ -178,7 +179,7 @@ def test_backward_induction_equals_a_hand_computation():
         ep(b2, 1.0, 0.6, b2, 0.5),
     ]
     data = jax.tree.map(lambda *x: jnp.stack(x), *eps)
-    cfg = planning.PoolConfig()
+    cfg = planning.PoolConfig(bonus_scale=1.0)  # the paper's constants
     res = planning.pool_plan(jax.random.key(0), data, geom, a_star, None, cfg)
     iota = math.log(2 * 2 / cfg.failure_prob)
     # Stage 2 (v_max 1): b1 sees y = 0.2, 0.6 (mean 0.4, variance 0.04); b2 sees 0.5.
@@ -230,3 +231,16 @@ def test_pool_plan_jitted_equals_pool_plan_run_op_by_op(setup):
         np.testing.assert_allclose(
             getattr(jitted, name), getattr(eager, name), rtol=1e-5, atol=1e-5
         )
+
+
+def test_the_library_default_bonus_scale_is_the_shipped_configs():
+    """planning.PoolConfig() is what `privrl pool run` ships (issue 47): at the paper's
+    constants (bonus_scale 1) every Q of a realistic run is 0."""
+    import yaml
+
+    shipped = yaml.safe_load(
+        (
+            Path(planning.__file__).parents[1] / "configs" / "pool" / "default.yaml"
+        ).read_text()
+    )["pool"]["bonus_scale"]
+    assert planning.PoolConfig().bonus_scale == shipped == 0.003
