@@ -277,6 +277,10 @@ def draw_schedule(
 
     Returns:
       An :class:`IndexSchedule` of device arrays.
+
+    Raises:
+      ValueError: a Poisson plan's schedule drawn under ``jax.jit`` (its width is read
+        on the host: call it outside jit); a uniform one-of-m schedule is jittable.
     """
     sampler = plan.sampler
     if isinstance(sampler, privacy.UniformOneSampler):
@@ -293,6 +297,12 @@ def draw_schedule(
         raise ValueError(
             "draw_schedule draws whole Poisson batches or one-of-m batches; use a "
             "PoissonSampler without capacity or a UniformOneSampler."
+        )
+    if isinstance(key, jax.core.Tracer):
+        raise ValueError(
+            "draw_schedule: call outside jit (a Poisson schedule's width, the largest "
+            "batch, is read on the host); pass the schedule it returns into the "
+            "jitted function."
         )
     q, m = sampler.sampling_rate, sampler.dataset_size
     shape = (trials or 1, plan.steps)

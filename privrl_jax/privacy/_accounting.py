@@ -80,6 +80,29 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
+def _is_traced(value) -> bool:
+    """A JAX tracer (inside jit/vmap/grad): known only when the program runs."""
+    import jax  # noqa: PLC0415  (host-side module; jax is loaded by then anyway)
+
+    return isinstance(value, jax.core.Tracer)
+
+
+def _concrete(name: str, value, how: str):
+    """``value`` as a Python number where it is a 0-d NumPy/JAX array; raises, naming
+    ``how`` (the way that works), where it is traced."""
+    if _is_traced(value):
+        raise ValueError(
+            f"{name} is traced (inside jax.jit / jax.vmap / jax.grad), but it must be "
+            f"a concrete number here: the accounting runs on the host. {how}"
+        )
+    if (
+        isinstance(value, np.ndarray) or type(value).__module__.startswith("jax")
+    ) and getattr(value, "shape", None) == ():
+        if np.issubdtype(value.dtype, np.number) and value.dtype != np.bool_:
+            return value.item()
+    return value
+
+
 def _check_positive(name: str, value: float) -> None:
     if not _is_real(value) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")

@@ -55,6 +55,13 @@ from privrl_jax.privacy._sampling import (
 
 PyTree = Any
 Sampler = PoissonSampler | UniformOneSampler | FullBatchSampler
+# What works where a plan's number is traced (a jitted or vmapped sweep over sigma / C).
+_SWEEP_HOW = (
+    "Build the DPPlan outside the transform and pass its numbers traced instead: "
+    "structure, arrays = plan.split(); jit over `arrays` (PlanArrays: clip norms and "
+    "noise stds) with `structure` static, e.g. structure.privatize(clipped, key, "
+    "arrays); one compile serves every sigma."
+)
 
 
 def _as_tuple(value) -> tuple:
@@ -255,7 +262,14 @@ class DPPlan:
                 "be accounted "
                 "as Poisson."
             )
-        norms = _check_clip_norms(self.l2_clip_norm)
+        norms = _check_clip_norms(
+            _accounting._concrete("l2_clip_norm", self.l2_clip_norm, _SWEEP_HOW)
+            if not isinstance(self.l2_clip_norm, (tuple, list))
+            else tuple(
+                _accounting._concrete("l2_clip_norm", c, _SWEEP_HOW)
+                for c in self.l2_clip_norm
+            )
+        )
         object.__setattr__(self, "l2_clip_norm", norms if len(norms) > 1 else norms[0])
         _accounting.validate_steps(self.steps)
         object.__setattr__(self, "steps", int(self.steps))
@@ -280,7 +294,10 @@ class DPPlan:
                 "under replace-one only; leave neighboring unset (REPLACE_ONE)."
             )
         if self.noise_multiplier is not None:
-            sigmas = _as_tuple(self.noise_multiplier)
+            sigmas = tuple(
+                _accounting._concrete("noise_multiplier", s, _SWEEP_HOW)
+                for s in _as_tuple(self.noise_multiplier)
+            )
             if len(sigmas) != len(norms):
                 raise ValueError(
                     f"{len(norms)} clip norm(s) but {len(sigmas)} noise multiplier(s); "
@@ -604,23 +621,46 @@ class GaussianMechanism:
     neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE
 
     def __post_init__(self):
-        _accounting._check_positive("l2_sensitivity", self.l2_sensitivity)
-        object.__setattr__(self, "l2_sensitivity", float(self.l2_sensitivity))
-        if self.noise_multiplier is not None:
-            _accounting._check_positive("noise_multiplier", self.noise_multiplier)
-            object.__setattr__(self, "noise_multiplier", float(self.noise_multiplier))
+        for name in ("l2_sensitivity", "noise_multiplier"):
+            value = getattr(self, name)
+            if value is None or _accounting._is_traced(value):
+                # Traced (a jitted / vmapped sweep): release, noise_std and rho are pure
+                # and take it; the accounting (event, epsilon, describe) refuses it.
+                continue
+            value = _accounting._concrete(name, value, "")
+            _accounting._check_positive(name, value)
+            object.__setattr__(self, name, float(value))
+
+    @property
+    def traced(self) -> bool:
+        """Whether sigma or the sensitivity is a JAX tracer (inside jit / vmap)."""
+        return any(
+            _accounting._is_traced(v)
+            for v in (self.l2_sensitivity, self.noise_multiplier)
+        )
+
+    def _require_concrete(self, what: str) -> None:
+        if self.traced:
+            raise ValueError(
+                f"GaussianMechanism.{what} needs a concrete sigma and sensitivity, but "
+                "they are traced (inside jax.jit / jax.vmap): release(), noise_std and "
+                "rho work traced; build the mechanism outside the transform to "
+                "account or record it."
+            )
 
     @classmethod
     def from_zcdp(
         cls, rho: float, l2_sensitivity: float, **kwargs
     ) -> GaussianMechanism:
         """The mechanism that is exactly rho-zCDP: sigma = 1 / sqrt(2 rho)."""
-        _accounting._check_positive("rho", rho)
-        return cls(
-            l2_sensitivity=l2_sensitivity,
-            noise_multiplier=1.0 / math.sqrt(2.0 * rho),
-            **kwargs,
-        )
+        if _accounting._is_traced(rho):
+            # A traced rho (a vmapped sweep): sigma is the same closed form, traced.
+            sigma = 1.0 / jax.numpy.sqrt(2.0 * rho)
+        else:
+            rho = _accounting._concrete("rho", rho, "")
+            _accounting._check_positive("rho", rho)
+            sigma = 1.0 / math.sqrt(2.0 * rho)
+        return cls(l2_sensitivity=l2_sensitivity, noise_multiplier=sigma, **kwargs)
 
     @property
     def noise_std(self) -> float:
@@ -635,6 +675,7 @@ class GaussianMechanism:
 
     def event(self) -> dp_accounting.DpEvent:
         """``GaussianDpEvent(sigma)``: what the ledger records per release."""
+        self._require_concrete("event()")
         return dp_accounting.GaussianDpEvent(self.noise_std / self.l2_sensitivity)
 
     def epsilon(self, delta: float, accountant: Accountant = "rdp") -> EpsilonReport:
@@ -655,6 +696,7 @@ class GaussianMechanism:
     ) -> GaussianMechanism:
         """A copy with the smallest sigma whose one release is (target_epsilon,
         delta)-DP."""
+        self._require_concrete("calibrate()")
         _accounting._check_positive("target_epsilon", target_epsilon)
         _accounting.validate_delta(delta)
         sigma = _accounting.calibrate_sigma(
@@ -673,6 +715,7 @@ class GaussianMechanism:
 
     def describe(self) -> dict[str, Any]:
         """The mechanism as plain JSON types (for the ledger)."""
+        self._require_concrete("describe()")
         return {
             "mechanism": "gaussian",
             "l2_sensitivity": self.l2_sensitivity,

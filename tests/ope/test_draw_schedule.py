@@ -126,3 +126,20 @@ def test_one_of_m_batches_are_one_uniform_index_per_step():
     assert abs(lag1) < 6 / np.sqrt(TRIALS * (STEPS - 1))
     one = ope.draw_schedule(_uniform_plan(3), jax.random.key(5))
     assert np.asarray(one.indices).shape == (3, 1)
+
+
+def test_under_jit_a_poisson_schedule_says_call_outside_jit_and_uniform_one_runs():
+    plan = _plan(steps=3)
+    with pytest.raises(ValueError, match=r"^draw_schedule: call outside jit") as err:
+        jax.jit(lambda k: ope.draw_schedule(plan, k).indices)(jax.random.key(0))
+    assert "\n" not in str(err.value)
+    one = privacy.DPPlan(
+        sampler=privacy.UniformOneSampler(dataset_size=M),
+        l2_clip_norm=1.0,
+        steps=7,
+        noise_multiplier=1.0,
+    )
+    jitted = jax.jit(lambda k: ope.draw_schedule(one, k).indices)(jax.random.key(3))
+    np.testing.assert_array_equal(
+        jitted, ope.draw_schedule(one, jax.random.key(3)).indices
+    )
