@@ -42,6 +42,7 @@ import functools
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -236,11 +237,18 @@ class LoopStats:
 class FitResult(NamedTuple):
     """What :func:`fit` returns: the final state, the run's secret (never publish it)
     and whether
-    the run was private (sigma > 0 and a secret not derived from a public seed)."""
+    the run was private (sigma > 0 and a secret not derived from a public seed).
+
+    ``nonfinite_units`` counts the sampled units, over the steps this call ran, whose
+    contribution (gradient) was non-finite (NaN/inf): they were dropped, i.e. added
+    zero, which costs no privacy. It is a count on the sensitive data, not a DP
+    release: show it to the data owner, never publish it.
+    """
 
     state: PyTree
     secret: DPSecret
     private: bool
+    nonfinite_units: int = 0
 
 
 # ---------------------------------------------------------------------------- recorders
@@ -485,7 +493,10 @@ class RunRecorder:
 class Callback(Protocol):
     """Sees public quantities only: ``info`` holds ``step``, ``total``, ``elapsed_s``
     and, at a
-    commit, ``epsilon_spent`` (when the recorder knows it)."""
+    commit, ``epsilon_spent`` (when the recorder knows it) -- and one exception, for
+    the data owner's eyes: ``nonfinite_units``, the units dropped so far in this call
+    because their contribution was NaN/inf (a count on the sensitive data, not DP:
+    never publish it)."""
 
     def on_step(self, info: Mapping[str, Any]) -> None: ...
 
@@ -519,9 +530,13 @@ class ProgressBar:
             self._bar.close()
 
 
+# What a callback may write where others can read it (nonfinite_units is not public).
+_PUBLIC_INFO = ("step", "total", "elapsed_s", "epsilon_spent")
+
+
 class JsonLinesLogger:
     """Appends one JSON object per commit to ``path``: step, elapsed seconds, epsilon
-    spent."""
+    spent (the public quantities only: never ``nonfinite_units``)."""
 
     def __init__(self, path: str | os.PathLike, *, every_step: bool = False):
         self.path, self.every_step = Path(path), every_step
@@ -530,7 +545,8 @@ class JsonLinesLogger:
         if self.every_step or "epsilon_spent" in info:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as f:
-                f.write(json.dumps(dict(info)) + "\n")
+                public = {k: info[k] for k in _PUBLIC_INFO if k in info}
+                f.write(json.dumps(public) + "\n")
 
     def close(self) -> None:
         pass
@@ -556,12 +572,31 @@ def make_accumulate(
     The clip norms are traced arguments of one module-level jitted function, so clipped
     sums that differ only in their norms (a sweep) share one compiled executable.
     """
+    counting = _make_counting_accumulate(clip_fn, mesh)
+
+    def accumulate(acc, params, data, item_mask, idx, unit_mask, offset, loss_key, t):
+        zero = jnp.zeros((), jnp.int32)
+        return counting(
+            acc, zero, params, data, item_mask, idx, unit_mask, offset, loss_key, t
+        )[0]
+
+    return accumulate
+
+
+def _make_counting_accumulate(
+    clip_fn: ClippedSumFn, mesh: jax.sharding.Mesh | None = None
+) -> Callable[..., tuple[PyTree, jax.Array]]:
+    """:func:`make_accumulate` that also carries ``nonfinite`` (after ``acc``): the
+    count of units whose contribution was non-finite, plus this microbatch's."""
     structure = _without_norms(clip_fn)
     norms = tuple(clip_fn.l2_clip_norms)
 
-    def accumulate(acc, params, data, item_mask, idx, unit_mask, offset, loss_key, t):
+    def accumulate(
+        acc, nonfinite, params, data, item_mask, idx, unit_mask, offset, loss_key, t
+    ):
         return _accumulate(
             acc,
+            nonfinite,
             params,
             data,
             item_mask,
@@ -587,6 +622,7 @@ def _without_norms(clip_fn: ClippedSumFn) -> ClippedSumFn:
 @functools.partial(jax.jit, static_argnames=("clip_fn", "mesh"), donate_argnums=0)
 def _accumulate(
     acc,
+    nonfinite,
     params,
     data,
     item_mask,
@@ -608,8 +644,11 @@ def _accumulate(
     if clip_fn.uses_key:
         step_key = jax.random.fold_in(loss_key, t)
         unit_keys = jax.vmap(lambda i: jax.random.fold_in(step_key, i))(offset + idx)
-    clipped, _ = sum_fn(params, batch, mask, unit_keys)
-    return jax.tree_util.tree_map(jnp.add, acc, clipped)
+    clipped, metrics = sum_fn(params, batch, mask, unit_keys)
+    return (
+        jax.tree_util.tree_map(jnp.add, acc, clipped),
+        nonfinite + metrics.num_nonfinite,
+    )
 
 
 @functools.partial(
@@ -713,8 +752,12 @@ def fit(
     each commit: the steps already run are recorded (they were spent), the diverged
     state is not saved, and :class:`DivergenceError` stops the run.
 
+    Units whose contribution is non-finite (NaN/inf) are dropped (they add zero, which
+    costs no privacy); the run says so once (a ``RuntimeWarning``), and the count is in
+    the result and in the callbacks' ``nonfinite_units``.
+
     Returns:
-      :class:`FitResult` (state, secret, private).
+      :class:`FitResult` (state, secret, private, nonfinite_units).
 
     Raises:
       ValueError: the method clips to other norms than the plan, or the data's shape is
@@ -787,7 +830,7 @@ def fit(
     # here, its only source: the clip norms (checked against the method's above) in
     # the per-unit gradients, the noise stds in the release. A sweep over sigma or the
     # clip norm compiles each program once.
-    accumulate = make_accumulate(clip_fn, mesh)
+    accumulate = _make_counting_accumulate(clip_fn, mesh)
     structure, arrays = plan.split()
     # privatize reads only the stds, never a clip norm: those are not passed.
     noise_stds = tuple(arrays.noise_stds)
@@ -809,6 +852,10 @@ def fit(
     offset = np.int64(lo)
     unrecorded = 0
     healthy = jnp.asarray(True)
+    # Units whose contribution was non-finite (dropped), summed on the device and read
+    # at the commits only (no extra host sync per step).
+    nonfinite = jnp.zeros((), jnp.int32)
+    nonfinite_units, warned = 0, False
     t0 = time.perf_counter()
     callbacks = tuple(callbacks) if topo.is_primary else ()
     try:
@@ -821,8 +868,9 @@ def fit(
             acc = zero_sum()
             params = params_of(state)
             for j in range(batch.indices.shape[0]):
-                acc = accumulate(
+                acc, nonfinite = accumulate(
                     acc,
+                    nonfinite,
                     params,
                     data,
                     item_mask,
@@ -871,6 +919,24 @@ def fit(
                     plan, t + 1, {"state": state, "secret": secret.to_tree()}
                 )
                 unrecorded = 0
+                nonfinite_units = int(
+                    dist.sum_over_processes(np.asarray(nonfinite))
+                    if topo.distributed
+                    else nonfinite
+                )
+                info["nonfinite_units"] = nonfinite_units
+                if nonfinite_units and not warned and topo.is_primary:
+                    warned = True
+                    warnings.warn(
+                        f"privacy.fit: {nonfinite_units} sampled unit(s) in steps "
+                        f"{start + 1}..{t + 1} had a non-finite (NaN/inf) contribution "
+                        "and were dropped (they added zero: no privacy cost). Check "
+                        "the data and the loss; FitResult.nonfinite_units has the "
+                        "final count (a count on the sensitive data: never publish "
+                        "it).",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
                 # A public quantity only, never a loss on the private data; computed
                 # only for a callback to see (under PLD it composes the whole chain).
                 if plan.private and callbacks:
@@ -880,7 +946,7 @@ def fit(
     finally:
         for cb in callbacks:
             cb.close()
-    return FitResult(state, secret, plan.private and not secret.fixed)
+    return FitResult(state, secret, plan.private and not secret.fixed, nonfinite_units)
 
 
 def _record_only(recorder: Recorder, plan: DPPlan, step: int) -> None:

@@ -378,3 +378,56 @@ def test_a_one_process_dataset_size_mismatch_names_the_fix():
         privacy.fit(plan, method, (x[:200], y[:200]), state)
     msg = str(err.value)
     assert f"N = {N}" in msg and "dataset_size" in msg and "process" not in msg
+
+
+class _Seen:
+    def __init__(self):
+        self.infos = []
+
+    def on_step(self, info):
+        self.infos.append(dict(info))
+
+    def close(self):
+        pass
+
+
+def test_non_finite_units_are_counted_and_said_once(tmp_path):
+    model, loss, (x, y), params = _problem()
+    bad = np.zeros(N, bool)
+    bad[[3, 50, 77, 200]] = True
+    x = x.copy()
+    x[bad] = np.nan
+    plan = _plan()
+    secret = privacy.DPSecret.from_seed(7)
+    # The count the loop must report: the sampled units (over every step) that are bad.
+    batches = [plan.sample(secret.sampling_seed, t) for t in range(STEPS)]
+    want = sum(int(bad[b.indices[b.mask]].sum()) for b in batches)
+    assert want > 0
+    method, state = privacy.gradient_method(plan, loss, optax.sgd(0.1), params)
+    seen = _Seen()
+    with pytest.warns(
+        RuntimeWarning, match=r"sampled unit\(s\) in steps 1\.\."
+    ) as caught:
+        res = privacy.fit(
+            plan,
+            method,
+            (x, y),
+            state,
+            secret=secret,
+            recorder=_recorder(tmp_path, plan),
+            callbacks=[seen],
+        )
+    assert len([w for w in caught if "non-finite" in str(w.message)]) == 1
+    assert res.nonfinite_units == want
+    commits = [i for i in seen.infos if "nonfinite_units" in i]
+    assert [i["step"] for i in commits] == list(range(EVERY, STEPS + 1, EVERY))
+    assert commits[-1]["nonfinite_units"] == want
+    # The parameters stay finite: the bad units added zero.
+    assert all(np.isfinite(v).all() for v in jax.tree_util.tree_leaves(res.state))
+    # A clean run reports 0 and warns nothing.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        clean = privacy.fit(plan, method, _problem()[2], state, secret=secret)
+    assert clean.nonfinite_units == 0
