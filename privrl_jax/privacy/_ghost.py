@@ -41,12 +41,22 @@ How it works, for a flax linen model called inside ``per_item_loss``:
 Everything is a pure function of its inputs, so it works under ``jit``, ``vmap`` and
 inside ``shard_map``/``pmap`` (it is called once per microbatch chunk).
 
-Limits: the model must run inline in ``per_item_loss`` (no ``jax.jit``, ``nn.remat``,
-``nn.scan`` or ``nn.vmap`` around intercepted layers: their inputs could not be returned
-from inside those traces; this raises a ``ValueError`` suggesting ``method="vmap"``).
-Layers with a custom ``dot_general``, ``promote_dtype`` or
-``DenseGeneral(batch_dims=...)`` are not intercepted, so their parameters use the exact
-fallback. Call :func:`ghost_coverage` to see which parameters take which path.
+Limits: what ghost norms cannot cover falls back, per parameter leaf, to exact per-unit
+gradients (``vmap`` of ``grad``: the same result, slower), never to a wrong norm:
+
+- a layer called inside a transform of its own (``nn.remat``, ``nn.jit`` /
+  ``jax.jit``, ``nn.scan``, ``nn.vmap`` around it): its input cannot be handed out of
+  that trace, so its parameters fall back (found at trace time, where its input
+  belongs to another trace than the loss's);
+- layers with a custom ``dot_general``, ``promote_dtype`` or
+  ``DenseGeneral(batch_dims=...)``, and any other layer (``nn.Conv``...), are not
+  intercepted; parameters outside a flax module, or also used outside their layer
+  (tied weights), fall back too.
+
+A run says once which layers fell back (a ``UserWarning`` naming them); call
+:func:`ghost_coverage` to see every leaf's path beforehand. A model whose transform
+still hides a layer's input from the capture raises a ``ValueError`` suggesting
+``method="vmap"``.
 
 References:
   Goodfellow, "Efficient per-example gradient computations", 2015,
@@ -61,6 +71,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -217,6 +228,11 @@ class _Tracer:
         self.perturbations = perturbations or {}
         self.inputs = {}
         self.count = 0
+        # discover mode: the trace the loss runs in. A call whose input belongs to
+        # another (nn.scan / nn.vmap / nn.remat / jax.jit around the layer) cannot hand
+        # its input out of that trace: its parameters take the exact fallback.
+        self.outer_trace = None
+        self.nested: list[str] = []
 
     def __call__(self, next_fun, args, kwargs, context):
         kind = _call_kind(context.module, context.method_name, args, kwargs)
@@ -263,6 +279,10 @@ class _Tracer:
         out = next_fun(*args, **kwargs)
         ids = self.leaf_ids
         name = f"{type(module).__name__}{module.path}"
+        trace = getattr(x, "_trace", None)
+        if trace is not None and trace is not self.outer_trace:
+            self.nested.append(name)
+            ids = {}  # no leaf of this call is ghost-covered
         if kind == _NORM:
             scale = (
                 ids.get(id(_variable(module, "scale"))) if module.use_scale else None
@@ -333,6 +353,7 @@ class _Plan:
     fallback: tuple[int, ...]  # leaf indices with exact per-unit gradients
     unused: tuple[int, ...]  # leaf indices the loss does not depend on: zero gradient
     active: frozenset  # call indices that need a perturbation
+    nested: tuple[str, ...] = ()  # layers called inside a transform of their own
 
 
 def _leaf_roles(calls):
@@ -401,12 +422,23 @@ def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
     leaves, treedef = jax.tree_util.tree_flatten(params)
     calls: list[_LayerCall] = []
     owners: dict[int, str] = {}
+    nested: list[str] = []
 
     def discover(leaves, item, key):
         tracer = _Tracer(
             "discover", leaf_ids={id(x): i for i, x in enumerate(leaves)}, calls=calls
         )
         tracer.owners = owners
+        tracer.nested = nested
+        # The loss's own trace, read off a traced input (eval_shape traces them all).
+        tracer.outer_trace = next(
+            (
+                getattr(x, "_trace", None)
+                for x in jax.tree_util.tree_leaves((leaves, item))
+                if isinstance(x, jax.core.Tracer)
+            ),
+            None,
+        )
         with nn.intercept_methods(tracer):
             return _call_loss(
                 per_item_loss,
@@ -474,7 +506,7 @@ def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
     }
     fallback = tuple(i for i in sorted(used) if i not in covered)
     unused = tuple(i for i in range(len(leaves)) if i not in used)
-    return _Plan(calls, owners, ghost, fallback, unused, active)
+    return _Plan(calls, owners, ghost, fallback, unused, active, tuple(nested))
 
 
 def _first_item(batch: PyTree, unit_keys: jax.Array | None, uses_key: bool):
@@ -619,6 +651,7 @@ def _ghost_clipped_grad_sum(
     mask = mask.astype(bool)
     item, key = _first_item(batch, unit_keys, uses_key)
     plan = _plan(per_item_loss, uses_key, params, item, key)
+    _warn_fallback(plan, params)
     calls = plan.calls
 
     def item_loss(fallback_leaves, perturbations, item, key):
@@ -737,6 +770,41 @@ def _ghost_clipped_grad_sum(
     return jax.tree_util.tree_unflatten(treedef, out), metrics
 
 
+# Fallback messages already given in this process: a run says each once.
+_WARNED: set[str] = set()
+
+
+def _fallback_owners(plan: _Plan) -> list[str]:
+    names: list[str] = []
+    for i in plan.fallback:
+        name = plan.owners.get(i, "parameters used outside any flax module")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _warn_fallback(plan: _Plan, params: PyTree) -> None:
+    """Says once (per distinct set of layers) which parameters ghost clipping could not
+    cover and computes with exact per-unit gradients: correct, but slower."""
+    if not plan.fallback:
+        return
+    names = _fallback_owners(plan)
+    msg = (
+        f"ghost clipping: {len(plan.fallback)} parameter leaf/leaves of "
+        f"{', '.join(names)} fall back to exact per-unit gradients (correct, slower)"
+        + (
+            f"; {', '.join(dict.fromkeys(plan.nested))} run inside a transform of "
+            "their own (nn.scan / nn.vmap / nn.remat / jax.jit)"
+            if plan.nested
+            else ""
+        )
+        + ". privacy.ghost_coverage(...) lists every leaf's path."
+    )
+    if msg not in _WARNED:
+        _WARNED.add(msg)
+        warnings.warn(msg, UserWarning, stacklevel=2)
+
+
 def ghost_coverage(
     per_item_loss: Callable[..., jax.Array],
     params: PyTree,
@@ -800,6 +868,9 @@ def ghost_coverage(
             how = f"ghost: {call.module} {what}{uses}"
         elif i in plan.fallback:
             how = f"fallback: {plan.owners.get(i, 'used outside any flax module')}"
+            nested = [n for n in plan.nested if n == plan.owners.get(i)]
+            if nested:
+                how += " (inside nn.scan / nn.vmap / nn.remat / jax.jit)"
         else:
             how = "unused"
         report[jax.tree_util.keystr(path)] = how

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from privrl_jax.privacy import (
+    _ghost,
     clip_unit_grads,
     clipped_grad,
     ghost_clipped_grad_sum,
@@ -459,9 +460,10 @@ def test_inside_shard_map_matches_vmap():
     _assert_close_trees(expected, sharded(params, batch, mask))
 
 
-def test_lifted_transforms_fall_back_or_raise_clearly():
-    """nn.remat hides a Dense's params (exact fallback); nn.scan hides its inputs (clear
-    error)."""
+def test_lifted_transforms_fall_back_and_say_so_once():
+    """nn.remat hides a Dense's params, nn.scan (params broadcast) its inputs: both fall
+    back to exact per-unit gradients, ghost_coverage says so (it once called the scanned
+    layer "ghost", and the ghost path then refused it), and a run warns once."""
 
     class Remat(nn.Module):
         @nn.compact
@@ -493,5 +495,14 @@ def test_lifted_transforms_fall_back_or_raise_clearly():
     scan = Scan()
     params = _init(scan, 29, batch["x"][0, 0])
     loss = lambda p, item: jnp.sum(scan.apply(p, item["x"]) ** 2)  # noqa: E731
-    with pytest.raises(ValueError, match="method='vmap'"):
-        clipped_grad(loss, l2_clip_norm=1.0, method="ghost")(params, batch, mask)
+    coverage = ghost_coverage(loss, params, _first_item(batch))
+    assert coverage and all(
+        v.startswith("fallback") and "inside nn.scan" in v for v in coverage.values()
+    ), coverage
+    _ghost._WARNED.clear()
+    fn = clipped_grad(loss, l2_clip_norm=1.0, method="ghost")
+    with pytest.warns(UserWarning, match=r"2 parameter leaf/leaves of Dense\(") as w:
+        fn(params, batch, mask)
+        fn(params, batch, jnp.asarray(mask)[::-1])  # another call: no second warning
+    assert len([x for x in w if "ghost clipping" in str(x.message)]) == 1
+    _assert_agree(loss, params, batch, mask, 0.1)
