@@ -228,3 +228,31 @@ def test_additive_zones_run_spends_the_same_ledger_event(tmp_path):
     with np.load(tmp_path / "run" / "policy.npz") as z:
         assert z["q_tables"].shape == (cfg.env.horizon, 2 * cfg.pool.num_zones * 3)
     assert math.isfinite(report["evaluation"]["gap"])
+
+
+def test_report_refuses_an_emptied_ledger_once_the_release_is_moved_away(
+    seeded_run, tmp_path
+):
+    """Issue 47: with the release (policy.npz, policy.json) moved out and the ledger's
+    entries removed, report.json and the audit still name the true head."""
+    from privrl_jax.pipelines._verify import verify_run
+
+    _, run_dir, report = seeded_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    for name in ("policy.npz", "policy.json"):
+        (copy / name).rename(tmp_path / name)
+    led = json.loads((copy / "ledger.json").read_text())
+    led["releases"] = []
+    (copy / "ledger.json").write_text(json.dumps(led))
+    head = report["privacy"]["ledger"]["chain_head"]
+    with pytest.raises(
+        privacy.LedgerError,
+        match=rf"report.json \(privacy.ledger.chain_head\) was written after ledger "
+        rf"entry {head[:12]}",
+    ):
+        verify_run(copy)
+    shutil.rmtree(copy / "checkpoints")
+    (copy / "report.json").unlink()
+    with pytest.raises(privacy.LedgerError, match="epsilon_lower_bound.json"):
+        verify_run(copy)
