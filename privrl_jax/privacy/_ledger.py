@@ -368,6 +368,12 @@ class Ledger:
                 "holds the ledger of one sensitive dataset. Use a new run directory "
                 "for this dataset."
             )
+        if ledger.dataset_size != int(dataset_size):
+            raise LedgerError(
+                f"{path} was opened with dataset_size={ledger.dataset_size}, now "
+                f"{dataset_size}: a run directory accounts one set of privacy units. "
+                f"Pass dataset_size={ledger.dataset_size} or use a new run directory."
+            )
         if (ledger.target_epsilon, ledger.target_delta) != (
             float(target_epsilon),
             float(target_delta),

@@ -8,9 +8,11 @@ import pytest
 
 from privrl_jax.privacy import (
     BudgetExceededError,
+    DPPlan,
     GaussianMechanism,
     Ledger,
     LedgerError,
+    PoissonSampler,
     compute_epsilon,
     dpsgd_event,
     event_from_dict,
@@ -163,6 +165,36 @@ def test_ledger_of_another_dataset_or_budget_is_refused(tmp_path):
         _open(tmp_path, dataset_id="other")
     with pytest.raises(LedgerError, match="budget cannot change"):
         _open(tmp_path, target_epsilon=5.0)
+    # Another N (it was silently accepted on reopen before issue 47).
+    with pytest.raises(LedgerError, match="dataset_size=10000, now 20000"):
+        _open(tmp_path, dataset_size=20_000)
+
+
+def test_require_plan_names_each_field_that_differs_in_one_line(tmp_path):
+    led = _open(tmp_path)
+
+    def plan(steps, sigma):
+        return DPPlan(
+            sampler=PoissonSampler(
+                dataset_size=10_000, sampling_rate=0.01, microbatch_size=8
+            ),
+            l2_clip_norm=1.0,
+            steps=steps,
+            noise_multiplier=sigma,
+        )
+
+    first = plan(1200, 0.9893)
+    led.require_plan("DP-SGD step", first.describe())  # nothing recorded: no check
+    led.record(
+        first.step_event(), what="DP-SGD step", count=300, params=first.describe()
+    )
+    led.require_plan("DP-SGD step", first.describe())
+    led.require_plan("another phase", plan(5, 2.0).describe())
+    with pytest.raises(LedgerError) as err:
+        led.require_plan("DP-SGD step", plan(600, 0.8791).describe())
+    msg = str(err.value)
+    assert "(steps 1200 -> 600, noise_multipliers [0.9893] -> [0.8791])" in msg
+    assert "\n" not in msg
 
 
 def test_bad_budget(tmp_path):
