@@ -775,7 +775,7 @@ def fit(
     leaves = jax.tree_util.tree_leaves(data)
     shapes = [tuple(x.shape) for x in leaves]
     if not topo.distributed and (
-        not leaves or any(len(s) < 2 or s[0] != n for s in shapes)
+        not leaves or any(not s or s[0] != n for s in shapes)
     ):
         raise ValueError(
             f"the plan's sampler has N = {n} privacy units, so every leaf of the "
