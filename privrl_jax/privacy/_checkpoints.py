@@ -97,7 +97,12 @@ class Checkpoints:
         self.directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.directory, 0o700)
         if jax.process_index() == 0:
-            for leftover in incomplete_steps(self.directory):
+            # Also the uncommitted temporary directory of a save a kill interrupted
+            # (orbax leaves it; nothing reads it).
+            tmp = [
+                p for p in self.directory.glob("*.orbax-checkpoint-tmp*") if p.is_dir()
+            ]
+            for leftover in incomplete_steps(self.directory) + tmp:
                 shutil.rmtree(leftover, ignore_errors=True)
         self.mgr = ocp.CheckpointManager(
             self.directory,

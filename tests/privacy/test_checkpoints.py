@@ -42,6 +42,8 @@ def test_a_half_deleted_step_is_removed_on_open_without_a_warning(tmp_path, capl
     (tmp_path / "dp" / "4").mkdir()
     (tmp_path / "dp" / "4" / "default").mkdir()  # half of an older step, under any name
     os.remove(tmp_path / "dp" / "2" / "_CHECKPOINT_METADATA")
+    # and the temporary directory of a save a kill interrupted
+    (tmp_path / "dp" / "5.orbax-checkpoint-tmp-17" / "default").mkdir(parents=True)
     assert [p.name for p in privacy.Checkpoints.incomplete_steps(tmp_path / "dp")] == [
         "2",
         "4",
