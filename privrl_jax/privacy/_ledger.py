@@ -623,7 +623,10 @@ class Ledger:
         """
         if self.rho_budget is not None:
             self._check_rho(event, count)
-        after = self.epsilon(accountant, extra=[(event, count)]).epsilon
+        # count 0 (a finished run rerun): the spend so far, without a 0-fold event.
+        after = self.epsilon(
+            accountant, extra=[(event, count)] if count else []
+        ).epsilon
         if after > self.target_epsilon * (1 + 1e-9):
             spent = self.epsilon(accountant).epsilon
             raise BudgetExceededError(
