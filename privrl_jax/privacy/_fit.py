@@ -774,9 +774,7 @@ def fit(
     lo, hi = topo.unit_range(n)
     leaves = jax.tree_util.tree_leaves(data)
     shapes = [tuple(x.shape) for x in leaves]
-    if not topo.distributed and (
-        not leaves or any(not s or s[0] != n for s in shapes)
-    ):
+    if not topo.distributed and (not leaves or any(not s or s[0] != n for s in shapes)):
         raise ValueError(
             f"the plan's sampler has N = {n} privacy units, so every leaf of the "
             f"sensitive data must be [{n}, items, ...]; got {shapes}. Build the "
