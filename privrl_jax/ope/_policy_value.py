@@ -18,11 +18,13 @@ within each basis function: ``phi(s, a) = [psi(s), psi(s) (x) a] / sqrt(1 +
 ||a||^2)``, unit norm like :class:`~._features.FeatureMap`'s.
 
 Measure before trusting. With tabular features the fixed point is the candidate's exact
-value (tests/ope/test_policy_value.py). On maze2d-umaze with 6 to 16 RBF centres it is
-not: off-policy LSTDQ, which GPOPE converges to, missed the true discounted values
-(1.8 to 5.1) of eight deterministic controllers by an RMSE of 178 to 991 (issue 51's
-report): ill-conditioned A, the known failure of off-policy linear TD. Check the
-noiseless :func:`lstd_policy_value` against rollouts on a public stand-in first.
+value (tests/ope/test_policy_value.py). On maze2d-umaze it is not, at the sizes tried
+(benchmarks/private_selection.py --task maze, 2000 trajectories of 40 steps): the
+noiseless LSTDQ, which GPOPE converges to, missed eight deterministic controllers' true
+discounted values (1.8 to 5.1) by an RMSE of 2.8 (8 centres, 3 action bins), 11.9 (16
+centres, 3 bins) and 179 (16 centres, linear cross): off-policy linear TD on
+ill-conditioned statistics. Check the noiseless :func:`lstd_policy_value` against
+rollouts on a public stand-in before trusting a feature set.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ import numpy as np
 from privrl_jax import privacy
 from privrl_jax.ope._gpope import StepSize, gpope, sample_schedule
 from privrl_jax.ope._gtd2 import (
+    GTD2Stats,
     TrajectoryData,
     Transitions,
-    dataset_stats,
+    item_weights,
     lstd_solution,
 )
 
@@ -116,22 +119,35 @@ class RBFFeatures:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class StateActionFeatures:
-    """``phi(s, a) = [psi(s), psi(s) (x) a] / sqrt(1 + ||a||^2)``, unit norm.
+    """``phi(s, a) = [psi(s), psi(s) (x) a] / sqrt(1 + ||a||^2)``, unit norm; or, with
+    ``action_bins``, ``psi(s) (x) onehot(bin(a))`` (Q piecewise constant in the
+    action, which does not extrapolate to actions the data never took).
 
     Attributes:
       state: the observation features psi.
-      action_dim: the action's dimension.
+      action_dim: the action's dimension (actions in [-1, 1]).
+      action_bins: equal bins per action dimension, or None for the linear cross.
     """
 
     state: RBFFeatures
     action_dim: int
+    action_bins: int | None = None
 
     @property
     def num_features(self) -> int:
+        if self.action_bins is not None:
+            return self.state.num_features * self.action_bins**self.action_dim
         return self.state.num_features * (1 + self.action_dim)
 
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
         psi = self.state(obs)
+        if self.action_bins is not None:
+            n = self.action_bins
+            # Equal bins of [-1, 1] per dimension, one cell of the product grid.
+            idx = jnp.clip(jnp.floor((action + 1.0) / 2.0 * n), 0, n - 1)
+            flat = jnp.dot(idx.astype(jnp.int32), n ** jnp.arange(self.action_dim))
+            onehot = jax.nn.one_hot(flat, n**self.action_dim)
+            return jnp.outer(psi, onehot).reshape(-1)
         cross = jnp.outer(psi, action).reshape(-1)
         return jnp.concatenate([psi, cross]) / jnp.sqrt(1.0 + jnp.sum(action**2))
 
@@ -214,7 +230,17 @@ def gpope_policy_value(
 
 
 def lstd_policy_value(data: TrajectoryData, start_phi: jax.Array) -> jax.Array:
-    """The same value with LSTDQ on all the data, no noise (not DP: the reference
-    GPOPE converges to)."""
-    theta, _ = lstd_solution(dataset_stats(data))
+    """The same value with LSTDQ on all the data, no noise (not DP: the point GPOPE
+    converges to, under the default ``"horizon"`` weights).
+
+    :func:`~._gtd2.dataset_stats` of ``data``, as two contractions instead of the
+    per-transition [m, T, n, n] matrices (which do not fit in memory for n in the
+    hundreds).
+    """
+    tr = data.transitions
+    weight = item_weights(data.mask) * tr.rho_tm1 / data.num_trajectories
+    td = tr.phi_tm1 - tr.discount_t[..., None] * tr.phi_t
+    a = jnp.einsum("mt,mti,mtj->ij", weight, tr.phi_tm1, td)
+    b = jnp.einsum("mt,mti->i", weight * tr.r_t, tr.phi_tm1)
+    theta, _ = lstd_solution(GTD2Stats(a=a, b=b, c=jnp.eye(a.shape[0])))
     return jnp.dot(start_phi, theta)

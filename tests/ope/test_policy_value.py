@@ -102,3 +102,25 @@ def test_rbf_features_are_unit_norm_and_public():
     np.testing.assert_allclose(jnp.linalg.norm(phi, axis=1), 1.0, rtol=1e-5)
     with pytest.raises(ValueError):
         ope.RBFFeatures.from_public(public[:4], 8)
+
+
+def test_lstd_value_is_dataset_stats_lstd(data):
+    # The two-contraction LSTDQ equals the per-trajectory statistics' solution.
+    theta, _ = ope.lstd_solution(ope.dataset_stats(data))
+    want = float(jnp.dot(_start_phi(), theta))
+    got = float(ope.lstd_policy_value(data, _start_phi()))
+    assert got == pytest.approx(want, rel=1e-4)
+
+
+def test_action_bins_put_psi_in_the_action_cell():
+    public = np.random.default_rng(1).normal(size=(200, 4))
+    rbf = ope.RBFFeatures.from_public(public, 8)
+    f = ope.StateActionFeatures(rbf, 2, action_bins=3)
+    obs = jnp.asarray(public[0], jnp.float32)
+    psi = rbf(obs)
+    # Bins of [-1, 1]: (-1, -1) -> (0, 0); (0, 0.9) -> (1, 2); (1, 1) -> (2, 2).
+    for action, cell in (((-1.0, -1.0), 0), ((0.0, 0.9), 1 + 2 * 3), ((1.0, 1.0), 8)):
+        phi = f(obs, jnp.asarray(action)).reshape(9, 9)
+        np.testing.assert_allclose(phi[:, cell], psi, rtol=1e-6)
+        assert float(jnp.abs(phi).sum()) == pytest.approx(float(psi.sum()), rel=1e-5)
+    assert f.num_features == 81
