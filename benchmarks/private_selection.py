@@ -203,6 +203,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--beta", type=float, default=1.0)
     ap.add_argument("--score-epsilon", type=float, default=1.0)
+    ap.add_argument(
+        "--total-epsilon",
+        type=float,
+        default=None,
+        help="calibrate both procedures' per-run epsilon to this total",
+    )
     ap.add_argument("--mean-runs", type=float, default=8.0)
     ap.add_argument(
         "--shape", type=float, default=0.0, help="eta: 0 logarithmic, 1 geometric, inf"
@@ -228,7 +234,7 @@ def main(argv=None) -> dict:
     names, truth, make_data = (tabular_task if args.task == "tabular" else maze_task)(
         args
     )
-    plan = privacy.DPPlan(
+    template = privacy.DPPlan(
         sampler=privacy.PoissonSampler(
             dataset_size=args.trajectories,
             sampling_rate=args.sampling_rate,
@@ -237,13 +243,25 @@ def main(argv=None) -> dict:
         l2_clip_norm=args.clip,
         steps=args.steps,
         noise_multiplier=1.0,
-    ).calibrate(args.score_epsilon, DELTA)
+    )
+    rep = privacy.Repetitions(args.mean_runs, args.shape)
+    naive_runs = privacy.Repetitions(float(len(names)), 1.0)
+    if args.total_epsilon is None:
+        plan = naive_plan = template.calibrate(args.score_epsilon, DELTA)
+    else:
+        # Equal total epsilon: each procedure's per-run epsilon calibrated to it.
+        plan = template.calibrate(
+            _per_run_epsilon(template, rep.event, args.total_epsilon), DELTA
+        )
+        naive_plan = template.calibrate(
+            _per_run_epsilon(template, naive_runs.naive_event, args.total_epsilon),
+            DELTA,
+        )
     step = ope.StepSize(args.beta)
     base = plan.event()
-    rep = privacy.Repetitions(args.mean_runs, args.shape)
     eps_select = privacy.compute_epsilon(rep.event(base), DELTA).epsilon
     eps_naive = privacy.compute_epsilon(
-        privacy.Repetitions(float(len(names)), 1.0).naive_event(base), DELTA
+        naive_runs.naive_event(naive_plan.event()), DELTA
     ).epsilon
 
     rows, errors = [], []
@@ -253,7 +271,7 @@ def main(argv=None) -> dict:
             [float(ope.lstd_policy_value(d, s)) for d, s in zip(data, start_phi)]
         )
 
-        def scorer(i):
+        def scorer(i, plan=plan):
             def run(key):
                 k_noise, k_seed = jax.random.split(key)
                 seed_i = int(jax.random.randint(k_seed, (), 0, 2**31 - 1))
@@ -271,7 +289,10 @@ def main(argv=None) -> dict:
 
         # The scorer's error: one DP score of every candidate (audit, not DP).
         once = np.array(
-            [scorer(i)(jax.random.key(100 + seed))[1] for i in range(len(names))]
+            [
+                scorer(i, naive_plan)(jax.random.key(100 + seed))[1]
+                for i in range(len(names))
+            ]
         )
         errors.append({"seed": seed, "lstd": lstd.tolist(), "gpope": once.tolist()})
         with tempfile.TemporaryDirectory() as tmp:
@@ -309,6 +330,7 @@ def main(argv=None) -> dict:
             "candidates": names,
             "true_values": truth.tolist(),
             "score_epsilon": plan.epsilon(DELTA).epsilon,
+            "naive_score_epsilon": naive_plan.epsilon(DELTA).epsilon,
             "noise_multiplier": plan.effective_noise_multiplier,
             "repetitions": rep.describe(),
             "selection_epsilon": eps_select,
@@ -318,13 +340,31 @@ def main(argv=None) -> dict:
             "seconds": time.time() - t0,
         }
     )
-    kind = rep.describe()["distribution"]
-    out = Path(args.out or RESULTS / f"private_selection_{args.task}_{kind}")
+    out = _out_path(args)
     out.parent.mkdir(parents=True, exist_ok=True)
     dump_json(out.with_suffix(".json"), result, indent=2)
     write_text(out.with_suffix(".md"), markdown(result))
     print(markdown(result))
     return result
+
+
+def _out_path(args) -> Path:
+    kind = privacy.Repetitions(args.mean_runs, args.shape).describe()["distribution"]
+    total = "" if args.total_epsilon is None else f"_total{args.total_epsilon:g}"
+    return Path(args.out or RESULTS / f"private_selection_{args.task}_{kind}{total}")
+
+
+def _per_run_epsilon(template, event_of, total: float) -> float:
+    """The per-run epsilon whose procedure (``event_of(run event)``) costs ``total``."""
+    lo, hi = 0.01, total
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        run = template.calibrate(mid, DELTA).event()
+        if privacy.compute_epsilon(event_of(run), DELTA).epsilon > total:
+            hi = mid
+        else:
+            lo = mid
+    return lo
 
 
 def tabulate(r: dict) -> dict:
@@ -377,7 +417,9 @@ def markdown(r: dict) -> str:
         f"(sd {t['dp_choice_sd']:.3f}; the oracle's in "
         f"{100 * t['dp_choice_is_oracle']:.0f}% of seeds) |",
         f"| naive: all scored once, best taken (epsilon "
-        f"{r['naive_epsilon_all_once']:.2f}) | {t['naive_all_once_mean']:.3f} |",
+        f"{r['naive_epsilon_all_once']:.2f}, "
+        f"{r.get('naive_score_epsilon', r['score_epsilon']):.2f} per score) "
+        f"| {t['naive_all_once_mean']:.3f} |",
         f"| random (uniform, expected) | {t['random']:.3f} |",
         f"| last candidate | {t['last']:.3f} |",
         "",
