@@ -284,3 +284,31 @@ def test_budget_guard_runs_nothing(tmp_path):
             ledger=ledger,
         )
     assert calls == [] and ledger.releases == []
+
+
+def test_selection_composes_with_other_releases_in_the_ledger(tmp_path):
+    # A DP-SGD phase, then a selection: the ledger's epsilon is dp-accounting's over
+    # both, its report survives PLD's refusal of the selection, and the guard sees the
+    # earlier spend.
+    ledger = _ledger(tmp_path, eps=5.0)
+    step = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0))
+    ledger.record(step, what="dp-sgd", count=500)
+    rep = Repetitions.geometric(4.0)
+    select(
+        [lambda k: ("x", 0.0)],
+        BASE,
+        rep,
+        key=jax.random.PRNGKey(0),  # a raw uint32 key works too
+        ledger=ledger,
+    )
+    both = dp_accounting.ComposedDpEvent(
+        [dp_accounting.SelfComposedDpEvent(step, 500), rep.event(BASE)]
+    )
+    assert ledger.epsilon().epsilon == pytest.approx(
+        compute_epsilon(both, 1e-5).epsilon, rel=1e-12
+    )
+    report = ledger.report()
+    assert report["rdp"]["epsilon"] == ledger.epsilon().epsilon
+    assert "error" in report["pld"]
+    with pytest.raises(BudgetExceededError):
+        select([lambda k: ("x", 0.0)], BASE, rep, key=jax.random.key(1), ledger=ledger)
