@@ -398,6 +398,7 @@ def epsilon_table() -> dict:
 def _out_path(args) -> Path:
     kind = privacy.Repetitions(args.mean_runs, args.shape).describe()["distribution"]
     total = "" if args.total_epsilon is None else f"_total{args.total_epsilon:g}"
+    total = total.replace(".", "p")  # with_suffix would cut at a dot
     return Path(args.out or RESULTS / f"private_selection_{args.task}_{kind}{total}")
 
 
