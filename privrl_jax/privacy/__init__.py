@@ -108,6 +108,13 @@ from privrl_jax.privacy._sampling import (
     step_rng,
 )
 from privrl_jax.privacy._secret import load_or_create_secret
+from privrl_jax.privacy._selection import (
+    Repetitions,
+    SelectionResult,
+    repeat_and_select_rdp,
+    select,
+    selection_epsilon,
+)
 
 __all__ = [
     "DP_ACCOUNTING_VERSION",
@@ -152,8 +159,10 @@ __all__ = [
     "PoissonSampler",
     "ProgressBar",
     "Recorder",
+    "Repetitions",
     "RunRecorder",
     "Sampling",
+    "SelectionResult",
     "Topology",
     "UniformOneSampler",
     "add_gaussian_noise",
@@ -191,6 +200,9 @@ __all__ = [
     "one_run_epsilon_lower_bound",
     "out_of_distribution_canaries",
     "random_direction_canaries",
+    "repeat_and_select_rdp",
+    "select",
+    "selection_epsilon",
     "standard_normal",
     "step_rng",
     "validate_delta",

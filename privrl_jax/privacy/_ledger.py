@@ -101,6 +101,8 @@ def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
     data = dict(data)
     name = data.pop("type", None)
     cls = getattr(dp_accounting, str(name), None)
+    # Events dp-accounting does not export at its top level (RepeatAndSelectDpEvent).
+    cls = cls or getattr(dp_accounting.dp_event, str(name), None)
     if not (isinstance(cls, type) and issubclass(cls, dp_accounting.DpEvent)):
         raise LedgerError(f"unknown dp-accounting event type {name!r} in the ledger.")
     kwargs = {}
