@@ -204,11 +204,15 @@ def main() -> None:
             entry = entry[: entry.index("\n}")]
             cost = f.cost_analysis()
             cost = cost[0] if isinstance(cost, list) else cost
+            ops = bench.hlo_op_count(text)  # the op count of dpsgd_vs_opacus's table
+            mem = f.memory_analysis()
             print(
-                f"{k}: {entry.count(chr(10)) - 1} entry instructions, "
+                f"{k}: {ops['ops']} ops ({ops['fused']} fused instructions), "
+                f"{entry.count(chr(10)) - 1} entry instructions, "
                 f"{text.count(' while(')} while loops, {text.count(' fusion(')} "
                 f"fusions, {cost.get('flops', 0) / 1e9:.3f} GFLOP, "
-                f"{cost.get('bytes accessed', 0) / 1e6:.0f} MB accessed"
+                f"{cost.get('bytes accessed', 0) / 1e6:.0f} MB accessed, "
+                f"XLA temp {mem.temp_size_in_bytes / 2**20:.1f} MB"
             )
         return
     times = {k: [] for k in compiled}

@@ -8,7 +8,8 @@ materialises one gradient per unit for the layers it understands.
 How it works, for a flax linen model called inside ``per_item_loss``:
 
 1. **Discover** (trace only): run the loss under ``nn.intercept_methods`` and record
-   every call of an ``nn.Dense``, ``nn.DenseGeneral``, ``nn.Embed`` or ``nn.LayerNorm``,
+   every call of an ``nn.Dense``, ``nn.DenseGeneral``, ``nn.Embed``, ``nn.LayerNorm``
+   or ``nn.Conv``,
    and which ``params`` leaf is its kernel/bias/embedding/scale (by object identity
    inside the trace). A leaf is *ghost-covered* when every call that uses it is one of
    these layers, in one role.
@@ -21,8 +22,9 @@ How it works, for a flax linen model called inside ``per_item_loss``:
 3. **One backward pass**: a zero perturbation is added to each covered call's output;
    ``vmap`` over units of ``grad`` w.r.t. (perturbations, fallback leaves) gives, per
    unit, every layer's output gradient ``D`` and the exact per-unit gradients of the
-   fallback leaves (custom params...), while the layers' inputs ``A`` (a LayerNorm's
-   normalised input ``x_hat``) are auxiliary outputs.
+   fallback leaves (custom params...), while the layers' inputs ``A`` are auxiliary
+   outputs. A LayerNorm instead runs with a zero perturbation added to its scale and
+   bias per item, whose gradients are the item's scale and bias gradients.
 4. **Norms**: for a dense layer the unit's kernel gradient is ``A_u^T D_u`` summed over
    the unit's positions ``t`` (items x sequence positions), so
    ``||g_u||^2 = <A_u A_u^T, D_u D_u^T>`` (Gram form, cost ``T^2 (d_in + d_out)``) or
@@ -31,12 +33,15 @@ How it works, for a flax linen model called inside ``per_item_loss``:
    ``sum_t D_ut``; an embedding's is a scatter-add of ``D_ut`` into rows ``idx_ut``,
    whose Gram form is ``sum_{t,s} [idx_t = idx_s] <D_t, D_s>``. A LayerNorm's scale
    gradient is ``sum_t x_hat_ut * D_ut`` (one vector of the scale's size per unit,
-   ``x_hat`` from a parameter-free clone of the same module) and its bias's
+   summed by the backward pass from the forward's ``x_hat``) and its bias's
    ``sum_t D_ut``; a LayerNorm whose feature axes are not the trailing ones, or whose
-   statistics use a named axis, falls back.
+   statistics use a named axis, falls back. A convolution is the dense rule on its
+   input patches (``_ghost_conv``: ``A_u`` = the patches of the unit's output
+   positions, block-diagonal over feature groups); circular, reflecting or causal
+   padding and weight masks fall back.
 5. **Book-keeping** (Bu et al., 2023): the clipped sum of a kernel is ``A^T (s * D)``
    over all units at once, with the per-unit clip factor ``s_u = C / max(||g_u||, C)``;
-   no second backward.
+   no second backward. A convolution's is its own weight gradient at ``s * D``.
 
 Everything is a pure function of its inputs, so it works under ``jit``, ``vmap`` and
 inside ``shard_map``/``pmap`` (it is called once per microbatch chunk).
@@ -81,6 +86,7 @@ import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 
+from privrl_jax.privacy import _ghost_conv
 from privrl_jax.privacy._clip_core import ClipMetrics, clip_factors
 
 PyTree = Any
@@ -88,6 +94,7 @@ PyTree = Any
 _DENSE = "dense"
 _EMBED = "embed"
 _NORM = "norm"  # nn.LayerNorm: its scale takes the weight role
+_CONV = "conv"  # nn.Conv: the dense rule on input patches (``_ghost_conv``)
 _WEIGHT = "weight"
 _BIAS = "bias"
 
@@ -113,6 +120,7 @@ class _LayerCall:
     ]  # per-item input axes contracted with the kernel (dense only)
     num_features: int  # trailing output axes holding features (a norm's feature axes)
     num_embeddings: int  # embed only
+    conv: _ghost_conv.ConvGeometry | None = None  # conv only
 
 
 def _norm_features(module: nn.LayerNorm, ndim: int) -> int | None:
@@ -140,6 +148,9 @@ def _call_kind(
         if _norm_features(module, jnp.ndim(x)) is None:
             return None
         return _NORM
+    if module_type is nn.Conv:
+        geo = _ghost_conv.geometry(module, _inputs(args, kwargs))
+        return None if geo is None else _CONV
     if module_type not in (nn.Dense, nn.DenseGeneral, nn.Embed):
         return None
     if (
@@ -169,23 +180,6 @@ def _inputs(args: tuple, kwargs: dict) -> jax.Array:
     if args:
         return args[0]
     return kwargs["inputs"] if "inputs" in kwargs else kwargs["x"]
-
-
-def _normalized(module: nn.LayerNorm, args: tuple, kwargs: dict) -> jax.Array:
-    """``x_hat``: what a LayerNorm's scale multiplies, ``(x - mean) / sqrt(var + eps)``.
-
-    Computed by the same flax code (a parameter-free clone of the module, so the same
-    statistics, epsilon and mask), in at least float32: the dtype the scale's gradient
-    is taken in. The clone has no parameters, so the interceptor passes it through.
-    """
-    x = _inputs(args, kwargs)
-    clone = module.clone(
-        parent=None,
-        use_scale=False,
-        use_bias=False,
-        dtype=jnp.promote_types(x.dtype, jnp.float32),
-    )
-    return clone.apply({}, *args, **kwargs)
 
 
 def _stopped(out: jax.Array, args: tuple, kwargs: dict) -> jax.Array:
@@ -233,8 +227,11 @@ class _Tracer:
         # its input out of that trace: its parameters take the exact fallback.
         self.outer_trace = None
         self.nested: list[str] = []
+        self.passthrough = False  # inside a LayerNorm this tracer is re-running
 
     def __call__(self, next_fun, args, kwargs, context):
+        if self.passthrough:
+            return next_fun(*args, **kwargs)
         kind = _call_kind(context.module, context.method_name, args, kwargs)
         if self.mode == "discover":
             self._record_owner(context.module)
@@ -253,16 +250,32 @@ class _Tracer:
             )
         if k not in self.active:
             return next_fun(*args, **kwargs)
+        if self.mode == "capture" and kind == _NORM:
+            return self._perturbed_norm(module, self.perturbations[k], args, kwargs)
         out = next_fun(*args, **kwargs)
         if self.mode == "analyze":
             return _stopped(out, args, kwargs)
-        # A norm's scale gradient needs x_hat, not x: keep that instead of the input.
-        self.inputs[k] = (
-            _normalized(module, args, kwargs)
-            if kind == _NORM
-            else _inputs(args, kwargs)
-        )
+        self.inputs[k] = _inputs(args, kwargs)
         return out + self.perturbations[k]
+
+    def _perturbed_norm(self, module, perturbation, args, kwargs):
+        """The LayerNorm itself with a zero added to its scale and bias, per item.
+
+        The gradients w.r.t. these zeros are the item's scale and bias gradients,
+        ``sum_t x_hat_t * D_t`` and ``sum_t D_t``, formed by the backward pass from
+        the forward's own ``x_hat``: nothing is recomputed (a parameter-free clone
+        computing ``x_hat`` again cost a second set of statistics per norm).
+        """
+        params = {}
+        if module.use_scale:
+            params["scale"] = _variable(module, "scale") + perturbation[0]
+        if module.use_bias:
+            params["bias"] = _variable(module, "bias") + perturbation[1]
+        self.passthrough = True  # the clone is this layer, not a new call
+        try:
+            return module.clone(parent=None).apply({"params": params}, *args, **kwargs)
+        finally:
+            self.passthrough = False
 
     def _record_owner(self, module):
         # Outer modules are intercepted first, so the innermost owner of a leaf is
@@ -299,6 +312,22 @@ class _Tracer:
                 (),
                 _norm_features(module, x.ndim),
                 0,
+            )
+        elif kind == _CONV:
+            weight = ids.get(id(_variable(module, "kernel")))
+            bias = ids.get(id(_variable(module, "bias"))) if module.use_bias else None
+            call = _LayerCall(
+                _CONV,
+                name,
+                weight,
+                bias,
+                tuple(x.shape),
+                tuple(out.shape),
+                out.dtype,
+                (),
+                1,
+                0,
+                _ghost_conv.geometry(module, x),
             )
         elif kind == _EMBED:
             weight = ids.get(id(_variable(module, "embedding")))
@@ -362,8 +391,9 @@ def _leaf_roles(calls):
         if c.weight is not None:
             # num_features fixes how a shared kernel is split into (d_in, d_out) for
             # every call.
+            # A shared conv kernel also needs one feature-group split for every call.
             roles.setdefault(c.weight, []).append(
-                ((c.kind, _WEIGHT, c.num_features), k)
+                ((c.kind, _WEIGHT, c.num_features, _ghost_conv.num_groups(c.conv)), k)
             )
         if c.bias is not None:
             roles.setdefault(c.bias, []).append(((c.kind, _BIAS), k))
@@ -528,8 +558,8 @@ def _positions(call: _LayerCall, x: jax.Array, d: jax.Array):
         -1,
         int(np.prod(call.out_shape[len(call.out_shape) - call.num_features :])),
     )
-    if call.kind == _NORM:  # x is x_hat, the shape of the output
-        return x.reshape(d.shape), d
+    if call.kind == _CONV:  # the input patches of every output position
+        return _ghost_conv.patches(call.conv, x, units), d
     if call.kind == _EMBED:
         idx = x.reshape(units, -1)
         idx = jnp.where(
@@ -544,6 +574,11 @@ def _positions(call: _LayerCall, x: jax.Array, d: jax.Array):
     )
     d_in = int(np.prod([call.in_shape[a] for a in call.contract]))
     return x.reshape(units, -1, d_in), d
+
+
+def _per_unit(v: jax.Array, ndim: int) -> jax.Array:
+    """``v`` [units] shaped to broadcast against an array of ``ndim`` axes."""
+    return v.reshape((-1,) + (1,) * (ndim - 1))
 
 
 def _dense_sq_norms(a: jax.Array, d: jax.Array) -> jax.Array:
@@ -684,10 +719,16 @@ def _ghost_clipped_grad_sum(
             )
         return jnp.sum(jnp.where(item_mask, losses, 0.0)), inputs
 
-    perturbations = {
-        k: jnp.zeros((num_units, num_items) + calls[k].out_shape, calls[k].out_dtype)
-        for k in sorted(plan.active)
-    }
+    def perturbation(call):
+        if call.kind != _NORM:
+            return jnp.zeros((num_units, num_items) + call.out_shape, call.out_dtype)
+        # A norm's: one zero scale and one zero bias per item, in the params' dtype.
+        shape = (num_units, num_items) + call.out_shape[-call.num_features :]
+        leaf = call.weight if call.weight is not None else call.bias
+        dtype = leaves[leaf].dtype if leaf is not None else call.out_dtype
+        return jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)
+
+    perturbations = {k: perturbation(calls[k]) for k in sorted(plan.active)}
     fallback_leaves = [leaves[i] for i in plan.fallback]
     try:
         (fallback_grads, out_grads), inputs = jax.vmap(
@@ -703,8 +744,14 @@ def _ghost_clipped_grad_sum(
             "Call the model inline in per_item_loss, or use method='vmap'."
         ) from e
 
-    # Per-leaf positions, concatenated over the calls that share the leaf.
-    flat = {k: _positions(calls[k], inputs[k], out_grads[k]) for k in plan.active}
+    # Per-leaf positions, concatenated over the calls that share the leaf. A norm's
+    # are its items, with the per-item scale and bias gradients.
+    flat = {
+        k: tuple(g.reshape(num_units, num_items, -1) for g in out_grads[k])
+        if calls[k].kind == _NORM
+        else _positions(calls[k], inputs[k], out_grads[k])
+        for k in plan.active
+    }
 
     def stacked(call_ids, j):
         parts = [flat[k][j] for k in call_ids]
@@ -712,20 +759,22 @@ def _ghost_clipped_grad_sum(
 
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
     sq = jnp.zeros((num_units,), jnp.float32)
-    # A norm's per-unit scale gradient, sum_t x_hat_t * D_t: [units, features], the
-    # size of the parameter, reused by the clipped sum below.
+    # A norm's per-unit scale gradient, sum_t x_hat_t * D_t summed over the unit's
+    # items: [units, features], the size of the parameter, reused by the clipped sum.
     norm_grads = {}
     for i, (role, call_ids) in plan.ghost.items():
         d = f32(stacked(call_ids, 1))
         if role[1] == _BIAS:
             sq += jnp.sum(jnp.sum(d, axis=1) ** 2, axis=-1)
         elif role[0] == _NORM:
-            norm_grads[i] = jnp.einsum("utf,utf->uf", f32(stacked(call_ids, 0)), d)
+            norm_grads[i] = jnp.sum(f32(stacked(call_ids, 0)), axis=1)
             sq += jnp.sum(norm_grads[i] ** 2, axis=-1)
         elif role[0] == _EMBED:
             sq += _embed_sq_norms(
                 stacked(call_ids, 0), d, calls[call_ids[0]].num_embeddings
             )
+        elif role[0] == _CONV:
+            sq += _ghost_conv.sq_norms(stacked(call_ids, 0), d, role[3])
         else:
             sq += _dense_sq_norms(f32(stacked(call_ids, 0)), d)
     for g in fallback_grads:
@@ -745,6 +794,19 @@ def _ghost_clipped_grad_sum(
         if i in norm_grads:
             total = jnp.tensordot(scale, kept(norm_grads[i]), axes=1)
             out[i] = total.reshape(leaves[i].shape).astype(leaves[i].dtype)
+            continue
+        if role[0] == _CONV and role[1] == _WEIGHT:
+            # The convolution's own weight gradient at s D, per call sharing the kernel.
+            total = sum(
+                _ghost_conv.kernel_grad(
+                    calls[k].conv,
+                    leaves[i],
+                    kept(inputs[k]),
+                    kept(out_grads[k]) * _per_unit(scale, out_grads[k].ndim),
+                )
+                for k in call_ids
+            )
+            out[i] = total.astype(leaves[i].dtype)
             continue
         d = kept(stacked(call_ids, 1)) * scale[:, None, None]
         if role[1] == _BIAS:

@@ -1,0 +1,153 @@
+"""Ghost clipping of a small CNN against the per-unit (vmap) path, side by side.
+
+A CNN on 16 x 16 x 3 images: Conv(16, 3x3, SAME), Conv(32, 3x3, stride 2), grouped
+Conv(32, 3x3, stride 2, 4 groups), mean pooling, Dense(10); squared error to a target.
+Pieces, each compiled ahead of time and timed interleaved (in a new random order each
+round) on ``--threads`` pinned cores:
+
+- ``nonprivate_grad``: the gradient of the mean loss;
+- ``vmap_clipped_sum``: per-unit gradients by ``vmap(grad)``, clipped and summed
+  (``clipped_grad(method="vmap")``);
+- ``ghost_clipped_sum``: ``clipped_grad(method="ghost")`` (patch norms, one reweighted
+  weight gradient per conv).
+
+First the two clipped sums are checked equal (float32 rounding). Prints and writes
+``benchmarks/results/ghost_conv_speed.{md,json}``: ms (median, fastest), the ratio to
+the vmap path, HLO ops and XLA temp memory of each compiled piece.
+
+    python benchmarks/ghost_conv_speed.py --threads 1 --batch 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import time
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(__file__), "results", "ghost_conv_speed"),
+    )
+    args = p.parse_args()
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.threads])
+
+    import dpsgd_vs_opacus as bench  # noqa: PLC0415  (benchmarks/ on sys.path)
+    import flax.linen as nn  # noqa: PLC0415
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    from privrl_jax import privacy  # noqa: PLC0415
+
+    class CNN(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.relu(nn.Conv(16, (3, 3), padding="SAME")(x))
+            h = nn.relu(nn.Conv(32, (3, 3), strides=2)(h))
+            h = nn.relu(nn.Conv(32, (3, 3), strides=2, feature_group_count=4)(h))
+            return nn.Dense(10)(jnp.mean(h, axis=(-3, -2)))
+
+    model = CNN()
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(args.batch, 16, 16, 3)), jnp.float32)
+    y = jnp.asarray(rng.normal(size=(args.batch, 10)), jnp.float32)
+    params = jax.jit(model.init)(jax.random.key(0), x[0])
+
+    def loss(p, item):
+        xi, yi = item
+        return jnp.sum((model.apply(p, xi) - yi) ** 2)
+
+    units = (x[:, None], y[:, None])
+    mask = jnp.ones((args.batch, 1), bool)
+    ghost = privacy.clipped_grad(loss, l2_clip_norm=1.0, method="ghost")
+    vmap = privacy.clipped_grad(loss, l2_clip_norm=1.0, method="vmap")
+    coverage = privacy.ghost_coverage(loss, params, (x[0], y[0]))
+    assert all(v.startswith("ghost") for v in coverage.values()), coverage
+
+    pieces = {
+        "nonprivate_grad": lambda p: jax.grad(
+            lambda p: jnp.mean(jax.vmap(loss, (None, 0))(p, (x, y)))
+        )(p),
+        "vmap_clipped_sum": lambda p: vmap(p, units, mask)[0],
+        "ghost_clipped_sum": lambda p: ghost(p, units, mask)[0],
+    }
+    compiled = {k: jax.jit(f).lower(params).compile() for k, f in pieces.items()}
+    g_ref = compiled["vmap_clipped_sum"](params)
+    g_ghost = compiled["ghost_clipped_sum"](params)
+    scale = max(float(jnp.max(jnp.abs(a))) for a in jax.tree.leaves(g_ref))
+    err = max(
+        float(jnp.max(jnp.abs(a - b)))
+        for a, b in zip(jax.tree.leaves(g_ref), jax.tree.leaves(g_ghost))
+    )
+    assert err <= 2e-5 * scale, (err, scale)
+    stats = {}
+    for k, c in compiled.items():
+        mem = c.memory_analysis()
+        stats[k] = {
+            **bench.hlo_op_count(c.as_text()),
+            "xla_temp_mb": mem.temp_size_in_bytes / 2**20 if mem else None,
+        }
+    times = {k: [] for k in compiled}
+    for c in compiled.values():
+        jax.block_until_ready(c(params))
+    loads, order = [], random.Random(0)
+    for _ in range(args.rounds):
+        loads.append(os.getloadavg()[0])
+        for k in order.sample(list(compiled), len(compiled)):
+            for _ in range(args.reps):
+                t = time.perf_counter()
+                jax.block_until_ready(compiled[k](params))
+                times[k].append(time.perf_counter() - t)
+    med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+    fastest = {k: 1e3 * min(v) for k, v in times.items()}
+    n = sum(a.size for a in jax.tree.leaves(params))
+    lines = [
+        f"ghost vs per-unit clipping, small CNN ({n:,} params, batch {args.batch} "
+        f"images 16x16x3), {args.threads} thread(s), median of {args.rounds} "
+        f"interleaved rounds x {args.reps}; host {platform.node()} ({os.cpu_count()} "
+        f"CPUs, 1-min load {min(loads):.1f}-{max(loads):.1f}); jax {jax.__version__}; "
+        f"ghost = vmap to {err / scale:.1e} of the largest coordinate.",
+        "",
+        "| piece | ms (median) | vs vmap clipped sum | ms (fastest) | HLO ops | "
+        "XLA temp MB |",
+        "|---|---|---|---|---|---|",
+    ]
+    base = med["vmap_clipped_sum"]
+    for k in compiled:
+        lines.append(
+            f"| {k} | {med[k]:.1f} | {med[k] / base:.2f}x | {fastest[k]:.1f} | "
+            f"{stats[k]['ops']} | {stats[k]['xla_temp_mb']:.1f} |"
+        )
+    text = "\n".join(lines)
+    print(text)
+    with open(args.out + ".md", "w") as f:
+        f.write(text + "\n")
+    with open(args.out + ".json", "w") as f:
+        json.dump(
+            {
+                "args": vars(args),
+                "median_ms": med,
+                "min_ms": fastest,
+                "times_s": times,
+                "hlo": stats,
+                "loads": loads,
+                "relative_error": err / scale,
+            },
+            f,
+            indent=1,
+        )
+
+
+if __name__ == "__main__":
+    main()
