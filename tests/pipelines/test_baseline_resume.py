@@ -2,9 +2,10 @@
 entry, a rerun restores the stored secret, replays the recorded entries (nothing spent
 twice) and makes the release an uninterrupted run makes, bit for bit.
 
-One case per baseline on its tiny config; the mbi-based ones (PGM, MST, AIM) skip without
-the ``baselines`` extra. The secret is private (``DPSecret.fresh``, pinned to one value
-so the uninterrupted run can be compared with), and the rerun is refused a new one.
+One case per baseline on its tiny config; the mbi-based ones (PGM, MST, AIM) skip
+without the ``baselines`` extra. The secret is private (``DPSecret.fresh``, pinned to one
+value so the uninterrupted run can be compared with), and the rerun is refused a new
+one.
 """
 
 import dataclasses
@@ -106,7 +107,10 @@ def test_a_baseline_killed_after_its_first_entry_resumes_to_the_same_release(
 
 def _ledger(tmp_path):
     return privacy.Ledger.open(
-        tmp_path, dataset_id="toy", dataset_size=100, target_epsilon=10.0,
+        tmp_path,
+        dataset_id="toy",
+        dataset_size=100,
+        target_epsilon=10.0,
         target_delta=1e-5,
     )
 
