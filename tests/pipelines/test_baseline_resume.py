@@ -3,9 +3,9 @@ entry, a rerun restores the stored secret, replays the recorded entries (nothing
 twice) and makes the release an uninterrupted run makes, bit for bit.
 
 One case per baseline on its tiny config; the mbi-based ones (PGM, MST, AIM) skip
-without the ``baselines`` extra. The secret is private (``DPSecret.fresh``, pinned to one
-value so the uninterrupted run can be compared with), and the rerun is refused a new
-one.
+without the ``baselines`` extra. The secret is private (``DPSecret.fresh``, pinned to
+one value so the uninterrupted run can be compared with), and the rerun is refused a
+new one.
 """
 
 import dataclasses
