@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from privrl_jax import privacy
@@ -103,6 +104,22 @@ def test_a_busy_run_directory_is_named_busy_not_offered_a_resume(tmp_path):
     assert lock_holder(out) is None
     with pytest.raises(ProcessFailedError, match="Rerun the same command"):
         launch_local([sys.executable, "-c", "import sys; sys.exit(2)"], 2, run_dir=out)
+
+
+def test_only_process_0_probes_the_lock(tmp_path, monkeypatch):
+    """A secondary must not be refused by the lock its own process 0 took."""
+    import jax
+
+    from privrl_jax.cli._common import refuse_busy_out
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(jax.distributed, "is_initialized", lambda: True)
+    with RunLock(out):
+        monkeypatch.setattr(jax, "process_index", lambda: 1)
+        refuse_busy_out(out)  # no error
+        monkeypatch.setattr(jax, "process_index", lambda: 0)
+        with pytest.raises(typer.Exit):
+            refuse_busy_out(out)
 
 
 def test_fresh_two_process_runs_are_set_up_by_process_0_alone(tmp_path):
