@@ -95,8 +95,8 @@ def test_a_baseline_killed_after_its_first_entry_resumes_to_the_same_release(
 
     # Nothing spent twice: the same entries as an uninterrupted run, the same epsilon.
     assert _entries(tmp_path / "killed") == _entries(tmp_path / "full")
-    for acc in ("rdp", "pld"):
-        assert resumed["privacy"][acc]["epsilon"] == full["privacy"][acc]["epsilon"]
+    for acc in ("rdp", "pld"):  # PLD has no exponential mechanism (AIM): an error
+        assert resumed["privacy"][acc] == full["privacy"][acc]
     assert resumed["privacy"]["rdp"]["epsilon"] <= cfg.privacy.epsilon * (1 + 1e-9)
     assert resumed["finetune"]["private"] and full["finetune"]["private"]
     # The same release, bit for bit.
