@@ -15,7 +15,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from privrl_jax import privacy
+from privrl_jax import pipelines, privacy
 from privrl_jax.cli.main import app
 from privrl_jax.pipelines._launch import ProcessFailedError, launch_local
 from privrl_jax.pipelines._rundir import RunLock, lock_holder
@@ -84,15 +84,17 @@ def test_workers_in_jax_distributed_die_when_the_launcher_is_killed(tmp_path):
                 os.kill(p, signal.SIGKILL)
 
 
-def test_a_busy_run_directory_is_named_busy_not_offered_a_resume(tmp_path):
+def test_a_busy_run_directory_is_named_busy_not_offered_a_resume(tmp_path, monkeypatch):
     out = tmp_path / "run"
     with RunLock(out):
         (out / "config.yaml").write_text("seed: 0\n")  # a run's directory
         assert lock_holder(out) == f"pid {os.getpid()}"
         # The CLI refuses before it starts any process.
-        res = CliRunner().invoke(
-            app, ["launch", "-n", "2", "--", "ope", "run", "--out", str(out)]
-        )
+        with monkeypatch.context() as m:
+            m.setattr(pipelines, "launch_local", lambda *a, **k: pytest.fail("ran"))
+            res = CliRunner().invoke(
+                app, ["launch", "-n", "2", "--", "ope", "run", "--out", str(out)]
+            )
         assert res.exit_code == 2
         assert "another run is using" in res.output and "Rerun" not in res.output
         # A process refused by the lock after the launch: the error says who holds it.
