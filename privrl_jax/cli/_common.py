@@ -110,9 +110,15 @@ def refuse_busy_out(out: Path) -> None:
 
     Only a probe: the run takes the lock itself (a run that starts in between is still
     refused there). It creates nothing, so a refused command leaves no ``.lock`` behind.
+    The other processes of a multi-process run do not probe: process 0 owns the
+    directory, and its lock, taken meanwhile, would refuse them.
     """
     import fcntl  # noqa: PLC0415
     import os  # noqa: PLC0415
+
+    jax = sys.modules.get("jax")  # loaded when the run joined jax.distributed
+    if jax is not None and jax.distributed.is_initialized() and jax.process_index():
+        return
 
     lock = Path(out) / RUN_LOCK_FILE
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,7 +16,13 @@ from privrl_jax.cli import ope as _ope
 from privrl_jax.cli import pool as _pool
 from privrl_jax.cli import privacy as _privacy
 from privrl_jax.cli import synth as _synth
-from privrl_jax.cli._common import DEBUG_KEY, EXIT_ERROR, PrivrlGroup, one_line
+from privrl_jax.cli._common import (
+    DEBUG_KEY,
+    EXIT_ERROR,
+    PrivrlGroup,
+    one_line,
+    refuse_busy_out,
+)
 
 app = typer.Typer(
     cls=PrivrlGroup,
@@ -123,11 +130,25 @@ def launch(
         raise typer.BadParameter(
             "give the privrl command to run after --, e.g. -- synth transitions ..."
         )
+    out = _out_arg(args)
+    if out is not None:
+        refuse_busy_out(out)  # before N processes start only to be refused
     pipelines.launch_local(
         [sys.executable, "-m", "privrl_jax.cli.main", *args],
         num_processes,
         devices_per_process=devices_per_process,
+        run_dir=out,
     )
+
+
+def _out_arg(args: list[str]) -> Path | None:
+    """The ``--out`` directory of a launched command's arguments (None without one)."""
+    for i, a in enumerate(args):
+        if a == "--out" and i + 1 < len(args):
+            return Path(args[i + 1])
+        if a.startswith("--out="):
+            return Path(a.removeprefix("--out="))
+    return None
 
 
 app.add_typer(_privacy.app, name="privacy")

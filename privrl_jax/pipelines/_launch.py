@@ -10,7 +10,9 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
+from privrl_jax.pipelines._rundir import LOCK_FILE, lock_holder
 from privrl_jax.privacy import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID
 
 
@@ -26,15 +28,18 @@ class ProcessFailedError(RuntimeError):
     stopped."""
 
 
-# Runs in each worker before the command (Linux): asks the kernel to SIGTERM the worker
+# Runs in each worker before the command (Linux): asks the kernel to SIGKILL the worker
 # when the launcher dies, however it dies (SIGKILL included), then execs the command.
-# The check of the parent closes the race of a launcher that died before the request. A
-# wrapper rather than ``preexec_fn``: Python code between fork and exec can deadlock in
-# a multithreaded (JAX) parent.
+# SIGKILL, not SIGTERM: jax.distributed.initialize installs a SIGTERM handler (XLA's
+# preemption notifier) that keeps the process running, and a worker's writes survive a
+# kill (atomic files, the ledger before each release, the lock released by the kernel).
+# The request survives exec; the check of the parent closes the race of a launcher
+# that died before it. A wrapper rather than ``preexec_fn``: Python code between fork
+# and exec can deadlock in a multithreaded (JAX) parent.
 _DIE_WITH_THE_LAUNCHER = (
     "import ctypes, os, signal, sys\n"
     "try:\n"
-    "    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # "
+    "    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGKILL)  # "
     "PR_SET_PDEATHSIG\n"
     "except (OSError, AttributeError):\n"
     "    pass  # not Linux: the launcher's own clean-up still stops the workers\n"
@@ -51,6 +56,8 @@ def launch_local(
     devices_per_process: int | None = None,
     env: Mapping[str, str] | None = None,
     poll_s: float = 0.2,
+    run_dir: str | os.PathLike | None = None,
+    grace_s: float = 5.0,
 ) -> None:
     """Runs ``command`` as ``num_processes`` cooperating processes on this machine.
 
@@ -59,7 +66,23 @@ def launch_local(
     ``devices_per_process``, that many forced CPU devices. When one process fails, the
     others are stopped (they would otherwise wait in a collective until the heartbeat
     times out) and :class:`ProcessFailedError` says which one; the run directory keeps
-    its last checkpoint and ledger, so rerunning the same command resumes it.
+    its last checkpoint and ledger, so rerunning the same command resumes it. When the
+    launcher dies, however it dies, the kernel kills the processes.
+
+    Args:
+      command: the command each process runs (argv).
+      num_processes: how many processes to start (>= 1).
+      devices_per_process: that many forced CPU devices in each process (None: the
+        platform's own).
+      env: the processes' environment (None: this process's).
+      poll_s: how often the processes are polled, in seconds.
+      run_dir: the command's run directory, if it has one: a failure while another
+        live process holds its lock says so, instead of offering a resume.
+      grace_s: how long a stopped process may take to exit after SIGTERM before it is
+        killed (jax.distributed's processes ignore SIGTERM).
+
+    Raises:
+      ProcessFailedError: a process exited with an error.
     """
     if num_processes < 1:
         raise ValueError(f"the number of processes must be >= 1; got {num_processes}.")
@@ -109,7 +132,7 @@ def launch_local(
                 os.killpg(p.pid, signal.SIGTERM)
         for p in procs:
             try:
-                p.wait(timeout=30)
+                p.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
@@ -117,6 +140,15 @@ def launch_local(
             signal.signal(signal.SIGTERM, previous)
     if failed is not None:
         pid, code = failed
+        # Every process of ours has exited: a lock still held is another run's.
+        holder = None if run_dir is None else lock_holder(run_dir)
+        if holder is not None:
+            raise ProcessFailedError(
+                f"process {pid} of {num_processes} exited with code {code}: {run_dir} "
+                f"is in use by another running process ({holder} holds "
+                f"{Path(run_dir) / LOCK_FILE}); wait for it to finish or choose "
+                "another --out directory."
+            )
         raise ProcessFailedError(
             f"process {pid} of {num_processes} exited with code {code}; the others "
             "were stopped. "

@@ -90,6 +90,27 @@ class RunLock:
                     pass  # something appeared meanwhile: leave it
 
 
+def lock_holder(run_dir: str | os.PathLike) -> str | None:
+    """Who holds ``run_dir``'s lock now (``"pid N"``, as it wrote), or None when no live
+    process does. A probe: it creates nothing and takes the lock for no longer than the
+    probe."""
+    lock = Path(run_dir) / LOCK_FILE
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None  # no lock file: no live run there
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.read(fd, 32).decode(errors="replace").strip()
+        return f"pid {pid}" if pid.isdigit() else "a process"
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def private_dir(path: str | os.PathLike) -> Path:
     """Creates ``path`` (and its parents) readable by its owner only: it holds a noise
     secret."""
@@ -217,6 +238,22 @@ def run_in_dir(run_dir: Path, body: Callable[[Path, Topology], T]) -> T:
     with RunLock(run_dir):
         clean_stale_temp_files(run_dir)
         return body(run_dir, topo)
+
+
+def wait_for_primary(topo: Topology, name: str) -> None:
+    """Holds every process of a multi-process run at barrier ``name``; a no-op in one
+    process.
+
+    Process 0 alone creates a run directory's files: the others call this after the
+    point where process 0 has set the directory up (its config and ledger), and only
+    then create anything there (their part of the checkpoints). Otherwise a secondary's
+    ``checkpoints/dp`` could appear before process 0 opens a fresh ledger, which then
+    (rightly) refuses a directory that shows releases without a ledger.
+    """
+    if topo.distributed:
+        from jax.experimental import multihost_utils  # noqa: PLC0415
+
+        multihost_utils.sync_global_devices(name)
 
 
 def not_private_mark(warning: str, noise_seed: int | None) -> str | None:

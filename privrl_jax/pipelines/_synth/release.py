@@ -16,7 +16,11 @@ import yaml
 
 from privrl_jax import data, privacy
 from privrl_jax.pipelines._audit_run import audit_into_report
-from privrl_jax.pipelines._rundir import atomic_write_text, not_private_mark
+from privrl_jax.pipelines._rundir import (
+    atomic_write_text,
+    not_private_mark,
+    wait_for_primary,
+)
 
 NOT_PRIVATE_SEED = (
     "NOT PRIVATE: privacy.noise_seed is set, so anyone who reads config.yaml can "
@@ -39,11 +43,12 @@ def open_ledger(
     cfg: Any, run_dir: Path, dataset_id: str, n: int, topo: privacy.Topology
 ) -> privacy.Ledger | None:
     """Process 0's ledger of the run over ``n`` units; its artifacts are the DP
-    checkpoints and the
-    release. The other processes write none (None)."""
+    checkpoints and the release. The other processes write none (None); they return
+    once process 0 has opened it, so nothing of theirs is in the directory before."""
     if not topo.is_primary:
+        wait_for_primary(topo, "privrl-run-dir-ready")
         return None
-    return privacy.Ledger.open(
+    ledger = privacy.Ledger.open(
         run_dir,
         dataset_id=dataset_id,
         dataset_size=n,
@@ -52,6 +57,8 @@ def open_ledger(
         artifacts=[run_dir / "checkpoints" / "dp", run_dir / "synthetic.hdf5"],
         not_private=not_private_mark(NOT_PRIVATE_SEED, cfg.privacy.noise_seed),
     )
+    wait_for_primary(topo, "privrl-run-dir-ready")
+    return ledger
 
 
 def noise_secret(cfg: Any) -> privacy.DPSecret:

@@ -28,6 +28,7 @@ from privrl_jax.pipelines._rundir import (
     not_private_mark,
     refuse_other_run,
     run_in_dir,
+    wait_for_primary,
 )
 from privrl_jax.pipelines.gpope.audit import AUDIT_NOTICE, audit_release
 from privrl_jax.pipelines.gpope.report import (
@@ -204,6 +205,9 @@ def _run(cfg: GPOPERunConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
         if weights_file.exists():
             head = json.loads(weights_file.read_text()).get("ledger_head", "")
             ledger.require_head(str(head), f"the release {weights_file}")
+    # The others create their part of checkpoints/dp only once process 0 has set the
+    # directory up (config.yaml, ledger.json).
+    wait_for_primary(topo, "privrl-run-dir-ready")
     state, secret = _gpope_steps(cfg, plan, data, run_dir, ledger, topo)
     if not topo.is_primary:
         return {"process_id": topo.process_id}

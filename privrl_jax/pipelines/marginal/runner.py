@@ -15,8 +15,8 @@ from privrl_jax import data, privacy, synth
 from privrl_jax.pipelines._marginal_config import MarginalConfig
 from privrl_jax.pipelines._rundir import run_in_dir
 from privrl_jax.pipelines._synth.baseline import (
+    ReleaseRecorder,
     privacy_labels,
-    record_release,
     run_baseline,
 )
 from privrl_jax.pipelines.marginal.report import render_markdown
@@ -57,30 +57,24 @@ def _checked_task(
 def _synthesize(
     task: MarginalTask,
     sensitive: data.Transitions,
-    ledger: privacy.Ledger,
+    record: ReleaseRecorder,
     secret: privacy.DPSecret,
     key: jax.Array,
     fit_info: dict[str, Any],
 ) -> data.Transitions:
-    """The measurements (each recorded in the ledger before it is drawn), the fit and
-    the sampled table, decoded with the public key."""
+    """The measurements (each recorded in the ledger, or replayed from it, before it is
+    drawn), the fit and the sampled table, decoded with the public key."""
     cfg = task.cfg
     delta = bool(cfg.model.next_obs_delta_bound)
     disc = task.disc
     codes = disc.discretise(synth.transition_table(sensitive, next_obs_delta=delta))
-
-    def on_release(
-        what: str,
-        mech: privacy.GaussianMechanism | privacy.ExponentialMechanism | None,
-    ) -> None:
-        record_release(ledger, cfg.privacy.accountant, what, mech)
 
     common_kw = dict(
         noise_multiplier=task.sigma,
         num_rows=cfg.synthesis.num_samples,
         iters=cfg.model.iters,
         sample_seed=cfg.synthesis.sample_seed,
-        on_release=on_release,
+        on_release=record,
     )
     if cfg.model.name == "pgm":
         fit = synth.fit_pgm(
@@ -95,7 +89,7 @@ def _synthesize(
             num_rows=cfg.synthesis.num_samples,
             update_iterations=cfg.model.update_iterations,
             sample_seed=cfg.synthesis.sample_seed,
-            on_release=on_release,
+            on_release=record,
         )
     elif cfg.model.name == "aim":
         m = cfg.model

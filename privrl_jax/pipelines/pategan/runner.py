@@ -19,8 +19,8 @@ from privrl_jax import data, diffusion, privacy, synth
 from privrl_jax.pipelines._pategan_config import PateGanPipelineConfig
 from privrl_jax.pipelines._rundir import run_in_dir
 from privrl_jax.pipelines._synth.baseline import (
+    ReleaseRecorder,
     privacy_labels,
-    record_release,
     run_baseline,
 )
 from privrl_jax.pipelines.pategan.report import render_markdown
@@ -68,7 +68,7 @@ def pretrain_on_public(
 def _synthesize(
     task: PateGanTask,
     sensitive: data.Transitions,
-    ledger: privacy.Ledger,
+    record: ReleaseRecorder,
     secret: privacy.DPSecret,
     key: jax.Array,
     fit_info: dict[str, Any],
@@ -106,7 +106,7 @@ def _synthesize(
     metrics = None
     with tqdm(total=m.rounds, desc="PATE-GAN", unit="round") as bar:
         for start in range(0, m.rounds, m.chunk_rounds):
-            record_release(ledger, cfg.privacy.accountant, VOTES, mech, per_chunk)
+            record(VOTES, mech, per_chunk)
             state, metrics = chunk(
                 state,
                 padded,
