@@ -51,7 +51,12 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
-autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_default_options = {
+    "members": True,
+    "undoc-members": True,  # constants and type aliases: every public name is listed
+    "imported-members": True,  # a subpackage exports what its _modules define
+    "show-inheritance": False,
+}
 # A NamedTuple's "Attributes:" become :ivar: fields, not a second description of the
 # fields autodoc already documents.
 napoleon_use_ivar = True
@@ -81,8 +86,54 @@ def _drop_empty_results(app, docname, source):
         source[0] = _RESULTS_TOC.sub("", source[0])
 
 
+_AUTOMODULE = re.compile(r"\.\. automodule:: ([\w.]+)")
+
+
+def _add_constants(app, docname, source):
+    """automodule lists the classes and functions a subpackage exports, but not its
+    constants and type aliases (values defined in a private module); this appends them,
+    so every name in ``__all__`` has an entry."""
+    match = _AUTOMODULE.search(source[0]) if docname.startswith("api/") else None
+    if match is None:
+        return
+    import importlib
+    import inspect
+    import types
+
+    from privrl_jax import privacy
+
+    name = match.group(1)
+    module = importlib.import_module(name)
+    skip = set(privacy.__all__) if name == "privrl_jax.privacy.audit" else set()
+    lines = []
+    for attr in module.__all__:
+        obj = getattr(module, attr)
+        alias = getattr(obj, "__module__", "") == "typing" or isinstance(
+            obj, types.GenericAlias | types.UnionType
+        )
+        if attr in skip or inspect.isclass(obj) or inspect.ismodule(obj):
+            continue
+        if callable(obj) and not alias:
+            continue  # functions: automodule has them
+        # py:data, not autodata: a constant has no docstring of its own, and autodata
+        # would show its type's (dict's, tuple's).
+        lines += [f".. py:data:: {attr}", f"   :module: {name}"]
+        if not alias:
+            lines.append(f"   :type: {type(obj).__name__}")
+        value = repr(obj).replace("\n", " ")
+        if len(value) <= 100:
+            lines.append(f"   :value: {value}")
+        lines.append("")
+    if lines:
+        block = "\n".join(lines)
+        source[0] += (
+            f"\n## Constants and type aliases\n\n```{{eval-rst}}\n{block}\n```\n"
+        )
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", _escape_bars)
+    app.connect("source-read", _add_constants)
     app.connect("source-read", _drop_empty_results)
 
 
