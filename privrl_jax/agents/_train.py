@@ -113,7 +113,7 @@ class TrainResult(NamedTuple):
       metrics: per-chunk means of every update metric, plus "step" (updates done
         at the end of each chunk) and "seconds" (wall time since the start), each a
         NumPy array with one entry per chunk.
-      evals: one dict per evaluation: {"step": int, **eval_fn(state, key)}.
+      evals: one dict per evaluation: ``{"step": int, **eval_fn(state, key)}``.
     """
 
     state: Any

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 
 from privrl_jax.cli._common import (
@@ -126,6 +125,8 @@ def info(
     as_json: JsonFlag = False,
 ) -> None:
     """Print size, shapes, rewards and episode statistics of a dataset."""
+    import numpy as np  # noqa: PLC0415
+
     from privrl_jax import data
 
     t = data.load_hdf5(path)

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from privrl_jax import privacy
+import privrl_jax
 from privrl_jax.cli import agent as _agent
 from privrl_jax.cli import data as _data
 from privrl_jax.cli import ope as _ope
@@ -24,6 +24,13 @@ from privrl_jax.cli._common import (
     refuse_busy_out,
 )
 
+# privacy.ENV_* (tests/cli/test_cli_imports.py checks they agree), written out here
+# because importing privrl_jax.privacy imports jax: `privrl --help` must not.
+ENV_COORDINATOR = "PRIVRL_COORDINATOR"
+ENV_NUM_PROCESSES = "PRIVRL_NUM_PROCESSES"
+ENV_PROCESS_ID = "PRIVRL_PROCESS_ID"
+ENV_AUTO = "PRIVRL_DISTRIBUTED"
+
 app = typer.Typer(
     cls=PrivrlGroup,
     help="privrl_jax: differentially private reinforcement learning in JAX.",
@@ -32,9 +39,25 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"privrl_jax {privrl_jax.__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            metavar="",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
     debug: Annotated[
         bool,
         typer.Option(
@@ -48,7 +71,7 @@ def main(
         str | None,
         typer.Option(
             "--coordinator",
-            envvar=privacy.ENV_COORDINATOR,
+            envvar=ENV_COORDINATOR,
             metavar="HOST:PORT",
             help="Multi-process run: process 0's address (see README, Multi-host).",
             rich_help_panel="Multi-process (jax.distributed)",
@@ -58,7 +81,7 @@ def main(
         int | None,
         typer.Option(
             "--num-processes",
-            envvar=privacy.ENV_NUM_PROCESSES,
+            envvar=ENV_NUM_PROCESSES,
             help="Multi-process run: how many processes.",
             rich_help_panel="Multi-process (jax.distributed)",
         ),
@@ -67,7 +90,7 @@ def main(
         int | None,
         typer.Option(
             "--process-id",
-            envvar=privacy.ENV_PROCESS_ID,
+            envvar=ENV_PROCESS_ID,
             help="Multi-process run: this process's index, 0 to N-1.",
             rich_help_panel="Multi-process (jax.distributed)",
         ),
@@ -86,10 +109,12 @@ def main(
 ) -> None:
     """privrl_jax: differentially private reinforcement learning in JAX."""
     ctx.meta[DEBUG_KEY] = debug
-    auto = distributed_auto or os.environ.get(privacy.ENV_AUTO, "").lower() == "auto"
+    auto = distributed_auto or os.environ.get(ENV_AUTO, "").lower() == "auto"
     if auto or any(v is not None for v in (coordinator, num_processes, process_id)):
         # Before any command touches JAX's backend: jax.distributed.initialize must come
         # first.
+        from privrl_jax import privacy  # noqa: PLC0415  (jax: keeps --help fast)
+
         try:
             config = (
                 privacy.DistributedConfig(auto=True)

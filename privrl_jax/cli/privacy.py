@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from privrl_jax import privacy
 from privrl_jax.cli._common import JsonFlag
+
+if TYPE_CHECKING:
+    from privrl_jax import privacy
 
 app = typer.Typer(
     help="Privacy accounting: epsilon, noise calibration, ledger reports.",
@@ -68,6 +70,8 @@ def _plan(
 ) -> privacy.DPPlan:
     """The DP plan the options describe (clip norm 1: sigma and epsilon do not depend on
     it)."""
+    from privrl_jax import privacy  # noqa: PLC0415  (jax: keeps --help fast)
+
     if sampling is not SamplingName.poisson and dataset_size is None:
         raise ValueError(f"--sampling {sampling.value} needs --dataset-size N.")
     if sampling is SamplingName.poisson and sampling_rate is None:
@@ -221,7 +225,8 @@ def report(
     heads held by the run's checkpoints and released files are verified first; an
     edited, truncated or missing ledger is an error (exit 2).
     """
-    from privrl_jax.pipelines import verify_run  # noqa: PLC0415  (keeps --help fast)
+    from privrl_jax import privacy  # noqa: PLC0415  (keeps --help fast)
+    from privrl_jax.pipelines import verify_run  # noqa: PLC0415
 
     try:
         rep = verify_run(run_dir).report()
@@ -280,6 +285,7 @@ def audit_command(
     data, so it is not a release. A demonstrated epsilon above the accounted one is a
     privacy bug (exit 2).
     """
+    from privrl_jax import privacy  # noqa: PLC0415
     from privrl_jax.pipelines import (  # noqa: PLC0415
         AUDIT_FILE,
         audit_lines,

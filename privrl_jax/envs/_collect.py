@@ -170,8 +170,8 @@ def collect_dataset(
 ) -> Transitions:
     """Collects a D4RL-style maze2d dataset with the noisy waypoint expert.
 
-    maze2d-*-v1: D4RL's protocol and stateful controller (`_d4rl_collect.py`); legacy
-    mazes: the stateless expert (module docstring).
+    ``maze2d-*-v1``: D4RL's protocol and stateful controller (`_d4rl_collect.py`);
+    legacy mazes: the stateless expert (module docstring).
 
     The loop over chunks runs on the host so that a caller can show progress; each
     chunk is one jitted call (`collect_chunk`), compiled once.

@@ -79,7 +79,7 @@ def require_mujoco() -> None:
 def check_eval_backend(
     backend: str, env_name: str, *, key: str = "eval_backend"
 ) -> None:
-    """`backend` is "jax" or "mujoco"; "mujoco" for a maze2d-*-v1 task or a MuJoCo
+    """`backend` is "jax" or "mujoco"; "mujoco" for a ``maze2d-*-v1`` task or a MuJoCo
     locomotion / kitchen task, which in turn run only with "mujoco".
 
     Raises:
@@ -253,7 +253,7 @@ def evaluate_mujoco(
       (scores: D4RL's normalisation with its published reference returns).
 
     Raises:
-      ValueError: not a maze2d-*-v1, locomotion or kitchen task, or a bad
+      ValueError: not a ``maze2d-*-v1``, locomotion or kitchen task, or a bad
         `num_episodes`.
       MujocoExtraMissing: the extra is not installed.
     """

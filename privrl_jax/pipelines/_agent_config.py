@@ -31,7 +31,7 @@ class AgentTrainConfig:
         about ten evaluations per run.
       eval_episodes: episodes per evaluation.
       eval_backend: an `EvalBackend`: "jax" (the JAX env) or "mujoco" (real
-        MuJoCo, needs the `mujoco` extra: D4RL's point maze for the maze2d-*-v1
+        MuJoCo, needs the `mujoco` extra: D4RL's point maze for the ``maze2d-*-v1``
         tasks, and the only
         backend of the locomotion / kitchen tasks, e.g. "hopper-medium-v2" or
         "kitchen-mixed-v0"; `envs.mujoco_task`).

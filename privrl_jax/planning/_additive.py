@@ -263,7 +263,7 @@ def additive_value(
 def additive_greedy(
     geom: AdditiveGeometry, h: jax.Array, q_flat: jax.Array, s: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
-    """(max_a Q_bar_h(s, a), argmax a [d]) over the product grid ``levels``^d.
+    """(max_a Q_bar_h(s, a), argmax a [d]) over the product grid ``levels ** d``.
 
     Separable: sum over groups of the max over that group's order level. Ties go to
     the smallest level (the first), as ``greedy_policy``'s row-major argmax does.

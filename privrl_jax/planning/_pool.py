@@ -166,11 +166,14 @@ class PoolConfig:
 class PoolResult(NamedTuple):
     """What POOL releases: Q at the basis points and the noisy statistics.
 
-    q_tables: [H, K] pessimistic Q_h at the cells (zones: K = M P, row-major
-      [M, P]: Q_h(b^j_m)) in [0, H - h]; additive zones: the centred part tables
-      (``centre_tables``), which may be negative, Q_bar their sum.
-    counts, sums, squares: [H, K] the released (noisy) n, S, S2.
-    noise_bound: E_rho (0 without noise).
+    Attributes:
+      q_tables: [H, K] pessimistic Q_h at the cells (zones: K = M P, row-major
+        [M, P]: Q_h(b^j_m)) in [0, H - h]; additive zones: the centred part tables
+        (``centre_tables``), which may be negative, Q_bar their sum.
+      counts: [H, K] the released (noisy) n.
+      sums: [H, K] the released (noisy) S.
+      squares: [H, K] the released (noisy) S2.
+      noise_bound: E_rho (0 without noise).
     """
 
     q_tables: jax.Array

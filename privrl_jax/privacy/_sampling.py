@@ -31,7 +31,7 @@ class IndexBatch:
 
     @property
     def size(self) -> int:
-        """Number of sampled units (private: never use it to normalise or to choose
+        """Number of sampled units (secret: never use it to normalise or to choose
         noise)."""
         return int(self.mask.sum())
 

@@ -97,9 +97,8 @@ def make_fragment_pretrain_chunk(
     ``batch_size`` public fragment rows (:func:`pack_rows`) uniformly, replaces round(p
     B) of them by the most curious synthetic fragments of the pool (PrivORL Sec. V-B;
     the RND module sees whole packed rows), takes an Adam step on the mean fragment EDM
-    loss, updates the EMA and trains the RND
-    predictor on the candidates: PrivORL-n's pre-training (``make_pretrain_chunk``) on
-      fragments.
+    loss, updates the EMA and trains the RND predictor on the candidates: PrivORL-n's
+    pre-training (``make_pretrain_chunk``) on fragments.
     """
 
     def row_loss(params, row, key):

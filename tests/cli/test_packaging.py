@@ -24,7 +24,7 @@ def wheel(tmp_path_factory) -> Path:
     src = tmp / "src"
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
     shutil.copytree(ROOT / "privrl_jax", src / "privrl_jax", ignore=skip)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", "dist", "."]
     subprocess.run(cmd, cwd=src, check=True, capture_output=True)
@@ -43,6 +43,23 @@ def test_wheel_ships_every_yaml_config(wheel):
         assert shipped <= names
         quickstart = z.read("privrl_jax/configs/privorl_n/quickstart.yaml")
     assert quickstart == (CONFIGS / "privorl_n" / "quickstart.yaml").read_bytes()
+
+
+def test_wheel_metadata_license_version_and_typing(wheel):
+    import privrl_jax
+
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        metadata = z.read(meta).decode()
+        (license_file,) = [n for n in names if n.endswith("/licenses/LICENSE")]
+        license_text = z.read(license_file).decode()
+    assert "privrl_jax/py.typed" in names  # PEP 561: the package is typed
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
+    # One source for the version: __init__.py, read by setuptools (dynamic).
+    assert f"Version: {privrl_jax.__version__}" in metadata.splitlines()
+    assert license_text == (ROOT / "LICENSE").read_text()
+    assert "Apache License" in license_text and "Version 2.0" in license_text
 
 
 # Runs in the fresh venv: `privrl quickstart` up to the pipeline call, which is stubbed

@@ -19,7 +19,9 @@ import pytest
 
 from privrl_jax import privacy
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = (
+    Path(__file__).resolve().parents[2] / "docs" / "dp_loop.md"
+)  # its DP loop example
 N, STEPS, EVERY = 256, 12, 4
 
 
