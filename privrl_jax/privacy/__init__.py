@@ -58,6 +58,7 @@ from privrl_jax.privacy._clipping import (
     clipped_grad,
     clipped_sum,
 )
+from privrl_jax.privacy._discrete_gaussian import DiscreteGaussianNoise
 from privrl_jax.privacy._distributed import (
     ENV_AUTO,
     ENV_COORDINATOR,
@@ -131,6 +132,7 @@ __all__ = [
     "DPSecret",
     "DPStep",
     "DPTrainState",
+    "DiscreteGaussianNoise",
     "DistributedConfig",
     "DivergenceError",
     "EpsilonReport",
