@@ -93,6 +93,7 @@ from privrl_jax.privacy._ledger import (
     event_from_dict,
     event_to_dict,
 )
+from privrl_jax.privacy._loggers import TensorBoardLogger, WandbLogger
 from privrl_jax.privacy._plan import (
     DPPlan,
     ExponentialMechanism,
@@ -156,8 +157,10 @@ __all__ = [
     "Recorder",
     "RunRecorder",
     "Sampling",
+    "TensorBoardLogger",
     "Topology",
     "UniformOneSampler",
+    "WandbLogger",
     "add_gaussian_noise",
     "add_noise",
     "add_noise_blocks",
