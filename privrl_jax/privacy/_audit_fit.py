@@ -43,6 +43,7 @@ from privrl_jax.privacy._audit import (
     AuditResult,
     GaussianDpEstimate,
     KeyOrSeed,
+    clopper_pearson_epsilon_lower_bound,
     draw_inclusion,
     gaussian_dp_epsilon_estimate,
     one_run_epsilon_lower_bound,
@@ -81,7 +82,7 @@ class FitAudit:
         epsilon).
       gdp: the Gaussian-DP fit of the same scores (Nasr et al. 2023): ``mu`` is the
         noise the run showed, in units of the sensitivity (1 / sigma for one full-batch
-        step). An estimate, not a guarantee: only the one-run bound is.
+        step). Its epsilons are estimates, not guarantees: only the one-run bound is.
       included: how many of the m canaries were in the training set (secret until the
         audit ends).
       steps: DP steps run.
@@ -98,11 +99,32 @@ class FitAudit:
         """The audit's lower bound on epsilon."""
         return self.audit.epsilon_lower_bound
 
+    @property
+    def epsilon_ceiling(self) -> float:
+        """The most this audit could have shown (every guess right)."""
+        return self.audit.epsilon_ceiling
+
+    @property
+    def auditable(self) -> bool:
+        """False when the plan is accounted above :attr:`epsilon_ceiling`: no fault can
+        then be flagged, and a pass means nothing."""
+        return self.audit.auditable(self.epsilon_accounted)
+
+    @property
+    def status(self) -> str:
+        """``"violation"``, ``"not auditable at this size"`` or ``"passed"``."""
+        return audit_status(
+            self.epsilon_demonstrated, self.epsilon_accounted, self.epsilon_ceiling
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Plain Python values only, so ``json.dumps`` works."""
         return {
             "epsilon_accounted": self.epsilon_accounted,
             "epsilon_demonstrated": self.epsilon_demonstrated,
+            "epsilon_ceiling": self.epsilon_ceiling,
+            "auditable": self.auditable,
+            "status": self.status,
             "included": self.included,
             "steps": self.steps,
             "audit": self.audit.to_dict(),
@@ -110,14 +132,35 @@ class FitAudit:
         }
 
     def line(self) -> str:
-        """The report's line: "epsilon accounted X; epsilon demonstrated >= Y (95%)"."""
+        """The report's line: "epsilon accounted X; epsilon demonstrated >= Y (95%, ...,
+        at most Z at this size): status"."""
         return (
             f"epsilon accounted {self.epsilon_accounted:.4g}; epsilon demonstrated >= "
             f"{self.epsilon_demonstrated:.3g} ({100 * self.audit.confidence:g}%, "
             "one-run audit, "
             f"m = {self.audit.m} canaries, {self.audit.guesses} guesses, "
-            f"{self.audit.correct} right)"
+            f"{self.audit.correct} right; at most {self.epsilon_ceiling:.3g} at this "
+            f"size): {self.status}"
         )
+
+
+def audit_status(demonstrated: float, accounted: float, ceiling: float) -> str:
+    """What an audit says: a violation, a pass, or that it could not have failed.
+
+    Args:
+      demonstrated: the audit's lower bound on epsilon.
+      accounted: the accounted epsilon.
+      ceiling: the most the audit could have shown.
+
+    Returns:
+      ``"violation"`` (demonstrated above accounted), ``"not auditable at this size"``
+      (accounted at or above the ceiling: nothing could be flagged) or ``"passed"``.
+    """
+    if demonstrated > accounted * (1 + 1e-9):
+        return "violation"
+    if not accounted < ceiling:
+        return "not auditable at this size"
+    return "passed"
 
 
 def audit_fit(
@@ -162,7 +205,18 @@ def audit_fit(
 
     Returns:
       :class:`FitAudit`.
+
+    Raises:
+      ValueError: a replace-one plan (adding a canary unit is an add/remove neighbour,
+        so the bound would not test the relation the plan is accounted under; as
+        :func:`audit_ledger`).
     """
+    if plan.neighboring is Neighboring.REPLACE_ONE:
+        raise ValueError(
+            "audit_fit audits add/remove-one plans only: adding a canary is an "
+            "add/remove neighbour, not a replace-one one (audit_ledger skips such "
+            "groups too)."
+        )
     if num_canaries < 1:
         raise ValueError(f"num_canaries must be >= 1; got {num_canaries}.")
     k_negative = k_positive if k_negative is None else k_negative
@@ -292,6 +346,7 @@ def audit_ledger(
     microbatch_size: int = 256,
     progress: bool = False,
     selection_trials: int = 1_000_000,
+    accountant: str = "rdp",
 ) -> list[dict[str, Any]]:
     """Audits every mechanism a run's ledger recorded, as recorded: one row per ledger
     group.
@@ -311,8 +366,13 @@ def audit_ledger(
     first block alone, a valid but loose lower bound of the whole. Groups that describe
     no mechanism (a non-private release) or replace-one sampling (adding a canary is an
     add/remove neighbour) are listed with why they were not audited. Each row's
-    accounted epsilon is the group's own, at the ledger's delta. ``progress`` shows a
-    bar per audited DP-SGD group (an audit reruns every recorded step).
+    accounted epsilon is the group's own, at the ledger's delta, from ``accountant``
+    (pass the one the run was accounted with: a PLD run's epsilon is lower than RDP's,
+    and the audit must be judged against it). Each audited row states
+    ``epsilon_ceiling``, the most its audit could have shown, and ``status``:
+    ``"violation"``, ``"passed"`` or ``"not auditable at this size"`` (accounted at or
+    above the ceiling: the audit could not have failed). ``progress`` shows a bar per
+    audited DP-SGD group (an audit reruns every recorded step).
     """
 
     delta = ledger.target_delta
@@ -358,13 +418,31 @@ def audit_ledger(
                 delta=delta,
                 confidence=confidence,
             )
+            # every draw on one side gives the event, none on the other: the most
+            # these trials can show
+            ceiling = clopper_pearson_epsilon_lower_bound(
+                selection_trials,
+                0,
+                selection_trials,
+                selection_trials,
+                delta=delta,
+                confidence=confidence,
+            )
             rows.append(
                 {
                     **row,
                     "audited": True,
-                    "epsilon_accounted": compute_epsilon(composed, delta).epsilon,
+                    "epsilon_accounted": compute_epsilon(
+                        composed, delta, accountant=accountant
+                    ).epsilon,
+                    "accountant": accountant,
                     "epsilon_accounted_per_selection": mech.epsilon,
                     "epsilon_demonstrated": sel.epsilon_demonstrated,
+                    "epsilon_ceiling": ceiling,
+                    "auditable": bool(mech.epsilon < ceiling),
+                    "status": audit_status(
+                        sel.epsilon_demonstrated, mech.epsilon, ceiling
+                    ),
                     "selection_audit": sel.to_dict(),
                     "violation": sel.violation,
                 }
@@ -376,13 +454,13 @@ def audit_ledger(
                 if g["count"] == 1
                 else dp_accounting.SelfComposedDpEvent(mech.event(), g["count"])
             )
-            accounted = compute_epsilon(event, delta).epsilon
+            accounted = compute_epsilon(event, delta, accountant=accountant).epsilon
             bound, gdp = _audit_gaussian(
                 mech, g["count"], num_canaries, k, delta, seed, confidence
             )
         else:
             plan = dataclasses.replace(mech, steps=int(g["count"]))
-            accounted = plan.epsilon(delta).epsilon
+            accounted = plan.epsilon(delta, accountant).epsilon
             if plan.num_blocks > 1:
                 # Canaries move the first block only: such a unit is a neighbour of the
                 # whole mechanism and the auditor may ignore the other blocks
@@ -418,7 +496,13 @@ def audit_ledger(
                 **row,
                 "audited": True,
                 "epsilon_accounted": accounted,
+                "accountant": accountant,
                 "epsilon_demonstrated": bound.epsilon_lower_bound,
+                "epsilon_ceiling": bound.epsilon_ceiling,
+                "auditable": bound.auditable(accounted),
+                "status": audit_status(
+                    bound.epsilon_lower_bound, accounted, bound.epsilon_ceiling
+                ),
                 "audit": bound.to_dict(),
                 "gaussian_dp_estimate": gdp.to_dict(),
                 "violation": bool(bound.epsilon_lower_bound > accounted * (1 + 1e-9)),

@@ -34,14 +34,15 @@ pair; with s in the thousands of grid units the two laws are within float precis
 of each other, but that step is an approximation, stated here and in the docs.
 
 Sampler (vectorised, no Python loop per value): CKS20's rejection scheme with a
-staircase proposal ``y = sign (u0 + t v)``, u0 uniform on {0..t-1} (exact: integer
-rejection of the top of the uint32 range), v ~ Geometric(1 - e^-1), t = floor(s) + 1;
+staircase proposal ``y = sign (u0 + t v)``, u0 uniform on {0..t-1} (exact: Lemire's
+multiply-and-reject on a uint32 word), v ~ Geometric(1 - e^-1), t = floor(s) + 1;
 accept with probability ``exp(-y^2 / (2 s^2) + v - s^2 / (2 t^2))`` (<= 1, since
 ``v <= |y| / t``). About half of the proposals are accepted. All values are drawn at
-once in rounds; after a few rounds the still-unaccepted ones are gathered into a
-smaller buffer (``jnp.nonzero`` with a static size) and the rounds go on there, so the
-cost stays a few Threefry hashes per value. A value not accepted after every stage
-(probability below 1e-20 per value; :func:`failure_probability`) becomes NaN: the DP
+once in rounds; after 3 rounds the still-unaccepted ones are gathered into a smaller
+buffer (``jnp.nonzero`` with a static size) and the rounds go on there, three times,
+so the cost stays a few Threefry hashes per value. A value not accepted after every
+stage (:func:`failure_probability`: below 1e-16 per draw of 6.6M values at s = 1, below
+1e-27 at the s of DP-SGD, thousands) becomes NaN: the DP
 loop's finiteness check stops the run loudly rather than releasing it.
 
 Precision, honestly: integers are exact (the rounding, ``k + y``, u0, v); the
@@ -68,13 +69,13 @@ from privrl_jax.privacy._noise import threefry2x32
 
 PyTree = Any
 
-# Proposal rounds per stage, and the share of a stage's buffer the next stage keeps.
-# The acceptance is >= 0.349 for every s >= 1 (0.48 for large s), so after 3 rounds
-# at most ~27% of a buffer is left: the next buffer holds 35% (+ 64).
-_ROUNDS_PER_STAGE = 3
-_NEXT_STAGE_SHARE = 0.35
-_SMALLEST_STAGE = 256
-_FINAL_ROUNDS = 112
+# Four stages (each a compiled loop: more stages compile slower, ~5 s each on a busy
+# CPU). The acceptance is >= 0.349 for every s >= 1 (0.48 for large s): after 3 rounds
+# on all n values at most ~27% are left, gathered into a buffer of 35% (+ 64); after 3
+# more, <= 7.6% of n, into 10%; after 4 more, <= 1.4% of n, into 2%, where rounds go
+# on until every value is accepted or 112 more rounds have run.
+_STAGES = ((1.0, 3), (0.35, 3), (0.1 / 0.35, 4), (0.02 / 0.1, 112))
+_SLACK = 64
 # t = floor(s) + 1 must keep u0 + t v (v <= 44) inside int32.
 _MAX_T = 2**25
 _TWO32 = float(2**32)
@@ -119,29 +120,31 @@ def acceptance_probability(s: float) -> float:
     return float(u0_kept * total / (math.exp(s * s / (2 * t * t)) * proposal))
 
 
-def _stage_caps(n: int) -> list[int]:
-    caps = [n]
-    while caps[-1] > _SMALLEST_STAGE:
-        caps.append(min(caps[-1], int(math.ceil(_NEXT_STAGE_SHARE * caps[-1])) + 64))
-        if caps[-1] == caps[-2]:
-            break
-    return caps
+def _stages(n: int) -> list[tuple[int, int]]:
+    """(buffer size, rounds) of each stage for n values."""
+    out, cap = [], n
+    for share, rounds in _STAGES:
+        cap = min(cap, int(math.ceil(share * cap)) + (_SLACK if out else 0))
+        out.append((cap, rounds))
+    return out
 
 
 def failure_probability(n: int, s: float) -> float:
     """An upper bound on P[some of ``n`` values is never accepted] (then it is NaN).
 
-    A value fails if it is rejected in every round it takes part in, or if a stage's
-    buffer overflows; the first is at most ``n (1 - a)^R`` (R all rounds it can get),
-    the second is bounded by a Chernoff tail per stage.
+    A value fails if it is rejected in every round it takes part in (at most
+    ``n (1 - a)^R``, R = 125 rounds), or if a stage's buffer overflows (a Chernoff bound
+    on the Binomial count of values left, per stage).
     """
     a = acceptance_probability(s)
-    caps = _stage_caps(n)
-    rounds = _ROUNDS_PER_STAGE * (len(caps) - 1) + _FINAL_ROUNDS
-    p = n * (1 - a) ** rounds
-    left = (1 - a) ** _ROUNDS_PER_STAGE
-    for prev, cap in zip(caps, caps[1:]):
-        mean = prev * left
+    stages = _stages(n)
+    p = n * (1 - a) ** sum(r for _, r in stages)
+    done_rounds = 0
+    for (prev, rounds), (cap, _) in zip(stages, stages[1:]):
+        done_rounds += rounds
+        if cap >= prev:  # the buffer holds every value: it cannot overflow
+            continue
+        mean = n * (1 - a) ** done_rounds
         if cap <= mean:
             return 1.0
         # multiplicative Chernoff: P[X >= (1 + e) mu] <= exp(-e^2 mu / (2 + e))
@@ -155,15 +158,28 @@ def _words(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     return bits[0], bits[1]
 
 
+def _mul32(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The high and low uint32 words of the 64-bit product a b (16-bit limbs)."""
+    m16 = np.uint32(0xFFFF)
+    ah, al = a >> np.uint32(16), a & m16
+    bh, bl = b >> np.uint32(16), b & m16
+    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
+    mid = (ll >> np.uint32(16)) + (lh & m16) + (hl & m16)
+    lo = (mid << np.uint32(16)) | (ll & m16)
+    hi = hh + (lh >> np.uint32(16)) + (hl >> np.uint32(16)) + (mid >> np.uint32(16))
+    return hi, lo
+
+
 def _proposal(k0, k1, rnd, idx, s, t):
     """Round ``rnd`` of the proposals at positions ``idx``: (y, accepted)."""
     hi = jnp.full_like(idx, 2 * rnd)
     w1, w2 = threefry2x32(k0, k1, hi, idx)
     w3, w4 = threefry2x32(k0, k1, hi + np.uint32(1), idx)
-    # u0 uniform on {0..t-1}: reject the top (2^32 mod t) values of w1
-    limit = (np.uint32(0xFFFFFFFF) // t) * t
-    ok = w1 < limit
-    u0 = (w1 % t).astype(jnp.int32)
+    # u0 uniform on {0..t-1}, exactly: Lemire's multiply-and-reject (the high word of
+    # w1 t, rejected when the low word is below 2^32 mod t), no per-value division
+    hi, lo = _mul32(w1, t)
+    ok = lo >= (np.uint32(0) - t) % t
+    u0 = hi.astype(jnp.int32)
     # v ~ Geometric(1 - e^-1): floor of an exponential variate
     u = ((w2 >> np.uint32(1)).astype(jnp.float32) + 1.0) * np.float32(2.0**-31)
     v = jnp.floor(-jnp.log(u)).astype(jnp.int32)
@@ -205,26 +221,27 @@ def sample_discrete_gaussian(
     s_ok = (s >= 1.0) & (s < _MAX_T - 1)
     t = jnp.where(s_ok, t, np.uint32(2))
     k0, k1 = _words(key)
-    caps = _stage_caps(n)
+    stages = _stages(n)
     out = jnp.zeros(n, jnp.int32)
     done = jnp.zeros(n, bool)
     rnd = 0
-    idx = jnp.arange(n, dtype=jnp.uint32)
-    valid = jnp.ones(n, bool)
-    for stage, cap in enumerate(caps):
-        rounds = _FINAL_ROUNDS if stage == len(caps) - 1 else _ROUNDS_PER_STAGE
-        val = jnp.zeros(cap, jnp.int32)
-        got = ~valid
+    idx, valid = jnp.arange(n, dtype=jnp.uint32), jnp.ones(n, bool)
+    for stage, (cap, rounds) in enumerate(stages):
+        last = stage == len(stages) - 1
 
-        def body(r, carry, idx=idx, base=rnd):
-            val, got = carry
-            y, acc = _proposal(
-                k0, k1, np.uint32(base) + r.astype(jnp.uint32), idx, s, t
-            )
+        def body(carry, idx=idx, base=rnd):
+            r, val, got = carry
+            y, acc = _proposal(k0, k1, np.uint32(base) + r, idx, s, t)
             new = acc & ~got
-            return jnp.where(new, y, val), got | new
+            return r + np.uint32(1), jnp.where(new, y, val), got | new
 
-        val, got = jax.lax.fori_loop(0, rounds, body, (val, got))
+        def more(carry, rounds=rounds, last=last):
+            r, _, got = carry
+            # the last stage stops as soon as every value is accepted
+            return (r < rounds) & (jnp.any(~got) if last else True)
+
+        init = (np.uint32(0), jnp.zeros(cap, jnp.int32), ~valid)
+        _, val, got = jax.lax.while_loop(more, body, init)
         rnd += rounds
         got_valid = got & valid
         if stage == 0:
@@ -238,11 +255,11 @@ def sample_discrete_gaussian(
             done = done.at[pos].set(
                 got_valid | done[jnp.minimum(pos, n - 1)], mode="drop"
             )
-        if stage + 1 < len(caps):
+        if not last:
             left = valid & ~got
-            (sel,) = jnp.nonzero(left, size=caps[stage + 1], fill_value=0)
-            count = jnp.sum(left)
-            valid = jnp.arange(caps[stage + 1]) < count
+            next_cap = stages[stage + 1][0]
+            (sel,) = jnp.nonzero(left, size=next_cap, fill_value=0)
+            valid = jnp.arange(next_cap) < jnp.sum(left)
             idx = jnp.where(valid, idx[sel], np.uint32(n))
     return out, done & s_ok
 

@@ -21,6 +21,7 @@ from privrl_jax.privacy._audit import (
     gaussian_dp_epsilon_estimate,
     gdp_delta,
     gdp_epsilon,
+    one_run_epsilon_ceiling,
     one_run_epsilon_from_counts,
     one_run_epsilon_lower_bound,
     one_run_p_value,
@@ -39,6 +40,7 @@ from privrl_jax.privacy._audit_fit import (
     PrivacyAuditError,
     audit_fit,
     audit_ledger,
+    audit_status,
 )
 from privrl_jax.privacy._audit_selection import (
     Selection,
@@ -62,6 +64,7 @@ __all__ = [
     "audit_fit",
     "audit_ledger",
     "audit_selection",
+    "audit_status",
     "audit_synthesizer",
     "clopper_pearson_epsilon_lower_bound",
     "clopper_pearson_interval",
@@ -72,6 +75,7 @@ __all__ = [
     "gaussian_dp_epsilon_estimate",
     "gdp_delta",
     "gdp_epsilon",
+    "one_run_epsilon_ceiling",
     "one_run_epsilon_from_counts",
     "one_run_epsilon_lower_bound",
     "one_run_p_value",

@@ -144,7 +144,9 @@ def epsilon_audit(
     cfg: Any, run_dir: Path, ledger: privacy.Ledger, report: dict[str, Any]
 ) -> None:
     """The run's ``audit`` section carried out (see `_audit_run.audit_into_report`)."""
-    audit_into_report(cfg.audit, run_dir, ledger, report)
+    audit_into_report(
+        cfg.audit, run_dir, ledger, report, accountant=cfg.privacy.accountant
+    )
 
 
 def open_audit(run_dir: Path) -> tuple[Path, dict[str, Any]]:
