@@ -41,6 +41,7 @@ from privrl_jax.privacy._audit_fit import (
     audit_fit,
     audit_ledger,
     audit_status,
+    canary_step_score,
 )
 from privrl_jax.privacy._audit_selection import (
     Selection,
@@ -66,6 +67,7 @@ __all__ = [
     "audit_selection",
     "audit_status",
     "audit_synthesizer",
+    "canary_step_score",
     "clopper_pearson_epsilon_lower_bound",
     "clopper_pearson_interval",
     "density_scores",

@@ -255,3 +255,20 @@ def test_audit_ledger_reports_the_runs_accountant_and_the_ceiling(tmp_path):
         audit.one_run_epsilon_ceiling(1_000, 20, delta=DELTA), rel=1e-9
     )
     assert row["status"] == "passed" and row["auditable"]
+
+
+def test_the_likelihood_score_is_the_per_step_log_likelihood_ratio():
+    x = np.linspace(-3, 4, 15)
+    q, sigma = 0.01, 1.3
+    f = audit.canary_step_score("likelihood", sampling_rate=q, noise_multiplier=sigma)
+    # naive reference: log of the mixture density ratio (1 - q) N(0) + q N(1) over N(0)
+    dens = lambda mu: np.exp(-((x - mu) ** 2) / (2 * sigma**2))  # noqa: E731
+    want = np.log(((1 - q) * dens(0.0) + q * dens(1.0)) / dens(0.0))
+    np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-5, atol=1e-6)
+    # full batch: an affine map of x (the sum's ranking); no noise: the sum itself
+    full = audit.canary_step_score("likelihood", sampling_rate=1.0, noise_multiplier=2)
+    np.testing.assert_allclose(np.asarray(full(x)), (x - 0.5) / 4, rtol=1e-6)
+    plain = audit.canary_step_score("likelihood", sampling_rate=q, noise_multiplier=0)
+    np.testing.assert_array_equal(np.asarray(plain(x)), x)
+    with pytest.raises(ValueError):
+        audit.canary_step_score("max", sampling_rate=q, noise_multiplier=1.0)
