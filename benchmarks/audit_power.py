@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 
 import numpy as np
+from _results import dump_json
 
 from privrl_jax import privacy
 from privrl_jax.privacy import audit
@@ -159,8 +159,7 @@ def main() -> None:
                     {"plan": name, "fault": fault, "line": res.line()}
                 )
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
+        dump_json(args.out, result, indent=2)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,12 @@ range). Run on one CPU core it answers what the discrete mode costs per step.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _results import dump_json
 
 from privrl_jax import privacy
 
@@ -85,8 +85,7 @@ def main() -> None:
             f"{np.median(ratio):.1f}x [{ratio.min():.1f}, {ratio.max():.1f}] |"
         )
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"rows": rows, "args": vars(args)}, f, indent=2)
+        dump_json(args.out, {"rows": rows, "args": vars(args)}, indent=2)
 
 
 if __name__ == "__main__":
