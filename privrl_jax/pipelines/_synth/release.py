@@ -145,7 +145,11 @@ def epsilon_audit(
 ) -> None:
     """The run's ``audit`` section carried out (see `_audit_run.audit_into_report`)."""
     audit_into_report(
-        cfg.audit, run_dir, ledger, report, accountant=cfg.privacy.accountant
+        cfg.audit,
+        run_dir,
+        ledger,
+        report,
+        accountant=getattr(cfg.privacy, "accountant", "rdp"),
     )
 
 
