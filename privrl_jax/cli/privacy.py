@@ -273,6 +273,10 @@ def audit_command(
         int, typer.Option(help="Gradient canaries m of the one-run audit.")
     ] = 10_000,
     seed: Annotated[int, typer.Option(help="Draws the canaries' inclusion bits.")] = 0,
+    accountant: Annotated[
+        AccountantName,
+        typer.Option(help="The accountant the run was accounted with (rdp or pld)."),
+    ] = AccountantName.rdp,
     as_json: AsJson = False,
 ) -> None:
     """Epsilon demonstrated beside epsilon accounted: a one-run canary audit of every
@@ -306,7 +310,13 @@ def audit_command(
         ledger = verify_run(run_dir)
     except privacy.LedgerError as e:
         _fail(e)
-    out = audit_run(Path(run_dir), ledger, canaries=canaries, seed=seed)
+    out = audit_run(
+        Path(run_dir),
+        ledger,
+        canaries=canaries,
+        seed=seed,
+        accountant=AccountantName(accountant).value,
+    )
     if as_json:
         typer.echo(json.dumps(out, indent=2))
     else:

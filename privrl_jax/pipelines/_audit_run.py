@@ -52,6 +52,7 @@ def audit_run(
     canaries: int,
     seed: int = 0,
     progress: bool = True,
+    accountant: str = "rdp",
 ) -> dict[str, Any]:
     """Audits every mechanism in ``ledger`` and writes
     ``run_dir/audit/epsilon_lower_bound.json``;
@@ -65,6 +66,7 @@ def audit_run(
         seed=seed,
         confidence=CONFIDENCE,
         progress=progress,
+        accountant=accountant,
     )
     out = {
         "run": str(run_dir),
@@ -72,6 +74,7 @@ def audit_run(
         "canaries": canaries,
         "seed": seed,
         "confidence": CONFIDENCE,
+        "accountant": accountant,
         "rows": rows,
         # The ledger this audit read: privacy report checks it against the ledger.
         "ledger_head": ledger.head,
@@ -108,18 +111,27 @@ def audit_lines(out: dict[str, Any]) -> list[str]:
                 f"{r['epsilon_accounted']:.4g} "
                 f"({r['epsilon_accounted_per_selection']:.4g} a selection); epsilon "
                 f"demonstrated >= {r['epsilon_demonstrated']:.3g} for one selection "
-                f"({CONFIDENCE:.0%}, many-run audit, {sel['trials']:,} draws a side)"
+                f"({CONFIDENCE:.0%}, many-run audit, {sel['trials']:,} draws a side"
+                f"{_ceiling(r)}"
             )
         elif r["audited"]:
             lines.append(
                 f"{r['count']} x {r['what']}: epsilon accounted "
                 f"{r['epsilon_accounted']:.4g}; "
                 f"epsilon demonstrated >= {r['epsilon_demonstrated']:.3g} "
-                f"({CONFIDENCE:.0%}, m = {out['canaries']} canaries)"
+                f"({CONFIDENCE:.0%}, m = {out['canaries']} canaries{_ceiling(r)}"
             )
         else:
             lines.append(f"{r['count']} x {r['what']}: not audited ({r['why']})")
     return lines
+
+
+def _ceiling(r: dict[str, Any]) -> str:
+    # "; at most X at this size): status" -- what the audit could have shown, and
+    # whether it could have failed at all
+    if "epsilon_ceiling" not in r:
+        return ")"
+    return f"; at most {r['epsilon_ceiling']:.3g} at this size): {r['status']}"
 
 
 def report_section(out: dict[str, Any]) -> dict[str, Any]:
@@ -138,6 +150,8 @@ def report_section(out: dict[str, Any]) -> dict[str, Any]:
                     "audited",
                     "epsilon_accounted",
                     "epsilon_demonstrated",
+                    "epsilon_ceiling",
+                    "status",
                     "epsilon_accounted_per_selection",
                     "violation",
                     "why",
@@ -150,13 +164,24 @@ def report_section(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def audit_into_report(
-    cfg: AuditConfig, run_dir: Path, ledger: privacy.Ledger, report: dict[str, Any]
+    cfg: AuditConfig,
+    run_dir: Path,
+    ledger: privacy.Ledger,
+    report: dict[str, Any],
+    *,
+    accountant: str = "rdp",
 ) -> None:
     """With ``cfg.canaries`` > 0: :func:`audit_run` into ``report["epsilon_audit"]``; a
     demonstrated
     epsilon above the accounted one then stops the run (PrivacyAuditError)."""
     if cfg.canaries:
-        out = audit_run(run_dir, ledger, canaries=cfg.canaries, seed=cfg.seed)
+        out = audit_run(
+            run_dir,
+            ledger,
+            canaries=cfg.canaries,
+            seed=cfg.seed,
+            accountant=accountant,
+        )
         report["epsilon_audit"] = report_section(out)
         raise_on_violation(out)
 

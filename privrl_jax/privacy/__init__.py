@@ -58,6 +58,7 @@ from privrl_jax.privacy._clipping import (
     clipped_grad,
     clipped_sum,
 )
+from privrl_jax.privacy._discrete_gaussian import DiscreteGaussianNoise
 from privrl_jax.privacy._distributed import (
     ENV_AUTO,
     ENV_COORDINATOR,
@@ -92,6 +93,7 @@ from privrl_jax.privacy._ledger import (
     event_from_dict,
     event_to_dict,
 )
+from privrl_jax.privacy._loggers import TensorBoardLogger, WandbLogger
 from privrl_jax.privacy._plan import (
     DPPlan,
     ExponentialMechanism,
@@ -138,6 +140,7 @@ __all__ = [
     "DPSecret",
     "DPStep",
     "DPTrainState",
+    "DiscreteGaussianNoise",
     "DistributedConfig",
     "DivergenceError",
     "EpsilonReport",
@@ -163,8 +166,10 @@ __all__ = [
     "RunRecorder",
     "Sampling",
     "SelectionResult",
+    "TensorBoardLogger",
     "Topology",
     "UniformOneSampler",
+    "WandbLogger",
     "add_gaussian_noise",
     "add_noise",
     "add_noise_blocks",

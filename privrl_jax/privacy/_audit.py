@@ -112,6 +112,9 @@ class AuditResult:
       k_neg: number of "out" guesses (lowest scores).
       guesses: k_pos + k_neg.
       correct: number of correct guesses.
+      epsilon_ceiling: the largest epsilon this audit could have shown (every guess
+        right) at its m, guesses, delta and confidence: a mechanism accounted above it
+        is not auditable at this size (no fault in it can be flagged).
     """
 
     epsilon_lower_bound: float
@@ -123,10 +126,31 @@ class AuditResult:
     k_neg: int
     guesses: int
     correct: int
+    epsilon_ceiling: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python values only, so ``json.dumps`` works."""
         return dataclasses.asdict(self)
+
+    def auditable(self, epsilon_accounted: float) -> bool:
+        """Whether an audit of this size could flag a mechanism accounted at
+        ``epsilon_accounted`` (it can show at most :attr:`epsilon_ceiling`)."""
+        return bool(epsilon_accounted < self.epsilon_ceiling)
+
+
+def one_run_epsilon_ceiling(
+    m: int, guesses: int, *, delta: float, confidence: float = 0.95
+) -> float:
+    """The most a one-run audit with ``m`` canaries and ``guesses`` guesses can show.
+
+    Every guess right: :func:`one_run_epsilon_from_counts` at ``correct = guesses``.
+    With 10,000 canaries and 1% guessed each way (200 guesses) it is 3.91 at delta =
+    1e-5 and 1.73 at 1e-4 (95%): an audit of that size cannot flag anything accounted
+    above it, whatever ran.
+    """
+    return one_run_epsilon_from_counts(
+        m, guesses, guesses, delta=delta, confidence=confidence
+    )
 
 
 def one_run_p_value(
@@ -260,6 +284,11 @@ def one_run_epsilon_lower_bound(
     eps = one_run_epsilon_from_counts(
         m, guesses, correct, delta=delta, confidence=confidence
     )
+    ceiling = (
+        eps
+        if correct == guesses
+        else one_run_epsilon_ceiling(m, guesses, delta=delta, confidence=confidence)
+    )
     return AuditResult(
         epsilon_lower_bound=eps,
         confidence=float(confidence),
@@ -270,6 +299,7 @@ def one_run_epsilon_lower_bound(
         k_neg=k_negative,
         guesses=guesses,
         correct=correct,
+        epsilon_ceiling=ceiling,
     )
 
 
@@ -380,12 +410,20 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 class GaussianDpEstimate:
     """A Gaussian-DP fit of an attack and the (epsilon, delta) it implies.
 
+    Only ``mu_lower_bound`` is a bound (on the mu of any GDP curve the mechanism
+    meets). Both epsilons are *estimates*: they read epsilon off the Gaussian curve,
+    which a non-Gaussian mechanism does not follow (randomized response at pure
+    epsilon 1 gives an ``epsilon_estimate_low`` of 5.52, Laplace at epsilon 1 gives
+    4.42). For a bound on any mechanism use the one-run or Clopper-Pearson audits.
+
     Attributes:
       mu: point estimate of mu, (mean_in - mean_out) / pooled std (clipped at 0).
       mu_lower_bound: lower confidence bound on mu from the best threshold's
         Clopper-Pearson (TPR, FPR) bounds, mu >= Phi^-1(TPR_lo) - Phi^-1(FPR_hi).
-      epsilon: epsilon of ``mu``-GDP at ``delta``.
-      epsilon_lower_bound: epsilon of ``mu_lower_bound``-GDP at ``delta``.
+      epsilon_estimate: epsilon of ``mu``-GDP at ``delta`` (an estimate).
+      epsilon_estimate_low: epsilon of ``mu_lower_bound``-GDP at ``delta``: a lower
+        confidence bound on epsilon *only* for a mechanism whose privacy is exactly
+        Gaussian-shaped (DP-SGD's nearly is), an estimate otherwise.
       delta: the delta used.
       confidence: confidence of the lower bounds.
       threshold: the threshold achieving ``mu_lower_bound`` (NaN if none is usable).
@@ -393,8 +431,8 @@ class GaussianDpEstimate:
 
     mu: float
     mu_lower_bound: float
-    epsilon: float
-    epsilon_lower_bound: float
+    epsilon_estimate: float
+    epsilon_estimate_low: float
     delta: float
     confidence: float
     threshold: float
@@ -419,9 +457,9 @@ def gaussian_dp_epsilon_estimate(
     Phi^-1(FPR) <= mu (Dong, Roth & Su 2022). The lower bound takes, over the
     thresholds, the largest Phi^-1(TPR_lo) - Phi^-1(FPR_hi) with one-sided
     Clopper-Pearson bounds at level (1 - confidence) / (2 n) each (Bonferroni over the n
-    thresholds and the two rates), and converts it with the exact GDP curve. It is a
-    lower bound on epsilon *if* the mechanism's privacy is Gaussian-shaped (DP-SGD's is
-    close to it, Nasr et al.); for any mechanism prefer
+    thresholds and the two rates), and converts it with the exact GDP curve. The epsilon
+    is an estimate, a lower bound only *if* the mechanism's privacy is Gaussian-shaped
+    (DP-SGD's is close to it, Nasr et al.); for any mechanism prefer
     :func:`one_run_epsilon_lower_bound` or :func:`clopper_pearson_epsilon_lower_bound`.
 
     Args:
@@ -465,8 +503,10 @@ def gaussian_dp_epsilon_estimate(
     return GaussianDpEstimate(
         mu=float(mu_hat),
         mu_lower_bound=mu_lo,
-        epsilon=gdp_epsilon(mu_hat, delta) if math.isfinite(mu_hat) else math.inf,
-        epsilon_lower_bound=gdp_epsilon(mu_lo, delta),
+        epsilon_estimate=(
+            gdp_epsilon(mu_hat, delta) if math.isfinite(mu_hat) else math.inf
+        ),
+        epsilon_estimate_low=gdp_epsilon(mu_lo, delta),
         delta=delta,
         confidence=confidence,
         threshold=float(ts[best]) if mu_lo > 0 else math.nan,

@@ -43,6 +43,7 @@ from privrl_jax.privacy._audit import (
     AuditResult,
     GaussianDpEstimate,
     KeyOrSeed,
+    clopper_pearson_epsilon_lower_bound,
     draw_inclusion,
     gaussian_dp_epsilon_estimate,
     one_run_epsilon_lower_bound,
@@ -81,7 +82,7 @@ class FitAudit:
         epsilon).
       gdp: the Gaussian-DP fit of the same scores (Nasr et al. 2023): ``mu`` is the
         noise the run showed, in units of the sensitivity (1 / sigma for one full-batch
-        step). An estimate, not a guarantee: only the one-run bound is.
+        step). Its epsilons are estimates, not guarantees: only the one-run bound is.
       included: how many of the m canaries were in the training set (secret until the
         audit ends).
       steps: DP steps run.
@@ -98,11 +99,32 @@ class FitAudit:
         """The audit's lower bound on epsilon."""
         return self.audit.epsilon_lower_bound
 
+    @property
+    def epsilon_ceiling(self) -> float:
+        """The most this audit could have shown (every guess right)."""
+        return self.audit.epsilon_ceiling
+
+    @property
+    def auditable(self) -> bool:
+        """False when the plan is accounted above :attr:`epsilon_ceiling`: no fault can
+        then be flagged, and a pass means nothing."""
+        return self.audit.auditable(self.epsilon_accounted)
+
+    @property
+    def status(self) -> str:
+        """``"violation"``, ``"not auditable at this size"`` or ``"passed"``."""
+        return audit_status(
+            self.epsilon_demonstrated, self.epsilon_accounted, self.epsilon_ceiling
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Plain Python values only, so ``json.dumps`` works."""
         return {
             "epsilon_accounted": self.epsilon_accounted,
             "epsilon_demonstrated": self.epsilon_demonstrated,
+            "epsilon_ceiling": self.epsilon_ceiling,
+            "auditable": self.auditable,
+            "status": self.status,
             "included": self.included,
             "steps": self.steps,
             "audit": self.audit.to_dict(),
@@ -110,14 +132,35 @@ class FitAudit:
         }
 
     def line(self) -> str:
-        """The report's line: "epsilon accounted X; epsilon demonstrated >= Y (95%)"."""
+        """The report's line: "epsilon accounted X; epsilon demonstrated >= Y (95%, ...,
+        at most Z at this size): status"."""
         return (
             f"epsilon accounted {self.epsilon_accounted:.4g}; epsilon demonstrated >= "
             f"{self.epsilon_demonstrated:.3g} ({100 * self.audit.confidence:g}%, "
             "one-run audit, "
             f"m = {self.audit.m} canaries, {self.audit.guesses} guesses, "
-            f"{self.audit.correct} right)"
+            f"{self.audit.correct} right; at most {self.epsilon_ceiling:.3g} at this "
+            f"size): {self.status}"
         )
+
+
+def audit_status(demonstrated: float, accounted: float, ceiling: float) -> str:
+    """What an audit says: a violation, a pass, or that it could not have failed.
+
+    Args:
+      demonstrated: the audit's lower bound on epsilon.
+      accounted: the accounted epsilon.
+      ceiling: the most the audit could have shown.
+
+    Returns:
+      ``"violation"`` (demonstrated above accounted), ``"not auditable at this size"``
+      (accounted at or above the ceiling: nothing could be flagged) or ``"passed"``.
+    """
+    if demonstrated > accounted * (1 + 1e-9):
+        return "violation"
+    if not accounted < ceiling:
+        return "not auditable at this size"
+    return "passed"
 
 
 def audit_fit(
@@ -137,6 +180,7 @@ def audit_fit(
     accountant: str = "rdp",
     raise_on_violation: bool = True,
     callbacks: Sequence[Callback] = (),
+    score: str = "likelihood",
 ) -> FitAudit:
     """One white-box training run of :func:`fit` with ``num_canaries`` gradient
     canaries.
@@ -159,10 +203,25 @@ def audit_fit(
       raise_on_violation: raise :class:`PrivacyAuditError` when the lower bound exceeds
         the accounted epsilon.
       callbacks: passed to :func:`fit` (e.g. a :class:`ProgressBar` for a long audit).
+      score: how a canary's iterates are scored (:func:`canary_step_score`):
+        ``"likelihood"`` (default; every step's likelihood ratio, which sees the few
+        steps that sampled a canary under Poisson sampling) or ``"sum"`` (the sum of
+        its coordinate over the steps, the earlier default).
 
     Returns:
       :class:`FitAudit`.
+
+    Raises:
+      ValueError: a replace-one plan (adding a canary unit is an add/remove neighbour,
+        so the bound would not test the relation the plan is accounted under; as
+        :func:`audit_ledger`).
     """
+    if plan.neighboring is Neighboring.REPLACE_ONE:
+        raise ValueError(
+            "audit_fit audits add/remove-one plans only: adding a canary is an "
+            "add/remove neighbour, not a replace-one one (audit_ledger skips such "
+            "groups too)."
+        )
     if num_canaries < 1:
         raise ValueError(f"num_canaries must be >= 1; got {num_canaries}.")
     k_negative = k_positive if k_negative is None else k_negative
@@ -197,14 +256,22 @@ def audit_fit(
     full_params = {"model": params, "canary": jnp.zeros(num_canaries, jnp.float32)}
     opt_state = optimizer.init(full_params)
 
+    step_score = canary_step_score(
+        score,
+        sampling_rate=plan.sampling_rate,
+        noise_multiplier=plan.noise_multipliers[0],
+    )
+    # the released noisy mean times q N / C: [canary sampled] + N(0, sigma^2)
+    to_units = audit_plan.expected_batch_size / plan.l2_clip_norms[0]
+
     def update(state, noisy_mean):
         train, scores = state
         updates, new_opt = optimizer.update(noisy_mean, train.opt_state, train.params)
         # The white-box auditor's view: every released noisy mean, projected on each
-        # canary.
+        # canary and scored step by step.
         return DPTrainState(
             optax.apply_updates(train.params, updates), new_opt
-        ), scores + noisy_mean["canary"]
+        ), scores + step_score(noisy_mean["canary"] * to_units)
 
     method = DPMethod(audit_plan.clipped_grad(loss), lambda s: s[0].params, update)
     init = (DPTrainState(full_params, opt_state), jnp.zeros(num_canaries, jnp.float32))
@@ -240,6 +307,46 @@ def audit_fit(
             f"{delta:g}: the noise that ran is smaller than the noise accounted."
         )
     return out
+
+
+def canary_step_score(
+    score: str, *, sampling_rate: float, noise_multiplier: float
+) -> Callable[[jax.Array], jax.Array]:
+    """The per-step score of a Dirac canary from its coordinate x of one release.
+
+    In units of the clip norm, a release shows ``x = b + N(0, sigma^2)`` with ``b`` = 1
+    when the canary was in the data and sampled (probability q), else 0. Summing x over
+    the steps (``"sum"``) weighs the q T informative steps against T - q T steps of
+    pure noise; at q = 0.01 it misses even a run whose noise is half the accounted one.
+    ``"likelihood"`` adds, step by step, the log-likelihood ratio of "in" to "out" under
+    the accounted sigma, ``log(1 - q + q exp((x - 1/2) / sigma^2))`` (Neyman-Pearson's
+    statistic for the all-iterates white-box view; Nasr et al. 2023 audit DP-SGD on
+    all iterates). With q = 1 it is an affine map of x, ranking as ``"sum"`` does. The
+    one-run bound holds for any score fixed before the run; the accounted sigma and q
+    are public. With sigma = 0 (a non-private plan) the likelihood is degenerate and
+    the sum is used.
+
+    Args:
+      score: ``"likelihood"`` or ``"sum"``.
+      sampling_rate: q.
+      noise_multiplier: the accounted sigma.
+
+    Returns:
+      A jittable ``x -> per-step score`` (elementwise).
+    """
+    if score not in ("likelihood", "sum"):
+        raise ValueError(f"score must be 'likelihood' or 'sum'; got {score!r}.")
+    if score == "sum" or not noise_multiplier > 0:
+        return lambda x: x
+    inv_var = 1.0 / noise_multiplier**2
+    if sampling_rate >= 1:
+        return lambda x: (x - 0.5) * inv_var
+    log_q, log_1mq = np.log(sampling_rate), np.log1p(-sampling_rate)
+
+    def llr(x):
+        return jnp.logaddexp(log_1mq, log_q + (x - 0.5) * inv_var)
+
+    return llr
 
 
 def _stand_in_problem(n: int) -> tuple[Callable, PyTree, PyTree]:
@@ -292,6 +399,7 @@ def audit_ledger(
     microbatch_size: int = 256,
     progress: bool = False,
     selection_trials: int = 1_000_000,
+    accountant: str = "rdp",
 ) -> list[dict[str, Any]]:
     """Audits every mechanism a run's ledger recorded, as recorded: one row per ledger
     group.
@@ -311,8 +419,13 @@ def audit_ledger(
     first block alone, a valid but loose lower bound of the whole. Groups that describe
     no mechanism (a non-private release) or replace-one sampling (adding a canary is an
     add/remove neighbour) are listed with why they were not audited. Each row's
-    accounted epsilon is the group's own, at the ledger's delta. ``progress`` shows a
-    bar per audited DP-SGD group (an audit reruns every recorded step).
+    accounted epsilon is the group's own, at the ledger's delta, from ``accountant``
+    (pass the one the run was accounted with: a PLD run's epsilon is lower than RDP's,
+    and the audit must be judged against it). Each audited row states
+    ``epsilon_ceiling``, the most its audit could have shown, and ``status``:
+    ``"violation"``, ``"passed"`` or ``"not auditable at this size"`` (accounted at or
+    above the ceiling: the audit could not have failed). ``progress`` shows a bar per
+    audited DP-SGD group (an audit reruns every recorded step).
     """
 
     delta = ledger.target_delta
@@ -358,13 +471,31 @@ def audit_ledger(
                 delta=delta,
                 confidence=confidence,
             )
+            # every draw on one side gives the event, none on the other: the most
+            # these trials can show
+            ceiling = clopper_pearson_epsilon_lower_bound(
+                selection_trials,
+                0,
+                selection_trials,
+                selection_trials,
+                delta=delta,
+                confidence=confidence,
+            )
             rows.append(
                 {
                     **row,
                     "audited": True,
-                    "epsilon_accounted": compute_epsilon(composed, delta).epsilon,
+                    "epsilon_accounted": compute_epsilon(
+                        composed, delta, accountant=accountant
+                    ).epsilon,
+                    "accountant": accountant,
                     "epsilon_accounted_per_selection": mech.epsilon,
                     "epsilon_demonstrated": sel.epsilon_demonstrated,
+                    "epsilon_ceiling": ceiling,
+                    "auditable": bool(mech.epsilon < ceiling),
+                    "status": audit_status(
+                        sel.epsilon_demonstrated, mech.epsilon, ceiling
+                    ),
                     "selection_audit": sel.to_dict(),
                     "violation": sel.violation,
                 }
@@ -376,13 +507,13 @@ def audit_ledger(
                 if g["count"] == 1
                 else dp_accounting.SelfComposedDpEvent(mech.event(), g["count"])
             )
-            accounted = compute_epsilon(event, delta).epsilon
+            accounted = compute_epsilon(event, delta, accountant=accountant).epsilon
             bound, gdp = _audit_gaussian(
                 mech, g["count"], num_canaries, k, delta, seed, confidence
             )
         else:
             plan = dataclasses.replace(mech, steps=int(g["count"]))
-            accounted = plan.epsilon(delta).epsilon
+            accounted = plan.epsilon(delta, accountant).epsilon
             if plan.num_blocks > 1:
                 # Canaries move the first block only: such a unit is a neighbour of the
                 # whole mechanism and the auditor may ignore the other blocks
@@ -418,7 +549,13 @@ def audit_ledger(
                 **row,
                 "audited": True,
                 "epsilon_accounted": accounted,
+                "accountant": accountant,
                 "epsilon_demonstrated": bound.epsilon_lower_bound,
+                "epsilon_ceiling": bound.epsilon_ceiling,
+                "auditable": bound.auditable(accounted),
+                "status": audit_status(
+                    bound.epsilon_lower_bound, accounted, bound.epsilon_ceiling
+                ),
                 "audit": bound.to_dict(),
                 "gaussian_dp_estimate": gdp.to_dict(),
                 "violation": bool(bound.epsilon_lower_bound > accounted * (1 + 1e-9)),

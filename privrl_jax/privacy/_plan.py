@@ -44,6 +44,10 @@ from privrl_jax.privacy._clipping import (
     clipped_grad,
     clipped_sum,
 )
+from privrl_jax.privacy._discrete_gaussian import (
+    DiscreteGaussianNoise,
+    noise_from_description,
+)
 from privrl_jax.privacy._sampling import (
     FullBatchSampler,
     IndexBatch,
@@ -62,6 +66,14 @@ _SWEEP_HOW = (
     "noise stds) with `structure` static, e.g. structure.privatize(clipped, key, "
     "arrays); one compile serves every sigma."
 )
+
+
+def _no_discrete_privatizer(noise: DiscreteGaussianNoise | None) -> None:
+    if noise is not None:
+        raise NotImplementedError(
+            "the discrete-Gaussian noise mode runs through plan.privatize / fit; the "
+            "optax privatizer adds float Gaussian noise only."
+        )
 
 
 def _as_tuple(value) -> tuple:
@@ -118,6 +130,10 @@ class PlanStructure:
     steps: int
     neighboring: Neighboring
     num_blocks: int
+    # The discrete-Gaussian noise mode and the sensitivities its grid needs (static:
+    # a sweep over the clip norm recompiles in that mode only).
+    noise: DiscreteGaussianNoise | None = None
+    noise_sensitivities: tuple[float, ...] = ()
 
     @property
     def expected_batch_size(self) -> float:
@@ -184,7 +200,12 @@ class PlanStructure:
         """:meth:`DPPlan.privatize` with the noise stds of ``arrays``."""
         self._check(arrays)
         blocks = (clipped,) if self.num_blocks == 1 else tuple(clipped)
-        noised = add_noise_blocks(blocks, key, tuple(arrays.noise_stds))
+        if self.noise is not None:
+            noised = self.noise.add_blocks(
+                blocks, key, tuple(arrays.noise_stds), self.noise_sensitivities
+            )
+        else:
+            noised = add_noise_blocks(blocks, key, tuple(arrays.noise_stds))
         scale = 1.0 / self.expected_batch_size
         out = jax.tree_util.tree_map(lambda x: (x * scale).astype(x.dtype), noised)
         return out[0] if self.num_blocks == 1 else out
@@ -194,6 +215,7 @@ class PlanStructure:
     ) -> optax.GradientTransformation:
         """:meth:`DPPlan.privatizer` with the noise stds of ``arrays``."""
         self._check(arrays)
+        _no_discrete_privatizer(self.noise)
         return optax.chain(
             _noise_transform(tuple(arrays.noise_stds), key),
             optax.scale(1.0 / self.expected_batch_size),
@@ -250,6 +272,9 @@ class DPPlan:
     steps: int
     noise_multiplier: float | tuple[float, ...] | None = None
     neighboring: Neighboring | None = None
+    # None: float32 Gaussian noise (the default); DiscreteGaussianNoise(): the
+    # floating-point-safe discrete Gaussian on a grid (privacy/_discrete_gaussian.py).
+    noise: DiscreteGaussianNoise | None = None
 
     def __post_init__(self):
         if not isinstance(
@@ -357,8 +382,12 @@ class DPPlan:
 
     @property
     def noise_stds(self) -> tuple[float, ...]:
-        """Noise std added to each block of the sum: sigma_i times its sensitivity."""
-        return tuple(s * d for s, d in zip(self.noise_multipliers, self.sensitivities))
+        """Noise std added to each block of the sum: sigma_i times its sensitivity
+        (times 1 + rho, the rounding's share of Delta, with discrete noise)."""
+        factor = 1.0 if self.noise is None else self.noise.std_factor
+        return tuple(
+            s * d * factor for s, d in zip(self.noise_multipliers, self.sensitivities)
+        )
 
     @property
     def effective_noise_multiplier(self) -> float:
@@ -490,6 +519,8 @@ class DPPlan:
             steps=self.steps,
             neighboring=self.neighboring,
             num_blocks=self.num_blocks,
+            noise=self.noise,
+            noise_sensitivities=self.sensitivities if self.noise is not None else (),
         )
         return structure, PlanArrays(self.l2_clip_norms, self.noise_stds)
 
@@ -552,6 +583,7 @@ class DPPlan:
     def privatizer(self, key: jax.Array) -> optax.GradientTransformation:
         """An optax transformation: noise once (release t uses ``fold_in(key, t)``),
         then / q N."""
+        _no_discrete_privatizer(self.noise)
         return optax.chain(
             _noise_transform(self.noise_stds, key),
             optax.scale(1.0 / self.expected_batch_size),
@@ -588,6 +620,8 @@ class DPPlan:
         }
         if getattr(self.sampler, "capacity", None) is not None:
             out["capacity"] = self.sampler.capacity
+        if self.noise is not None:
+            out["noise"] = self.noise.describe()
         if self.noise_multiplier is not None:
             out |= {
                 "noise_multipliers": list(self.noise_multipliers),
@@ -845,4 +879,5 @@ def mechanism_from_description(
         steps=params["steps"],
         noise_multiplier=tuple(params["noise_multipliers"]),
         neighboring=Neighboring[params["neighboring"]],
+        noise=noise_from_description(params.get("noise")),
     )

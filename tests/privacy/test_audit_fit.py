@@ -172,3 +172,103 @@ def test_privacy_audit_command_audits_every_mechanism_a_ledger_records(tmp_path)
     # The Gaussian mechanism's mu is what its sigma says (1 / sigma), within 6 standard
     # errors.
     assert abs(gauss["gaussian_dp_estimate"]["mu"] - 1.0) < 6 * math.sqrt(4 / 1000)
+
+
+def test_the_ceiling_is_the_all_right_bound_and_matches_the_issue_numbers():
+    # 10,000 canaries, 1% guessed each way: at most 3.91 at delta 1e-5, 1.73 at 1e-4.
+    assert audit.one_run_epsilon_ceiling(10_000, 200, delta=1e-5) == pytest.approx(
+        3.909, abs=5e-3
+    )
+    assert audit.one_run_epsilon_ceiling(10_000, 200, delta=1e-4) == pytest.approx(
+        1.73, abs=5e-3
+    )
+    r = audit.one_run_epsilon_lower_bound(
+        np.arange(100.0), np.arange(100) >= 50, delta=1e-5, k_positive=5
+    )
+    assert r.correct == r.guesses == 5
+    assert r.epsilon_ceiling == r.epsilon_lower_bound
+    assert r.auditable(r.epsilon_ceiling * 0.99) and not r.auditable(r.epsilon_ceiling)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _NoNoisePlan(privacy.DPPlan):
+    """A run that adds no noise while its plan accounts sigma."""
+
+    @property
+    def noise_stds(self):
+        return tuple(0.0 for _ in super().noise_stds)
+
+
+def test_a_noiseless_run_accounted_above_the_ceiling_is_not_auditable_not_passed():
+    # The issue's example: accounted at eps 4, no noise at all; m = 1,000 canaries can
+    # show at most ~1.6, so nothing is flagged -- and the audit must say so.
+    sampler = _full_batch(1.0).sampler
+    sigma = _full_batch(1.0).calibrate(4.0, DELTA).noise_multiplier
+    plan = _NoNoisePlan(
+        sampler=sampler, l2_clip_norm=1.0, steps=1, noise_multiplier=sigma
+    )
+    res = _audit(plan, m=1_000, k=10)
+    assert res.audit.correct == res.audit.guesses  # every guess right: no noise ran
+    assert res.epsilon_demonstrated == pytest.approx(res.epsilon_ceiling, rel=1e-9)
+    assert res.epsilon_ceiling < res.epsilon_accounted
+    assert not res.auditable and res.status == "not auditable at this size"
+    assert "not auditable at this size" in res.line()
+    assert res.to_dict()["status"] == "not auditable at this size"
+    # the same size passes a plan accounted below its ceiling
+    ok = _audit(_full_batch(4.0), m=1_000, k=10)
+    assert ok.auditable and ok.status == "passed" and "passed" in ok.line()
+
+
+def test_audit_fit_refuses_replace_one_plans():
+    plan = privacy.DPPlan(
+        sampler=privacy.UniformOneSampler(dataset_size=64),
+        l2_clip_norm=1.0,
+        steps=2,
+        noise_multiplier=1.0,
+    )
+    with pytest.raises(ValueError, match="replace-one"):
+        _audit(plan, m=200, k=2)
+
+
+def test_audit_ledger_reports_the_runs_accountant_and_the_ceiling(tmp_path):
+    sampler = privacy.PoissonSampler(
+        dataset_size=64, sampling_rate=0.25, microbatch_size=64
+    )
+    plan = privacy.DPPlan(sampler=sampler, l2_clip_norm=1.0, steps=4).calibrate(
+        1.0, DELTA, "pld"
+    )
+    led = privacy.Ledger.open(
+        tmp_path,
+        dataset_id="toy",
+        dataset_size=64,
+        target_epsilon=50.0,
+        target_delta=DELTA,
+    )
+    led.record(plan.step_event(), what="DP-SGD step", count=4, params=plan.describe())
+    (row,) = audit.audit_ledger(led, num_canaries=1_000, accountant="pld")
+    assert row["accountant"] == "pld"
+    assert row["epsilon_accounted"] == pytest.approx(
+        plan.epsilon(DELTA, "pld").epsilon, rel=1e-9
+    )
+    assert row["epsilon_accounted"] < plan.epsilon(DELTA, "rdp").epsilon
+    assert row["epsilon_ceiling"] == pytest.approx(
+        audit.one_run_epsilon_ceiling(1_000, 20, delta=DELTA), rel=1e-9
+    )
+    assert row["status"] == "passed" and row["auditable"]
+
+
+def test_the_likelihood_score_is_the_per_step_log_likelihood_ratio():
+    x = np.linspace(-3, 4, 15)
+    q, sigma = 0.01, 1.3
+    f = audit.canary_step_score("likelihood", sampling_rate=q, noise_multiplier=sigma)
+    # naive reference: log of the mixture density ratio (1 - q) N(0) + q N(1) over N(0)
+    dens = lambda mu: np.exp(-((x - mu) ** 2) / (2 * sigma**2))  # noqa: E731
+    want = np.log(((1 - q) * dens(0.0) + q * dens(1.0)) / dens(0.0))
+    np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-5, atol=1e-6)
+    # full batch: an affine map of x (the sum's ranking); no noise: the sum itself
+    full = audit.canary_step_score("likelihood", sampling_rate=1.0, noise_multiplier=2)
+    np.testing.assert_allclose(np.asarray(full(x)), (x - 0.5) / 4, rtol=1e-6)
+    plain = audit.canary_step_score("likelihood", sampling_rate=q, noise_multiplier=0)
+    np.testing.assert_array_equal(np.asarray(plain(x)), x)
+    with pytest.raises(ValueError):
+        audit.canary_step_score("max", sampling_rate=q, noise_multiplier=1.0)

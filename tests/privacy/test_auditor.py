@@ -213,8 +213,8 @@ def test_gdp_estimate_on_gaussian_scores():
     )
     assert abs(est.mu - 1 / sigma) < 5 * math.sqrt(2 / n)
     assert 0 < est.mu_lower_bound <= 1 / sigma  # measured 0.920 (mu = 1.002)
-    assert 0 < est.epsilon_lower_bound <= _true_eps(sigma)
-    assert est.epsilon_lower_bound <= est.epsilon
+    assert 0 < est.epsilon_estimate_low <= _true_eps(sigma)
+    assert est.epsilon_estimate_low <= est.epsilon_estimate
     assert json.loads(json.dumps(est.to_dict()))["delta"] == DELTA
 
 
@@ -354,7 +354,7 @@ def test_agrees_with_jax_privacy():
     gdp_ours = audit.gaussian_dp_epsilon_estimate(
         scores[inclusion], scores[~inclusion], delta=DELTA
     )
-    assert 0 < gdp_ours.epsilon_lower_bound <= gdp_theirs
+    assert 0 < gdp_ours.epsilon_estimate_low <= gdp_theirs
     frontier = getattr(
         auditor, "_thresholds", None
     )  # private attribute: checked, not assumed
@@ -362,4 +362,4 @@ def test_agrees_with_jax_privacy():
         same = audit.gaussian_dp_epsilon_estimate(
             scores[inclusion], scores[~inclusion], delta=DELTA, thresholds=frontier
         )
-        assert same.epsilon_lower_bound == pytest.approx(gdp_theirs, rel=1e-8)
+        assert same.epsilon_estimate_low == pytest.approx(gdp_theirs, rel=1e-8)

@@ -151,7 +151,13 @@ def epsilon_audit(
     cfg: Any, run_dir: Path, ledger: privacy.Ledger, report: dict[str, Any]
 ) -> None:
     """The run's ``audit`` section carried out (see `_audit_run.audit_into_report`)."""
-    audit_into_report(cfg.audit, run_dir, ledger, report)
+    audit_into_report(
+        cfg.audit,
+        run_dir,
+        ledger,
+        report,
+        accountant=getattr(cfg.privacy, "accountant", "rdp"),
+    )
 
 
 def open_audit(run_dir: Path) -> tuple[Path, dict[str, Any]]:

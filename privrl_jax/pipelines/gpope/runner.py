@@ -269,7 +269,7 @@ def _run(cfg: GPOPERunConfig, run_dir: Path, topo: privacy.Topology) -> dict[str
             if secret.fixed
             else ("NOT PRIVATE: privacy.epsilon = inf runs without noise.")
         )
-    audit_into_report(cfg.audit, run_dir, ledger, report)
+    audit_into_report(cfg.audit, run_dir, ledger, report, accountant=acc)
     report["wall_time_s"] = time.time() - t0
 
     audit_dir = run_dir / "audit"
