@@ -184,6 +184,22 @@ class PrivORLNConfig(_synth_config.SynthPipelineConfig):
     synthesis: SynthesisConfig = SynthesisConfig()
     eval: EvalConfig = EvalConfig()
 
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.data.sensitive_file:  # a file's rows are counted when it is read
+            # The DP phase runs epochs / q steps, q = batch / N (`_synth.train`).
+            steps = (
+                self.finetune.epochs
+                * self.data.sensitive_size
+                / self.finetune.batch_size
+            )
+            if steps > MAX_STEPS:
+                raise ValueError(
+                    "finetune.epochs x data.sensitive_size / finetune.batch_size = "
+                    f"{steps:.3g} DP steps, more than {MAX_STEPS:,}; lower "
+                    "finetune.epochs or raise finetune.batch_size."
+                )
+
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> PrivORLNConfig:
     """Loads a PrivORL-n config: a YAML file or a shipped name

@@ -68,6 +68,20 @@ BAD = [
     ),
     pytest.param(
         "synth transitions --config test",
+        ["finetune.epochs=1e5", "data.sensitive_size=1e6"],
+        "finetune.epochs x data.sensitive_size / finetune.batch_size = 3.12e+09 DP "
+        "steps, more than 10,000,000; lower finetune.epochs or raise "
+        "finetune.batch_size.",
+        id="privorl_n.dp_steps",
+    ),
+    pytest.param(
+        "pool run --config test",
+        ["audit.canaries=1e12"],
+        "audit.canaries must be an integer in [0, 10,000,000]; got 1000000000000.",
+        id="audit.canaries=1e12",
+    ),
+    pytest.param(
+        "synth transitions --config test",
         ["model.width=0"],
         "model.width must be an integer in [1, 65,536]; got 0.",
         id="model.width=0",
