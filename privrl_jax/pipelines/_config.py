@@ -7,7 +7,9 @@ are the shared ones. A method's own defaults are YAML, not subclasses: a pipelin
 of that pipeline. ``load_config`` reads that file, then the chosen YAML file or shipped
 config (``privrl_jax/configs/<group>/<name>.yaml``, named ``<group>/<name>``) key by
 key over it, applies typed values (command-line options), then ``--set`` overrides
-whose values are parsed as YAML, and checks every key and type. Every error is a
+whose values are parsed as YAML, and checks every key and type. Each section checks
+its values' ranges first (its ``BOUNDS`` table, `check_bounds`: every value that sizes
+work or enters the model), then what ties its fields together. Every error is a
 one-line ``ValueError`` that names the key and says what is expected.
 """
 
