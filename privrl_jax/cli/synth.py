@@ -62,10 +62,11 @@ def transitions(
         str,
         typer.Option(
             "--model",
-            help="privorl_n (default), or a marginal-based baseline: pgm, mst or "
+            help="privorl_n (default), or a marginal-based baseline: pgm, mst, aim or "
             "privsyn (configs in privrl_jax/configs/marginal/; without --config, "
-            '<model>_umaze_delta; pgm and mst need pip install ".[baselines]"), or a '
-            "GAN baseline: pategan or pategan_pretrained (configs in "
+            "<model>_umaze_delta; pgm, mst and aim need "
+            'pip install ".[baselines]"), or a GAN baseline: pategan or '
+            "pategan_pretrained (configs in "
             "privrl_jax/configs/pategan/; without --config, umaze or "
             "umaze_pretrained).",
         ),

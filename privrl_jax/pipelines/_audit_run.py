@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from privrl_jax import privacy
+from privrl_jax.pipelines._config import MAX_STEPS, Bound, at_least, check_bounds
 from privrl_jax.pipelines._rundir import atomic_write_text
 
 AUDIT_FILE = Path("audit") / "epsilon_lower_bound.json"
@@ -36,7 +37,10 @@ class AuditConfig:
     canaries: int = 0
     seed: int = 0
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {"canaries": at_least(0, MAX_STEPS)}
+
     def __post_init__(self):
+        check_bounds(self, "audit")
         if self.canaries != 0 and self.canaries < 100:
             raise ValueError(
                 "audit.canaries must be 0 (no audit) or >= 100 (1% of them are "

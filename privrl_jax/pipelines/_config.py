@@ -7,7 +7,9 @@ are the shared ones. A method's own defaults are YAML, not subclasses: a pipelin
 of that pipeline. ``load_config`` reads that file, then the chosen YAML file or shipped
 config (``privrl_jax/configs/<group>/<name>.yaml``, named ``<group>/<name>``) key by
 key over it, applies typed values (command-line options), then ``--set`` overrides
-whose values are parsed as YAML, and checks every key and type. Every error is a
+whose values are parsed as YAML, and checks every key and type. Each section checks
+its values' ranges first (its ``BOUNDS`` table, `check_bounds`: every value that sizes
+work or enters the model), then what ties its fields together. Every error is a
 one-line ``ValueError`` that names the key and says what is expected.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import collections.abc
 import copy
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -125,6 +128,99 @@ def one_of_error(key: str, value: Any, choices: Sequence[Any]) -> ValueError:
     return ValueError(f"{key} must be {listed}; got {value!r}.")
 
 
+# Upper bounds of the values that size work: far above any setting we run (D4RL's
+# largest maze2d set is 4M transitions, the paper's network is 1024 wide), far below
+# what would exhaust memory or run for days, so a typo (1e12) is refused in one line
+# before anything is collected, trained or spent, not after.
+MAX_ROWS = 100_000_000  # data set and release rows (held in memory: ~4 GB of floats)
+MAX_STEPS = 10_000_000  # optimiser, DP, agent or sampler steps of one run
+MAX_BATCH = 1_000_000  # rows a step or a sampling call holds at once
+MAX_WIDTH = 65_536  # units of one layer, features, bins
+MAX_COUNT = 10_000  # layers, heads, seeds, draws, rounds of an inner loop
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """The range a config value must lie in: ``[low, high]``, either end open.
+
+    ``integer`` values must also be whole (an ``int`` field). A field whose value is a
+    tuple has every element checked; None (an optional value left empty) is not
+    checked.
+    """
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` is a number (not NaN, not a bool) in range."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if math.isnan(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def describe(self, integer: bool) -> str:
+        """``"an integer in [1, 10,000,000]"``, ``"a number in [0, 1)"``, ..."""
+        kind = "an integer" if integer else "a number"
+        fmt = lambda x: f"{int(x):,}" if float(x).is_integer() else f"{x:g}"  # noqa: E731
+        if math.isinf(self.high):
+            return f"{kind} {'>' if self.low_open else '>='} {fmt(self.low)}"
+        if math.isinf(self.low):
+            return f"{kind} {'<' if self.high_open else '<='} {fmt(self.high)}"
+        return (
+            f"{kind} in {'(' if self.low_open else '['}{fmt(self.low)}, "
+            f"{fmt(self.high)}{')' if self.high_open else ']'}"
+        )
+
+
+def at_least(low: float, high: float = math.inf) -> Bound:
+    """``[low, high]`` (sizes and counts: ``at_least(1, MAX_STEPS)``)."""
+    return Bound(low, high)
+
+
+def positive(high: float = math.inf) -> Bound:
+    """``(0, high]``, finite (rates, norms, epochs)."""
+    return Bound(0.0, high, low_open=True, high_open=math.isinf(high))
+
+
+UNIT = Bound(0.0, 1.0)  # a probability or share: [0, 1]
+DECAY = Bound(0.0, 1.0, high_open=True)  # an EMA decay: [0, 1) (1 would never move)
+
+
+def check_bounds(config: Any, section: str) -> None:
+    """Checks ``config``'s values against its class's ``BOUNDS`` tables.
+
+    A section declares ``BOUNDS: ClassVar[dict[str, Bound]]`` (a subclass declares only
+    the fields it adds; the tables of its bases apply too) and calls this first in its
+    ``__post_init__``, so that its own checks of several fields (divisibility, sums)
+    meet values already in range, and a config built in Python is checked as one
+    loaded from YAML.
+
+    Raises:
+      ValueError: ``"{section}.{key} must be an integer in [1, 10,000,000]; got
+        -20."``: the first value out of range.
+    """
+    hints = typing.get_type_hints(type(config))
+    for klass in reversed(type(config).__mro__):
+        for name, bound in vars(klass).get("BOUNDS", {}).items():
+            value = getattr(config, name)
+            if value is None:
+                continue
+            values = value if isinstance(value, tuple) else (value,)
+            if not all(bound.contains(v) for v in values):
+                integer = int in (hints[name], *typing.get_args(hints[name])) or any(
+                    int in typing.get_args(a) for a in typing.get_args(hints[name])
+                )
+                raise ValueError(
+                    f"{section}.{name} must be {bound.describe(integer)}"
+                    f"{' each' if isinstance(value, tuple) else ''}; got {value!r}."
+                )
+
+
 def _check_literal(value: Any, tp: Any, where: str) -> None:
     if value not in typing.get_args(tp):
         raise one_of_error(where, value, typing.get_args(tp))
@@ -144,6 +240,24 @@ def check_modes(config: Any, prefix: str = "") -> None:
             check_modes(value, f"{prefix}{f.name}.")
         elif typing.get_origin(tp) is typing.Literal:
             _check_literal(value, tp, prefix + f.name)
+
+
+def _whole_number(value: Any) -> int | None:
+    """``value`` as an int when it is one, also spelled ``1e6`` (YAML 1.1 reads that as
+    a string) or ``1.0e6`` (a float); None otherwise. A size written in exponent form
+    is then checked against its range like any other, not refused for its spelling."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and "e" in value.lower():
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
@@ -182,9 +296,10 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             raise ValueError(f"config key {where!r} must be a number; got {value!r}.")
         return float(value)
     if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
+        whole = _whole_number(value)
+        if whole is None:
             raise ValueError(f"config key {where!r} must be an integer; got {value!r}.")
-        return value
+        return whole
     if tp is bool and not isinstance(value, bool):
         raise ValueError(f"config key {where!r} must be true or false; got {value!r}.")
     if tp is str and not isinstance(value, str):

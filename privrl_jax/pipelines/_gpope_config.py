@@ -5,10 +5,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from typing import Literal
+from typing import ClassVar, Literal
 
 from privrl_jax.pipelines._audit_run import AuditConfig
-from privrl_jax.pipelines._config import ConfigSource, check_modes, load_config
+from privrl_jax.pipelines._config import (
+    MAX_BATCH,
+    MAX_COUNT,
+    MAX_ROWS,
+    MAX_STEPS,
+    UNIT,
+    Bound,
+    ConfigSource,
+    at_least,
+    check_bounds,
+    check_modes,
+    load_config,
+    positive,
+)
 from privrl_jax.pipelines._sections import PrivacyConfig
 
 # GPOPE's own defaults (epsilon = 1, delta = 1e-5), under every config.
@@ -61,6 +74,31 @@ class ChainConfig:
     hiv_threshold_log10: float = 4.0
     hiv_init_log10_spread: float = 0.1
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "num_states": at_least(1, MAX_BATCH),
+        "gamma": Bound(0.0, 1.0, high_open=True),
+        "behaviour_treat": UNIT,
+        "target_treat": UNIT,
+        "num_trajectories": at_least(2, MAX_ROWS),
+        "max_length": at_least(1, MAX_STEPS),
+        "behaviour_epsilon": Bound(0.0, 1.0, low_open=True),
+        "target_epsilon": UNIT,
+        "reward_scale": positive(),
+        "tiles_per_dim": at_least(1, MAX_COUNT),
+        "num_tilings": at_least(1, MAX_COUNT),
+        "hiv_init_log10_spread": at_least(0.0, 1e3),
+    }
+
+    def __post_init__(self):
+        check_bounds(self, "env")
+        # The trajectories are held in memory, [m, T] steps of features.
+        steps = self.num_trajectories * self.max_length
+        if steps > MAX_ROWS:
+            raise ValueError(
+                f"env.num_trajectories x env.max_length = {steps:.3g} steps, more "
+                f"than {MAX_ROWS:,} (the data are held in memory); lower them."
+            )
+
 
 EnvConfig = ChainConfig
 
@@ -80,6 +118,22 @@ class TruthConfig:
     eval_max_steps: int = 100
     rollouts: int = 32
     horizon: int = 300
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "eval_states": at_least(1, MAX_BATCH),
+        "eval_max_steps": at_least(0, MAX_STEPS),
+        "rollouts": at_least(1, MAX_BATCH),
+        "horizon": at_least(1, MAX_STEPS),
+    }
+
+    def __post_init__(self):
+        check_bounds(self, "truth")
+        if self.eval_states * self.rollouts > MAX_ROWS:
+            raise ValueError(
+                "truth.eval_states x truth.rollouts = "
+                f"{self.eval_states * self.rollouts:.3g} rollouts, more than "
+                f"{MAX_ROWS:,}; lower them."
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -103,6 +157,20 @@ class GPOPEConfig:
     decay_power: float = 1.0
     normalization: Normalization = "horizon"
     checkpoint_every: int = 200
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "batch_size": positive(MAX_BATCH),
+        "microbatch_size": at_least(1, MAX_BATCH),
+        "l2_clip_norm": positive(),
+        "steps": at_least(1, MAX_STEPS),
+        "step_size": positive(),
+        "decay_steps": positive(),
+        "decay_power": at_least(0.0, 1e3),
+        "checkpoint_every": at_least(1, MAX_STEPS),
+    }
+
+    def __post_init__(self):
+        check_bounds(self, "gpope")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

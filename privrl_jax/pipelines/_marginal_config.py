@@ -10,10 +10,21 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from typing import Literal
+from typing import ClassVar, Literal
 
 from privrl_jax.pipelines import _synth_config
-from privrl_jax.pipelines._config import ConfigSource, load_config
+from privrl_jax.pipelines._config import (
+    MAX_COUNT,
+    MAX_ROWS,
+    MAX_STEPS,
+    MAX_WIDTH,
+    Bound,
+    ConfigSource,
+    at_least,
+    check_bounds,
+    load_config,
+    positive,
+)
 from privrl_jax.pipelines._privorl_n_config import DataConfig
 from privrl_jax.pipelines._sections import PrivacyConfig
 
@@ -69,18 +80,27 @@ class ModelConfig:
     aim_rounds: int = 24
     aim_round_iters: int = 1000
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "obs_bins": at_least(1, MAX_WIDTH),
+        "act_bins": at_least(1, MAX_WIDTH),
+        "reward_bins": at_least(1, MAX_WIDTH),
+        "iters": at_least(1, MAX_STEPS),
+        "mst_split": positive(1.0),
+        "update_iterations": at_least(1, MAX_STEPS),
+        "aim_max_clique_size": at_least(1, MAX_COUNT),
+        "aim_max_model_size": positive(1e6),  # MB
+        "aim_rounds": at_least(1, MAX_COUNT),
+        "aim_round_iters": at_least(1, MAX_STEPS),
+    }
+
     def __post_init__(self):
-        _synth_config.check_at_least_one(
-            "model", self, "obs_bins", "act_bins", "reward_bins", "iters"
-        )
-        _synth_config.check_at_least_one("model", self, "update_iterations")
-        _synth_config.check_at_least_one(
-            "model", self, "aim_max_clique_size", "aim_rounds", "aim_round_iters"
-        )
-        if not self.aim_max_model_size > 0:
+        check_bounds(self, "model")
+        # MST's three shares of rho; checked here, before any run directory exists
+        # (`synth.fit_mst` checks it again, but only after the ledger was opened).
+        if not math.isclose(sum(self.mst_split), 1.0, rel_tol=1e-9, abs_tol=1e-9):
             raise ValueError(
-                "model.aim_max_model_size must be > 0 (MB); got "
-                f"{self.aim_max_model_size!r}."
+                "model.mst_split must be three shares of rho that sum to 1; got "
+                f"{list(self.mst_split)} (sum {sum(self.mst_split):g})."
             )
         lo, hi = self.reward_range
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
@@ -114,9 +134,10 @@ class SynthesisConfig:
     num_samples: int = 20_000
     sample_seed: int = 0
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {"num_samples": at_least(1, MAX_ROWS)}
+
     def __post_init__(self):
-        _synth_config.check_at_least_one("synthesis", self, "num_samples")
-        _synth_config.check_release_rows("synthesis.num_samples", self.num_samples)
+        check_bounds(self, "synthesis")
 
 
 # The shared section; the baselines' defaults (no agents) are in
@@ -155,4 +176,6 @@ def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> Margina
     """Loads a PGM / MST config: a YAML file or a shipped name
     (``"marginal/pgm_umaze"``) plus
     ``section.key=value`` overrides."""
-    return load_config(MarginalConfig, path, overrides, defaults=DEFAULTS)
+    return _synth_config.check_data_sources(
+        load_config(MarginalConfig, path, overrides, defaults=DEFAULTS)
+    )

@@ -7,10 +7,22 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Literal
+from typing import ClassVar, Literal
 
 from privrl_jax.pipelines import _synth_config
-from privrl_jax.pipelines._config import ConfigSource, load_config
+from privrl_jax.pipelines._config import (
+    MAX_BATCH,
+    MAX_COUNT,
+    MAX_ROWS,
+    MAX_STEPS,
+    MAX_WIDTH,
+    Bound,
+    ConfigSource,
+    at_least,
+    check_bounds,
+    load_config,
+    positive,
+)
 from privrl_jax.pipelines._privorl_n_config import DataConfig
 from privrl_jax.pipelines._sections import PrivacyConfig
 
@@ -54,22 +66,25 @@ class ModelConfig:
     pretrain_steps: int = 5_000
     next_obs_delta: bool = True
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "num_teachers": at_least(1, MAX_ROWS),
+        "latent_dim": at_least(1, MAX_WIDTH),
+        "generator_features": at_least(1, MAX_WIDTH),
+        "discriminator_features": at_least(1, MAX_WIDTH),
+        "learning_rate": positive(),
+        "teacher_steps": at_least(1, MAX_COUNT),
+        "teacher_batch_size": at_least(1, MAX_BATCH),
+        "queries_per_round": at_least(1, MAX_BATCH),
+        "rounds": at_least(1, MAX_STEPS),
+        "student_steps": at_least(1, MAX_COUNT),
+        "generator_batch_size": at_least(1, MAX_BATCH),
+        "generator_steps": at_least(1, MAX_COUNT),
+        "chunk_rounds": at_least(1, MAX_STEPS),
+        "pretrain_steps": at_least(0, MAX_STEPS),
+    }
+
     def __post_init__(self):
-        _synth_config.check_at_least_one(
-            "model",
-            self,
-            "num_teachers",
-            "latent_dim",
-            "teacher_steps",
-            "teacher_batch_size",
-            "queries_per_round",
-            "rounds",
-            "student_steps",
-            "generator_batch_size",
-            "generator_steps",
-            "chunk_rounds",
-        )
-        _synth_config.check_positive("model.learning_rate", self.learning_rate)
+        check_bounds(self, "model")
         if self.rounds % self.chunk_rounds:
             raise ValueError("model.rounds must be a multiple of model.chunk_rounds.")
         if self.name == "pategan_pretrained" and self.pretrain_steps < 1:
@@ -93,15 +108,41 @@ class SynthesisConfig:
     batch_size: int = 10_000
     action_bounds: tuple[float, ...] = (-1.0, 1.0)
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "num_samples": at_least(1, MAX_ROWS),
+        "batch_size": at_least(1, MAX_BATCH),
+    }
+
     def __post_init__(self):
-        _synth_config.check_at_least_one("synthesis", self, "num_samples", "batch_size")
-        _synth_config.check_release_rows("synthesis.num_samples", self.num_samples)
+        check_bounds(self, "synthesis")
         _synth_config.check_action_bounds(self.action_bounds)
 
 
 # The shared section; the baselines' defaults (no agents) are in
 # configs/pategan/defaults.yaml.
 EvalConfig = _synth_config.EvalConfig
+
+
+# Teachers' expected rows below which PATE-GAN's partition would leave teachers without
+# data: with N / k = 10 a teacher is empty with probability (1 - 1/k)^N ~ e^-10.
+MIN_ROWS_PER_TEACHER = 10
+
+
+def check_teachers(num_teachers: int, rows: int) -> None:
+    """Refuses more teachers than ``rows`` sensitive rows can give data to.
+
+    Raises:
+      ValueError: ``rows / num_teachers < MIN_ROWS_PER_TEACHER``; the message names
+        the largest number of teachers these rows allow.
+    """
+    if rows < MIN_ROWS_PER_TEACHER * num_teachers:
+        most = max(1, rows // MIN_ROWS_PER_TEACHER)
+        raise ValueError(
+            f"model.num_teachers={num_teachers} splits the {rows} sensitive "
+            f"transitions into ~{rows / num_teachers:.3g} rows a teacher (teachers "
+            f"without data); use at most {most} teachers "
+            f"({MIN_ROWS_PER_TEACHER} rows each on average)."
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -120,10 +161,17 @@ class PateGanPipelineConfig(_synth_config.SynthPipelineConfig):
     synthesis: SynthesisConfig = SynthesisConfig()
     eval: EvalConfig = EvalConfig()
 
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.data.sensitive_file:  # a file's rows are counted when it is read
+            check_teachers(self.model.num_teachers, self.data.sensitive_size)
+
 
 def load(
     path: ConfigSource | None = None, overrides: list[str] = ()
 ) -> PateGanPipelineConfig:
     """Loads a PATE-GAN config: a YAML file or a shipped name (``"pategan/umaze"``)
     plus ``section.key=value`` overrides."""
-    return load_config(PateGanPipelineConfig, path, overrides, defaults=DEFAULTS)
+    return _synth_config.check_data_sources(
+        load_config(PateGanPipelineConfig, path, overrides, defaults=DEFAULTS)
+    )

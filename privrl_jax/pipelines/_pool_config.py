@@ -5,11 +5,22 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from typing import Literal
+from typing import ClassVar, Literal
 
 from privrl_jax import privacy
 from privrl_jax.pipelines._audit_run import AuditConfig
-from privrl_jax.pipelines._config import ConfigSource, check_modes, load_config
+from privrl_jax.pipelines._config import (
+    MAX_BATCH,
+    MAX_COUNT,
+    MAX_ROWS,
+    Bound,
+    ConfigSource,
+    at_least,
+    check_bounds,
+    check_modes,
+    load_config,
+    positive,
+)
 
 # Modes are Literal types: the one loader checks them (`_config.check_modes`).
 Method = Literal[
@@ -51,6 +62,32 @@ class InventoryEnvConfig:
     behaviour_noise: float = 0.35
     num_episodes: int = 2000
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "num_products": at_least(1, MAX_COUNT),
+        "horizon": at_least(1, MAX_COUNT),
+        "boundary": positive(1e6),
+        "demand_mean": at_least(0.0, 1e6),
+        "demand_scale": at_least(0.0, 1e6),
+        "holding_cost": at_least(0.0, 1e6),
+        "lost_sales_cost": at_least(0.0, 1e6),
+        "order_cost": at_least(0.0, 1e6),
+        "init_high": at_least(0.0, 1e6),
+        "behaviour_level": at_least(0.0, 1e6),
+        "behaviour_noise": at_least(0.0, 1e6),
+        "num_episodes": at_least(2, MAX_ROWS),
+    }
+
+    def __post_init__(self):
+        check_bounds(self, "env")
+        # The episodes are simulated and held in memory: [episodes, H, products].
+        size = self.num_episodes * self.horizon * self.num_products
+        if size > MAX_ROWS:
+            raise ValueError(
+                "env.num_episodes x env.horizon x env.num_products = "
+                f"{size:.3g} steps, more than {MAX_ROWS:,} (the episodes are held in "
+                "memory); lower them."
+            )
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PoolAlgoConfig:
@@ -81,6 +118,19 @@ class PoolAlgoConfig:
     failure_prob: float = 0.05
     geometry_seed: int = 0
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "num_zones": at_least(1, MAX_COUNT),
+        "radius": positive(),
+        "grid_bins": at_least(1, MAX_COUNT),
+        "action_levels": at_least(2, MAX_COUNT),
+        "max_actions": at_least(2, MAX_BATCH),
+        "bonus_scale": at_least(0.0, 1e6),
+        "failure_prob": Bound(0.0, 1.0, low_open=True, high_open=True),
+    }
+
+    def __post_init__(self):
+        check_bounds(self, "pool")
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EvalConfig:
@@ -89,6 +139,15 @@ class EvalConfig:
     saa_samples: int = 10_000
     saa_levels: int = 101
     eval_episodes: int = 10_000
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "saa_samples": at_least(1, MAX_ROWS),
+        "saa_levels": at_least(2, MAX_BATCH),
+        "eval_episodes": at_least(1, MAX_ROWS),
+    }
+
+    def __post_init__(self):
+        check_bounds(self, "eval")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -4,10 +4,22 @@ into."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import ClassVar, Literal
 
 from privrl_jax.pipelines import _synth_config
-from privrl_jax.pipelines._config import ConfigSource, load_config
+from privrl_jax.pipelines._config import (
+    DECAY,
+    MAX_BATCH,
+    MAX_COUNT,
+    MAX_ROWS,
+    MAX_STEPS,
+    MAX_WIDTH,
+    Bound,
+    ConfigSource,
+    at_least,
+    check_bounds,
+    load_config,
+)
 from privrl_jax.pipelines._sections import PrivacyConfig
 
 DEFAULTS = "privorl_j/defaults"  # PrivORL-j's own defaults, under every config
@@ -36,8 +48,12 @@ class DataConfig(_synth_config.DataConfig):
     horizon: int = 32
     max_fragments: int = 10
 
-    def __post_init__(self):
-        _synth_config.check_at_least_one("data", self, "horizon", "max_fragments")
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "holdout_trajectories": at_least(1, MAX_ROWS),
+        "num_envs": at_least(1, MAX_BATCH),
+        "horizon": at_least(1, MAX_STEPS),
+        "max_fragments": at_least(1, MAX_STEPS),
+    }
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -63,7 +79,17 @@ class ModelConfig:
     # `diffusion.TransitionLayout`).
     next_obs_delta: bool = True
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "unet_channels": at_least(1, MAX_WIDTH),
+        "num_layers": at_least(1, MAX_COUNT),
+        "num_heads": at_least(1, MAX_COUNT),
+        "embed_dim": at_least(1, MAX_WIDTH),
+        "fourier_dim": at_least(0, MAX_WIDTH),
+    }
+
     def __post_init__(self):
+        check_bounds(self, "model")
+        _synth_config.check_even("model.fourier_dim", self.fourier_dim)
         if self.embed_dim % self.num_heads:
             raise ValueError(
                 f"model.embed_dim={self.embed_dim} must be divisible by "
@@ -106,10 +132,16 @@ class SynthesisConfig:
     action_bounds: tuple[float, ...] = (-1.0, 1.0)
     stop_at_terminal: bool = True
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "num_trajectories": at_least(1, MAX_ROWS),
+        "episode_length": at_least(1, MAX_STEPS),
+        "batch_size": at_least(1, MAX_BATCH),
+        "num_sampling_steps": at_least(1, MAX_COUNT),
+        "ema_decay": DECAY,
+    }
+
     def __post_init__(self):
-        _synth_config.check_at_least_one(
-            "synthesis", self, "episode_length", "num_trajectories", "batch_size"
-        )
+        check_bounds(self, "synthesis")
         _synth_config.check_release_rows(
             "synthesis.num_trajectories x synthesis.episode_length",
             self.num_trajectories * self.episode_length,
@@ -126,6 +158,8 @@ class EvalConfig(_synth_config.EvalConfig):
     # windows.
     trajscore: bool = True
     trajscore_steps: int = 2_000
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {"trajscore_steps": at_least(1, MAX_STEPS)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -157,4 +191,6 @@ def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> PrivORL
     """Loads a PrivORL-j config: a YAML file or a shipped name (``"privorl_j/umaze"``)
     plus
     ``section.key=value`` overrides."""
-    return load_config(PrivORLJConfig, path, overrides, defaults=DEFAULTS)
+    return _synth_config.check_data_sources(
+        load_config(PrivORLJConfig, path, overrides, defaults=DEFAULTS)
+    )

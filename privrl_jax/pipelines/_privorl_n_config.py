@@ -4,9 +4,23 @@ load into."""
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from privrl_jax.pipelines import _synth_config
-from privrl_jax.pipelines._config import ConfigSource, load_config
+from privrl_jax.pipelines._config import (
+    DECAY,
+    MAX_BATCH,
+    MAX_COUNT,
+    MAX_ROWS,
+    MAX_STEPS,
+    MAX_WIDTH,
+    UNIT,
+    Bound,
+    ConfigSource,
+    at_least,
+    check_bounds,
+    load_config,
+)
 from privrl_jax.pipelines._sections import PrivacyConfig
 
 
@@ -16,6 +30,8 @@ class DataConfig(_synth_config.DataConfig):
     sensitive transitions (a seed-fixed choice) that are never trained on."""
 
     holdout_size: int = 2_000
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {"holdout_size": at_least(1, MAX_ROWS)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -30,6 +46,16 @@ class ModelConfig:
     # on umaze, at equal training, it cut the synthetic transitions' position error
     # 4.6-6x non-private (2.6x under DP at eps = 10) and their velocity error 1.3-1.7x.
     next_obs_delta: bool = True
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "width": at_least(1, MAX_WIDTH),
+        "depth": at_least(0, MAX_COUNT),
+        "fourier_dim": at_least(0, MAX_WIDTH),
+    }
+
+    def __post_init__(self):
+        check_bounds(self, "model")
+        _synth_config.check_even("model.fourier_dim", self.fourier_dim)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -61,6 +87,11 @@ class FinetuneConfig(_synth_config.FinetuneConfig):
     # sampled rows would only waste budget).
     curiosity_rate: float = 0.0
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "num_noise": at_least(1, MAX_COUNT),
+        "curiosity_rate": UNIT,
+    }
+
     def __post_init__(self):
         super().__post_init__()
         if self.batch_size % self.microbatch_size:
@@ -70,7 +101,6 @@ class FinetuneConfig(_synth_config.FinetuneConfig):
                 f"{self.batch_size} so a typical Poisson batch fills whole "
                 "microbatches."
             )
-        _synth_config.check_rate("finetune.curiosity_rate", self.curiosity_rate)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -83,11 +113,15 @@ class SynthesisConfig:
     # clipped to them, as the env would clip them. An empty list leaves them as sampled.
     action_bounds: tuple[float, ...] = (-1.0, 1.0)
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "num_samples": at_least(1, MAX_ROWS),
+        "batch_size": at_least(1, MAX_BATCH),
+        "num_sampling_steps": at_least(1, MAX_COUNT),
+        "ema_decay": DECAY,
+    }
+
     def __post_init__(self):
-        _synth_config.check_at_least_one(
-            "synthesis", self, "num_samples", "batch_size", "num_sampling_steps"
-        )
-        _synth_config.check_release_rows("synthesis.num_samples", self.num_samples)
+        check_bounds(self, "synthesis")
         _synth_config.check_action_bounds(self.action_bounds)
 
 
@@ -117,8 +151,13 @@ class EvalConfig(_synth_config.EvalConfig):
     # package's configs or a .json path (`pipelines._synth.anchor_cache`).
     real_agents_cache: str | None = None
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "mia_size": at_least(1, MAX_ROWS),
+        "mia_noise_draws": at_least(1, MAX_COUNT),
+        "anchor_agent_updates": at_least(1, MAX_STEPS),
+    }
+
     def __post_init__(self):
-        _synth_config.check_at_least_one("eval", self, "mia_size", "mia_noise_draws")
         super().__post_init__()
         n = self.anchor_agent_updates
         if n is not None and (
@@ -145,9 +184,27 @@ class PrivORLNConfig(_synth_config.SynthPipelineConfig):
     synthesis: SynthesisConfig = SynthesisConfig()
     eval: EvalConfig = EvalConfig()
 
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.data.sensitive_file:  # a file's rows are counted when it is read
+            # The DP phase runs epochs / q steps, q = batch / N (`_synth.train`).
+            steps = (
+                self.finetune.epochs
+                * self.data.sensitive_size
+                / self.finetune.batch_size
+            )
+            if steps > MAX_STEPS:
+                raise ValueError(
+                    "finetune.epochs x data.sensitive_size / finetune.batch_size = "
+                    f"{steps:.3g} DP steps, more than {MAX_STEPS:,}; lower "
+                    "finetune.epochs or raise finetune.batch_size."
+                )
+
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> PrivORLNConfig:
     """Loads a PrivORL-n config: a YAML file or a shipped name
     (``"privorl_n/quickstart"``) plus
     ``section.key=value`` overrides."""
-    return load_config(PrivORLNConfig, path, overrides)
+    return _synth_config.check_data_sources(
+        load_config(PrivORLNConfig, path, overrides)
+    )

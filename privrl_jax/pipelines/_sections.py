@@ -11,9 +11,10 @@ live in its ``configs/<group>/defaults.yaml`` (GPOPE: epsilon = 1, delta = 1e-5)
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import ClassVar, Literal
 
 from privrl_jax import privacy
+from privrl_jax.pipelines._config import MAX_ROWS, Bound, at_least, check_bounds
 
 # Where agents are scored: ``jax`` (our JAX envs) or ``mujoco`` (D4RL's real MuJoCo
 # tasks, the ``mujoco`` extra); `envs.check_eval_backend` checks it against the env.
@@ -43,14 +44,12 @@ class PrivacyConfig:
     dataset_size: int | None = None
     noise_seed: int | None = None
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {"dataset_size": at_least(2, MAX_ROWS)}
+
     def __post_init__(self):
+        check_bounds(self, "privacy")
         if not self.epsilon > 0:
             raise ValueError(
                 f"privacy.epsilon must be > 0 (inf for no DP); got {self.epsilon}."
             )
         privacy.validate_delta(self.delta)
-        if self.dataset_size is not None and self.dataset_size < 2:
-            raise ValueError(
-                "privacy.dataset_size must be an int >= 2 or empty; got "
-                f"{self.dataset_size}."
-            )

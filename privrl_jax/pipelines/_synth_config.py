@@ -12,10 +12,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from privrl_jax.pipelines._audit_run import AuditConfig
-from privrl_jax.pipelines._config import check_modes
+from privrl_jax.pipelines._config import (
+    MAX_BATCH,
+    MAX_COUNT,
+    MAX_ROWS,
+    MAX_STEPS,
+    UNIT,
+    Bound,
+    at_least,
+    check_bounds,
+    check_modes,
+    positive,
+)
 from privrl_jax.pipelines._sections import EvalBackend
 
 # Modes are Literal types: the one loader checks them (`_config.check_modes`).
@@ -31,6 +42,13 @@ def check_at_least_one(section: str, cfg: object, *names: str) -> None:
             raise ValueError(f"{section}.{name} must be >= 1; got {value}.")
 
 
+def check_even(key: str, value: int) -> None:
+    """Raises ``"{key} must be even; got 3."`` (random Fourier features come in sin/cos
+    pairs)."""
+    if value % 2:
+        raise ValueError(f"{key} must be even (sin and cos pairs); got {value}.")
+
+
 def check_rate(key: str, rate: float) -> None:
     if not 0 <= rate <= 1:
         raise ValueError(f"{key} must be in [0, 1]; got {rate}.")
@@ -38,7 +56,7 @@ def check_rate(key: str, rate: float) -> None:
 
 # A release is written from memory: 1e8 rows of a maze transition (~10 float32) are ~4
 # GB, already more than the 2-core / 24 GB machines we test on hold comfortably.
-MAX_RELEASE_ROWS = 100_000_000
+MAX_RELEASE_ROWS = MAX_ROWS
 
 
 def check_positive(key: str, value: float) -> None:
@@ -68,6 +86,19 @@ def check_action_bounds(bounds: tuple[float, ...]) -> None:
         )
 
 
+def check_data_sources(cfg: Any) -> Any:
+    """``cfg`` after its ``data`` section's env names and files were checked
+    (`_synth.inputs.validate_data_sources`: names exist, files exist and record the
+    task's env); a pipeline's ``load`` calls it, so a bad input is refused before a
+    command touches its run directory (the run checks again, for configs built in
+    Python)."""
+    # Lazy: the check reads HDF5 and env registries (jax), which the sections do not.
+    from privrl_jax.pipelines._synth.inputs import validate_data_sources  # noqa: PLC0415
+
+    validate_data_sources(cfg.data)
+    return cfg
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DataConfig:
     """Where the public and sensitive data come from.
@@ -89,6 +120,17 @@ class DataConfig:
     sensitive_file: str | None = None
     public_files: tuple[str, ...] = ()
 
+    # The ranges of this section's values (`_config.check_bounds`); a pipeline's
+    # subclass adds its own fields' and calls ``super().__post_init__()``.
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "sensitive_size": at_least(1, MAX_ROWS),
+        "public_size": at_least(1, MAX_ROWS),
+        "action_noise": at_least(0.0, 1e6),
+    }
+
+    def __post_init__(self):
+        check_bounds(self, "data")
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainConfig:
@@ -109,8 +151,19 @@ class PretrainConfig:
     chunk_steps: int = 250
     num_sampling_steps: int = 16
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "steps": at_least(0, MAX_STEPS),
+        "batch_size": at_least(1, MAX_BATCH),
+        "learning_rate": positive(),
+        "curiosity_rate": UNIT,
+        "pool_size": at_least(1, MAX_BATCH),
+        "steps_per_epoch": at_least(1, MAX_STEPS),
+        "chunk_steps": at_least(1, MAX_STEPS),
+        "num_sampling_steps": at_least(1, MAX_COUNT),
+    }
+
     def __post_init__(self):
-        check_rate("pretrain.curiosity_rate", self.curiosity_rate)
+        check_bounds(self, "pretrain")
         if self.steps % self.chunk_steps or self.steps_per_epoch % self.chunk_steps:
             raise ValueError(
                 "pretrain.steps and pretrain.steps_per_epoch must be multiples of "
@@ -137,14 +190,19 @@ class FinetuneConfig:
     clip_method: ClipMethod = "vmap"
     checkpoint_every: int = 50
 
+    # These size the DP phase: a bad one must be refused here, before any noise is
+    # drawn (epochs = 0 used to become one DP step that spent the budget).
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "epochs": positive(100_000),
+        "batch_size": at_least(1, MAX_BATCH),
+        "learning_rate": positive(),
+        "l2_clip_norm": positive(),
+        "microbatch_size": at_least(1, MAX_BATCH),
+        "checkpoint_every": at_least(1, MAX_STEPS),
+    }
+
     def __post_init__(self):
-        # These size the DP phase: a bad one must be refused here, before any noise is
-        # drawn (epochs = 0 used to become one DP step that spent the budget).
-        for name in ("epochs", "learning_rate", "l2_clip_norm"):
-            check_positive(f"finetune.{name}", getattr(self, name))
-        check_at_least_one(
-            "finetune", self, "batch_size", "microbatch_size", "checkpoint_every"
-        )
+        check_bounds(self, "finetune")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -177,7 +235,16 @@ class EvalConfig:
     anchors: bool = True
     backend: EvalBackend = "jax"
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "agent_updates": at_least(1, MAX_STEPS),
+        "agent_chunk": at_least(1, MAX_STEPS),
+        "agent_seeds": at_least(1, MAX_COUNT),
+        "final_evals": at_least(1, MAX_COUNT),
+        "eval_episodes": at_least(1, MAX_BATCH),
+    }
+
     def __post_init__(self):
+        check_bounds(self, "eval")
         if self.agent_updates % self.agent_chunk:
             raise ValueError(
                 "eval.agent_updates must be a multiple of eval.agent_chunk."

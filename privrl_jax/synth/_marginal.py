@@ -149,7 +149,7 @@ class PublicDiscretisation:
     """The bins of every column of a table, built from public bounds only.
 
     Nothing here is fitted on data: the bins are a function of declared bounds, so they
-    reveal nothing about the sensitive rows and need no privacy budget (DESIGN.md,
+    reveal nothing about the sensitive rows and need no privacy budget (docs/design.md,
     contract 5). A value outside its bounds is put in the nearest edge bin; that
     clipping is itself data-independent.
     """

@@ -47,6 +47,9 @@ def test_yaml_then_values_then_set(tmp_path):
             "unknown config key(s) ['inner.x']; valid keys here: ['inner.dims'",
         ),
         ("steps=ten", "config key 'steps' must be an integer; got 'ten'."),
+        ("steps=2.5", "config key 'steps' must be an integer; got 2.5."),
+        ("steps=1e400", "config key 'steps' must be an integer; got '1e400'."),
+        ("steps=true", "config key 'steps' must be an integer; got True."),
         ("inner.rate=[1", "override 'inner.rate=[1': the value is not valid YAML"),
         ("inner=3", "config section 'inner' must be a mapping; got 3."),
         ("name.x=1", "override 'name.x=1': 'name' is not a config section."),
@@ -60,6 +63,15 @@ def test_bad_overrides_give_one_line_errors(override, message):
         load_config(_Outer, None, ["name=a", override])
     assert str(e.value).startswith(message)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "steps"), [("1e3", 1000), ("1.0e3", 1000), ("2.0", 2), ("-1e2", -100)]
+)
+def test_an_integer_may_be_spelled_in_exponent_form(value, steps):
+    # YAML 1.1 reads 1e3 as a string; a whole number is an integer however spelled,
+    # so a size like 1e12 meets its section's range check, not a type error.
+    assert load_config(_Outer, None, ["name=a", f"steps={value}"]).steps == steps
 
 
 def test_missing_required_keys_are_named():

@@ -60,7 +60,9 @@ def test_config_errors_are_clear():
         "rdp",
         24,
     )
-    with pytest.raises(ValueError, match="aim_max_model_size must be > 0"):
+    with pytest.raises(
+        ValueError, match=r"model.aim_max_model_size must be a number in \(0, "
+    ):
         marginal.load("marginal/test", ["model.aim_max_model_size=0"])
     with pytest.raises(ValueError, match="reward_range"):
         marginal.load("marginal/test", ["model.reward_range=[1, 0]"])

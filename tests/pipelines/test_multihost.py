@@ -116,8 +116,8 @@ def test_two_processes_release_what_one_process_releases(runs, method):
     assert sum(count for _, count, _ in two_releases) == STEPS
 
 
-# ~80 s on 2 cores; one-process resume is in test_dp_loop and test_fit
-@pytest.mark.slow
+# Default run (issue 47): a kill and a resume of two processes, vmap only; one-process
+# resume is in test_dp_loop and test_fit.
 def test_a_killed_process_fails_the_run_and_a_rerun_resumes_to_the_same_release(
     runs, tmp_path
 ):

@@ -339,18 +339,29 @@ def test_rerun_with_other_config_is_refused(tmp_path):
         ("model.embed_dim=15", "divisible"),
         ("model.kind=gpt", "dp_transformer"),
         ("finetune.nonsense=1", "unknown config key"),
-        ("finetune.epochs=0", "finetune.epochs must be a finite number > 0; got 0"),
-        ("finetune.epochs=-3", "finetune.epochs must be a finite number > 0"),
+        ("finetune.epochs=0", r"finetune.epochs must be a number in \(0, 100,000\]"),
+        ("finetune.epochs=-3", r"finetune.epochs must be a number in \(0, 100,000\]"),
         (
             "synthesis.num_trajectories=1000000000",
+            r"synthesis.num_trajectories must be an integer in \[1, 100,000,000\]; "
+            "got 1000000000",
+        ),
+        (
+            "synthesis.num_trajectories=1000000 synthesis.episode_length=1000",
             r"num_trajectories x synthesis.episode_length asks for \d.*e\+\d+ released "
             r"rows",
         ),
+        (
+            "synthesis.ema_decay=1.5",
+            r"synthesis.ema_decay must be a number in \[0, 1\)",
+        ),
+        ("model.fourier_dim=3", "model.fourier_dim must be even"),
+        ("data.max_fragments=0", r"data.max_fragments must be an integer in \[1,"),
     ],
 )
 def test_bad_config_values(override, match):
     with pytest.raises(ValueError, match=match):
-        _cfg(override)
+        _cfg(*override.split())
 
 
 def test_stitching_gaps_hand_example():

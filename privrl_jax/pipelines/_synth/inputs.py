@@ -45,6 +45,32 @@ def validate_data_sources(d: Any) -> None:
                 f"data file {f} does not exist; give the path of a D4RL-format HDF5 "
                 "file."
             )
+    if d.sensitive_file:
+        check_file_env(d.sensitive_file, d.sensitive_env)
+
+
+def check_file_env(path: str, env: str) -> None:
+    """Refuses a sensitive file that records another env than the task's.
+
+    `data.save_hdf5`'s files (``privrl data collect``) record the env they were
+    collected on (attribute ``env``); data of ``maze2d-large-v1`` released as
+    ``maze2d-umaze-v1``, or sparse rewards scored as the dense task, would be a wrong
+    release, not a weaker one. A file that records no env (D4RL's own) is taken as
+    the task's.
+
+    Raises:
+      ValueError: the recorded env differs from ``env`` (one line: both names and the
+        fix).
+    """
+    recorded = data.read_hdf5_metadata(path).get("env")
+    if recorded is None:
+        return
+    if envs.canonical_name(str(recorded)) != envs.canonical_name(env):
+        raise ValueError(
+            f"data.sensitive_file {path} was collected on {recorded}, but the task is "
+            f"data.sensitive_env={env}; give a file of {env}, or set "
+            f"data.sensitive_env={recorded}."
+        )
 
 
 def begin_run(

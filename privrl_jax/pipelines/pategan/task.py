@@ -12,7 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from privrl_jax import data, diffusion, privacy, synth
-from privrl_jax.pipelines._pategan_config import ModelConfig, PateGanPipelineConfig
+from privrl_jax.pipelines._pategan_config import (
+    ModelConfig,
+    PateGanPipelineConfig,
+    check_teachers,
+)
 from privrl_jax.pipelines._synth.inputs import (
     check_same_dims,
     encode,
@@ -131,9 +135,11 @@ class PateGanTask:
 def build_task(
     cfg: PateGanPipelineConfig, public: data.Transitions, sensitive: data.Transitions
 ) -> PateGanTask:
-    """The task of ``cfg``; of the sensitive data only the dimensions are read (they
-    must be the public data's, a ``ValueError`` otherwise)."""
+    """The task of ``cfg``; of the sensitive data only the dimensions (they must be the
+    public data's) and the number of rows (enough for every teacher) are read, a
+    ``ValueError`` otherwise."""
     obs_dim, act_dim = check_same_dims(public, sensitive)
+    check_teachers(cfg.model.num_teachers, len(sensitive))
     layout, pub_flat, norm = public_encoding(cfg, public, obs_dim, act_dim)
     gan = gan_config(cfg.model)
     pc = cfg.privacy
