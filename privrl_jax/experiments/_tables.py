@@ -1,0 +1,366 @@
+"""An experiment's tables from its rows: JSON, Markdown and PNG.
+
+A table (an entry of the file's ``tables``)::
+
+    id: gap
+    title: Relative optimality gap
+    layout: wide            # wide: one metric, `rows` x `columns`; long: metric columns
+    rows: [method]          # the axes a row groups by (the others are replicates)
+    columns: rho            # wide only: the axis across
+    metric: gap             # wide only
+    metrics: {free_cell_share: "share in free cells (higher)"}   # long only
+    prefix: release         # long only: the rows' metric keys are "<prefix>.<metric>"
+    anchors:                # long only: extra rows read from other prefixes, once per
+      - {label: real holdout, prefix: real_holdout, one_per: seed}   # `one_per` value
+    label: "{method}"       # the row label (cell values; floats take format specs)
+    column_label: "rho={rho:g}"
+    format: "{mean:.3f} ± {std:.3f} [±{ci95:.3f}]"
+    tests:                  # each other value of `axis` against `baseline`
+      - {kind: welch, metric: gap, axis: method, baseline: POOL, within: [rho],
+         pair: seed, correction: holm, family: "..."}
+    plot: {x: rho, series: method, metric: gap, xscale: log, ylabel: ...}
+
+Every summary is :func:`stats.summary` (mean, std ddof = 1, 95% t half-width).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from privrl_jax.experiments import stats
+from privrl_jax.experiments._spec import Experiment
+
+DEFAULT_FORMAT = "{mean:.3f} ± {std:.3f} [±{ci95:.3f}]"
+
+
+def _group(rows: Sequence[Mapping[str, Any]], axes: Sequence[str]) -> dict:
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if all(a in r["cell"] for a in axes):
+            groups.setdefault(tuple(r["cell"][a] for a in axes), []).append(r)
+    return groups
+
+
+def _metric(row: Mapping[str, Any], key: str) -> float | None:
+    value = row["metrics"].get(key)
+    return None if value is None else float(value)
+
+
+def _values(rows: Sequence[Mapping[str, Any]], key: str) -> list[float]:
+    return [v for r in rows if (v := _metric(r, key)) is not None]
+
+
+def _label(template: str, cell: Mapping[str, Any]) -> str:
+    return template.format(**cell)
+
+
+def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict:
+    """One table's numbers: its groups' summaries and its tests.
+
+    Args:
+      spec: the table's entry in the experiment file (module doc).
+      rows: the experiment's rows.
+
+    Returns:
+      ``{"id", "title", "layout", "groups": [{"label", "cell", "metrics": {metric:
+      summary}}], "columns", "tests", "family", "correction"}``.
+    """
+    layout = spec.get("layout", "long")
+    axes = list(spec.get("rows", []))
+    if layout == "wide":
+        axes = [*axes, spec["columns"]]
+        keys = {spec["metric"]: spec["metric"]}
+    else:
+        prefix = spec.get("prefix")
+        keys = {m: f"{prefix}.{m}" if prefix else m for m in spec["metrics"]}
+    groups = []
+    for values, members in _group(rows, axes).items():
+        cell = dict(zip(axes, values, strict=True))
+        summ = {m: stats.summary(_values(members, k)) for m, k in keys.items()}
+        if all(s["n"] == 0 for s in summ.values()):
+            continue
+        groups.append(
+            {
+                "label": _label(spec.get("label", "{}"), cell),
+                "cell": cell,
+                "metrics": summ,
+            }
+        )
+    groups = (
+        _anchors(spec, spec.get("anchors_first", []), rows)
+        + groups
+        + _anchors(spec, spec.get("anchors", []), rows)
+    )
+    out = {
+        "id": spec["id"],
+        "title": spec.get("title", spec["id"]),
+        "layout": layout,
+        "groups": groups,
+        "tests": [t for test in spec.get("tests", []) for t in _tests(test, rows)],
+    }
+    if layout == "wide":
+        out["columns"] = spec["columns"]
+    return out
+
+
+def _anchors(
+    spec: Mapping[str, Any],
+    anchors: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
+) -> list[dict]:
+    """Rows read from another metric prefix, one value per ``one_per`` (its first
+    row): scores every run of a seed shares (a pre-trained model, a holdout)."""
+    out = []
+    for anchor in anchors:
+        one_per = anchor.get("one_per", "seed")
+        first: dict[Any, Mapping[str, Any]] = {}
+        for r in rows:
+            first.setdefault(r["cell"].get(one_per), r)
+        members = list(first.values())
+        summ = {
+            m: stats.summary(_values(members, f"{anchor['prefix']}.{m}"))
+            for m in spec["metrics"]
+        }
+        if any(s["n"] for s in summ.values()):
+            out.append({"label": anchor["label"], "cell": {}, "metrics": summ})
+    return out
+
+
+def _tests(test: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """One ``tests`` entry: each other value of ``axis`` against ``baseline`` within
+    each combination of ``within``; p adjusted over all of them (the family)."""
+    axis, base, metric = test["axis"], test["baseline"], test["metric"]
+    within = list(test.get("within", []))
+    pair = test.get("pair", "seed")
+    kind = test.get("kind", "welch")
+    out = []
+    for w, members in _group(rows, within).items():
+        by_value = _group(members, [axis])
+        if (base,) not in by_value:
+            continue
+        ref = by_value[(base,)]
+        for (value,), other in by_value.items():
+            if value == base or ("values" in test and value not in test["values"]):
+                continue
+            if kind == "paired":
+                a = {r["cell"][pair]: _metric(r, metric) for r in other}
+                b = {r["cell"][pair]: _metric(r, metric) for r in ref}
+                common = sorted(k for k in a if k in b)
+                res = stats.paired([a[k] for k in common], [b[k] for k in common])
+            else:
+                res = stats.welch(_values(other, metric), _values(ref, metric))
+            out.append(
+                {
+                    "within": dict(zip(within, w, strict=True)),
+                    "value": value,
+                    "baseline": base,
+                    "metric": metric,
+                    "kind": kind,
+                    **res,
+                }
+            )
+    method = test.get("correction", "holm")
+    for t, p in zip(out, stats.correct([t["p"] for t in out], method), strict=True):
+        t["p_adjusted"] = p
+        t["correction"] = method
+        t["family"] = test.get("family", f"the {len(out)} tests of this table")
+    return out
+
+
+def _cell_text(s: Mapping[str, float], fmt: str) -> str:
+    if s["n"] == 0:
+        return "—"
+    return fmt.format(**s)
+
+
+def table_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[str]:
+    """The Markdown lines of one built table (and of its tests, when it has some)."""
+    fmt = spec.get("format", DEFAULT_FORMAT)
+    lines = [f"### {table['title']}", ""]
+    if spec.get("caption"):
+        lines += [spec["caption"].strip(), ""]
+    if table["layout"] == "wide":
+        col = spec["columns"]
+        row_axes = list(spec.get("rows", []))
+        # A constant row (no noise, say) holds one value, shown in every column.
+        constant = set(spec.get("constant_rows", []))
+        cols = list(
+            dict.fromkeys(
+                g["cell"][col] for g in table["groups"] if g["label"] not in constant
+            )
+        )
+        rows = list(dict.fromkeys(g["label"] for g in table["groups"]))
+        at = {(g["label"], g["cell"][col]): g for g in table["groups"]}
+        for g in table["groups"]:
+            if g["label"] in constant:
+                at.update({(g["label"], c): g for c in cols})
+        col_label = spec.get("column_label", f"{col}={{{col}}}")
+        lines.append(
+            f"| {spec.get('row_header', ' / '.join(row_axes))} | "
+            + " | ".join(_label(col_label, {col: c}) for c in cols)
+            + " |"
+        )
+        lines.append("|" + "---|" * (1 + len(cols)))
+        for label in rows:
+            cells = [
+                _cell_text(at[(label, c)]["metrics"][spec["metric"]], fmt)
+                if (label, c) in at
+                else "—"
+                for c in cols
+            ]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    else:
+        metrics = spec["metrics"]
+        lines.append(
+            f"| {spec.get('row_header', 'row')} | seeds | "
+            + " | ".join(metrics.values())
+            + " |"
+        )
+        lines.append("|" + "---|" * (2 + len(metrics)))
+        for g in table["groups"]:
+            n = max(s["n"] for s in g["metrics"].values())
+            lines.append(
+                f"| {g['label']} | {n} | "
+                + " | ".join(_cell_text(g["metrics"][m], fmt) for m in metrics)
+                + " |"
+            )
+    if table["tests"]:
+        t0 = table["tests"][0]
+        lines += [
+            "",
+            f"{t0['kind'].capitalize()} t-tests of `{t0['metric']}` against "
+            f"{t0['baseline']}; p adjusted by {t0['correction']} over the family: "
+            f"{t0['family']} ({len(table['tests'])} tests).",
+            "",
+            "| at | vs | diff | t | df | p | p adjusted |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for t in table["tests"]:
+            at_txt = (
+                ", ".join(
+                    f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in t["within"].items()
+                )
+                or "—"
+            )
+            lines.append(
+                f"| {at_txt} | {t['value']} | {t['diff']:+.3f} | {t['t']:.2f} | "
+                f"{t['df']:.1f} | {t['p']:.2g} | {t['p_adjusted']:.2g} |"
+            )
+    return lines
+
+
+def _x(value: Any, finite_max: float) -> float:
+    v = float(value)
+    # inf one step right of the largest finite value, as the eps-sweep plots did.
+    return finite_max * 2 if math.isinf(v) else v
+
+
+def plot_table(
+    spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], path: Path
+) -> None:
+    """The table's ``plot``: per series, the metric's mean and 95% interval
+    against x."""
+    import matplotlib  # noqa: PLC0415 -- only when a PNG is written
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    p = spec["plot"]
+    x_axis, series, metric = p["x"], p.get("series"), p["metric"]
+    groups = _group(rows, [series] if series else [])
+    xs_all = [float(r["cell"][x_axis]) for r in rows if x_axis in r["cell"]]
+    finite = [v for v in xs_all if math.isfinite(v)] or [1.0]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for (name, *_), members in groups.items() if series else [((None,), rows)]:
+        by_x = _group(members, [x_axis])
+        xs = sorted(by_x, key=lambda v: _x(v[0], max(finite)))
+        summ = [stats.summary(_values(by_x[x], metric)) for x in xs]
+        ax.errorbar(
+            [_x(x[0], max(finite)) for x in xs],
+            [s["mean"] for s in summ],
+            yerr=[0 if math.isnan(s["ci95"]) else s["ci95"] for s in summ],
+            marker="o",
+            capsize=3,
+            label=str(name) if series else None,
+        )
+    if p.get("xscale"):
+        ax.set_xscale(p["xscale"])
+    if p.get("yscale"):
+        ax.set_yscale(p["yscale"])
+    ax.set_xlabel(p.get("xlabel", x_axis))
+    ax.set_ylabel(p.get("ylabel", metric))
+    ax.set_title(spec.get("title", spec["id"]), fontsize=9)
+    if series:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def experiment_markdown(
+    exp: Experiment,
+    tables: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
+) -> str:
+    """The experiment's Markdown: what it answers, its tables, where its rows came
+    from."""
+    a = exp.answers
+    lines = [f"## {exp.title}", ""]
+    if a:
+        lines += [
+            f"Answers {a.get('paper', '?')} {a.get('where', '')}: "
+            f"{a.get('claim', '')}".rstrip(),
+            "",
+        ]
+    sources = sorted({r.get("source", "run") for r in rows})
+    lines += [
+        f"Experiment `{exp.name}` (`privrl experiment run {exp.name}`): pipeline "
+        f"`{exp.pipeline}`, config `{exp.config}`, {len(exp.cells())} cells; "
+        f"{len(rows)} stored rows from "
+        f"{', '.join(f'`{s}`' for s in sources) or 'none'}.",
+        "",
+    ]
+    if exp.notes:
+        lines += [exp.notes, ""]
+    specs = {s["id"]: s for s in exp.tables}
+    for t in tables:
+        lines += [*table_markdown(specs[t["id"]], t), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def tabulate(
+    exp: Experiment,
+    rows: Sequence[Mapping[str, Any]],
+    out_dir: Path,
+    *,
+    plots: bool = True,
+) -> list[dict]:
+    """Builds every table of ``exp`` from ``rows`` and writes ``tables.json``,
+    ``tables.md`` and one PNG per plotted table into ``out_dir``.
+
+    Args:
+      exp: the experiment.
+      rows: its rows.
+      out_dir: ``<results>/<name>``.
+      plots: write the PNGs.
+
+    Returns:
+      The built tables.
+    """
+    tables = [build_table(spec, rows) for spec in exp.tables]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "tables.json").write_text(
+        json.dumps({"experiment": exp.name, "tables": tables}, indent=1, default=str)
+        + "\n"
+    )
+    (out_dir / "tables.md").write_text(experiment_markdown(exp, tables, rows))
+    if plots:
+        for spec in exp.tables:
+            if spec.get("plot"):
+                plot_table(spec, rows, out_dir / f"{spec['id']}.png")
+    return tables

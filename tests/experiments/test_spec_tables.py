@@ -1,0 +1,155 @@
+"""Experiment files: the grid, the overrides each cell gets, the tables built from rows,
+and the stored rows reproducing the legacy published tables."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import scipy.stats
+
+from privrl_jax import experiments
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SPEC = {
+    "name": "toy",
+    "method": "pool",
+    "title": "toy",
+    "pipeline": "pool",
+    "config": "pool/test",
+    "overrides": {"env.num_episodes": 300},
+    "axes": {
+        "method": {"A": {"pool.method": "pool"}, "B": {"pool.method": "grid"}},
+        "rho": {"privacy.rho": "{rho}"},
+        "seed": {"seed": "{seed}", "privacy.noise_seed": "{seed} + 1000"},
+    },
+    "grid": [
+        {"method": ["A"], "rho": [".inf"], "seed": {"range": [0, 2]}},
+        {"method": ["A", "B"], "rho": [1.0], "seed": [0, 1]},
+        {"method": ["A"], "rho": [1.0], "seed": [1]},  # a duplicate, dropped
+    ],
+}
+
+
+def test_grid_is_the_union_of_its_blocks_without_duplicates():
+    exp = experiments.parse(SPEC)
+    cells = exp.cells()
+    assert len(cells) == 6
+    assert cells[0] == {"method": "A", "rho": ".inf", "seed": 0}
+    assert cells[-1] == {"method": "B", "rho": 1.0, "seed": 1}
+
+
+def test_overrides_come_from_the_file_then_each_axis():
+    exp = experiments.parse(SPEC)
+    got = exp.overrides_for({"method": "B", "rho": math.inf, "seed": 3})
+    assert got == [
+        "env.num_episodes=300",
+        "pool.method=grid",
+        "privacy.rho=.inf",
+        "seed=3",
+        "privacy.noise_seed=1003",
+    ]
+    with pytest.raises(ValueError, match="no value 'C'"):
+        exp.overrides_for({"method": "C", "rho": 1.0, "seed": 0})
+
+
+def test_parse_refuses_unknown_keys_and_only_parses_axis_values():
+    with pytest.raises(ValueError, match="unknown keys"):
+        experiments.parse({**SPEC, "sweep": 1})
+    assert experiments.parse_only(["rho=1", "rho=.inf", "method=A"]) == {
+        "rho": [1, math.inf],
+        "method": ["A"],
+    }
+
+
+def _rows(values):
+    return [
+        {
+            "cell": {"method": m, "rho": r, "seed": s},
+            "key": f"{m}{r}{s}",
+            "metrics": {"gap": v},
+        }
+        for (m, r), vs in values.items()
+        for s, v in enumerate(vs)
+    ]
+
+
+def test_wide_table_summaries_and_welch_tests_with_holm():
+    vals = {
+        ("P", 1.0): [0.1, 0.2, 0.15],
+        ("P", 10.0): [0.05, 0.07, 0.06],
+        ("Q", 1.0): [0.5, 0.4, 0.6],
+        ("Q", 10.0): [0.3, 0.5, 0.2],
+        ("N", math.inf): [0.01, 0.02, 0.03],
+    }
+    spec = {
+        "id": "gap", "layout": "wide", "rows": ["method"], "columns": "rho",
+        "metric": "gap", "label": "{method}", "column_label": "rho={rho:g}",
+        "constant_rows": ["N"],
+        "tests": [{"kind": "welch", "metric": "gap", "axis": "method",
+                   "baseline": "P", "within": ["rho"], "correction": "holm",
+                   "family": "P vs Q at 2 rho"}],
+    }  # fmt: skip
+    table = experiments.build_table(spec, _rows(vals))
+    q1 = next(g for g in table["groups"] if g["cell"] == {"method": "Q", "rho": 1.0})
+    assert q1["metrics"]["gap"]["mean"] == pytest.approx(0.5)
+    assert q1["metrics"]["gap"]["std"] == pytest.approx(0.1)
+    tests = table["tests"]
+    assert [t["within"]["rho"] for t in tests] == [1.0, 10.0]
+    raw = [
+        scipy.stats.ttest_ind(vals[("Q", r)], vals[("P", r)], equal_var=False).pvalue
+        for r in (1.0, 10.0)
+    ]
+    assert [t["p"] for t in tests] == pytest.approx(raw, rel=1e-10)
+    lo, hi = sorted(raw)
+    want = {lo: 2 * lo, hi: max(2 * lo, hi)}
+    assert [t["p_adjusted"] for t in tests] == pytest.approx([want[p] for p in raw])
+    md = experiments._tables.table_markdown(spec, table)  # noqa: SLF001
+    assert md[2] == "| method | rho=1 | rho=10 |"
+    # The constant row fills every column.
+    assert "| N | 0.020 ± 0.010 [±0.025] | 0.020 ± 0.010 [±0.025] |" in md
+
+
+LEGACY = [
+    ("pool_gap_vs_rho", "pool_exp1.json"),
+    ("privorl_n_fidelity_vs_eps", "privorl_n_eps_sweep.json"),
+    ("marginal_baselines", "marginal_baselines.json"),
+]
+
+
+def _legacy_cells(name, legacy):
+    if name == "pool_gap_vs_rho":
+        for method, cells in legacy["gaps"].items():
+            for c in cells:
+                rho = math.inf if c["rho"] is None else c["rho"]
+                yield (method, rho), "gap", c
+    else:
+        for label, metrics in legacy["table"].items():
+            for m, s in metrics.items():
+                yield label, m, s
+
+
+@pytest.mark.parametrize(("name", "file"), LEGACY)
+def test_stored_rows_regenerate_the_published_table(name, file):
+    """`privrl experiment table NAME` on the stored rows gives the legacy script's
+    numbers: bit for bit, except two PrivORL-n anchor means that the legacy script
+    summed over seeds in the reverse order (equal to 1e-15)."""
+    exp = experiments.load_experiment(name)
+    rows = experiments.read_rows(ROOT / "results", name)
+    table = experiments.build_table(exp.tables[0], rows)
+    legacy = json.loads((ROOT / "benchmarks" / "results" / file).read_text())
+    if name == "pool_gap_vs_rho":
+        ours = {(g["cell"]["method"], g["cell"]["rho"]): g for g in table["groups"]}
+    else:
+        ours = {g["label"]: g for g in table["groups"]}
+    checked = inexact = 0
+    for key, metric, want in _legacy_cells(name, legacy):
+        got = ours[key]["metrics"][metric]
+        for k in ("mean", "std", "ci95"):
+            checked += 1
+            if got[k] != want[k]:
+                inexact += 1
+                assert got[k] == pytest.approx(want[k], rel=1e-14, abs=1e-16)
+    assert checked == {"pool_gap_vs_rho": 75}.get(name, len(ours) * 4 * 3)
+    assert inexact == (2 if name == "privorl_n_fidelity_vs_eps" else 0)
