@@ -4,7 +4,7 @@ claims, made from the stored rows only.
 A claim (an entry of ``claims.yaml``) names the paper's number and, where migrated,
 the experiment and the rule that scores it against the stored rows::
 
-    - id: pool-exp1-order
+    - id: pool-fig1-order
       paper: POOL
       where: Sec. 5, Fig. 1
       claim: POOL's gap is below IP's and OP's at every rho
@@ -52,10 +52,21 @@ METHOD_TITLES = {
 
 
 def _find(table: Mapping[str, Any], where: Mapping[str, Any]) -> dict | None:
+    # ``label`` matches a row's label (an anchor row has no cell); other keys its cell;
+    # ``experiment`` / ``table`` name where the row is (read by the caller).
+    cell = {k: v for k, v in where.items() if k not in ("label", "experiment", "table")}
     for g in table["groups"]:
-        if all(g["cell"].get(k) == v for k, v in where.items()):
+        if "label" in where and g["label"] != where["label"]:
+            continue
+        if all(k in g["cell"] and g["cell"][k] == v for k, v in cell.items()):
             return g
     return None
+
+
+def _table_of(name: str, table_id: str, results_dir: Path) -> dict:
+    exp = load_experiment(name)
+    spec = next(t for t in exp.tables if t["id"] == table_id)
+    return build_table(spec, read_rows(results_dir, exp.name))
 
 
 def _fmt(x: float) -> str:
@@ -77,7 +88,9 @@ def claim_status(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str]
     """
     name = claim.get("experiment")
     if not name:
-        return "not migrated", ""
+        return ("not migrated" if claim.get("legacy") else "not run"), claim.get(
+            "legacy_says", ""
+        )
     exp = load_experiment(name)
     rows = read_rows(results_dir, exp.name)
     if not rows:
@@ -104,7 +117,12 @@ def claim_status(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str]
             at = {over: x} if over else {}
             ours = _find(table, {**rule["ours"], **at})
             for other in rule["against"]:
-                them = _find(table, {**other, **at})
+                theirs = (
+                    _table_of(other["experiment"], other["table"], results_dir)
+                    if "experiment" in other
+                    else table
+                )
+                them = _find(theirs, {**other, **at})
                 if ours is None or them is None:
                     continue
                 a, b = ours["metrics"][metric]["mean"], them["metrics"][metric]["mean"]
@@ -179,9 +197,10 @@ def scoreboard(results_dir: Path) -> tuple[str, dict[str, int]]:
         status, ours = claim_status(c, results_dir)
         counts[status] += 1
         exp = c.get("experiment")
-        where = (
-            f"[`{exp}`]({_method_of(exp)}.md)" if exp else f"`{c.get('legacy', '')}`"
-        )
+        if exp:
+            where = f"[`{exp}`]({_method_of(exp)}.md)"
+        else:
+            where = f"`{c['legacy']}`" if c.get("legacy") else "—"
         body.append(
             f"| {c['id']} | {c['paper']} {c['where']} | {c['claim']} | "
             f"{c.get('paper_value', '')} | {ours or '—'} | **{status}** | "

@@ -113,13 +113,19 @@ def test_wide_table_summaries_and_welch_tests_with_holm():
 
 LEGACY = [
     ("pool_gap_vs_rho", "pool_exp1.json"),
+    ("pool_fair", "pool_fair.json"),
     ("privorl_n_fidelity_vs_eps", "privorl_n_eps_sweep.json"),
     ("marginal_baselines", "marginal_baselines.json"),
 ]
 
 
 def _legacy_cells(name, legacy):
-    if name == "pool_gap_vs_rho":
+    if name == "pool_fair":
+        for m in legacy["methods"].values():
+            knobs = ", ".join(f"{k}={v:g}" for k, v in m["chosen"].items())
+            for c in m["rows"]:
+                yield (f"{m['method_label']} ({knobs})", c["rho"]), "gap", c
+    elif name == "pool_gap_vs_rho":
         for method, cells in legacy["gaps"].items():
             for c in cells:
                 rho = math.inf if c["rho"] is None else c["rho"]
@@ -139,7 +145,10 @@ def test_stored_rows_regenerate_the_published_table(name, file):
     rows = experiments.read_rows(ROOT / "results", name)
     table = experiments.build_table(exp.tables[0], rows)
     legacy = json.loads((ROOT / "benchmarks" / "results" / file).read_text())
-    if name == "pool_gap_vs_rho":
+    if name == "pool_fair":
+        for label, m in legacy["methods"].items():
+            m["method_label"] = label
+    if name in ("pool_gap_vs_rho", "pool_fair"):
         ours = {(g["cell"]["method"], g["cell"]["rho"]): g for g in table["groups"]}
     else:
         ours = {g["label"]: g for g in table["groups"]}
@@ -151,5 +160,7 @@ def test_stored_rows_regenerate_the_published_table(name, file):
             if got[k] != want[k]:
                 inexact += 1
                 assert got[k] == pytest.approx(want[k], rel=1e-14, abs=1e-16)
-    assert checked == {"pool_gap_vs_rho": 75}.get(name, len(ours) * 4 * 3)
+    assert checked == {"pool_gap_vs_rho": 75, "pool_fair": 81}.get(
+        name, len(ours) * 4 * 3
+    )
     assert inexact == (2 if name == "privorl_n_fidelity_vs_eps" else 0)

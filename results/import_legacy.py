@@ -1,0 +1,130 @@
+"""One-off: the stored legacy results (``benchmarks/results/*.json``) as rows of the
+experiments that replace their scripts (``results/<experiment>/rows.jsonl``).
+
+Each legacy run becomes one row: its cell (the experiment's axis values), the metrics
+the experiment's ``evaluate`` names, the hash of the config the experiment resolves
+for that cell today, ``source: legacy:<file>`` and the legacy file's provenance.
+
+    python results/import_legacy.py            # all importers
+    python results/import_legacy.py pool_gap_vs_rho
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from privrl_jax import experiments
+
+ROOT = Path(__file__).resolve().parents[1]
+LEGACY = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "results"
+
+
+def _pool_gap_vs_rho(d: dict) -> Iterator[tuple[dict, dict]]:
+    for method, cells in d["gaps"].items():
+        for c in cells:
+            rho = math.inf if c["rho"] is None else c["rho"]
+            for seed, gap in enumerate(c["gaps"]):
+                yield {"method": method, "rho": rho, "seed": seed}, {"gap": gap}
+
+
+def _pool_fair(d: dict) -> Iterator[tuple[dict, dict]]:
+    for name, m in d["methods"].items():
+        knobs = ", ".join(f"{k}={v:g}" for k, v in m["chosen"].items())
+        for c in m["rows"]:
+            for seed, gap in enumerate(c["gaps"]):
+                yield (
+                    {"method": f"{name} ({knobs})", "rho": c["rho"], "seed": seed},
+                    {"gap": gap},
+                )
+
+
+def _fidelity(r: dict, anchors: tuple[str, ...]) -> dict:
+    return {
+        f"{part}.{k}": v
+        for part in ("release", *anchors)
+        for k, v in r[part].items()
+        if k != "rows_compared"
+    } | {
+        "noise_multiplier": r["noise_multiplier"],
+        "epsilon_spent_rdp": r["epsilon_spent_rdp"],
+    }
+
+
+def _privorl_n_fidelity_vs_eps(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["runs"]:
+        yield (
+            {"seed": r["seed"], "epsilon": r["epsilon"]},
+            _fidelity(r, ("pretrain_only", "real_holdout")),
+        )
+
+
+def _marginal_baselines(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["runs"]:
+        yield (
+            {"model": r["model"].upper(), "epsilon": r["epsilon"], "seed": r["seed"]},
+            _fidelity(r, ("real_holdout",)),
+        )
+
+
+IMPORTERS: dict[str, tuple[str, Callable[[dict], Iterator[tuple[dict, dict]]]]] = {
+    "pool_gap_vs_rho": ("pool_exp1.json", _pool_gap_vs_rho),
+    "pool_fair": ("pool_fair.json", _pool_fair),
+    "privorl_n_fidelity_vs_eps": (
+        "privorl_n_eps_sweep.json",
+        _privorl_n_fidelity_vs_eps,
+    ),
+    "marginal_baselines": ("marginal_baselines.json", _marginal_baselines),
+}
+
+
+def _hash(exp: experiments.Experiment, cell: dict) -> str | None:
+    # The config the experiment resolves for the cell today; None where the pipeline's
+    # extra (mbi for the marginal baselines) is not installed.
+    try:
+        return experiments.resolve(exp, cell)[2]
+    except (ImportError, ValueError):
+        return None
+
+
+def import_rows(name: str) -> list[dict[str, Any]]:
+    """The legacy file's runs as rows of experiment ``name``."""
+    file, convert = IMPORTERS[name]
+    exp = experiments.load_experiment(name)
+    legacy = json.loads((LEGACY / file).read_text())
+    rows = []
+    for cell, metrics in convert(legacy):
+        rows.append(
+            {
+                "experiment": name,
+                "cell": cell,
+                "key": experiments.cell_key(cell),
+                "config_hash": _hash(exp, cell),
+                "run_dir": None,
+                "metrics": metrics,
+                "wall_s": None,
+                "source": f"legacy:benchmarks/results/{file}",
+                "provenance": legacy.get("provenance"),
+            }
+        )
+    cells = {experiments.cell_key(c) for c in exp.cells()}
+    stray = [r["key"] for r in rows if r["key"] not in cells]
+    if stray:
+        raise ValueError(f"{name}: legacy runs outside the experiment's grid: {stray}")
+    return rows
+
+
+def main(names: list[str]) -> None:
+    for name in names or list(IMPORTERS):
+        rows = import_rows(name)
+        path = experiments.write_rows(RESULTS, name, rows)
+        print(f"{name}: {len(rows)} rows -> {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
