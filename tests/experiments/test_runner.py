@@ -143,3 +143,20 @@ def test_cells_run_once_in_hash_keyed_dirs_and_are_reused(tmp_path):
     tables = experiments.tabulate(exp, stored, res / "toy_pool", plots=False)
     assert tables[0]["groups"][0]["metrics"]["gap"]["n"] == 2
     assert (res / "toy_pool" / "tables.md").read_text().count("| rho=1 | 2 |") == 1
+
+
+@pytest.mark.slow
+def test_two_lanes_give_the_rows_of_one(tmp_path):
+    # Seeded noise: a cell's row is a function of its config, whichever lane runs it.
+    ref = _write(tmp_path, SPEC)
+    one = experiments.run_experiment(
+        ref, results_dir=tmp_path / "r1", runs_dir=tmp_path / "u1", echo=print
+    )
+    two = experiments.run_experiment(
+        ref, results_dir=tmp_path / "r2", runs_dir=tmp_path / "u2", jobs=2, echo=print
+    )
+    key = {r["key"]: r["metrics"] for r in two}
+    assert {r["key"]: r["metrics"] for r in one} == key
+    assert [r["config_hash"] for r in one] == [
+        next(t["config_hash"] for t in two if t["key"] == r["key"]) for r in one
+    ]
