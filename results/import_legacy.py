@@ -64,6 +64,14 @@ def _privorl_n_fidelity_vs_eps(d: dict) -> Iterator[tuple[dict, dict]]:
         )
 
 
+def _privorl_j_fidelity_vs_eps(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["runs"]:
+        yield (
+            {"seed": r["seed"], "epsilon": r["epsilon"]},
+            _fidelity(r, ("pretrain_only", "real_holdout")),
+        )
+
+
 def _marginal_baselines(d: dict) -> Iterator[tuple[dict, dict]]:
     for r in d["runs"]:
         yield (
@@ -80,6 +88,10 @@ IMPORTERS: dict[str, tuple[str, Callable[[dict], Iterator[tuple[dict, dict]]]]] 
         _privorl_n_fidelity_vs_eps,
     ),
     "marginal_baselines": ("marginal_baselines.json", _marginal_baselines),
+    "privorl_j_fidelity_vs_eps": (
+        "privorl_j_eps_sweep.json",
+        _privorl_j_fidelity_vs_eps,
+    ),
 }
 
 
