@@ -4,7 +4,9 @@ A table (an entry of the file's ``tables``)::
 
     id: gap
     title: Relative optimality gap
-    layout: wide            # wide: one metric, `rows` x `columns`; long: metric columns
+    layout: wide            # wide: one metric, `rows` x `columns`; long: metric
+                            # columns; steps: differences between successive values
+                            # of `axis` within each `pair` (seed)
     rows: [method]          # the axes a row groups by (the others are replicates)
     columns: rho            # wide only: the axis across
     metric: gap             # wide only
@@ -70,6 +72,8 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
       summary}}], "columns", "tests", "family", "correction"}``.
     """
     layout = spec.get("layout", "long")
+    if layout == "steps":
+        return _steps_table(spec, rows)
     axes = list(spec.get("rows", []))
     if layout == "wide":
         axes = [*axes, spec["columns"]]
@@ -105,6 +109,38 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
     if layout == "wide":
         out["columns"] = spec["columns"]
     return out
+
+
+def _steps_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict:
+    """Within-pair differences ``b - a`` between successive values of ``axis`` (in
+    file order): each metric's summary and how many pairs rose. A seed's own data and
+    pre-training shift all its rows alike; the differences remove that shift."""
+    axis, pair = spec["axis"], spec.get("pair", "seed")
+    prefix = spec.get("prefix")
+    values = list(dict.fromkeys(r["cell"][axis] for r in rows if axis in r["cell"]))
+    by = {(r["cell"].get(pair), r["cell"][axis]): r for r in rows if axis in r["cell"]}
+    groups = []
+    for a, b in zip(values, values[1:], strict=False):
+        pairs = sorted(
+            {p for p, v in by if v == a} & {p for p, v in by if v == b},
+            key=lambda p: list(dict.fromkeys(q for q, _ in by)).index(p),
+        )
+        if not pairs:
+            continue
+        summ = {}
+        for m in spec["metrics"]:
+            key = f"{prefix}.{m}" if prefix else m
+            d = [_metric(by[(p, b)], key) - _metric(by[(p, a)], key) for p in pairs]
+            summ[m] = stats.summary(d) | {"rose": sum(x > 0 for x in d)}
+        label = spec.get("step_label", "{a}->{b}").format(a=a, b=b)
+        groups.append({"label": label, "cell": {"from": a, "to": b}, "metrics": summ})
+    return {
+        "id": spec["id"],
+        "title": spec.get("title", spec["id"]),
+        "layout": "steps",
+        "groups": groups,
+        "tests": [],
+    }
 
 
 def _anchors(
@@ -213,6 +249,24 @@ def table_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[st
                 for c in cols
             ]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    elif table["layout"] == "steps":
+        metrics = spec["metrics"]
+        lines.append(
+            f"| {spec.get('row_header', 'step')} | seeds | "
+            + " | ".join(metrics.values())
+            + " |"
+        )
+        lines.append("|" + "---|" * (2 + len(metrics)))
+        for g in table["groups"]:
+            n = max(s["n"] for s in g["metrics"].values())
+            lines.append(
+                f"| {g['label']} | {n} | "
+                + " | ".join(
+                    f"{s['mean']:+.3f} [±{s['ci95']:.3f}] rose {s['rose']}/{s['n']}"
+                    for s in (g["metrics"][m] for m in metrics)
+                )
+                + " |"
+            )
     else:
         metrics = spec["metrics"]
         lines.append(

@@ -164,3 +164,18 @@ def test_stored_rows_regenerate_the_published_table(name, file):
     n_metrics = len(exp.tables[0].get("metrics", [None]))
     assert checked == len(ours) * n_metrics * 3
     assert inexact == (2 if name.startswith("privorl_") else 0)
+
+
+def test_steps_table_regenerates_the_legacy_paired_differences():
+    exp = experiments.load_experiment("privorl_j_fidelity_vs_eps")
+    rows = experiments.read_rows(ROOT / "results", exp.name)
+    spec = next(t for t in exp.tables if t["id"] == "steps")
+    table = experiments.build_table(spec, rows)
+    legacy = json.loads(
+        (ROOT / "benchmarks" / "results" / "privorl_j_eps_sweep.json").read_text()
+    )["paired_differences"]
+    ours = {g["label"]: g["metrics"] for g in table["groups"]}
+    assert list(ours) == list(legacy) == ["0.5->1", "1->2", "2->5", "5->10", "10->inf"]
+    for step, metrics in legacy.items():
+        for m, want in metrics.items():
+            assert ours[step][m] == want  # n, mean, std, ci95, rose: bit for bit
