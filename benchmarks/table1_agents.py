@@ -5,7 +5,7 @@ PATE-GAN, PrePATE-GAN), beside PrivORL-n's agent rows for the same seeds.
 The protocol is that of ``benchmarks/privorl_n_eps_sweep.py --agents iql`` (its stored
 ``results/privorl_n_eps_sweep_agents.json``): each seed's sensitive data are the
 sweep's (maze2d-umaze-dense-v1, 20k transitions + 2k holdout collected with key
-``1000 * seed``; ``marginal_baselines._data_files``), the noise is seeded
+``1000 * seed``; ``_results.data_files``), the noise is seeded
 (``privacy.noise_seed = 1000 + seed``, so the runs are labelled not private; their noise
 has the law of a private run's), and the release trains one IQL agent through the
 pipelines' own ``eval`` section: 30k updates, scored as the mean of the last 5
@@ -258,7 +258,7 @@ def _run_one(
     """One baseline run with its ``agent`` (the pipeline's own eval); its report with
     the audit under ``audit``."""
     # Here, not at the top: the tables (and their tests) need no jax.
-    from marginal_baselines import _data_files  # noqa: PLC0415 (benchmarks/)
+    from _results import data_files as _data_files  # noqa: PLC0415 (benchmarks/)
 
     from privrl_jax.pipelines import marginal, pategan  # noqa: PLC0415
 

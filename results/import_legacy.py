@@ -72,26 +72,35 @@ def _privorl_j_fidelity_vs_eps(d: dict) -> Iterator[tuple[dict, dict]]:
         )
 
 
-def _marginal_baselines(d: dict) -> Iterator[tuple[dict, dict]]:
-    for r in d["runs"]:
-        yield (
-            {"model": r["model"].upper(), "epsilon": r["epsilon"], "seed": r["seed"]},
-            _fidelity(r, ("real_holdout",)),
-        )
+def _marginal(delta: str) -> Callable[[dict], Iterator[tuple[dict, dict]]]:
+    def convert(d: dict) -> Iterator[tuple[dict, dict]]:
+        for r in d["runs"]:
+            cell = {"model": r["model"].upper(), "delta": delta}
+            yield (
+                cell | {"epsilon": r["epsilon"], "seed": r["seed"]},
+                _fidelity(r, ("real_holdout",)),
+            )
+
+    return convert
 
 
-IMPORTERS: dict[str, tuple[str, Callable[[dict], Iterator[tuple[dict, dict]]]]] = {
-    "pool_gap_vs_rho": ("pool_exp1.json", _pool_gap_vs_rho),
-    "pool_fair": ("pool_fair.json", _pool_fair),
-    "privorl_n_fidelity_vs_eps": (
-        "privorl_n_eps_sweep.json",
-        _privorl_n_fidelity_vs_eps,
-    ),
-    "marginal_baselines": ("marginal_baselines.json", _marginal_baselines),
-    "privorl_j_fidelity_vs_eps": (
-        "privorl_j_eps_sweep.json",
-        _privorl_j_fidelity_vs_eps,
-    ),
+Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
+IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
+    "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
+    "pool_fair": [("pool_fair.json", _pool_fair)],
+    "privorl_n_fidelity_vs_eps": [
+        ("privorl_n_eps_sweep.json", _privorl_n_fidelity_vs_eps)
+    ],
+    "marginal_baselines": [
+        ("marginal_baselines.json", _marginal("unbounded")),
+        ("marginal_baselines_aim.json", _marginal("unbounded")),
+        ("marginal_baselines_delta.json", _marginal("bounded")),
+        ("marginal_baselines_aim_delta.json", _marginal("bounded")),
+        ("marginal_baselines_privsyn_delta.json", _marginal("bounded")),
+    ],
+    "privorl_j_fidelity_vs_eps": [
+        ("privorl_j_eps_sweep.json", _privorl_j_fidelity_vs_eps)
+    ],
 }
 
 
@@ -106,12 +115,11 @@ def _hash(exp: experiments.Experiment, cell: dict) -> str | None:
 
 def import_rows(name: str) -> list[dict[str, Any]]:
     """The legacy file's runs as rows of experiment ``name``."""
-    file, convert = IMPORTERS[name]
     exp = experiments.load_experiment(name)
-    legacy = json.loads((LEGACY / file).read_text())
     rows = []
-    for cell, metrics in convert(legacy):
-        rows.append(
+    for file, convert in IMPORTERS[name]:
+        legacy = json.loads((LEGACY / file).read_text())
+        rows += [
             {
                 "experiment": name,
                 "cell": cell,
@@ -123,7 +131,8 @@ def import_rows(name: str) -> list[dict[str, Any]]:
                 "source": f"legacy:benchmarks/results/{file}",
                 "provenance": legacy.get("provenance"),
             }
-        )
+            for cell, metrics in convert(legacy)
+        ]
     cells = {experiments.cell_key(c) for c in exp.cells()}
     stray = [r["key"] for r in rows if r["key"] not in cells]
     if stray:

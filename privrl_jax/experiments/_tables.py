@@ -8,6 +8,7 @@ A table (an entry of the file's ``tables``)::
                             # columns; steps: differences between successive values
                             # of `axis` within each `pair` (seed)
     rows: [method]          # the axes a row groups by (the others are replicates)
+    where: {delta: [bounded]}   # optional: only rows with these cell values
     columns: rho            # wide only: the axis across
     metric: gap             # wide only
     metrics: {free_cell_share: "share in free cells (higher)"}   # long only
@@ -72,6 +73,13 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
       summary}}], "columns", "tests", "family", "correction"}``.
     """
     layout = spec.get("layout", "long")
+    # ``where``: the table reads only the rows whose cell has one of the listed values.
+    where = spec.get("where") or {}
+    rows = [
+        r
+        for r in rows
+        if all(r["cell"].get(axis) in values for axis, values in where.items())
+    ]
     if layout == "steps":
         return _steps_table(spec, rows)
     axes = list(spec.get("rows", []))
