@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from privrl_jax.experiments import stats
-from privrl_jax.experiments._spec import Experiment
+from privrl_jax.experiments._spec import Experiment, cell_key
 
 DEFAULT_FORMAT = "{mean:.3f} ± {std:.3f} [±{ci95:.3f}]"
 
@@ -395,6 +395,14 @@ def experiment_markdown(
     return "\n".join(lines).rstrip() + "\n"
 
 
+def grid_order(exp: Experiment, rows: Sequence[Mapping[str, Any]]) -> list:
+    """``rows`` in the order of the experiment's grid (rows of cells outside it last,
+    in their stored order): a table's rows and columns follow the file, not the order
+    in which cells happened to run."""
+    index = {cell_key(c): i for i, c in enumerate(exp.cells())}
+    return sorted(rows, key=lambda r: index.get(r["key"], len(index)))
+
+
 def tabulate(
     exp: Experiment,
     rows: Sequence[Mapping[str, Any]],
@@ -414,6 +422,7 @@ def tabulate(
     Returns:
       The built tables.
     """
+    rows = grid_order(exp, rows)
     tables = [build_table(spec, rows) for spec in exp.tables]
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "tables.json").write_text(
