@@ -104,8 +104,10 @@ def run_cell(exp_ref: str, cell: Cell, runs_dir: str) -> dict[str, Any]:
     row_file = run_dir / ROW_FILE
     if row_file.exists():
         row = json.loads(row_file.read_text())
-        # Metrics are re-read from the stored outputs: an added metric needs no rerun.
+        # Metrics are re-read from the stored outputs: an added metric needs no rerun;
+        # the cell is this grid's (an axis added at its old default keeps the config).
         row["metrics"] = evaluate(exp, run_outputs(run_dir))
+        row["cell"], row["key"] = cell, cell_key(cell)
         row["reused"] = True
         return row
     # The pipeline makes the directory (it refuses a non-empty one it did not make).
@@ -154,9 +156,17 @@ def merge_rows(
     stored: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     """``stored`` with each of ``new`` replacing the stored row of its cell (in place)
-    or appended; the ``reused`` flag (a property of one invocation) is dropped."""
+    or appended; a stored row of one of ``new``'s runs under another cell key is
+    dropped; the ``reused`` flag (a property of one invocation) is dropped."""
     fresh = {r["key"]: {k: v for k, v in r.items() if k != "reused"} for r in new}
-    out = [fresh.pop(r["key"], dict(r)) for r in stored]
+    # A stored row of the same run under another key (the grid gained an axis at its
+    # old value) is that run's old name: dropped, not counted twice.
+    hashes = {r.get("config_hash") for r in new} - {None}
+    out = [
+        fresh.pop(r["key"], dict(r))
+        for r in stored
+        if r["key"] in fresh or r.get("config_hash") not in hashes
+    ]
     return out + [r for r in fresh.values()]
 
 

@@ -16,6 +16,7 @@ A table (an entry of the file's ``tables``)::
     anchors:                # long only: extra rows read from other prefixes, once per
       - {label: real holdout, prefix: real_holdout, one_per: seed}   # `one_per` value
     label: "{method}"       # the row label (cell values; floats take format specs)
+    sort: true              # optional: rows sorted by their axis values, not file order
     column_label: "rho={rho:g}"
     format: "{mean:.3f} ± {std:.3f} [±{ci95:.3f}]"
     tests:                  # each other value of `axis` against `baseline`
@@ -73,13 +74,7 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
       summary}}], "columns", "tests", "family", "correction"}``.
     """
     layout = spec.get("layout", "long")
-    # ``where``: the table reads only the rows whose cell has one of the listed values.
-    where = spec.get("where") or {}
-    rows = [
-        r
-        for r in rows
-        if all(r["cell"].get(axis) in values for axis, values in where.items())
-    ]
+    rows = _where(spec, rows)
     if layout == "steps":
         return _steps_table(spec, rows)
     axes = list(spec.get("rows", []))
@@ -102,6 +97,9 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
                 "metrics": summ,
             }
         )
+    if spec.get("sort"):
+        # By the row axes' values (a grid may list them in another order).
+        groups.sort(key=lambda g: tuple(g["cell"][a] for a in axes))
     groups = (
         _anchors(spec, spec.get("anchors_first", []), rows)
         + groups
@@ -117,6 +115,17 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
     if layout == "wide":
         out["columns"] = spec["columns"]
     return out
+
+
+def _where(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list:
+    """The rows a table reads: those whose cell has one of the values its ``where``
+    lists on each named axis (all rows without a ``where``)."""
+    where = spec.get("where") or {}
+    return [
+        r
+        for r in rows
+        if all(r["cell"].get(axis) in values for axis, values in where.items())
+    ]
 
 
 def _steps_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict:
@@ -334,6 +343,7 @@ def plot_table(
 
     p = spec["plot"]
     x_axis, series, metric = p["x"], p.get("series"), p["metric"]
+    rows = _where(spec, rows)
     groups = _group(rows, [series] if series else [])
     xs_all = [float(r["cell"][x_axis]) for r in rows if x_axis in r["cell"]]
     finite = [v for v in xs_all if math.isfinite(v)] or [1.0]
@@ -396,11 +406,11 @@ def experiment_markdown(
 
 
 def grid_order(exp: Experiment, rows: Sequence[Mapping[str, Any]]) -> list:
-    """``rows`` in the order of the experiment's grid (rows of cells outside it last,
-    in their stored order): a table's rows and columns follow the file, not the order
-    in which cells happened to run."""
+    """The rows of the experiment's grid cells, in the grid's order: a table's rows and
+    columns follow the file, not the order in which cells happened to run, and a row
+    of a cell the file no longer has is not tabulated (it stays in the rows file)."""
     index = {cell_key(c): i for i, c in enumerate(exp.cells())}
-    return sorted(rows, key=lambda r: index.get(r["key"], len(index)))
+    return sorted((r for r in rows if r["key"] in index), key=lambda r: index[r["key"]])
 
 
 def tabulate(

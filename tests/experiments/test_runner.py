@@ -92,6 +92,14 @@ def test_runner_logic_with_a_fake_pipeline(tmp_path, monkeypatch):
         2,
         0,
     ]
+    # An axis added at the config's old value: same config, so reused and re-keyed.
+    spec["axes"]["scale"] = {"scale": "{scale}"}
+    spec["grid"] = [{"seed": [0, 1, 2], "scale": [2.0]}]
+    ref = _write(tmp_path, spec)
+    rows = experiments.run_experiment(ref, results_dir=res, runs_dir=runs, echo=print)
+    assert len(calls) == 3
+    # The old keys of the same runs are gone from the rows file: nothing counted twice.
+    assert [r["key"] for r in rows] == [f"scale=2.0|seed={s}" for s in (0, 1, 2)]
     with pytest.raises(ValueError, match="selects none"):
         experiments.run_experiment(
             ref, results_dir=res, runs_dir=runs, only={"seed": [9]}, echo=print
