@@ -89,7 +89,14 @@ def test_claim_rules(tmp_path, monkeypatch, rule, want):
     monkeypatch.setattr(
         experiments._pages,  # noqa: SLF001
         "load_experiment",
-        lambda name: type(exp)(**{**exp.__dict__, "tables": [table]}),
+        lambda name: type(exp)(
+            **{
+                **exp.__dict__,
+                "tables": [table],
+                "axes": {"m": {"a": {}, "b": {}, "c": {}}, "seed": {"seed": "{seed}"}},
+                "grid": [{"m": ["a", "b", "c"], "seed": [0, 1, 2]}],
+            }
+        ),
     )
     claim = {
         "id": "x",
