@@ -5,7 +5,9 @@ A cell's run directory is ``<runs>/<experiment>/<hash>``, ``hash`` the first 12 
 digits of the SHA-256 of the resolved config (``pipelines.to_dict``): a finished cell
 (its ``row.json`` written) is reused, a changed config gets a new directory. The rows
 (one JSON object a line) go to ``<results>/<experiment>/rows.jsonl``, a cell's row
-replacing the one stored for the same cell.
+replacing the one stored for the same cell. A row's ``run_dir`` is relative to the runs
+root (``<experiment>/<hash>``): rows are committed, run directories are not, and the
+same rows must read the same from any checkout.
 """
 
 from __future__ import annotations
@@ -95,12 +97,14 @@ def run_cell(exp_ref: str, cell: Cell, runs_dir: str) -> dict[str, Any]:
       runs_dir: the root of the run directories.
 
     Returns:
-      The row: ``experiment``, ``cell``, ``key``, ``config_hash``, ``run_dir``,
-      ``metrics``, ``wall_s``, ``reused``, ``source`` and ``provenance``.
+      The row: ``experiment``, ``cell``, ``key``, ``config_hash``, ``run_dir``
+      (relative to ``runs_dir``), ``metrics``, ``wall_s``, ``reused``, ``source``
+      and ``provenance``.
     """
     exp = load_experiment(exp_ref)
     cfg, resolved, digest = resolve(exp, cell)
-    run_dir = Path(runs_dir) / exp.name / digest
+    rel = f"{exp.name}/{digest}"
+    run_dir = Path(runs_dir) / rel
     row_file = run_dir / ROW_FILE
     if row_file.exists():
         row = json.loads(row_file.read_text())
@@ -108,6 +112,7 @@ def run_cell(exp_ref: str, cell: Cell, runs_dir: str) -> dict[str, Any]:
         # the cell is this grid's (an axis added at its old default keeps the config).
         row["metrics"] = evaluate(exp, run_outputs(run_dir))
         row["cell"], row["key"] = cell, cell_key(cell)
+        row["run_dir"] = rel  # rows written before runs were stored relative
         row["reused"] = True
         return row
     # The pipeline makes the directory (it refuses a non-empty one it did not make).
@@ -121,7 +126,7 @@ def run_cell(exp_ref: str, cell: Cell, runs_dir: str) -> dict[str, Any]:
         "cell": cell,
         "key": cell_key(cell),
         "config_hash": digest,
-        "run_dir": str(run_dir),
+        "run_dir": rel,
         "metrics": evaluate(exp, outputs),
         "wall_s": round(wall, 3),
         "source": "run",

@@ -81,6 +81,12 @@ def test_runner_logic_with_a_fake_pipeline(tmp_path, monkeypatch):
         json.dumps({"seed": 1, "scale": 2.0}, sort_keys=True).encode()
     ).hexdigest()[:12]
     assert (runs / "toy_pool" / digest / "row.json").exists()
+    # Relative to the runs root: the rows read the same from any checkout.
+    assert rows[0]["run_dir"] == f"toy_pool/{digest}"
+    assert (
+        json.loads((runs / rows[0]["run_dir"] / "row.json").read_text())["run_dir"]
+        == f"toy_pool/{digest}"
+    )
     # An added metric is read from the stored outputs: nothing reruns.
     spec["evaluate"]["twice"] = "report.value"
     ref = _write(tmp_path, spec)
