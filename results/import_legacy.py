@@ -84,6 +84,87 @@ def _marginal(delta: str) -> Callable[[dict], Iterator[tuple[dict, dict]]]:
     return convert
 
 
+_T1_MODELS = {
+    "pgm": "PGM",
+    "privsyn": "PrivSyn",
+    "pategan": "PATE-GAN",
+    "pategan_pretrained": "PrePATE-GAN",
+    "aim": "AIM",
+    "mst": "MST",
+}
+_T1_AGENTS = {"iql": "IQL", "td3bc": "TD3+BC"}
+
+
+def _t1_cell(maze: str, agent: str, model: str, r: dict) -> dict:
+    return {
+        "maze": maze,
+        "agent": _T1_AGENTS[agent],
+        "epsilon": r["epsilon"],
+        "model": model,
+        "seed": r["seed"],
+    }
+
+
+def _table1_baselines(maze: str, agent: str) -> Convert:
+    def convert(d: dict) -> Iterator[tuple[dict, dict]]:
+        for r in d["runs"]:
+            metrics = {
+                "agent_score": r["agent_score"],
+                "release.free_cell_share": r["release"]["free_cell_share"],
+                "release.sliced_wasserstein": r["release"]["sliced_wasserstein"],
+                "real_holdout.free_cell_share": r["real_holdout"]["free_cell_share"],
+                "real_holdout.sliced_wasserstein": r["real_holdout"][
+                    "sliced_wasserstein"
+                ],
+                "noise_multiplier": r["noise_multiplier"],
+                "epsilon_spent_rdp": r["epsilon_spent_rdp"],
+            }
+            for k, v in (r.get("release_reward") or {}).items():
+                metrics[f"release.{k}"] = v
+            yield _t1_cell(maze, agent, _T1_MODELS[r["model"]], r), metrics
+
+    return convert
+
+
+def _table1_privorl_n(maze: str, agent: str) -> Convert:
+    def convert(d: dict) -> Iterator[tuple[dict, dict]]:
+        for r in d["runs"]:
+            ag = r["agents"]
+            metrics = {
+                "agent_score": (ag["release"] or {}).get(agent),
+                # The anchors' agents: trained in each seed's first run only.
+                "pretrain_only.agent_score": (ag["pretrain_only"] or {}).get(agent),
+                "real.agent_score": (ag["real"] or {}).get(agent),
+                "release.free_cell_share": r["release"]["free_cell_share"],
+                "release.sliced_wasserstein": r["release"]["sliced_wasserstein"],
+                "real_holdout.free_cell_share": r["real_holdout"]["free_cell_share"],
+                "real_holdout.sliced_wasserstein": r["real_holdout"][
+                    "sliced_wasserstein"
+                ],
+                "noise_multiplier": r["noise_multiplier"],
+                "epsilon_spent_rdp": r["epsilon_spent_rdp"],
+            }
+            yield _t1_cell(maze, agent, "PrivORL-n", r), metrics
+
+    return convert
+
+
+def _table1_files() -> list[tuple[str, Convert]]:
+    out = []
+    for maze in ("umaze", "medium", "large"):
+        m = "" if maze == "umaze" else f"_{maze}"
+        for agent, sweep in (("iql", "agents"), ("td3bc", "td3bc")):
+            a = "" if agent == "iql" else f"_{agent}"
+            out += [
+                (f"table1_agents_{maze}{a}.json", _table1_baselines(maze, agent)),
+                (
+                    f"privorl_n_eps_sweep_{sweep}{m}.json",
+                    _table1_privorl_n(maze, agent),
+                ),
+            ]
+    return out
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -101,6 +182,7 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "privorl_j_fidelity_vs_eps": [
         ("privorl_j_eps_sweep.json", _privorl_j_fidelity_vs_eps)
     ],
+    "privorl_table1": _table1_files(),
 }
 
 

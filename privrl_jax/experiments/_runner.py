@@ -33,16 +33,17 @@ ROWS_FILE = "rows.jsonl"
 ROW_FILE = "row.json"
 
 
-def pipeline_module(exp: Experiment) -> Any:
-    """``privrl_jax.pipelines.<exp.pipeline>`` (its ``load`` and ``run``)."""
-    return importlib.import_module(f"privrl_jax.pipelines.{exp.pipeline}")
+def pipeline_module(exp: Experiment, cell: Cell | None = None) -> Any:
+    """``privrl_jax.pipelines.<pipeline>`` of ``cell`` (its ``load`` and ``run``)."""
+    name = exp.pipeline if cell is None else exp.pipeline_for(cell)
+    return importlib.import_module(f"privrl_jax.pipelines.{name}")
 
 
 def resolve(exp: Experiment, cell: Cell) -> tuple[Any, dict[str, Any], str]:
     """The cell's config through its pipeline's ``load``: (config, as a dict, hash)."""
     from privrl_jax import pipelines  # noqa: PLC0415 -- keeps `privrl --help` fast
 
-    cfg = pipeline_module(exp).load(exp.config, exp.overrides_for(cell))
+    cfg = pipeline_module(exp, cell).load(exp.config_for(cell), exp.overrides_for(cell))
     resolved = pipelines.to_dict(cfg)
     text = json.dumps(resolved, sort_keys=True, default=str)
     return cfg, resolved, hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -77,8 +78,23 @@ def run_outputs(run_dir: Path) -> dict[str, Any]:
 
 
 def evaluate(exp: Experiment, outputs: Mapping[str, Any]) -> dict[str, Any]:
-    """The experiment's metrics (``evaluate``: name -> path) read from ``outputs``."""
-    return {name: lookup(outputs, path) for name, path in exp.evaluate.items()}
+    """The experiment's metrics (``evaluate``: name -> path) read from ``outputs``.
+
+    A list of paths reads the first one present (None when none is: a metric only
+    some cells have, such as the agent of the cell's own ``agent`` axis)."""
+    out = {}
+    for name, path in exp.evaluate.items():
+        if isinstance(path, str):
+            out[name] = lookup(outputs, path)
+            continue
+        out[name] = None
+        for p in path:
+            try:
+                out[name] = lookup(outputs, p)
+                break
+            except (KeyError, IndexError, TypeError):
+                continue
+    return out
 
 
 def _load_avg() -> list[float] | None:
@@ -117,7 +133,7 @@ def run_cell(exp_ref: str, cell: Cell, runs_dir: str) -> dict[str, Any]:
         return row
     # The pipeline makes the directory (it refuses a non-empty one it did not make).
     load0, t0 = _load_avg(), time.time()
-    report = pipeline_module(exp).run(cfg, run_dir)
+    report = pipeline_module(exp, cell).run(cfg, run_dir)
     wall = time.time() - t0
     outputs = run_outputs(run_dir)
     outputs.setdefault("report", report)

@@ -15,9 +15,12 @@ A file ``privrl_jax/experiments/<name>.yaml`` holds::
         POOL: {pool.method: pool}
       rho: {privacy.rho: "{rho}"}   # template: "{axis}" is the cell's value
       seed: {seed: "{seed}", privacy.noise_seed: "{seed} + 1000"}
+      model:                     # a categorical value may name its own pipeline
+        PGM: {pipeline: marginal, config: marginal/pgm_umaze_delta}   # and config
     grid:                        # a union of products of axis values
       - {method: [POOL], rho: [0.1, 1.0], seed: {range: [0, 10]}}
     evaluate: {gap: report.evaluation.gap}   # metric -> path in the run's outputs
+                                 # (or a list of paths: the first one present)
     tables: [...]                # see _tables.py
     legacy: {results: ..., script: ...}      # where the numbers stood before
 
@@ -41,6 +44,9 @@ import yaml
 
 # Experiment files ship in this package; the claims list is not an experiment.
 NOT_EXPERIMENTS = ("claims",)
+# Keys of a categorical axis value that choose the cell's pipeline and base config
+# (not config overrides): one experiment may set several methods side by side.
+RUN_KEYS = ("pipeline", "config")
 
 Cell = dict[str, Any]
 
@@ -58,7 +64,7 @@ class Experiment:
     overrides: dict[str, Any]
     axes: dict[str, dict[str, Any]]
     grid: list[dict[str, list[Any]]]
-    evaluate: dict[str, str]
+    evaluate: dict[str, Any]
     tables: list[dict[str, Any]]
     legacy: dict[str, Any]
     notes: str
@@ -83,6 +89,22 @@ class Experiment:
                     out.append(cell)
         return out
 
+    def _run_key(self, cell: Cell, key: str) -> str:
+        for axis, spec in self.axes.items():
+            if axis in cell and _categorical(spec) and key in spec.get(cell[axis], {}):
+                return str(spec[cell[axis]][key])
+        return str(getattr(self, key))
+
+    def pipeline_for(self, cell: Cell) -> str:
+        """The cell's pipeline: a categorical axis value's ``pipeline``, else the
+        file's."""
+        return self._run_key(cell, "pipeline")
+
+    def config_for(self, cell: Cell) -> str:
+        """The cell's base config: a categorical axis value's ``config``, else the
+        file's."""
+        return self._run_key(cell, "config")
+
     def overrides_for(self, cell: Cell) -> list[str]:
         """The ``section.key=value`` overrides of ``cell``: the file's, then each
         axis's in the file's order."""
@@ -97,7 +119,9 @@ class Experiment:
                         f"{self.name}: axis {axis!r} has no value {value!r}; it has "
                         f"{list(spec)}."
                     )
-                values.update(spec[value])
+                values.update(
+                    {k: v for k, v in spec[value].items() if k not in RUN_KEYS}
+                )
             else:
                 values.update({k: _template(v, cell) for k, v in spec.items()})
         return [f"{k}={_yaml_text(v)}" for k, v in values.items()]

@@ -23,6 +23,18 @@ A table (an entry of the file's ``tables``)::
       - {kind: welch, metric: gap, axis: method, baseline: POOL, within: [rho],
          pair: seed, correction: holm, family: "..."}
     plot: {x: rho, series: method, metric: gap, xscale: log, ylabel: ...}
+    footer: "..."           # optional: a paragraph after the table
+
+A wide table may add ``anchor_columns`` (``[{label, prefix, where, across}]``): a
+column per anchor whose value in a row is the ``<prefix>.<metric>`` of the rows that
+share the row's axes except those in ``across`` and match ``where``, one per seed (a
+score every run of a seed shares: pre-training only, real data). ``row_header`` with
+" | " spans several row columns (the label then holds as many); ``align: right``.
+
+``layout: average`` (``rows``, ``columns``, ``metric``, ``over``) is, per row and
+column, the mean over the ``over`` cells of each cell's mean (and how many cells),
+beside ``reference`` rows (a paper's numbers), and ``wins`` lines: in how many cells
+``ours``' mean is above every one of ``against``'s.
 
 Every summary is :func:`stats.summary` (mean, std ddof = 1, 95% t half-width).
 """
@@ -77,6 +89,8 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
     rows = _where(spec, rows)
     if layout == "steps":
         return _steps_table(spec, rows)
+    if layout == "average":
+        return _average_table(spec, rows)
     axes = list(spec.get("rows", []))
     if layout == "wide":
         axes = [*axes, spec["columns"]]
@@ -114,7 +128,95 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
     }
     if layout == "wide":
         out["columns"] = spec["columns"]
+        out["groups"] += _anchor_columns(spec, rows, groups)
     return out
+
+
+def _anchor_columns(
+    spec: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    groups: Sequence[Mapping[str, Any]],
+) -> list[dict]:
+    """A wide table's ``anchor_columns``: one group per (row, anchor), its column the
+    anchor's label (module doc)."""
+    out = []
+    row_axes = list(spec.get("rows", []))
+    metric = spec["metric"]
+    for anchor in spec.get("anchor_columns", []):
+        keep = [a for a in row_axes if a not in anchor.get("across", [])]
+        members = _where({"where": anchor.get("where", {})}, rows)
+        seen = set()
+        for g in groups:
+            label = g["label"]
+            if label in seen:
+                continue
+            seen.add(label)
+            first: dict[Any, float] = {}
+            for r in members:
+                if all(r["cell"].get(a) == g["cell"][a] for a in keep):
+                    v = _metric(r, f"{anchor['prefix']}.{metric}")
+                    if v is not None:
+                        first.setdefault(
+                            r["cell"].get(anchor.get("one_per", "seed")), v
+                        )
+            if first:
+                cell = {a: g["cell"][a] for a in row_axes}
+                out.append(
+                    {
+                        "label": label,
+                        "cell": cell | {spec["columns"]: anchor["label"]},
+                        "metrics": {metric: stats.summary(list(first.values()))},
+                    }
+                )
+    return out
+
+
+def _average_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict:
+    """Per (row, column): the mean over the ``over`` cells of each cell's mean, and the
+    number of cells; ``wins``: per row, the cells where ``ours`` is above every one of
+    ``against`` (module doc)."""
+    row_axes, col, over = list(spec["rows"]), spec["columns"], list(spec["over"])
+    metric = spec["metric"]
+    cells = _group(rows, [*row_axes, *over, col])
+    means = {k: stats.summary(_values(v, metric))["mean"] for k, v in cells.items()}
+    nr, no = len(row_axes), len(over)
+    groups = []
+    for rk in dict.fromkeys(k[:nr] for k in means):
+        for c in dict.fromkeys(k[-1] for k in means):
+            v = [m for k, m in means.items() if k[:nr] == rk and k[-1] == c]
+            groups.append(
+                {
+                    "label": _label(spec.get("label", "{}"), dict(zip(row_axes, rk))),
+                    "cell": dict(zip(row_axes, rk, strict=True)) | {col: c},
+                    # Over the cells: n cells, their means' mean, std, interval.
+                    "metrics": {metric: stats.summary(v)},
+                }
+            )
+    wins = []
+    for w in spec.get("wins", []):
+        counts = []
+        for rk in dict.fromkeys(k[:nr] for k in means):
+            won = total = 0
+            for ok in dict.fromkeys(k[nr : nr + no] for k in means if k[:nr] == rk):
+                ours = means.get((*rk, *ok, w["ours"]))
+                base = [
+                    means[(*rk, *ok, m)] for m in w["against"] if (*rk, *ok, m) in means
+                ]
+                if ours is None or not base:
+                    continue
+                total += 1
+                won += ours > max(base)
+            counts.append({"row": dict(zip(row_axes, rk)), "won": won, "cells": total})
+        wins.append({"label": w["label"], "ours": w["ours"], "counts": counts})
+    return {
+        "id": spec["id"],
+        "title": spec.get("title", spec["id"]),
+        "layout": "average",
+        "groups": groups,
+        "wins": wins,
+        "columns": col,
+        "tests": [],
+    }
 
 
 def _where(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list:
@@ -252,12 +354,17 @@ def table_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[st
             if g["label"] in constant:
                 at.update({(g["label"], c): g for c in cols})
         col_label = spec.get("column_label", f"{col}={{{col}}}")
+        anchors = [a["label"] for a in spec.get("anchor_columns", [])]
+        header = spec.get("row_header", " / ".join(row_axes))
         lines.append(
-            f"| {spec.get('row_header', ' / '.join(row_axes))} | "
-            + " | ".join(_label(col_label, {col: c}) for c in cols)
+            f"| {header} | "
+            + " | ".join(
+                c if c in anchors else _label(col_label, {col: c}) for c in cols
+            )
             + " |"
         )
-        lines.append("|" + "---|" * (1 + len(cols)))
+        value_sep = "---:|" if spec.get("align") == "right" else "---|"
+        lines.append("|" + "---|" * (header.count(" | ") + 1) + value_sep * len(cols))
         for label in rows:
             cells = [
                 _cell_text(at[(label, c)]["metrics"][spec["metric"]], fmt)
@@ -266,6 +373,8 @@ def table_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[st
                 for c in cols
             ]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    elif table["layout"] == "average":
+        lines += _average_markdown(spec, table)
     elif table["layout"] == "steps":
         metrics = spec["metrics"]
         lines.append(
@@ -299,13 +408,18 @@ def table_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[st
                 + " | ".join(_cell_text(g["metrics"][m], fmt) for m in metrics)
                 + " |"
             )
+    if spec.get("footer"):
+        lines += ["", spec["footer"].strip()]
     if table["tests"]:
         t0 = table["tests"][0]
+        alpha = spec.get("alpha", 0.05)
+        passed = sum(t["p_adjusted"] < alpha for t in table["tests"])
         lines += [
             "",
             f"{t0['kind'].capitalize()} t-tests of `{t0['metric']}` against "
             f"{t0['baseline']}; p adjusted by {t0['correction']} over the family: "
-            f"{t0['family']} ({len(table['tests'])} tests).",
+            f"{t0['family']} ({len(table['tests'])} tests); {passed} of "
+            f"{len(table['tests'])} have adjusted p < {alpha:g}.",
             "",
             "| at | vs | diff | t | df | p | p adjusted |",
             "|---|---|---|---|---|---|---|",
@@ -322,6 +436,47 @@ def table_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[st
                 f"| {at_txt} | {t['value']} | {t['diff']:+.3f} | {t['t']:.2f} | "
                 f"{t['df']:.1f} | {t['p']:.2g} | {t['p_adjusted']:.2g} |"
             )
+    return lines
+
+
+def _average_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[str]:
+    col = table["columns"]
+    cols = list(dict.fromkeys(g["cell"][col] for g in table["groups"]))
+    labels = list(dict.fromkeys(g["label"] for g in table["groups"]))
+    at = {
+        (g["label"], g["cell"][col]): g["metrics"][spec["metric"]]
+        for g in table["groups"]
+    }
+    fmt = spec.get("format", "{mean:.1f} ({n})")
+    ref = spec.get("reference", {})
+    lines = [
+        f"| {spec.get('row_header', 'row')} | source | " + " | ".join(cols) + " |",
+        "|---|---|" + "---:|" * len(cols),
+    ]
+    for label in labels:
+        ours = [
+            fmt.format(**at[(label, c)]) if at.get((label, c), {}).get("n") else "-"
+            for c in cols
+        ]
+        lines.append(
+            f"| {label} | {spec.get('ours_label', 'ours')} | " + " | ".join(ours) + " |"
+        )
+        for r in ref.get("rows", []):
+            vals = r["values"].get(label, {})
+            cells = [f"{vals[c]:.1f}" if c in vals else "-" for c in cols]
+            lines.append(f"| {label} | {r['label']} | " + " | ".join(cells) + " |")
+    for w in table.get("wins", []):
+        lines += [
+            "",
+            f"{w['ours']}'s mean above {w['label']}: "
+            + "; ".join(
+                f"{spec.get('row_header', 'row')} "
+                f"{_label(spec.get('label', '{}'), c['row'])}: {c['won']} of "
+                f"{c['cells']} cells"
+                for c in w["counts"]
+            )
+            + ".",
+        ]
     return lines
 
 

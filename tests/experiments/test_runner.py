@@ -61,7 +61,7 @@ def test_runner_logic_with_a_fake_pipeline(tmp_path, monkeypatch):
     monkeypatch.setattr(
         experiments._runner,  # noqa: SLF001
         "pipeline_module",
-        lambda exp: _fake_pipeline(calls),
+        lambda exp, cell=None: _fake_pipeline(calls),
     )
     spec = {
         **SPEC,

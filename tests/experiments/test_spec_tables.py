@@ -9,6 +9,7 @@ import pytest
 import scipy.stats
 
 from privrl_jax import experiments
+from privrl_jax.experiments import _tables
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -188,3 +189,38 @@ def test_steps_table_regenerates_the_legacy_paired_differences():
     for step, metrics in legacy.items():
         for m, want in metrics.items():
             assert ours[step][m] == want  # n, mean, std, ci95, rose: bit for bit
+
+
+def test_table1_regenerates_the_legacy_summary_and_its_paired_tests():
+    """privorl_table1's stored rows give every table line of the legacy
+    table1_summary.md verbatim, and its 72 paired tests the differences the six
+    legacy per-cell tables printed (bit for bit; p to 1e-12, scipy's ttest_rel there)
+    and so their printed p; over all 72, Bonferroni passes one."""
+    exp = experiments.load_experiment("privorl_table1")
+    rows = experiments.read_rows(ROOT / "results", exp.name)
+    md = (ROOT / "results" / exp.name / "tables.md").read_text().splitlines()
+    legacy = (ROOT / "benchmarks" / "results" / "table1_summary.md").read_text()
+    lines = [x for x in legacy.splitlines() if x.startswith(("|", "PrivORL-n's mean"))]
+    assert len(lines) == 22 and not [x for x in lines if x not in md]
+    spec = next(t for t in exp.tables if t["id"] == "summary")
+    tests = experiments.build_table(spec, _tables.grid_order(exp, rows))["tests"]
+    assert len(tests) == 72
+    checked = 0
+    for maze in ("umaze", "medium", "large"):
+        for agent, tag in (("IQL", ""), ("TD3+BC", "_td3bc")):
+            path = ROOT / "benchmarks" / "results" / f"table1_agents_{maze}{tag}.json"
+            pairs = json.loads(path.read_text())["pairs_vs_privorl_n"]
+            for t in tests:
+                w = t["within"]
+                if (w["maze"], w["agent"]) != (maze, agent):
+                    continue
+                e = f"{w['epsilon']:g}"
+                want = pairs[f"PrivORL-n eps = {e} (sweep) -> {t['value']} eps = {e}"]
+                assert t["diff"] == want["mean"]
+                # The legacy p came from scipy.stats.ttest_rel: the same to rounding.
+                assert t["p"] == pytest.approx(want["p"], rel=1e-12)
+                checked += 1
+    assert checked == 72
+    assert sum(t["p_adjusted"] < 0.05 for t in tests) == 1
+    # Within each legacy (maze, agent) table of 12 tests it was 3: another family.
+    assert sum(t["p"] * 12 < 0.05 for t in tests) == 3
