@@ -95,6 +95,20 @@ _T1_MODELS = {
 _T1_AGENTS = {"iql": "IQL", "td3bc": "TD3+BC"}
 
 
+_T1_FIDELITY = ("free_cell_share", "sliced_wasserstein", "marginal", "correlation")
+
+
+def _t1_fidelity(r: dict) -> dict:
+    return {
+        f"{part}.{k}": r[part][k]
+        for part in ("release", "real_holdout")
+        for k in _T1_FIDELITY
+    } | {
+        "noise_multiplier": r["noise_multiplier"],
+        "epsilon_spent_rdp": r["epsilon_spent_rdp"],
+    }
+
+
 def _t1_cell(maze: str, agent: str, model: str, r: dict) -> dict:
     return {
         "maze": maze,
@@ -109,15 +123,8 @@ def _table1_baselines(maze: str, agent: str) -> Convert:
     def convert(d: dict) -> Iterator[tuple[dict, dict]]:
         for r in d["runs"]:
             metrics = {
-                "agent_score": r["agent_score"],
-                "release.free_cell_share": r["release"]["free_cell_share"],
-                "release.sliced_wasserstein": r["release"]["sliced_wasserstein"],
-                "real_holdout.free_cell_share": r["real_holdout"]["free_cell_share"],
-                "real_holdout.sliced_wasserstein": r["real_holdout"][
-                    "sliced_wasserstein"
-                ],
-                "noise_multiplier": r["noise_multiplier"],
-                "epsilon_spent_rdp": r["epsilon_spent_rdp"],
+                "release.agent_score": r["agent_score"],
+                **_t1_fidelity(r),
             }
             for k, v in (r.get("release_reward") or {}).items():
                 metrics[f"release.{k}"] = v
@@ -131,19 +138,16 @@ def _table1_privorl_n(maze: str, agent: str) -> Convert:
         for r in d["runs"]:
             ag = r["agents"]
             metrics = {
-                "agent_score": (ag["release"] or {}).get(agent),
+                "release.agent_score": (ag["release"] or {}).get(agent),
                 # The anchors' agents: trained in each seed's first run only.
                 "pretrain_only.agent_score": (ag["pretrain_only"] or {}).get(agent),
                 "real.agent_score": (ag["real"] or {}).get(agent),
-                "release.free_cell_share": r["release"]["free_cell_share"],
-                "release.sliced_wasserstein": r["release"]["sliced_wasserstein"],
-                "real_holdout.free_cell_share": r["real_holdout"]["free_cell_share"],
-                "real_holdout.sliced_wasserstein": r["real_holdout"][
-                    "sliced_wasserstein"
-                ],
-                "noise_multiplier": r["noise_multiplier"],
-                "epsilon_spent_rdp": r["epsilon_spent_rdp"],
+                **_t1_fidelity(r),
             }
+            for k in _T1_FIDELITY:
+                metrics[f"pretrain_only.{k}"] = r["pretrain_only"][k]
+                # The real-data row's fidelity is the real holdout's (as the sweep's).
+                metrics[f"real.{k}"] = r["real_holdout"][k]
             yield _t1_cell(maze, agent, "PrivORL-n", r), metrics
 
     return convert

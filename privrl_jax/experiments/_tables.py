@@ -25,8 +25,8 @@ A table (an entry of the file's ``tables``)::
     plot: {x: rho, series: method, metric: gap, xscale: log, ylabel: ...}
     footer: "..."           # optional: a paragraph after the table
 
-A wide table may add ``anchor_columns`` (``[{label, prefix, where, across}]``): a
-column per anchor whose value in a row is the ``<prefix>.<metric>`` of the rows that
+A wide table may add ``anchor_columns`` (``[{label, metric, where, across}]``): a
+column per anchor whose value in a row is the ``metric`` of the rows that
 share the row's axes except those in ``across`` and match ``where``, one per seed (a
 score every run of a seed shares: pre-training only, real data). ``row_header`` with
 " | " spans several row columns (the label then holds as many); ``align: right``.
@@ -154,7 +154,7 @@ def _anchor_columns(
             first: dict[Any, float] = {}
             for r in members:
                 if all(r["cell"].get(a) == g["cell"][a] for a in keep):
-                    v = _metric(r, f"{anchor['prefix']}.{metric}")
+                    v = _metric(r, anchor["metric"])
                     if v is not None:
                         first.setdefault(
                             r["cell"].get(anchor.get("one_per", "seed")), v

@@ -193,7 +193,8 @@ def test_steps_table_regenerates_the_legacy_paired_differences():
 
 def test_table1_regenerates_the_legacy_summary_and_its_paired_tests():
     """privorl_table1's stored rows give every table line of the legacy
-    table1_summary.md verbatim, and its 72 paired tests the differences the six
+    table1_summary.md and the main table of privorl_n_eps_sweep_agents.md verbatim, and
+    its 72 paired tests the differences the six
     legacy per-cell tables printed (bit for bit; p to 1e-12, scipy's ttest_rel there)
     and so their printed p; over all 72, Bonferroni passes one."""
     exp = experiments.load_experiment("privorl_table1")
@@ -202,6 +203,14 @@ def test_table1_regenerates_the_legacy_summary_and_its_paired_tests():
     legacy = (ROOT / "benchmarks" / "results" / "table1_summary.md").read_text()
     lines = [x for x in legacy.splitlines() if x.startswith(("|", "PrivORL-n's mean"))]
     assert len(lines) == 22 and not [x for x in lines if x not in md]
+    # And the PrivORL-n agent sweep's table (umaze, IQL, 5 seeds, eps 1 / 10 / inf).
+    legacy = (
+        ROOT / "benchmarks" / "results" / "privorl_n_eps_sweep_agents.md"
+    ).read_text()
+    lines = [x for x in legacy.splitlines() if x.startswith("|")][:7]
+    assert lines[2].startswith("| pre-training only") and not [
+        x for x in lines if x not in md
+    ]
     spec = next(t for t in exp.tables if t["id"] == "summary")
     tests = experiments.build_table(spec, _tables.grid_order(exp, rows))["tests"]
     assert len(tests) == 72
