@@ -368,3 +368,41 @@ def plot_eps_sweep(
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def paired_vs(
+    rows: dict[str, dict[int, dict]], a: str, b: str, key: str
+) -> dict[str, Any] | None:
+    """Within-seed differences ``b - a`` of ``key`` over the seeds both rows have: the
+    :func:`summary` of them, the seeds, how many rose and the two-sided paired t-test's
+    p (None below 2 seeds or at zero spread); None when no seed is shared. (Moved here
+    from the former ``table1_agents.py``, now ``privrl_jax/experiments/
+    privorl_table1.yaml``.)"""
+    seeds = sorted(set(rows.get(a, {})) & set(rows.get(b, {})))
+    if not seeds:
+        return None
+    d = np.array([rows[b][s][key] - rows[a][s][key] for s in seeds], np.float64)
+    out: dict[str, Any] = summary(list(d)) | {
+        "seeds": seeds,
+        "rose": int(np.sum(d > 0)),
+    }
+    p = None
+    if len(d) > 1 and d.std(ddof=1) > 0:
+        p = float(scipy.stats.ttest_1samp(d, 0.0).pvalue)
+    out["p"] = p
+    return out
+
+
+def check_same_data(runs: list[dict], sweep: dict) -> list[int]:
+    """The seeds whose real-holdout fidelity differs from the sweep's (another
+    sensitive sample: their pairing would be meaningless); empty when all agree."""
+    theirs = {r["seed"]: r["real_holdout"] for r in sweep["runs"]}
+    bad = []
+    for r in runs:
+        t = theirs.get(r["seed"])
+        if t is not None and any(
+            not math.isclose(t[k], r["real_holdout"][k], rel_tol=1e-9, abs_tol=1e-12)
+            for k in ("marginal", "correlation", "sliced_wasserstein")
+        ):
+            bad.append(r["seed"])
+    return sorted(set(bad))

@@ -15,8 +15,11 @@ A table (an entry of the file's ``tables``)::
     prefix: release         # long only: the rows' metric keys are "<prefix>.<metric>"
     anchors:                # long only: extra rows read from other prefixes, once per
       - {label: real holdout, prefix: real_holdout, one_per: seed}   # `one_per` value
+                            # (an anchor's own `where` picks the rows it reads)
     label: "{method}"       # the row label (cell values; floats take format specs)
+    relabel: {"a": "b"}     # optional: labels replaced after formatting
     sort: true              # optional: rows sorted by their axis values, not file order
+    order: {method: [Q, P]} # optional: rows in these values' order (per axis)
     column_label: "rho={rho:g}"
     format: "{mean:.3f} ± {std:.3f} [±{ci95:.3f}]"
     tests:                  # each other value of `axis` against `baseline`
@@ -114,6 +117,19 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
     if spec.get("sort"):
         # By the row axes' values (a grid may list them in another order).
         groups.sort(key=lambda g: tuple(g["cell"][a] for a in axes))
+    if spec.get("order"):
+        # Listed values first, in the listed order, per axis; the rest after them.
+        order = spec["order"]
+
+        def rank(g: Mapping[str, Any]) -> tuple:
+            return tuple(
+                order[a].index(g["cell"][a]) if g["cell"][a] in order[a] else 1 << 30
+                for a in order
+            )
+
+        groups.sort(key=rank)
+    for g in groups:
+        g["label"] = spec.get("relabel", {}).get(g["label"], g["label"])
     groups = (
         _anchors(spec, spec.get("anchors_first", []), rows)
         + groups
@@ -273,7 +289,7 @@ def _anchors(
     for anchor in anchors:
         one_per = anchor.get("one_per", "seed")
         first: dict[Any, Mapping[str, Any]] = {}
-        for r in rows:
+        for r in _where(anchor, rows):
             first.setdefault(r["cell"].get(one_per), r)
         members = list(first.values())
         summ = {

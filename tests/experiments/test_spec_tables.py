@@ -233,3 +233,53 @@ def test_table1_regenerates_the_legacy_summary_and_its_paired_tests():
     assert sum(t["p_adjusted"] < 0.05 for t in tests) == 1
     # Within each legacy (maze, agent) table of 12 tests it was 3: another family.
     assert sum(t["p"] * 12 < 0.05 for t in tests) == 3
+
+
+@pytest.mark.parametrize("maze", ["umaze", "medium", "large"])
+def test_table1_cells_run_the_legacy_protocol_on_their_maze(maze):
+    """Every privorl_table1 cell is what the legacy scripts ran: the baselines' configs
+    and overrides (table1_agents_*.json), PrivORL-n's the sweep's (its overrides), the
+    maze sensitive and the other two public, in every pipeline's resolved config."""
+    from privrl_jax.pipelines import marginal  # noqa: PLC0415
+
+    exp = experiments.load_experiment("privorl_table1")
+    res = ROOT / "benchmarks" / "results"
+    m = "" if maze == "umaze" else f"_{maze}"
+    envs = {
+        "umaze": ("maze2d-medium-dense-v1", "maze2d-large-dense-v1"),
+        "medium": ("maze2d-umaze-dense-v1", "maze2d-large-dense-v1"),
+        "large": ("maze2d-umaze-dense-v1", "maze2d-medium-dense-v1"),
+    }[maze]
+    names = {
+        "pgm": "PGM",
+        "privsyn": "PrivSyn",
+        "pategan": "PATE-GAN",
+        "pategan_pretrained": "PrePATE-GAN",
+        "aim": "AIM",
+        "mst": "MST",
+    }
+    for agent, tag, sweep in (("IQL", "", "agents"), ("TD3+BC", "_td3bc", "td3bc")):
+        legacy = json.loads((res / f"table1_agents_{maze}{tag}.json").read_text())
+        for key, config in legacy["configs"].items():
+            cell = {"maze": maze, "agent": agent, "epsilon": 1.0, "seed": 2}
+            cell["model"] = names[key]
+            ours = exp.overrides_for(cell)
+            assert exp.config_for(cell) == config
+            assert exp.pipeline_for(cell) == config.split("/")[0]
+            want = [*legacy["overrides"], "seed=2", "privacy.noise_seed=1002"]
+            assert not [o for o in want if o not in ours], (key, ours)
+            cfg = experiments.resolve(exp, cell)[0]
+            assert (cfg.data.sensitive_env, tuple(cfg.data.public_envs)) == (
+                f"maze2d-{maze}-dense-v1",
+                envs,
+            )
+            if exp.pipeline_for(cell) == "marginal":
+                # The bins come from the sensitive maze's declared (public) spaces.
+                disc = marginal.public_discretisation(cfg, 4, 2)
+                assert disc.columns[0].high > 0.0
+        sweep_file = res / f"privorl_n_eps_sweep_{sweep}{m}.json"
+        stored = json.loads(sweep_file.read_text())
+        cell = {"maze": maze, "agent": agent, "epsilon": 10.0, "model": "PrivORL-n"}
+        ours = exp.overrides_for(cell | {"seed": 0})
+        assert exp.config_for(cell) == stored["config"]
+        assert not [o for o in stored["overrides"] if o not in ours], ours
