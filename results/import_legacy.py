@@ -153,6 +153,18 @@ def _table1_privorl_n(maze: str, agent: str) -> Convert:
     return convert
 
 
+def _table1_variant(axis: str) -> Convert:
+    # privorl_synth_size.py / privorl_pld_runs.py: PrivORL-n on umaze with IQL, one
+    # variant each (the release's size; the accountant), release agent only.
+    def convert(d: dict) -> Iterator[tuple[dict, dict]]:
+        for r in d["runs"]:
+            cell = _t1_cell("umaze", "iql", "PrivORL-n", r)
+            cell[axis] = r["num_samples"] if axis == "size" else r["accountant"]
+            yield cell, {"release.agent_score": r["agent_score"], **_t1_fidelity(r)}
+
+    return convert
+
+
 def _table1_files() -> list[tuple[str, Convert]]:
     out = []
     for maze in ("umaze", "medium", "large"):
@@ -166,7 +178,11 @@ def _table1_files() -> list[tuple[str, Convert]]:
                     _table1_privorl_n(maze, agent),
                 ),
             ]
-    return out
+    return [
+        *out,
+        ("privorl_synth_size.json", _table1_variant("size")),
+        ("privorl_pld_agents.json", _table1_variant("accountant")),
+    ]
 
 
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]

@@ -297,7 +297,9 @@ def _anchors(
             for m in spec["metrics"]
         }
         if any(s["n"] for s in summ.values()):
-            out.append({"label": anchor["label"], "cell": {}, "metrics": summ})
+            # An anchor may name the cell it stands for (a claim rule finds it so).
+            cell = dict(anchor.get("cell", {}))
+            out.append({"label": anchor["label"], "cell": cell, "metrics": summ})
     return out
 
 

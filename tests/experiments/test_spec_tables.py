@@ -211,6 +211,12 @@ def test_table1_regenerates_the_legacy_summary_and_its_paired_tests():
     assert lines[2].startswith("| pre-training only") and not [
         x for x in lines if x not in md
     ]
+    # Tables XII and XIV's main tables (the size and the accountant variants).
+    for name, n in (("privorl_synth_size.md", 8), ("privorl_pld_agents.md", 6)):
+        legacy = (ROOT / "benchmarks" / "results" / name).read_text().splitlines()
+        start = next(i for i, x in enumerate(legacy) if x.startswith("| row |"))
+        lines = legacy[start : start + n]
+        assert not [x for x in lines if x not in md], name
     spec = next(t for t in exp.tables if t["id"] == "summary")
     tests = experiments.build_table(spec, _tables.grid_order(exp, rows))["tests"]
     assert len(tests) == 72
