@@ -34,6 +34,9 @@ share the row's axes except those in ``across`` and match ``where``, one per see
 score every run of a seed shares: pre-training only, real data). ``row_header`` with
 " | " spans several row columns (the label then holds as many); ``align: right``.
 
+``layout: pairs`` (``rows``, ``reference: {where, match}``, ``pair``, ``metrics``): each
+group's within-pair differences against the reference rows (:func:`_pairs_table`).
+
 ``layout: average`` (``rows``, ``columns``, ``metric``, ``over``) is, per row and
 column, the mean over the ``over`` cells of each cell's mean (and how many cells),
 beside ``reference`` rows (a paper's numbers), and ``wins`` lines: in how many cells
@@ -89,6 +92,8 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
       summary}}], "columns", "tests", "family", "correction"}``.
     """
     layout = spec.get("layout", "long")
+    if layout == "pairs":
+        return _pairs_table(spec, rows)
     rows = _where(spec, rows)
     if layout == "steps":
         return _steps_table(spec, rows)
@@ -246,6 +251,63 @@ def _where(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list:
     ]
 
 
+def _pairs_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict:
+    """Within-pair differences of each group against a reference: per group (``rows``
+    axes of the rows ``where`` selects) and metric, ``group - reference`` over the
+    ``pair`` values (seeds) both have, the reference being the rows its ``where``
+    selects that share the group's ``match`` axes; the summary, how many rose and
+    the paired t-test's p (NaN at zero spread)."""
+    ref_spec = spec["reference"]
+    pair, prefix = spec.get("pair", "seed"), spec.get("prefix")
+    axes, match = list(spec["rows"]), list(ref_spec.get("match", []))
+    refs = _where(ref_spec, rows)
+    groups = []
+    for values, members in _group(_where(spec, rows), axes).items():
+        cell = dict(zip(axes, values, strict=True))
+        ref = [r for r in refs if all(r["cell"].get(a) == cell[a] for a in match)]
+        summ = {}
+        for m in spec["metrics"]:
+            key = f"{prefix}.{m}" if prefix else m
+            a: dict[Any, float] = {}
+            for r in ref:
+                if (v := _metric(r, key)) is not None:
+                    a.setdefault(r["cell"].get(pair), v)
+            b = {r["cell"].get(pair): _metric(r, key) for r in members}
+            common = [k for k in b if k in a and b[k] is not None]
+            d = [b[k] - a[k] for k in common]
+            res = (
+                stats.paired([b[k] for k in common], [a[k] for k in common])
+                if len(common) > 1
+                else {"p": math.nan}
+            )
+            summ[m] = stats.summary(d) | {
+                "rose": sum(x > 0 for x in d),
+                "p": res["p"],
+            }
+        groups.append(
+            {
+                "label": _label(spec.get("label", "{}"), cell),
+                "cell": cell,
+                "metrics": summ,
+            }
+        )
+    if spec.get("order"):
+        order = spec["order"]
+        groups.sort(
+            key=lambda g: tuple(
+                order[a].index(g["cell"][a]) if g["cell"][a] in order[a] else 1 << 30
+                for a in order
+            )
+        )
+    return {
+        "id": spec["id"],
+        "title": spec.get("title", spec["id"]),
+        "layout": "pairs",
+        "groups": groups,
+        "tests": [],
+    }
+
+
 def _steps_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict:
     """Within-pair differences ``b - a`` between successive values of ``axis`` (in
     file order): each metric's summary and how many pairs rose. A seed's own data and
@@ -391,6 +453,23 @@ def table_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[st
                 for c in cols
             ]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    elif table["layout"] == "pairs":
+        metrics = spec["metrics"]
+        fmt = spec.get("format", "{mean:+.3f} [±{ci95:.3f}] ({rose}/{n}; p {p:.2g})")
+        ncols = sum(h.count(" | ") + 1 for h in metrics.values())
+        lines.append(
+            f"| {spec.get('row_header', 'pair')} | seeds | "
+            + " | ".join(metrics.values())
+            + " |"
+        )
+        lines.append("|" + "---|" * (2 + ncols))
+        for g in table["groups"]:
+            n = max(s["n"] for s in g["metrics"].values())
+            lines.append(
+                f"| {g['label']} | {n} | "
+                + " | ".join(fmt.format(**g["metrics"][m]) for m in metrics)
+                + " |"
+            )
     elif table["layout"] == "average":
         lines += _average_markdown(spec, table)
     elif table["layout"] == "steps":

@@ -191,6 +191,9 @@ def test_steps_table_regenerates_the_legacy_paired_differences():
             assert ours[step][m] == want  # n, mean, std, ci95, rose: bit for bit
 
 
+_CELLS = [f"{m}{a}" for m in ("umaze", "medium", "large") for a in ("", "_td3bc")]
+
+
 def test_table1_regenerates_the_legacy_summary_and_its_paired_tests():
     """privorl_table1's stored rows give every table line of the legacy
     table1_summary.md and the main table of privorl_n_eps_sweep_agents.md verbatim, and
@@ -217,6 +220,24 @@ def test_table1_regenerates_the_legacy_summary_and_its_paired_tests():
         start = next(i for i, x in enumerate(legacy) if x.startswith("| row |"))
         lines = legacy[start : start + n]
         assert not [x for x in lines if x not in md], name
+    # Every other table line of the legacy pages but their per-seed listings, the
+    # sweeps' anchor pairs and Table XIV's sigma table: the per-cell score, pair and
+    # reward tables, the sweeps' main and fidelity-step tables, XII / XIV's pairs.
+    res = ROOT / "benchmarks" / "results"
+    want = {
+        **{f"table1_agents_{c}.md": 46 for c in _CELLS},
+        "privorl_n_eps_sweep_agents.md": 12,
+        **{
+            f"privorl_n_eps_sweep_{s}.md": 10
+            for s in ("agents_medium", "agents_large", "td3bc")
+        },
+        **{f"privorl_n_eps_sweep_td3bc_{m}.md": 10 for m in ("medium", "large")},
+        "privorl_synth_size.md": 16,
+        "privorl_pld_agents.md": 11,
+    }
+    for name, n in want.items():
+        lines = [x for x in (res / name).read_text().splitlines() if x.startswith("|")]
+        assert sum(x in md for x in lines) == n, name
     spec = next(t for t in exp.tables if t["id"] == "summary")
     tests = experiments.build_table(spec, _tables.grid_order(exp, rows))["tests"]
     assert len(tests) == 72
