@@ -29,8 +29,11 @@ def list_command() -> None:
     for name in experiments.experiment_names():
         exp = experiments.load_experiment(name)
         a = exp.answers
+        cells = exp.cells()
+        # An experiment may set several methods side by side (each its pipeline).
+        pipes = ", ".join(dict.fromkeys(exp.pipeline_for(c) for c in cells))
         typer.echo(
-            f"{name}: {exp.pipeline}, {len(exp.cells())} cells; "
+            f"{name}: {pipes}, {len(cells)} cells; "
             f"{a.get('paper', '')} {a.get('where', '')}".rstrip()
         )
 

@@ -643,8 +643,8 @@ def experiment_markdown(
         ]
     sources = sorted({r.get("source", "run") for r in rows})
     lines += [
-        f"Experiment `{exp.name}` (`privrl experiment run {exp.name}`): pipeline "
-        f"`{exp.pipeline}`, config `{exp.config}`, {len(exp.cells())} cells; "
+        f"Experiment `{exp.name}` (`privrl experiment run {exp.name}`): "
+        f"{_run_text(exp)}, {len(exp.cells())} cells; "
         f"{len(rows)} stored rows from "
         f"{', '.join(f'`{s}`' for s in sources) or 'none'}.",
         "",
@@ -655,6 +655,14 @@ def experiment_markdown(
     for t in tables:
         lines += [*table_markdown(specs[t["id"]], t), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _run_text(exp: Experiment) -> str:
+    cells = exp.cells()
+    runs = list(dict.fromkeys((exp.pipeline_for(c), exp.config_for(c)) for c in cells))
+    if len(runs) == 1:
+        return f"pipeline `{runs[0][0]}`, config `{runs[0][1]}`"
+    return "pipelines and configs " + ", ".join(f"`{p}` `{c}`" for p, c in runs)
 
 
 def grid_order(exp: Experiment, rows: Sequence[Mapping[str, Any]]) -> list:
