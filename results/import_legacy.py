@@ -185,6 +185,17 @@ def _table1_files() -> list[tuple[str, Convert]]:
     ]
 
 
+def _privorl_j_vs_baselines(d: dict) -> Iterator[tuple[dict, dict]]:
+    keys = ("epsilon_spent", "trajscore_f1", "gap_boundary", "gap_inside")
+    keys += ("free_cell_share", "marginal", "correlation")
+    for r in d["rows"]:
+        cell = {"model": r["model"], "epsilon": r["epsilon"], "seed": r["seed"]}
+        yield (
+            cell,
+            {k: r[k] for k in keys} | {"agent_score": r["agent_score"].get("iql")},
+        )
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -203,6 +214,7 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
         ("privorl_j_eps_sweep.json", _privorl_j_fidelity_vs_eps)
     ],
     "privorl_table1": _table1_files(),
+    "privorl_j_vs_baselines": [("privorl_j_results_cpu.json", _privorl_j_vs_baselines)],
 }
 
 

@@ -310,3 +310,36 @@ def test_table1_cells_run_the_legacy_protocol_on_their_maze(maze):
         ours = exp.overrides_for(cell | {"seed": 0})
         assert exp.config_for(cell) == stored["config"]
         assert not [o for o in stored["overrides"] if o not in ours], ours
+
+
+def test_privorl_j_rows_give_the_legacy_means_and_its_ddof0_std():
+    """privorl_j_vs_baselines regenerates privorl_j_results_cpu.md's means to all
+    printed digits; the legacy std was the population std (ddof = 0), ours the sample
+    std, so theirs is ours times sqrt(2/3) at 3 seeds."""
+    exp = experiments.load_experiment("privorl_j_vs_baselines")
+    rows = experiments.read_rows(ROOT / "results", exp.name)
+    spec = next(t for t in exp.tables if t["id"] == "results")
+    ours = {
+        g["label"]: g["metrics"] for g in experiments.build_table(spec, rows)["groups"]
+    }
+    legacy = ROOT / "benchmarks" / "results" / "privorl_j_results_cpu.md"
+    cols = ["trajscore_f1", "gap_boundary", "gap_inside", None, None]
+    cols += ["free_cell_share", "marginal", "correlation", "agent_score"]
+    checked = 0
+    for line in legacy.read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) != 14 or cells[0] not in (
+            "PrivORL-j",
+            "PrivORL-j-U",
+            "DP-Transformer",
+        ):
+            continue
+        got = ours[f"{cells[0]} eps = {cells[1]}"]
+        for text, m in zip(cells[5:], cols, strict=True):
+            if m is None:
+                continue
+            mean, std = (float(x) for x in text.split(" ± "))
+            assert f"{got[m]['mean']:.3f}" == f"{mean:.3f}"
+            assert f"{got[m]['std'] * math.sqrt(2 / 3):.3f}" == f"{std:.3f}"
+            checked += 1
+    assert checked == 6 * 7
