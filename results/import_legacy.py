@@ -196,6 +196,19 @@ def _privorl_j_vs_baselines(d: dict) -> Iterator[tuple[dict, dict]]:
         )
 
 
+def _privorl_n_mia(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["rows"]:
+        yield (
+            {"seed": r["seed"], "epsilon": r["epsilon"]},
+            {
+                f"{attack}.{k}": r[f"{pre}{k}"]
+                for attack, pre in (("loss", ""), ("distance", "distance_"))
+                for k in ("auc", "tpr_at_10_fpr", "tpr_at_1_fpr")
+            }
+            | {"loss.best_sigma": r["best_sigma"]},
+        )
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -214,6 +227,7 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
         ("privorl_j_eps_sweep.json", _privorl_j_fidelity_vs_eps)
     ],
     "privorl_table1": _table1_files(),
+    "privorl_n_mia": [("mia_memorise.json", _privorl_n_mia)],
     "privorl_j_vs_baselines": [("privorl_j_results_cpu.json", _privorl_j_vs_baselines)],
 }
 

@@ -492,12 +492,10 @@ def table_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[st
             )
     else:
         metrics = spec["metrics"]
-        lines.append(
-            f"| {spec.get('row_header', 'row')} | seeds | "
-            + " | ".join(metrics.values())
-            + " |"
-        )
-        lines.append("|" + "---|" * (2 + len(metrics)))
+        header = spec.get("row_header", "row")
+        lines.append(f"| {header} | seeds | " + " | ".join(metrics.values()) + " |")
+        # A row header with " | " spans several columns (the label holds as many).
+        lines.append("|" + "---|" * (header.count(" | ") + 2 + len(metrics)))
         for g in table["groups"]:
             n = max(s["n"] for s in g["metrics"].values())
             lines.append(

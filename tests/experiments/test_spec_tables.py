@@ -343,3 +343,19 @@ def test_privorl_j_rows_give_the_legacy_means_and_its_ddof0_std():
             assert f"{got[m]['std'] * math.sqrt(2 / 3):.3f}" == f"{std:.3f}"
             checked += 1
     assert checked == 6 * 7
+
+
+def test_mia_rows_regenerate_the_legacy_summary():
+    """privorl_n_mia's two tables hold every line of mia_memorise.md's summary."""
+    exp = experiments.load_experiment("privorl_n_mia")
+    rows = experiments.read_rows(ROOT / "results", exp.name)
+    md = []
+    for spec in exp.tables:
+        md += _tables.table_markdown(spec, experiments.build_table(spec, rows))
+    legacy = (ROOT / "benchmarks" / "results" / "mia_memorise.md").read_text()
+    lines = [x for x in legacy.splitlines() if x.startswith("| ")]
+    summary = lines[
+        lines.index("| attack | epsilon | seeds | AUC | TPR @ 10% FPR | TPR @ 1% FPR |")
+        + 1 :
+    ]
+    assert len(summary) == 6 and not [x for x in summary if x not in md]
