@@ -150,6 +150,45 @@ def maze_overrides(maze: str) -> list[str]:
     return [f"data.sensitive_env={sens}", f"data.public_envs=[{','.join(pub)}]"]
 
 
+def data_files(out: Path, seed: int, maze: str = "umaze") -> tuple[Path, Path]:
+    """The seed's sensitive (members + holdout) and public transitions, as the pipelines
+    collect them, with ``maze`` (a key of :data:`MAZES`) the sensitive task. Moved here
+    from ``marginal_baselines.py`` (now the experiment file
+    ``privrl_jax/experiments/marginal_baselines.yaml``, whose runs collect the same data
+    themselves)."""
+    import jax  # noqa: PLC0415 -- the timing scripts import this module without jax
+
+    from privrl_jax import data  # noqa: PLC0415
+    from privrl_jax.pipelines import marginal  # noqa: PLC0415
+    from privrl_jax.pipelines.privorl_n import collect_transitions  # noqa: PLC0415
+
+    cfg = marginal.load("marginal/pgm_umaze", [f"seed={seed}", *maze_overrides(maze)])
+    d = cfg.data
+    tag = "" if maze == "umaze" else f"_{maze}"
+    sens, pub = (
+        out / f"data_seed{seed}{tag}_sensitive.hdf5",
+        out / f"data_seed{seed}{tag}_public.hdf5",
+    )
+    if not sens.exists():
+        full = collect_transitions(
+            d.sensitive_env,
+            d.sensitive_size + d.holdout_size,
+            seed * 1000,
+            d.action_noise,
+        )
+        data.save_hdf5(sens, jax.tree_util.tree_map(np.asarray, full))
+    if not pub.exists():
+        parts = [
+            collect_transitions(e, d.public_size, seed * 1000 + 1 + i, d.action_noise)
+            for i, e in enumerate(d.public_envs)
+        ]
+        public = jax.tree_util.tree_map(
+            lambda *x: np.concatenate([np.asarray(a) for a in x]), *parts
+        )
+        data.save_hdf5(pub, public)
+    return sens, pub
+
+
 def fidelity_metrics(unit: str) -> dict[str, tuple[str, str]]:
     """The synthetic-data fidelity columns every PrivORL table reports, key -> (label,
     better); ``unit`` names what the sliced distance compares (``rows`` of
@@ -329,3 +368,41 @@ def plot_eps_sweep(
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def paired_vs(
+    rows: dict[str, dict[int, dict]], a: str, b: str, key: str
+) -> dict[str, Any] | None:
+    """Within-seed differences ``b - a`` of ``key`` over the seeds both rows have: the
+    :func:`summary` of them, the seeds, how many rose and the two-sided paired t-test's
+    p (None below 2 seeds or at zero spread); None when no seed is shared. (Moved here
+    from the former ``table1_agents.py``, now ``privrl_jax/experiments/
+    privorl_table1.yaml``.)"""
+    seeds = sorted(set(rows.get(a, {})) & set(rows.get(b, {})))
+    if not seeds:
+        return None
+    d = np.array([rows[b][s][key] - rows[a][s][key] for s in seeds], np.float64)
+    out: dict[str, Any] = summary(list(d)) | {
+        "seeds": seeds,
+        "rose": int(np.sum(d > 0)),
+    }
+    p = None
+    if len(d) > 1 and d.std(ddof=1) > 0:
+        p = float(scipy.stats.ttest_1samp(d, 0.0).pvalue)
+    out["p"] = p
+    return out
+
+
+def check_same_data(runs: list[dict], sweep: dict) -> list[int]:
+    """The seeds whose real-holdout fidelity differs from the sweep's (another
+    sensitive sample: their pairing would be meaningless); empty when all agree."""
+    theirs = {r["seed"]: r["real_holdout"] for r in sweep["runs"]}
+    bad = []
+    for r in runs:
+        t = theirs.get(r["seed"])
+        if t is not None and any(
+            not math.isclose(t[k], r["real_holdout"][k], rel_tol=1e-9, abs_tol=1e-12)
+            for k in ("marginal", "correlation", "sliced_wasserstein")
+        ):
+            bad.append(r["seed"])
+    return sorted(set(bad))

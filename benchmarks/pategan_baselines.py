@@ -1,8 +1,8 @@
 """PATE-GAN and PrePATE-GAN (PrivORL Table I's GAN baselines) beside PGM at CPU scale:
 the same sensitive data, split, budget and fidelity metrics as
-``benchmarks/marginal_baselines.py``.
+``_results.data_files``.
 
-Each seed's data are those of ``marginal_baselines.py`` (and so of
+Each seed's data are those of ``_results.data_files`` (and so of
 ``privorl_n_eps_sweep.py``): maze2d-umaze-dense-v1, 20k sensitive transitions + 2k
 holdout, public medium + large (20k each: the normaliser and PrePATE-GAN's pre-training
 read them). The PGM rows are read from ``results/marginal_baselines_delta.json`` (PGM
@@ -13,7 +13,7 @@ private; their noise has the law of a private run's.
     python benchmarks/pategan_baselines.py --seeds 0
 
 Writes ``benchmarks/results/pategan_baselines.{json,md}``; runs go to ``--out``
-(finished runs are reused; the data files are shared with ``marginal_baselines.py``'s
+(finished runs are reused; the data files are shared with ``_results.data_files``'s
 default ``--out``).
 """
 
@@ -26,13 +26,13 @@ import os
 import time
 from pathlib import Path
 
+from _results import data_files as _data_files  # noqa: E402  (benchmarks/)
 from _results import (  # noqa: E402  (benchmarks/_results.py)
     dump_json,
     fidelity_metrics,
     metric_table,
     uptime,
 )
-from marginal_baselines import _data_files  # noqa: E402  (benchmarks/)
 
 from privrl_jax.pipelines import pategan
 

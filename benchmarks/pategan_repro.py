@@ -2,7 +2,7 @@
 
 The run of ``results/pategan_baselines.md`` at seed 0, epsilon 1 (config
 ``pategan/umaze``, ``privacy.noise_seed = 1000``, the data of
-``marginal_baselines.py``), repeated in fresh processes: twice as it is, on one CPU
+``_results.data_files``), repeated in fresh processes: twice as it is, on one CPU
 instead of all, with XLA's single-threaded Eigen, and under XLA CPU code-generation
 flags that change only the floating-point rounding (``--xla_cpu_max_isa``, fast
 math). Each run records its
@@ -121,8 +121,8 @@ def main() -> None:
         _child(Path(args.child[0]), args.child[1], args.child[2], args.epsilon)
         return
 
+    from _results import data_files as _data_files  # noqa: E402  (benchmarks/)
     from _results import dump_json, uptime  # noqa: E402  (benchmarks/_results.py)
-    from marginal_baselines import _data_files  # noqa: E402  (benchmarks/)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -185,7 +185,7 @@ def main() -> None:
             f"{args.epsilon:g}: reruns and what moves them (issue 26)",
             "",
             "Config `pategan/umaze`, `seed=0`, `privacy.noise_seed=1000`, the seed-0 "
-            "data of `marginal_baselines.py`; each run in a fresh process. One run a "
+            "data of `_results.data_files`; each run in a fresh process. One run a "
             "row (no spread). This host: "
             f"`{host['platform']}`, {host['processor']}, "
             f"instruction sets {', '.join(host['cpu_isa'])}. The committed table's "

@@ -2,7 +2,7 @@
 the same scorers against the same sensitive rows and holdout.
 
 The data are those of ``benchmarks/pategan_baselines.py`` (and so of
-``marginal_baselines.py``): maze2d-umaze-dense-v1, seed 0, 20k sensitive transitions +
+``_results.data_files``): maze2d-umaze-dense-v1, seed 0, 20k sensitive transitions +
 2k holdout, public medium + large. Both GANs see the same table: the sensitive
 transitions in our encoding (s' - s), normalised with the public normaliser (written to
 ``--work``/``sensitive_rows_seed{seed}.npy``). smartnoise's PATE-GAN gets a
@@ -37,13 +37,13 @@ import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _results import data_files as _data_files  # noqa: E402  (benchmarks/)
 from _results import (  # noqa: E402  (benchmarks/_results.py)
     dump_json,
     fidelity_metrics,
     metric_table,
     uptime,
 )
-from marginal_baselines import _data_files  # noqa: E402  (benchmarks/)
 
 from privrl_jax import data, diffusion, privacy
 from privrl_jax.pipelines import pategan

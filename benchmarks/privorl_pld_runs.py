@@ -20,7 +20,7 @@ steps do not depend on the accountant, so an RDP and a PLD run of one seed sampl
 same batches and draw the same standard normals z, and their step-t noise is sigma C z
 (``privacy._aggregation.add_noise_blocks``) with only sigma differing. The sensitive
 rows are checked to be the sweep's by the real holdout's fidelity
-(``table1_agents.check_same_data``), and the RDP sigma this script computes for each
+(``_results.check_same_data``), and the RDP sigma this script computes for each
 run's plan by the stored run's noise multiplier. The stored rows were made on another
 host (the sweep's ``kept_runs_from`` provenance): runs are bit-reproducible on one host,
 not across CPUs, so the pairs share data, batches and noise bits, not every rounding.
@@ -47,17 +47,19 @@ from pathlib import Path
 
 import privorl_n_eps_sweep as sweep_script
 from _results import (
+    check_same_data,
     dump_json,
     eps_name,
     load_line,
     metric_table,
+    paired_vs,
     summary,
     uptime,
     write_text,
 )
-from table1_agents import SWEEP, check_same_data, paired_vs
 
 ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ROOT / "benchmarks" / "results" / "privorl_n_eps_sweep_agents.json"
 CONFIG = "privorl_n/quickstart"
 AGENT = "agent_iql"
 METRICS = {
@@ -204,7 +206,7 @@ def paired_table(
 ) -> tuple[dict, list[str], list[str], dict, dict, list[str]]:
     """Rows (``variants``: (variant key, label)) beside the sweep's rows at each
     epsilon, over the seeds with runs: the metric table, the paired differences
-    variant - sweep of every metric (:func:`table1_agents.paired_vs`) and their
+    variant - sweep of every metric (:func:`_results.paired_vs`) and their
     Markdown lines; returns (table, lines, pair lines, pairs, rows, row order)."""
     seeds = sorted({r["seed"] for r in runs})
     ref = sweep_rows(sweep, seeds, epsilons)
@@ -346,7 +348,7 @@ def run_study(
 
 def stored_runs_by_variant(path: Path) -> dict[tuple[str, int, float], dict]:
     """The records of an earlier results file keyed (variant, seed, epsilon), as
-    :func:`table1_agents.stored_runs`: a fresh checkout (no runs/) keeps them."""
+    the former ``table1_agents.stored_runs``: a fresh checkout (no runs/) keeps them."""
     if not path.exists():
         return {}
     return {

@@ -21,6 +21,7 @@ SUBPACKAGES = (
     "diffusion",
     "envs",
     "eval",
+    "experiments",
     "ope",
     "pipelines",
     "planning",

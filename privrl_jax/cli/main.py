@@ -12,6 +12,7 @@ import typer
 import privrl_jax
 from privrl_jax.cli import agent as _agent
 from privrl_jax.cli import data as _data
+from privrl_jax.cli import experiment as _experiment
 from privrl_jax.cli import ope as _ope
 from privrl_jax.cli import pool as _pool
 from privrl_jax.cli import privacy as _privacy
@@ -182,6 +183,7 @@ app.add_typer(_agent.app, name="agent")
 app.add_typer(_synth.app, name="synth")
 app.add_typer(_ope.app, name="ope")
 app.add_typer(_pool.app, name="pool")
+app.add_typer(_experiment.app, name="experiment")
 app.command(name="quickstart")(_synth.quickstart)
 
 if __name__ == "__main__":

@@ -42,6 +42,11 @@ def test_wheel_ships_every_yaml_config(wheel):
         names = set(z.namelist())
         assert shipped <= names
         quickstart = z.read("privrl_jax/configs/privorl_n/quickstart.yaml")
+        # The experiment files too: `pip install` users rerun them.
+        experiments = CONFIGS.parent / "experiments"
+        assert {
+            f"privrl_jax/experiments/{p.name}" for p in experiments.glob("*.yaml")
+        } <= names
     assert quickstart == (CONFIGS / "privorl_n" / "quickstart.yaml").read_bytes()
 
 

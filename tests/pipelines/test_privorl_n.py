@@ -439,8 +439,8 @@ def test_audit_canaries_show_epsilon_demonstrated_and_a_noise_fault_stops_the_ru
 
 
 def test_the_task_refuses_public_and_sensitive_data_of_other_dimensions():
-    # build_task reads only the shapes of the sensitive data; benchmarks/mia_memorise.py
-    # relies on this check.
+    # build_task reads only the shapes of the sensitive data; the privorl_n_mia
+    # experiment relies on this check.
     def rows(obs_dim, act_dim, n=8):
         z = np.zeros(n, np.float32)
         return data.Transitions(

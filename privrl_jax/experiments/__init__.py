@@ -1,0 +1,56 @@
+"""experiments subpackage: every published number as a small experiment file, one
+runner over the pipelines' ``load`` / ``run``, and the pages generated from the stored
+rows.
+
+An experiment is ``privrl_jax/experiments/<name>.yaml`` (the pipeline, base config,
+overrides, sweep axes, metrics, tables and the paper's number it answers; see
+``_spec``). ``privrl experiment run NAME`` runs its grid, one run directory per resolved
+config, and stores the rows in ``results/<name>/rows.jsonl``; ``privrl experiment table
+NAME`` re-tabulates them (JSON, Markdown, PNG); ``privrl experiment pages`` writes
+``docs/results/`` and the scoreboard of the papers' claims (``claims.yaml``).
+"""
+
+from privrl_jax.experiments import stats
+from privrl_jax.experiments._pages import (
+    claim_status,
+    render_pages,
+    scoreboard,
+    write_pages,
+)
+from privrl_jax.experiments._runner import (
+    parse_only,
+    read_rows,
+    resolve,
+    run_experiment,
+    write_rows,
+)
+from privrl_jax.experiments._spec import (
+    Experiment,
+    cell_key,
+    experiment_names,
+    load_claims,
+    load_experiment,
+    parse,
+)
+from privrl_jax.experiments._tables import build_table, tabulate
+
+__all__ = [
+    "Experiment",
+    "build_table",
+    "cell_key",
+    "claim_status",
+    "experiment_names",
+    "load_claims",
+    "load_experiment",
+    "parse",
+    "parse_only",
+    "read_rows",
+    "render_pages",
+    "resolve",
+    "run_experiment",
+    "scoreboard",
+    "stats",
+    "tabulate",
+    "write_pages",
+    "write_rows",
+]

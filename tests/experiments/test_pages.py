@@ -1,0 +1,110 @@
+"""The generated results pages and the scoreboard: a committed page that differs from
+what the stored rows generate fails here (regenerate: `privrl experiment pages`)."""
+
+from pathlib import Path
+
+import pytest
+
+from privrl_jax import experiments
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "results"
+
+
+def test_committed_pages_are_what_the_stored_results_generate():
+    pages = experiments.render_pages(ROOT / "results")
+    assert set(pages) == {p.name for p in DOCS.glob("*.md")}
+    stale = [name for name, text in pages.items() if (DOCS / name).read_text() != text]
+    assert not stale, f"regenerate with `privrl experiment pages`: {stale}"
+
+
+def test_every_claim_names_a_paper_and_a_way_to_score_it():
+    claims = experiments.load_claims()
+    assert len({c["id"] for c in claims}) == len(claims)
+    names = set(experiments.experiment_names())
+    for c in claims:
+        assert c["paper"] in ("PrivORL", "GPOPE", "POOL") and c["claim"]
+        if c.get("experiment"):
+            assert c["experiment"] in names and c["rule"]["kind"]
+        else:
+            assert c.get("legacy") or c.get("cause"), c["id"]
+        if c.get("legacy"):
+            assert (ROOT / c["legacy"]).exists(), c["legacy"]
+
+
+def _rows(tmp_path, values):
+    rows = [
+        {"cell": {"m": m, "seed": s}, "key": f"m={m}|seed={s}", "metrics": {"v": v}}
+        for m, vs in values.items()
+        for s, v in enumerate(vs)
+    ]
+    experiments.write_rows(tmp_path, "pool_gap_vs_rho", rows)
+
+
+@pytest.mark.parametrize(
+    ("rule", "want"),
+    [
+        (
+            {"kind": "ordering", "ours": {"m": "a"}, "against": [{"m": "b"}]},
+            "reproduces",
+        ),
+        ({"kind": "ordering", "ours": {"m": "b"}, "against": [{"m": "a"}]}, "does not"),
+        (
+            {
+                "kind": "ordering",
+                "ours": {"m": "b"},
+                "against": [{"m": "a"}, {"m": "c"}],
+            },
+            "partly",
+        ),
+        (
+            {"kind": "threshold", "ours": {"m": "a"}, "op": "<", "value": 1.5},
+            "reproduces",
+        ),
+        (
+            {
+                "kind": "threshold",
+                "ours": {"m": "a"},
+                "op": "<",
+                "value": 0.9,
+                "tolerance": 0.2,
+            },
+            "partly",
+        ),
+        ({"kind": "interval", "ours": {"m": "a"}, "value": 1.0}, "reproduces"),
+        ({"kind": "interval", "ours": {"m": "a"}, "value": 5.0}, "does not"),
+    ],
+)
+def test_claim_rules(tmp_path, monkeypatch, rule, want):
+    # Rows 1.0 +- 0.1 for "a", 2.0 for "b", 3.0 for "c"; lower is better by default.
+    _rows(tmp_path, {"a": [0.9, 1.0, 1.1], "b": [2.0, 2.1, 1.9], "c": [3.0, 3.1, 2.9]})
+    table = {
+        "id": "t",
+        "layout": "long",
+        "rows": ["m"],
+        "metrics": {"v": "v"},
+        "label": "{m}",
+    }
+    exp = experiments.load_experiment("pool_gap_vs_rho")
+    monkeypatch.setattr(
+        experiments._pages,  # noqa: SLF001
+        "load_experiment",
+        lambda name: type(exp)(
+            **{
+                **exp.__dict__,
+                "tables": [table],
+                "axes": {"m": {"a": {}, "b": {}, "c": {}}, "seed": {"seed": "{seed}"}},
+                "grid": [{"m": ["a", "b", "c"], "seed": [0, 1, 2]}],
+            }
+        ),
+    )
+    claim = {
+        "id": "x",
+        "experiment": "pool_gap_vs_rho",
+        "rule": {"table": "t", "metric": "v", **rule},
+    }
+    assert experiments.claim_status(claim, tmp_path)[0] == want
+    assert experiments.claim_status({"id": "y", "legacy": "f"}, tmp_path)[0] == (
+        "not migrated"
+    )
+    assert experiments.claim_status({"id": "z"}, tmp_path)[0] == "not run"
