@@ -35,7 +35,9 @@ def test_readme_is_short():
     # The test command that .ci/run runs, exactly.
     command = 'pip install -e ".[dev]" && python -m pytest'
     assert command in text
-    assert (ROOT / ".ci" / "run").read_text().rstrip().endswith(command)
+    ci_lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
+    # .ci/run runs it as its own line (then the slow tests), keeping its exit status.
+    assert any(ln == command or ln.startswith(command + " ||") for ln in ci_lines)
 
 
 def test_readme_dpsgd_with_ghost_clipping_learns_within_its_budget():
