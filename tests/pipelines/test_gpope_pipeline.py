@@ -384,3 +384,22 @@ def test_hiv_run_end_to_end(tmp_path):
     # Near the unhealthy state E ~ 24 dominates the reward: +1000 E - 0.1 V ~ +1.8e4 per
     # step, 0.018 in units of 1e6, so 20-step values are positive and below 1.
     assert all(0 < v < 1 for v in audit["mc_values"])
+
+
+def test_budget_advice_names_gpope_keys_not_privorl_ones(tmp_path, monkeypatch):
+    # The DP loop's default advice is PrivORL-n's (finetune.*); a GPOPE user who runs
+    # over budget must be told GPOPE's own keys.
+    from privrl_jax.pipelines.gpope import runner
+
+    seen = {}
+
+    def capture(*args, **kwargs):
+        seen.update(kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_dp_loop", capture)
+    with pytest.raises(KeyboardInterrupt):
+        gpope.run(_cfg(), tmp_path / "run")
+    hint = seen["budget_hint"]
+    assert "gpope.steps" in hint and "privacy.epsilon" in hint
+    assert "finetune" not in hint

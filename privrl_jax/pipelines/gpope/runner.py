@@ -136,6 +136,10 @@ def _gpope_steps(
         desc=f"GPOPE (eps={p.epsilon:g})",
         divergence_hint="lower gpope.step_size (or use gpope.decay_steps)",
         topology=topo,
+        budget_hint=(
+            "Raise privacy.epsilon (it calibrates less noise), take fewer steps "
+            "(gpope.steps), or start a new run directory with a larger budget."
+        ),
     )
 
 
