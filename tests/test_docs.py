@@ -26,6 +26,7 @@ API = {
     "ope": "privrl_jax.ope",
     "planning": "privrl_jax.planning",
     "pipelines": "privrl_jax.pipelines",
+    "experiments": "privrl_jax.experiments",
 }
 
 

@@ -88,8 +88,9 @@ def build_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
       rows: the experiment's rows.
 
     Returns:
-      ``{"id", "title", "layout", "groups": [{"label", "cell", "metrics": {metric:
-      summary}}], "columns", "tests", "family", "correction"}``.
+      A dict with keys ``id``, ``title``, ``layout``, ``groups`` (each with ``label``,
+      ``cell`` and ``metrics``, a summary per metric), ``columns``, ``tests``,
+      ``family`` and ``correction``.
     """
     layout = spec.get("layout", "long")
     if layout == "pairs":
