@@ -42,9 +42,11 @@ LEDGER_CANDIDATES = 100
 
 
 class Selection(Protocol):
-    """A private selection: ``select(key, scores)`` draws one index; ``logits(scores)``
-    gives the log-probabilities up to a constant (the law the audit compares with);
-    ``epsilon`` is its pure-DP guarantee."""
+    """A private selection: ``select(key, scores)`` draws one index.
+
+    ``logits(scores)`` gives the log-probabilities up to a constant (the law the audit
+    compares with); ``epsilon`` is its pure-DP guarantee.
+    """
 
     epsilon: float
 
@@ -56,8 +58,9 @@ class Selection(Protocol):
 def worst_case_score_pair(
     num_candidates: int, sensitivity: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Two neighbouring score vectors that make the exponential mechanism's epsilon
-    nearly tight: ``(Delta, 0, ..., 0)`` and ``(0, Delta, ..., Delta)``.
+    """Two neighbouring score vectors that make the exponential mechanism nearly tight.
+
+    They are ``(Delta, 0, ..., 0)`` and ``(0, Delta, ..., Delta)``.
 
     Every score moves by exactly ``sensitivity``, the most one unit may move it; the
     event "candidate 0" is the one to audit (module docstring).
@@ -77,10 +80,12 @@ def worst_case_score_pair(
 def selection_epsilon(
     mechanism: Selection, scores: np.ndarray, neighbour_scores: np.ndarray
 ) -> float:
-    """The exact pure-DP epsilon of ``mechanism`` on this pair: the largest
-    |log P[i | scores] - log P[i | neighbour_scores]| over the candidates, from its
-    logits' softmax in float64. An audit's lower bound on the same pair cannot exceed
-    it (except with the audit's failure probability)."""
+    """The exact pure-DP epsilon of ``mechanism`` on this pair.
+
+    The largest |log P[i | scores] - log P[i | neighbour_scores]| over the candidates,
+    from its logits' softmax in float64. An audit's lower bound on the same pair cannot
+    exceed it (except with the audit's failure probability).
+    """
     lp = scipy.special.log_softmax(np.asarray(mechanism.logits(scores), np.float64))
     lq = scipy.special.log_softmax(
         np.asarray(mechanism.logits(neighbour_scores), np.float64)

@@ -1,5 +1,6 @@
-"""Per-unit clip factors and clipped sums from per-unit values (the bottom of the
-clipping stack).
+"""Per-unit clip factors and clipped sums from per-unit values.
+
+The bottom of the clipping stack.
 
 Shared by the reference ``vmap`` path (``_clipping``) and the ghost path (``_ghost``);
 it imports neither, so the two sit above it without an import cycle.
@@ -17,8 +18,9 @@ PyTree = Any
 
 
 class ClipMetrics(NamedTuple):
-    """Diagnostics of one clipped-sum call (they depend on private data: never release
-    them).
+    """Diagnostics of one clipped-sum call.
+
+    They depend on private data: never release them.
 
     Attributes:
       per_unit_norms: [units] float32 pre-clip global L2 norm of each unit's

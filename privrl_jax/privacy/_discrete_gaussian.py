@@ -267,8 +267,9 @@ def sample_discrete_gaussian(
 def randomized_round(
     key: jax.Array, x: jax.Array, gamma: jax.typing.ArrayLike
 ) -> jax.Array:
-    """int32 ``floor(x / gamma + u)``, u ~ U[0, 1) per coordinate: unbiased, error <
-    gamma.
+    """int32 ``floor(x / gamma + u)``, u ~ U[0, 1) per coordinate.
+
+    Unbiased, with error < gamma.
 
     Exact as long as ``|x| / gamma < 2^23`` (float32 keeps the fraction).
     """

@@ -1,5 +1,6 @@
-"""One frozen plan per DP mechanism: sampler, relation, clip norms, sigma, event,
-calibration.
+"""One frozen plan per DP mechanism.
+
+It holds the sampler, relation, clip norms, sigma, event and calibration.
 
 Every piece of a DP release that must agree with every other comes from here
 (docs/design.md, contract 8). A replace-one accounting bug once came from building the
@@ -117,8 +118,9 @@ class PlanArrays(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class PlanStructure:
-    """The static half of :meth:`DPPlan.split`: what fixes shapes and code, not sigma or
-    C.
+    """The static half of :meth:`DPPlan.split`.
+
+    What fixes shapes and code, not sigma or C.
 
     Hashable, so it is a static jit argument; its methods need the :class:`PlanArrays`
     of the same :meth:`DPPlan.split` (traced), and are the plan's own methods with those
@@ -159,8 +161,10 @@ class PlanStructure:
         microbatch_size: int | None = None,
         uses_key: bool = False,
     ) -> ClippedSumFn:
-        """:meth:`DPPlan.clipped_sum` with the clip norms of ``arrays`` (validated by
-        the plan)."""
+        """:meth:`DPPlan.clipped_sum` with the clip norms of ``arrays``.
+
+        The plan validates them.
+        """
         self._check(arrays)
         _check_common(microbatch_size, "vmap")
         return ClippedSumFn(
@@ -357,7 +361,7 @@ class DPPlan:
 
     @property
     def noise_multipliers(self) -> tuple[float, ...]:
-        """sigma per block (raises before calibration)."""
+        """The noise multiplier sigma per block (raises before calibration)."""
         if self.noise_multiplier is None:
             raise ValueError(
                 "this plan has no noise multiplier yet: call plan.calibrate(epsilon, "
@@ -368,22 +372,28 @@ class DPPlan:
 
     @property
     def private(self) -> bool:
-        """Whether the plan adds noise
-        (False for sigma = 0, the non-private ablation)."""
+        """Whether the plan adds noise.
+
+        False for sigma = 0, the non-private ablation.
+        """
         return all(s > 0 for s in self.noise_multipliers)
 
     @property
     def sensitivities(self) -> tuple[float, ...]:
-        """L2 sensitivity of each block of the clipped sum: C_i (add/remove) or 2 C_i
-        (replace)."""
+        """L2 sensitivity of each block of the clipped sum.
+
+        C_i (add/remove) or 2 C_i (replace).
+        """
         return tuple(
             self.neighboring.sensitivity_factor * c for c in self.l2_clip_norms
         )
 
     @property
     def noise_stds(self) -> tuple[float, ...]:
-        """Noise std added to each block of the sum: sigma_i times its sensitivity
-        (times 1 + rho, the rounding's share of Delta, with discrete noise)."""
+        """Noise std added to each block of the sum: sigma_i times its sensitivity.
+
+        With discrete noise, also times 1 + rho, the rounding's share of Delta.
+        """
         factor = 1.0 if self.noise is None else self.noise.std_factor
         return tuple(
             s * d * factor for s, d in zip(self.noise_multipliers, self.sensitivities)
@@ -408,8 +418,10 @@ class DPPlan:
 
     @property
     def expected_batch_size(self) -> float:
-        """The public normaliser of the noisy sum: q N (Poisson), 1 (one-of-N) or N
-        (full)."""
+        """The public normaliser of the noisy sum.
+
+        q N (Poisson), 1 (one-of-N) or N (full).
+        """
         return self.sampler.expected_batch_size
 
     # ------------------------------------------------------------------ accounting
@@ -458,8 +470,7 @@ class DPPlan:
         *,
         tol: float = 1e-3,
     ) -> DPPlan:
-        """A copy with the smallest sigma whose epsilon over ``steps`` is at most the
-        target.
+        """A copy with the smallest sigma meeting the target epsilon over ``steps``.
 
         ``target_epsilon = inf`` gives sigma = 0 (no noise; the run is not private).
         With several blocks, the ratios between their noise multipliers are kept (equal
@@ -495,8 +506,9 @@ class DPPlan:
 
     # --------------------------------------------------------------- clipping and noise
     def split(self) -> tuple[PlanStructure, PlanArrays]:
-        """The plan as a static structure and its swept numbers, for one compile per
-        sweep.
+        """The plan as a static structure and its swept numbers.
+
+        This gives one compile per sweep.
 
         A jitted function that takes the plan as a static argument compiles once per
         sigma (a 6-epsilon sweep compiles 6 times). Take ``structure`` static and
@@ -571,8 +583,9 @@ class DPPlan:
             )
 
     def privatize(self, clipped: PyTree, key: jax.Array) -> PyTree:
-        """One release: the clipped sum plus its noise, divided by the expected batch
-        size.
+        """One release: the clipped sum plus its noise.
+
+        The result is divided by the expected batch size.
 
         Pure and jittable. ``key`` is this release's key (e.g. ``fold_in(secret_key,
         step)``); with several blocks ``clipped`` is a tuple of them.
@@ -581,8 +594,10 @@ class DPPlan:
         return structure.privatize(clipped, key, arrays)
 
     def privatizer(self, key: jax.Array) -> optax.GradientTransformation:
-        """An optax transformation: noise once (release t uses ``fold_in(key, t)``),
-        then / q N."""
+        """An optax transformation: noise once, then divide by q N.
+
+        Release t uses ``fold_in(key, t)``.
+        """
         _no_discrete_privatizer(self.noise)
         return optax.chain(
             _noise_transform(self.noise_stds, key),
@@ -592,8 +607,10 @@ class DPPlan:
     def dpsgd(
         self, optimizer: optax.GradientTransformation, *, key: jax.Array
     ) -> optax.GradientTransformation:
-        """DP-SGD's update rule for this plan: :meth:`privatizer`,
-        then ``optimizer``."""
+        """DP-SGD's update rule for this plan.
+
+        :meth:`privatizer`, then ``optimizer``.
+        """
         return optax.chain(self.privatizer(key), optimizer)
 
     # ------------------------------------------------------------------ sampling
@@ -606,8 +623,10 @@ class DPPlan:
         return step_batches(self.sampler, seed, self.steps, start=start)
 
     def describe(self) -> dict[str, Any]:
-        """The plan as plain JSON types (for the ledger and reports);
-        holds no secret."""
+        """The plan as plain JSON types (for the ledger and reports).
+
+        It holds no secret.
+        """
         out = {
             "sampling": self.sampling.value,
             "neighboring": self.neighboring.name,
@@ -633,8 +652,9 @@ class DPPlan:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GaussianMechanism:
-    """The Gaussian mechanism on a vector (pytree) of known L2 sensitivity, for
-    non-gradient releases.
+    """The Gaussian mechanism on a vector (pytree) of known L2 sensitivity.
+
+    For non-gradient releases.
 
     POOL's noisy counts and next-value sums, a DP mean, output perturbation: state the
     L2 sensitivity Delta of the whole released vector for one privacy unit (and the
@@ -728,8 +748,10 @@ class GaussianMechanism:
         *,
         tol: float = 1e-4,
     ) -> GaussianMechanism:
-        """A copy with the smallest sigma whose one release is (target_epsilon,
-        delta)-DP."""
+        """A copy with the smallest sigma whose one release meets the target.
+
+        One release is then (target_epsilon, delta)-DP.
+        """
         self._require_concrete("calibrate()")
         _accounting._check_positive("target_epsilon", target_epsilon)
         _accounting.validate_delta(delta)
@@ -760,8 +782,10 @@ class GaussianMechanism:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExponentialMechanism:
-    """The exponential mechanism: pick one of C candidates with probability
-    proportional to exp(epsilon * score / (2 * sensitivity)).
+    """The exponential mechanism: pick one of C candidates.
+
+    Each is picked with probability proportional to exp(epsilon * score / (2 *
+    sensitivity)).
 
     ``sensitivity`` bounds how far any one score moves when one privacy unit is added
     or removed. The mechanism is epsilon-DP, and more: its privacy loss, as a function
@@ -801,7 +825,7 @@ class ExponentialMechanism:
         return dp_accounting.ZCDpEvent(self.rho)
 
     def logits(self, scores: jax.Array) -> jax.Array:
-        """epsilon * score / (2 * sensitivity): the selection law is their softmax."""
+        """The logits epsilon * score / (2 * sensitivity); the law is their softmax."""
         return self.epsilon * jax.numpy.asarray(scores) / (2.0 * self.sensitivity)
 
     def select(self, key: jax.Array, scores: jax.Array) -> jax.Array:
@@ -821,8 +845,10 @@ class ExponentialMechanism:
 
 
 def event_from_description(params: dict[str, Any]) -> dp_accounting.DpEvent | None:
-    """The one-release event of a :meth:`DPPlan.describe`,
-    :meth:`GaussianMechanism.describe` or :meth:`ExponentialMechanism.describe`.
+    """The one-release event of a plan's or mechanism's ``describe()``.
+
+    Accepts the output of :meth:`DPPlan.describe`, :meth:`GaussianMechanism.describe` or
+    :meth:`ExponentialMechanism.describe`.
 
     The ledger recomputes every recorded event from its recorded parameters with this,
     so an event and the mechanism it claims to describe cannot disagree. Returns None
@@ -841,8 +867,9 @@ def event_from_description(params: dict[str, Any]) -> dp_accounting.DpEvent | No
 def mechanism_from_description(
     params: dict[str, Any], *, microbatch_size: int = 1
 ) -> DPPlan | GaussianMechanism | ExponentialMechanism | None:
-    """The plan, Gaussian or exponential mechanism a ledger entry's parameters describe
-    (None if none of them).
+    """The plan or mechanism a ledger entry's parameters describe.
+
+    A plan, a Gaussian or an exponential mechanism; None if none of them.
 
     ``microbatch_size`` only sizes how a rebuilt plan's batches are padded (not
     recorded: it does not change what is released).
