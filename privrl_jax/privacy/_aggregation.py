@@ -97,7 +97,7 @@ def add_noise_blocks(
     flat = [jax.tree_util.tree_flatten(block) for block in blocks]
     leaves = [(x, stds[i]) for i, (ls, _) in enumerate(flat) for x in ls]
     # One key per leaf (split once) and JAX's default (partitionable) Threefry stream.
-    keys = jax.random.split(key, len(leaves)) if leaves else []
+    keys: Any = jax.random.split(key, len(leaves)) if leaves else []
     noised = [
         (x.astype(jnp.float32) + std * _normal_f32(k, x.shape)).astype(x.dtype)
         for (x, std), k in zip(leaves, keys)

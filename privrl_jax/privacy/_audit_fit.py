@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from privrl_jax.privacy._accounting import Neighboring, compute_epsilon
+from privrl_jax.privacy._accounting import Accountant, Neighboring, compute_epsilon
 from privrl_jax.privacy._aggregation import DPTrainState
 from privrl_jax.privacy._audit import (
     AuditResult,
@@ -182,7 +182,7 @@ def audit_fit(
     seed: KeyOrSeed = 0,
     secret: DPSecret | None = None,
     confidence: float = 0.95,
-    accountant: str = "rdp",
+    accountant: Accountant = "rdp",
     raise_on_violation: bool = True,
     callbacks: Sequence[Callback] = (),
     score: str = "likelihood",
@@ -406,7 +406,7 @@ def audit_ledger(
     microbatch_size: int = 256,
     progress: bool = False,
     selection_trials: int = 1_000_000,
-    accountant: str = "rdp",
+    accountant: Accountant = "rdp",
 ) -> list[dict[str, Any]]:
     """Audits every mechanism a run's ledger recorded, as recorded.
 

@@ -104,7 +104,7 @@ def _check_scalar_loss(fn: PerItemFn, uses_key: bool, params, batch, unit_keys):
     A loss of shape (1,) or (K,) would otherwise fail deep inside the clipping.
     """
     item = jax.tree_util.tree_map(lambda x: x[0, 0], batch)
-    args = (params, item)
+    args: tuple[Any, ...] = (params, item)
     if uses_key and unit_keys is not None:
         args += (jax.random.split(unit_keys[0], 1)[0],)
     elif uses_key:

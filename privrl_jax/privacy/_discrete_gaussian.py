@@ -122,7 +122,8 @@ def acceptance_probability(s: float) -> float:
 
 def _stages(n: int) -> list[tuple[int, int]]:
     """(buffer size, rounds) of each stage for n values."""
-    out, cap = [], n
+    out: list[tuple[int, int]] = []
+    cap = n
     for share, rounds in _STAGES:
         cap = min(cap, int(math.ceil(share * cap)) + (_SLACK if out else 0))
         out.append((cap, rounds))

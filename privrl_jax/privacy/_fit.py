@@ -54,6 +54,7 @@ import numpy as np
 import optax
 
 from privrl_jax.privacy import _distributed as dist
+from privrl_jax.privacy._accounting import Accountant
 from privrl_jax.privacy._aggregation import AddNoiseState, DPTrainState, data_parallel
 from privrl_jax.privacy._checkpoints import Checkpoints
 from privrl_jax.privacy._clipping import ClippedSumFn
@@ -149,7 +150,7 @@ class DPMethod(NamedTuple):
 
 
 def _adds_noise(opt_state: PyTree) -> bool:
-    noisy = (AddNoiseState, optax.AddNoiseState)
+    noisy: tuple[type, ...] = (AddNoiseState, optax.AddNoiseState)
     # optax.contrib.dpsgd / differentially_private_aggregate clip and noise themselves.
     contrib = getattr(optax, "contrib", None)
     dp_state = getattr(contrib, "DifferentiallyPrivateAggregateState", None)
@@ -303,7 +304,7 @@ class InMemoryRecorder:
     The epsilon spent is the plan's for the steps committed so far.
     """
 
-    def __init__(self, accountant: str = "rdp", delta: float | None = None):
+    def __init__(self, accountant: Accountant = "rdp", delta: float | None = None):
         self.accountant, self.delta = accountant, delta
         self.steps_done = 0
         self._plan: DPPlan | None = None
@@ -368,7 +369,7 @@ class RunRecorder:
         ledger: Ledger | None,
         *,
         what: str,
-        accountant: str = "rdp",
+        accountant: Accountant = "rdp",
         checkpoint_every: int = 50,
         budget_hint: str | None = None,
     ):
@@ -530,7 +531,7 @@ class ProgressBar:
 
     def __init__(self, desc: str = "DP steps", *, disable: bool = False):
         self.desc, self.disable = desc, disable
-        self._bar = None
+        self._bar: Any = None
 
     def on_step(self, info: Mapping[str, Any]) -> None:
         if self._bar is None:

@@ -460,7 +460,7 @@ def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
     It also proves which leaves the ghost norms cover exactly.
     """
     leaves, treedef = jax.tree_util.tree_flatten(params)
-    calls: list[_LayerCall] = []
+    calls: list[_LayerCall] | tuple[_LayerCall, ...] = []
     owners: dict[int, str] = {}
     nested: list[str] = []
 

@@ -519,7 +519,7 @@ class Ledger:
         return out
 
     def event(
-        self, extra: list[tuple[dp_accounting.DpEvent, int]] = ()
+        self, extra: Sequence[tuple[dp_accounting.DpEvent, int]] = ()
     ) -> dp_accounting.DpEvent:
         """The composition of all recorded releases (plus ``extra`` planned ones)."""
         events = []

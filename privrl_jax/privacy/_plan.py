@@ -889,6 +889,7 @@ def mechanism_from_description(
     if "sampling" not in params or "noise_multipliers" not in params:
         return None
     sampling, n = Sampling(params["sampling"]), params["dataset_size"]
+    sampler: Sampler
     if sampling in (Sampling.POISSON, Sampling.TRUNCATED_POISSON):
         sampler = PoissonSampler(
             dataset_size=n,

@@ -236,7 +236,9 @@ def _lgamma(x: np.ndarray) -> np.ndarray:
 
 
 def repeat_and_select_rdp(
-    orders: Sequence[float], rdp: Sequence[float], repetitions: Repetitions
+    orders: Sequence[float] | np.ndarray,
+    rdp: Sequence[float] | np.ndarray,
+    repetitions: Repetitions,
 ) -> np.ndarray:
     """RDP of the best of K runs, from one run's RDP curve (Papernot & Steinke 2022).
 
