@@ -18,7 +18,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import dp_accounting
 import numpy as np
@@ -73,7 +73,7 @@ class Sampling(str, enum.Enum):
     FULL_BATCH = "full_batch"
 
 
-def _is_real(value) -> bool:
+def _is_real(value: object) -> TypeGuard[float]:
     """Python or NumPy real scalar (not bool).
 
     NumPy ints and floats are accepted everywhere.

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import dp_accounting
 import jax
@@ -381,7 +381,9 @@ def _audit_gaussian(
     keys = jax.random.split(
         jax.random.key(int(np.random.default_rng(seed).integers(2**31))), count
     )
-    scores = sum(np.asarray(mech.release(k_, value), np.float64) for k_ in keys)
+    scores = cast(
+        np.ndarray, sum(np.asarray(mech.release(k_, value), np.float64) for k_ in keys)
+    )
     bound = one_run_epsilon_lower_bound(
         scores,
         inclusion,
@@ -519,6 +521,7 @@ def audit_ledger(
                 mech, g["count"], num_canaries, k, delta, seed, confidence
             )
         else:
+            assert mech is not None  # refused above (``why``)
             plan = dataclasses.replace(mech, steps=int(g["count"]))
             accounted = plan.epsilon(delta, accountant).epsilon
             if plan.num_blocks > 1:

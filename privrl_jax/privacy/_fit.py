@@ -496,6 +496,7 @@ class RunRecorder:
         topo = self._topology
         if topo is not None and topo.is_primary and plan.private and step > self._done:
             new = step - self._done
+            assert self.ledger is not None  # resume() refused process 0 without one
             self.ledger.record(
                 plan.step_event(), what=self.what, count=new, params=plan.describe()
             )
@@ -505,6 +506,7 @@ class RunRecorder:
         topo = self._topology
         if topo is None or not topo.is_primary:
             return None
+        assert self.ledger is not None  # resume() refused process 0 without one
         return self.ledger.epsilon(self.accountant).epsilon
 
 
@@ -926,10 +928,10 @@ def fit(
             if unrecorded == every or t == plan.steps - 1:
                 if not bool(healthy):
                     _record_only(recorder, plan, t + 1)
-                    spent = recorder.epsilon_spent()
+                    eps = recorder.epsilon_spent()
                     spent = (
-                        f"epsilon = {spent:.4g} spent and recorded"
-                        if spent is not None
+                        f"epsilon = {eps:.4g} spent and recorded"
+                        if eps is not None
                         else "the spend recorded by process 0"
                     )
                     raise DivergenceError(

@@ -607,6 +607,7 @@ class Ledger:
         return total
 
     def _check_rho(self, event: dp_accounting.DpEvent, count: int) -> None:
+        assert self.rho_budget is not None  # called only with a rho budget
         spent = self.rho()
         new = count * _accounting.zcdp_rho(event)
         after = spent + new

@@ -360,6 +360,12 @@ class DPPlan:
         return _as_tuple(self.l2_clip_norm)
 
     @property
+    def _relation(self) -> Neighboring:
+        # __post_init__ resolves ``neighboring`` (None: the sampler's): it is set.
+        assert self.neighboring is not None
+        return self.neighboring
+
+    @property
     def noise_multipliers(self) -> tuple[float, ...]:
         """The noise multiplier sigma per block (raises before calibration)."""
         if self.noise_multiplier is None:
@@ -384,9 +390,7 @@ class DPPlan:
 
         C_i (add/remove) or 2 C_i (replace).
         """
-        return tuple(
-            self.neighboring.sensitivity_factor * c for c in self.l2_clip_norms
-        )
+        return tuple(self._relation.sensitivity_factor * c for c in self.l2_clip_norms)
 
     @property
     def noise_stds(self) -> tuple[float, ...]:
@@ -453,13 +457,13 @@ class DPPlan:
                 epsilon=math.inf,
                 delta=float(delta),
                 accountant=accountant,
-                neighboring=self.neighboring.name,
+                neighboring=self._relation.name,
             )
         return _accounting.compute_epsilon(
             self.event(),
             delta,
             accountant=accountant,
-            neighboring=self.neighboring.to_dp_accounting(),
+            neighboring=self._relation.to_dp_accounting(),
         )
 
     def calibrate(
@@ -491,7 +495,7 @@ class DPPlan:
             target_epsilon,
             delta,
             accountant=accountant,
-            neighboring=self.neighboring.to_dp_accounting(),
+            neighboring=self._relation.to_dp_accounting(),
             tol=tol,
         )
         ratios = (
@@ -529,7 +533,7 @@ class DPPlan:
         structure = PlanStructure(
             sampler=self.sampler,
             steps=self.steps,
-            neighboring=self.neighboring,
+            neighboring=self._relation,
             num_blocks=self.num_blocks,
             noise=self.noise,
             noise_sensitivities=self.sensitivities if self.noise is not None else (),
@@ -629,7 +633,7 @@ class DPPlan:
         """
         out = {
             "sampling": self.sampling.value,
-            "neighboring": self.neighboring.name,
+            "neighboring": self._relation.name,
             "dataset_size": self.dataset_size,
             "sampling_rate": self.sampling_rate,
             "expected_batch_size": self.expected_batch_size,
