@@ -30,7 +30,7 @@ class AddNoiseState(NamedTuple):
     """State of :func:`add_gaussian_noise`: the base key and the releases so far."""
 
     key: jax.Array
-    count: jax.Array
+    count: jax.Array  # type: ignore[assignment]  # shadows tuple.count
 
 
 def standard_normal(key: jax.Array, size: int) -> jax.Array:
@@ -291,7 +291,8 @@ def data_parallel(
         )
         return jax.lax.psum(total, axis_name), metrics
 
-    out_specs = (P(), ClipMetrics(P(axis_name), P(), P(), P()))
+    # A ClipMetrics of partition specs (a pytree prefix), not of arrays.
+    out_specs = (P(), ClipMetrics(P(axis_name), P(), P(), P()))  # type: ignore[arg-type]
 
     def with_unit_keys(params, batch, mask, unit_keys):
         n_dev = mesh.shape[axis_name]
@@ -323,7 +324,7 @@ def data_parallel(
     # Callers that key each unit themselves (the DP loop keys units by their global
     # index, so the result does not depend on how a batch is split into microbatches or
     # processes).
-    fn.with_unit_keys = with_unit_keys
+    fn.with_unit_keys = with_unit_keys  # type: ignore[attr-defined]
     return fn
 
 

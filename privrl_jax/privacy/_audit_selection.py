@@ -48,11 +48,12 @@ class Selection(Protocol):
     compares with); ``epsilon`` is its pure-DP guarantee.
     """
 
-    epsilon: float
+    @property
+    def epsilon(self) -> float: ...
 
     def select(self, key: jax.Array, scores: jax.Array) -> jax.Array: ...
 
-    def logits(self, scores: jax.Array) -> jax.Array: ...
+    def logits(self, scores: jax.typing.ArrayLike) -> jax.Array: ...
 
 
 def worst_case_score_pair(
@@ -139,10 +140,10 @@ def _count_event(
     event: int,
     chunk: int,
 ) -> int:
-    scores = jnp.asarray(scores, jnp.float32)
+    scores32 = jnp.asarray(scores, jnp.float32)
     draw = jax.jit(
         lambda k, n: jnp.sum(
-            jax.vmap(lambda kk: mechanism.select(kk, scores))(jax.random.split(k, n))
+            jax.vmap(lambda kk: mechanism.select(kk, scores32))(jax.random.split(k, n))
             == event
         ),
         static_argnums=1,

@@ -19,7 +19,8 @@ PyTree = Any
 
 
 def _is_key(x) -> bool:
-    return jnp.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
+    dtype = getattr(x, "dtype", None)  # None (no array): not a key
+    return jnp.issubdtype(dtype, jax.dtypes.prng_key)  # type: ignore[arg-type]
 
 
 def _keys_to_data(tree: PyTree) -> PyTree:

@@ -9,7 +9,7 @@ it imports neither, so the two sit above it without an import cycle.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -72,9 +72,13 @@ def clip_factors(
 
 def _unit_sq_norms(tree: PyTree, num_units: int) -> jax.Array:
     leaves = jax.tree_util.tree_leaves(tree)
-    return sum(
-        jnp.sum(jnp.reshape(x, (num_units, -1)).astype(jnp.float32) ** 2, axis=1)
-        for x in leaves
+    # An array for any tree with leaves (``sum`` of nothing would be the int 0).
+    return cast(
+        jax.Array,
+        sum(
+            jnp.sum(jnp.reshape(x, (num_units, -1)).astype(jnp.float32) ** 2, axis=1)
+            for x in leaves
+        ),
     )
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import chex
 import jax
@@ -190,7 +190,12 @@ class ClippedSumFn:
                 "explicit jax.random key (a missing key is never replaced by a "
                 "default)."
             )
-        unit_keys = jax.random.split(key, mask.shape[0]) if self.uses_key else None
+        # ``key`` is not None here when ``uses_key`` (refused above).
+        unit_keys = (
+            jax.random.split(cast(jax.Array, key), mask.shape[0])
+            if self.uses_key
+            else None
+        )
         return self.with_unit_keys(params, batch, mask, unit_keys)
 
     def with_unit_keys(

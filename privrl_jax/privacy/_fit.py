@@ -648,7 +648,10 @@ def _make_counting_accumulate(
 def _without_norms(clip_fn: ClippedSumFn) -> ClippedSumFn:
     # The static half of a clipped sum: everything but its clip norms (bound again,
     # traced, inside the jitted function).
-    return dataclasses.replace(clip_fn, l2_clip_norms=(None,) * clip_fn.num_blocks)
+    return dataclasses.replace(
+        clip_fn,
+        l2_clip_norms=(None,) * clip_fn.num_blocks,  # type: ignore[arg-type]
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("clip_fn", "mesh"), donate_argnums=0)

@@ -78,7 +78,7 @@ import dataclasses
 import functools
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import flax.linen as nn
 import jax
@@ -151,7 +151,7 @@ def _call_kind(
     module_type = type(module)
     if module_type is nn.LayerNorm:
         x = _inputs(args, kwargs)
-        if _norm_features(module, jnp.ndim(x)) is None:
+        if _norm_features(cast(nn.LayerNorm, module), jnp.ndim(x)) is None:
             return None
         return _NORM
     if module_type is nn.Conv:
@@ -204,7 +204,7 @@ def _stopped(out: jax.Array, args: tuple, kwargs: dict) -> jax.Array:
     ]
     if not live:
         return out
-    zero = sum(jnp.sum(x.astype(jnp.float32)) for x in live) * 0
+    zero = cast(jax.Array, sum(jnp.sum(x.astype(jnp.float32)) for x in live) * 0)
     return out + zero.astype(out.dtype)
 
 
@@ -553,7 +553,8 @@ def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
 
 def _first_item(batch: PyTree, unit_keys: jax.Array | None, uses_key: bool):
     item = jax.tree_util.tree_map(lambda x: x[0, 0], batch)
-    key = jax.random.split(unit_keys[0], 1)[0] if uses_key else None
+    # The caller passes unit keys whenever ``uses_key``.
+    key = jax.random.split(cast(jax.Array, unit_keys)[0], 1)[0] if uses_key else None
     return item, key
 
 
@@ -571,7 +572,10 @@ def _positions(call: _LayerCall, x: jax.Array, d: jax.Array):
         int(np.prod(call.out_shape[len(call.out_shape) - call.num_features :])),
     )
     if call.kind == _CONV:  # the input patches of every output position
-        return _ghost_conv.patches(call.conv, x, units), d
+        # A _CONV call always carries its geometry.
+        return _ghost_conv.patches(
+            cast(_ghost_conv.ConvGeometry, call.conv), x, units
+        ), d
     if call.kind == _EMBED:
         idx = x.reshape(units, -1)
         idx = jnp.where(
@@ -811,7 +815,8 @@ def _ghost_clipped_grad_sum(
             continue
         if role[0] == _CONV and role[1] == _WEIGHT:
             # The convolution's own weight gradient at s D, per call sharing the kernel.
-            total = sum(
+            # ``call_ids`` is never empty, so the sum is an array.
+            total = sum(  # type: ignore[assignment]
                 _ghost_conv.kernel_grad(
                     calls[k].conv,
                     leaves[i],

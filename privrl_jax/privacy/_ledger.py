@@ -682,7 +682,7 @@ class Ledger:
         expected = _plan.event_from_description(params)
         if expected is not None and event_to_dict(expected) != ev:
             raise ValueError(f"the event {ev} does not match its parameters {params}.")
-        payload = {
+        payload: dict[str, Any] = {
             "event": ev,
             "count": count,
             "what": what,

@@ -83,7 +83,9 @@ def _key_words(key: jax.Array) -> tuple[jax.Array, jax.Array] | None:
         # as jax.random does
         if key.shape != (2,) or key.dtype != jnp.uint32:
             return None
-        if "threefry2x32" not in str(jax.config.jax_default_prng_impl):
+        # jax.config's flags are dynamic attributes that its stubs do not declare.
+        prng_impl = jax.config.jax_default_prng_impl  # type: ignore[attr-defined]
+        if "threefry2x32" not in str(prng_impl):
             return None
         data = key
     return data[0], data[1]
@@ -103,7 +105,7 @@ def random_bits32(key: jax.Array, shape: Sequence[int]) -> jax.Array:
     words = _key_words(key)
     if (
         words is None
-        or not jax.config.jax_threefry_partitionable
+        or not jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]
         or np.prod(shape) >= 2**32
     ):
         return jax.random.bits(key, shape, jnp.uint32)
@@ -152,6 +154,7 @@ def fast_normal(key: jax.Array, shape: Sequence[int]) -> jax.Array:
     True
     """
     shape = tuple(int(d) for d in shape)
-    if _key_words(key) is None or not jax.config.jax_threefry_partitionable:
+    partitionable = jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]
+    if _key_words(key) is None or not partitionable:
         return jax.random.normal(key, shape, jnp.float32)
     return _normal_from_bits(random_bits32(key, shape))

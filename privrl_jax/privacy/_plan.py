@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import dp_accounting
 import jax
@@ -169,7 +169,8 @@ class PlanStructure:
         _check_common(microbatch_size, "vmap")
         return ClippedSumFn(
             per_item_fn=per_item_fn,
-            l2_clip_norms=tuple(arrays.l2_clip_norms),
+            # Tracers in a swept plan, where ClippedSumFn's annotation says float.
+            l2_clip_norms=tuple(arrays.l2_clip_norms),  # type: ignore[arg-type]
             kind="value",
             microbatch_size=microbatch_size,
             uses_key=uses_key,
@@ -193,7 +194,8 @@ class PlanStructure:
         _check_common(microbatch_size, method)
         return ClippedSumFn(
             per_item_fn=per_item_loss,
-            l2_clip_norms=tuple(arrays.l2_clip_norms),
+            # Tracers in a swept plan, where ClippedSumFn's annotation says float.
+            l2_clip_norms=tuple(arrays.l2_clip_norms),  # type: ignore[arg-type]
             kind="grad",
             microbatch_size=microbatch_size,
             uses_key=uses_key,
@@ -221,7 +223,7 @@ class PlanStructure:
         self._check(arrays)
         _no_discrete_privatizer(self.noise)
         return optax.chain(
-            _noise_transform(tuple(arrays.noise_stds), key),
+            _noise_transform(tuple(arrays.noise_stds), key),  # type: ignore[arg-type]
             optax.scale(1.0 / self.expected_batch_size),
         )
 
@@ -631,7 +633,7 @@ class DPPlan:
 
         It holds no secret.
         """
-        out = {
+        out: dict[str, Any] = {
             "sampling": self.sampling.value,
             "neighboring": self._relation.name,
             "dataset_size": self.dataset_size,
@@ -641,8 +643,9 @@ class DPPlan:
             "l2_clip_norms": list(self.l2_clip_norms),
             "sensitivities": list(self.sensitivities),
         }
-        if getattr(self.sampler, "capacity", None) is not None:
-            out["capacity"] = self.sampler.capacity
+        capacity = getattr(self.sampler, "capacity", None)  # truncated Poisson only
+        if capacity is not None:
+            out["capacity"] = capacity
         if self.noise is not None:
             out["noise"] = self.noise.describe()
         if self.noise_multiplier is not None:
@@ -711,6 +714,7 @@ class GaussianMechanism:
         cls, rho: float, l2_sensitivity: float, **kwargs
     ) -> GaussianMechanism:
         """The mechanism that is exactly rho-zCDP: sigma = 1 / sqrt(2 rho)."""
+        sigma: Any  # a float, or a traced array inside a vmapped sweep
         if _accounting._is_traced(rho):
             # A traced rho (a vmapped sweep): sigma is the same closed form, traced.
             sigma = 1.0 / jax.numpy.sqrt(2.0 * rho)
@@ -729,7 +733,7 @@ class GaussianMechanism:
     @property
     def rho(self) -> float:
         """Its zCDP parameter, 1 / (2 sigma^2)."""
-        return 0.5 / self.noise_multiplier**2
+        return 0.5 / cast(float, self.noise_multiplier) ** 2
 
     def event(self) -> dp_accounting.DpEvent:
         """``GaussianDpEvent(sigma)``: what the ledger records per release."""
@@ -828,7 +832,7 @@ class ExponentialMechanism:
         """``ZCDpEvent(epsilon**2 / 8)``: what the ledger records per selection."""
         return dp_accounting.ZCDpEvent(self.rho)
 
-    def logits(self, scores: jax.Array) -> jax.Array:
+    def logits(self, scores: jax.typing.ArrayLike) -> jax.Array:
         """The logits epsilon * score / (2 * sensitivity); the law is their softmax."""
         return self.epsilon * jax.numpy.asarray(scores) / (2.0 * self.sensitivity)
 

@@ -231,7 +231,7 @@ class Repetitions:
         return out
 
 
-def _lgamma(x: np.ndarray) -> np.ndarray:
+def _lgamma(x: np.ndarray | float) -> np.ndarray:
     return np.vectorize(math.lgamma, otypes=[np.float64])(x)
 
 
@@ -416,7 +416,7 @@ def select(
             ledger.record(selection_event, what=what, params=params)
     chosen, k_runs = _draw_plan(key, repetitions, len(candidates))
     best: tuple[float, int, Any] | None = None  # (score, run, release)
-    runs = []
+    runs: list[dict[str, Any]] = []
     for j, c in enumerate(chosen):
         release, score = candidates[int(c)](jax.random.fold_in(k_runs, j))
         score = float(score)
