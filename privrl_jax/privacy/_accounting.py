@@ -18,7 +18,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import dp_accounting
 import numpy as np
@@ -56,8 +56,7 @@ class Neighboring(enum.Enum):
 
 
 class Sampling(str, enum.Enum):
-    """How the units of each step are chosen; each scheme has its own dp-accounting
-    event.
+    """How each step's units are chosen; each scheme has its own dp-accounting event.
 
     - ``POISSON``: every unit independently with probability q (DP-SGD's analysed
       scheme).
@@ -74,9 +73,11 @@ class Sampling(str, enum.Enum):
     FULL_BATCH = "full_batch"
 
 
-def _is_real(value) -> bool:
-    """Python or NumPy real scalar (not bool): NumPy ints and floats are accepted
-    everywhere."""
+def _is_real(value: object) -> TypeGuard[float]:
+    """Python or NumPy real scalar (not bool).
+
+    NumPy ints and floats are accepted everywhere.
+    """
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
@@ -88,8 +89,10 @@ def _is_traced(value) -> bool:
 
 
 def _concrete(name: str, value, how: str):
-    """``value`` as a Python number where it is a 0-d NumPy/JAX array; raises, naming
-    ``how`` (the way that works), where it is traced."""
+    """``value`` as a Python number where it is a 0-d NumPy/JAX array.
+
+    Raises, naming ``how`` (the way that works), where it is traced.
+    """
     if _is_traced(value):
         raise ValueError(
             f"{name} is traced (inside jax.jit / jax.vmap / jax.grad), but it must be "
@@ -157,8 +160,9 @@ def dpsgd_event(
     dataset_size: int | None = None,
     capacity: int | None = None,
 ) -> dp_accounting.DpEvent:
-    """The dp-accounting event of ``steps`` DP-SGD steps (Gaussian noise on a clipped
-    sum).
+    """The dp-accounting event of ``steps`` DP-SGD steps.
+
+    Gaussian noise on a clipped sum.
 
     ``noise_multiplier`` is dp-accounting's: the noise std over the L2 *sensitivity* of
     the sum under the scheme's neighbouring relation, never over the clip norm. Under
@@ -218,8 +222,7 @@ def dpsgd_event(
 def neighboring_relation_for(
     event: dp_accounting.DpEvent,
 ) -> dp_accounting.NeighboringRelation:
-    """Replace-one for events containing sampling without replacement, else
-    add/remove-one."""
+    """Replace-one for events with sampling without replacement, else add/remove-one."""
     if _contains(event, dp_accounting.SampledWithoutReplacementDpEvent):
         return dp_accounting.NeighboringRelation.REPLACE_ONE
     return dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -272,8 +275,9 @@ class PLDCache:
 
 
 class _CachingPLDAccountant(pld.PLDAccountant):
-    """dp-accounting's PLD accountant, taking single-step PLDs of the two DP-SGD events
-    from a :class:`PLDCache`.
+    """dp-accounting's PLD accountant, taking single-step PLDs from a :class:`PLDCache`.
+
+    The cache holds the PLDs of the two DP-SGD events.
 
     The two branches below do what ``PLDAccountant._maybe_compose`` does for these
     events (same factory, same arguments, then ``self_compose(count)`` and
@@ -340,8 +344,10 @@ def make_accountant(
     *,
     pld_cache: PLDCache | None = None,
 ) -> dp_accounting.PrivacyAccountant:
-    """A fresh dp-accounting accountant with our pinned settings (PLD: single-step PLDs
-    taken from ``pld_cache`` when given)."""
+    """A fresh dp-accounting accountant with our pinned settings.
+
+    PLD: single-step PLDs are taken from ``pld_cache`` when given.
+    """
     if accountant == "rdp":
         return rdp.RdpAccountant(neighboring_relation=neighboring)
     if accountant == "pld":
@@ -426,8 +432,9 @@ def dpsgd_epsilon(
     dataset_size: int | None = None,
     capacity: int | None = None,
 ) -> EpsilonReport:
-    """Epsilon of ``steps`` DP-SGD steps; shorthand for
-    ``compute_epsilon(dpsgd_event(...))``.
+    """Epsilon of ``steps`` DP-SGD steps.
+
+    Shorthand for ``compute_epsilon(dpsgd_event(...))``.
 
     ``noise_multiplier`` is noise std / L2 sensitivity (see :func:`dpsgd_event`): with
     ``sampling="uniform_one"`` (replace-one) the noise that achieves the returned
@@ -450,8 +457,10 @@ def _supporting_accountant(
     event: dp_accounting.DpEvent,
     pld_cache: PLDCache | None = None,
 ):
-    """dp-accounting's accountant for ``event``; a one-line ValueError when it cannot
-    take it."""
+    """dp-accounting's accountant for ``event``.
+
+    Raises a one-line ValueError when it cannot take it.
+    """
     acc = make_accountant(accountant, neighboring, pld_cache=pld_cache)
     if not acc.supports(event):
         raise ValueError(
@@ -475,8 +484,9 @@ def calibrate_noise_multiplier(
     capacity: int | None = None,
     tol: float = 1e-3,
 ) -> float:
-    """Smallest noise multiplier whose epsilon is at most ``target_epsilon``
-    (``calibrate_dp_mechanism``).
+    """Smallest noise multiplier whose epsilon is at most ``target_epsilon``.
+
+    Uses dp-accounting's ``calibrate_dp_mechanism``.
 
     The result is noise std / L2 sensitivity (see :func:`dpsgd_event`): under
     ``uniform_one`` sampling, add noise of std ``2 * sigma * C``.
@@ -526,8 +536,9 @@ def calibrate_sigma(
     neighboring: dp_accounting.NeighboringRelation,
     tol: float = 1e-3,
 ) -> float:
-    """Smallest sigma with ``epsilon(make_event(sigma)) <= target_epsilon``
-    (dp-accounting's search).
+    """Smallest sigma with ``epsilon(make_event(sigma)) <= target_epsilon``.
+
+    Found by dp-accounting's search.
 
     The one calibration routine behind :func:`calibrate_noise_multiplier`,
     ``DPPlan.calibrate`` and ``GaussianMechanism.calibrate``.
@@ -562,8 +573,10 @@ def calibrate_sigma(
 
 @contextlib.contextmanager
 def _quiet_absl():
-    """Silences dp-accounting's per-order convergence warnings while a search probes
-    tiny sigmas."""
+    """Silences dp-accounting's per-order convergence warnings.
+
+    They fire while a search probes tiny sigmas.
+    """
     logger = logging.getLogger("absl")
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -585,7 +598,8 @@ def zcdp_noise_std(rho: float, sensitivity: float) -> float:
 
 
 def zcdp_to_epsilon(rho: float, delta: float) -> float:
-    """(epsilon, delta)-DP implied by rho-zCDP:
+    """(epsilon, delta)-DP implied by rho-zCDP.
+
     epsilon = rho + 2 sqrt(rho log(1/delta)).
 
     Reference: Bun & Steinke 2016, Proposition 1.3 (https://arxiv.org/abs/1605.02065).
@@ -598,8 +612,9 @@ def zcdp_to_epsilon(rho: float, delta: float) -> float:
 
 
 def zcdp_rho(event: dp_accounting.DpEvent) -> float:
-    """rho of the zCDP guarantee of ``event`` (Bun & Steinke 2016): what a rho budget
-    counts.
+    """The rho of the zCDP guarantee of ``event`` (Bun & Steinke 2016).
+
+    It is what a rho budget counts.
 
     A Gaussian release of std sigma at L2 sensitivity Delta, ``GaussianDpEvent(sigma /
     Delta)``, is rho = Delta^2 / (2 sigma^2)-zCDP (Proposition 1.6); compositions add
@@ -635,8 +650,9 @@ def zcdp_rho(event: dp_accounting.DpEvent) -> float:
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
-    """Epsilon at ``delta`` of rho-zCDP from dp-accounting's RDP accountant
-    (``ZCDpEvent(rho)``).
+    """Epsilon at ``delta`` of rho-zCDP from dp-accounting's RDP accountant.
+
+    The event is ``ZCDpEvent(rho)``.
 
     Tighter than :func:`zcdp_to_epsilon`'s closed form; inf for rho = inf (no noise).
     """

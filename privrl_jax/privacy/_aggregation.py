@@ -1,5 +1,6 @@
-"""Noise once, then normalise by the public expected batch size: the release half of
-DP-SGD.
+"""Noise once, then normalise by the public expected batch size.
+
+This is the release half of DP-SGD.
 
 The clipped sum from ``_clipping`` goes through ``add_gaussian_noise`` (an optax
 ``GradientTransformation`` holding its PRNG key, like jax_privacy's privatizer), then
@@ -26,16 +27,16 @@ PyTree = Any
 
 
 class AddNoiseState(NamedTuple):
-    """State of :func:`add_gaussian_noise`: the base key and the number of releases so
-    far."""
+    """State of :func:`add_gaussian_noise`: the base key and the releases so far."""
 
     key: jax.Array
-    count: jax.Array
+    count: jax.Array  # type: ignore[assignment]  # shadows tuple.count
 
 
 def standard_normal(key: jax.Array, size: int) -> jax.Array:
-    """``size`` float32 N(0, 1) draws: ``jax.random.normal`` on JAX's original Threefry
-    stream.
+    """``size`` float32 N(0, 1) draws on JAX's original Threefry stream.
+
+    The draws are those of ``jax.random.normal`` on that stream.
 
     With JAX's default ``jax_threefry_partitionable=True`` each 32-bit value costs one
     Threefry-2x32 hash; the original (non-partitionable) stream gets two values per
@@ -49,8 +50,9 @@ def standard_normal(key: jax.Array, size: int) -> jax.Array:
 
 
 def _normal_f32(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """``jax.random.normal(key, shape, float32)``, bit for bit, drawn the fastest way
-    per platform.
+    """``jax.random.normal(key, shape, float32)``, bit for bit.
+
+    Drawn the fastest way per platform.
 
     On CPU, JAX lowers Threefry as a rolled loop that XLA cannot fuse; ``fast_normal``
     writes the same hash out in jnp, so it fuses with the counters, the normal map and
@@ -69,8 +71,9 @@ def _normal_f32(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
 def add_noise_blocks(
     blocks: Sequence[PyTree], key: jax.Array, stds: Sequence[jax.typing.ArrayLike]
 ) -> tuple[PyTree, ...]:
-    """Adds N(0, std_i^2) to every coordinate of block i, from one draw over all
-    coordinates.
+    """Adds N(0, std_i^2) to every coordinate of block i.
+
+    One draw covers all coordinates.
 
     The public noise primitive of the library: DP-SGD's noise, GTD2's two blocks and
     POOL's noisy counts all come through it (usually via a
@@ -94,7 +97,7 @@ def add_noise_blocks(
     flat = [jax.tree_util.tree_flatten(block) for block in blocks]
     leaves = [(x, stds[i]) for i, (ls, _) in enumerate(flat) for x in ls]
     # One key per leaf (split once) and JAX's default (partitionable) Threefry stream.
-    keys = jax.random.split(key, len(leaves)) if leaves else []
+    keys: Any = jax.random.split(key, len(leaves)) if leaves else []
     noised = [
         (x.astype(jnp.float32) + std * _normal_f32(k, x.shape)).astype(x.dtype)
         for (x, std), k in zip(leaves, keys)
@@ -107,16 +110,20 @@ def add_noise_blocks(
 
 
 def add_noise(tree: PyTree, key: jax.Array, std: jax.typing.ArrayLike) -> PyTree:
-    """``tree`` plus N(0, std^2) on every coordinate (one block of
-    :func:`add_noise_blocks`)."""
+    """``tree`` plus N(0, std^2) on every coordinate.
+
+    One block of :func:`add_noise_blocks`.
+    """
     return add_noise_blocks((tree,), key, (std,))[0]
 
 
 def _noise_transform(
     stds: tuple[float, ...], key: jax.Array
 ) -> optax.GradientTransformation:
-    """Adds noise of std ``stds[i]`` to block i of the update, with key ``fold_in(key,
-    release)``."""
+    """Adds noise of std ``stds[i]`` to block i of the update.
+
+    The key is ``fold_in(key, release)``.
+    """
     if key is None:
         raise ValueError("the DP noise needs an explicit PRNG key; got key=None.")
 
@@ -161,8 +168,9 @@ def add_gaussian_noise(
     *,
     neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE,
 ) -> optax.GradientTransformation:
-    """Adds N(0, (sigma * Delta)^2) to every coordinate of a clipped *sum*, once per
-    update.
+    """Adds N(0, (sigma * Delta)^2) to every coordinate of a clipped *sum*.
+
+    The noise is added once per update.
 
     Args:
       noise_multiplier: sigma >= 0 (0 only for non-private debugging): noise std / L2
@@ -223,8 +231,10 @@ def dpsgd(
     key: jax.Array,
     neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE,
 ) -> optax.GradientTransformation:
-    """DP-SGD's update rule on clipped sums: noise (std sigma * Delta), divide by q N,
-    ``optimizer``."""
+    """DP-SGD's update rule on clipped sums.
+
+    Noise (std sigma * Delta), divide by q N, then ``optimizer``.
+    """
     return optax.chain(
         dp_aggregator(
             noise_multiplier=noise_multiplier,
@@ -238,8 +248,7 @@ def dpsgd(
 
 
 class DPTrainState(NamedTuple):
-    """Parameters and the DP optimizer's state (which holds the noise key and release
-    count)."""
+    """Parameters and the DP optimizer's state (holding the noise key and count)."""
 
     params: PyTree
     opt_state: optax.OptState
@@ -282,7 +291,8 @@ def data_parallel(
         )
         return jax.lax.psum(total, axis_name), metrics
 
-    out_specs = (P(), ClipMetrics(P(axis_name), P(), P(), P()))
+    # A ClipMetrics of partition specs (a pytree prefix), not of arrays.
+    out_specs = (P(), ClipMetrics(P(axis_name), P(), P(), P()))  # type: ignore[arg-type]
 
     def with_unit_keys(params, batch, mask, unit_keys):
         n_dev = mesh.shape[axis_name]
@@ -314,13 +324,16 @@ def data_parallel(
     # Callers that key each unit themselves (the DP loop keys units by their global
     # index, so the result does not depend on how a batch is split into microbatches or
     # processes).
-    fn.with_unit_keys = with_unit_keys
+    fn.with_unit_keys = with_unit_keys  # type: ignore[attr-defined]
     return fn
 
 
 def holds_dp_noise(opt_state: PyTree) -> bool:
-    """Whether an optimizer state holds the state of this module's DP noise transform
-    (:func:`dp_aggregator`, :func:`dpsgd`, :func:`add_gaussian_noise`)."""
+    """Whether an optimizer state holds this module's DP noise transform's state.
+
+    The transforms are :func:`dp_aggregator`, :func:`dpsgd` and
+    :func:`add_gaussian_noise`.
+    """
     nodes = jax.tree_util.tree_leaves(
         opt_state, is_leaf=lambda x: isinstance(x, AddNoiseState)
     )
@@ -334,8 +347,7 @@ def make_dp_step(
     mesh: jax.sharding.Mesh | None = None,
     axis_name: str = "data",
 ) -> DPStep:
-    """The pure functions of a DP-SGD step, with gradient accumulation over
-    microbatches.
+    """The pure functions of a DP-SGD step, accumulating gradients over microbatches.
 
     - ``accumulate(acc, params, batch, mask, key=None) -> (acc + clipped_sum, metrics)``
       adds one fixed-shape microbatch's clipped sum. An exact Poisson batch of any size

@@ -1,5 +1,6 @@
-"""Empirical privacy auditing: epsilon lower bounds from canaries (host-side NumPy /
-SciPy).
+"""Empirical privacy auditing: epsilon lower bounds from canaries.
+
+Host-side NumPy / SciPy.
 
 An audit is the reverse of accounting: the accountant proves an upper bound on epsilon,
 an audit measures how well an attacker tells canaries that were in the input from
@@ -66,8 +67,10 @@ def _check_delta(delta: float, *, allow_zero: bool) -> float:
 
 
 def _rng(key_or_seed: KeyOrSeed) -> np.random.Generator:
-    """A NumPy generator from an int seed, a generator, or a JAX key (typed or raw
-    uint32)."""
+    """A NumPy generator from an int seed, a generator, or a JAX key.
+
+    The key may be typed or raw uint32.
+    """
     if isinstance(key_or_seed, np.random.Generator):
         return key_or_seed
     if isinstance(key_or_seed, numbers.Integral) and not isinstance(key_or_seed, bool):
@@ -133,8 +136,10 @@ class AuditResult:
         return dataclasses.asdict(self)
 
     def auditable(self, epsilon_accounted: float) -> bool:
-        """Whether an audit of this size could flag a mechanism accounted at
-        ``epsilon_accounted`` (it can show at most :attr:`epsilon_ceiling`)."""
+        """Whether this audit could flag a mechanism accounted at ``epsilon_accounted``.
+
+        It can show at most :attr:`epsilon_ceiling`.
+        """
         return bool(epsilon_accounted < self.epsilon_ceiling)
 
 
@@ -156,8 +161,7 @@ def one_run_epsilon_ceiling(
 def one_run_p_value(
     m: int, guesses: int, correct: int, epsilon: float, delta: float
 ) -> float:
-    """P[>= ``correct`` of ``guesses`` guesses are right] under an (epsilon, delta)-DP
-    mechanism.
+    """P[>= ``correct`` of ``guesses`` guesses are right] under (epsilon, delta)-DP.
 
     Steinke, Nasr & Jagielski 2023 show that, for m canaries each included independently
     with probability 1/2, the number W of correct guesses of an auditor that makes r
@@ -199,8 +203,7 @@ def one_run_p_value(
 def one_run_epsilon_from_counts(
     m: int, guesses: int, correct: int, *, delta: float, confidence: float = 0.95
 ) -> float:
-    """The largest epsilon that ``correct`` of ``guesses`` guesses reject at level 1 -
-    confidence.
+    """Largest epsilon that ``correct`` of ``guesses`` reject at level 1 - confidence.
 
     Solves ``one_run_p_value(m, guesses, correct, eps, delta) = 1 - confidence`` for eps
     (the p-value increases with eps); 0.0 when even eps = 0 is not rejected.
@@ -232,8 +235,9 @@ def one_run_epsilon_lower_bound(
     k_negative: int = 0,
     confidence: float = 0.95,
 ) -> AuditResult:
-    """One-run audit (Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training
-    Run").
+    """One-run audit of Steinke, Nasr & Jagielski.
+
+    The paper: "Privacy Auditing with One (1) Training Run".
 
     The auditor guesses "in" for the ``k_positive`` canaries with the highest scores and
     "out" for the ``k_negative`` lowest, abstains on the rest, and counts correct
@@ -334,8 +338,9 @@ def clopper_pearson_interval(
 def clopper_pearson_epsilon_lower_bound(
     tp: int, fp: int, n_pos: int, n_neg: int, *, delta: float, confidence: float = 0.95
 ) -> float:
-    """Many-run epsilon lower bound from one membership test (Jagielski et al. 2020;
-    Nasr et al.).
+    """Many-run epsilon lower bound from one membership test.
+
+    After Jagielski et al. 2020 and Nasr et al.
 
     (epsilon, delta)-DP forces TPR <= e^eps FPR + delta and, applied to the complement
     event, 1 - FPR <= e^eps (1 - TPR) + delta. With a Clopper-Pearson lower bound on TPR
@@ -386,8 +391,10 @@ def gdp_delta(epsilon: float, mu: float) -> float:
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
-    """The epsilon at which mu-GDP gives ``delta`` (inverse of :func:`gdp_delta` in
-    epsilon)."""
+    """The epsilon at which mu-GDP gives ``delta``.
+
+    The inverse of :func:`gdp_delta` in epsilon.
+    """
     delta = _check_delta(delta, allow_zero=False)
     if not mu > 0 or gdp_delta(0.0, mu) <= delta:
         return 0.0
@@ -450,8 +457,9 @@ def gaussian_dp_epsilon_estimate(
     confidence: float = 0.95,
     thresholds: Sequence[float] | np.ndarray | None = None,
 ) -> GaussianDpEstimate:
-    """Gaussian-DP estimate of epsilon (Nasr et al., "Tight Auditing of DP Machine
-    Learning", 2023).
+    """Gaussian-DP estimate of epsilon (Nasr et al. 2023).
+
+    The paper: "Tight Auditing of DP Machine Learning".
 
     If a mechanism is mu-GDP, every threshold test on its output satisfies Phi^-1(TPR) -
     Phi^-1(FPR) <= mu (Dong, Roth & Su 2022). The lower bound takes, over the
@@ -529,8 +537,7 @@ def draw_inclusion(key_or_seed: KeyOrSeed, m: int) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class GradientCanaries:
-    """White-box DP-SGD canaries: m unit directions in a flat parameter space of
-    dimension d.
+    """White-box DP-SGD canaries: m unit directions in a flat d-dim parameter space.
 
     A canary unit's gradient is a huge multiple of its direction, so clipping makes it
     exactly C * direction; projecting the noised sum on the direction then gives C *
@@ -554,13 +561,17 @@ class GradientCanaries:
         return int(self.directions.shape[0])
 
     def gradients(self, norm: float = 1e6) -> np.ndarray:
-        """[m, d] canary gradients of L2 norm ``norm`` (far above any clip norm by
-        default)."""
+        """[m, d] canary gradients of L2 norm ``norm``.
+
+        By default far above any clip norm.
+        """
         return norm * self.directions
 
     def scores(self, update: Any) -> np.ndarray:
-        """[m] projections of ``update`` (an array or a pytree, flattened) on each
-        canary."""
+        """[m] projections of ``update`` on each canary.
+
+        ``update`` is an array or a pytree, flattened.
+        """
         flat = _flatten(update)
         if flat.size != self.d:
             raise ValueError(
@@ -572,8 +583,7 @@ class GradientCanaries:
 
 
 def dirac_canaries(d: int, m: int, key_or_seed: KeyOrSeed = 0) -> GradientCanaries:
-    """m canaries on m distinct coordinates of a d-dimensional parameter vector (m <=
-    d).
+    """Puts m canaries on m distinct coordinates of a d-dim parameter vector (m <= d).
 
     Dirac canaries are orthogonal, so their projections do not interfere (Nasr et al.
     2023 use them for white-box audits).
@@ -589,7 +599,7 @@ def dirac_canaries(d: int, m: int, key_or_seed: KeyOrSeed = 0) -> GradientCanari
 def random_direction_canaries(
     d: int, m: int, key_or_seed: KeyOrSeed = 0
 ) -> GradientCanaries:
-    """m uniformly random unit directions in R^d (nearly orthogonal when d >> m)."""
+    """Draws m uniformly random unit directions in R^d (nearly orthogonal if d >> m)."""
     if m < 1 or d < 1:
         raise ValueError(f"need m, d >= 1; got m={m}, d={d}.")
     g = _rng(key_or_seed).standard_normal((m, d))
@@ -605,8 +615,9 @@ def out_of_distribution_canaries(
     *,
     distance: float = 2.0,
 ) -> np.ndarray:
-    """[m, dim] rows outside the data's bounding box, in random directions from its
-    centre.
+    """[m, dim] rows outside the data's bounding box.
+
+    They lie in random directions from its centre.
 
     Black-box canaries for synthetic data (Annamalai, Ganev & De Cristofaro, "What do
     you want from theory alone?", USENIX Security 2024): a row unlike any real row is
@@ -636,8 +647,9 @@ def density_scores(
     columns: Sequence[int] | None = None,
     chunk: int = 1024,
 ) -> np.ndarray:
-    """[m] how densely the released rows sit near each canary (higher: more likely
-    "in").
+    """[m] how densely the released rows sit near each canary.
+
+    Higher: more likely "in".
 
     With ``bandwidth=None``: minus the distance to the k-th nearest released row.
     Otherwise: the log of a Gaussian kernel density at that fixed bandwidth

@@ -84,7 +84,8 @@ def empty_cell_canaries(
       m: number of canaries.
       key_or_seed: the draw of cells and copied rows.
       columns: the c column indices the grid spans (e.g. the two position columns).
-      low, high: [c] public bounds of those columns.
+      low: [c] public lower bounds of those columns.
+      high: [c] public upper bounds of those columns.
       cells: cells per column (one int, or c of them).
 
     Returns:

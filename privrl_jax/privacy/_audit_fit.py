@@ -1,5 +1,6 @@
-"""A white-box one-run audit of the library's own DP-SGD loop
-(:func:`privrl_jax.privacy.fit`).
+"""A white-box one-run audit of the library's own DP-SGD loop.
+
+The loop is :func:`privrl_jax.privacy.fit`.
 
 Steinke, Nasr & Jagielski ("Privacy Auditing with One (1) Training Run", NeurIPS 2023)
 audit DP-SGD in one run with *gradient canaries*: m extra units whose gradient is a
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import dp_accounting
 import jax
@@ -37,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from privrl_jax.privacy._accounting import Neighboring, compute_epsilon
+from privrl_jax.privacy._accounting import Accountant, Neighboring, compute_epsilon
 from privrl_jax.privacy._aggregation import DPTrainState
 from privrl_jax.privacy._audit import (
     AuditResult,
@@ -68,8 +69,7 @@ CANARY_GRADIENT_NORM = 1e6
 
 
 class PrivacyAuditError(RuntimeError):
-    """An audit demonstrated more epsilon than was accounted:
-    the implementation leaks."""
+    """An audit showed more epsilon than was accounted: the implementation leaks."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,8 +106,10 @@ class FitAudit:
 
     @property
     def auditable(self) -> bool:
-        """False when the plan is accounted above :attr:`epsilon_ceiling`: no fault can
-        then be flagged, and a pass means nothing."""
+        """False when the plan is accounted above :attr:`epsilon_ceiling`.
+
+        No fault can then be flagged, and a pass means nothing.
+        """
         return self.audit.auditable(self.epsilon_accounted)
 
     @property
@@ -132,8 +134,11 @@ class FitAudit:
         }
 
     def line(self) -> str:
-        """The report's line: "epsilon accounted X; epsilon demonstrated >= Y (95%, ...,
-        at most Z at this size): status"."""
+        """The report's line: accounted, demonstrated (and its ceiling), status.
+
+        Its form: "epsilon accounted X; epsilon demonstrated >= Y (95%, ..., at most Z
+        at this size): status".
+        """
         return (
             f"epsilon accounted {self.epsilon_accounted:.4g}; epsilon demonstrated >= "
             f"{self.epsilon_demonstrated:.3g} ({100 * self.audit.confidence:g}%, "
@@ -177,23 +182,25 @@ def audit_fit(
     seed: KeyOrSeed = 0,
     secret: DPSecret | None = None,
     confidence: float = 0.95,
-    accountant: str = "rdp",
+    accountant: Accountant = "rdp",
     raise_on_violation: bool = True,
     callbacks: Sequence[Callback] = (),
     score: str = "likelihood",
 ) -> FitAudit:
-    """One white-box training run of :func:`fit` with ``num_canaries`` gradient
-    canaries.
+    """One white-box run of :func:`fit` with ``num_canaries`` gradient canaries.
 
     Args:
       plan: the plan the release run uses (its sampling rate, clip norm, sigma and
         steps).
-      per_item_loss, optimizer, params: as :func:`privrl_jax.privacy.gradient_method`.
+      per_item_loss: as :func:`privrl_jax.privacy.gradient_method`.
+      optimizer: as :func:`privrl_jax.privacy.gradient_method`.
+      params: as :func:`privrl_jax.privacy.gradient_method`.
       data: the training units, leaves ``[N, items, ...]`` (the release run's data, or a
         stand-in).
       num_canaries: m.
-      k_positive, k_negative: the auditor's "in" / "out" guesses (highest / lowest
-        scores; fixed before the run, as the one-run bound requires). ``k_negative``
+      k_positive: the auditor's "in" guesses (highest scores; fixed before the run,
+        as the one-run bound requires).
+      k_negative: the auditor's "out" guesses (lowest scores; fixed before the run);
         defaults to ``k_positive``.
       delta: the delta of the tested (eps, delta) hypothesis (the release's delta).
       seed: draws the inclusion bits (secret to the auditor until scoring).
@@ -374,7 +381,9 @@ def _audit_gaussian(
     keys = jax.random.split(
         jax.random.key(int(np.random.default_rng(seed).integers(2**31))), count
     )
-    scores = sum(np.asarray(mech.release(k_, value), np.float64) for k_ in keys)
+    scores = cast(
+        np.ndarray, sum(np.asarray(mech.release(k_, value), np.float64) for k_ in keys)
+    )
     bound = one_run_epsilon_lower_bound(
         scores,
         inclusion,
@@ -399,10 +408,11 @@ def audit_ledger(
     microbatch_size: int = 256,
     progress: bool = False,
     selection_trials: int = 1_000_000,
-    accountant: str = "rdp",
+    accountant: Accountant = "rdp",
 ) -> list[dict[str, Any]]:
-    """Audits every mechanism a run's ledger recorded, as recorded: one row per ledger
-    group.
+    """Audits every mechanism a run's ledger recorded, as recorded.
+
+    One row per ledger group.
 
     A DP-SGD group (a :meth:`DPPlan.describe`) is rebuilt as a plan with the recorded
     sampler, clip norm, sigma and number of steps and audited through :func:`audit_fit`
@@ -427,7 +437,6 @@ def audit_ledger(
     above the ceiling: the audit could not have failed). ``progress`` shows a bar per
     audited DP-SGD group (an audit reruns every recorded step).
     """
-
     delta = ledger.target_delta
     k = max(1, int(guess_fraction * num_canaries))
     rows: list[dict[str, Any]] = []
@@ -512,6 +521,7 @@ def audit_ledger(
                 mech, g["count"], num_canaries, k, delta, seed, confidence
             )
         else:
+            assert mech is not None  # refused above (``why``)
             plan = dataclasses.replace(mech, steps=int(g["count"]))
             accounted = plan.epsilon(delta, accountant).epsilon
             if plan.num_blocks > 1:

@@ -42,22 +42,26 @@ LEDGER_CANDIDATES = 100
 
 
 class Selection(Protocol):
-    """A private selection: ``select(key, scores)`` draws one index; ``logits(scores)``
-    gives the log-probabilities up to a constant (the law the audit compares with);
-    ``epsilon`` is its pure-DP guarantee."""
+    """A private selection: ``select(key, scores)`` draws one index.
 
-    epsilon: float
+    ``logits(scores)`` gives the log-probabilities up to a constant (the law the audit
+    compares with); ``epsilon`` is its pure-DP guarantee.
+    """
+
+    @property
+    def epsilon(self) -> float: ...
 
     def select(self, key: jax.Array, scores: jax.Array) -> jax.Array: ...
 
-    def logits(self, scores: jax.Array) -> jax.Array: ...
+    def logits(self, scores: jax.typing.ArrayLike) -> jax.Array: ...
 
 
 def worst_case_score_pair(
     num_candidates: int, sensitivity: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Two neighbouring score vectors that make the exponential mechanism's epsilon
-    nearly tight: ``(Delta, 0, ..., 0)`` and ``(0, Delta, ..., Delta)``.
+    """Two neighbouring score vectors that make the exponential mechanism nearly tight.
+
+    They are ``(Delta, 0, ..., 0)`` and ``(0, Delta, ..., Delta)``.
 
     Every score moves by exactly ``sensitivity``, the most one unit may move it; the
     event "candidate 0" is the one to audit (module docstring).
@@ -77,10 +81,12 @@ def worst_case_score_pair(
 def selection_epsilon(
     mechanism: Selection, scores: np.ndarray, neighbour_scores: np.ndarray
 ) -> float:
-    """The exact pure-DP epsilon of ``mechanism`` on this pair: the largest
-    |log P[i | scores] - log P[i | neighbour_scores]| over the candidates, from its
-    logits' softmax in float64. An audit's lower bound on the same pair cannot exceed
-    it (except with the audit's failure probability)."""
+    """The exact pure-DP epsilon of ``mechanism`` on this pair.
+
+    The largest |log P[i | scores] - log P[i | neighbour_scores]| over the candidates,
+    from its logits' softmax in float64. An audit's lower bound on the same pair cannot
+    exceed it (except with the audit's failure probability).
+    """
     lp = scipy.special.log_softmax(np.asarray(mechanism.logits(scores), np.float64))
     lq = scipy.special.log_softmax(
         np.asarray(mechanism.logits(neighbour_scores), np.float64)
@@ -134,10 +140,10 @@ def _count_event(
     event: int,
     chunk: int,
 ) -> int:
-    scores = jnp.asarray(scores, jnp.float32)
+    scores32 = jnp.asarray(scores, jnp.float32)
     draw = jax.jit(
         lambda k, n: jnp.sum(
-            jax.vmap(lambda kk: mechanism.select(kk, scores))(jax.random.split(k, n))
+            jax.vmap(lambda kk: mechanism.select(kk, scores32))(jax.random.split(k, n))
             == event
         ),
         static_argnums=1,

@@ -1,5 +1,7 @@
-"""Orbax checkpoints of a DP run: one manager per phase directory, PRNG keys as raw
-data."""
+"""Orbax checkpoints of a DP run.
+
+One manager per phase directory; PRNG keys are stored as raw data.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ PyTree = Any
 
 
 def _is_key(x) -> bool:
-    return jnp.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
+    dtype = getattr(x, "dtype", None)  # None (no array): not a key
+    return jnp.issubdtype(dtype, jax.dtypes.prng_key)  # type: ignore[arg-type]
 
 
 def _keys_to_data(tree: PyTree) -> PyTree:
@@ -27,10 +30,11 @@ def _keys_to_data(tree: PyTree) -> PyTree:
 
 
 def _to_host(tree: PyTree) -> PyTree:
-    """NumPy copies of the leaves: orbax's multi-process checkpoints refuse
-    process-local jax.Arrays,
-    and our states are replicated (every process holds the same values), so process 0
-    writes them."""
+    """NumPy copies of the leaves, which process 0 writes.
+
+    Orbax's multi-process checkpoints refuse process-local jax.Arrays, and our states
+    are replicated (every process holds the same values).
+    """
     return jax.tree_util.tree_map(lambda x: np.asarray(jax.device_get(x)), tree)
 
 
@@ -40,8 +44,10 @@ _STEP_FILES = ("_CHECKPOINT_METADATA", "default/_METADATA")
 
 
 def incomplete_steps(directory: str | Path) -> list[Path]:
-    """Numbered step directories of ``directory`` that lack a committed step's files:
-    what a kill while orbax deleted an old step (``max_to_keep``) leaves behind."""
+    """Numbered step directories of ``directory`` that lack a committed step's files.
+
+    What a kill while orbax deleted an old step (``max_to_keep``) leaves behind.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         return []
@@ -55,8 +61,10 @@ def incomplete_steps(directory: str | Path) -> list[Path]:
 
 
 def _owner_only(path: Path) -> None:
-    """chmod 0700 for directories and 0600 for files under ``path`` (itself included):
-    a checkpoint holds the run's noise key."""
+    """Sets mode 0700 on directories and 0600 on files under ``path`` (itself too).
+
+    A checkpoint holds the run's noise key.
+    """
     for root, dirs, files in os.walk(path):
         for name, mode in [(d, 0o700) for d in dirs] + [(f, 0o600) for f in files]:
             try:
@@ -73,8 +81,9 @@ def _data_to_keys(tree: PyTree, like: PyTree) -> PyTree:
 
 
 class Checkpoints:
-    """An orbax manager over ``directory``; one checkpoint per step, the latest two
-    kept.
+    """An orbax manager over ``directory``.
+
+    One checkpoint per step; the latest two are kept.
 
     On several processes (``jax.distributed``) every process takes part in each save and
     restore (orbax synchronises them); the trees must be replicated, and are saved as
@@ -116,8 +125,7 @@ class Checkpoints:
         return self.mgr.latest_step()
 
     def save(self, step: int, tree: PyTree) -> None:
-        """Saves ``tree`` (PRNG keys included) as ``step`` and waits until it is on
-        disk."""
+        """Saves ``tree`` (keys included) as ``step``; waits until it is on disk."""
         tree = _keys_to_data(tree)
         if jax.process_count() > 1:
             tree = _to_host(tree)

@@ -1,5 +1,6 @@
-"""Per-unit clip factors and clipped sums from per-unit values (the bottom of the
-clipping stack).
+"""Per-unit clip factors and clipped sums from per-unit values.
+
+The bottom of the clipping stack.
 
 Shared by the reference ``vmap`` path (``_clipping``) and the ghost path (``_ghost``);
 it imports neither, so the two sit above it without an import cycle.
@@ -8,7 +9,7 @@ it imports neither, so the two sit above it without an import cycle.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -17,8 +18,9 @@ PyTree = Any
 
 
 class ClipMetrics(NamedTuple):
-    """Diagnostics of one clipped-sum call (they depend on private data: never release
-    them).
+    """Diagnostics of one clipped-sum call.
+
+    They depend on private data: never release them.
 
     Attributes:
       per_unit_norms: [units] float32 pre-clip global L2 norm of each unit's
@@ -70,9 +72,13 @@ def clip_factors(
 
 def _unit_sq_norms(tree: PyTree, num_units: int) -> jax.Array:
     leaves = jax.tree_util.tree_leaves(tree)
-    return sum(
-        jnp.sum(jnp.reshape(x, (num_units, -1)).astype(jnp.float32) ** 2, axis=1)
-        for x in leaves
+    # An array for any tree with leaves (``sum`` of nothing would be the int 0).
+    return cast(
+        jax.Array,
+        sum(
+            jnp.sum(jnp.reshape(x, (num_units, -1)).astype(jnp.float32) ** 2, axis=1)
+            for x in leaves
+        ),
     )
 
 

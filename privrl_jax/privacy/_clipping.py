@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import chex
 import jax
@@ -61,8 +61,10 @@ def _unit_loss(per_item_loss: PerItemFn, uses_key: bool) -> Callable[..., jax.Ar
 
 
 def _unit_value(per_item_fn: PerItemFn, uses_key: bool) -> Callable[..., PyTree]:
-    """Sum over a unit's valid items of ``per_item_fn``; padded items contribute exactly
-    zero."""
+    """Sum over a unit's valid items of ``per_item_fn``.
+
+    Padded items contribute exactly zero.
+    """
 
     def unit_value(params, items, item_mask, key):
         values = _per_item(per_item_fn, uses_key, params, items, item_mask, key)
@@ -97,10 +99,12 @@ def _validate_batch(batch: PyTree, mask: jax.Array) -> None:
 
 
 def _check_scalar_loss(fn: PerItemFn, uses_key: bool, params, batch, unit_keys):
-    """Raises unless ``fn`` returns a scalar for one item (traced only, never run): a
-    loss of shape (1,) or (K,) would otherwise fail deep inside the clipping."""
+    """Raises unless ``fn`` returns a scalar for one item (traced only, never run).
+
+    A loss of shape (1,) or (K,) would otherwise fail deep inside the clipping.
+    """
     item = jax.tree_util.tree_map(lambda x: x[0, 0], batch)
-    args = (params, item)
+    args: tuple[Any, ...] = (params, item)
     if uses_key and unit_keys is not None:
         args += (jax.random.split(unit_keys[0], 1)[0],)
     elif uses_key:
@@ -117,8 +121,9 @@ def _check_scalar_loss(fn: PerItemFn, uses_key: bool, params, batch, unit_keys):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClippedSumFn:
-    """``(params, batch, mask, key) -> (clipped_sum, ClipMetrics)`` with a known
-    sensitivity.
+    """``(params, batch, mask, key) -> (clipped_sum, ClipMetrics)``.
+
+    The clipped sum has a known sensitivity.
 
     Build it with :func:`clipped_grad` or :func:`clipped_sum` (or a plan's methods of
     the same names, which take the clip norms from the plan). For every unit u it
@@ -162,15 +167,13 @@ class ClippedSumFn:
     def sensitivities(
         self, neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE
     ) -> tuple[float, ...]:
-        """L2 sensitivity of each block: C_i under add/remove,
-        2 C_i under replace-one."""
+        """L2 sensitivity of each block: C_i (add/remove) or 2 C_i (replace-one)."""
         return tuple(neighboring.sensitivity_factor * c for c in self.l2_clip_norms)
 
     def sensitivity(
         self, neighboring: Neighboring = Neighboring.ADD_OR_REMOVE_ONE
     ) -> float:
-        """L2 sensitivity of a one-block clipped sum: C under add/remove, 2C under
-        replace-one."""
+        """L2 sensitivity of a one-block clipped sum: C (add/remove) or 2C (replace)."""
         return neighboring.sensitivity_factor * self.l2_clip_norm
 
     def __call__(
@@ -187,7 +190,12 @@ class ClippedSumFn:
                 "explicit jax.random key (a missing key is never replaced by a "
                 "default)."
             )
-        unit_keys = jax.random.split(key, mask.shape[0]) if self.uses_key else None
+        # ``key`` is not None here when ``uses_key`` (refused above).
+        unit_keys = (
+            jax.random.split(cast(jax.Array, key), mask.shape[0])
+            if self.uses_key
+            else None
+        )
         return self.with_unit_keys(params, batch, mask, unit_keys)
 
     def with_unit_keys(
@@ -197,8 +205,10 @@ class ClippedSumFn:
         mask: jax.Array,
         unit_keys: jax.Array | None,
     ) -> tuple[PyTree, ClipMetrics]:
-        """Like ``__call__`` with the per-unit keys given
-        (``[units]`` keys, or None)."""
+        """Like ``__call__``, with the per-unit keys given.
+
+        The keys: ``[units]`` keys, or None.
+        """
         _validate_batch(batch, mask)
         if self.kind == "grad":
             _check_scalar_loss(
@@ -326,8 +336,9 @@ def clipped_grad(
     uses_key: bool = False,
     method: str = "vmap",
 ) -> ClippedSumFn:
-    """Builds the per-unit clipped gradient sum of ``per_item_loss``, like ``jax.grad``
-    for DP-SGD.
+    """Builds the per-unit clipped gradient sum of ``per_item_loss``.
+
+    Like ``jax.grad``, for DP-SGD.
 
     Args:
       per_item_loss: ``loss(params, item) -> scalar`` for one item (one transition, one

@@ -122,7 +122,8 @@ def acceptance_probability(s: float) -> float:
 
 def _stages(n: int) -> list[tuple[int, int]]:
     """(buffer size, rounds) of each stage for n values."""
-    out, cap = [], n
+    out: list[tuple[int, int]] = []
+    cap = n
     for share, rounds in _STAGES:
         cap = min(cap, int(math.ceil(share * cap)) + (_SLACK if out else 0))
         out.append((cap, rounds))
@@ -267,8 +268,9 @@ def sample_discrete_gaussian(
 def randomized_round(
     key: jax.Array, x: jax.Array, gamma: jax.typing.ArrayLike
 ) -> jax.Array:
-    """int32 ``floor(x / gamma + u)``, u ~ U[0, 1) per coordinate: unbiased, error <
-    gamma.
+    """int32 ``floor(x / gamma + u)``, u ~ U[0, 1) per coordinate.
+
+    Unbiased, with error < gamma.
 
     Exact as long as ``|x| / gamma < 2^23`` (float32 keeps the fraction).
     """

@@ -1,5 +1,6 @@
-"""Multi-process DP training on ``jax.distributed``: the same release from P processes
-as from one.
+"""Multi-process DP training on ``jax.distributed``.
+
+The same release from P processes as from one.
 
 This module imports nothing heavy, so a program can call :func:`initialize` before
 anything else touches JAX's backend (``jax.distributed.initialize`` must come first).
@@ -101,8 +102,10 @@ class DistributedConfig:
     def from_env(
         cls, environ: Mapping[str, str] | None = None
     ) -> DistributedConfig | None:
-        """The settings in the environment (``PRIVRL_*``), or None for a one-process
-        run."""
+        """The settings in the environment (``PRIVRL_*``).
+
+        None for a one-process run.
+        """
         env = os.environ if environ is None else environ
         if env.get(ENV_AUTO, "").lower() == "auto":
             return cls(auto=True)
@@ -129,8 +132,10 @@ class Topology:
 
     @classmethod
     def current(cls) -> Topology:
-        """The topology of the running JAX runtime (after :func:`initialize`, or one
-        process)."""
+        """The topology of the running JAX runtime.
+
+        After :func:`initialize`, or of one process.
+        """
         return cls(jax.process_index(), jax.process_count())
 
     @property
@@ -143,14 +148,18 @@ class Topology:
         return self.num_processes > 1
 
     def unit_range(self, num_units: int) -> tuple[int, int]:
-        """This process's block ``[lo, hi)`` of the units (contiguous,
-        data-independent)."""
+        """This process's block ``[lo, hi)`` of the units.
+
+        Contiguous and data-independent.
+        """
         p, n = self.process_id, self.num_processes
         return p * num_units // n, (p + 1) * num_units // n
 
     def local_block(self, data: PyTree, num_units: int | None = None) -> PyTree:
-        """This process's block of ``data``
-        (leaves ``[N, ...]``, sliced along axis 0)."""
+        """This process's block of ``data``.
+
+        Leaves are ``[N, ...]``, sliced along axis 0.
+        """
         leaves = jax.tree_util.tree_leaves(data)
         lo, hi = self.unit_range(leaves[0].shape[0] if num_units is None else num_units)
         return jax.tree_util.tree_map(lambda x: x[lo:hi], data)

@@ -54,6 +54,7 @@ import numpy as np
 import optax
 
 from privrl_jax.privacy import _distributed as dist
+from privrl_jax.privacy._accounting import Accountant
 from privrl_jax.privacy._aggregation import AddNoiseState, DPTrainState, data_parallel
 from privrl_jax.privacy._checkpoints import Checkpoints
 from privrl_jax.privacy._clipping import ClippedSumFn
@@ -66,8 +67,7 @@ _SECRET_WORDS = 8
 
 @dataclasses.dataclass(frozen=True)
 class DPSecret:
-    """The secret randomness of one DP run: the noise key and the sampling stream's
-    seed.
+    """One DP run's secret randomness: the noise key and the sampling stream's seed.
 
     ``words`` is 8 uint32 words: words 0-1 are the Threefry noise key, words 2-7 (192
     bits) seed the NumPy sampling stream. ``fixed`` marks a secret derived from a public
@@ -79,16 +79,20 @@ class DPSecret:
 
     @classmethod
     def fresh(cls) -> DPSecret:
-        """256 bits from ``os.urandom``: nobody can regenerate the noise from the run
-        directory."""
+        """256 bits from ``os.urandom``.
+
+        Nobody can regenerate the noise from the run directory.
+        """
         return cls(
             np.frombuffer(os.urandom(4 * _SECRET_WORDS), np.uint32).copy(), False
         )
 
     @classmethod
     def from_seed(cls, seed: int) -> DPSecret:
-        """A reproducible secret for tests; anyone who knows ``seed`` can recompute the
-        noise."""
+        """A reproducible secret for tests.
+
+        Anyone who knows ``seed`` can recompute the noise.
+        """
         words = np.random.SeedSequence([int(seed), 0x5EC2E7]).generate_state(
             _SECRET_WORDS
         )
@@ -119,8 +123,10 @@ class DPSecret:
 
 
 class DivergenceError(RuntimeError):
-    """The noisy parameters became non-finite or exploded; the loop stopped, spend
-    recorded."""
+    """The noisy parameters became non-finite or exploded.
+
+    The loop stopped; the spend is recorded.
+    """
 
 
 class DPMethod(NamedTuple):
@@ -144,7 +150,7 @@ class DPMethod(NamedTuple):
 
 
 def _adds_noise(opt_state: PyTree) -> bool:
-    noisy = (AddNoiseState, optax.AddNoiseState)
+    noisy: tuple[type, ...] = (AddNoiseState, optax.AddNoiseState)
     # optax.contrib.dpsgd / differentially_private_aggregate clip and noise themselves.
     contrib = getattr(optax, "contrib", None)
     dp_state = getattr(contrib, "DifferentiallyPrivateAggregateState", None)
@@ -163,8 +169,9 @@ def gradient_method(
     uses_key: bool = False,
     clip_method: str = "vmap",
 ) -> tuple[DPMethod, DPTrainState]:
-    """DP-SGD in one call: the plan's clipped gradient of ``per_item_loss`` and a plain
-    optimizer.
+    """DP-SGD in one call.
+
+    The plan's clipped gradient of ``per_item_loss`` and a plain optimizer.
 
     Args:
       plan: the calibrated plan (its clip norm clips the gradient; its noise is added by
@@ -175,7 +182,8 @@ def gradient_method(
       optimizer: a plain optax optimizer (e.g. ``optax.adam(1e-3)``) applied to the
         noisy mean.
       params: the initial parameters.
-      uses_key, clip_method: as :meth:`DPPlan.clipped_grad`.
+      uses_key: as :meth:`DPPlan.clipped_grad`.
+      clip_method: as :meth:`DPPlan.clipped_grad`.
 
     Returns:
       ``(method, init_state)`` for :func:`fit`; the state is ``DPTrainState(params,
@@ -208,8 +216,10 @@ def _train_state_params(state: DPTrainState) -> PyTree:
 
 @dataclasses.dataclass(frozen=True)
 class _OptaxUpdate:
-    """The update of :func:`gradient_method`: equal (and hashed) by its optimizer, so
-    fits of one sweep that pass the same optimizer share :func:`fit`'s compiled step."""
+    """The update of :func:`gradient_method`: equal (and hashed) by its optimizer.
+
+    So fits of one sweep that pass the same optimizer share :func:`fit`'s compiled step.
+    """
 
     optimizer: optax.GradientTransformation
 
@@ -222,8 +232,10 @@ class _OptaxUpdate:
 
 @dataclasses.dataclass
 class LoopStats:
-    """What actually ran in this call of the loop (for tests and audits; private: never
-    publish)."""
+    """What actually ran in this call of the loop.
+
+    For tests and audits; private: never publish.
+    """
 
     steps: int = 0
     noise_draws: int = 0
@@ -235,9 +247,10 @@ class LoopStats:
 
 
 class FitResult(NamedTuple):
-    """What :func:`fit` returns: the final state, the run's secret (never publish it)
-    and whether
-    the run was private (sigma > 0 and a secret not derived from a public seed).
+    """What :func:`fit` returns.
+
+    The final state, the run's secret (never publish it) and whether the run was private
+    (sigma > 0 and a secret not derived from a public seed).
 
     ``nonfinite_units`` counts the sampled units, over the steps this call ran, whose
     contribution (gradient) was non-finite (NaN/inf): they were dropped, i.e. added
@@ -255,8 +268,9 @@ class FitResult(NamedTuple):
 
 
 class Recorder(Protocol):
-    """Where a DP run's progress lives: resume from it, commit each stretch of steps to
-    it.
+    """Where a DP run's progress lives.
+
+    Resume from it; commit each stretch of steps to it.
 
     A recorder may set ``checkpoint_every`` (steps between commits); without it
     :func:`fit` commits once, after the last step.
@@ -265,15 +279,18 @@ class Recorder(Protocol):
     def resume(
         self, plan: DPPlan, tree: PyTree, topology: dist.Topology
     ) -> tuple[int, PyTree]:
-        """``(start, tree)``: the newest saved step and its tree (``tree`` itself and 0
-        when
-        fresh), after checking the record and the budget for the remaining steps. Raises
-        before any release when the run must not go on."""
+        """``(start, tree)``: the newest saved step and its tree.
+
+        ``tree`` itself and 0 when fresh. Checks the record and the budget for the
+        remaining steps first; raises before any release when the run must not go on.
+        """
         ...
 
     def commit(self, plan: DPPlan, step: int, tree: PyTree) -> None:
-        """Records every step up to ``step`` (the spend first), then saves ``tree`` at
-        ``step``."""
+        """Records every step up to ``step`` (the spend first), then saves ``tree``.
+
+        The tree is saved at ``step``.
+        """
         ...
 
     def epsilon_spent(self) -> float | None:
@@ -282,11 +299,12 @@ class Recorder(Protocol):
 
 
 class InMemoryRecorder:
-    """No files: the run starts fresh and keeps nothing (experiments, tests). The
-    epsilon spent
-    is the plan's for the steps committed so far."""
+    """No files: the run starts fresh and keeps nothing (experiments, tests).
 
-    def __init__(self, accountant: str = "rdp", delta: float | None = None):
+    The epsilon spent is the plan's for the steps committed so far.
+    """
+
+    def __init__(self, accountant: Accountant = "rdp", delta: float | None = None):
         self.accountant, self.delta = accountant, delta
         self.steps_done = 0
         self._plan: DPPlan | None = None
@@ -322,9 +340,10 @@ def _head_from_tree(arr: Any) -> str:
 
 
 class RunRecorder:
-    """A run directory's record: the ledger (process 0 only) and orbax checkpoints of
-    the state,
-    the secret and the ledger head.
+    """A run directory's record.
+
+    The ledger (process 0 only) and orbax checkpoints of the state, the secret and the
+    ledger head.
 
     Guarantees: the budget is checked before the first release and on every resume;
     steps are recorded in the ledger **before** the checkpoint that contains them (a
@@ -350,7 +369,7 @@ class RunRecorder:
         ledger: Ledger | None,
         *,
         what: str,
-        accountant: str = "rdp",
+        accountant: Accountant = "rdp",
         checkpoint_every: int = 50,
         budget_hint: str | None = None,
     ):
@@ -470,11 +489,14 @@ class RunRecorder:
         self._save(step, tree)
 
     def record(self, plan: DPPlan, step: int) -> None:
-        """Records the steps up to ``step`` in the ledger (process 0; private plans
-        only)."""
+        """Records the steps up to ``step`` in the ledger.
+
+        Process 0 only; private plans only.
+        """
         topo = self._topology
         if topo is not None and topo.is_primary and plan.private and step > self._done:
             new = step - self._done
+            assert self.ledger is not None  # resume() refused process 0 without one
             self.ledger.record(
                 plan.step_event(), what=self.what, count=new, params=plan.describe()
             )
@@ -484,6 +506,7 @@ class RunRecorder:
         topo = self._topology
         if topo is None or not topo.is_primary:
             return None
+        assert self.ledger is not None  # resume() refused process 0 without one
         return self.ledger.epsilon(self.accountant).epsilon
 
 
@@ -491,12 +514,14 @@ class RunRecorder:
 
 
 class Callback(Protocol):
-    """Sees public quantities only: ``info`` holds ``step``, ``total``, ``elapsed_s``
-    and, at a
-    commit, ``epsilon_spent`` (when the recorder knows it) -- and one exception, for
-    the data owner's eyes: ``nonfinite_units``, the units dropped so far in this call
-    because their contribution was NaN/inf (a count on the sensitive data, not DP:
-    never publish it)."""
+    """Sees public quantities only.
+
+    ``info`` holds ``step``, ``total``, ``elapsed_s`` and, at a commit,
+    ``epsilon_spent`` (when the recorder knows it) -- and one exception, for the data
+    owner's eyes: ``nonfinite_units``, the units dropped so far in this call because
+    their contribution was NaN/inf (a count on the sensitive data, not DP: never publish
+    it).
+    """
 
     def on_step(self, info: Mapping[str, Any]) -> None: ...
 
@@ -508,7 +533,7 @@ class ProgressBar:
 
     def __init__(self, desc: str = "DP steps", *, disable: bool = False):
         self.desc, self.disable = desc, disable
-        self._bar = None
+        self._bar: Any = None
 
     def on_step(self, info: Mapping[str, Any]) -> None:
         if self._bar is None:
@@ -535,8 +560,11 @@ _PUBLIC_INFO = ("step", "total", "elapsed_s", "epsilon_spent")
 
 
 class JsonLinesLogger:
-    """Appends one JSON object per commit to ``path``: step, elapsed seconds, epsilon
-    spent (the public quantities only: never ``nonfinite_units``)."""
+    """Appends one JSON object per commit to ``path``.
+
+    Step, elapsed seconds, epsilon spent (the public quantities only: never
+    ``nonfinite_units``).
+    """
 
     def __init__(self, path: str | os.PathLike, *, every_step: bool = False):
         self.path, self.every_step = Path(path), every_step
@@ -558,8 +586,10 @@ class JsonLinesLogger:
 def make_accumulate(
     clip_fn: ClippedSumFn, mesh: jax.sharding.Mesh | None = None
 ) -> Callable[..., PyTree]:
-    """``acc, params, data, item_mask, idx, unit_mask, offset, loss_key, t -> acc +
-    clipped sum``.
+    """Builds the step that adds a microbatch's clipped sum to ``acc``.
+
+    The step maps ``acc, params, data, item_mask, idx, unit_mask, offset, loss_key, t``
+    to ``acc + clipped sum``.
 
     ``data`` leaves are ``[N, items, ...]`` and stay on the device; the microbatch
     ``idx`` is gathered inside the jitted function, so only the (public-shaped) index
@@ -586,8 +616,10 @@ def make_accumulate(
 def _make_counting_accumulate(
     clip_fn: ClippedSumFn, mesh: jax.sharding.Mesh | None = None
 ) -> Callable[..., tuple[PyTree, jax.Array]]:
-    """:func:`make_accumulate` that also carries ``nonfinite`` (after ``acc``): the
-    count of units whose contribution was non-finite, plus this microbatch's."""
+    """:func:`make_accumulate` that also carries ``nonfinite`` (after ``acc``).
+
+    It is the count of units whose contribution was non-finite, plus this microbatch's.
+    """
     structure = _without_norms(clip_fn)
     norms = tuple(clip_fn.l2_clip_norms)
 
@@ -616,7 +648,10 @@ def _make_counting_accumulate(
 def _without_norms(clip_fn: ClippedSumFn) -> ClippedSumFn:
     # The static half of a clipped sum: everything but its clip norms (bound again,
     # traced, inside the jitted function).
-    return dataclasses.replace(clip_fn, l2_clip_norms=(None,) * clip_fn.num_blocks)
+    return dataclasses.replace(
+        clip_fn,
+        l2_clip_norms=(None,) * clip_fn.num_blocks,  # type: ignore[arg-type]
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("clip_fn", "mesh"), donate_argnums=0)
@@ -719,8 +754,7 @@ def fit(
     ),
     data_parallel: bool = False,
 ) -> FitResult:
-    """Runs (or resumes) ``plan.steps`` DP steps of ``method`` on the sensitive
-    ``data``.
+    """Runs (or resumes) ``plan.steps`` DP steps of ``method`` on sensitive ``data``.
 
     Args:
       plan: the calibrated plan (sampler, clip norms, sigma, steps): its noise is the
@@ -897,10 +931,10 @@ def fit(
             if unrecorded == every or t == plan.steps - 1:
                 if not bool(healthy):
                     _record_only(recorder, plan, t + 1)
-                    spent = recorder.epsilon_spent()
+                    eps = recorder.epsilon_spent()
                     spent = (
-                        f"epsilon = {spent:.4g} spent and recorded"
-                        if spent is not None
+                        f"epsilon = {eps:.4g} spent and recorded"
+                        if eps is not None
                         else "the spend recorded by process 0"
                     )
                     raise DivergenceError(

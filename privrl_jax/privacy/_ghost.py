@@ -78,7 +78,7 @@ import dataclasses
 import functools
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import flax.linen as nn
 import jax
@@ -101,8 +101,10 @@ _BIAS = "bias"
 
 @dataclasses.dataclass(frozen=True)
 class _LayerCall:
-    """One call of a supported layer, as seen for one item (static trace-time
-    information)."""
+    """One call of a supported layer, as seen for one item.
+
+    Static trace-time information.
+    """
 
     kind: str  # _DENSE, _EMBED or _NORM
     module: str  # module type and path, for messages: "Dense('Dense_0',)"
@@ -124,9 +126,11 @@ class _LayerCall:
 
 
 def _norm_features(module: nn.LayerNorm, ndim: int) -> int | None:
-    """How many trailing axes a LayerNorm's scale and bias span, or None when its rule
-    does not apply (feature axes not the trailing ones, statistics over a named axis,
-    or no parameters)."""
+    """How many trailing axes a LayerNorm's scale and bias span, or None.
+
+    None when its rule does not apply (feature axes not the trailing ones, statistics
+    over a named axis, or no parameters).
+    """
     if module.axis_name is not None or not (module.use_scale or module.use_bias):
         return None
     axes = sorted({a % ndim for a in np.atleast_1d(module.feature_axes).tolist()})
@@ -138,14 +142,16 @@ def _norm_features(module: nn.LayerNorm, ndim: int) -> int | None:
 def _call_kind(
     module: nn.Module, method_name: str, args: tuple, kwargs: dict
 ) -> str | None:
-    """Which supported layer this is, or None; exact types only (a subclass may change
-    the maths)."""
+    """Which supported layer this is, or None.
+
+    Exact types only (a subclass may change the maths).
+    """
     if method_name != "__call__":
         return None
     module_type = type(module)
     if module_type is nn.LayerNorm:
         x = _inputs(args, kwargs)
-        if _norm_features(module, jnp.ndim(x)) is None:
+        if _norm_features(cast(nn.LayerNorm, module), jnp.ndim(x)) is None:
             return None
         return _NORM
     if module_type is nn.Conv:
@@ -198,7 +204,7 @@ def _stopped(out: jax.Array, args: tuple, kwargs: dict) -> jax.Array:
     ]
     if not live:
         return out
-    zero = sum(jnp.sum(x.astype(jnp.float32)) for x in live) * 0
+    zero = cast(jax.Array, sum(jnp.sum(x.astype(jnp.float32)) for x in live) * 0)
     return out + zero.astype(out.dtype)
 
 
@@ -401,8 +407,10 @@ def _leaf_roles(calls):
 
 
 def _dependencies(closed_jaxpr, num_leading: int) -> set[int]:
-    """Indices ``i >= num_leading`` of the jaxpr's inputs that its outputs depend on (as
-    i - lead)."""
+    """Indices ``i >= num_leading`` of the jaxpr's inputs that its outputs depend on.
+
+    Returned as i - lead.
+    """
 
     def walk(jaxpr, in_deps):
         deps = {}
@@ -447,10 +455,12 @@ def _dependencies(closed_jaxpr, num_leading: int) -> set[int]:
 
 
 def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
-    """Discovers the supported layer calls and proves which leaves ghost norms cover
-    exactly."""
+    """Discovers the supported layer calls.
+
+    It also proves which leaves the ghost norms cover exactly.
+    """
     leaves, treedef = jax.tree_util.tree_flatten(params)
-    calls: list[_LayerCall] = []
+    calls: list[_LayerCall] | tuple[_LayerCall, ...] = []
     owners: dict[int, str] = {}
     nested: list[str] = []
 
@@ -494,8 +504,10 @@ def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
     }
 
     def dependencies(active):
-        """Leaf indices whose tangent reaches the loss with the ``active`` calls'
-        outputs stopped."""
+        """Leaf indices whose tangent reaches the loss.
+
+        Computed with the ``active`` calls' outputs stopped.
+        """
 
         def tangent_out(leaves, tangents, item, key):
             def loss(floats):
@@ -541,7 +553,8 @@ def _plan(per_item_loss, uses_key, params, item, key) -> _Plan:
 
 def _first_item(batch: PyTree, unit_keys: jax.Array | None, uses_key: bool):
     item = jax.tree_util.tree_map(lambda x: x[0, 0], batch)
-    key = jax.random.split(unit_keys[0], 1)[0] if uses_key else None
+    # The caller passes unit keys whenever ``uses_key``.
+    key = jax.random.split(cast(jax.Array, unit_keys)[0], 1)[0] if uses_key else None
     return item, key
 
 
@@ -559,7 +572,10 @@ def _positions(call: _LayerCall, x: jax.Array, d: jax.Array):
         int(np.prod(call.out_shape[len(call.out_shape) - call.num_features :])),
     )
     if call.kind == _CONV:  # the input patches of every output position
-        return _ghost_conv.patches(call.conv, x, units), d
+        # A _CONV call always carries its geometry.
+        return _ghost_conv.patches(
+            cast(_ghost_conv.ConvGeometry, call.conv), x, units
+        ), d
     if call.kind == _EMBED:
         idx = x.reshape(units, -1)
         idx = jnp.where(
@@ -582,8 +598,10 @@ def _per_unit(v: jax.Array, ndim: int) -> jax.Array:
 
 
 def _dense_sq_norms(a: jax.Array, d: jax.Array) -> jax.Array:
-    """Per-unit ``||A_u^T D_u||_F^2`` for a: [U, T, d_in], d: [U, T, d_out], cheapest
-    form."""
+    """Per-unit ``||A_u^T D_u||_F^2`` for a: [U, T, d_in], d: [U, T, d_out].
+
+    Computed in the cheapest form.
+    """
     _, t, d_in = a.shape
     d_out = d.shape[-1]
     if t == 1:
@@ -599,8 +617,7 @@ def _dense_sq_norms(a: jax.Array, d: jax.Array) -> jax.Array:
 
 
 def _embed_sq_norms(idx: jax.Array, d: jax.Array, num_embeddings: int) -> jax.Array:
-    """Per-unit squared norm of the scatter-add of d:
-    [U, T, f] into rows idx: [U, T]."""
+    """Per-unit squared norm of scatter-adding d: [U, T, f] into rows idx: [U, T]."""
     t, f = d.shape[1:]
     if t * (1 + f) <= num_embeddings * f:  # Gram form with the "same row" indicator
         same = (idx[:, :, None] == idx[:, None, :]).astype(d.dtype)
@@ -619,8 +636,9 @@ def ghost_clipped_grad_sum(
     l2_clip_norm: jax.typing.ArrayLike,
     uses_key: bool,
 ) -> tuple[PyTree, ClipMetrics]:
-    """Clipped sum of per-unit gradients by ghost norms and book-keeping (one backward
-    pass).
+    """Clipped sum of per-unit gradients by ghost norms and book-keeping.
+
+    One backward pass.
 
     Same contract as the reference ``vmap`` path of :class:`ClippedGradFn` for one
     microbatch: the gradient of unit u is that of ``sum_j mask[u, j] *
@@ -797,7 +815,8 @@ def _ghost_clipped_grad_sum(
             continue
         if role[0] == _CONV and role[1] == _WEIGHT:
             # The convolution's own weight gradient at s D, per call sharing the kernel.
-            total = sum(
+            # ``call_ids`` is never empty, so the sum is an array.
+            total = sum(  # type: ignore[assignment]
                 _ghost_conv.kernel_grad(
                     calls[k].conv,
                     leaves[i],
@@ -846,8 +865,11 @@ def _fallback_owners(plan: _Plan) -> list[str]:
 
 
 def _warn_fallback(plan: _Plan, params: PyTree) -> None:
-    """Says once (per distinct set of layers) which parameters ghost clipping could not
-    cover and computes with exact per-unit gradients: correct, but slower."""
+    """Says once which parameters ghost clipping could not cover.
+
+    Once per distinct set of layers; those compute with exact per-unit gradients:
+    correct, but slower.
+    """
     if not plan.fallback:
         return
     names = _fallback_owners(plan)
@@ -875,8 +897,7 @@ def ghost_coverage(
     *,
     uses_key: bool = False,
 ) -> dict[str, str]:
-    """Says, for every parameter leaf, how ``method="ghost"`` computes its per-unit
-    gradient norm.
+    """Says how ``method="ghost"`` computes each leaf's per-unit gradient norm.
 
     Traces ``per_item_loss`` once (nothing is computed) and reports, keyed by the leaf's
     path (``jax.tree_util.keystr``):

@@ -51,9 +51,12 @@ class ConvGeometry:
 
 
 def geometry(module: nn.Module, x: jax.Array) -> ConvGeometry | None:
-    """The geometry of a plain ``nn.Conv`` call on input ``x``, or None when the rule
-    does not apply (a weight mask, a custom convolution or dtype promotion, circular,
-    reflecting or causal padding, more than three spatial axes, no batch-free item)."""
+    """The geometry of a plain ``nn.Conv`` call on input ``x``, or None.
+
+    None when the rule does not apply (a weight mask, a custom convolution or dtype
+    promotion, circular, reflecting or causal padding, more than three spatial axes, no
+    batch-free item).
+    """
     if type(module) is not nn.Conv:
         return None
     if (
@@ -157,8 +160,10 @@ def sq_norms(p: jax.Array, d: jax.Array, groups: int) -> jax.Array:
 def kernel_grad(
     geo: ConvGeometry, kernel: jax.Array, x: jax.Array, cotangent: jax.Array
 ) -> jax.Array:
-    """``sum_u P_u^T (s_u D_u)``, in the kernel's layout: the convolution's weight
-    gradient at the (reweighted) output gradients ``cotangent``.
+    """``sum_u P_u^T (s_u D_u)``, in the kernel's layout.
+
+    The convolution's weight gradient at the (reweighted) output gradients
+    ``cotangent``.
 
     Args:
       geo: the call's geometry.

@@ -1,5 +1,6 @@
-"""The privacy ledger: a tamper-evident record of every DP release of a run, with a
-budget guard.
+"""The privacy ledger: a tamper-evident record of every DP release of a run.
+
+It comes with a budget guard.
 
 The ledger is a JSON file (``ledger.json``) written atomically beside a run's
 checkpoints. Each entry is a batch of identical releases (a dp-accounting event,
@@ -71,8 +72,10 @@ BUDGET_HINT = (
 
 
 class BudgetExceededError(RuntimeError):
-    """A release would take the run past its (epsilon, delta) or rho budget; nothing was
-    released."""
+    """A release would take the run past its (epsilon, delta) or rho budget.
+
+    Nothing was released.
+    """
 
 
 class LedgerError(ValueError):
@@ -96,8 +99,10 @@ def event_to_dict(event: dp_accounting.DpEvent) -> dict[str, Any]:
 
 
 def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
-    """Inverse of :func:`event_to_dict`; raises :class:`LedgerError` for unknown event
-    types."""
+    """Inverse of :func:`event_to_dict`.
+
+    Raises :class:`LedgerError` for unknown event types.
+    """
     data = dict(data)
     name = data.pop("type", None)
     cls = getattr(dp_accounting, str(name), None)
@@ -120,8 +125,10 @@ def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Release:
-    """``count`` identical releases of one event, chained to the entry before by
-    ``prev``/``hash``."""
+    """``count`` identical releases of one event.
+
+    Chained to the entry before by ``prev``/``hash``.
+    """
 
     event: dict[str, Any]
     count: int
@@ -247,8 +254,10 @@ class Ledger:
         return head == self.genesis or any(r.hash == head for r in self.releases)
 
     def require_head(self, head: str, where: str) -> None:
-        """Raises :class:`LedgerError` unless ``head``, recorded in ``where``, is in the
-        chain."""
+        """Raises :class:`LedgerError` unless ``head`` is in the chain.
+
+        ``where`` names the file that recorded ``head``.
+        """
         if not self.contains(head):
             raise LedgerError(
                 f"{where} was written after ledger entry {head[:12]}..., which "
@@ -259,10 +268,11 @@ class Ledger:
             )
 
     def require_plan(self, what: str, params: dict[str, Any]) -> None:
-        """Raises :class:`LedgerError` unless the newest entry of ``what`` was recorded
-        under the plan ``params`` (``DPPlan.describe()``): a run directory resumes, or
-        is rerun, only under its own plan, never mixing two sigmas (or samplers, clip
-        norms, step counts...) in one model.
+        """Raises :class:`LedgerError` unless ``what``'s last entry has plan ``params``.
+
+        ``params`` is ``DPPlan.describe()``: a run directory resumes, or is rerun, only
+        under its own plan, never mixing two sigmas (or samplers, clip norms, step
+        counts...) in one model.
 
         The error is one line naming each field that differs, as recorded -> now.
         Nothing is checked when the ledger holds no entry of ``what``.
@@ -308,8 +318,9 @@ class Ledger:
             of its content); a ledger of another dataset is refused, since its budget
             says nothing about this one.
           dataset_size: number of privacy units N (for the delta >= 1/N warning).
-          target_epsilon, target_delta: the run's budget; must equal the stored budget
-            on reopen.
+          target_epsilon: the run's epsilon budget; must equal the stored budget on
+            reopen.
+          target_delta: the run's delta; must equal the stored budget on reopen.
           rho_budget: a zCDP budget instead of ``target_epsilon`` (inf for none): the
             stored epsilon budget is its epsilon at ``target_delta``
             (:func:`zcdp_epsilon`), and :meth:`check` also holds :meth:`rho` to it.
@@ -484,8 +495,10 @@ class Ledger:
         return sum(r.count for r in self.releases)
 
     def groups(self) -> list[dict[str, Any]]:
-        """Consecutive entries with the same event, description and parameters, counts
-        summed."""
+        """Consecutive entries with the same event, description and parameters, merged.
+
+        Their counts are summed.
+        """
         out: list[dict[str, Any]] = []
         for r in self.releases:
             if out and (out[-1]["event"], out[-1]["what"], out[-1]["params"]) == (
@@ -506,7 +519,7 @@ class Ledger:
         return out
 
     def event(
-        self, extra: list[tuple[dp_accounting.DpEvent, int]] = ()
+        self, extra: Sequence[tuple[dp_accounting.DpEvent, int]] = ()
     ) -> dp_accounting.DpEvent:
         """The composition of all recorded releases (plus ``extra`` planned ones)."""
         events = []
@@ -574,8 +587,9 @@ class Ledger:
             raise
 
     def rho(self) -> float:
-        """zCDP rho of the recorded releases: the sum of :func:`zcdp_rho` over the
-        entries.
+        """The zCDP rho of the recorded releases.
+
+        The sum of :func:`zcdp_rho` over the entries.
 
         Raises:
           LedgerError: an entry has no exact zCDP guarantee (e.g. a subsampled DP-SGD
@@ -593,6 +607,7 @@ class Ledger:
         return total
 
     def _check_rho(self, event: dp_accounting.DpEvent, count: int) -> None:
+        assert self.rho_budget is not None  # called only with a rho budget
         spent = self.rho()
         new = count * _accounting.zcdp_rho(event)
         after = spent + new
@@ -613,8 +628,9 @@ class Ledger:
         accountant="rdp",
         hint: str | None = None,
     ) -> float:
-        """Epsilon after ``count`` more ``event`` releases; raises if it exceeds the
-        budget (or, with a ``rho_budget``, if their rho does).
+        """Epsilon after ``count`` more ``event`` releases.
+
+        Raises if it exceeds the budget (or, with a ``rho_budget``, if their rho does).
 
         ``hint`` is the error's advice, in the caller's own terms (a CLI names its
         config keys); by default it names the Python API's parameters.
@@ -649,8 +665,9 @@ class Ledger:
         count: int = 1,
         params: dict | None = None,
     ) -> None:
-        """Appends ``count`` releases of ``event`` as one chained entry and saves
-        atomically.
+        """Appends ``count`` releases of ``event`` as one chained entry.
+
+        The ledger is saved atomically.
 
         ``params`` describe the mechanism (``DPPlan.describe()``,
         ``GaussianMechanism.describe()``); when they do, loading recomputes the event
@@ -665,7 +682,7 @@ class Ledger:
         expected = _plan.event_from_description(params)
         if expected is not None and event_to_dict(expected) != ev:
             raise ValueError(f"the event {ev} does not match its parameters {params}.")
-        payload = {
+        payload: dict[str, Any] = {
             "event": ev,
             "count": count,
             "what": what,
@@ -678,10 +695,12 @@ class Ledger:
         self.save()
 
     def report(self) -> dict[str, Any]:
-        """What was spent, under RDP and PLD, as a JSON-ready dict (flags an exceeded
-        budget). With a ``rho_budget``, or when every entry has an exact zCDP guarantee,
-        also ``zcdp``: the spent rho (:meth:`rho`) beside the rho budget, which then
-        flags ``over_budget`` too."""
+        """What was spent, under RDP and PLD, as a JSON-ready dict.
+
+        Flags an exceeded budget. With a ``rho_budget``, or when every entry has an
+        exact zCDP guarantee, also ``zcdp``: the spent rho (:meth:`rho`) beside the rho
+        budget, which then flags ``over_budget`` too.
+        """
         out: dict[str, Any] = {
             "dataset_id": self.dataset_id,
             "dataset_size": self.dataset_size,

@@ -1,5 +1,6 @@
-"""TensorBoard and Weights & Biases callbacks for :func:`privrl_jax.privacy.fit`, beside
-:class:`~privrl_jax.privacy.JsonLinesLogger`.
+"""TensorBoard and Weights & Biases callbacks for :func:`privrl_jax.privacy.fit`.
+
+They sit beside :class:`~privrl_jax.privacy.JsonLinesLogger`.
 
 They log public quantities only, by an allow-list: the step, the steps planned, the
 wall time and, at each commit, the epsilon spent; and, through :meth:`log_audit`, an
@@ -97,8 +98,11 @@ class TensorBoardLogger:
             self.writer.add_scalar(tag, value, global_step=int(step))
 
     def close(self) -> None:
-        """Flushes the event file (:func:`fit` calls it at the end of a run; the file
-        stays open for :meth:`log_audit`)."""
+        """Flushes the event file.
+
+        :func:`fit` calls it at the end of a run; the file stays open for
+        :meth:`log_audit`.
+        """
         self.writer.flush()
 
     def finish(self) -> None:
@@ -136,8 +140,11 @@ class WandbLogger:
             self.run.summary[tag] = value
 
     def close(self) -> None:
-        """Nothing: :func:`fit` calls it at the end of a run, and the W&B run stays open
-        for :meth:`log_audit` and further fits; call :meth:`finish` when done."""
+        """Nothing: :func:`fit` calls it at the end of a run.
+
+        The W&B run stays open for :meth:`log_audit` and further fits; call
+        :meth:`finish` when done.
+        """
 
     def finish(self) -> None:
         """Finishes the W&B run if this logger started it."""

@@ -1,5 +1,6 @@
-"""The DP noise draw: Threefry-2x32 written out in ``jax.numpy``, bit-identical to
-``jax.random``.
+"""The DP noise draw: Threefry-2x32 written out in ``jax.numpy``.
+
+Bit-identical to ``jax.random``.
 
 Why: on CPU, JAX 0.10 lowers its ``threefry2x32`` primitive as a *rolled* 5-iteration
 ``fori_loop`` (a while loop in HLO), which XLA cannot fuse with the counters or the
@@ -46,8 +47,10 @@ def threefry2x32(
     """The Threefry-2x32 block function (20 rounds), elementwise over the counter words.
 
     Args:
-      k0, k1: the two uint32 key words (scalars).
-      x0, x1: uint32 counter words, any (equal) shape.
+      k0: the first uint32 key word (a scalar).
+      k1: the second uint32 key word (a scalar).
+      x0: the first uint32 counter words, any shape.
+      x1: the second uint32 counter words, the shape of ``x0``.
 
     Returns:
       The two uint32 output words, shape of ``x0``.
@@ -67,8 +70,10 @@ def threefry2x32(
 
 
 def _key_words(key: jax.Array) -> tuple[jax.Array, jax.Array] | None:
-    """The two uint32 words of a scalar Threefry key, or None for another PRNG
-    implementation."""
+    """The two uint32 words of a scalar Threefry key.
+
+    None for another PRNG implementation.
+    """
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         if key.shape or "threefry2x32" not in str(jax.random.key_impl(key)):
             return None
@@ -78,15 +83,18 @@ def _key_words(key: jax.Array) -> tuple[jax.Array, jax.Array] | None:
         # as jax.random does
         if key.shape != (2,) or key.dtype != jnp.uint32:
             return None
-        if "threefry2x32" not in str(jax.config.jax_default_prng_impl):
+        # jax.config's flags are dynamic attributes that its stubs do not declare.
+        prng_impl = jax.config.jax_default_prng_impl  # type: ignore[attr-defined]
+        if "threefry2x32" not in str(prng_impl):
             return None
         data = key
     return data[0], data[1]
 
 
 def random_bits32(key: jax.Array, shape: Sequence[int]) -> jax.Array:
-    """uint32 random bits equal to ``jax.random.bits(key, shape, uint32)``
-    (partitionable stream).
+    """uint32 random bits equal to ``jax.random.bits(key, shape, uint32)``.
+
+    On the partitionable stream.
 
     Each output word i is ``y0 ^ y1`` of Threefry-2x32 under the key at counter ``(i >>
     32, i & 0xFFFFFFFF)``, i the row-major flat index. Falls back to ``jax.random.bits``
@@ -97,7 +105,7 @@ def random_bits32(key: jax.Array, shape: Sequence[int]) -> jax.Array:
     words = _key_words(key)
     if (
         words is None
-        or not jax.config.jax_threefry_partitionable
+        or not jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]
         or np.prod(shape) >= 2**32
     ):
         return jax.random.bits(key, shape, jnp.uint32)
@@ -108,8 +116,10 @@ def random_bits32(key: jax.Array, shape: Sequence[int]) -> jax.Array:
 
 
 def _normal_from_bits(bits: jax.Array) -> jax.Array:
-    """``jax.random.normal``'s map: 23 mantissa bits -> U[nextafter(-1, 0), 1) ->
-    sqrt(2) erfinv(u)."""
+    """``jax.random.normal``'s map from bits to normals.
+
+    23 mantissa bits -> U[nextafter(-1, 0), 1) -> sqrt(2) erfinv(u).
+    """
     lo = np.nextafter(np.float32(-1.0), np.float32(0.0), dtype=np.float32)
     hi = np.float32(1.0)
     one = np.array(1.0, np.float32).view(np.uint32)
@@ -123,8 +133,9 @@ def _normal_from_bits(bits: jax.Array) -> jax.Array:
 
 
 def fast_normal(key: jax.Array, shape: Sequence[int]) -> jax.Array:
-    """float32 N(0, 1) draws equal, bit for bit, to ``jax.random.normal(key, shape,
-    float32)``.
+    """float32 N(0, 1) draws equal, bit for bit, to ``jax.random.normal``.
+
+    The reference call is ``jax.random.normal(key, shape, float32)``.
 
     Args:
       key: a scalar PRNG key (typed or raw uint32[2]).
@@ -143,6 +154,7 @@ def fast_normal(key: jax.Array, shape: Sequence[int]) -> jax.Array:
     True
     """
     shape = tuple(int(d) for d in shape)
-    if _key_words(key) is None or not jax.config.jax_threefry_partitionable:
+    partitionable = jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]
+    if _key_words(key) is None or not partitionable:
         return jax.random.normal(key, shape, jnp.float32)
     return _normal_from_bits(random_bits32(key, shape))

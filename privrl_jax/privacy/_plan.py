@@ -1,5 +1,6 @@
-"""One frozen plan per DP mechanism: sampler, relation, clip norms, sigma, event,
-calibration.
+"""One frozen plan per DP mechanism.
+
+It holds the sampler, relation, clip norms, sigma, event and calibration.
 
 Every piece of a DP release that must agree with every other comes from here
 (docs/design.md, contract 8). A replace-one accounting bug once came from building the
@@ -22,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import dp_accounting
 import jax
@@ -117,8 +118,9 @@ class PlanArrays(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class PlanStructure:
-    """The static half of :meth:`DPPlan.split`: what fixes shapes and code, not sigma or
-    C.
+    """The static half of :meth:`DPPlan.split`.
+
+    What fixes shapes and code, not sigma or C.
 
     Hashable, so it is a static jit argument; its methods need the :class:`PlanArrays`
     of the same :meth:`DPPlan.split` (traced), and are the plan's own methods with those
@@ -159,13 +161,16 @@ class PlanStructure:
         microbatch_size: int | None = None,
         uses_key: bool = False,
     ) -> ClippedSumFn:
-        """:meth:`DPPlan.clipped_sum` with the clip norms of ``arrays`` (validated by
-        the plan)."""
+        """:meth:`DPPlan.clipped_sum` with the clip norms of ``arrays``.
+
+        The plan validates them.
+        """
         self._check(arrays)
         _check_common(microbatch_size, "vmap")
         return ClippedSumFn(
             per_item_fn=per_item_fn,
-            l2_clip_norms=tuple(arrays.l2_clip_norms),
+            # Tracers in a swept plan, where ClippedSumFn's annotation says float.
+            l2_clip_norms=tuple(arrays.l2_clip_norms),  # type: ignore[arg-type]
             kind="value",
             microbatch_size=microbatch_size,
             uses_key=uses_key,
@@ -189,7 +194,8 @@ class PlanStructure:
         _check_common(microbatch_size, method)
         return ClippedSumFn(
             per_item_fn=per_item_loss,
-            l2_clip_norms=tuple(arrays.l2_clip_norms),
+            # Tracers in a swept plan, where ClippedSumFn's annotation says float.
+            l2_clip_norms=tuple(arrays.l2_clip_norms),  # type: ignore[arg-type]
             kind="grad",
             microbatch_size=microbatch_size,
             uses_key=uses_key,
@@ -217,7 +223,7 @@ class PlanStructure:
         self._check(arrays)
         _no_discrete_privatizer(self.noise)
         return optax.chain(
-            _noise_transform(tuple(arrays.noise_stds), key),
+            _noise_transform(tuple(arrays.noise_stds), key),  # type: ignore[arg-type]
             optax.scale(1.0 / self.expected_batch_size),
         )
 
@@ -356,8 +362,14 @@ class DPPlan:
         return _as_tuple(self.l2_clip_norm)
 
     @property
+    def _relation(self) -> Neighboring:
+        # __post_init__ resolves ``neighboring`` (None: the sampler's): it is set.
+        assert self.neighboring is not None
+        return self.neighboring
+
+    @property
     def noise_multipliers(self) -> tuple[float, ...]:
-        """sigma per block (raises before calibration)."""
+        """The noise multiplier sigma per block (raises before calibration)."""
         if self.noise_multiplier is None:
             raise ValueError(
                 "this plan has no noise multiplier yet: call plan.calibrate(epsilon, "
@@ -368,22 +380,26 @@ class DPPlan:
 
     @property
     def private(self) -> bool:
-        """Whether the plan adds noise
-        (False for sigma = 0, the non-private ablation)."""
+        """Whether the plan adds noise.
+
+        False for sigma = 0, the non-private ablation.
+        """
         return all(s > 0 for s in self.noise_multipliers)
 
     @property
     def sensitivities(self) -> tuple[float, ...]:
-        """L2 sensitivity of each block of the clipped sum: C_i (add/remove) or 2 C_i
-        (replace)."""
-        return tuple(
-            self.neighboring.sensitivity_factor * c for c in self.l2_clip_norms
-        )
+        """L2 sensitivity of each block of the clipped sum.
+
+        C_i (add/remove) or 2 C_i (replace).
+        """
+        return tuple(self._relation.sensitivity_factor * c for c in self.l2_clip_norms)
 
     @property
     def noise_stds(self) -> tuple[float, ...]:
-        """Noise std added to each block of the sum: sigma_i times its sensitivity
-        (times 1 + rho, the rounding's share of Delta, with discrete noise)."""
+        """Noise std added to each block of the sum: sigma_i times its sensitivity.
+
+        With discrete noise, also times 1 + rho, the rounding's share of Delta.
+        """
         factor = 1.0 if self.noise is None else self.noise.std_factor
         return tuple(
             s * d * factor for s, d in zip(self.noise_multipliers, self.sensitivities)
@@ -408,8 +424,10 @@ class DPPlan:
 
     @property
     def expected_batch_size(self) -> float:
-        """The public normaliser of the noisy sum: q N (Poisson), 1 (one-of-N) or N
-        (full)."""
+        """The public normaliser of the noisy sum.
+
+        q N (Poisson), 1 (one-of-N) or N (full).
+        """
         return self.sampler.expected_batch_size
 
     # ------------------------------------------------------------------ accounting
@@ -441,13 +459,13 @@ class DPPlan:
                 epsilon=math.inf,
                 delta=float(delta),
                 accountant=accountant,
-                neighboring=self.neighboring.name,
+                neighboring=self._relation.name,
             )
         return _accounting.compute_epsilon(
             self.event(),
             delta,
             accountant=accountant,
-            neighboring=self.neighboring.to_dp_accounting(),
+            neighboring=self._relation.to_dp_accounting(),
         )
 
     def calibrate(
@@ -458,8 +476,7 @@ class DPPlan:
         *,
         tol: float = 1e-3,
     ) -> DPPlan:
-        """A copy with the smallest sigma whose epsilon over ``steps`` is at most the
-        target.
+        """A copy with the smallest sigma meeting the target epsilon over ``steps``.
 
         ``target_epsilon = inf`` gives sigma = 0 (no noise; the run is not private).
         With several blocks, the ratios between their noise multipliers are kept (equal
@@ -480,7 +497,7 @@ class DPPlan:
             target_epsilon,
             delta,
             accountant=accountant,
-            neighboring=self.neighboring.to_dp_accounting(),
+            neighboring=self._relation.to_dp_accounting(),
             tol=tol,
         )
         ratios = (
@@ -495,8 +512,9 @@ class DPPlan:
 
     # --------------------------------------------------------------- clipping and noise
     def split(self) -> tuple[PlanStructure, PlanArrays]:
-        """The plan as a static structure and its swept numbers, for one compile per
-        sweep.
+        """The plan as a static structure and its swept numbers.
+
+        This gives one compile per sweep.
 
         A jitted function that takes the plan as a static argument compiles once per
         sigma (a 6-epsilon sweep compiles 6 times). Take ``structure`` static and
@@ -517,7 +535,7 @@ class DPPlan:
         structure = PlanStructure(
             sampler=self.sampler,
             steps=self.steps,
-            neighboring=self.neighboring,
+            neighboring=self._relation,
             num_blocks=self.num_blocks,
             noise=self.noise,
             noise_sensitivities=self.sensitivities if self.noise is not None else (),
@@ -571,8 +589,9 @@ class DPPlan:
             )
 
     def privatize(self, clipped: PyTree, key: jax.Array) -> PyTree:
-        """One release: the clipped sum plus its noise, divided by the expected batch
-        size.
+        """One release: the clipped sum plus its noise.
+
+        The result is divided by the expected batch size.
 
         Pure and jittable. ``key`` is this release's key (e.g. ``fold_in(secret_key,
         step)``); with several blocks ``clipped`` is a tuple of them.
@@ -581,8 +600,10 @@ class DPPlan:
         return structure.privatize(clipped, key, arrays)
 
     def privatizer(self, key: jax.Array) -> optax.GradientTransformation:
-        """An optax transformation: noise once (release t uses ``fold_in(key, t)``),
-        then / q N."""
+        """An optax transformation: noise once, then divide by q N.
+
+        Release t uses ``fold_in(key, t)``.
+        """
         _no_discrete_privatizer(self.noise)
         return optax.chain(
             _noise_transform(self.noise_stds, key),
@@ -592,8 +613,10 @@ class DPPlan:
     def dpsgd(
         self, optimizer: optax.GradientTransformation, *, key: jax.Array
     ) -> optax.GradientTransformation:
-        """DP-SGD's update rule for this plan: :meth:`privatizer`,
-        then ``optimizer``."""
+        """DP-SGD's update rule for this plan.
+
+        :meth:`privatizer`, then ``optimizer``.
+        """
         return optax.chain(self.privatizer(key), optimizer)
 
     # ------------------------------------------------------------------ sampling
@@ -606,11 +629,13 @@ class DPPlan:
         return step_batches(self.sampler, seed, self.steps, start=start)
 
     def describe(self) -> dict[str, Any]:
-        """The plan as plain JSON types (for the ledger and reports);
-        holds no secret."""
-        out = {
+        """The plan as plain JSON types (for the ledger and reports).
+
+        It holds no secret.
+        """
+        out: dict[str, Any] = {
             "sampling": self.sampling.value,
-            "neighboring": self.neighboring.name,
+            "neighboring": self._relation.name,
             "dataset_size": self.dataset_size,
             "sampling_rate": self.sampling_rate,
             "expected_batch_size": self.expected_batch_size,
@@ -618,8 +643,9 @@ class DPPlan:
             "l2_clip_norms": list(self.l2_clip_norms),
             "sensitivities": list(self.sensitivities),
         }
-        if getattr(self.sampler, "capacity", None) is not None:
-            out["capacity"] = self.sampler.capacity
+        capacity = getattr(self.sampler, "capacity", None)  # truncated Poisson only
+        if capacity is not None:
+            out["capacity"] = capacity
         if self.noise is not None:
             out["noise"] = self.noise.describe()
         if self.noise_multiplier is not None:
@@ -633,8 +659,9 @@ class DPPlan:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GaussianMechanism:
-    """The Gaussian mechanism on a vector (pytree) of known L2 sensitivity, for
-    non-gradient releases.
+    """The Gaussian mechanism on a vector (pytree) of known L2 sensitivity.
+
+    For non-gradient releases.
 
     POOL's noisy counts and next-value sums, a DP mean, output perturbation: state the
     L2 sensitivity Delta of the whole released vector for one privacy unit (and the
@@ -687,6 +714,7 @@ class GaussianMechanism:
         cls, rho: float, l2_sensitivity: float, **kwargs
     ) -> GaussianMechanism:
         """The mechanism that is exactly rho-zCDP: sigma = 1 / sqrt(2 rho)."""
+        sigma: Any  # a float, or a traced array inside a vmapped sweep
         if _accounting._is_traced(rho):
             # A traced rho (a vmapped sweep): sigma is the same closed form, traced.
             sigma = 1.0 / jax.numpy.sqrt(2.0 * rho)
@@ -705,7 +733,7 @@ class GaussianMechanism:
     @property
     def rho(self) -> float:
         """Its zCDP parameter, 1 / (2 sigma^2)."""
-        return 0.5 / self.noise_multiplier**2
+        return 0.5 / cast(float, self.noise_multiplier) ** 2
 
     def event(self) -> dp_accounting.DpEvent:
         """``GaussianDpEvent(sigma)``: what the ledger records per release."""
@@ -728,8 +756,10 @@ class GaussianMechanism:
         *,
         tol: float = 1e-4,
     ) -> GaussianMechanism:
-        """A copy with the smallest sigma whose one release is (target_epsilon,
-        delta)-DP."""
+        """A copy with the smallest sigma whose one release meets the target.
+
+        One release is then (target_epsilon, delta)-DP.
+        """
         self._require_concrete("calibrate()")
         _accounting._check_positive("target_epsilon", target_epsilon)
         _accounting.validate_delta(delta)
@@ -760,8 +790,10 @@ class GaussianMechanism:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExponentialMechanism:
-    """The exponential mechanism: pick one of C candidates with probability
-    proportional to exp(epsilon * score / (2 * sensitivity)).
+    """The exponential mechanism: pick one of C candidates.
+
+    Each is picked with probability proportional to exp(epsilon * score / (2 *
+    sensitivity)).
 
     ``sensitivity`` bounds how far any one score moves when one privacy unit is added
     or removed. The mechanism is epsilon-DP, and more: its privacy loss, as a function
@@ -800,8 +832,8 @@ class ExponentialMechanism:
         """``ZCDpEvent(epsilon**2 / 8)``: what the ledger records per selection."""
         return dp_accounting.ZCDpEvent(self.rho)
 
-    def logits(self, scores: jax.Array) -> jax.Array:
-        """epsilon * score / (2 * sensitivity): the selection law is their softmax."""
+    def logits(self, scores: jax.typing.ArrayLike) -> jax.Array:
+        """The logits epsilon * score / (2 * sensitivity); the law is their softmax."""
         return self.epsilon * jax.numpy.asarray(scores) / (2.0 * self.sensitivity)
 
     def select(self, key: jax.Array, scores: jax.Array) -> jax.Array:
@@ -821,8 +853,10 @@ class ExponentialMechanism:
 
 
 def event_from_description(params: dict[str, Any]) -> dp_accounting.DpEvent | None:
-    """The one-release event of a :meth:`DPPlan.describe`,
-    :meth:`GaussianMechanism.describe` or :meth:`ExponentialMechanism.describe`.
+    """The one-release event of a plan's or mechanism's ``describe()``.
+
+    Accepts the output of :meth:`DPPlan.describe`, :meth:`GaussianMechanism.describe` or
+    :meth:`ExponentialMechanism.describe`.
 
     The ledger recomputes every recorded event from its recorded parameters with this,
     so an event and the mechanism it claims to describe cannot disagree. Returns None
@@ -841,8 +875,9 @@ def event_from_description(params: dict[str, Any]) -> dp_accounting.DpEvent | No
 def mechanism_from_description(
     params: dict[str, Any], *, microbatch_size: int = 1
 ) -> DPPlan | GaussianMechanism | ExponentialMechanism | None:
-    """The plan, Gaussian or exponential mechanism a ledger entry's parameters describe
-    (None if none of them).
+    """The plan or mechanism a ledger entry's parameters describe.
+
+    A plan, a Gaussian or an exponential mechanism; None if none of them.
 
     ``microbatch_size`` only sizes how a rebuilt plan's batches are padded (not
     recorded: it does not change what is released).
@@ -862,6 +897,7 @@ def mechanism_from_description(
     if "sampling" not in params or "noise_multipliers" not in params:
         return None
     sampling, n = Sampling(params["sampling"]), params["dataset_size"]
+    sampler: Sampler
     if sampling in (Sampling.POISSON, Sampling.TRUNCATED_POISSON):
         sampler = PoissonSampler(
             dataset_size=n,

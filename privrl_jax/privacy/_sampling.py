@@ -31,8 +31,10 @@ class IndexBatch:
 
     @property
     def size(self) -> int:
-        """Number of sampled units (secret: never use it to normalise or to choose
-        noise)."""
+        """Number of sampled units.
+
+        Secret: never use it to normalise or to choose noise.
+        """
         return int(self.mask.sum())
 
 
@@ -71,8 +73,9 @@ def _rng(seed: int | np.random.Generator) -> np.random.Generator:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PoissonSampler:
-    """Exact Poisson sampling: each of ``dataset_size`` units joins a step's batch with
-    probability q.
+    """Exact Poisson sampling.
+
+    Each of ``dataset_size`` units joins a step's batch with probability q.
 
     The batch is split into ``ceil(size / microbatch_size)`` masked microbatches (at
     least one, so an empty batch still yields a step that adds pure noise;
@@ -113,7 +116,7 @@ class PoissonSampler:
 
     @property
     def expected_batch_size(self) -> float:
-        """q N: the public normaliser of the noisy sum."""
+        """The public normaliser of the noisy sum, q N."""
         return self.sampling_rate * self.dataset_size
 
     def sample(self, seed: int | np.random.Generator) -> IndexBatch:
@@ -130,8 +133,9 @@ class PoissonSampler:
 
 
 def step_rng(seed: int, step: int) -> np.random.Generator:
-    """The NumPy stream of step ``step`` of a sampler seeded with ``seed`` (any size of
-    int).
+    """The NumPy stream of step ``step`` of a sampler seeded with ``seed``.
+
+    Any size of int is accepted as ``seed``.
 
     Addressing each step's randomness by its index lets a resumed run draw exactly the
     batches an uninterrupted run would have drawn; a 128-bit secret ``seed`` keeps the
@@ -193,8 +197,9 @@ class UniformOneSampler:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FullBatchSampler:
-    """Every unit in every step (full-batch releases: exact gradient descent,
-    statistics).
+    """Every unit in every step.
+
+    For full-batch releases: exact gradient descent, statistics.
 
     No subsampling amplification: each step is one Gaussian mechanism,
     ``GaussianDpEvent(sigma)``. The normaliser is N, which is public here (declared; see

@@ -72,9 +72,11 @@ DEFAULT_ORDERS: tuple[float, ...] = tuple(_rdp.DEFAULT_RDP_ORDERS)
 
 
 def _tnb_mean(gamma: float, eta: float) -> float:
-    """E[K] of the truncated negative binomial D_{eta, gamma} (Papernot & Steinke,
-    Definition 1): ``eta (1 - gamma) / (gamma (1 - gamma^eta))``; its limits at eta = 0
-    (logarithmic) and eta = 1 (geometric)."""
+    """E[K] of the truncated negative binomial D_{eta, gamma}.
+
+    Papernot & Steinke, Definition 1: ``eta (1 - gamma) / (gamma (1 - gamma^eta))``; its
+    limits at eta = 0 (logarithmic) and eta = 1 (geometric).
+    """
     if gamma >= 1.0:
         return 1.0
     if eta == 0.0:
@@ -130,8 +132,10 @@ class Repetitions:
 
     @classmethod
     def geometric(cls, mean: float) -> Repetitions:
-        """Liu & Talwar's geometric number of runs (eta = 1), P[K = k] =
-        gamma (1 - gamma)^(k-1), gamma = 1 / mean."""
+        """Liu & Talwar's geometric number of runs (eta = 1).
+
+        P[K = k] = gamma (1 - gamma)^(k-1), gamma = 1 / mean.
+        """
         return cls(float(mean), 1.0)
 
     @classmethod
@@ -155,8 +159,10 @@ class Repetitions:
 
     @property
     def gamma(self) -> float:
-        """gamma of D_{eta, gamma} (1 / mean for the geometric); undefined for
-        Poisson."""
+        """The gamma of D_{eta, gamma} (1 / mean for the geometric).
+
+        Undefined for Poisson.
+        """
         if self.is_poisson:
             raise ValueError("a Poisson number of runs has no gamma.")
         return _tnb_gamma(self.mean, self.shape)
@@ -206,8 +212,7 @@ class Repetitions:
         return RepeatAndSelectDpEvent(base, float(self.mean), float(self.shape))
 
     def naive_event(self, base: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
-        """What the selection replaces: ceil(mean) runs, every one released and
-        composed."""
+        """What the selection replaces: ceil(mean) runs, each released and composed."""
         runs = math.ceil(self.mean)
         return base if runs == 1 else dp_accounting.SelfComposedDpEvent(base, runs)
 
@@ -226,12 +231,14 @@ class Repetitions:
         return out
 
 
-def _lgamma(x: np.ndarray) -> np.ndarray:
+def _lgamma(x: np.ndarray | float) -> np.ndarray:
     return np.vectorize(math.lgamma, otypes=[np.float64])(x)
 
 
 def repeat_and_select_rdp(
-    orders: Sequence[float], rdp: Sequence[float], repetitions: Repetitions
+    orders: Sequence[float] | np.ndarray,
+    rdp: Sequence[float] | np.ndarray,
+    repetitions: Repetitions,
 ) -> np.ndarray:
     """RDP of the best of K runs, from one run's RDP curve (Papernot & Steinke 2022).
 
@@ -303,8 +310,10 @@ def selection_epsilon(
     delta: float,
     orders: Sequence[float] = DEFAULT_ORDERS,
 ) -> float:
-    """(epsilon, ``delta``) of the selection by :func:`repeat_and_select_rdp` on the
-    base event's RDP curve, converted by dp-accounting's RDP-to-DP conversion."""
+    """(epsilon, ``delta``) of the selection by :func:`repeat_and_select_rdp`.
+
+    From the base event's RDP curve, converted by dp-accounting's RDP-to-DP conversion.
+    """
     _accounting.validate_delta(delta)
     curve = repeat_and_select_rdp(orders, rdp_curve(base, orders), repetitions)
     eps, _ = _rdp.compute_epsilon(list(orders), curve, delta)
@@ -333,8 +342,10 @@ class SelectionResult(Generic[R]):
 
 
 def key_fingerprint(key: jax.Array) -> str:
-    """A short SHA-256 of a key's bits: names a selection in the ledger without
-    storing the key."""
+    """A short SHA-256 of a key's bits.
+
+    It names a selection in the ledger without storing the key.
+    """
     if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
         key = jax.random.key_data(key)
     return hashlib.sha256(np.asarray(key).tobytes()).hexdigest()[:16]
@@ -405,7 +416,7 @@ def select(
             ledger.record(selection_event, what=what, params=params)
     chosen, k_runs = _draw_plan(key, repetitions, len(candidates))
     best: tuple[float, int, Any] | None = None  # (score, run, release)
-    runs = []
+    runs: list[dict[str, Any]] = []
     for j, c in enumerate(chosen):
         release, score = candidates[int(c)](jax.random.fold_in(k_runs, j))
         score = float(score)
