@@ -371,7 +371,7 @@ def epsilon_table() -> dict:
         for name, shape in shapes.items():
             rep = privacy.Repetitions(float(mean), shape)
             row[name] = privacy.compute_epsilon(rep.event(base), DELTA).epsilon
-            row[name + " (ours)"] = privacy.selection_epsilon(base, rep, DELTA)
+            row[name + " (ours)"] = privacy.repeat_and_select_epsilon(base, rep, DELTA)
         rows.append(row)
     lines = [
         "# Private selection: epsilon vs naive composition (issue 51)",
@@ -379,7 +379,7 @@ def epsilon_table() -> dict:
         f"Base run: 1000 Poisson-sampled Gaussian steps (q = 0.01, sigma = 1), "
         f"epsilon {base_eps:.3f} at delta {DELTA:g} (RDP). Selection: dp-accounting's "
         "RepeatAndSelectDpEvent (RDP); in brackets our own Theorem 2 / 6 bound "
-        "(privacy.selection_epsilon). Naive: E[K] runs composed.",
+        "(privacy.repeat_and_select_epsilon). Naive: E[K] runs composed.",
         "",
         "| E[K] | naive | " + " | ".join(shapes) + " |",
         "|---" * (2 + len(shapes)) + "|",

@@ -113,9 +113,9 @@ from privrl_jax.privacy._secret import load_or_create_secret
 from privrl_jax.privacy._selection import (
     Repetitions,
     SelectionResult,
+    repeat_and_select_epsilon,
     repeat_and_select_rdp,
     select,
-    selection_epsilon,
 )
 
 __all__ = [
@@ -205,9 +205,9 @@ __all__ = [
     "one_run_epsilon_lower_bound",
     "out_of_distribution_canaries",
     "random_direction_canaries",
+    "repeat_and_select_epsilon",
     "repeat_and_select_rdp",
     "select",
-    "selection_epsilon",
     "standard_normal",
     "step_rng",
     "validate_delta",

@@ -304,7 +304,7 @@ def rdp_curve(
     return np.asarray(acc._rdp, np.float64)
 
 
-def selection_epsilon(
+def repeat_and_select_epsilon(
     base: dp_accounting.DpEvent,
     repetitions: Repetitions,
     delta: float,

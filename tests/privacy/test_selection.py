@@ -24,9 +24,9 @@ from privrl_jax.privacy import (
     Ledger,
     Repetitions,
     compute_epsilon,
+    repeat_and_select_epsilon,
     repeat_and_select_rdp,
     select,
-    selection_epsilon,
 )
 from privrl_jax.privacy._selection import DEFAULT_ORDERS, _tnb_mean, rdp_curve
 
@@ -86,9 +86,9 @@ def test_bound_matches_dp_accounting(shape, mean):
     np.testing.assert_allclose(mine, ref, rtol=1e-6)
     acc = dp_accounting.rdp.RdpAccountant()
     acc.compose(Repetitions(mean, shape).event(BASE))
-    assert selection_epsilon(BASE, Repetitions(mean, shape), 1e-5) == pytest.approx(
-        acc.get_epsilon(1e-5), rel=1e-6
-    )
+    assert repeat_and_select_epsilon(
+        BASE, Repetitions(mean, shape), 1e-5
+    ) == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
 
 
 def _renyi(p: np.ndarray, q: np.ndarray, order: float) -> float:
@@ -257,7 +257,7 @@ def test_select_records_one_entry_and_replays(tmp_path):
     want = compute_epsilon(rep.event(BASE), 1e-5).epsilon
     assert reloaded.epsilon().epsilon == pytest.approx(want, rel=1e-12)
     assert reloaded.epsilon().epsilon == pytest.approx(
-        selection_epsilon(BASE, rep, 1e-5), rel=1e-6
+        repeat_and_select_epsilon(BASE, rep, 1e-5), rel=1e-6
     )
     again = select(
         _candidates(calls), BASE, rep, key=jax.random.key(7), ledger=reloaded
