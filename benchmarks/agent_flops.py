@@ -27,6 +27,7 @@ from _results import dump_json  # benchmarks/_results.py
 from agents_throughput import synthetic_dataset
 
 from privrl_jax import agents
+from privrl_jax.agents._train import make_train_chunk, make_train_step
 
 RESULTS = Path(__file__).resolve().parent / "results"
 QUICKSTART_UPDATES = 30_000 + 10_000  # the release's agent + the pre-training anchor's
@@ -34,7 +35,7 @@ QUICKSTART_UPDATES = 30_000 + 10_000  # the release's agent + the pre-training a
 
 def update_flops(agent, state, dataset, batch_size: int) -> float:
     """XLA's FLOP count of one compiled update."""
-    step = jax.jit(agents.make_train_step(agent, batch_size=batch_size))
+    step = jax.jit(make_train_step(agent, batch_size=batch_size))
     cost = step.lower(state, dataset, jax.random.key(0)).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     return float(cost["flops"])
@@ -58,7 +59,7 @@ def main() -> None:
     for name in args.algos:
         agent = agents.make_agent(name)
         state = agent.init(jax.random.key(1), data)
-        chunk = agents.make_train_chunk(
+        chunk = make_train_chunk(
             agent, batch_size=args.batch_size, num_updates=args.updates
         )
         jax.block_until_ready(chunk(state, data, jax.random.key(2))[0])

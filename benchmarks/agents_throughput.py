@@ -27,6 +27,7 @@ from privrl_jax import (
     agents,
     provenance,  # noqa: E402
 )
+from privrl_jax.agents._train import make_train_chunk, make_train_step
 from privrl_jax.data import Transitions
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -73,10 +74,8 @@ def main() -> None:
         k = args.edac_updates if name == "edac" else args.updates
         agent = agents.make_agent(name)
         state = agent.init(jax.random.key(1), data)
-        chunk = agents.make_train_chunk(
-            agent, batch_size=args.batch_size, num_updates=k
-        )
-        step = jax.jit(agents.make_train_step(agent, batch_size=args.batch_size))
+        chunk = make_train_chunk(agent, batch_size=args.batch_size, num_updates=k)
+        step = jax.jit(make_train_step(agent, batch_size=args.batch_size))
         keys = jax.random.split(jax.random.key(2), k)
 
         def run_scan():

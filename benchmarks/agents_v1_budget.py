@@ -34,11 +34,11 @@ from privrl_jax import (
     provenance,  # noqa: E402
 )
 from privrl_jax.data import Transitions
-from privrl_jax.envs import (
+from privrl_jax.envs._d4rl_expert import (
     d4rl_controller_action,
     init_d4rl_controller_state,
-    make_waypoint_controller,
 )
+from privrl_jax.envs._expert import make_waypoint_controller
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 ENV = "maze2d-umaze-dense-v1"

@@ -51,6 +51,8 @@ from privrl_jax import (
     envs,
     provenance,  # noqa: E402
 )
+from privrl_jax.agents._common import fit_state_normalizer
+from privrl_jax.agents._rollouts import episode_length, rollout_returns, unpack_step
 from privrl_jax.data import Transitions, load_hdf5
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -68,7 +70,7 @@ def _batched_env(env: Any) -> tuple[Callable, Callable]:
         reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))
         step = jax.jit(
             jax.vmap(
-                lambda k, s, a, p: agents.unpack_step(env.step(k, s, a, p)),
+                lambda k, s, a, p: unpack_step(env.step(k, s, a, p)),
                 in_axes=(0, 0, 0, None),
             )
         )
@@ -86,7 +88,7 @@ def host_loop_returns(
     rewards count up to the first done (inclusive). Only the policy runs outside
     JAX: `policy(obs [n, obs_dim]) -> actions [n, act_dim]`.
     """
-    num_steps = agents.episode_length(env, env_params)
+    num_steps = episode_length(env, env_params)
     keys = jax.random.split(key, num_episodes)
     k_reset, k_steps = jax.vmap(lambda k: tuple(jax.random.split(k)))(keys)
     step_keys = jax.vmap(lambda k: jax.random.split(k, num_steps))(k_steps)
@@ -206,7 +208,7 @@ def d3rlpy_algo(algo: str, data: Transitions, updates: int):
     """d3rlpy's TD3+BC or IQL, configured as our CORL defaults (module docstring)."""
     import d3rlpy
 
-    norm = agents.fit_state_normalizer(jnp.asarray(data.observations), True)
+    norm = fit_state_normalizer(jnp.asarray(data.observations), True)
     eps = 1e-3  # d3rlpy's StandardObservationScaler default
     scaler = d3rlpy.preprocessing.StandardObservationScaler(
         mean=np.asarray(norm.shift, np.float64),
@@ -387,14 +389,14 @@ def check_same_episodes(env, params, env_name: str) -> None:
     """The host loop and `agents.evaluate` score one policy identically."""
     w = np.array([[0.3, -0.2], [-0.1, 0.4], [0.5, 0.1], [-0.3, -0.6]], np.float32)
     key = jax.random.key(7)
-    ref = agents.rollout_returns(
+    ref = rollout_returns(
         key,
         jnp.asarray(w),
         act=lambda p, o: jnp.tanh(o @ p),
         env=env,
         env_params=params,
         num_episodes=8,
-        num_steps=agents.episode_length(env, params),
+        num_steps=episode_length(env, params),
     )
     got = host_loop_returns(key, lambda o: np.tanh(o @ w), env, params, 8)
     np.testing.assert_allclose(got, np.asarray(ref), rtol=1e-4, atol=1e-3)

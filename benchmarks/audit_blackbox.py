@@ -43,6 +43,7 @@ from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 from privrl_jax import data, envs, synth
 from privrl_jax.pipelines import marginal, privorl_n
 from privrl_jax.privacy import audit
+from privrl_jax.privacy._audit import density_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -105,7 +106,7 @@ def _marginal_rows(
         def score(released, c, plane=plane, lo=lo, width=width):
             # In bin units (the two columns' scales differ), a kernel of a quarter bin.
             cells = lambda a: (a[:, list(plane)] - lo) / width  # noqa: E731
-            return audit.density_scores(cells(released), cells(c), bandwidth=0.25)
+            return density_scores(cells(released), cells(c), bandwidth=0.25)
 
         for eps in epsilons:
             cfg_e = marginal.load(
@@ -225,7 +226,7 @@ def _privorl_n_rows(args, table: np.ndarray) -> list[dict[str, Any]]:
             jax.random.key(200 + int(min(eps, 999))),
             delta=DELTA,
             canaries=canaries,
-            score=lambda r, c: audit.density_scores(r, c, columns=POS),
+            score=lambda r, c: density_scores(r, c, columns=POS),
             k_positive=args.m_privorl // 4,
         )
         info = rows.pop()

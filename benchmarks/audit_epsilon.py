@@ -38,6 +38,7 @@ from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import planning, privacy
 from privrl_jax.privacy import audit
+from privrl_jax.privacy._audit import draw_inclusion, one_run_epsilon_from_counts
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DELTA = 1e-5
@@ -81,7 +82,7 @@ def _fit_row(name, plan, m, seed):
 def _mechanism_row(name, mech: privacy.GaussianMechanism, m, seed):
     # Canary i adds the mechanism's sensitivity to coordinate i (one unit's whole
     # budget).
-    inclusion = audit.draw_inclusion(seed, m)
+    inclusion = draw_inclusion(seed, m)
     value = jnp.asarray(inclusion, jnp.float32) * mech.l2_sensitivity
     scores = np.asarray(mech.release(jax.random.key(seed), value), np.float64)
     bound = audit.one_run_epsilon_lower_bound(
@@ -174,9 +175,7 @@ def main() -> None:
             "| "
             f"{a['correct']} / {a['guesses']} |"
         )
-    most = audit.one_run_epsilon_from_counts(
-        m, 2 * (m // 100), 2 * (m // 100), delta=DELTA
-    )
+    most = one_run_epsilon_from_counts(m, 2 * (m // 100), 2 * (m // 100), delta=DELTA)
     text = (
         f"# Epsilon accounted vs demonstrated (one-run audits, m = {m} canaries, delta "
         f"= {DELTA:g})\n\n"

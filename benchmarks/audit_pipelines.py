@@ -27,6 +27,7 @@ from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 from privrl_jax import privacy
 from privrl_jax.pipelines import gpope, pool, privorl_j, privorl_n
 from privrl_jax.privacy import audit
+from privrl_jax.privacy._audit import one_run_epsilon_from_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -155,7 +156,7 @@ def main() -> None:
         )
     k = max(1, int(0.01 * args.canaries))
     ceiling = {
-        d: audit.one_run_epsilon_from_counts(args.canaries, 2 * k, 2 * k, delta=d)
+        d: one_run_epsilon_from_counts(args.canaries, 2 * k, 2 * k, delta=d)
         for d in {r["delta"] for r in rows}
     }
     lines += [

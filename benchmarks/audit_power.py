@@ -23,6 +23,7 @@ from _results import dump_json
 
 from privrl_jax import privacy
 from privrl_jax.privacy import audit
+from privrl_jax.privacy._audit import draw_inclusion
 
 DELTA, CONF = 1e-5, 0.95
 M = 100_000  # canaries (--canaries)
@@ -47,7 +48,7 @@ def simulate(plan: privacy.DPPlan, fault: float, seed: int) -> dict[str, float]:
     """The one-run bounds of both scores for one simulated white-box run."""
     rng = np.random.default_rng(seed)
     q, sigma = plan.sampling_rate, plan.noise_multiplier
-    inclusion = audit.draw_inclusion(rng, M)
+    inclusion = draw_inclusion(rng, M)
     scores = {"sum": np.zeros(M), "likelihood": np.zeros(M)}
     fns = {
         name: audit.canary_step_score(name, sampling_rate=q, noise_multiplier=sigma)

@@ -28,6 +28,7 @@ from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import privacy
 from privrl_jax.privacy import audit
+from privrl_jax.privacy._audit_selection import worst_case_score_pair
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DELTA = 1e-6  # the marginal baselines' delta
@@ -82,7 +83,7 @@ def main() -> None:
     rows = []
     t0 = time.time()
     for name, mech, k in cases:
-        scores, neighbour = audit.worst_case_score_pair(k, mech.sensitivity)
+        scores, neighbour = worst_case_score_pair(k, mech.sensitivity)
         res = audit.audit_selection(
             mech, scores, neighbour, trials=args.trials, seed=args.seed
         )

@@ -38,6 +38,9 @@ from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import diffusion, privacy, synth
 from privrl_jax.privacy import Checkpoints
+from privrl_jax.privacy._aggregation import dpsgd, standard_normal
+from privrl_jax.privacy._clipping import clipped_grad
+from privrl_jax.synth._privorl_n import ema_update
 
 CONFIGS = {"small": (12, 256, 3), "big": (130, 1024, 6)}  # (dim, width, depth)
 RESULTS = Path(__file__).parent / "results"
@@ -66,8 +69,8 @@ def run_previous(denoise, params, data, plan, seed: int) -> None:
     noise in an optax chain."""
     fns = synth.make_transition_dp_finetune(denoise, plan, learning_rate=3e-4)
     item_loss = fns.clip.per_item_fn
-    clip = privacy.clipped_grad(item_loss, l2_clip_norm=1.0, uses_key=True)
-    tx = privacy.dpsgd(
+    clip = clipped_grad(item_loss, l2_clip_norm=1.0, uses_key=True)
+    tx = dpsgd(
         optax.adam(3e-4),
         noise_multiplier=1.0,
         l2_clip_norm=1.0,
@@ -80,7 +83,7 @@ def run_previous(denoise, params, data, plan, seed: int) -> None:
     @jax.jit
     def apply(state, acc):
         new = dp.apply(privacy.DPTrainState(state.params, state.opt_state), acc)
-        ema = synth.ema_update(state.ema_params, new.params, 0.995)
+        ema = ema_update(state.ema_params, new.params, 0.995)
         return synth.SynthState(new.params, ema, new.opt_state, state.step + 1)
 
     state = synth.SynthState(params, params, tx.init(params), jnp.zeros([], jnp.int32))
@@ -158,7 +161,7 @@ def noise_draws(config: str, reps: int = 20) -> dict[str, float]:
     ):  # the draw this library used before (one flat vector, split)
         leaves, treedef = jax.tree_util.tree_flatten(tree)
         sizes = [x.size for x in leaves]
-        z = privacy.standard_normal(key, sum(sizes))
+        z = standard_normal(key, sum(sizes))
         parts = jnp.split(z, np.cumsum(sizes)[:-1])
         return jax.tree_util.tree_unflatten(
             treedef, [x + p.reshape(x.shape) for x, p in zip(leaves, parts)]

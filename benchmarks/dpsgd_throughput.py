@@ -22,6 +22,9 @@ from pathlib import Path
 
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
+from privrl_jax.privacy._aggregation import dpsgd
+from privrl_jax.privacy._clipping import clipped_grad
+
 CONFIGS = {
     # name: (input dim, width, depth)
     "small": (11, 256, 4),
@@ -71,10 +74,8 @@ def worker(config: str, method: str, batch: int, steps: int, warmup: int) -> dic
             "dp_vmap_mb32": dict(method="vmap", microbatch_size=32),
             "dp_ghost": dict(method="ghost"),
         }[method]
-        clip = privacy.clipped_grad(
-            item_loss, l2_clip_norm=1.0, uses_key=True, **kwargs
-        )
-        tx = privacy.dpsgd(
+        clip = clipped_grad(item_loss, l2_clip_norm=1.0, uses_key=True, **kwargs)
+        tx = dpsgd(
             optax.adam(1e-4),
             noise_multiplier=1.0,
             l2_clip_norm=1.0,

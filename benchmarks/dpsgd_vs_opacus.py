@@ -131,7 +131,8 @@ def _jax_worker(cfg: Config, method: str):
     import jax.numpy as jnp  # noqa: PLC0415
     import optax  # noqa: PLC0415
 
-    from privrl_jax.privacy import clipped_grad, dpsgd  # noqa: PLC0415
+    from privrl_jax.privacy._aggregation import dpsgd  # noqa: PLC0415
+    from privrl_jax.privacy._clipping import clipped_grad
 
     class ResidualMLP(nn.Module):
         width: int

@@ -27,6 +27,8 @@ from privrl_jax import (
     envs,
     provenance,  # noqa: E402
 )
+from privrl_jax.envs._collect import collect_chunk, init_collect_state
+from privrl_jax.envs._expert import make_waypoint_controller
 
 
 def _best_time(fn, repeats: int) -> float:
@@ -68,11 +70,11 @@ def main() -> None:
         key = jax.random.key(0)
         steps = args.steps
         if kind == "collect_chunk":
-            controller = envs.make_waypoint_controller(params, action_noise=0.5)
-            state = envs.init_collect_state(key, env, params, n)
+            controller = make_waypoint_controller(params, action_noise=0.5)
+            state = init_collect_state(key, env, params, n)
 
             def fn():
-                return envs.collect_chunk(key, state, env, params, controller, steps)
+                return collect_chunk(key, state, env, params, controller, steps)
 
         elif kind == "episode_returns":
 

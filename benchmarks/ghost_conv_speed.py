@@ -28,6 +28,8 @@ import random
 import statistics
 import time
 
+from privrl_jax.privacy._clipping import clipped_grad
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -70,8 +72,8 @@ def main() -> None:
 
     units = (x[:, None], y[:, None])
     mask = jnp.ones((args.batch, 1), bool)
-    ghost = privacy.clipped_grad(loss, l2_clip_norm=1.0, method="ghost")
-    vmap = privacy.clipped_grad(loss, l2_clip_norm=1.0, method="vmap")
+    ghost = clipped_grad(loss, l2_clip_norm=1.0, method="ghost")
+    vmap = clipped_grad(loss, l2_clip_norm=1.0, method="vmap")
     coverage = privacy.ghost_coverage(loss, params, (x[0], y[0]))
     assert all(v.startswith("ghost") for v in coverage.values()), coverage
 

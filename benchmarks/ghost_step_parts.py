@@ -39,6 +39,9 @@ import random
 import statistics
 import time
 
+from privrl_jax.privacy._aggregation import dpsgd
+from privrl_jax.privacy._clipping import clipped_grad
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -113,10 +116,8 @@ def main() -> None:
     flat = (x, noise, sigma)
     units = (x[:, None], noise[:, None], sigma[:, None])
     mask = jnp.ones((cfg.batch, 1), bool)
-    clip = privacy.clipped_grad(
-        per_item_loss, l2_clip_norm=bench.CLIP_NORM, method="ghost"
-    )
-    clip_fallback = privacy.clipped_grad(
+    clip = clipped_grad(per_item_loss, l2_clip_norm=bench.CLIP_NORM, method="ghost")
+    clip_fallback = clipped_grad(
         fallback_loss, l2_clip_norm=bench.CLIP_NORM, method="ghost"
     )
     coverage = privacy.ghost_coverage(
@@ -129,7 +130,7 @@ def main() -> None:
         f"{count(fallback_coverage)} without"
     )
     adam = optax.adam(bench.LEARNING_RATE)
-    dp_tx = privacy.dpsgd(
+    dp_tx = dpsgd(
         optax.adam(bench.LEARNING_RATE),
         noise_multiplier=bench.NOISE_MULTIPLIER,
         l2_clip_norm=bench.CLIP_NORM,

@@ -52,6 +52,16 @@ import numpy as np
 from _results import dump_json, uptime  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import ope, privacy
+from privrl_jax.ope._balle import (
+    FirstVisits,
+    first_visits,
+    lsl_solution,
+    lsw_solution,
+    monte_carlo_stats,
+    smooth_params,
+)
+from privrl_jax.ope._chain import Collected
+from privrl_jax.ope._gpope import IndexSchedule, draw_schedule, replace_one_target
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -126,7 +136,7 @@ def stand_in_setting():
     return mdp, pi, ope.exact_values(mdp, pi)
 
 
-def datasets(mdp, pi, phi, seed: int, trials: int) -> ope.Collected:
+def datasets(mdp, pi, phi, seed: int, trials: int) -> Collected:
     keys = jax.random.split(jax.random.key(seed), trials)
     return jax.jit(
         jax.vmap(
@@ -135,13 +145,11 @@ def datasets(mdp, pi, phi, seed: int, trials: int) -> ope.Collected:
     )(keys)
 
 
-def mc_stats(cols: ope.Collected) -> ope.FirstVisits:
+def mc_stats(cols: Collected) -> FirstVisits:
     """The first visits of every trial
     (DP-LSW / DP-LSL clip and sum them themselves)."""
     return jax.vmap(
-        lambda c: ope.first_visits(
-            c.states, c.data.transitions.r_t, c.data.mask, GAMMA, S
-        )
+        lambda c: first_visits(c.states, c.data.transitions.r_t, c.data.mask, GAMMA, S)
     )(cols)
 
 
@@ -149,9 +157,7 @@ def mc_stats(cols: ope.Collected) -> ope.FirstVisits:
 def _sigma(mode: str, eps: float, steps: int) -> float:
     # sigma (noise std / sensitivity) does not depend on the clip norm:
     # calibrate once per setting.
-    target = (
-        ope.replace_one_target(eps, DELTA) if mode == "poisson_r1" else (eps, DELTA)
-    )
+    target = replace_one_target(eps, DELTA) if mode == "poisson_r1" else (eps, DELTA)
     return _plan(mode, 1.0, steps, None).calibrate(*target, "rdp").noise_multiplier
 
 
@@ -302,9 +308,9 @@ def part_eps(
         ),
         "LSW, no noise": summary(
             mse(
-                jax.vmap(
-                    lambda st: ope.lsw_solution(ope.monte_carlo_stats(st), phi, rho)
-                )(ev_stats),
+                jax.vmap(lambda st: lsw_solution(monte_carlo_stats(st), phi, rho))(
+                    ev_stats
+                ),
                 phi,
                 values,
             )
@@ -327,8 +333,8 @@ def part_eps(
             per_trial[name] = mse(r.theta, phi, values)
             row[name] = summary(per_trial[name]) | {
                 "noise_std_median": float(np.median(np.asarray(r.noise_std))),
-                "alpha": ope.smooth_params(eps, DELTA, S, calibration).alpha,
-                "beta": ope.smooth_params(eps, DELTA, S, calibration).beta,
+                "alpha": smooth_params(eps, DELTA, S, calibration).alpha,
+                "beta": smooth_params(eps, DELTA, S, calibration).beta,
             }
             # DP-LSL: lambda by the selection MSE.
             sel_scores = {
@@ -368,8 +374,8 @@ def part_eps(
                 row["LSL, no noise"] = summary(
                     mse(
                         jax.vmap(
-                            lambda st, lam=lam: ope.lsl_solution(
-                                ope.monte_carlo_stats(st), phi, rho, lam
+                            lambda st, lam=lam: lsl_solution(
+                                monte_carlo_stats(st), phi, rho, lam
                             )
                         )(ev_stats),
                         phi,
@@ -417,7 +423,7 @@ def part_eps(
                 "noise_std": plan.noise_stds[0],
                 "accounted_as": (
                     dict(
-                        zip(("epsilon", "delta"), ope.replace_one_target(eps, DELTA)),
+                        zip(("epsilon", "delta"), replace_one_target(eps, DELTA)),
                         relation="add/remove-one",
                     )
                     if mode == "poisson_r1"
@@ -735,7 +741,7 @@ def part_steps(trials: int, total: int, chunk: int, eps: float) -> dict:
                     ss.decay_steps + j0,
                 )
             )
-            sub = ope.IndexSchedule(sch.indices[:, j0:j1], sch.mask[:, j0:j1])
+            sub = IndexSchedule(sch.indices[:, j0:j1], sch.mask[:, j0:j1])
             keys = jax.vmap(lambda k, c=c: jax.random.fold_in(k, c))(base)
             res = run_gpope(chunk_plan, ev.data, sub, keys, cs, init=params)
             params = (res.theta, res.w)
@@ -812,9 +818,7 @@ def part_throughput(trials: int, steps: int, repeats: int) -> dict:
         vm = jax.jit(functools.partial(ope.gpope_trials, plan, data, step_size=ss))
         one = jax.jit(functools.partial(ope.gpope, plan, data, step_size=ss))
         jax.block_until_ready(vm(sch, keys))
-        jax.block_until_ready(
-            one(ope.IndexSchedule(sch.indices[0], sch.mask[0]), keys[0])
-        )
+        jax.block_until_ready(one(IndexSchedule(sch.indices[0], sch.mask[0]), keys[0]))
         t_vmap, t_loop = [], []
         for _ in range(repeats):
             t = time.perf_counter()
@@ -823,7 +827,7 @@ def part_throughput(trials: int, steps: int, repeats: int) -> dict:
             t = time.perf_counter()
             for i in range(trials):
                 jax.block_until_ready(
-                    one(ope.IndexSchedule(sch.indices[i], sch.mask[i]), keys[i])
+                    one(IndexSchedule(sch.indices[i], sch.mask[i]), keys[i])
                 )
             t_loop.append(time.perf_counter() - t)
         tv, tl = min(t_vmap), min(t_loop)
@@ -975,7 +979,7 @@ def part_throughput_e2e(
             # included.
             t = time.perf_counter()
             dev = jax.block_until_ready(
-                ope.draw_schedule(plan, jax.random.key(31), trials=trials)
+                draw_schedule(plan, jax.random.key(31), trials=trials)
             )
             draws["device"] = (dev, time.perf_counter() - t)
             t_run = None

@@ -103,6 +103,16 @@ from _results import dump_json, uptime  # noqa: E402  (benchmarks/_results.py)
 from gpope_experiments import LSL_GRID, compare, summary  # noqa: E402
 
 from privrl_jax import ope, privacy  # noqa: E402
+from privrl_jax.ope._balle import (  # noqa: E402
+    BalleRelease,
+    clip_first_visits,
+    first_visits,
+    lsl_solution,
+    lsw_solution,
+    monte_carlo_stats,
+)
+from privrl_jax.ope._features import GridDiscretiser  # noqa: E402
+from privrl_jax.ope._gpope import IndexSchedule, replace_one_target  # noqa: E402
 from privrl_jax.pipelines import gpope as pipe  # noqa: E402
 
 CONFIG = "gpope/mountain_car"
@@ -155,22 +165,20 @@ def _gpope_plan(cfg, h: float, sigma: float) -> privacy.DPPlan:
 def gpope_sigma(cfg, eps: float) -> float:
     """sigma for (eps, DELTA) under replace-one (group privacy, RDP accountant)."""
     plan = _gpope_plan(cfg, 1.0, None)
-    return plan.calibrate(*ope.replace_one_target(eps, DELTA), "rdp").noise_multiplier
+    return plan.calibrate(*replace_one_target(eps, DELTA), "rdp").noise_multiplier
 
 
 SCHEDULE_WIDTH = 128  # two microbatches of 64: every chunk and epsilon, one shape
 
 
-def pad_schedule(
-    sch: ope.IndexSchedule, width: int = SCHEDULE_WIDTH
-) -> ope.IndexSchedule:
+def pad_schedule(sch: IndexSchedule, width: int = SCHEDULE_WIDTH) -> IndexSchedule:
     """Pads the realised batch width U with masked units to a fixed width (a multiple of
     the microbatch), so every chunk and epsilon reuses one compiled executable; masked
     units add exact zeros, so the run is unchanged."""
     u = sch.indices.shape[-1]
     width = max(width, -(-u // 64) * 64)
     pad = [(0, 0)] * (sch.indices.ndim - 1) + [(0, width - u)]
-    return ope.IndexSchedule(np.pad(sch.indices, pad), np.pad(sch.mask, pad))
+    return IndexSchedule(np.pad(sch.indices, pad), np.pad(sch.mask, pad))
 
 
 def run_gpope(plan, data, schedule, keys, ss) -> ope.GPOPEResult:
@@ -184,7 +192,7 @@ def run_gpope(plan, data, schedule, keys, ss) -> ope.GPOPEResult:
 def public_setting(cfg):
     """Everything public: task, grid, features per cell, rho's, truth."""
     task = pipe.build_task(cfg)
-    grid = ope.GridDiscretiser.of_tiles(task.features.coders[0])
+    grid = GridDiscretiser.of_tiles(task.features.coders[0])
     cell_phi = jax.vmap(task.features)(grid.centres())  # [S, n]
     eval_phi, mc = pipe.true_values(task)
     occ_obs, _ = ope.evaluation_states(
@@ -221,9 +229,7 @@ def collect_chunk(cfg, task, grid, seeds: np.ndarray):
             max_length=e.max_length,
         )
         cells = jax.vmap(jax.vmap(grid))(c.observations)
-        visits = ope.first_visits(
-            cells, c.rewards, c.data.mask, e.gamma, grid.num_cells
-        )
+        visits = first_visits(cells, c.rewards, c.data.mask, e.gamma, grid.num_cells)
         lstd = pipe.lstd_min_norm(c.data, cfg.gpope.normalization)
         return c.data, visits, lstd, jnp.mean(c.data.mask[:, -1])
 
@@ -247,7 +253,7 @@ def _baseline_fn(kind: str, eps: float, cal: str, lam: float | None, m: int):
     return jax.jit(jax.vmap(one, (0, 0, None, None)))
 
 
-def baseline(kind, keys, visits, phi, rho, eps, cal, lam=None) -> ope.BalleRelease:
+def baseline(kind, keys, visits, phi, rho, eps, cal, lam=None) -> BalleRelease:
     """DP-LSW / DP-LSL on every trial's first visits (one compile per setting)."""
     fn = _baseline_fn(kind, float(eps), cal, lam, int(visits.visited.shape[1]))
     return fn(keys, visits, phi, rho)
@@ -310,14 +316,14 @@ def run(
         add("LSTD (data)", mse(lstd, eval_phi, values))
         for rho_name, rho in rhos.items():
             stats = jax.vmap(
-                lambda v: ope.monte_carlo_stats(ope.clip_first_visits(v, RETURN_BOUNDS))
+                lambda v: monte_carlo_stats(clip_first_visits(v, RETURN_BOUNDS))
             )(visits)
             add(
                 f"LSW, no noise [{rho_name}]",
                 mse(
-                    jax.vmap(
-                        lambda s, r=rho: ope.lsw_solution(s, cell_phi, r, LSW_RIDGE)
-                    )(stats),
+                    jax.vmap(lambda s, r=rho: lsw_solution(s, cell_phi, r, LSW_RIDGE))(
+                        stats
+                    ),
                     eval_phi,
                     values,
                 ),
@@ -327,9 +333,7 @@ def run(
                     f"LSL, no noise [{rho_name}]|lam={lam:g}",
                     mse(
                         jax.vmap(
-                            lambda s, r=rho, la=lam: ope.lsl_solution(
-                                s, cell_phi, r, la
-                            )
+                            lambda s, r=rho, la=lam: lsl_solution(s, cell_phi, r, la)
                         )(stats),
                         eval_phi,
                         values,
@@ -454,7 +458,7 @@ def assemble(
             "noise_multiplier": sigmas[eps],
             "noise_std": sigmas[eps] * g.l2_clip_norm,
             "accounted_as": dict(
-                zip(("epsilon", "delta"), ope.replace_one_target(eps, DELTA)),
+                zip(("epsilon", "delta"), replace_one_target(eps, DELTA)),
                 relation="add/remove-one",
             ),
             "clipped_fraction": summary(clipped[f"GPOPE|{eps}"]),

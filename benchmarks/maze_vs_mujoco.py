@@ -43,19 +43,30 @@ from privrl_jax import (
     envs,
     provenance,  # noqa: E402
 )
-from privrl_jax.envs import (
+from privrl_jax.envs._d4rl_collect import d4rl_collect_chunk, init_d4rl_collect_state
+from privrl_jax.envs._d4rl_expert import (
     d4rl_controller_action,
     d4rl_expert_returns,
     init_d4rl_controller_state,
 )
+from privrl_jax.envs._d4rl_expert import (
+    d4rl_controller_action as envs_d4rl_controller_action,
+)
+from privrl_jax.envs._d4rl_expert import (
+    init_d4rl_controller_state as envs_init_d4rl_controller_state,
+)
+from privrl_jax.envs._expert import make_waypoint_controller
+from privrl_jax.envs._maze import maze_dynamics
+from privrl_jax.envs._mujoco_eval import MujocoPointMaze
+from privrl_jax.envs._reference import D4RL_REFERENCE_RETURNS
 
 MAZES = ("umaze", "medium", "large")  # gymnasium-robotics PointMaze_*-v3 under the hood
 OFFSET = 0.2  # D4RL qpos (i, j) = centre of cell (i, j) + 0.2 per axis
 
 
-def MujocoMaze(name: str, batch: int) -> envs.MujocoPointMaze:
+def MujocoMaze(name: str, batch: int) -> MujocoPointMaze:
     """`batch` copies of D4RL's MuJoCo model of maze2d-`name`, in D4RL's qpos frame."""
-    return envs.MujocoPointMaze(f"maze2d-{name}-v1", batch)
+    return MujocoPointMaze(f"maze2d-{name}-v1", batch)
 
 
 def d4rl_reset(rng: np.random.Generator, params, n: int) -> tuple[np.ndarray, ...]:
@@ -89,9 +100,7 @@ def dynamics_gaps(name: str, num_starts: int, seed: int) -> list[dict]:
                 dtype = jnp.float64 if x64 else jnp.float32
 
                 def body(c, a, p=p):
-                    q, v = jax.vmap(envs.maze_dynamics, (0, 0, 0, None))(
-                        c[0], c[1], a, p
-                    )
+                    q, v = jax.vmap(maze_dynamics, (0, 0, 0, None))(c[0], c[1], a, p)
                     return (q, v), q
 
                 _, traj = jax.lax.scan(
@@ -139,7 +148,7 @@ def mujoco_returns(
         sparse, dense = sparse + s, dense + d
     out["random_sparse"], out["random_dense"] = sparse, dense
     # The expert: `controllers` controllers, each for consecutive episodes.
-    controller = envs.make_waypoint_controller(params)
+    controller = make_waypoint_controller(params)
     act = jax.jit(
         jax.vmap(
             lambda k, s, o: d4rl_controller_action(controller, k, s, o, params.goal)
@@ -183,7 +192,7 @@ def jax_returns(name: str, episodes: int, controllers: int, seed: int) -> dict:
         out[f"random_{reward}"] = np.asarray(
             envs.episode_returns(key_r, env, params, _random_policy, episodes, steps)
         )
-        controller = envs.make_waypoint_controller(params)
+        controller = make_waypoint_controller(params)
         out[f"expert_{reward}"] = np.asarray(
             d4rl_expert_returns(
                 key_e,
@@ -243,12 +252,12 @@ def data_protocol(name: str, num_envs: int, steps: int, seed: int) -> dict:
     env, params = envs.make(f"maze2d-{name}-v1")
     walls = np.asarray(params.walls)
     goal_eval = np.asarray(params.goal, np.float64)
-    controller = envs.make_waypoint_controller(params, action_noise=0.5)
+    controller = make_waypoint_controller(params, action_noise=0.5)
     hists, out = [], {"maze": name, "transitions": num_envs * steps}
     for label, s in (("jax", seed), ("jax_reseeded", seed + 1)):
         k0, k1 = jax.random.split(jax.random.key(s))
-        state = envs.init_d4rl_collect_state(k0, env, params, controller, num_envs)
-        _, tr = envs.d4rl_collect_chunk(k1, state, env, params, controller, steps)
+        state = init_d4rl_collect_state(k0, env, params, controller, num_envs)
+        _, tr = d4rl_collect_chunk(k1, state, env, params, controller, steps)
         stats, hist = _data_stats(
             np.asarray(tr.observations).reshape(-1, 4),
             np.asarray(tr.timeouts).ravel(),
@@ -265,9 +274,9 @@ def data_protocol(name: str, num_envs: int, steps: int, seed: int) -> dict:
         return cells[rng.integers(len(cells), size=n)] + rng.uniform(-0.1, 0.1, (n, 2))
 
     act = jax.jit(
-        jax.vmap(lambda k, c, o, g: envs.d4rl_controller_action(controller, k, c, o, g))
+        jax.vmap(lambda k, c, o, g: envs_d4rl_controller_action(controller, k, c, o, g))
     )
-    cstate = jax.vmap(lambda _: envs.init_d4rl_controller_state(controller))(
+    cstate = jax.vmap(lambda _: envs_init_d4rl_controller_state(controller))(
         jnp.arange(num_envs)
     )
     sim = MujocoMaze(name, num_envs)
@@ -340,7 +349,7 @@ def main() -> None:
         theirs = mujoco_returns(name, args.episodes, args.controllers, args.seed + 1)
         for reward in ("sparse", "dense"):
             task = f"maze2d-{name}{'-dense' if reward == 'dense' else ''}-v1"
-            d4rl_random, d4rl_expert = envs.D4RL_REFERENCE_RETURNS[task]
+            d4rl_random, d4rl_expert = D4RL_REFERENCE_RETURNS[task]
             for policy, published in (("random", d4rl_random), ("expert", d4rl_expert)):
                 a, b = ours[f"{policy}_{reward}"], theirs[f"{policy}_{reward}"]
                 se = np.hypot(

@@ -33,9 +33,10 @@ import numpy as np
 from _results import dump_json, summary  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import planning
-from privrl_jax.data import write_synthetic_rossmann_csv
+from privrl_jax.data._demand import write_synthetic_rossmann_csv
 from privrl_jax.envs import collect_inventory_data
 from privrl_jax.pipelines import pool
+from privrl_jax.planning._benchmark import saa_policy
 
 RESULTS = Path(__file__).parent / "results"
 # pool.zones for every config here (--zones): results/pool_exp*.md and pool_data/select
@@ -75,7 +76,7 @@ class Bench:
         self.ek = jax.random.fold_in(key, 1)
         self.n_eval = eval_episodes
         self.c_star = planning.policy_cost(
-            self.ek, self.params, planning.saa_policy(saa), eval_episodes
+            self.ek, self.params, saa_policy(saa), eval_episodes
         )
         self.saa_levels = np.asarray(saa.levels).tolist()
         self.behaviour_gap = self.gap(self.behaviour)

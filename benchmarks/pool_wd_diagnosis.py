@@ -60,6 +60,16 @@ from scipy import stats
 
 from privrl_jax import planning
 from privrl_jax.envs import collect_inventory_data, inventory_stage, sample_demand
+from privrl_jax.planning._benchmark import zero_start
+from privrl_jax.planning._pool import (
+    bonus_iota,
+    data_cells,
+    geometry_cell,
+    geometry_value,
+    noise_bound,
+    pessimistic_q,
+    state_values,
+)
 from privrl_jax.privacy import add_noise
 
 RESULTS = Path(__file__).parent / "results"
@@ -100,8 +110,8 @@ def backward_pass(
 @partial(jax.jit, static_argnames=("pc", "noisy"))
 def _backward_pass(data, geom, actions, noise_std, e_rho, key, *, pc, noisy):
     horizon, k = geom.horizon, geom.num_cells
-    iota = planning.bonus_iota(horizon, k, pc.failure_prob)
-    cells = planning.data_cells(geom, data)
+    iota = bonus_iota(horizon, k, pc.failure_prob)
+    cells = data_cells(geom, data)
     ones = jnp.ones(cells.shape[0])
     counts = jnp.stack([_seg(cells[:, h], ones, k) for h in range(horizon)])
     if noisy:
@@ -110,9 +120,7 @@ def _backward_pass(data, geom, actions, noise_std, e_rho, key, *, pc, noisy):
     qs, sums_all = [None] * horizon, [None] * horizon
     for h in reversed(range(horizon)):
         if h + 1 < horizon:
-            v = planning.state_values(
-                geom, h + 1, q_next, data.next_observations[:, h], actions
-            )
+            v = state_values(geom, h + 1, q_next, data.next_observations[:, h], actions)
         else:
             v = jnp.zeros(cells.shape[0])
         y = jnp.clip((data.rewards[:, h] + v) / (horizon - h), 0.0, 1.0)
@@ -121,7 +129,7 @@ def _backward_pass(data, geom, actions, noise_std, e_rho, key, *, pc, noisy):
         if noisy:
             sums = add_noise(sums, jax.random.fold_in(key, 1 + h), noise_std)
         v_max = jnp.float32(horizon - h)
-        q_next = planning.pessimistic_q(
+        q_next = pessimistic_q(
             counts[h], sums[0], sums[1], v_max, e_rho, iota, horizon, pc
         )
         qs[h], sums_all[h] = q_next, sums
@@ -187,14 +195,14 @@ def greedy_rollouts(key, params, geom, q_tables, actions, counts, e_rho, num_epi
             h, kk = inp
             _, k_dem = jax.random.split(kk)
             qv = jax.vmap(
-                lambda a: planning.geometry_value(
+                lambda a: geometry_value(
                     geom, h, q_tables[h], jnp.concatenate([level, a])
                 )
             )(actions)
             qv = jnp.clip(qv, 0.0, horizon - h)
             a = actions[jnp.argmax(qv)]
             b = jnp.concatenate([level, a])
-            cell = planning.geometry_cell(geom, h, b)
+            cell = geometry_cell(geom, h, b)
             out = inventory_stage(level, a, sample_demand(k_dem, params, h), params)
             facts = (
                 a,
@@ -242,13 +250,11 @@ def run_products(w: int, runs: int, eval_episodes: int) -> dict:
     geom, actions, params, horizon = b.geom, b.actions, b.params, cfg.env.horizon
     mech = planning.pool_mechanism(RHO, horizon)
     k = geom.num_cells
-    e_rho = planning.noise_bound(mech, horizon, k, cfg.pool.failure_prob)
-    iota = planning.bonus_iota(horizon, k, cfg.pool.failure_prob)
+    e_rho = noise_bound(mech, horizon, k, cfg.pool.failure_prob)
+    iota = bonus_iota(horizon, k, cfg.pool.failure_prob)
     # The behaviour policy's facts from zero inventory (what "ordering like the data"
     # looks like).
-    beh = collect_inventory_data(
-        b.ek, planning.zero_start(params), b.behaviour, eval_episodes
-    )
+    beh = collect_inventory_data(b.ek, zero_start(params), b.behaviour, eval_episodes)
     out = {
         "w+d": 2 * w,
         "cells": int(k),
@@ -283,7 +289,7 @@ def run_products(w: int, runs: int, eval_episodes: int) -> dict:
             cfg.env.num_episodes,
         )
         key = jax.random.key(1000 + r)
-        cells = planning.data_cells(geom, data)
+        cells = data_cells(geom, data)
         exact_counts = jnp.stack(
             [_seg(cells[:, h], jnp.ones(cells.shape[0]), k) for h in range(horizon)]
         )

@@ -45,6 +45,9 @@ from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 from privrl_jax import planning
 from privrl_jax.envs import inventory_stage, sample_demand
 from privrl_jax.pipelines import pool
+from privrl_jax.planning._additive import anchored_tables
+from privrl_jax.planning._benchmark import saa_policy
+from privrl_jax.planning._zones import project, zone_index, zone_value
 
 RESULTS = Path(__file__).parent / "results"
 G, ND, EVAL = 101, 2000, 4000
@@ -117,7 +120,7 @@ def run(w: int, zones: int, affine: bool = True) -> dict:
     key = jax.random.key(12345)
     saa = planning.saa_base_stock(jax.random.fold_in(key, 0), params, 10_000, 101)
     ek = jax.random.fold_in(key, 1)
-    c_star = planning.policy_cost(ek, params, planning.saa_policy(saa), EVAL)
+    c_star = planning.policy_cost(ek, params, saa_policy(saa), EVAL)
     gap = lambda pol: planning.relative_gap(
         planning.policy_cost(ek, params, pol, EVAL), c_star
     )
@@ -138,10 +141,10 @@ def run(w: int, zones: int, affine: bool = True) -> dict:
     rng = np.random.default_rng(0)
     box = np.minimum(np.asarray(g.boundary[0]), 1.0)
     x = rng.uniform(0.0, 1.0, (200_000, 2 * w)) * box
-    z = np.asarray(planning.zone_index(jnp.asarray(x), g.width, g.num_zones))
+    z = np.asarray(zone_index(jnp.asarray(x), g.width, g.num_zones))
     coefs = np.zeros((horizon, g.num_zones, 2 * w + 1))
     rms, std, interp_rms = [], [], []
-    _, mm = jax.vmap(lambda b: planning.project(g, 0, b))(jnp.asarray(x, jnp.float32))
+    _, mm = jax.vmap(lambda b: project(g, 0, b))(jnp.asarray(x, jnp.float32))
     outside = float(
         jnp.mean(
             jnp.any(jnp.concatenate([1 - mm.sum(1, keepdims=True), mm], 1) < -1e-6, 1)
@@ -150,7 +153,7 @@ def run(w: int, zones: int, affine: bool = True) -> dict:
     for h in range(horizon):
         y = np.asarray(q_at(q, h, jnp.asarray(x), w), np.float64)
         iv = np.asarray(
-            jax.vmap(lambda b, h=h: planning.zone_value(g, h, qt[h], b))(
+            jax.vmap(lambda b, h=h: zone_value(g, h, qt[h], b))(
                 jnp.asarray(x, jnp.float32)
             ),
             np.float64,
@@ -172,7 +175,7 @@ def run(w: int, zones: int, affine: bool = True) -> dict:
         def val(a):
             b = jnp.concatenate([s, a])
             b = jnp.where(jnp.all(b < lam[h]), b, jnp.minimum(lam[h], 1.0))
-            m = planning.zone_index(b, g.width, g.num_zones)
+            m = zone_index(b, g.width, g.num_zones)
             return c[h, m, 0] + c[h, m, 1:] @ b
 
         return acts[jnp.argmax(jax.vmap(val)(acts))]
@@ -218,7 +221,7 @@ def _setting(w: int):
     key = jax.random.key(12345)
     saa = planning.saa_base_stock(jax.random.fold_in(key, 0), params, 10_000, 101)
     ek = jax.random.fold_in(key, 1)
-    c_star = planning.policy_cost(ek, params, planning.saa_policy(saa), EVAL)
+    c_star = planning.policy_cost(ek, params, saa_policy(saa), EVAL)
     return params, behaviour, acts, exact_q(params), ek, c_star
 
 
@@ -259,7 +262,7 @@ def run_additive(w: int, zones: tuple[int, ...], bins: tuple[int, ...]) -> list[
     for m in zones:
         t = time.perf_counter()
         g = planning.make_additive_geometry(params.boundary, m, state_dim=w)
-        tables = planning.anchored_tables(g, lambda h, b: q_at(q, h, b, w))
+        tables = anchored_tables(g, lambda h, b: q_at(q, h, b, w))
         gap = cost_gap(g, tables, acts)
         rows.append(
             {

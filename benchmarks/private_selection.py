@@ -45,6 +45,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import dump_json, write_text  # noqa: E402
 
 from privrl_jax import envs, ope, privacy  # noqa: E402
+from privrl_jax.envs._expert import make_waypoint_controller, waypoint_action
+from privrl_jax.ope._policy_value import (
+    StateActionFeatures,
+    lstd_policy_value,
+    policy_evaluation_data,
+    start_features,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DELTA = 1e-5
@@ -76,11 +83,11 @@ def candidates(params):
     out = []
     for p_gain in (0.3, 1.0, 10.0):
         for d_gain in (0.0, 1.0):
-            ctrl = envs.make_waypoint_controller(params, p_gain=p_gain, d_gain=d_gain)
+            ctrl = make_waypoint_controller(params, p_gain=p_gain, d_gain=d_gain)
             out.append(
                 (
                     f"waypoint p={p_gain:g} d={d_gain:g}",
-                    lambda obs, c=ctrl: envs.waypoint_action(
+                    lambda obs, c=ctrl: waypoint_action(
                         c, jax.random.key(0), obs, params.goal
                     ),
                 )
@@ -115,12 +122,12 @@ def maze_task(args):
     rbf = ope.RBFFeatures.from_public(
         np.asarray(pub_obs).reshape(-1, 4), args.centers, seed=0
     )
-    feats = ope.StateActionFeatures(rbf, 2, args.action_bins)
+    feats = StateActionFeatures(rbf, 2, args.action_bins)
     reset = lambda k: env.reset(k, params)[0]
     starts = jax.vmap(reset)(jax.random.split(k_starts, 512))
-    start_phi = [ope.start_features(starts, pi, feats) for _, pi in policies]
-    behaviour = envs.make_waypoint_controller(params, action_noise=1.0)
-    behave = lambda k, o: envs.waypoint_action(behaviour, k, o, params.goal)
+    start_phi = [start_features(starts, pi, feats) for _, pi in policies]
+    behaviour = make_waypoint_controller(params, action_noise=1.0)
+    behave = lambda k, o: waypoint_action(behaviour, k, o, params.goal)
 
     def data(seed):
         obs, act, rew, nobs = rollout(
@@ -128,9 +135,7 @@ def maze_task(args):
         )
         mask = jnp.ones(rew.shape, bool)
         return [
-            ope.policy_evaluation_data(
-                obs, act, rew, nobs, mask, pi, feats, args.discount
-            )
+            policy_evaluation_data(obs, act, rew, nobs, mask, pi, feats, args.discount)
             for _, pi in policies
         ], start_phi
 
@@ -158,7 +163,7 @@ def tabular_task(args):
         return float(np.mean(q.reshape(n_s, n_a)[np.arange(n_s), pi]))
 
     truth = np.array([value(pi) for pi in pis])
-    start_phi = [ope.start_features(jnp.eye(n_s), policy(pi), feats) for pi in pis]
+    start_phi = [start_features(jnp.eye(n_s), policy(pi), feats) for pi in pis]
 
     def data(seed):
         r = np.random.default_rng(seed)
@@ -174,7 +179,7 @@ def tabular_task(args):
         rew = reward[s[:, :-1], a].astype(np.float32)
         mask = jnp.ones(rew.shape, bool)
         return [
-            ope.policy_evaluation_data(
+            policy_evaluation_data(
                 eye_s[s[:, :-1]],
                 eye_a[a],
                 rew,
@@ -276,7 +281,7 @@ def main(argv=None) -> dict:
     for seed in range(args.seeds):
         data, start_phi = make_data(seed)
         lstd = np.array(
-            [float(ope.lstd_policy_value(d, s)) for d, s in zip(data, start_phi)]
+            [float(lstd_policy_value(d, s)) for d, s in zip(data, start_phi)]
         )
 
         def scorer(i, plan=plan):

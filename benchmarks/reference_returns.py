@@ -27,6 +27,7 @@ from privrl_jax import (
     envs,
     provenance,  # noqa: E402
 )
+from privrl_jax.envs._expert import make_waypoint_controller, waypoint_action
 
 
 def main() -> None:
@@ -56,11 +57,11 @@ def main() -> None:
     legacy = [n for n in envs.MAZE_ENVS if not n.endswith(("-v1", "-legacy"))]
     for name in tqdm(legacy, desc="envs"):
         env, params = envs.make(name)
-        controller = envs.make_waypoint_controller(params, action_noise=0.0)
+        controller = make_waypoint_controller(params, action_noise=0.0)
         goal = params.goal
 
         def expert_policy(key, obs, controller=controller, goal=goal):
-            return envs.waypoint_action(controller, key, obs, goal)
+            return waypoint_action(controller, key, obs, goal)
 
         row = {"episode_length": int(params.max_steps_in_episode)}
         for label, policy in (("random", random_policy), ("expert", expert_policy)):

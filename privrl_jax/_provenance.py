@@ -1,5 +1,4 @@
-"""What a published number ran with: package versions, Python, platform and JAX's
-devices."""
+"""What a published number ran with: package versions, Python, platform, devices."""
 
 from __future__ import annotations
 
@@ -34,9 +33,10 @@ PACKAGES = (
 
 
 def provenance() -> dict[str, Any]:
-    """Versions of the installed stack (absent extras omitted), Python, the OS, the CPU
-    (model and vector instruction sets) and JAX's backend and devices, as a JSON-ready
-    dict to store beside a result.
+    """The stack a result ran on, as a JSON-ready dict to store beside it.
+
+    Holds the versions of the installed stack (absent extras omitted), Python, the OS,
+    the CPU (model and vector instruction sets) and JAX's backend and devices.
 
     A deterministic run is reproducible only with the same versions and, for XLA on a
     CPU, the same instruction set: the same seed can train differently on another

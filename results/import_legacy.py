@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from privrl_jax import experiments
+from privrl_jax.experiments._runner import resolve, write_rows
+from privrl_jax.experiments._spec import cell_key
 
 ROOT = Path(__file__).resolve().parents[1]
 LEGACY = ROOT / "benchmarks" / "results"
@@ -236,7 +238,7 @@ def _hash(exp: experiments.Experiment, cell: dict) -> str | None:
     # The config the experiment resolves for the cell today; None where the pipeline's
     # extra (mbi for the marginal baselines) is not installed.
     try:
-        return experiments.resolve(exp, cell)[2]
+        return resolve(exp, cell)[2]
     except (ImportError, ValueError):
         return None
 
@@ -251,7 +253,7 @@ def import_rows(name: str) -> list[dict[str, Any]]:
             {
                 "experiment": name,
                 "cell": cell,
-                "key": experiments.cell_key(cell),
+                "key": cell_key(cell),
                 "config_hash": _hash(exp, cell),
                 "run_dir": None,
                 "metrics": metrics,
@@ -261,7 +263,7 @@ def import_rows(name: str) -> list[dict[str, Any]]:
             }
             for cell, metrics in convert(legacy)
         ]
-    cells = {experiments.cell_key(c) for c in exp.cells()}
+    cells = {cell_key(c) for c in exp.cells()}
     stray = [r["key"] for r in rows if r["key"] not in cells]
     if stray:
         raise ValueError(f"{name}: legacy runs outside the experiment's grid: {stray}")
@@ -271,7 +273,7 @@ def import_rows(name: str) -> list[dict[str, Any]]:
 def main(names: list[str]) -> None:
     for name in names or list(IMPORTERS):
         rows = import_rows(name)
-        path = experiments.write_rows(RESULTS, name, rows)
+        path = write_rows(RESULTS, name, rows)
         print(f"{name}: {len(rows)} rows -> {path.relative_to(ROOT)}")
 
 

@@ -21,6 +21,7 @@ from privrl_jax.envs import (  # noqa: E402
     collect_inventory_data,
     make_inventory_params,
 )
+from privrl_jax.planning._pool import noise_bound
 
 H = 2
 
@@ -44,7 +45,7 @@ def test_noise_and_e_rho_together_are_pool_plan(setup):
     data, geom, acts = setup
     pc = planning.PoolConfig(bonus_scale=0.01)
     mech = planning.pool_mechanism(2.0, H)
-    e_rho = planning.noise_bound(mech, H, geom.num_cells, pc.failure_prob)
+    e_rho = noise_bound(mech, H, geom.num_cells, pc.failure_prob)
     key = jax.random.key(3)
     ref = planning.pool_plan(key, data, geom, acts, mech, pc)
     q, counts, sums = backward_pass(data, geom, acts, mech.noise_std, e_rho, pc, key)

@@ -25,6 +25,7 @@ from privrl_jax.envs import (
     collect_inventory_data,
     make_inventory_params,
 )
+from privrl_jax.planning._pool import noise_bound
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, math.inf)
 S, M, T = 4, 60, 10
@@ -201,7 +202,7 @@ def test_pool_plan_rho_sweep_compiles_once():
         )
     np.testing.assert_allclose(
         [float(r.noise_bound) for r in out],
-        [planning.noise_bound(m, horizon, geom.num_cells, 0.05) for m in mechanisms],
+        [noise_bound(m, horizon, geom.num_cells, 0.05) for m in mechanisms],
         rtol=1e-6,
     )
 

@@ -6,24 +6,25 @@ Every algorithm is a factory returning an `Agent` of pure functions
 `evaluate` runs vmapped, jitted episodes in a gymnax-API environment.
 """
 
-from privrl_jax.agents._common import Agent, fit_state_normalizer
-from privrl_jax.agents._edac import EDACConfig, EDACState, diversity_loss, edac
-from privrl_jax.agents._iql import IQLConfig, IQLState, expectile_loss, iql
-from privrl_jax.agents._networks import QNetwork
-from privrl_jax.agents._rollouts import (
-    episode_length,
-    evaluate,
-    rollout_returns,
-    unpack_step,
+from privrl_jax.agents._common import (
+    Agent,
 )
-from privrl_jax.agents._td3_bc import TD3BCConfig, TD3BCState, td3_bc
+from privrl_jax.agents._edac import (
+    EDACConfig,
+)
+from privrl_jax.agents._iql import (
+    IQLConfig,
+)
+from privrl_jax.agents._rollouts import (
+    evaluate,
+)
+from privrl_jax.agents._td3_bc import (
+    TD3BCConfig,
+)
 from privrl_jax.agents._train import (
     ALGORITHMS,
     TrainResult,
     make_agent,
-    make_train_chunk,
-    make_train_step,
-    sample_batch,
     train,
 )
 
@@ -31,26 +32,10 @@ __all__ = [
     "ALGORITHMS",
     "Agent",
     "EDACConfig",
-    "EDACState",
     "IQLConfig",
-    "IQLState",
-    "QNetwork",
     "TD3BCConfig",
-    "TD3BCState",
     "TrainResult",
-    "diversity_loss",
-    "edac",
-    "episode_length",
     "evaluate",
-    "expectile_loss",
-    "fit_state_normalizer",
-    "iql",
     "make_agent",
-    "make_train_chunk",
-    "make_train_step",
-    "rollout_returns",
-    "sample_batch",
-    "td3_bc",
     "train",
-    "unpack_step",
 ]

@@ -8,17 +8,13 @@ jittable pytree.
 from privrl_jax.data._demand import (
     load_rossmann,
     synthetic_demand,
-    write_synthetic_rossmann_csv,
 )
 from privrl_jax.data._fragments import (
     STEP_FIELDS,
     Fragments,
-    fragments_to_trajectories,
-    link_consistency,
     trajectories_to_fragments,
 )
 from privrl_jax.data._hdf5 import (
-    derive_next_observations,
     load_hdf5,
     read_hdf5_metadata,
     remove_stale_hdf5_temps,
@@ -46,11 +42,8 @@ __all__ = [
     "Normalizer",
     "Trajectories",
     "Transitions",
-    "derive_next_observations",
     "episode_boundaries",
     "fit_normalizer",
-    "fragments_to_trajectories",
-    "link_consistency",
     "load_hdf5",
     "load_rossmann",
     "normalizer_from_bounds",
@@ -62,5 +55,4 @@ __all__ = [
     "trajectories_to_transitions",
     "transitions_to_trajectories",
     "validate_transitions",
-    "write_synthetic_rossmann_csv",
 ]

@@ -12,45 +12,32 @@ NAME`` re-tabulates them (JSON, Markdown, PNG); ``privrl experiment pages`` writ
 
 from privrl_jax.experiments import stats
 from privrl_jax.experiments._pages import (
-    claim_status,
-    render_pages,
     scoreboard,
     write_pages,
 )
 from privrl_jax.experiments._runner import (
     parse_only,
     read_rows,
-    resolve,
     run_experiment,
-    write_rows,
 )
 from privrl_jax.experiments._spec import (
     Experiment,
-    cell_key,
     experiment_names,
-    load_claims,
     load_experiment,
-    parse,
 )
-from privrl_jax.experiments._tables import build_table, tabulate
+from privrl_jax.experiments._tables import (
+    tabulate,
+)
 
 __all__ = [
     "Experiment",
-    "build_table",
-    "cell_key",
-    "claim_status",
     "experiment_names",
-    "load_claims",
     "load_experiment",
-    "parse",
     "parse_only",
     "read_rows",
-    "render_pages",
-    "resolve",
     "run_experiment",
     "scoreboard",
     "stats",
     "tabulate",
     "write_pages",
-    "write_rows",
 ]

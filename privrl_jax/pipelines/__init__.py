@@ -3,7 +3,6 @@
 from privrl_jax.pipelines._agent_train import AgentTrainConfig, run_agent_train
 from privrl_jax.pipelines._audit_run import (
     AUDIT_FILE,
-    AuditConfig,
     audit_lines,
     audit_run,
     raise_on_violation,
@@ -12,36 +11,29 @@ from privrl_jax.pipelines._collect import CollectConfig, run_collect
 from privrl_jax.pipelines._config import (
     ConfigSource,
     load_config,
-    merge_configs,
     qualify_config,
     shipped_config,
-    shipped_configs,
     to_dict,
 )
-from privrl_jax.pipelines._launch import ProcessFailedError, launch_local
-from privrl_jax.pipelines._sections import EvalBackend, PrivacyConfig
+from privrl_jax.pipelines._launch import (
+    launch_local,
+)
 from privrl_jax.pipelines._verify import verify_run
 
 __all__ = [
     "AUDIT_FILE",
     "AgentTrainConfig",
-    "AuditConfig",
     "CollectConfig",
     "ConfigSource",
-    "EvalBackend",
-    "PrivacyConfig",
-    "ProcessFailedError",
     "audit_lines",
     "audit_run",
     "launch_local",
     "load_config",
-    "merge_configs",
     "qualify_config",
     "raise_on_violation",
     "run_agent_train",
     "run_collect",
     "shipped_config",
-    "shipped_configs",
     "to_dict",
     "verify_run",
 ]

@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from privrl_jax import agents, envs, pipelines
 from privrl_jax.cli.main import app
 from privrl_jax.data import Transitions, save_hdf5
+from privrl_jax.envs._mujoco_eval import MujocoExtraMissing, mujoco_available
+from privrl_jax.envs._reference import D4RL_REFERENCE_RETURNS, reference_returns
 from privrl_jax.pipelines._rundir import RunLock
 
 
@@ -58,7 +60,7 @@ def test_agent_train_writes_result_json_and_learning_curve(tmp_path):
     ] == [16, 16]
     assert [c["step"] for c in payload["curve"]] == [10, 20]
     final = payload["final"]
-    r_random, r_expert = envs.reference_returns("maze2d-umaze")
+    r_random, r_expert = reference_returns("maze2d-umaze")
     assert (
         abs(
             final["score_mean"]
@@ -515,7 +517,7 @@ def test_mujoco_backend_without_the_extra_is_refused_before_training(
     tmp_path, trained, monkeypatch
 ):
     def missing():
-        raise envs.MujocoExtraMissing(
+        raise MujocoExtraMissing(
             'the MuJoCo evaluation backend needs mujoco: pip install -e ".[mujoco]"'
         )
 
@@ -558,7 +560,7 @@ def test_mujoco_backend_scores_the_agent_in_mujoco(tmp_path, monkeypatch):
     assert json.loads(result.stdout)["final"]["return_mean"] == seen[0]["return_mean"]
     (final,) = seen
     assert {"return_mean", "return_std", "score_mean", "score_std"} <= set(final)
-    lo, hi = envs.D4RL_REFERENCE_RETURNS["maze2d-umaze-v1"]
+    lo, hi = D4RL_REFERENCE_RETURNS["maze2d-umaze-v1"]
     assert final["score_mean"] == pytest.approx(
         100 * (final["return_mean"] - lo) / (hi - lo), rel=1e-5
     )
@@ -619,9 +621,8 @@ def test_dataset_of_another_layout_is_refused_for_a_mujoco_task(tmp_path, traine
 
 
 def test_mujoco_backend_without_the_extra_names_the_install(tmp_path, trained):
-    from privrl_jax import envs
 
-    if envs.mujoco_available():
+    if mujoco_available():
         pytest.skip(
             "the mujoco extra is installed: the missing-extra error cannot happen"
         )

@@ -9,15 +9,18 @@ import pytest
 from agents_testlib import bandit_dataset
 
 from privrl_jax import agents
-from privrl_jax.agents import QNetwork, _networks
+from privrl_jax.agents import _networks
+from privrl_jax.agents._edac import diversity_loss
+from privrl_jax.agents._iql import expectile_loss
+from privrl_jax.agents._networks import QNetwork
 
 
 def test_expectile_loss_closed_form():
     diff = jnp.array([1.0, -2.0, 0.5])
     expected = (0.7 * 1.0 + 0.3 * 4.0 + 0.7 * 0.25) / 3
-    assert float(agents.expectile_loss(diff, 0.7)) == pytest.approx(expected, rel=1e-6)
+    assert float(expectile_loss(diff, 0.7)) == pytest.approx(expected, rel=1e-6)
     # expectile 0.5 is half the MSE.
-    assert float(agents.expectile_loss(diff, 0.5)) == pytest.approx(
+    assert float(expectile_loss(diff, 0.5)) == pytest.approx(
         0.5 * float(jnp.mean(diff**2)), rel=1e-6
     )
 
@@ -27,7 +30,7 @@ def test_expectile_loss_minimiser_is_the_expectile():
     # tau > 0.5 it lies above the mean.
     x = jax.random.normal(jax.random.key(0), (4000,))
     grid = jnp.linspace(-1.0, 1.0, 2001)
-    losses = jax.vmap(lambda v: agents.expectile_loss(x - v, 0.7))(grid)
+    losses = jax.vmap(lambda v: expectile_loss(x - v, 0.7))(grid)
     v = float(grid[jnp.argmin(losses)])
     # First-order condition: 0.7 E[(x - v)+] = 0.3 E[(v - x)+].
     pos = float(jnp.mean(jnp.maximum(x - v, 0.0)))
@@ -60,7 +63,7 @@ def test_diversity_loss_equals_a_naive_per_critic_loop():
             for b in range(batch)
         ]
     ) / (num - 1)
-    fast = agents.diversity_loss(critic, params, obs, act)
+    fast = diversity_loss(critic, params, obs, act)
     assert float(fast) == pytest.approx(naive, rel=1e-5, abs=1e-6)
 
 
@@ -70,7 +73,7 @@ def test_diversity_loss_bounds():
     obs, act = jnp.ones((4, 2)), jnp.zeros((4, 2))
     one = critic.init(jax.random.key(0), obs, act)
     params = jax.tree.map(lambda x: jnp.stack([x] * 4), one)
-    assert float(agents.diversity_loss(critic, params, obs, act)) == pytest.approx(
+    assert float(diversity_loss(critic, params, obs, act)) == pytest.approx(
         4.0, rel=1e-5
     )
 

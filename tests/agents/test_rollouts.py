@@ -7,7 +7,9 @@ import pytest
 from agents_testlib import TINY
 
 from privrl_jax import agents, envs
+from privrl_jax.agents._rollouts import rollout_returns
 from privrl_jax.data import Transitions
+from privrl_jax.envs._reference import reference_returns
 
 
 def naive_returns(key, agent_state, act, env, env_params, num_episodes, num_steps):
@@ -61,7 +63,7 @@ def test_rollout_returns_equal_a_python_loop(env_name, act_dim, obs_dim, max_act
     env, params = envs.make(env_name, max_steps_in_episode=12)
     agent, state = _agent_state(env, params, act_dim, obs_dim, max_action)
     key = jax.random.key(7)
-    fast = agents.rollout_returns(
+    fast = rollout_returns(
         key,
         state,
         act=agent.act,
@@ -86,7 +88,7 @@ def test_evaluate_adds_normalised_scores_for_maze_tasks():
         num_episodes=4,
         env_name="maze2d-umaze",
     )
-    r_random, r_expert = envs.reference_returns("maze2d-umaze")
+    r_random, r_expert = reference_returns("maze2d-umaze")
     np.testing.assert_allclose(
         res["scores"],
         100 * (res["returns"] - r_random) / (r_expert - r_random),

@@ -7,6 +7,7 @@ import pytest
 from agents_testlib import TINY, bandit_dataset
 
 from privrl_jax import agents
+from privrl_jax.agents._train import make_train_chunk
 from privrl_jax.data import Transitions
 
 
@@ -31,7 +32,7 @@ def test_bc_term_pulls_actions_toward_the_data():
     agent = agents.make_agent("td3bc", alpha=0.0, policy_freq=1, **TINY)
     state = agent.init(jax.random.key(1), data)
     start = float(jnp.mean((agent.act(state, data.observations) - data.actions) ** 2))
-    chunk = agents.make_train_chunk(agent, batch_size=64, num_updates=300)
+    chunk = make_train_chunk(agent, batch_size=64, num_updates=300)
     state, metrics = chunk(state, data, jax.random.key(2))
     end = float(jnp.mean((agent.act(state, data.observations) - data.actions) ** 2))
     assert end < 0.3 * start, (start, end)
@@ -47,7 +48,7 @@ def test_q_term_is_normalised_by_lambda():
     alpha = 2.5
     agent = agents.make_agent("td3bc", alpha=alpha, policy_freq=1, **TINY)
     state = agent.init(jax.random.key(1), data)
-    chunk = agents.make_train_chunk(agent, batch_size=128, num_updates=200)
+    chunk = make_train_chunk(agent, batch_size=128, num_updates=200)
     _, metrics = chunk(state, data, jax.random.key(2))
     q_term = np.asarray(metrics["actor_loss"]) - np.asarray(metrics["bc_loss"])
     assert np.all(np.abs(q_term) <= alpha + 1e-4)
@@ -58,7 +59,7 @@ def test_actor_moves_only_every_policy_freq_updates():
     data = bandit_dataset(jax.random.key(0), n=64)
     agent = agents.make_agent("td3bc", policy_freq=3, **TINY)
     state = agent.init(jax.random.key(1), data)
-    chunk = agents.make_train_chunk(agent, batch_size=32, num_updates=6)
+    chunk = make_train_chunk(agent, batch_size=32, num_updates=6)
     _, metrics = chunk(state, data, jax.random.key(2))
     moved = ~np.isnan(np.asarray(metrics["actor_loss"]))
     np.testing.assert_array_equal(moved, [False, False, True, False, False, True])

@@ -6,6 +6,7 @@ import pytest
 from agents_testlib import TINY, bandit_dataset
 
 from privrl_jax import agents
+from privrl_jax.agents._train import make_train_chunk, make_train_step, sample_batch
 
 
 @pytest.mark.slow  # CI time (issue 25): runs with -m slow
@@ -16,10 +17,10 @@ def test_scan_chunk_equals_python_loop_of_jitted_steps(algo):
     state = agent.init(jax.random.key(1), data)
     key = jax.random.key(2)
     num = 4
-    chunk = agents.make_train_chunk(agent, batch_size=16, num_updates=num)
+    chunk = make_train_chunk(agent, batch_size=16, num_updates=num)
     scanned, metrics = chunk(state, data, key)
 
-    step = jax.jit(agents.make_train_step(agent, batch_size=16))
+    step = jax.jit(make_train_step(agent, batch_size=16))
     looped = state
     losses = []
     for k in jax.random.split(key, num):
@@ -36,7 +37,7 @@ def test_scan_chunk_equals_python_loop_of_jitted_steps(algo):
 
 def test_sample_batch_draws_rows_of_the_dataset():
     data = bandit_dataset(jax.random.key(0), n=50)
-    batch = jax.device_get(agents.sample_batch(jax.random.key(1), data, 200))
+    batch = jax.device_get(sample_batch(jax.random.key(1), data, 200))
     data = jax.device_get(data)
     assert batch.observations.shape == (200, 2)
     # Every sampled row is an existing (obs, action, reward) row.

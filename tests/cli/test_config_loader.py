@@ -7,7 +7,10 @@ import pytest
 import yaml
 
 from privrl_jax import pipelines
+from privrl_jax.envs._mujoco_eval import EVAL_BACKENDS
 from privrl_jax.pipelines import AgentTrainConfig, CollectConfig, load_config
+from privrl_jax.pipelines._config import merge_configs, shipped_configs
+from privrl_jax.pipelines._sections import EvalBackend, PrivacyConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -93,7 +96,7 @@ def test_missing_and_malformed_config_files(tmp_path):
 
 
 def test_shipped_configs_are_listed_and_load_by_name():
-    names = pipelines.shipped_configs()
+    names = shipped_configs()
     assert {"privorl_n/quickstart", "privorl_n/umaze", "data/maze2d-umaze"} <= set(
         names
     )
@@ -210,7 +213,7 @@ def test_every_mode_is_a_literal_checked_by_the_loader_and_in_python():
 def test_merge_configs_merges_sections_and_replaces_everything_else():
     base = {"a": 1, "s": {"x": 1, "lst": [1, 2], "t": {"u": 1}}, "m": {"k": 1}}
     top = {"s": {"lst": [3], "t": {"v": 2}}, "m": 5, "n": {"z": 0}}
-    merged = pipelines.merge_configs(base, top)
+    merged = merge_configs(base, top)
     assert merged == {
         "a": 1,
         "s": {"x": 1, "lst": [3], "t": {"u": 1, "v": 2}},
@@ -291,7 +294,7 @@ def test_the_epsilon_budget_section_is_one_class():
             gpope.GPOPERunConfig,
         )
     }
-    assert classes == {pipelines.PrivacyConfig}
+    assert classes == {PrivacyConfig}
     with pytest.raises(ValueError) as e:
         gpope.load("gpope/test", ["privacy.dataset_size=100"])
     assert str(e.value) == (
@@ -303,11 +306,11 @@ def test_the_epsilon_budget_section_is_one_class():
 def test_agent_training_modes_are_literals_equal_to_the_library():
     """``privrl agent train``'s ``algo`` and ``eval_backend`` are Literal modes like
     every pipeline's, and ``algo``'s choices are the library's agents."""
-    from privrl_jax import agents, envs
+    from privrl_jax import agents
     from privrl_jax.pipelines import _agent_config
 
     assert set(typing.get_args(_agent_config.Algo)) == set(agents.ALGORITHMS)
-    assert set(typing.get_args(pipelines.EvalBackend)) == set(envs.EVAL_BACKENDS)
+    assert set(typing.get_args(EvalBackend)) == set(EVAL_BACKENDS)
     base = {"dataset": "x.hdf5", "env": "maze2d-umaze-v1"}
     for key, message in (
         ("algo", "algo must be 'td3bc', 'iql' or 'edac'; got 'bogus'."),

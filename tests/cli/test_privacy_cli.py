@@ -6,7 +6,8 @@ import dp_accounting
 from typer.testing import CliRunner
 
 from privrl_jax.cli.main import app
-from privrl_jax.privacy import Ledger, dpsgd_epsilon
+from privrl_jax.privacy import Ledger
+from privrl_jax.privacy._accounting import dpsgd_epsilon
 
 runner = CliRunner()
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from privrl_jax import data
+from privrl_jax.data._fragments import fragments_to_trajectories, link_consistency
 
 
 def _transitions(seed: int, n: int = 200, ends_p: float = 0.03) -> data.Transitions:
@@ -27,14 +28,14 @@ def test_round_trip_exact(horizon):
     frags = data.trajectories_to_fragments(
         traj, horizon=horizon, max_fragments=f_max + 1
     )
-    back = data.fragments_to_trajectories(frags, max_length=traj.max_length)
+    back = fragments_to_trajectories(frags, max_length=traj.max_length)
     for k in data.TRANSITION_FIELDS + ("mask", "lengths"):
         np.testing.assert_array_equal(
             np.asarray(getattr(back, k)), np.asarray(getattr(traj, k)), err_msg=k
         )
     # Links: zero on first fragments, the previous fragment's last step elsewhere,
     # exactly.
-    assert data.link_consistency(frags) == 0.0
+    assert link_consistency(frags) == 0.0
     assert not np.asarray(frags.has_link)[:, 0].any()
     for k in data.STEP_FIELDS:
         assert not np.asarray(frags.link[k])[~np.asarray(frags.has_link)].any()
@@ -81,7 +82,7 @@ def test_truncation_is_data_independent_and_ends_with_timeout():
     traj = data.transitions_to_trajectories(t)
     frags = data.trajectories_to_fragments(traj, horizon=3, max_fragments=2)
     assert int(frags.lengths[0]) == 6  # the first F H = 6 steps, one unit
-    back = data.fragments_to_trajectories(frags)
+    back = fragments_to_trajectories(frags)
     np.testing.assert_array_equal(back.observations[0, :, 0], np.arange(6))
     np.testing.assert_array_equal(back.timeouts[0], [0, 0, 0, 0, 0, 1])
     with pytest.raises(ValueError, match="raise max_fragments"):

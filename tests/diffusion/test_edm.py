@@ -7,6 +7,12 @@ import pytest
 import scipy.stats
 
 from privrl_jax import diffusion
+from privrl_jax.diffusion._edm import (
+    edm_loss_weight,
+    edm_preconditioning,
+    karras_sigmas,
+    sample_training_sigma,
+)
 
 SIGMAS = np.array([1e-3, 0.05, 0.5, 1.0, 2.0, 10.0, 80.0])
 
@@ -25,7 +31,7 @@ def net_and_params():
 
 @pytest.mark.parametrize("sigma_data", [0.5, 1.0, 2.0])
 def test_preconditioning_matches_closed_form(sigma_data):
-    pre = diffusion.edm_preconditioning(SIGMAS, sigma_data)
+    pre = edm_preconditioning(SIGMAS, sigma_data)
     s, sd = SIGMAS.astype(np.float64), sigma_data
     np.testing.assert_allclose(pre.c_skip, sd**2 / (s**2 + sd**2), rtol=1e-6)
     np.testing.assert_allclose(pre.c_out, s * sd / np.sqrt(s**2 + sd**2), rtol=1e-6)
@@ -33,14 +39,14 @@ def test_preconditioning_matches_closed_form(sigma_data):
     np.testing.assert_allclose(pre.c_noise, np.log(s) / 4, rtol=1e-6)
     # The loss weight is 1 / c_out^2 (EDM Sec. 5: unit effective weight).
     np.testing.assert_allclose(
-        diffusion.edm_loss_weight(SIGMAS, sigma_data),
+        edm_loss_weight(SIGMAS, sigma_data),
         1 / (s * sd / np.sqrt(s**2 + sd**2)) ** 2,
         rtol=1e-5,
     )
 
 
 def test_preconditioning_at_sigma_data():
-    pre = diffusion.edm_preconditioning(1.0, 1.0)
+    pre = edm_preconditioning(1.0, 1.0)
     assert float(pre.c_skip) == pytest.approx(0.5)
     assert float(pre.c_out) == pytest.approx(np.sqrt(0.5))
     assert float(pre.c_in) == pytest.approx(np.sqrt(0.5))
@@ -63,7 +69,7 @@ def test_denoiser_at_large_sigma_is_scaled_network_output(net_and_params):
     den = jax.jit(diffusion.EDMDenoiser(net.apply, sigma_data=0.5))
     x = jax.random.normal(jax.random.key(2), (4, 3))
     sigma = 1e4
-    pre = diffusion.edm_preconditioning(sigma, 0.5)
+    pre = edm_preconditioning(sigma, 0.5)
     raw = jax.jit(net.apply)(params, pre.c_in * x, jnp.full((4,), pre.c_noise))
     expected = pre.c_skip * x + pre.c_out * raw
     np.testing.assert_allclose(den(params, x, sigma), expected, rtol=1e-5, atol=1e-6)
@@ -89,7 +95,7 @@ def test_edm_loss_at_closed_form_with_zero_network():
 
 
 def test_training_sigma_is_lognormal():
-    sigma = diffusion.sample_training_sigma(jax.random.key(0), (20000,))
+    sigma = sample_training_sigma(jax.random.key(0), (20000,))
     result = scipy.stats.kstest(np.log(np.asarray(sigma)), "norm", args=(-1.2, 1.2))
     assert result.pvalue > 0.01
     # And rejects a wrong P_mean.
@@ -137,7 +143,7 @@ def test_edm_loss_is_one_example_and_vmaps_to_per_example_grads(net_and_params):
 
 
 def test_karras_sigmas():
-    sig = np.asarray(diffusion.karras_sigmas(16))
+    sig = np.asarray(karras_sigmas(16))
     assert sig.shape == (17,)
     assert sig[0] == pytest.approx(80.0, rel=1e-5)
     assert sig[-2] == pytest.approx(0.002, rel=1e-4)
@@ -145,7 +151,7 @@ def test_karras_sigmas():
     assert np.all(np.diff(sig) < 0)
     # N = 3, rho = 1: linear spacing.
     np.testing.assert_allclose(
-        diffusion.karras_sigmas(3, sigma_min=1.0, sigma_max=3.0, rho=1.0), [3, 2, 1, 0]
+        karras_sigmas(3, sigma_min=1.0, sigma_max=3.0, rho=1.0), [3, 2, 1, 0]
     )
 
 
@@ -264,7 +270,7 @@ def test_edm_loss_is_the_mean_of_edm_loss_at_over_its_draws(net_and_params):
     den = diffusion.EDMDenoiser(net.apply)
     x, key, k = jnp.array([0.3, -1.2, 0.7]), jax.random.key(11), 5
     key_sigma, key_noise = jax.random.split(key)
-    sigmas = diffusion.sample_training_sigma(key_sigma, (k,))
+    sigmas = sample_training_sigma(key_sigma, (k,))
     noises = jax.random.normal(key_noise, (k, 3))
     ref = np.mean(
         [

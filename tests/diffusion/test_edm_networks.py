@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from privrl_jax import diffusion
+from privrl_jax.diffusion._networks import RandomFourierFeatures
 
 
 def _count(tree):
@@ -35,7 +36,7 @@ def test_paper_scale_parameter_count():
 
 
 def test_fourier_features():
-    emb = diffusion.RandomFourierFeatures(dim=16, seed=3)
+    emb = RandomFourierFeatures(dim=16, seed=3)
     c = jnp.linspace(-2.0, 2.0, 7)
     variables = emb.init(jax.random.key(0), c)
     assert _count(variables) == 0  # fixed frequencies: nothing for DP noise to perturb
@@ -44,8 +45,8 @@ def test_fourier_features():
     np.testing.assert_allclose(out[:, 0], c)
     np.testing.assert_allclose(out[:, 1:9] ** 2 + out[:, 9:] ** 2, 1.0, rtol=1e-5)
     # Same seed, same features; another seed, other features.
-    again = diffusion.RandomFourierFeatures(dim=16, seed=3).apply({}, c)
-    other = diffusion.RandomFourierFeatures(dim=16, seed=4).apply({}, c)
+    again = RandomFourierFeatures(dim=16, seed=3).apply({}, c)
+    other = RandomFourierFeatures(dim=16, seed=4).apply({}, c)
     np.testing.assert_array_equal(out, again)
     assert not np.allclose(out, other)
 
@@ -68,4 +69,4 @@ def test_outputs_are_per_example():
 
 def test_odd_fourier_dim_is_rejected():
     with pytest.raises(ValueError, match="even"):
-        diffusion.RandomFourierFeatures(dim=5).init(jax.random.key(0), jnp.zeros(()))
+        RandomFourierFeatures(dim=5).init(jax.random.key(0), jnp.zeros(()))

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from privrl_jax import diffusion
+from privrl_jax.diffusion._transformer import DiffusionTransformer
 
 SIZES = (2, 1, 1, 2, 1)  # s, a, r, s', d
 H = 3
@@ -14,7 +14,7 @@ T_DIM = sum(SIZES)
 
 @pytest.fixture(scope="module")
 def model_and_params():
-    net = diffusion.DiffusionTransformer(
+    net = DiffusionTransformer(
         component_sizes=SIZES, horizon=H, num_layers=1, num_heads=2, embed_dim=16
     )
     params = jax.jit(net.init)(
@@ -48,7 +48,7 @@ def test_sequence_length_and_per_example_outputs(model_and_params):
 
 
 def test_paper_scale_shape_and_validation():
-    net = diffusion.DiffusionTransformer(
+    net = DiffusionTransformer(
         component_sizes=(4, 2, 1, 4, 1), horizon=32, num_layers=6, num_heads=4
     )
     shapes = jax.eval_shape(
@@ -59,7 +59,7 @@ def test_paper_scale_shape_and_validation():
     assert 1.1e6 < n_params < 1.4e6
     with pytest.raises(ValueError, match="horizon"):
         net.init(jax.random.key(0), jnp.zeros((10,)), jnp.zeros(()))
-    bad = diffusion.DiffusionTransformer(
+    bad = DiffusionTransformer(
         component_sizes=(1,), horizon=1, num_heads=3, embed_dim=16
     )
     with pytest.raises(ValueError, match="divisible"):

@@ -5,15 +5,18 @@ import numpy as np
 import pytest
 
 from privrl_jax import data, diffusion
+from privrl_jax.data import Normalizer as Normaliser
 from privrl_jax.data import Transitions
+from privrl_jax.data import normalizer_from_bounds as normaliser_from_bounds
+from privrl_jax.diffusion._transitions import DiscreteDim
 
 LAYOUT = diffusion.TransitionLayout(
     obs_dim=3,
     act_dim=2,
     discrete=(
-        diffusion.DiscreteDim("observations", 1, 4),
-        diffusion.DiscreteDim("actions", 0, 3),
-        diffusion.DiscreteDim("rewards", 0, 2),
+        DiscreteDim("observations", 1, 4),
+        DiscreteDim("actions", 0, 3),
+        DiscreteDim("rewards", 0, 2),
     ),
 )
 
@@ -91,11 +94,11 @@ def test_continuous_terminals_are_thresholded():
 @pytest.mark.parametrize(
     "discrete,match",
     [
-        ((diffusion.DiscreteDim("actions", 2, 3),), "index"),
-        ((diffusion.DiscreteDim("actions", 0, 1),), "num_classes"),
-        ((diffusion.DiscreteDim("foo", 0, 2),), "field"),
-        ((diffusion.DiscreteDim("terminals", 0, 2),), "one_hot_terminals"),
-        ((diffusion.DiscreteDim("actions", 0, 2),) * 2, "twice"),
+        ((DiscreteDim("actions", 2, 3),), "index"),
+        ((DiscreteDim("actions", 0, 1),), "num_classes"),
+        ((DiscreteDim("foo", 0, 2),), "field"),
+        ((DiscreteDim("terminals", 0, 2),), "one_hot_terminals"),
+        ((DiscreteDim("actions", 0, 2),) * 2, "twice"),
     ],
 )
 def test_bad_layouts_are_rejected(discrete, match):
@@ -145,7 +148,7 @@ def test_normaliser_floors_constant_dims_and_validates():
 
 
 def test_the_normaliser_is_the_data_packages_class():
-    assert diffusion.Normaliser is data.Normalizer
+    assert Normaliser is data.Normalizer
     norm = diffusion.fit_normaliser_on_public(np.array([[0.0, 1.0], [2.0, 3.0]]))
     assert isinstance(norm, data.Normalizer)
     np.testing.assert_array_equal(
@@ -154,11 +157,11 @@ def test_the_normaliser_is_the_data_packages_class():
 
 
 def test_normaliser_from_bounds():
-    norm = diffusion.normaliser_from_bounds([0.0, -2.0], [4.0, 2.0])
+    norm = normaliser_from_bounds([0.0, -2.0], [4.0, 2.0])
     x = jnp.array([[0.0, -2.0], [4.0, 2.0], [2.0, 0.0]])
     np.testing.assert_allclose(diffusion.normalise(norm, x), [[-1, -1], [1, 1], [0, 0]])
     with pytest.raises(ValueError, match="high > low"):
-        diffusion.normaliser_from_bounds([0.0], [0.0])
+        normaliser_from_bounds([0.0], [0.0])
 
 
 def test_next_obs_delta_encodes_the_step_and_round_trips():

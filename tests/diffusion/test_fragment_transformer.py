@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from privrl_jax import diffusion
+from privrl_jax.diffusion._edm import sample_training_sigma
 
 SIZES = (2, 1, 1, 2, 1)  # s, a, r, s', d
 D = sum(SIZES)
@@ -102,7 +103,7 @@ def test_loss_closed_form_with_a_zero_network():
     key = jax.random.key(3)
     loss = float(diffusion.fragment_edm_loss(den, None, item, key))
     ks, kn = jax.random.split(key)
-    sigma = float(diffusion.sample_training_sigma(ks, ()))
+    sigma = float(sample_training_sigma(ks, ()))
     n = np.asarray(jax.random.normal(kn, (H * D,)))
     c_skip = 1.0 / (sigma**2 + 1.0)
     err = (c_skip * (np.asarray(x[1]) + sigma * n) - np.asarray(x[1])) ** 2

@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 from privrl_jax import data, envs
+from privrl_jax.envs._collect import SOLVE_THRESHOLD, collect_step, init_collect_state
+from privrl_jax.envs._expert import make_waypoint_controller
+from privrl_jax.envs._maze import maze_dynamics
 
 NUM_ENVS, SIZE = 4, 1998  # not a multiple of NUM_ENVS: the last stream is cut
 
@@ -30,7 +33,7 @@ def test_shapes_and_dtypes(dataset):
 def test_transitions_follow_the_dynamics_and_the_eval_reward(dataset):
     _, params = envs.make("maze2d-umaze")
     obs, act = dataset.observations, dataset.actions
-    pos, vel = jax.vmap(envs.maze_dynamics, (0, 0, 0, None))(
+    pos, vel = jax.vmap(maze_dynamics, (0, 0, 0, None))(
         obs[:, :2], obs[:, 2:], act, params
     )
     np.testing.assert_allclose(
@@ -66,15 +69,13 @@ def test_timeouts_and_terminals(dataset):
 def test_timeout_rows_reach_the_goal_or_the_time_limit():
     limit = 8
     env, params = envs.make("maze2d-umaze", max_steps_in_episode=limit)
-    controller = envs.make_waypoint_controller(params, action_noise=0.5)
-    state = envs.init_collect_state(jax.random.key(1), env, params, 8)
+    controller = make_waypoint_controller(params, action_noise=0.5)
+    state = init_collect_state(jax.random.key(1), env, params, 8)
 
     @jax.jit
     def run(state):
         def body(state, k):
-            step = jax.vmap(
-                lambda k, s: envs.collect_step(env, params, controller, k, s)
-            )
+            step = jax.vmap(lambda k, s: collect_step(env, params, controller, k, s))
             new_state, t = step(jax.random.split(k, 8), state)
             return new_state, (
                 state.goal,
@@ -86,7 +87,7 @@ def test_timeout_rows_reach_the_goal_or_the_time_limit():
         return jax.lax.scan(body, state, jax.random.split(jax.random.key(2), 100))[1]
 
     goals, times, timeouts, next_obs = map(np.asarray, run(state))
-    reached = np.linalg.norm(next_obs[..., :2] - goals, axis=-1) <= envs.SOLVE_THRESHOLD
+    reached = np.linalg.norm(next_obs[..., :2] - goals, axis=-1) <= SOLVE_THRESHOLD
     at_limit = times + 1 >= limit
     np.testing.assert_array_equal(timeouts == 1, reached | at_limit)
     assert reached.any() and (at_limit & ~reached).any()  # both causes occur

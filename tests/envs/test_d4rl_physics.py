@@ -9,6 +9,15 @@ import pytest
 
 from privrl_jax import envs
 from privrl_jax.envs import _point_mass as pm
+from privrl_jax.envs._d4rl_collect import d4rl_collect_chunk, init_d4rl_collect_state
+from privrl_jax.envs._d4rl_expert import (
+    d4rl_controller_action,
+    d4rl_expert_returns,
+    init_d4rl_controller_state,
+)
+from privrl_jax.envs._expert import make_waypoint_controller, shortest_path_table
+from privrl_jax.envs._maze import maze_dynamics
+from privrl_jax.envs._reference import reference_returns
 
 H = 0.01
 F = 100.0 / (4.0 / 3.0 * math.pi * 1e-3 * 1000.0)  # gear / mass
@@ -17,7 +26,7 @@ C = 1.0 / (4.0 / 3.0 * math.pi * 1e-3 * 1000.0)  # joint damping / mass
 
 def _roll(params, q0, v0, actions):
     def body(c, a):
-        q, v = envs.maze_dynamics(c[0], c[1], a, params)
+        q, v = maze_dynamics(c[0], c[1], a, params)
         return (q, v), (q, v)
 
     _, (q, v) = jax.lax.scan(body, (jnp.asarray(q0), jnp.asarray(v0)), actions)
@@ -125,7 +134,7 @@ def test_walls_keep_the_ball_out(name):
     ).repeat(25, axis=0)
 
     def body(c, a):
-        q, v = jax.vmap(envs.maze_dynamics, (0, 0, 0, None))(c[0], c[1], a, params)
+        q, v = jax.vmap(maze_dynamics, (0, 0, 0, None))(c[0], c[1], a, params)
         return (q, v), q
 
     _, traj = jax.lax.scan(body, (state.position, state.velocity), acts)
@@ -158,9 +167,7 @@ def test_v1_and_legacy_are_distinct_envs():
     env_old, params_old = envs.make("maze2d-umaze-legacy")
     env_bare, params_bare = envs.make("maze2d-umaze")
     assert env_v1 != env_old and params_old.physics == params_bare.physics == "legacy"
-    assert envs.reference_returns("maze2d-umaze") == envs.reference_returns(
-        "maze2d-umaze-legacy"
-    )
+    assert reference_returns("maze2d-umaze") == reference_returns("maze2d-umaze-legacy")
     with pytest.raises(ValueError, match="physics is chosen by its name"):
         envs.make("maze2d-umaze", physics="d4rl")
 
@@ -181,14 +188,14 @@ def test_step_is_jittable_and_vmappable():
 
 def test_d4rl_controller_plans_jittered_waypoints_and_keeps_them():
     _, params = envs.make("maze2d-medium-v1")
-    controller = envs.make_waypoint_controller(params)
-    state = envs.init_d4rl_controller_state(controller)
+    controller = make_waypoint_controller(params)
+    state = init_d4rl_controller_state(controller)
     obs = jnp.array([1.05, 1.0, 0.0, 0.0])
-    action, state = envs.d4rl_controller_action(
+    action, state = d4rl_controller_action(
         controller, jax.random.key(0), state, obs, params.goal
     )
     wp = np.asarray(state.waypoints)
-    _, dist = envs.shortest_path_table(np.asarray(params.walls))
+    _, dist = shortest_path_table(np.asarray(params.walls))
     w = params.walls.shape[1]
     n = dist[6 * w + 6, 1 * w + 1]  # path length from cell (1, 1) to the goal (6, 6)
     cells = np.ceil(wp[: n - 1])  # jitter U(0, 0.2) below each cell index
@@ -204,7 +211,7 @@ def test_d4rl_controller_plans_jittered_waypoints_and_keeps_them():
     )
     assert np.abs(np.asarray(action)).max() <= 1.0
     # Same target: the plan (and its jitter) is kept.
-    _, state2 = envs.d4rl_controller_action(
+    _, state2 = d4rl_controller_action(
         controller, jax.random.key(5), state, obs, params.goal
     )
     np.testing.assert_array_equal(state2.waypoints, state.waypoints)
@@ -212,9 +219,9 @@ def test_d4rl_controller_plans_jittered_waypoints_and_keeps_them():
 
 def test_d4rl_expert_protocol_first_episode_plans_later_ones_steer_straight():
     env, params = envs.make("maze2d-umaze-v1")
-    controller = envs.make_waypoint_controller(params)
+    controller = make_waypoint_controller(params)
     returns = np.asarray(
-        envs.d4rl_expert_returns(jax.random.key(0), env, params, controller, 16, 3, 300)
+        d4rl_expert_returns(jax.random.key(0), env, params, controller, 16, 3, 300)
     )
     # Every first episode follows a planned path to the goal.
     assert (returns[:, 0] > 100).all()
@@ -274,11 +281,9 @@ def test_matches_mujoco_point_maze(layout_name, name):
 @pytest.mark.slow  # CI time (issue 25): runs with -m slow
 def test_d4rl_data_protocol():
     env, params = envs.make("maze2d-umaze-v1")
-    controller = envs.make_waypoint_controller(params, action_noise=0.5)
-    state = envs.init_d4rl_collect_state(jax.random.key(0), env, params, controller, 8)
-    _, tr = envs.d4rl_collect_chunk(
-        jax.random.key(1), state, env, params, controller, 2000
-    )
+    controller = make_waypoint_controller(params, action_noise=0.5)
+    state = init_d4rl_collect_state(jax.random.key(0), env, params, controller, 8)
+    _, tr = d4rl_collect_chunk(jax.random.key(1), state, env, params, controller, 2000)
     obs, nxt = np.asarray(tr.observations), np.asarray(tr.next_observations)
     timeouts = np.asarray(tr.timeouts)
     assert obs.shape == (8, 2000, 4) and (np.asarray(tr.terminals) == 0).all()

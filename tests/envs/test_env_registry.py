@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 from privrl_jax import envs
+from privrl_jax.envs._base import GymnaxAdapter
+from privrl_jax.envs._maze import PointMaze
+from privrl_jax.envs._registry import D4RL_MAZE_ENVS, registered_envs
 
 
 @pytest.mark.parametrize(
@@ -22,7 +25,7 @@ from privrl_jax import envs
 )
 def test_make_maze(name, length, dense):
     env, params = envs.make(name)
-    assert isinstance(env, envs.PointMaze)
+    assert isinstance(env, PointMaze)
     assert env.name == envs.canonical_name(name) == name
     assert params.max_steps_in_episode == length
     assert bool(params.dense) == dense
@@ -30,8 +33,8 @@ def test_make_maze(name, length, dense):
 
 
 def test_maze_names():
-    assert len(envs.MAZE_ENVS) == 18 and set(envs.D4RL_MAZE_ENVS) < set(envs.MAZE_ENVS)
-    assert all(n.endswith("-v1") for n in envs.D4RL_MAZE_ENVS)
+    assert len(envs.MAZE_ENVS) == 18 and set(D4RL_MAZE_ENVS) < set(envs.MAZE_ENVS)
+    assert all(n.endswith("-v1") for n in D4RL_MAZE_ENVS)
     for bad in ("maze2d-umaze-v0", "maze2d-umaze-v1-dense", "maze2d-umaze-legacy-v1"):
         with pytest.raises(ValueError, match="unknown env name"):
             envs.make(bad)
@@ -39,7 +42,7 @@ def test_maze_names():
 
 def test_make_gymnax_env_has_the_five_tuple_step():
     env, params = envs.make("CartPole-v1")
-    assert isinstance(env, envs.GymnaxAdapter)
+    assert isinstance(env, GymnaxAdapter)
     obs, state = env.reset(jax.random.key(0), params)
 
     def body(carry, k):
@@ -73,13 +76,13 @@ def test_param_overrides_are_validated():
 
 
 def test_registered_envs_all_make():
-    names = envs.registered_envs()
+    names = registered_envs()
     assert names[: len(envs.MAZE_ENVS)] == envs.MAZE_ENVS
     assert {"CartPole-v1", "MountainCar-v0", "Pendulum-v1"} <= set(names)
     # (Some gymnax envs, e.g. MNISTBandit-bsuite, download data when made: not here.)
     for name in envs.MAZE_ENVS + ("MountainCar-v0", "Pendulum-v1", "Acrobot-v1"):
         env, params = envs.make(name)
-        assert env.name == name or isinstance(env, envs.GymnaxAdapter)
+        assert env.name == name or isinstance(env, GymnaxAdapter)
         assert params.max_steps_in_episode >= 1
 
 

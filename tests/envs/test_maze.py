@@ -7,6 +7,15 @@ import numpy as np
 import pytest
 
 from privrl_jax import envs
+from privrl_jax.envs._maze import (
+    LARGE_MAZE,
+    MEDIUM_MAZE,
+    UMAZE,
+    PointMaze,
+    maze_dynamics,
+    maze_reward,
+    parse_layout,
+)
 
 MAZES = ["maze2d-umaze", "maze2d-medium", "maze2d-large"]
 
@@ -22,13 +31,13 @@ def _overlaps_wall(positions: np.ndarray, walls: np.ndarray, radius: float, tol:
 @pytest.mark.parametrize(
     "layout, shape, goal, num_free",
     [
-        (envs.UMAZE, (5, 5), (1, 1), 7),
-        (envs.MEDIUM_MAZE, (8, 8), (6, 6), 26),
-        (envs.LARGE_MAZE, (9, 12), (7, 9), 46),
+        (UMAZE, (5, 5), (1, 1), 7),
+        (MEDIUM_MAZE, (8, 8), (6, 6), 26),
+        (LARGE_MAZE, (9, 12), (7, 9), 46),
     ],
 )
 def test_parse_layout(layout, shape, goal, num_free):
-    walls, goal_cell = envs.parse_layout(layout)
+    walls, goal_cell = parse_layout(layout)
     assert walls.shape == shape
     assert tuple(goal_cell) == goal
     assert (~walls).sum() == num_free
@@ -47,7 +56,7 @@ def test_parse_layout(layout, shape, goal, num_free):
 )
 def test_parse_layout_errors(layout, match):
     with pytest.raises(ValueError, match=match):
-        envs.parse_layout(layout)
+        parse_layout(layout)
 
 
 def test_params_reject_tunnelling_speed():
@@ -59,7 +68,7 @@ def test_free_motion_closed_form():
     _, params = envs.make("maze2d-large")
     # Centre of a free cell in an open corridor; one small step touches no wall.
     x0, v0, a = jnp.array([3.0, 2.0]), jnp.array([0.3, -0.2]), jnp.array([0.5, -0.25])
-    x1, v1 = envs.maze_dynamics(x0, v0, a, params)
+    x1, v1 = maze_dynamics(x0, v0, a, params)
     v_expected = (1 - 2.5 * 0.1) * v0 + 0.1 * 10.0 * a
     np.testing.assert_allclose(v1, v_expected, rtol=1e-6)
     np.testing.assert_allclose(x1, x0 + 0.1 * v_expected, rtol=1e-6)
@@ -69,7 +78,7 @@ def test_collision_clamps_to_wall_face_and_stops_that_axis():
     _, params = envs.make("maze2d-umaze")
     # umaze: cell (1, 1) is free, (2, 1) is a wall. Move down at full speed.
     x0, v0 = jnp.array([1.2, 1.0]), jnp.array([4.5, 1.0])
-    x1, v1 = envs.maze_dynamics(x0, v0, jnp.array([1.0, 0.0]), params)
+    x1, v1 = maze_dynamics(x0, v0, jnp.array([1.0, 0.0]), params)
     np.testing.assert_allclose(x1[0], 1.5 - 0.1, atol=2e-4)  # wall face minus radius
     assert float(x1[0]) < 1.4
     assert float(v1[0]) == 0.0
@@ -98,7 +107,7 @@ def _rollout_positions(params, key):
     32-47 push-on."""
     num_envs, num_steps = 48, 300
     policy_ids = jnp.arange(num_envs) // 16
-    env = envs.PointMaze("m", envs.UMAZE, 1, False)  # only reset_env is used
+    env = PointMaze("m", UMAZE, 1, False)  # only reset_env is used
     key_reset, key_act = jax.random.split(key)
     _, state = jax.vmap(env.reset_env, (0, None))(
         jax.random.split(key_reset, num_envs), params
@@ -110,7 +119,7 @@ def _rollout_positions(params, key):
     def body(carry, k):
         pos, vel = carry
         a = jax.vmap(act)(policy_ids, jax.random.split(k, num_envs), vel)
-        pos, vel = jax.vmap(envs.maze_dynamics, (0, 0, 0, None))(pos, vel, a, params)
+        pos, vel = jax.vmap(maze_dynamics, (0, 0, 0, None))(pos, vel, a, params)
         return (pos, vel), pos
 
     _, traj = jax.lax.scan(
@@ -175,8 +184,8 @@ def test_maze_reward_boundary():
     goal = params.goal
     inside = goal + jnp.array([0.3, 0.39])  # |d| = 0.492
     outside = goal + jnp.array([0.3, 0.41])  # |d| = 0.508
-    assert float(envs.maze_reward(inside, goal, params)) == 1.0
-    assert float(envs.maze_reward(outside, goal, params)) == 0.0
+    assert float(maze_reward(inside, goal, params)) == 1.0
+    assert float(maze_reward(outside, goal, params)) == 0.0
 
 
 @pytest.mark.parametrize("length", [7, 300])

@@ -10,6 +10,12 @@ import pytest
 
 from privrl_jax import agents, envs
 from privrl_jax.envs import _mujoco_eval
+from privrl_jax.envs._mujoco_eval import (
+    MujocoExtraMissing,
+    MujocoPointMaze,
+    mujoco_available,
+)
+from privrl_jax.envs._reference import D4RL_REFERENCE_RETURNS
 
 ENV = "maze2d-umaze-v1"
 
@@ -82,7 +88,7 @@ def test_identical_starts_give_the_same_trajectories_and_returns(mujoco, policy)
     (_, _, ret_jax), pos_jax = jax.lax.scan(
         body, (obs, state, jnp.zeros(n)), None, length=steps
     )
-    sim = envs.MujocoPointMaze(ENV, n)
+    sim = MujocoPointMaze(ENV, n)
     sim.set_state(
         np.asarray(state.position, np.float64), np.asarray(state.velocity, np.float64)
     )
@@ -133,7 +139,7 @@ def test_means_over_independent_episodes_agree_within_three_standard_errors(
     )
     # The keys, and the normalisation: D4RL's published reference returns.
     assert sorted(ours) == sorted(theirs)
-    lo, hi = envs.D4RL_REFERENCE_RETURNS[ENV]
+    lo, hi = D4RL_REFERENCE_RETURNS[ENV]
     assert ours["score_mean"] == pytest.approx(
         100 * (ours["return_mean"] - lo) / (hi - lo), rel=1e-5
     )
@@ -197,12 +203,12 @@ def test_missing_extra_is_one_line_naming_the_install(monkeypatch):
         "find_spec",
         lambda name, *a: None if name == "mujoco" else real(name, *a),
     )
-    with pytest.raises(envs.MujocoExtraMissing) as err:
+    with pytest.raises(MujocoExtraMissing) as err:
         envs.evaluate_mujoco(const_np, ENV, num_episodes=2)
     msg = str(err.value)
     assert 'pip install -e ".[mujoco]"' in msg and "\n" not in msg
     assert isinstance(err.value, ImportError) and isinstance(err.value, ValueError)
-    assert not envs.mujoco_available()
+    assert not mujoco_available()
 
 
 def test_bad_num_episodes():

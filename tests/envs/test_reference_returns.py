@@ -5,16 +5,19 @@ import numpy as np
 import pytest
 
 from privrl_jax import envs
+from privrl_jax.envs._expert import make_waypoint_controller, waypoint_action
+from privrl_jax.envs._reference import MEASURED_D4RL_RETURNS, reference_returns
+from privrl_jax.envs._registry import D4RL_MAZE_ENVS
 
 
 def test_normalized_score_endpoints_and_shape():
     for name in envs.MAZE_ENVS:
-        r_random, r_expert = envs.reference_returns(name)
+        r_random, r_expert = reference_returns(name)
         assert r_expert > r_random
         scores = envs.normalized_score(name, np.array([[r_random, r_expert]]))
         assert scores.shape == (1, 2)
         np.testing.assert_allclose(scores, [[0.0, 100.0]], atol=1e-4)
-    r_random, r_expert = envs.reference_returns("maze2d-umaze")
+    r_random, r_expert = reference_returns("maze2d-umaze")
     mid = (r_random + r_expert) / 2
     np.testing.assert_allclose(
         envs.normalized_score("maze2d-umaze-legacy", mid), 50.0, rtol=1e-5
@@ -33,10 +36,10 @@ def test_normalized_score_endpoints_and_shape():
     ],
 )
 def test_v1_tasks_use_d4rls_published_references(name, r_random, r_expert):
-    assert envs.reference_returns(name) == (r_random, r_expert)
+    assert reference_returns(name) == (r_random, r_expert)
     scores = envs.normalized_score(name, [r_random, r_expert, 2 * r_expert - r_random])
     np.testing.assert_allclose(scores, [0.0, 100.0, 200.0], rtol=1e-5, atol=1e-4)
-    measured = envs.MEASURED_D4RL_RETURNS[name]
+    measured = MEASURED_D4RL_RETURNS[name]
     assert measured[0] < measured[1]
 
 
@@ -47,7 +50,7 @@ def test_normalized_score_unknown_env():
 
 def _expert(controller, goal):
     def policy(key, obs):
-        return envs.waypoint_action(controller, key, obs, goal)
+        return waypoint_action(controller, key, obs, goal)
 
     return policy
 
@@ -58,13 +61,13 @@ def _random(key, obs):
 
 def test_stored_expert_reference_reproduces():
     env, params = envs.make("maze2d-umaze")
-    controller = envs.make_waypoint_controller(params)
+    controller = make_waypoint_controller(params)
     returns = envs.episode_returns(
         jax.random.key(123), env, params, _expert(controller, params.goal), 100, 300
     )
     # 1000-episode std of the expert is ~6.8, so 100 episodes have se ~0.7.
     np.testing.assert_allclose(
-        float(returns.mean()), envs.reference_returns("maze2d-umaze")[1], atol=3.0
+        float(returns.mean()), reference_returns("maze2d-umaze")[1], atol=3.0
     )
     np.testing.assert_allclose(
         float(envs.normalized_score("maze2d-umaze", returns).mean()), 100, atol=2
@@ -72,14 +75,12 @@ def test_stored_expert_reference_reproduces():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name", [n for n in envs.MAZE_ENVS if n not in envs.D4RL_MAZE_ENVS]
-)
+@pytest.mark.parametrize("name", [n for n in envs.MAZE_ENVS if n not in D4RL_MAZE_ENVS])
 def test_stored_references_reproduce_with_a_new_seed(name):
     env, params = envs.make(name)
     length = int(params.max_steps_in_episode)
-    controller = envs.make_waypoint_controller(params)
-    r_random, r_expert = envs.reference_returns(name)
+    controller = make_waypoint_controller(params)
+    r_random, r_expert = reference_returns(name)
     key_r, key_e = jax.random.split(jax.random.key(7))
     random_returns = np.asarray(
         envs.episode_returns(key_r, env, params, _random, 1000, length)

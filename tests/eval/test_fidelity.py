@@ -5,6 +5,7 @@ import pytest
 import scipy.stats
 
 from privrl_jax import eval as ev
+from privrl_jax.eval._fidelity import ks_statistics
 
 
 def test_identical_data_scores_one():
@@ -21,7 +22,7 @@ def test_shifted_grid_gives_exact_ks(shift):
     n = 100
     real = np.arange(n, dtype=float)[:, None]
     synthetic = real + shift
-    assert ev.ks_statistics(real, synthetic)[0] == pytest.approx(shift / n)
+    assert ks_statistics(real, synthetic)[0] == pytest.approx(shift / n)
     assert ev.marginal_score(real, synthetic) == pytest.approx(1 - shift / n)
 
 
@@ -32,7 +33,7 @@ def test_shifted_gaussians_match_closed_form():
     real = rng.normal(size=(50_000, 3))
     synthetic = rng.normal(size=(50_000, 3)) + deltas
     expected = 2 * scipy.stats.norm.cdf(deltas / 2) - 1
-    np.testing.assert_allclose(ev.ks_statistics(real, synthetic), expected, atol=0.012)
+    np.testing.assert_allclose(ks_statistics(real, synthetic), expected, atol=0.012)
     assert ev.marginal_score(real, synthetic) == pytest.approx(
         1 - expected.mean(), abs=0.012
     )
@@ -45,7 +46,7 @@ def test_ks_matches_scipy_with_ties():
     expected = [
         scipy.stats.ks_2samp(real[:, j], synthetic[:, j]).statistic for j in range(3)
     ]
-    np.testing.assert_allclose(ev.ks_statistics(real, synthetic), expected, rtol=1e-12)
+    np.testing.assert_allclose(ks_statistics(real, synthetic), expected, rtol=1e-12)
 
 
 def test_correlation_closed_form():
@@ -90,7 +91,7 @@ def test_validation(real, synthetic, match):
 
 def test_free_cell_share_counts_positions_by_rounded_cell():
     from privrl_jax import eval as evaluation
-    from privrl_jax.envs import UMAZE, parse_layout
+    from privrl_jax.envs._maze import UMAZE, parse_layout
 
     walls, _ = parse_layout(
         UMAZE

@@ -8,6 +8,7 @@ import scipy.stats
 
 from privrl_jax import diffusion
 from privrl_jax import eval as ev
+from privrl_jax.eval._membership import DEFAULT_MIA_SIGMAS
 
 
 @pytest.mark.parametrize("mu", [0.0, 1.0, 2.0])
@@ -95,7 +96,7 @@ def test_attack_detects_memorisation_and_not_the_population_model():
     members = jax.random.normal(jax.random.key(0), (200, 2))
     nonmembers = jax.random.normal(jax.random.key(1), (200, 2))
     key = jax.random.key(2)
-    sigmas = ev.DEFAULT_MIA_SIGMAS
+    sigmas = DEFAULT_MIA_SIGMAS
     for den, expect_leak in (
         (MemorisingDenoiser(members), True),
         (GaussianDenoiser(), False),

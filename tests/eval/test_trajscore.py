@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 from privrl_jax import eval as evaluation
+from privrl_jax.eval._trajscore import trajscore_from_embeddings
 
 
 def test_hand_example():
     real = np.array([[1.0, 0.0]])
     syn = np.array([[2.0, 0.0], [0.0, 1.0]])
-    s = evaluation.trajscore_from_embeddings(real, syn)
+    s = trajscore_from_embeddings(real, syn)
     # recall: the real one matches (1, 0) exactly; precision: (1 + 0) / 2.
     assert s["recall"] == pytest.approx(1.0) and s["precision"] == pytest.approx(0.5)
     assert s["f1"] == pytest.approx(2 * 0.5 / 1.5)

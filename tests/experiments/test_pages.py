@@ -6,20 +6,23 @@ from pathlib import Path
 import pytest
 
 from privrl_jax import experiments
+from privrl_jax.experiments._pages import claim_status, render_pages
+from privrl_jax.experiments._runner import write_rows
+from privrl_jax.experiments._spec import load_claims
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "results"
 
 
 def test_committed_pages_are_what_the_stored_results_generate():
-    pages = experiments.render_pages(ROOT / "results")
+    pages = render_pages(ROOT / "results")
     assert set(pages) == {p.name for p in DOCS.glob("*.md")}
     stale = [name for name, text in pages.items() if (DOCS / name).read_text() != text]
     assert not stale, f"regenerate with `privrl experiment pages`: {stale}"
 
 
 def test_every_claim_names_a_paper_and_a_way_to_score_it():
-    claims = experiments.load_claims()
+    claims = load_claims()
     assert len({c["id"] for c in claims}) == len(claims)
     names = set(experiments.experiment_names())
     for c in claims:
@@ -38,7 +41,7 @@ def _rows(tmp_path, values):
         for m, vs in values.items()
         for s, v in enumerate(vs)
     ]
-    experiments.write_rows(tmp_path, "pool_gap_vs_rho", rows)
+    write_rows(tmp_path, "pool_gap_vs_rho", rows)
 
 
 @pytest.mark.parametrize(
@@ -103,8 +106,6 @@ def test_claim_rules(tmp_path, monkeypatch, rule, want):
         "experiment": "pool_gap_vs_rho",
         "rule": {"table": "t", "metric": "v", **rule},
     }
-    assert experiments.claim_status(claim, tmp_path)[0] == want
-    assert experiments.claim_status({"id": "y", "legacy": "f"}, tmp_path)[0] == (
-        "not migrated"
-    )
-    assert experiments.claim_status({"id": "z"}, tmp_path)[0] == "not run"
+    assert claim_status(claim, tmp_path)[0] == want
+    assert claim_status({"id": "y", "legacy": "f"}, tmp_path)[0] == ("not migrated")
+    assert claim_status({"id": "z"}, tmp_path)[0] == "not run"

@@ -10,6 +10,9 @@ import scipy.stats
 
 from privrl_jax import experiments
 from privrl_jax.experiments import _tables
+from privrl_jax.experiments._runner import resolve
+from privrl_jax.experiments._spec import parse
+from privrl_jax.experiments._tables import build_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +37,7 @@ SPEC = {
 
 
 def test_grid_is_the_union_of_its_blocks_without_duplicates():
-    exp = experiments.parse(SPEC)
+    exp = parse(SPEC)
     cells = exp.cells()
     assert len(cells) == 6
     assert cells[0] == {"method": "A", "rho": ".inf", "seed": 0}
@@ -42,7 +45,7 @@ def test_grid_is_the_union_of_its_blocks_without_duplicates():
 
 
 def test_overrides_come_from_the_file_then_each_axis():
-    exp = experiments.parse(SPEC)
+    exp = parse(SPEC)
     got = exp.overrides_for({"method": "B", "rho": math.inf, "seed": 3})
     assert got == [
         "env.num_episodes=300",
@@ -57,7 +60,7 @@ def test_overrides_come_from_the_file_then_each_axis():
 
 def test_parse_refuses_unknown_keys_and_only_parses_axis_values():
     with pytest.raises(ValueError, match="unknown keys"):
-        experiments.parse({**SPEC, "sweep": 1})
+        parse({**SPEC, "sweep": 1})
     assert experiments.parse_only(["rho=1", "rho=.inf", "method=A"]) == {
         "rho": [1, math.inf],
         "method": ["A"],
@@ -92,7 +95,7 @@ def test_wide_table_summaries_and_welch_tests_with_holm():
                    "baseline": "P", "within": ["rho"], "correction": "holm",
                    "family": "P vs Q at 2 rho"}],
     }  # fmt: skip
-    table = experiments.build_table(spec, _rows(vals))
+    table = build_table(spec, _rows(vals))
     q1 = next(g for g in table["groups"] if g["cell"] == {"method": "Q", "rho": 1.0})
     assert q1["metrics"]["gap"]["mean"] == pytest.approx(0.5)
     assert q1["metrics"]["gap"]["std"] == pytest.approx(0.1)
@@ -154,7 +157,7 @@ def test_stored_rows_regenerate_the_published_table(name, file, table_id):
     exp = experiments.load_experiment(name)
     rows = experiments.read_rows(ROOT / "results", name)
     spec = next(t for t in exp.tables if t["id"] == table_id)
-    table = experiments.build_table(spec, rows)
+    table = build_table(spec, rows)
     legacy = json.loads((ROOT / "benchmarks" / "results" / file).read_text())
     if name == "pool_fair":
         for label, m in legacy["methods"].items():
@@ -180,7 +183,7 @@ def test_steps_table_regenerates_the_legacy_paired_differences():
     exp = experiments.load_experiment("privorl_j_fidelity_vs_eps")
     rows = experiments.read_rows(ROOT / "results", exp.name)
     spec = next(t for t in exp.tables if t["id"] == "steps")
-    table = experiments.build_table(spec, rows)
+    table = build_table(spec, rows)
     legacy = json.loads(
         (ROOT / "benchmarks" / "results" / "privorl_j_eps_sweep.json").read_text()
     )["paired_differences"]
@@ -239,7 +242,7 @@ def test_table1_regenerates_the_legacy_summary_and_its_paired_tests():
         lines = [x for x in (res / name).read_text().splitlines() if x.startswith("|")]
         assert sum(x in md for x in lines) == n, name
     spec = next(t for t in exp.tables if t["id"] == "summary")
-    tests = experiments.build_table(spec, _tables.grid_order(exp, rows))["tests"]
+    tests = build_table(spec, _tables.grid_order(exp, rows))["tests"]
     assert len(tests) == 72
     checked = 0
     for maze in ("umaze", "medium", "large"):
@@ -295,7 +298,7 @@ def test_table1_cells_run_the_legacy_protocol_on_their_maze(maze):
             assert exp.pipeline_for(cell) == config.split("/")[0]
             want = [*legacy["overrides"], "seed=2", "privacy.noise_seed=1002"]
             assert not [o for o in want if o not in ours], (key, ours)
-            cfg = experiments.resolve(exp, cell)[0]
+            cfg = resolve(exp, cell)[0]
             assert (cfg.data.sensitive_env, tuple(cfg.data.public_envs)) == (
                 f"maze2d-{maze}-dense-v1",
                 envs,
@@ -319,9 +322,7 @@ def test_privorl_j_rows_give_the_legacy_means_and_its_ddof0_std():
     exp = experiments.load_experiment("privorl_j_vs_baselines")
     rows = experiments.read_rows(ROOT / "results", exp.name)
     spec = next(t for t in exp.tables if t["id"] == "results")
-    ours = {
-        g["label"]: g["metrics"] for g in experiments.build_table(spec, rows)["groups"]
-    }
+    ours = {g["label"]: g["metrics"] for g in build_table(spec, rows)["groups"]}
     legacy = ROOT / "benchmarks" / "results" / "privorl_j_results_cpu.md"
     cols = ["trajscore_f1", "gap_boundary", "gap_inside", None, None]
     cols += ["free_cell_share", "marginal", "correlation", "agent_score"]
@@ -351,7 +352,7 @@ def test_mia_rows_regenerate_the_legacy_summary():
     rows = experiments.read_rows(ROOT / "results", exp.name)
     md = []
     for spec in exp.tables:
-        md += _tables.table_markdown(spec, experiments.build_table(spec, rows))
+        md += _tables.table_markdown(spec, build_table(spec, rows))
     legacy = (ROOT / "benchmarks" / "results" / "mia_memorise.md").read_text()
     lines = [x for x in legacy.splitlines() if x.startswith("| ")]
     summary = lines[

@@ -11,13 +11,27 @@ import numpy as np
 import pytest
 
 from privrl_jax import ope
+from privrl_jax.ope._balle import (
+    FirstVisits,
+    clip_first_visits,
+    first_visits,
+    lsl_local_sensitivity,
+    lsl_smooth_sensitivity,
+    lsl_solution,
+    lsw_local_sensitivity,
+    lsw_smooth_sensitivity,
+    lsw_solution,
+    monte_carlo_stats,
+    smooth_params,
+    trajectory_first_visits,
+)
 
 EPS, DELTA = 1.0, 1e-5
 
 
 def test_smooth_params_are_nrs07_lemma_2_10():
     log_term = math.log(2 / DELTA)  # 12.206...
-    p = ope.smooth_params(EPS, DELTA, dim=2)
+    p = smooth_params(EPS, DELTA, dim=2)
     assert p.alpha == pytest.approx(
         1.0 / (5 * math.sqrt(2 * 12.206072645530174)), rel=1e-12
     )
@@ -29,14 +43,14 @@ def test_smooth_params_are_nrs07_lemma_2_10():
 @pytest.mark.parametrize("bad", [(0.0, 1e-5), (1.0, 0.0), (1.0, 1.0), (math.inf, 1e-5)])
 def test_smooth_params_reject_bad_input(bad):
     with pytest.raises(ValueError):
-        ope.smooth_params(bad[0], bad[1], dim=2)
+        smooth_params(bad[0], bad[1], dim=2)
 
 
 def test_trajectory_first_visits_by_hand():
     # states 0, 1, 0, (2 padded); returns-to-go with gamma 0.5: t2 = 3, t1 = 2 + 1.5 =
     # 3.5, t0 = 1 + 1.75 = 2.75. State 0's first visit is t0; state 2 only appears on
     # padding.
-    visited, returns = ope.trajectory_first_visits(
+    visited, returns = trajectory_first_visits(
         jnp.array([0, 1, 0, 2]),
         jnp.array([1.0, 2.0, 3.0, 4.0]),
         jnp.array([True, True, True, False]),
@@ -51,11 +65,11 @@ def _hand_stats():
     # Two tabular states, rho = (1/2, 1/2), n = (3, 1), returns in [0, 1] (W = B = 1), m
     # = 4: trajectories 0-2 visit state 0 with return 1/2, trajectory 3 visits state 1
     # with return 1.
-    visits = ope.FirstVisits(
+    visits = FirstVisits(
         jnp.array([[True, False]] * 3 + [[False, True]]),
         jnp.array([[0.5, 0.0]] * 3 + [[0.0, 1.0]]),
     )
-    stats = ope.monte_carlo_stats(visits)
+    stats = monte_carlo_stats(visits)
     np.testing.assert_array_equal(stats.counts, [3.0, 1.0])
     np.testing.assert_array_equal(stats.sums, [1.5, 1.0])
     return visits, stats, jnp.eye(2), jnp.array([0.5, 0.5])
@@ -63,7 +77,7 @@ def _hand_stats():
 
 def test_dp_lsw_noise_std_equals_the_formula_by_hand():
     visits, stats, phi, rho = _hand_stats()
-    p = ope.smooth_params(EPS, DELTA, dim=2)
+    p = smooth_params(EPS, DELTA, dim=2)
     # ||(Gamma^1/2 Phi)^+||_2 = 1 / sqrt(1/2) = sqrt 2,
     # so U_w(k)^2 = 2 * sum_s 0.5 / max(n_s - k, 1)^2:
     # k = 0: 1/9 + 1 = 10/9; k = 1: 1/4 + 1 = 5/4; k >= 2: 2.
@@ -81,13 +95,13 @@ def test_dp_lsw_noise_std_equals_the_formula_by_hand():
     assert float(release.smooth_sensitivity) == pytest.approx(math.sqrt(psi), rel=1e-5)
     assert float(release.noise_std) == pytest.approx(math.sqrt(psi) / p.alpha, rel=1e-5)
     assert float(
-        ope.lsw_local_sensitivity(stats.counts, phi, rho, return_bounds=(0.0, 1.0))
+        lsw_local_sensitivity(stats.counts, phi, rho, return_bounds=(0.0, 1.0))
     ) == pytest.approx(math.sqrt(10 / 9), rel=1e-5)
 
 
 def test_dp_lsl_noise_std_equals_the_formula_by_hand():
     visits, stats, phi, rho = _hand_stats()
-    p = ope.smooth_params(EPS, DELTA, dim=2)
+    p = smooth_params(EPS, DELTA, dim=2)
     # lambda = 2, ||Phi|| = 1, ||rho||_2 = sqrt(1/2), ||rho||_inf = 1/2: U_l(k) =
     # sqrt(1/2) + 0.5 sqrt(N_k), N_k = 0.5 min(3 + k, 4) + 0.5 min(1 + k, 4) = 2, 3,
     # 3.5, 4.
@@ -139,7 +153,7 @@ def test_release_noise_has_the_stated_std_and_mean_theta():
             num_trajectories=4,
         ).noise_std
     )
-    theta = np.asarray(ope.lsw_solution(stats, phi, rho))
+    theta = np.asarray(lsw_solution(stats, phi, rho))
     np.testing.assert_allclose(theta, [0.5, 1.0], rtol=1e-6)  # the mean returns
     # 6-sigma tolerances: the std of a sample std over n draws is ~ std / sqrt(2n).
     np.testing.assert_allclose(draws.std(axis=0), std, rtol=6 / math.sqrt(2 * 20000))
@@ -155,8 +169,8 @@ def _random_visits(rng, m, s, lo, hi, p_visit=0.5):
 
 
 def _stats(visited, returns):
-    return ope.monte_carlo_stats(
-        ope.FirstVisits(jnp.asarray(visited), jnp.asarray(returns, jnp.float32))
+    return monte_carlo_stats(
+        FirstVisits(jnp.asarray(visited), jnp.asarray(returns, jnp.float32))
     )
 
 
@@ -184,7 +198,7 @@ def test_solutions_equal_naive_numpy_least_squares():
     y = np.concatenate([ys, np.zeros(d)])
     naive_lsl = np.linalg.lstsq(a, y, rcond=None)[0]
     np.testing.assert_allclose(
-        ope.lsl_solution(
+        lsl_solution(
             stats, jnp.asarray(phi, jnp.float32), jnp.asarray(rho, jnp.float32), lam
         ),
         naive_lsl,
@@ -200,7 +214,7 @@ def test_solutions_equal_naive_numpy_least_squares():
         y = np.concatenate([np.sqrt(rho) * mean, np.zeros(d)])
         naive_lsw = np.linalg.lstsq(a, y, rcond=None)[0]
         np.testing.assert_allclose(
-            ope.lsw_solution(
+            lsw_solution(
                 stats,
                 jnp.asarray(phi, jnp.float32),
                 jnp.asarray(rho, jnp.float32),
@@ -219,7 +233,7 @@ def test_first_visits_match_a_python_loop():
     rewards = rng.normal(size=(m, t)).astype(np.float32)
     lengths = rng.integers(0, t + 1, m)
     mask = np.arange(t)[None, :] < lengths[:, None]
-    fv = ope.first_visits(
+    fv = first_visits(
         jnp.asarray(states), jnp.asarray(rewards), jnp.asarray(mask), gamma, s
     )
     for i in range(m):
@@ -240,20 +254,20 @@ def test_one_trajectory_moves_theta_by_at_most_the_local_sensitivity(method):
     m, s, d, lo, hi, lam = 12, 5, 3, -1.0, 2.0, 4.0
     phi = jnp.asarray(rng.normal(size=(s, d)), jnp.float32)
     rho = jnp.asarray(rng.dirichlet(np.ones(s)), jnp.float32)
-    beta = ope.smooth_params(EPS, DELTA, d).beta
+    beta = smooth_params(EPS, DELTA, d).beta
     kw = {"return_bounds": (lo, hi)}
     if method == "lsw":
-        solve = lambda st: ope.lsw_solution(st, phi, rho)
-        local = lambda st: ope.lsw_local_sensitivity(st.counts, phi, rho, **kw)
-        smooth = lambda st: ope.lsw_smooth_sensitivity(
+        solve = lambda st: lsw_solution(st, phi, rho)
+        local = lambda st: lsw_local_sensitivity(st.counts, phi, rho, **kw)
+        smooth = lambda st: lsw_smooth_sensitivity(
             st.counts, phi, rho, beta=beta, num_trajectories=m, **kw
         )
     else:
-        solve = lambda st: ope.lsl_solution(st, phi, rho, lam)
-        local = lambda st: ope.lsl_local_sensitivity(
+        solve = lambda st: lsl_solution(st, phi, rho, lam)
+        local = lambda st: lsl_local_sensitivity(
             st.counts, phi, rho, ridge=lam, num_trajectories=m, **kw
         )
-        smooth = lambda st: ope.lsl_smooth_sensitivity(
+        smooth = lambda st: lsl_smooth_sensitivity(
             st.counts, phi, rho, beta=beta, num_trajectories=m, ridge=lam, **kw
         )
     solve, local, smooth = jax.jit(solve), jax.jit(local), jax.jit(smooth)
@@ -294,17 +308,17 @@ def test_lsw_recovers_the_chain_values_on_policy():
     col = ope.collect(
         jax.random.key(3), mdp, pi, pi, phi, num_trajectories=3000, max_length=50
     )
-    fv = ope.first_visits(col.states, col.data.transitions.r_t, col.data.mask, 0.9, 5)
-    theta = ope.lsw_solution(ope.monte_carlo_stats(fv), phi, jnp.full(5, 0.2))
+    fv = first_visits(col.states, col.data.transitions.r_t, col.data.mask, 0.9, 5)
+    theta = lsw_solution(monte_carlo_stats(fv), phi, jnp.full(5, 0.2))
     np.testing.assert_allclose(theta, ope.exact_values(mdp, pi), atol=0.03)
 
 
 def test_bad_bounds_and_ridge_are_refused():
     visits, stats, phi, rho = _hand_stats()
     with pytest.raises(ValueError, match="lo <= 0 <= hi"):
-        ope.lsw_local_sensitivity(stats.counts, phi, rho, return_bounds=(0.5, 1.0))
+        lsw_local_sensitivity(stats.counts, phi, rho, return_bounds=(0.5, 1.0))
     with pytest.raises(ValueError, match="ridge"):
-        ope.lsl_local_sensitivity(
+        lsl_local_sensitivity(
             stats.counts,
             phi,
             rho,
@@ -323,9 +337,7 @@ def _one_wild_neighbour(wild: float):
     visited[0] = True
     wild_returns = returns.copy()
     wild_returns[0] = wild
-    as_visits = lambda r: ope.FirstVisits(
-        jnp.asarray(visited), jnp.asarray(r, jnp.float32)
-    )  # noqa: E731
+    as_visits = lambda r: FirstVisits(jnp.asarray(visited), jnp.asarray(r, jnp.float32))  # noqa: E731
     return (
         as_visits(returns),
         as_visits(wild_returns),
@@ -350,14 +362,14 @@ def test_one_trajectory_outside_the_bounds_moves_the_release_by_at_most_its_sens
     kw = dict(epsilon=EPS, delta=DELTA, return_bounds=bounds)
     if which == "lsw":
         release = lambda v: ope.dp_lsw(jax.random.key(7), v, phi, rho, **kw)  # noqa: E731
-        local = ope.lsw_local_sensitivity(
+        local = lsw_local_sensitivity(
             jnp.asarray(counts), phi, rho, return_bounds=bounds
         )
     else:
         release = lambda v: ope.dp_lsl(
             jax.random.key(7), v, phi, rho, ridge=ridge, **kw
         )  # noqa: E731
-        local = ope.lsl_local_sensitivity(
+        local = lsl_local_sensitivity(
             jnp.asarray(counts),
             phi,
             rho,
@@ -373,12 +385,12 @@ def test_one_trajectory_outside_the_bounds_moves_the_release_by_at_most_its_sens
 
 
 def test_clip_first_visits_maps_non_finite_returns_into_the_bounds():
-    v = ope.FirstVisits(
+    v = FirstVisits(
         jnp.array([[True, True, True, True, False]]),
         jnp.array([[np.nan, np.inf, -np.inf, 7.0, 0.0]], jnp.float32),
     )
     np.testing.assert_array_equal(
-        ope.clip_first_visits(v, (-1.0, 2.0)).returns, [[0.0, 2.0, -1.0, 2.0, 0.0]]
+        clip_first_visits(v, (-1.0, 2.0)).returns, [[0.0, 2.0, -1.0, 2.0, 0.0]]
     )
 
 

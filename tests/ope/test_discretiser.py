@@ -6,11 +6,14 @@ import numpy as np
 import pytest
 
 from privrl_jax import envs, ope, privacy
+from privrl_jax.ope._balle import first_visits
+from privrl_jax.ope._features import GridDiscretiser
+from privrl_jax.ope._gpope import IndexSchedule
 
 
-def _mc_grid() -> ope.GridDiscretiser:
+def _mc_grid() -> GridDiscretiser:
     coder = ope.mountain_car_features(3, 2).coders[0]
-    return ope.GridDiscretiser.of_tiles(coder)
+    return GridDiscretiser.of_tiles(coder)
 
 
 def test_bins_come_from_the_envs_declared_bounds():
@@ -65,7 +68,7 @@ def test_every_state_maps_to_a_cell_and_every_cell_is_reachable():
 @pytest.mark.parametrize("tiles,tilings", [(3, 2), (4, 4), (2, 3)])
 def test_tile_features_are_constant_on_cells(tiles, tilings):
     fmap = ope.mountain_car_features(tiles, tilings)
-    grid = ope.GridDiscretiser.of_tiles(fmap.coders[0])
+    grid = GridDiscretiser.of_tiles(fmap.coders[0])
     x = jax.random.uniform(
         jax.random.key(1),
         (5000, 2),
@@ -77,7 +80,7 @@ def test_tile_features_are_constant_on_cells(tiles, tilings):
     assert float(jnp.mean(jnp.all(phi_x == phi_cell, axis=-1))) > 0.999
     # A coarser grid is not enough: halving the bins puts states with different
     # features in one cell.
-    coarse = ope.GridDiscretiser(grid.low, grid.high, tuple(b // 2 for b in grid.bins))
+    coarse = GridDiscretiser(grid.low, grid.high, tuple(b // 2 for b in grid.bins))
     if tilings % 2 == 0:
         phi_coarse = jax.vmap(fmap)(coarse.centres()[jax.vmap(coarse)(x)])
         assert float(jnp.mean(jnp.all(phi_x == phi_coarse, axis=-1))) < 0.9
@@ -85,11 +88,11 @@ def test_tile_features_are_constant_on_cells(tiles, tilings):
 
 def test_bad_grids_are_refused():
     with pytest.raises(ValueError, match="equal length"):
-        ope.GridDiscretiser((0.0,), (1.0, 2.0), (3,))
+        GridDiscretiser((0.0,), (1.0, 2.0), (3,))
     with pytest.raises(ValueError, match="high must exceed low"):
-        ope.GridDiscretiser((1.0,), (1.0,), (3,))
+        GridDiscretiser((1.0,), (1.0,), (3,))
     with pytest.raises(ValueError, match="bins must be integers"):
-        ope.GridDiscretiser((0.0,), (1.0,), (0,))
+        GridDiscretiser((0.0,), (1.0,), (0,))
 
 
 def test_mountain_car_first_visits_on_cells_match_a_python_loop():
@@ -98,7 +101,7 @@ def test_mountain_car_first_visits_on_cells_match_a_python_loop():
     env, params = envs.mountain_car(max_steps_in_episode=200)
     pi = ope.EpsilonSoft(envs.energy_pumping_action, 0.1, envs.MOUNTAIN_CAR_NUM_ACTIONS)
     fmap = ope.mountain_car_features(3, 2)
-    grid = ope.GridDiscretiser.of_tiles(fmap.coders[0])
+    grid = GridDiscretiser.of_tiles(fmap.coders[0])
     c = ope.collect_offpolicy(
         jax.random.key(3),
         env,
@@ -114,7 +117,7 @@ def test_mountain_car_first_visits_on_cells_match_a_python_loop():
     # On-policy: every importance ratio is 1.
     np.testing.assert_array_equal(np.asarray(c.data.transitions.rho_tm1), 1.0)
     cells = jax.vmap(jax.vmap(grid))(c.observations)
-    v = ope.first_visits(cells, c.rewards, c.data.mask, 0.98, grid.num_cells)
+    v = first_visits(cells, c.rewards, c.data.mask, 0.98, grid.num_cells)
     for i in range(3):
         mask = np.asarray(c.data.mask[i])
         cs, rs = np.asarray(cells[i])[mask], np.asarray(c.rewards[i])[mask]
@@ -155,7 +158,7 @@ def test_masked_padding_of_a_schedule_leaves_gpope_unchanged():
     )
     sch = ope.sample_schedule(plan, 4)
     u = sch.indices.shape[-1]
-    padded = ope.IndexSchedule(
+    padded = IndexSchedule(
         np.pad(sch.indices, [(0, 0), (0, 32 - u)]),
         np.pad(sch.mask, [(0, 0), (0, 32 - u)]),
     )

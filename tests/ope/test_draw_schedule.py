@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privrl_jax import ope, privacy
+from privrl_jax import privacy
 from privrl_jax.ope import _gpope
+from privrl_jax.ope._gpope import draw_schedule
 
 M, Q, STEPS, TRIALS = 200, 0.05, 400, 5
 
@@ -25,7 +26,7 @@ def _plan(q=Q, m=M, steps=STEPS, capacity=None):
 
 @pytest.fixture(scope="module")
 def schedule():
-    return ope.draw_schedule(_plan(), jax.random.key(11), trials=TRIALS)
+    return draw_schedule(_plan(), jax.random.key(11), trials=TRIALS)
 
 
 def test_batches_are_whole_sets_of_distinct_valid_indices(schedule):
@@ -75,7 +76,7 @@ def test_every_index_is_included_with_probability_q(schedule):
 def test_a_wrong_rate_is_rejected_by_the_same_check():
     # The mean-size check above separates q from 1.2 q: a sampler off by 20% fails it.
     sizes = np.asarray(
-        ope.draw_schedule(_plan(q=1.2 * Q), jax.random.key(11), trials=TRIALS).mask
+        draw_schedule(_plan(q=1.2 * Q), jax.random.key(11), trials=TRIALS).mask
     )
     sizes = sizes.sum(-1).ravel()
     assert abs(sizes.mean() - M * Q) > 6 * np.sqrt(M * Q * (1 - Q) / sizes.size)
@@ -86,22 +87,22 @@ def test_more_gap_blocks_extend_the_stream_and_the_schedule_is_reproducible():
     short = np.asarray(_gpope._poisson_positions(key, (2, 3), 1, Q, M)[0])
     long = np.asarray(_gpope._poisson_positions(key, (2, 3), 4, Q, M)[0])
     np.testing.assert_array_equal(long[:1], short)
-    a = ope.draw_schedule(_plan(), key)
-    b = ope.draw_schedule(_plan(), key)
+    a = draw_schedule(_plan(), key)
+    b = draw_schedule(_plan(), key)
     assert a.indices.shape[0] == STEPS
     np.testing.assert_array_equal(np.asarray(a.indices), np.asarray(b.indices))
 
 
 def test_a_dense_rate_keeps_batches_whole():
     # q = 0.9 over m = 200: about 180 per batch, 12 blocks of gaps.
-    sch = ope.draw_schedule(_plan(q=0.9, steps=50), jax.random.key(4))
+    sch = draw_schedule(_plan(q=0.9, steps=50), jax.random.key(4))
     sizes = np.asarray(sch.mask).sum(-1)
     assert abs(sizes.mean() - 180) < 6 * np.sqrt(200 * 0.9 * 0.1 / 50)
 
 
 def test_truncated_samplers_are_refused():
     with pytest.raises(ValueError, match="without capacity"):
-        ope.draw_schedule(_plan(capacity=8), jax.random.key(0))
+        draw_schedule(_plan(capacity=8), jax.random.key(0))
 
 
 def _uniform_plan(steps):
@@ -114,7 +115,7 @@ def _uniform_plan(steps):
 
 
 def test_one_of_m_batches_are_one_uniform_index_per_step():
-    sch = ope.draw_schedule(_uniform_plan(STEPS), jax.random.key(5), trials=TRIALS)
+    sch = draw_schedule(_uniform_plan(STEPS), jax.random.key(5), trials=TRIALS)
     idx, mask = np.asarray(sch.indices), np.asarray(sch.mask)
     assert idx.shape == mask.shape == (TRIALS, STEPS, 1) and mask.all()
     assert idx.min() >= 0 and idx.max() < M
@@ -124,14 +125,14 @@ def test_one_of_m_batches_are_one_uniform_index_per_step():
     flat = idx[..., 0].astype(float)
     lag1 = np.mean([np.corrcoef(s[:-1], s[1:])[0, 1] for s in flat])
     assert abs(lag1) < 6 / np.sqrt(TRIALS * (STEPS - 1))
-    one = ope.draw_schedule(_uniform_plan(3), jax.random.key(5))
+    one = draw_schedule(_uniform_plan(3), jax.random.key(5))
     assert np.asarray(one.indices).shape == (3, 1)
 
 
 def test_under_jit_a_poisson_schedule_says_call_outside_jit_and_uniform_one_runs():
     plan = _plan(steps=3)
     with pytest.raises(ValueError, match=r"^draw_schedule: call outside jit") as err:
-        jax.jit(lambda k: ope.draw_schedule(plan, k).indices)(jax.random.key(0))
+        jax.jit(lambda k: draw_schedule(plan, k).indices)(jax.random.key(0))
     assert "\n" not in str(err.value)
     one = privacy.DPPlan(
         sampler=privacy.UniformOneSampler(dataset_size=M),
@@ -139,7 +140,5 @@ def test_under_jit_a_poisson_schedule_says_call_outside_jit_and_uniform_one_runs
         steps=7,
         noise_multiplier=1.0,
     )
-    jitted = jax.jit(lambda k: ope.draw_schedule(one, k).indices)(jax.random.key(3))
-    np.testing.assert_array_equal(
-        jitted, ope.draw_schedule(one, jax.random.key(3)).indices
-    )
+    jitted = jax.jit(lambda k: draw_schedule(one, k).indices)(jax.random.key(3))
+    np.testing.assert_array_equal(jitted, draw_schedule(one, jax.random.key(3)).indices)

@@ -10,6 +10,8 @@ import pytest
 from dp_accounting import rdp
 
 from privrl_jax import ope, privacy
+from privrl_jax.ope._gpope import IndexSchedule, replace_one_target, trial_seeds
+from privrl_jax.ope._gtd2 import weighted_transition_direction, with_weights
 
 S, M, T = 5, 200, 20
 TARGET = ope.treatment_policy([0.9, 0.8, 0.6, 0.4, 0.2])
@@ -67,7 +69,7 @@ def test_one_long_trajectory_moves_the_sum_by_at_most_its_clip_norm(norms):
     length = 1000
     sigma = 1.0 if isinstance(norms, float) else (1.0, 1.0)
     plan = _poisson_plan(sigma=sigma, h=norms)
-    fn = plan.clipped_sum(ope.weighted_transition_direction)
+    fn = plan.clipped_sum(weighted_transition_direction)
     base, base_mask = _long_trajectory(length)
     base = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, x * 0.5]), base)
     base_mask = jnp.concatenate([base_mask, base_mask])
@@ -76,7 +78,7 @@ def test_one_long_trajectory_moves_the_sum_by_at_most_its_clip_norm(norms):
 
     @jax.jit
     def total(tr, mask):
-        out, _ = fn(params, ope.with_weights(tr, mask, "mean"), mask)
+        out, _ = fn(params, with_weights(tr, mask, "mean"), mask)
         return tuple(out) if plan.num_blocks > 1 else (jnp.concatenate(out),)
 
     with_extra = total(
@@ -201,7 +203,7 @@ def test_vmapped_trials_equal_a_python_loop(data, plan_fn):
     step = ope.StepSize(1.0, decay_steps=10.0, power=0.5)
     batched = ope.gpope_trials(plan, data, schedules, keys, step_size=step)
     for k in range(3):
-        one = ope.IndexSchedule(schedules.indices[k], schedules.mask[k])
+        one = IndexSchedule(schedules.indices[k], schedules.mask[k])
         res = ope.gpope(plan, data, one, keys[k], step_size=step)
         np.testing.assert_allclose(batched.theta[k], res.theta, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(batched.w[k], res.w, rtol=1e-5, atol=1e-6)
@@ -228,7 +230,7 @@ def test_trials_with_their_own_data_equal_a_python_loop(data, plan_fn):
         plan, stacked, schedules, keys, step_size=step, per_trial_data=True
     )
     for k in range(3):
-        one = ope.IndexSchedule(schedules.indices[k], schedules.mask[k])
+        one = IndexSchedule(schedules.indices[k], schedules.mask[k])
         res = ope.gpope(plan, sets[k], one, keys[k], step_size=step)
         np.testing.assert_allclose(batched.theta[k], res.theta, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(batched.w[k], res.w, rtol=1e-5, atol=1e-6)
@@ -239,8 +241,8 @@ def test_trials_with_their_own_data_equal_a_python_loop(data, plan_fn):
 
 def test_trials_are_the_schedules_of_their_trial_seeds():
     plan = _poisson_plan(sigma=1.0, steps=6)
-    seeds = ope.trial_seeds(11, 3)
-    assert len(set(seeds)) == 3 and seeds[0] not in ope.trial_seeds(12, 3)
+    seeds = trial_seeds(11, 3)
+    assert len(set(seeds)) == 3 and seeds[0] not in trial_seeds(12, 3)
     both = ope.sample_schedule(plan, 11, trials=3)
     for k, seed in enumerate(seeds):
         one = ope.sample_schedule(plan, seed)
@@ -307,13 +309,13 @@ def test_theorem1_sigma_solves_the_moments_bound():
 
 
 def test_replace_one_target_is_group_privacy_for_two_steps():
-    eps_ar, delta_ar = ope.replace_one_target(2.0, 1e-5)
+    eps_ar, delta_ar = replace_one_target(2.0, 1e-5)
     assert eps_ar == 1.0 and delta_ar == pytest.approx(1e-5 / (1 + math.e), rel=1e-12)
     # Where replace-one is exact (one Gaussian release of a sum of norm-C units:
     # sensitivity 2C), the group-privacy route asks for at least the exact replace-one
     # noise, never less.
     for eps in (0.5, 1.0, 10.0):
-        e2, d2 = ope.replace_one_target(eps, 1e-5)
+        e2, d2 = replace_one_target(eps, 1e-5)
         via_group = dp_accounting.pld.accountant.get_smallest_gaussian_noise(
             dp_accounting.pld.common.DifferentialPrivacyParameters(e2, d2),
             sensitivity=1.0,
@@ -342,7 +344,7 @@ def test_replace_one_target_is_group_privacy_for_two_steps():
     spent = rdp.RdpAccountant().compose(event).get_epsilon(delta_ar)
     assert 0.97 * eps_ar <= spent <= eps_ar
     with pytest.raises(ValueError):
-        ope.replace_one_target(0.0, 1e-5)
+        replace_one_target(0.0, 1e-5)
 
 
 @pytest.mark.slow  # CI time (issue 25): runs with -m slow

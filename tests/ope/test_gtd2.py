@@ -6,6 +6,12 @@ import numpy as np
 import pytest
 
 from privrl_jax import ope
+from privrl_jax.ope._gpope import gtd2_expected
+from privrl_jax.ope._gtd2 import (
+    trajectory_direction,
+    trajectory_stats,
+    transition_stats,
+)
 
 GAMMA = 0.5
 
@@ -38,14 +44,14 @@ C_SUM = np.eye(3)
 @pytest.mark.parametrize("normalization, divisor", [("mean", 3.0), ("horizon", 4.0)])
 def test_hand_built_trajectory_stats(normalization, divisor):
     tr, mask = _three_state_trajectory()
-    stats = ope.trajectory_stats(tr, mask, normalization)
+    stats = trajectory_stats(tr, mask, normalization)
     np.testing.assert_allclose(stats.a, A_SUM / divisor, atol=1e-7)
     np.testing.assert_allclose(stats.b, B_SUM / divisor, atol=1e-7)
     np.testing.assert_allclose(stats.c, C_SUM / divisor, atol=1e-7)
     # The matrix-free direction equals B = (-A^T w, A theta - b + C w) from these
     # matrices.
     theta, w = jnp.asarray([0.3, -1.2, 2.0]), jnp.asarray([-0.7, 0.4, 1.5])
-    got = ope.trajectory_direction((theta, w), tr, mask, normalization)
+    got = trajectory_direction((theta, w), tr, mask, normalization)
     a, b, c = A_SUM / divisor, B_SUM / divisor, C_SUM / divisor
     np.testing.assert_allclose(got[0], -a.T @ np.asarray(w), rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(
@@ -55,7 +61,7 @@ def test_hand_built_trajectory_stats(normalization, divisor):
 
 def test_unbatched_transition_stats_non_one_hot():
     phi_tm1, phi_t = jnp.asarray([1.0, 2.0]), jnp.asarray([3.0, -1.0])
-    s = ope.transition_stats(
+    s = transition_stats(
         phi_tm1, jnp.asarray(0.5), jnp.asarray(0.9), phi_t, jnp.asarray(2.0)
     )
     # phi_tm1 - 0.9 phi_t = [-1.7, 2.9]; A = 2 * [[1], [2]] [-1.7, 2.9].
@@ -167,7 +173,7 @@ def test_noise_free_gtd2_converges_to_lstd(chain):
     m = np.block([[np.zeros_like(a), -a.T], [a, c]])
     r = np.max(np.abs(np.linalg.eigvals(np.eye(2 * S) - beta * m)))
     assert r < 1 and r**steps * 10 * np.linalg.norm(theta_star) < 1e-6
-    theta, w = ope.gtd2_expected(stats, steps=steps, step_size=ope.StepSize(beta))
+    theta, w = gtd2_expected(stats, steps=steps, step_size=ope.StepSize(beta))
     # What is left is float32 rounding of a fixed point with cond(A) ~ 10: 1e-4 is
     # generous.
     np.testing.assert_allclose(theta, theta_star, atol=1e-4)

@@ -8,6 +8,12 @@ import numpy as np
 import pytest
 
 from privrl_jax import ope, privacy
+from privrl_jax.ope._policy_value import (
+    StateActionFeatures,
+    lstd_policy_value,
+    policy_evaluation_data,
+    start_features,
+)
 
 S, A, GAMMA, M, T = 3, 2, 0.8, 400, 30
 RNG = np.random.default_rng(0)
@@ -50,18 +56,16 @@ def _features(obs, action):
 def data():
     obs, act, rew, nobs = _logged()
     mask = jnp.ones(rew.shape, bool)
-    return ope.policy_evaluation_data(
-        obs, act, rew, nobs, mask, _policy, _features, GAMMA
-    )
+    return policy_evaluation_data(obs, act, rew, nobs, mask, _policy, _features, GAMMA)
 
 
 def _start_phi():
-    return ope.start_features(jnp.eye(S), _policy, _features)
+    return start_features(jnp.eye(S), _policy, _features)
 
 
 def test_lstdq_recovers_the_exact_value(data):
     exact = _exact_value()
-    got = float(ope.lstd_policy_value(data, _start_phi()))
+    got = float(lstd_policy_value(data, _start_phi()))
     # 12,000 transitions, tabular features: only the sampling error remains.
     assert got == pytest.approx(exact, rel=0.03)
     # The candidate's own value, not the other deterministic policy's.
@@ -85,7 +89,7 @@ def test_gpope_without_noise_converges_to_lstdq(data):
         key=jax.random.key(2),
         step_size=ope.StepSize(1.0),
     )
-    want = float(ope.lstd_policy_value(data, _start_phi()))
+    want = float(lstd_policy_value(data, _start_phi()))
     assert float(got) == pytest.approx(want, rel=0.05)
 
 
@@ -94,7 +98,7 @@ def test_rbf_features_are_unit_norm_and_public():
     rbf = ope.RBFFeatures.from_public(public, 8)
     assert rbf.centers.shape == (8, 4) and rbf.num_features == 9
     np.testing.assert_allclose(rbf.scales, public.std(axis=0), rtol=1e-9)
-    f = ope.StateActionFeatures(rbf, 2)
+    f = StateActionFeatures(rbf, 2)
     phi = jax.vmap(f)(
         jnp.asarray(public[:5], jnp.float32), jnp.ones((5, 2)) * jnp.arange(5)[:, None]
     )
@@ -108,14 +112,14 @@ def test_lstd_value_is_dataset_stats_lstd(data):
     # The two-contraction LSTDQ equals the per-trajectory statistics' solution.
     theta, _ = ope.lstd_solution(ope.dataset_stats(data))
     want = float(jnp.dot(_start_phi(), theta))
-    got = float(ope.lstd_policy_value(data, _start_phi()))
+    got = float(lstd_policy_value(data, _start_phi()))
     assert got == pytest.approx(want, rel=1e-4)
 
 
 def test_action_bins_put_psi_in_the_action_cell():
     public = np.random.default_rng(1).normal(size=(200, 4))
     rbf = ope.RBFFeatures.from_public(public, 8)
-    f = ope.StateActionFeatures(rbf, 2, action_bins=3)
+    f = StateActionFeatures(rbf, 2, action_bins=3)
     obs = jnp.asarray(public[0], jnp.float32)
     psi = rbf(obs)
     # Bins of [-1, 1]: (-1, -1) -> (0, 0); (0, 0.9) -> (1, 2); (1, 1) -> (2, 2).

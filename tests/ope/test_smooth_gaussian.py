@@ -9,7 +9,12 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from privrl_jax import ope
+from privrl_jax.ope._balle import smooth_params
+from privrl_jax.ope._smooth_gaussian import (
+    calibrate_smooth_alpha,
+    hockey_stick,
+    smooth_gaussian_delta,
+)
 
 DELTA = 1e-5
 
@@ -42,7 +47,7 @@ def _monte_carlo_hockey_stick(rng, eps, a, t, d, n=1_000_000):
 )
 def test_hockey_stick_matches_monte_carlo(eps, a, t, d):
     est, tol = _monte_carlo_hockey_stick(np.random.default_rng(0), eps, a, t, d)
-    assert ope.hockey_stick(eps, a, t, d) == pytest.approx(est, abs=tol)
+    assert hockey_stick(eps, a, t, d) == pytest.approx(est, abs=tol)
 
 
 @pytest.mark.parametrize("eps, a", [(0.1, 0.05), (1.0, 0.3), (2.0, 1.0), (10.0, 2.0)])
@@ -53,20 +58,20 @@ def test_shift_only_curve_is_dp_accountings_gaussian(eps, a):
         standard_deviation=1.0, sensitivity=a, value_discretization_interval=1e-5
     )
     ref = pld.get_delta_for_epsilon(eps)
-    assert ope.hockey_stick(eps, a, 1.0, 4) == pytest.approx(ref, rel=1e-3, abs=1e-12)
+    assert hockey_stick(eps, a, 1.0, 4) == pytest.approx(ref, rel=1e-3, abs=1e-12)
     # Continuous in t at t = 1, where the closed form switches branches: t = e^(+-1e-4)
     # brackets the t = 1 value (a larger std at the neighbour hides more) and t =
     # e^(+-1e-7), where the conservative substitute of |log t| < 1e-5 applies, meets it
     # within 0.5%.
     assert (
-        ope.hockey_stick(eps, a, math.exp(1e-4), 4)
+        hockey_stick(eps, a, math.exp(1e-4), 4)
         < ref
-        < ope.hockey_stick(eps, a, math.exp(-1e-4), 4)
+        < hockey_stick(eps, a, math.exp(-1e-4), 4)
     )
     for t in (math.exp(1e-4), math.exp(-1e-4)):
-        assert ope.hockey_stick(eps, a, t, 4) == pytest.approx(ref, rel=0.05)
+        assert hockey_stick(eps, a, t, 4) == pytest.approx(ref, rel=0.05)
     for t in (math.exp(1e-7), math.exp(-1e-7)):
-        assert ope.hockey_stick(eps, a, t, 4) == pytest.approx(ref, rel=5e-3, abs=1e-12)
+        assert hockey_stick(eps, a, t, 4) == pytest.approx(ref, rel=5e-3, abs=1e-12)
 
 
 @pytest.mark.parametrize("d", [1, 5, 20])
@@ -74,21 +79,21 @@ def test_shift_only_curve_is_dp_accountings_gaussian(eps, a):
 def test_nrs07_constants_are_admissible(eps, d):
     # The constants DP-LSW / DP-LSL use: the worst pair any beta-smooth bound allows
     # stays within delta.
-    p = ope.smooth_params(eps, DELTA, d)
-    assert ope.smooth_gaussian_delta(eps, p.alpha, p.beta, d) <= DELTA
+    p = smooth_params(eps, DELTA, d)
+    assert smooth_gaussian_delta(eps, p.alpha, p.beta, d) <= DELTA
     # Not vacuous: the check fails once alpha or beta is far too large.
-    assert ope.smooth_gaussian_delta(eps, 20 * p.alpha, p.beta, d) > DELTA
-    assert ope.smooth_gaussian_delta(eps, p.alpha, 10 * eps, d) > DELTA
+    assert smooth_gaussian_delta(eps, 20 * p.alpha, p.beta, d) > DELTA
+    assert smooth_gaussian_delta(eps, p.alpha, 10 * eps, d) > DELTA
 
 
 def test_exact_calibration_is_tight_and_grid_stable():
     eps, d = 1.0, 5
-    beta = ope.smooth_params(eps, DELTA, d).beta
-    alpha = ope.calibrate_smooth_alpha(eps, DELTA, beta, d, margin=0.01, tol=1e-4)
-    assert ope.smooth_gaussian_delta(eps, alpha, beta, d) <= DELTA * 0.99
-    assert ope.smooth_gaussian_delta(eps, alpha * 1.001, beta, d) > DELTA * 0.99
+    beta = smooth_params(eps, DELTA, d).beta
+    alpha = calibrate_smooth_alpha(eps, DELTA, beta, d, margin=0.01, tol=1e-4)
+    assert smooth_gaussian_delta(eps, alpha, beta, d) <= DELTA * 0.99
+    assert smooth_gaussian_delta(eps, alpha * 1.001, beta, d) > DELTA * 0.99
     # The sup sits on the grid's corners: a finer grid finds nothing worse.
-    assert ope.smooth_gaussian_delta(eps, alpha, beta, d, grid=40) <= DELTA * 0.99 * (
+    assert smooth_gaussian_delta(eps, alpha, beta, d, grid=40) <= DELTA * 0.99 * (
         1 + 1e-6
     )
     # beta = 0 is the plain Gaussian mechanism: 1/alpha is dp-accounting's calibrated
@@ -96,16 +101,16 @@ def test_exact_calibration_is_tight_and_grid_stable():
     std = dp_accounting.pld.accountant.get_smallest_gaussian_noise(
         dp_accounting.pld.common.DifferentialPrivacyParameters(eps, DELTA * 0.99)
     )
-    assert 1 / ope.calibrate_smooth_alpha(eps, DELTA, 0.0, d) == pytest.approx(
+    assert 1 / calibrate_smooth_alpha(eps, DELTA, 0.0, d) == pytest.approx(
         std, rel=2e-3
     )
     # And it is less noise than NRS07's closed form (~5x at eps = 1).
-    assert alpha > 4 * ope.smooth_params(eps, DELTA, d).alpha
+    assert alpha > 4 * smooth_params(eps, DELTA, d).alpha
 
 
 def test_exact_params_and_bad_calibration():
-    p = ope.smooth_params(1.0, DELTA, 5, "exact")
-    assert p.beta == ope.smooth_params(1.0, DELTA, 5).beta
-    assert ope.smooth_gaussian_delta(1.0, p.alpha, p.beta, 5) <= DELTA
+    p = smooth_params(1.0, DELTA, 5, "exact")
+    assert p.beta == smooth_params(1.0, DELTA, 5).beta
+    assert smooth_gaussian_delta(1.0, p.alpha, p.beta, 5) <= DELTA
     with pytest.raises(ValueError, match="calibration"):
-        ope.smooth_params(1.0, DELTA, 5, "loose")
+        smooth_params(1.0, DELTA, 5, "loose")

@@ -16,6 +16,7 @@ pytest.importorskip(
 )
 
 from privrl_jax.pipelines import marginal  # noqa: E402
+from privrl_jax.privacy._ledger import event_from_dict
 
 OVERRIDES = [
     "model.name=aim",
@@ -57,7 +58,7 @@ def test_aim_release_and_ledger(aim_run):
     # target, and at it: the composition is exactly rho = 1 / (2 sigma^2), the rho of
     # the one Gaussian calibrated at the target.
     events = dp_accounting.ComposedDpEvent(
-        [privacy.event_from_dict(g["event"]) for g in ledger.groups()]
+        [event_from_dict(g["event"]) for g in ledger.groups()]
     )
     eps = privacy.compute_epsilon(events, 1e-4, accountant="rdp").epsilon
     assert ledger.epsilon("rdp").epsilon == pytest.approx(eps, rel=1e-12)

@@ -12,6 +12,7 @@ import pytest
 from privrl_jax import privacy
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, LoopStats, run_dp_loop
+from privrl_jax.privacy._clipping import clipped_grad
 
 DIM = 6
 
@@ -274,7 +275,7 @@ def test_a_foreign_clip_norm_is_refused(tmp_path):
     with pytest.raises(ValueError, match="clips to"):
         run_dp_loop(
             plan,
-            privacy.clipped_grad(_loss, l2_clip_norm=2.0),
+            clipped_grad(_loss, l2_clip_norm=2.0),
             _sgd(),
             {"w": jnp.zeros(DIM)},
             _data(200),

@@ -15,6 +15,18 @@ from privrl_jax.envs import (
     collect_inventory_data,
     make_inventory_params,
 )
+from privrl_jax.planning._additive import (
+    additive_cells,
+    additive_value,
+    anchored_tables,
+)
+from privrl_jax.planning._pool import (
+    data_cells,
+    exact_statistics,
+    state_values,
+    statistics_sensitivity,
+)
+from privrl_jax.planning._zones import cell_index
 
 H = 3
 
@@ -35,10 +47,10 @@ def test_groups_cells_and_weight():
     assert g.num_cells == 3 * 6 * 3 and g.weight == pytest.approx(1 / math.sqrt(3))
     # One pair lands in one cell of every part: cell c of part p is p * M (g + 1) + c.
     b = jnp.array([0.1, 0.5, 0.8, 0.3, 0.2, 0.0])
-    cells = np.asarray(planning.additive_cells(g, 1, b))
+    cells = np.asarray(additive_cells(g, 1, b))
     for p, grp in enumerate(g.groups):
         part = jax.tree.map(lambda x, p=p: x[p], g.parts)
-        own = int(planning.cell_index(part, 1, b[jnp.array(grp)]))
+        own = int(cell_index(part, 1, b[jnp.array(grp)]))
         assert cells[p] == p * g.cells_per_part + own
     with pytest.raises(ValueError, match="partition"):
         planning.make_additive_geometry(
@@ -53,9 +65,9 @@ def test_affine_q_is_reproduced_exactly(w, jit):
     g = _geom(w)
     grad = jnp.linspace(-1.0, 1.5, 2 * w)
     q_fn = lambda h, b: b @ grad + 0.3 * h + 0.6  # noqa: E731
-    tables = planning.anchored_tables(g, q_fn)
+    tables = anchored_tables(g, q_fn)
     b = 0.9 * jax.random.uniform(jax.random.key(4), (2000, 2 * w))
-    f = lambda t, x: planning.additive_value(g, 2, t, x)  # noqa: E731
+    f = lambda t, x: additive_value(g, 2, t, x)  # noqa: E731
     f = jax.jit(f) if jit else f
     vals = jax.vmap(f, (None, 0))(tables[2], b)
     np.testing.assert_allclose(vals, q_fn(2, b), atol=2e-5)
@@ -71,15 +83,13 @@ def test_any_additive_q_is_exact_on_the_tensor_nodes():
         s, a = b[..., :w], b[..., w:]
         return jnp.sum(jnp.sin(3 * s + h) * jnp.cos(2 * a) + (s + a) ** 2, -1)
 
-    tables = planning.anchored_tables(g, q_fn)
+    tables = anchored_tables(g, q_fn)
     pts = np.asarray(g.parts.points[:, 1]).reshape(2, -1, 2)  # [P, M (g + 1), 2]
     rng = np.random.default_rng(0)
     i, j = rng.integers(pts.shape[1], size=(2, 300))
     b = np.zeros((300, 4), np.float32)
     b[:, [0, 2]], b[:, [1, 3]] = pts[0, i], pts[1, j]
-    vals = jax.vmap(lambda x: planning.additive_value(g, 1, tables[1], x))(
-        jnp.asarray(b)
-    )
+    vals = jax.vmap(lambda x: additive_value(g, 1, tables[1], x))(jnp.asarray(b))
     np.testing.assert_allclose(vals, q_fn(1, jnp.asarray(b)), atol=2e-5)
 
 
@@ -147,10 +157,10 @@ def _append(data, ep):
 def test_one_episode_moves_the_weighted_statistics_by_at_most_sqrt_3h(two_products):
     _, data, geom = two_products
     acts = planning.action_grid(2, 5)
-    delta = planning.statistics_sensitivity(H)
+    delta = statistics_sensitivity(H)
     # Fixed past releases large enough that V_{h+1} hits its cap: y = 1 at every stage.
     q = jnp.full((H, geom.num_cells), 1e3)
-    base = planning.exact_statistics(geom, data, acts, q)
+    base = exact_statistics(geom, data, acts, q)
     worst = InventoryData(
         observations=jnp.full((H, 2), 0.3),
         actions=jnp.full((H, 2), 0.2),
@@ -159,7 +169,7 @@ def test_one_episode_moves_the_weighted_statistics_by_at_most_sqrt_3h(two_produc
         sales=jnp.zeros((H, 2)),
         feedback=jnp.ones(H, bool),
     )
-    diff = planning.exact_statistics(geom, _append(data, worst), acts, q) - base
+    diff = exact_statistics(geom, _append(data, worst), acts, q) - base
     # Attained: P = 2 cells per stage and statistic, each moved by 1 / sqrt(2).
     assert float(jnp.linalg.norm(diff)) == pytest.approx(delta, rel=1e-6)
     assert int(jnp.sum(diff[0] != 0)) == 2 * H
@@ -176,7 +186,7 @@ def test_one_episode_moves_the_weighted_statistics_by_at_most_sqrt_3h(two_produc
             sales=jnp.zeros((H, 2)),
             feedback=jnp.array([True, i != 2, True]),
         )
-        d = planning.exact_statistics(geom, _append(data, ep), acts, q) - base
+        d = exact_statistics(geom, _append(data, ep), acts, q) - base
         assert float(jnp.linalg.norm(d)) <= delta * (1 + 1e-6)
 
 
@@ -194,7 +204,7 @@ def test_last_stage_tables_are_the_marginal_mean_estimator(two_products):
         None,
         planning.PoolConfig(bonus_scale=0.0),
     )
-    cells = np.asarray(planning.data_cells(geom, data))[:, H - 1]  # [N, 2]
+    cells = np.asarray(data_cells(geom, data))[:, H - 1]  # [N, 2]
     r = np.asarray(data.rewards[:, H - 1], np.float64)
     fb = cells[:, 0] >= 0
     mu = r[fb].mean()
@@ -217,14 +227,12 @@ def test_separable_max_equals_the_brute_force_max(two_products):
 
     @jax.jit
     def both(q, h):
-        fast = planning.state_values(geom, h, q, states, acts)
+        fast = state_values(geom, h, q, states, acts)
         brute = jax.vmap(
             lambda s: jnp.max(
                 jnp.clip(
                     jax.vmap(
-                        lambda a: planning.additive_value(
-                            geom, h, q, jnp.concatenate([s, a])
-                        )
+                        lambda a: additive_value(geom, h, q, jnp.concatenate([s, a]))
                     )(acts),
                     0.0,
                     H - h,
@@ -234,9 +242,7 @@ def test_separable_max_equals_the_brute_force_max(two_products):
         pol = planning.greedy_policy(geom, q[None].repeat(H, 0), acts)
         chosen = jax.vmap(
             lambda s: jnp.clip(
-                planning.additive_value(
-                    geom, h, q, jnp.concatenate([s, pol(None, h, s)])
-                ),
+                additive_value(geom, h, q, jnp.concatenate([s, pol(None, h, s)])),
                 0.0,
                 H - h,
             )
@@ -259,7 +265,7 @@ def test_private_release_uses_pools_mechanism_and_stays_finite(two_products):
     )
     # Exact weighted counts by NumPy: each pair adds 1 / sqrt(P) to one cell per part,
     # so each part's counts sum to (pairs with feedback) / sqrt(P).
-    cells = np.asarray(planning.data_cells(geom, data))  # [N, H, P]
+    cells = np.asarray(data_cells(geom, data))  # [N, H, P]
     exact = np.zeros((H, geom.num_cells))
     for h in range(H):
         c = cells[:, h].ravel()

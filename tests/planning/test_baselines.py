@@ -10,6 +10,9 @@ import pytest
 
 from privrl_jax import planning
 from privrl_jax.envs import InventoryData, make_inventory_params
+from privrl_jax.planning._baselines import input_sensitivity, output_sensitivity
+from privrl_jax.planning._grid import grid_cell, grid_value
+from privrl_jax.planning._zones import zone_index, zone_value
 
 N = 4
 
@@ -26,10 +29,10 @@ def test_affine_zones_reproduce_affine_functions_and_the_limiter_bounds(affine_g
     g, c = jnp.array([0.7, -1.3, 2.0, 0.4]), 1.7
     q = (jnp.einsum("mjn,n->mj", geom.points[0], g) + c).ravel()  # Q(b^j) = g.b^j + c
     b = 0.8 * jax.random.uniform(jax.random.key(0), (400, N))
-    z = planning.zone_index(b, geom.width, geom.num_zones)
+    z = zone_index(b, geom.width, geom.num_zones)
     lo = q.reshape(geom.num_zones, -1).min(1)[z]
     hi = q.reshape(geom.num_zones, -1).max(1)[z]
-    vals = jax.vmap(lambda x: planning.zone_value(geom, 0, q, x))(b)
+    vals = jax.vmap(lambda x: zone_value(geom, 0, q, x))(b)
     inside = (b @ g + c >= lo - 1e-4) & (b @ g + c <= hi + 1e-4)
     # Exact where the affine value lies in the zone's range; clipped to it elsewhere.
     np.testing.assert_allclose(vals[inside], (b @ g + c)[inside], atol=3e-4)
@@ -38,20 +41,16 @@ def test_affine_zones_reproduce_affine_functions_and_the_limiter_bounds(affine_g
     const = jnp.full(geom.num_cells, 2.5)
     assert (
         float(
-            jnp.max(
-                jnp.abs(
-                    jax.vmap(lambda x: planning.zone_value(geom, 0, const, x))(b) - 2.5
-                )
-            )
+            jnp.max(jnp.abs(jax.vmap(lambda x: zone_value(geom, 0, const, x))(b) - 2.5))
         )
         < 1e-5
     )
     lin = planning.make_zone_geometry(
         np.full((1, N), 0.8), 5, radius=1.6, seed=2, affine=False, limiter=False
     )
-    lin_vals = jax.vmap(
-        lambda x: planning.zone_value(lin, 0, jnp.full(lin.num_cells, 2.5), x)
-    )(b)
+    lin_vals = jax.vmap(lambda x: zone_value(lin, 0, jnp.full(lin.num_cells, 2.5), x))(
+        b
+    )
     assert float(jnp.max(jnp.abs(lin_vals - 2.5))) > 0.1
 
 
@@ -60,17 +59,17 @@ def test_grid_cells_by_hand_and_constant_beyond_the_boundary():
         np.array([[0.8, 1.5]]), 4
     )  # box [0, .8) x [0, 1)
     pts = jnp.array([[0.0, 0.0], [0.19, 0.26], [0.2, 0.25], [0.79, 0.99], [0.6, 0.5]])
-    cells = [int(planning.grid_cell(geom, 0, p)) for p in pts]
+    cells = [int(grid_cell(geom, 0, p)) for p in pts]
     assert cells == [0, 1, 4 + 1, 15, 3 * 4 + 2]
     q = jnp.arange(16.0)
     # b >= lambda in any coordinate: the value of lambda's cell (capped at 1): cell 15.
-    assert float(planning.grid_value(geom, 0, q, jnp.array([0.85, 0.1]))) == 15.0
-    assert float(planning.grid_value(geom, 0, q, jnp.array([0.5, 0.3]))) == 2 * 4 + 1
+    assert float(grid_value(geom, 0, q, jnp.array([0.85, 0.1]))) == 15.0
+    assert float(grid_value(geom, 0, q, jnp.array([0.5, 0.3]))) == 2 * 4 + 1
 
 
 def test_input_perturbation_sensitivity_is_attained_by_replacing_one_episode():
     h, w = 3, 2
-    delta = planning.input_sensitivity(h, w, w)
+    delta = input_sensitivity(h, w, w)
     assert delta == pytest.approx(math.sqrt(h * (2 * w + w + 2)))
     ones = InventoryData(
         jnp.ones((1, h, w)),
@@ -99,13 +98,11 @@ def test_input_perturbation_sensitivity_is_attained_by_replacing_one_episode():
 
 def test_output_perturbation_sensitivity_is_the_range_bound():
     h, k = 4, 6
-    assert planning.output_sensitivity(h, k) == pytest.approx(
-        math.sqrt(k * (16 + 9 + 4 + 1))
-    )
+    assert output_sensitivity(h, k) == pytest.approx(math.sqrt(k * (16 + 9 + 4 + 1)))
     v_max = (h - jnp.arange(h, dtype=jnp.float32))[:, None]
     full, empty = jnp.broadcast_to(v_max, (h, k)), jnp.zeros((h, k))
     assert float(jnp.linalg.norm(full - empty)) == pytest.approx(
-        planning.output_sensitivity(h, k)
+        output_sensitivity(h, k)
     )
     mech = planning.output_mechanism(1.0, h, k)
     out = planning.output_perturbation(jax.random.key(1), empty, mech)

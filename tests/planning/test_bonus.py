@@ -7,11 +7,17 @@ import jax.numpy as jnp
 import pytest
 
 from privrl_jax import planning
+from privrl_jax.planning._pool import (
+    bonus_iota,
+    noise_bound,
+    paper_constants_samples_needed,
+    pessimistic_q,
+)
 
 
 def _q(counts, sums, squares, v_max, e_rho, iota, cfg):
     return float(
-        planning.pessimistic_q(
+        pessimistic_q(
             jnp.array([counts]),
             jnp.array([sums]),
             jnp.array([squares]),
@@ -54,16 +60,16 @@ def test_noise_bound_and_the_samples_the_paper_constants_need():
     mech = planning.pool_mechanism(rho, horizon)
     sigma = math.sqrt(3 * horizon / (2 * rho))
     assert mech.noise_std == pytest.approx(sigma, rel=1e-6)
-    e_rho = planning.noise_bound(mech, horizon, k, delta)
+    e_rho = noise_bound(mech, horizon, k, delta)
     assert e_rho == pytest.approx(
         sigma * math.sqrt(2 * math.log(6 * horizon * k / delta))
     )
-    assert planning.noise_bound(None, horizon, k, delta) == 0.0
-    iota = planning.bonus_iota(horizon, k, delta)
+    assert noise_bound(None, horizon, k, delta) == 0.0
+    iota = bonus_iota(horizon, k, delta)
     assert iota == pytest.approx(math.log(horizon * k / delta))
     # At the returned n~, a noiseless-variance cell with mean 1 loses exactly alpha
     # v_max.
-    n = planning.paper_constants_samples_needed(rho, horizon, k, delta, alpha=0.1)
+    n = paper_constants_samples_needed(rho, horizon, k, delta, alpha=0.1)
     assert n == pytest.approx(16 * e_rho * iota / 0.1)
     assert 1e4 < n < 2e4  # ~1.55e4 samples per cell: vacuous at 2000 episodes
     q = _q(n, n, n, 4.0, e_rho, iota, planning.PoolConfig(bonus_scale=1.0))

@@ -14,6 +14,7 @@ from privrl_jax.envs import (
     inventory_stage,
     make_inventory_params,
 )
+from privrl_jax.planning._grid import grid_cell
 
 H = 3
 LEVELS = (0.0, 0.5)  # states and actions; demand in {0.5, 1.0} keeps s' in LEVELS
@@ -71,7 +72,7 @@ def test_backward_induction_equals_dp_on_the_empirical_model():
             p_hat[h, i, j, k] = np.mean(nxt[m, h] == LEVELS[k])
     q = _dp(r_hat, p_hat)
     for h, i, j in itertools.product(range(H), range(2), range(2)):
-        cell = int(planning.grid_cell(geom, h, jnp.array([LEVELS[i], LEVELS[j]])))
+        cell = int(grid_cell(geom, h, jnp.array([LEVELS[i], LEVELS[j]])))
         assert float(res.q_tables[h, cell]) == pytest.approx(q[h, i, j], abs=2e-5)
     # ... and the greedy policy is DP's argmax at every state and stage.
     pol = planning.greedy_policy(geom, res.q_tables, acts)
@@ -97,5 +98,5 @@ def test_large_data_approaches_dp_on_the_true_model():
             p_true[:, i, j, LEVELS.index(float(out.next_level[0]))] += pd
     q = _dp(r_true, p_true)
     for h, i, j in itertools.product(range(H), range(2), range(2)):
-        cell = int(planning.grid_cell(geom, h, jnp.array([LEVELS[i], LEVELS[j]])))
+        cell = int(grid_cell(geom, h, jnp.array([LEVELS[i], LEVELS[j]])))
         assert float(res.q_tables[h, cell]) == pytest.approx(q[h, i, j], abs=0.02)

@@ -16,6 +16,12 @@ from privrl_jax.envs import (
     collect_inventory_data,
     make_inventory_params,
 )
+from privrl_jax.planning._pool import (
+    exact_statistics,
+    pessimistic_q,
+    state_values,
+    statistics_sensitivity,
+)
 
 H = 3
 
@@ -36,11 +42,11 @@ def _append(data, ep):
 
 def test_one_episode_moves_the_statistics_by_at_most_sqrt_3h(setup):
     data, geom, acts = setup
-    delta = planning.statistics_sensitivity(H)
+    delta = statistics_sensitivity(H)
     assert delta == pytest.approx(math.sqrt(3 * H))
     # Fixed value tables (the past releases), huge so V_{h+1} = its cap v_max.
     q = jnp.full((H, geom.num_cells), 1e3)
-    base = planning.exact_statistics(geom, data, acts, q)
+    base = exact_statistics(geom, data, acts, q)
     # Worst case: feedback at every stage, reward 1, next value at its cap: y = 1.
     worst = InventoryData(
         observations=jnp.full((H, 1), 0.3),
@@ -50,9 +56,9 @@ def test_one_episode_moves_the_statistics_by_at_most_sqrt_3h(setup):
         sales=jnp.zeros((H, 1)),
         feedback=jnp.ones(H, bool),
     )
-    v = planning.state_values(geom, 1, q[1], jnp.array([[0.1]]), acts)
+    v = state_values(geom, 1, q[1], jnp.array([[0.1]]), acts)
     assert float(v[0]) == H - 1
-    diff = planning.exact_statistics(geom, _append(data, worst), acts, q) - base
+    diff = exact_statistics(geom, _append(data, worst), acts, q) - base
     assert float(jnp.linalg.norm(diff)) == pytest.approx(delta, rel=1e-6)
     # Random adversarial episodes stay within Delta; no feedback at a stage cuts it.
     for i in range(3):
@@ -65,10 +71,10 @@ def test_one_episode_moves_the_statistics_by_at_most_sqrt_3h(setup):
             sales=jnp.zeros((H, 1)),
             feedback=jnp.array([True, i != 1, True]),
         )
-        d = planning.exact_statistics(geom, _append(data, ep), acts, q) - base
+        d = exact_statistics(geom, _append(data, ep), acts, q) - base
         assert float(jnp.linalg.norm(d)) <= delta + 1e-5
     cut = worst._replace(feedback=jnp.array([False, True, True]))
-    d = planning.exact_statistics(geom, _append(data, cut), acts, q) - base
+    d = exact_statistics(geom, _append(data, cut), acts, q) - base
     assert float(jnp.linalg.norm(d)) == pytest.approx(math.sqrt(3 * (H - 1)), rel=1e-6)
 
 
@@ -82,7 +88,7 @@ def test_an_episode_with_a_non_finite_reward_moves_the_release_by_at_most_sqrt_3
     finite."""
     data, geom, acts = setup
     q = jnp.full((H, geom.num_cells), 1e3)
-    base = planning.exact_statistics(geom, data, acts, q)
+    base = exact_statistics(geom, data, acts, q)
     ep = InventoryData(
         observations=jnp.full((H, 1), 0.3),
         actions=jnp.full((H, 1), 0.2),
@@ -92,11 +98,9 @@ def test_an_episode_with_a_non_finite_reward_moves_the_release_by_at_most_sqrt_3
         feedback=jnp.ones(H, bool),
     )
     wild = _append(data, ep)
-    diff = planning.exact_statistics(geom, wild, acts, q) - base
+    diff = exact_statistics(geom, wild, acts, q) - base
     assert np.all(np.isfinite(diff))
-    assert float(jnp.linalg.norm(diff)) <= planning.statistics_sensitivity(H) * (
-        1 + 1e-6
-    )
+    assert float(jnp.linalg.norm(diff)) <= statistics_sensitivity(H) * (1 + 1e-6)
     released = planning.pool_plan(
         jax.random.key(7), wild, geom, acts, planning.pool_mechanism(0.5, H)
     )
@@ -200,7 +204,7 @@ def test_backward_induction_equals_a_hand_computation():
     np.testing.assert_array_equal(res.counts, [[2, 1], [2, 1]])
     assert (
         float(
-            planning.pessimistic_q(
+            pessimistic_q(
                 jnp.zeros(1),
                 jnp.zeros(1),
                 jnp.zeros(1),

@@ -6,6 +6,13 @@ import numpy as np
 import pytest
 
 from privrl_jax import planning
+from privrl_jax.planning._zones import (
+    gram_schmidt,
+    interpolate,
+    project,
+    zone_index,
+    zone_value,
+)
 
 N = 4  # w + d
 
@@ -23,7 +30,7 @@ def test_zone_index_as_written():
     pts = jnp.array(
         [[0.0, 0.0], [0.3, 0.4], [0.3, 0.39999], [1.0, 1.0], [0.6, 0.8], [3.0, 4.0]]
     )
-    np.testing.assert_array_equal(planning.zone_index(pts, w, m), [0, 1, 0, 2, 2, 3])
+    np.testing.assert_array_equal(zone_index(pts, w, m), [0, 1, 0, 2, 2, 3])
 
 
 def test_gram_schmidt_orthonormal_and_bases_in_their_zones(geom):
@@ -32,7 +39,7 @@ def test_gram_schmidt_orthonormal_and_bases_in_their_zones(geom):
     for h in range(2):
         for m in range(geom.num_zones):
             np.testing.assert_allclose(q[h, m] @ q[h, m].T, np.eye(N), atol=1e-5)
-            qq, r = planning.gram_schmidt(pts[h, m])
+            qq, r = gram_schmidt(pts[h, m])
             np.testing.assert_allclose(r.T @ qq, pts[h, m], atol=1e-10)
             assert np.allclose(np.tril(r, -1), 0)
             norms = np.linalg.norm(pts[h, m], axis=1)
@@ -46,9 +53,9 @@ def test_projection_reproduces_linear_functions_inside_a_zone(geom):
     q_table = jnp.einsum("mjn,n->mj", geom.points[0], g)  # Q(b_j) = g . b_j
     key = jax.random.key(0)
     b = 0.8 * jax.random.uniform(key, (500, N))  # inside the box b < lambda
-    vals = jax.vmap(lambda x: planning.interpolate(geom, 0, q_table, x))(b)
+    vals = jax.vmap(lambda x: interpolate(geom, 0, q_table, x))(b)
     np.testing.assert_allclose(vals, b @ g, atol=2e-4)
-    z, m = jax.vmap(lambda x: planning.project(geom, 0, x))(b)
+    z, m = jax.vmap(lambda x: project(geom, 0, x))(b)
     recon = jnp.einsum("kj,kjn->kn", m, geom.points[0][z])
     np.testing.assert_allclose(recon, b, atol=2e-5)
 
@@ -57,14 +64,14 @@ def test_interpolation_exact_on_basis_points_and_constant_beyond(geom):
     q_table = jax.random.uniform(jax.random.key(1), (geom.num_zones, N), maxval=2.0)
     for m in range(geom.num_zones):
         for j in range(N):
-            v = planning.interpolate(geom, 1, q_table, geom.points[1, m, j])
+            v = interpolate(geom, 1, q_table, geom.points[1, m, j])
             assert float(v) == pytest.approx(float(q_table[m, j]), abs=1e-4)
-    at_lambda = planning.interpolate(geom, 1, q_table, geom.boundary[1])
+    at_lambda = interpolate(geom, 1, q_table, geom.boundary[1])
     for b in ([0.9, 0.1, 0.1, 0.1], [0.8, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]):
-        v = planning.interpolate(geom, 1, q_table, jnp.array(b))
+        v = interpolate(geom, 1, q_table, jnp.array(b))
         assert float(v) == float(at_lambda)
     # Just inside the boundary it is the interpolation, not the constant.
-    inside = planning.interpolate(geom, 1, q_table, jnp.array([0.79, 0.1, 0.1, 0.1]))
+    inside = interpolate(geom, 1, q_table, jnp.array([0.79, 0.1, 0.1, 0.1]))
     assert float(inside) != float(at_lambda)
 
 
@@ -85,6 +92,6 @@ def test_shipped_geometry_is_exact_for_affine_q_in_4_and_6_dims(n):
     g = jnp.linspace(-1.0, 1.5, n)
     q = (jnp.einsum("mjn,n->mj", geom.points[3], g) + 0.6).ravel()
     b = 0.9 * jax.random.uniform(jax.random.key(4), (2000, n))
-    assert bool(jnp.all(geom.valid[3][planning.zone_index(b, geom.width, 10)]))
-    vals = jax.vmap(lambda x: planning.zone_value(geom, 3, q, x))(b)
+    assert bool(jnp.all(geom.valid[3][zone_index(b, geom.width, 10)]))
+    vals = jax.vmap(lambda x: zone_value(geom, 3, q, x))(b)
     np.testing.assert_allclose(vals, b @ g + 0.6, atol=2e-4)

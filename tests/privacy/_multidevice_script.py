@@ -11,7 +11,9 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from privrl_jax.privacy import DPTrainState, clipped_grad, dpsgd, make_dp_step
+from privrl_jax.privacy import DPTrainState, make_dp_step
+from privrl_jax.privacy._aggregation import dpsgd
+from privrl_jax.privacy._clipping import clipped_grad
 
 
 class MLP(nn.Module):

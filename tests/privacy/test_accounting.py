@@ -8,13 +8,11 @@ import dp_accounting
 import pytest
 from dp_accounting import pld, rdp
 
-from privrl_jax.privacy import (
+from privrl_jax.privacy import calibrate_noise_multiplier, compute_epsilon, zcdp_epsilon
+from privrl_jax.privacy._accounting import (
     Sampling,
-    calibrate_noise_multiplier,
-    compute_epsilon,
     dpsgd_epsilon,
     dpsgd_event,
-    zcdp_epsilon,
     zcdp_noise_std,
     zcdp_rho,
     zcdp_to_epsilon,

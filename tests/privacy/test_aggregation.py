@@ -8,14 +8,9 @@ import optax
 import pytest
 import scipy.stats
 
-from privrl_jax.privacy import (
-    DPTrainState,
-    add_gaussian_noise,
-    clipped_grad,
-    dp_aggregator,
-    dpsgd,
-    make_dp_step,
-)
+from privrl_jax.privacy import DPTrainState, make_dp_step
+from privrl_jax.privacy._aggregation import add_gaussian_noise, dp_aggregator, dpsgd
+from privrl_jax.privacy._clipping import clipped_grad
 
 D = 1_000_000
 
@@ -143,7 +138,7 @@ def test_empty_batch_update_is_pure_noise():
 def test_fast_normal_is_jax_normal_of_the_original_threefry_stream(size):
     """Same PRNG and transform as jax.random.normal, just the two-words-per-hash counter
     layout."""
-    from privrl_jax.privacy import standard_normal as _standard_normal_f32  # noqa: PLC0415
+    from privrl_jax.privacy._aggregation import standard_normal as _standard_normal_f32  # noqa: PLC0415
 
     key = jax.random.fold_in(jax.random.key(7), 3)
     got = np.asarray(jax.jit(_standard_normal_f32, static_argnums=1)(key, size))

@@ -14,7 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.stats
 
-from privrl_jax.privacy import add_gaussian_noise, clipped_grad, compute_epsilon
+from privrl_jax.privacy import compute_epsilon
+from privrl_jax.privacy._aggregation import add_gaussian_noise
+from privrl_jax.privacy._clipping import clipped_grad
 
 SIGMA, C, D, UNITS, RELEASES = 1.5, 0.8, 8, 16, 40_000
 

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from privrl_jax.privacy import audit
+from privrl_jax.privacy._audit import density_scores
+from privrl_jax.synth._marginal import ColumnBins
 
 GRID = 64  # cells per axis of the histogram synthesizer's public grid on [0, 1]^2
 
@@ -53,7 +55,7 @@ def _cell_canaries(x: np.ndarray, m: int) -> np.ndarray:
 def _count_score(released: np.ndarray, canaries: np.ndarray) -> np.ndarray:
     # A kernel of a quarter cell: log(rows in the canary's cell) + ~e^-18 per row of
     # another cell (every other row is >= 1.5 cells away).
-    return audit.density_scores(released, canaries, bandwidth=0.25 / GRID)
+    return density_scores(released, canaries, bandwidth=0.25 / GRID)
 
 
 def test_copy_synthesizer_reaches_the_m_limited_ceiling():
@@ -192,7 +194,7 @@ def test_non_private_pgm_on_one_clique_is_seen():
     bins = 16
     disc = synth.PublicDiscretisation(
         columns=tuple(
-            synth.ColumnBins(name=n, low=0.0, high=1.0, num_bins=bins) for n in "xy"
+            ColumnBins(name=n, low=0.0, high=1.0, num_bins=bins) for n in "xy"
         )
     )
 
@@ -219,7 +221,7 @@ def test_non_private_pgm_on_one_clique_is_seen():
         canaries=audit.empty_cell_canaries(
             x, m, 0, columns=(0, 1), low=(0, 0), high=(1, 1), cells=bins
         ),
-        score=lambda r, c: audit.density_scores(r, c, bandwidth=0.25 / bins),
+        score=lambda r, c: density_scores(r, c, bandwidth=0.25 / bins),
         k_positive=k,
     )
     assert res.result.correct == k  # measured: 10 of 10, the ceiling 1.05

@@ -19,6 +19,7 @@ import pytest
 
 from privrl_jax import privacy
 from privrl_jax.privacy import audit
+from privrl_jax.privacy._audit import draw_inclusion, one_run_epsilon_from_counts
 
 M, K, DELTA = 10_000, 100, 1e-5
 # Standard error of mu_hat = (mean_in - mean_out) / sd with M/2 canaries on each side.
@@ -67,7 +68,7 @@ def test_a_correct_gaussian_step_is_audited_below_its_epsilon_and_its_mu_is_one_
     res = _audit(_full_batch(2.0))
     assert 0 < res.epsilon_demonstrated <= res.epsilon_accounted
     assert abs(res.gdp.mu - 0.5) < 6 * MU_SE
-    assert res.included == int(audit.draw_inclusion(1, M).sum())
+    assert res.included == int(draw_inclusion(1, M).sum())
     assert "epsilon demonstrated >=" in res.line()
 
 
@@ -93,7 +94,7 @@ def test_without_noise_the_bound_is_the_most_m_canaries_can_show():
     res = _audit(_full_batch(0.0), m=1_000, k=10)
     assert res.epsilon_accounted == math.inf
     assert res.audit.correct == res.audit.guesses == 20
-    most = audit.one_run_epsilon_from_counts(1_000, 20, 20, delta=DELTA)
+    most = one_run_epsilon_from_counts(1_000, 20, 20, delta=DELTA)
     assert res.epsilon_demonstrated == pytest.approx(most, rel=1e-9)
 
 

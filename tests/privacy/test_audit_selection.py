@@ -10,6 +10,7 @@ import pytest
 
 from privrl_jax import pipelines, privacy
 from privrl_jax.privacy import audit
+from privrl_jax.privacy._audit_selection import worst_case_score_pair
 
 
 def _pair_closed_form(eps: float, k: int) -> float:
@@ -20,7 +21,7 @@ def _pair_closed_form(eps: float, k: int) -> float:
 @pytest.mark.parametrize("eps,k", [(0.03, 78), (1.0, 100), (2.0, 10), (8.0, 2)])
 def test_the_worst_case_pairs_epsilon_is_its_closed_form_and_below_epsilon(eps, k):
     em = privacy.ExponentialMechanism(epsilon=eps, sensitivity=22.0)
-    s, t = audit.worst_case_score_pair(k, 22.0)
+    s, t = worst_case_score_pair(k, 22.0)
     assert np.all(np.abs(s - t) == 22.0)  # every score moves by the sensitivity
     got = audit.selection_epsilon(em, s, t)
     # The mechanism's logits are float32 (what it draws from), hence rel 1e-6.
@@ -54,7 +55,7 @@ def _event_probabilities(em, s, t):
 
 def test_a_correct_exponential_mechanism_is_audited_just_under_its_epsilon():
     em = privacy.ExponentialMechanism(epsilon=2.0, sensitivity=3.0)
-    s, t = audit.worst_case_score_pair(10, 3.0)
+    s, t = worst_case_score_pair(10, 3.0)
     n = 50_000
     res = audit.audit_selection(em, s, t, trials=n, seed=0)
     p, q = _event_probabilities(em, s, t)
@@ -69,7 +70,7 @@ def test_a_correct_exponential_mechanism_is_audited_just_under_its_epsilon():
 
 def test_a_mechanism_with_twice_its_epsilon_is_caught():
     bad = _MissingHalf(epsilon=2.0, sensitivity=3.0)
-    s, t = audit.worst_case_score_pair(10, 3.0)
+    s, t = worst_case_score_pair(10, 3.0)
     n = 50_000
     res = audit.audit_selection(bad, s, t, trials=n, seed=0)
     p, q = _event_probabilities(bad, s, t)
@@ -85,7 +86,7 @@ def test_the_audit_refuses_mismatched_pairs_and_events():
     with pytest.raises(ValueError, match="event"):
         audit.audit_selection(em, np.zeros(3), np.zeros(3), event=3, trials=10)
     with pytest.raises(ValueError, match="num_candidates"):
-        audit.worst_case_score_pair(1, 1.0)
+        worst_case_score_pair(1, 1.0)
 
 
 def test_the_ledgers_exponential_mechanism_groups_are_audited(tmp_path):
@@ -110,7 +111,7 @@ def test_the_ledgers_exponential_mechanism_groups_are_audited(tmp_path):
     assert sel["delta"] == 1e-6 and sel["trials"] == 50_000
     # 100 candidates at the recorded sensitivity; the bound is under one selection's
     # epsilon and sees most of it.
-    s, t = audit.worst_case_score_pair(100, 22.0)
+    s, t = worst_case_score_pair(100, 22.0)
     p, q = _event_probabilities(em, s, t)
     assert sel["epsilon_of_pair"] == pytest.approx(
         _pair_closed_form(1.5, 100), rel=1e-6

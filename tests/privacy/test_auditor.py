@@ -18,14 +18,17 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from privrl_jax.privacy import (
-    Sampling,
-    add_gaussian_noise,
-    audit,
-    clipped_grad,
-    compute_epsilon,
-    dpsgd_event,
+from privrl_jax.privacy import audit, compute_epsilon
+from privrl_jax.privacy._accounting import Sampling, dpsgd_event
+from privrl_jax.privacy._aggregation import add_gaussian_noise
+from privrl_jax.privacy._audit import (
+    density_scores,
+    draw_inclusion,
+    gdp_delta,
+    gdp_epsilon,
+    one_run_p_value,
 )
+from privrl_jax.privacy._clipping import clipped_grad
 
 DELTA = 1e-5
 CONF = 0.95
@@ -41,7 +44,7 @@ def _gaussian_scores(m: int, sigma: float, seed: int) -> tuple[np.ndarray, np.nd
     """Per canary: [in] + N(0, sigma^2), i.e. the Gaussian mechanism of sensitivity 1
     along its
     own coordinate; GaussianDpEvent(sigma) is its exact privacy."""
-    inclusion = audit.draw_inclusion(seed, m)
+    inclusion = draw_inclusion(seed, m)
     noise = np.random.default_rng(seed + 10_000).standard_normal(m)
     return inclusion + sigma * noise, inclusion
 
@@ -110,7 +113,7 @@ def test_non_private_release_hits_the_m_limited_maximum():
     approx = audit.one_run_epsilon_lower_bound(
         scores, inclusion, delta=DELTA, k_positive=k
     )
-    p = audit.one_run_p_value(m, k, k, approx.epsilon_lower_bound, DELTA)
+    p = one_run_p_value(m, k, k, approx.epsilon_lower_bound, DELTA)
     assert p == pytest.approx(1 - CONF, rel=1e-6)
     assert approx.epsilon_lower_bound < pure.epsilon_lower_bound  # 4.391
 
@@ -132,8 +135,8 @@ def test_p_value_delta_term_by_hand():
     alpha = max(
         6 / 16 / 1, (6 + 4) / 16 / 2, (6 + 4 + 1) / 16 / 3
     )  # P[3 - i <= Bin < 3] / i
-    assert audit.one_run_p_value(10, 4, 3, 0.0, 0.0) == pytest.approx(beta)
-    assert audit.one_run_p_value(10, 4, 3, 0.0, 1e-3) == pytest.approx(
+    assert one_run_p_value(10, 4, 3, 0.0, 0.0) == pytest.approx(beta)
+    assert one_run_p_value(10, 4, 3, 0.0, 1e-3) == pytest.approx(
         beta + 2 * 10 * 1e-3 * alpha
     )
 
@@ -155,10 +158,10 @@ def test_audit_result_is_json_and_inputs_are_checked():
 
 
 def test_draw_inclusion_is_fair_and_reproducible():
-    a = audit.draw_inclusion(jax.random.key(0), 100_000)
+    a = draw_inclusion(jax.random.key(0), 100_000)
     assert a.dtype == np.bool_
-    assert np.array_equal(a, audit.draw_inclusion(jax.random.key(0), 100_000))
-    assert not np.array_equal(a, audit.draw_inclusion(jax.random.key(1), 100_000))
+    assert np.array_equal(a, draw_inclusion(jax.random.key(0), 100_000))
+    assert not np.array_equal(a, draw_inclusion(jax.random.key(1), 100_000))
     assert abs(a.mean() - 0.5) < 5 * 0.5 / math.sqrt(a.size)  # 5 standard errors
 
 
@@ -200,9 +203,9 @@ def test_clopper_pearson_on_the_gaussian_mechanism():
 @pytest.mark.parametrize("sigma", [0.7, 1.0, 2.0, 5.0])
 def test_gdp_conversion_matches_dp_accounting(sigma):
     # 1/sigma-GDP is exactly the Gaussian mechanism with noise multiplier sigma.
-    eps = audit.gdp_epsilon(1 / sigma, DELTA)
+    eps = gdp_epsilon(1 / sigma, DELTA)
     assert eps == pytest.approx(_true_eps(sigma), rel=1e-4)  # measured <= 3e-8 relative
-    assert audit.gdp_delta(eps, 1 / sigma) == pytest.approx(DELTA, rel=1e-6)
+    assert gdp_delta(eps, 1 / sigma) == pytest.approx(DELTA, rel=1e-6)
 
 
 def test_gdp_estimate_on_gaussian_scores():
@@ -229,7 +232,7 @@ def _white_box_scores(sigma: float) -> tuple[np.ndarray, np.ndarray]:
     at Dirac coordinates (each in with probability 1/2), 8 real units on the other
     coordinates."""
     canaries = audit.dirac_canaries(D, M, jax.random.key(0))
-    inclusion = audit.draw_inclusion(jax.random.key(1), M)
+    inclusion = draw_inclusion(jax.random.key(1), M)
     others = np.setdiff1d(np.arange(D), canaries.coordinates)
     real = np.zeros((8, D))
     real[:, others] = np.random.default_rng(2).standard_normal((8, others.size))
@@ -284,7 +287,7 @@ def _synthetic_audit(generator: str) -> audit.AuditResult:
     data = rng.standard_normal((2_000, 6))
     m = 200
     canaries = audit.out_of_distribution_canaries(data, m, 6)
-    inclusion = audit.draw_inclusion(7, m)
+    inclusion = draw_inclusion(7, m)
     train = np.concatenate([data, canaries[inclusion]])
     if (
         generator == "copy"
@@ -292,7 +295,7 @@ def _synthetic_audit(generator: str) -> audit.AuditResult:
         released = train + 0.01 * rng.standard_normal(train.shape)
     else:  # a generator that ignores its data (epsilon = 0)
         released = rng.standard_normal(train.shape)
-    scores = audit.density_scores(released, canaries, k=1)
+    scores = density_scores(released, canaries, k=1)
     return audit.one_run_epsilon_lower_bound(
         scores, inclusion, delta=DELTA, k_positive=m // 4
     )
@@ -318,9 +321,9 @@ def test_black_box_synthetic_data_audit():
 def test_density_scores_kde_ranks_like_distance():
     released = np.array([[0.0, 0.0], [0.1, 0.0]])
     canaries = np.array([[0.05, 0.0], [3.0, 0.0]])
-    assert np.argmax(audit.density_scores(released, canaries)) == 0
-    assert np.argmax(audit.density_scores(released, canaries, bandwidth=0.5)) == 0
-    assert audit.density_scores(released, canaries, k=2)[0] == pytest.approx(-0.05)
+    assert np.argmax(density_scores(released, canaries)) == 0
+    assert np.argmax(density_scores(released, canaries, bandwidth=0.5)) == 0
+    assert density_scores(released, canaries, k=2)[0] == pytest.approx(-0.05)
 
 
 # ----------------------------------------------------------- agreement with jax-privacy

@@ -7,7 +7,8 @@ import numpy as np
 import optax
 import pytest
 
-from privrl_jax.privacy import Neighboring, clipped_grad
+from privrl_jax.privacy import Neighboring
+from privrl_jax.privacy._clipping import clipped_grad
 
 
 def naive_clipped_sum(per_item_loss, params, batch, mask, clip):

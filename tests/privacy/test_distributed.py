@@ -8,6 +8,7 @@ import pytest
 
 from privrl_jax import privacy
 from privrl_jax.privacy import _distributed as dist
+from privrl_jax.privacy._sampling import IndexBatch
 
 
 @pytest.mark.parametrize("n,p", [(10, 1), (10, 3), (7, 7), (1000, 4), (13, 2)])
@@ -43,9 +44,7 @@ def test_local_microbatches_hold_exactly_the_sampled_units_of_each_block():
 
 
 def test_an_empty_share_gives_no_microbatch():
-    batch = privacy.IndexBatch(
-        np.array([[1, 2, 0, 0]]), np.array([[True, True, False, False]])
-    )
+    batch = IndexBatch(np.array([[1, 2, 0, 0]]), np.array([[True, True, False, False]]))
     local = dist.local_microbatches(batch, 50, 100)
     assert local.indices.shape == (0, 4) and local.size == 0
 

@@ -18,6 +18,8 @@ import optax
 import pytest
 
 from privrl_jax import privacy
+from privrl_jax.privacy._aggregation import dpsgd
+from privrl_jax.privacy._clipping import clipped_grad
 
 README = (
     Path(__file__).resolve().parents[2] / "docs" / "dp_loop.md"
@@ -218,7 +220,7 @@ def test_fit_equals_a_naive_dp_sgd_reference():
 @pytest.mark.parametrize(
     "noisy",
     [
-        lambda: privacy.dpsgd(
+        lambda: dpsgd(
             optax.adam(1e-3),
             noise_multiplier=1.0,
             l2_clip_norm=1.0,
@@ -238,7 +240,7 @@ def test_a_clipped_function_with_another_clip_norm_is_refused():
     _, loss, data, params = _problem()
     plan = _plan()
     method, state = privacy.gradient_method(plan, loss, optax.sgd(0.1), params)
-    foreign = method._replace(clipped=privacy.clipped_grad(loss, l2_clip_norm=2.0))
+    foreign = method._replace(clipped=clipped_grad(loss, l2_clip_norm=2.0))
     with pytest.raises(ValueError, match="clips to"):
         privacy.fit(plan, foreign, data, state)
 

@@ -9,12 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from privrl_jax.privacy import (
-    _ghost_conv,
-    clip_unit_grads,
-    ghost_clipped_grad_sum,
-    ghost_coverage,
-)
+from privrl_jax.privacy import _ghost_conv, ghost_coverage
+from privrl_jax.privacy._clip_core import clip_unit_grads
+from privrl_jax.privacy._ghost import ghost_clipped_grad_sum
 
 RTOL = 2e-5  # float32; the paths sum in different orders
 

@@ -14,10 +14,10 @@ from privrl_jax.privacy import (
     LedgerError,
     PoissonSampler,
     compute_epsilon,
-    dpsgd_event,
-    event_from_dict,
     event_to_dict,
 )
+from privrl_jax.privacy._accounting import dpsgd_event
+from privrl_jax.privacy._ledger import event_from_dict
 
 STEP = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0))
 

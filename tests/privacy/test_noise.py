@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from privrl_jax.privacy import add_noise_blocks
+from privrl_jax.privacy._aggregation import add_noise_blocks
 from privrl_jax.privacy._noise import fast_normal, random_bits32, threefry2x32
 
 SHAPES = [

@@ -13,6 +13,9 @@ from dp_accounting import rdp
 
 from privrl_jax import privacy
 from privrl_jax.privacy import DPPlan, Neighboring
+from privrl_jax.privacy._accounting import dpsgd_epsilon, dpsgd_event
+from privrl_jax.privacy._aggregation import add_gaussian_noise, dpsgd
+from privrl_jax.privacy._clipping import clipped_grad
 
 
 def _poisson(n=10_000, q=0.01, mb=64, capacity=None):
@@ -56,10 +59,10 @@ def test_replace_one_example_noise_std_two_and_epsilon_as_dp_accounting():
     assert plan.epsilon(1e-5).epsilon == pytest.approx(1.04, abs=0.01)
     # dpsgd_epsilon speaks the same sigma, and the optax noise transform adds the same
     # std.
-    assert privacy.dpsgd_epsilon(
+    assert dpsgd_epsilon(
         1.0, 1e-3, 10_000, 1e-5, sampling="uniform_one", dataset_size=1000
     ).epsilon == pytest.approx(expected, rel=1e-12)
-    tx = privacy.add_gaussian_noise(
+    tx = add_gaussian_noise(
         1.0, 1.0, jax.random.key(1), neighboring=Neighboring.REPLACE_ONE
     )
     upd, _ = tx.update(jnp.zeros(d), tx.init(jnp.zeros(d)))
@@ -76,7 +79,7 @@ def test_calibration_round_trip(accountant):
     eps = plan.epsilon(1e-6, accountant).epsilon
     assert 0.97 * 2.0 <= eps <= 2.0
     # Recomputed independently from the sigma alone with dp-accounting's own event.
-    event = privacy.dpsgd_event(plan.noise_multiplier, 0.01, 500)
+    event = dpsgd_event(plan.noise_multiplier, 0.01, 500)
     assert privacy.compute_epsilon(
         event, 1e-6, accountant=accountant
     ).epsilon == pytest.approx(eps, rel=1e-9)
@@ -228,7 +231,7 @@ def test_clipped_fns_take_the_plans_clip_norm_and_a_foreign_one_is_refused():
     assert plan.clipped_grad(loss).l2_clip_norms == (0.7,)
     plan.check_clipped(plan.clipped_grad(loss))
     with pytest.raises(ValueError, match="plan.clipped_grad"):
-        plan.check_clipped(privacy.clipped_grad(loss, l2_clip_norm=1.0))
+        plan.check_clipped(clipped_grad(loss, l2_clip_norm=1.0))
 
 
 def test_numpy_scalars_are_accepted():
@@ -242,12 +245,10 @@ def test_numpy_scalars_are_accepted():
         steps=np.int64(100),
         noise_multiplier=np.float64(1.1),
     )
-    ref = privacy.dpsgd_epsilon(1.1, float(np.float32(0.02)), 100, 1e-5).epsilon
+    ref = dpsgd_epsilon(1.1, float(np.float32(0.02)), 100, 1e-5).epsilon
     assert plan.epsilon(np.float64(1e-5)).epsilon == pytest.approx(ref, rel=1e-12)
     assert (
-        privacy.dpsgd_epsilon(
-            np.float32(1.1), np.float64(0.02), np.int64(100), 1e-5
-        ).epsilon
+        dpsgd_epsilon(np.float32(1.1), np.float64(0.02), np.int64(100), 1e-5).epsilon
         > 0
     )
 
@@ -279,7 +280,7 @@ def test_plan_dpsgd_equals_the_low_level_transform():
     params = {"w": jnp.zeros(5), "b": jnp.zeros(())}
     grads = {"w": jnp.arange(5.0), "b": jnp.ones(())}
     a = plan.dpsgd(optax.sgd(1.0), key=jax.random.key(4))
-    b = privacy.dpsgd(
+    b = dpsgd(
         optax.sgd(1.0),
         noise_multiplier=1.3,
         l2_clip_norm=0.5,

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from privrl_jax.privacy import PoissonSampler, Sampling, UniformOneSampler
+from privrl_jax.privacy import PoissonSampler, UniformOneSampler
+from privrl_jax.privacy._accounting import Sampling
 
 N, Q, STEPS = 500, 0.05, 4000
 

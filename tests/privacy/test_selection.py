@@ -25,10 +25,14 @@ from privrl_jax.privacy import (
     Repetitions,
     compute_epsilon,
     repeat_and_select_epsilon,
-    repeat_and_select_rdp,
     select,
 )
-from privrl_jax.privacy._selection import DEFAULT_ORDERS, _tnb_mean, rdp_curve
+from privrl_jax.privacy._selection import (
+    DEFAULT_ORDERS,
+    _tnb_mean,
+    rdp_curve,
+    repeat_and_select_rdp,
+)
 
 BASE = dp_accounting.SelfComposedDpEvent(
     dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0)), 1000

@@ -14,7 +14,17 @@ import pytest
 from synth_testlib import small_transition_table
 
 from privrl_jax import privacy, synth
+from privrl_jax.privacy._accounting import zcdp_rho
 from privrl_jax.privacy._plan import mechanism_from_description
+from privrl_jax.synth._marginal import (
+    aim_candidates,
+    aim_scores,
+    estimate_model,
+    marginal_counts,
+    measure,
+    model_marginal,
+    transition_columns,
+)
 
 # ------------------------------------------------------------ the exponential mechanism
 
@@ -74,16 +84,16 @@ def test_exponential_mechanism_is_recorded_as_its_bounded_range_zcdp(tmp_path):
 
 # -------------------------------------------------------------- candidates and scores
 def test_candidates_are_the_workloads_downward_closure_with_overlap_weights():
-    cands, w = synth.aim_candidates(("a", "b", "c"), 2)
+    cands, w = aim_candidates(("a", "b", "c"), 2)
     assert cands == (("a",), ("b",), ("c",), ("a", "b"), ("a", "c"), ("b", "c"))
     # Workload {ab, ac, bc}: "a" meets two of them once; "ab" meets ab twice, ac and bc
     # once each.
     np.testing.assert_array_equal(w, [2, 2, 2, 4, 4, 4])
-    names = synth.transition_columns(4, 2)
-    cands, w = synth.aim_candidates(names, 2)
+    names = transition_columns(4, 2)
+    cands, w = aim_candidates(names, 2)
     assert len(cands) == 12 + 66
     assert set(w[:12]) == {11.0} and set(w[12:]) == {22.0}  # d - 1 and 2 (d - 1)
-    cands3, w3 = synth.aim_candidates(names, 3)
+    cands3, w3 = aim_candidates(names, 3)
     assert len(cands3) == 12 + 66 + 220
     # A 1-way clique meets C(11, 2) triples; a pair: 2 C(10, 1) + 2 [its own]...
     assert w3[0] == math.comb(11, 2)
@@ -92,7 +102,7 @@ def test_candidates_are_the_workloads_downward_closure_with_overlap_weights():
     )
     assert w3[cands3.index(("obs0", "obs1", "obs2"))] == brute
     with pytest.raises(ValueError, match="max_clique_size"):
-        synth.aim_candidates(names, 13)
+        aim_candidates(names, 13)
 
 
 def test_quality_score_equals_a_naive_reference():
@@ -102,7 +112,7 @@ def test_quality_score_equals_a_naive_reference():
     estimates = [rng.uniform(0, 20, k) for k in sizes]
     weights = np.array([2.0, 5.0, 4.0])
     std = 1.7
-    got = synth.aim_scores(counts, estimates, weights, std)
+    got = aim_scores(counts, estimates, weights, std)
     for r in range(3):
         err = 0.0
         for i in range(sizes[r]):
@@ -112,7 +122,7 @@ def test_quality_score_equals_a_naive_reference():
         assert got[r] == pytest.approx(ref, rel=1e-12)
     # Without noise the score is the weighted L1 error alone.
     np.testing.assert_allclose(
-        synth.aim_scores(counts, estimates, weights, 0.0),
+        aim_scores(counts, estimates, weights, 0.0),
         [w * np.abs(c - e).sum() for c, e, w in zip(counts, estimates, weights)],
     )
 
@@ -142,22 +152,22 @@ def _table(rng, n):
 def test_one_row_moves_each_candidate_by_one_count_and_each_score_by_its_weight(seed):
     rng = np.random.default_rng(seed)
     disc = _disc()
-    cands, w = synth.aim_candidates(disc.names, 2)
+    cands, w = aim_candidates(disc.names, 2)
     codes = disc.discretise(_table(rng, 300))
-    base = synth.marginal_counts(codes, disc, cands)
+    base = marginal_counts(codes, disc, cands)
     # A fixed model estimate (earlier releases) and noise std: data-independent.
     est = [rng.uniform(0, 3, c.size) for c in base]
-    score = synth.aim_scores(base, est, w, 2.0)
+    score = aim_scores(base, est, w, 2.0)
     worst = np.zeros(len(cands))
     for _ in range(20):
         extra = disc.discretise(_table(rng, 1))
         j = rng.integers(len(codes))
         for other in (np.concatenate([codes, extra]), np.delete(codes, j, 0)):
-            moved = synth.marginal_counts(other, disc, cands)
+            moved = marginal_counts(other, disc, cands)
             for b, m in zip(base, moved):
                 diff = np.abs(m - b)
                 assert diff.sum() == 1 and diff.max() == 1  # one cell, one count
-            d = np.abs(synth.aim_scores(moved, est, w, 2.0) - score)
+            d = np.abs(aim_scores(moved, est, w, 2.0) - score)
             assert np.all(d <= w + 1e-9)
             worst = np.maximum(worst, d / w)
     # Each weight bounds its score's move, and some row attains it.
@@ -240,7 +250,7 @@ def test_aim_spends_exactly_its_rho_and_rdp_sees_one_gaussian(aim_run):
     assert spent == pytest.approx(rho, rel=1e-12)
     assert rho_t[-1] == pytest.approx(rho - first.rho - sum(rho_t[:-1]), rel=1e-9)
     events = dp_accounting.ComposedDpEvent([m.event() for _, m in seen])
-    assert privacy.zcdp_rho(events) == pytest.approx(rho, rel=1e-12)
+    assert zcdp_rho(events) == pytest.approx(rho, rel=1e-12)
     assert any(isinstance(e, dp_accounting.ZCDpEvent) for e in events.events)
     for delta in (1e-6, 1e-4):
         assert privacy.compute_epsilon(events, delta).epsilon == pytest.approx(
@@ -249,7 +259,7 @@ def test_aim_spends_exactly_its_rho_and_rdp_sees_one_gaussian(aim_run):
             ).epsilon,
             rel=1e-9,
         )
-    cands, _ = synth.aim_candidates(small_names := synth.transition_columns(1, 1), 2)
+    cands, _ = aim_candidates(small_names := transition_columns(1, 1), 2)
     assert set(fit.selected) <= set(cands) and len(small_names) == 5
     assert fit.codes.shape == (400, 5)
     assert len(fit.measurements) == 5 + len(fit.selected)
@@ -265,12 +275,12 @@ def test_numpy_variable_elimination_matches_mbi(small):
         ("act0", "next_obs0"),
         ("next_obs0", "reward"),
     ]
-    counts = synth.marginal_counts(codes, disc, cliques)
-    meas = synth.measure(jax.random.key(2), counts, cliques, None)
-    model = synth.estimate_model(disc, meas, iters=200)
+    counts = marginal_counts(codes, disc, cliques)
+    meas = measure(jax.random.key(2), counts, cliques, None)
+    model = estimate_model(disc, meas, iters=200)
     pairs = list(itertools.combinations(disc.names, 2))
     for q in [*pairs, ("reward", "obs0"), ("act0",)]:
-        ours = synth.model_marginal(model, q)
+        ours = model_marginal(model, q)
         theirs = np.asarray(model.project(q).datavector(), np.float64)
         np.testing.assert_allclose(ours, theirs, rtol=2e-4, atol=1e-3 * ours.max())
         assert ours.sum() == pytest.approx(float(model.total), rel=1e-9)
@@ -296,14 +306,13 @@ def test_noiseless_aim_is_greedy_and_records_no_noise(small):
     )
     assert all(m is None for _, m in seen)
     assert len(fit.selected) == 8 - 5
-    cands, w = synth.aim_candidates(disc.names, 2)
+    cands, w = aim_candidates(disc.names, 2)
     n = len(codes)
     p = {
-        c[0]: x / n
-        for c, x in zip(cands[:5], synth.marginal_counts(codes, disc, cands[:5]))
+        c[0]: x / n for c, x in zip(cands[:5], marginal_counts(codes, disc, cands[:5]))
     }
     ref = []
-    for c, x, wr in zip(cands, synth.marginal_counts(codes, disc, cands), w):
+    for c, x, wr in zip(cands, marginal_counts(codes, disc, cands), w):
         prod = p[c[0]] if len(c) == 1 else np.outer(p[c[0]], p[c[1]]).ravel()
         ref.append(wr * np.abs(x - n * prod).sum())
     assert fit.selected[0] == cands[int(np.argmax(ref))]

@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 
 from privrl_jax import synth
+from privrl_jax.synth._curiosity import (
+    RNDConfig,
+    curiosity_replace,
+    rnd_update,
+    sample_candidates,
+)
 
-SMALL = synth.RNDConfig(
+SMALL = RNDConfig(
     target_features=(64, 64, 64), predictor_features=(64,), learning_rate=3e-3
 )
 
@@ -21,7 +27,7 @@ def trained():
     def train(state, key):
         def step(state, key):
             x = jax.random.normal(key, (128, 4))
-            return synth.rnd_update(state, x)
+            return rnd_update(state, x)
 
         return jax.lax.scan(step, state, jax.random.split(key, 400))
 
@@ -88,7 +94,7 @@ def test_replacement_uses_exactly_the_top_scoring_candidates(batch, rate):
     candidates = np.zeros((num_candidates, 3), np.float32)
     candidates[:, 0] = 1000 + np.arange(num_candidates)
     scores = rng.permutation(num_candidates).astype(np.float32)
-    mixed, mask = synth.curiosity_replace(
+    mixed, mask = curiosity_replace(
         real, jnp.asarray(candidates), jnp.asarray(scores), rate=rate
     )
     mixed, mask = np.asarray(mixed), np.asarray(mask)
@@ -102,9 +108,9 @@ def test_replacement_uses_exactly_the_top_scoring_candidates(batch, rate):
 def test_replacement_validates():
     real, cands, scores = jnp.zeros((10, 2)), jnp.zeros((2, 2)), jnp.zeros((2,))
     with pytest.raises(ValueError, match="candidates"):
-        synth.curiosity_replace(real, cands, scores, rate=0.5)
+        curiosity_replace(real, cands, scores, rate=0.5)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        synth.curiosity_replace(real, cands, scores, rate=1.5)
+        curiosity_replace(real, cands, scores, rate=1.5)
 
 
 def test_sample_candidates_without_replacement():
@@ -112,7 +118,7 @@ def test_sample_candidates_without_replacement():
     scores = jnp.arange(50.0)
     starts = []
     for seed in range(40):
-        cands, cand_scores = synth.sample_candidates(
+        cands, cand_scores = sample_candidates(
             jax.random.key(seed), pool, scores, num=20
         )
         first = np.asarray(cands[:, 0])
@@ -124,4 +130,4 @@ def test_sample_candidates_without_replacement():
         starts.append(first[0])
     assert len(set(starts)) > 20  # the offset is random
     with pytest.raises(ValueError, match="pool size"):
-        synth.sample_candidates(jax.random.key(0), pool, scores, num=51)
+        sample_candidates(jax.random.key(0), pool, scores, num=51)

@@ -11,6 +11,8 @@ import pytest
 from synth_testlib import assert_each_unit_moves_the_sum_by_c, units
 
 from privrl_jax import privacy, synth
+from privrl_jax.synth._dp_transformer import ar_fragment_nll
+from privrl_jax.synth._privorl_j import pack_rows, stitched_lengths
 from privrl_jax.synth._privorl_n import init_synth_state
 
 SIZES = (2, 1, 1, 2, 1)  # s, a, r, s', d
@@ -78,10 +80,10 @@ def test_padded_steps_get_no_gradient_and_change_no_loss(params):
     x = jax.random.normal(jax.random.key(4), (H * D,))
     mask = jnp.arange(H) < 2  # steps 2, 3 padded
     item = {"x": x, "link": jnp.ones(D), "has_link": jnp.array(True), "step_mask": mask}
-    loss = jax.jit(lambda p, it: synth.ar_fragment_nll(MODEL, p, it))
+    loss = jax.jit(lambda p, it: ar_fragment_nll(MODEL, p, it))
     grad = jax.jit(
         jax.grad(
-            lambda p, v, it: synth.ar_fragment_nll(MODEL, p, {**it, "x": v}),
+            lambda p, v, it: ar_fragment_nll(MODEL, p, {**it, "x": v}),
             argnums=(0, 1),
         )
     )
@@ -112,9 +114,7 @@ def test_nll_is_the_gaussian_density_summed_over_real_steps(params):
     ref = (0.5 * ((xn - m) / np.exp(s)) ** 2 + s + 0.5 * math.log(2 * math.pi))[
         mask
     ].sum() / (H * D)
-    assert float(synth.ar_fragment_nll(MODEL, params, item)) == pytest.approx(
-        ref, rel=1e-5
-    )
+    assert float(ar_fragment_nll(MODEL, params, item)) == pytest.approx(ref, rel=1e-5)
     assert np.all(s >= synth._dp_transformer.LOG_STD_MIN) and np.all(
         s <= synth._dp_transformer.LOG_STD_MAX
     )
@@ -165,7 +165,7 @@ def test_sampling_lengths_chain_and_determinism(params):
     assert np.abs(np.asarray(gen.fragments) - np.asarray(other.fragments)).min() > 0
     # Stitched to the requested lengths (no terminal cut with stop_at_terminal off: all
     # zeros).
-    lengths, ended = synth.stitched_lengths(
+    lengths, ended = stitched_lengths(
         jnp.zeros((5, 3 * H)), jnp.array([12, 5, 1, 9, 7])
     )
     np.testing.assert_array_equal(np.asarray(lengths), [12, 5, 1, 9, 7])
@@ -210,7 +210,7 @@ def test_overfits_two_trajectories():
     """
     rng = np.random.default_rng(0)
     items, mask = _units([2, 2], rng, f=2)  # 2 trajectories x 2 fragments of H steps
-    rows = synth.pack_rows({k: v.reshape((4,) + v.shape[2:]) for k, v in items.items()})
+    rows = pack_rows({k: v.reshape((4,) + v.shape[2:]) for k, v in items.items()})
     steps = np.asarray(items["x"]).reshape(-1, D)
     bound = float(
         np.mean(0.5 * np.log(2 * math.pi * math.e * steps.var(0)))
@@ -229,9 +229,7 @@ def test_overfits_two_trajectories():
     state, _, _ = chunk(
         state, rnd, rows, jnp.zeros((1, rows.shape[1])), jnp.zeros(1), jax.random.key(2)
     )
-    item_nll = jax.jit(
-        jax.vmap(lambda it: synth.ar_fragment_nll(MODEL, state.params, it))
-    )
+    item_nll = jax.jit(jax.vmap(lambda it: ar_fragment_nll(MODEL, state.params, it)))
     per_dim = float(
         jnp.mean(item_nll({k: v.reshape((4,) + v.shape[2:]) for k, v in items.items()}))
     )

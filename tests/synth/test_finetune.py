@@ -8,6 +8,7 @@ import pytest
 
 from privrl_jax import diffusion, privacy
 from privrl_jax.synth import _privorl_n as core
+from privrl_jax.synth._curiosity import RNDConfig, sample_candidates
 
 
 @pytest.mark.slow  # CI time (issue 25): runs with -m slow
@@ -52,7 +53,7 @@ def test_pick_curious_returns_the_top_scoring_candidates_and_trains_rnd():
     rnd = synth.init_rnd(
         jax.random.key(0),
         3,
-        config=synth.RNDConfig(target_features=(16, 16), predictor_features=(16,)),
+        config=RNDConfig(target_features=(16, 16), predictor_features=(16,)),
     )
     pool = jax.random.normal(jax.random.key(1), (50, 3))
     scores = jnp.arange(50.0)[::-1]  # row r scores 49 - r
@@ -60,7 +61,7 @@ def test_pick_curious_returns_the_top_scoring_candidates_and_trains_rnd():
     rows, new_rnd = core.pick_curious(
         rnd, pool, scores, key, num_candidates=20, num_picked=6
     )
-    cands, cand_scores = synth.sample_candidates(key, pool, scores, num=20)
+    cands, cand_scores = sample_candidates(key, pool, scores, num=20)
     top = np.argsort(-np.asarray(cand_scores))[:6]
     np.testing.assert_array_equal(
         np.sort(np.asarray(rows), 0), np.sort(np.asarray(cands)[top], 0)

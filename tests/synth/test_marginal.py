@@ -13,6 +13,17 @@ import pytest
 from synth_testlib import small_transition_table
 
 from privrl_jax import privacy, synth
+from privrl_jax.privacy._accounting import zcdp_to_epsilon
+from privrl_jax.privacy._plan import effective_noise_multiplier
+from privrl_jax.synth._marginal import (
+    marginal_counts,
+    marginal_sensitivity,
+    max_spanning_tree,
+    measure,
+    mst_noise_multipliers,
+    pair_scores,
+    transition_columns,
+)
 
 OBS, ACT = 4, 2
 
@@ -78,7 +89,7 @@ def test_transition_table_round_trip():
     np.testing.assert_allclose(
         synth.transition_table(tr), t.astype(np.float32), rtol=0, atol=0
     )
-    assert synth.transition_columns(OBS, ACT)[6] == "reward"
+    assert transition_columns(OBS, ACT)[6] == "reward"
 
 
 def test_next_state_deltas_are_binned_on_their_own_public_bound():
@@ -130,23 +141,21 @@ def test_one_row_moves_the_measured_marginals_by_exactly_sqrt_k(seed):
     k = len(cliques)
     assert k == 12 + 11  # every 1-way marginal and a spanning tree of 2-way ones
     codes = disc.discretise(_table(rng, 300))
-    base = np.concatenate(synth.marginal_counts(codes, disc, cliques))
+    base = np.concatenate(marginal_counts(codes, disc, cliques))
     for _ in range(20):
         extra = disc.discretise(_table(rng, 1))
         added = np.concatenate(
-            synth.marginal_counts(np.concatenate([codes, extra]), disc, cliques)
+            marginal_counts(np.concatenate([codes, extra]), disc, cliques)
         )
         j = rng.integers(len(codes))
-        removed = np.concatenate(
-            synth.marginal_counts(np.delete(codes, j, 0), disc, cliques)
-        )
+        removed = np.concatenate(marginal_counts(np.delete(codes, j, 0), disc, cliques))
         for other in (added, removed):
             # Attained (every row is one count in one cell of each marginal), never
             # exceeded.
             assert np.linalg.norm(other - base) == pytest.approx(
-                synth.marginal_sensitivity(k), rel=1e-12
+                marginal_sensitivity(k), rel=1e-12
             )
-    assert synth.marginal_sensitivity(k) == math.sqrt(23)
+    assert marginal_sensitivity(k) == math.sqrt(23)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -155,20 +164,18 @@ def test_one_row_moves_each_mst_score_by_at_most_one(seed):
     disc = _disc()
     codes = disc.discretise(_table(rng, 300))
     one_way = [(n,) for n in disc.names]
-    meas = synth.measure(
+    meas = measure(
         jax.random.key(0),
-        synth.marginal_counts(codes, disc, one_way),
+        marginal_counts(codes, disc, one_way),
         one_way,
         privacy.GaussianMechanism(l2_sensitivity=math.sqrt(12), noise_multiplier=1.0),
     )
     pairs = [(a, b) for i, a in enumerate(disc.names) for b in disc.names[i + 1 :]]
-    base = synth.pair_scores(codes, disc, meas, pairs)
+    base = pair_scores(codes, disc, meas, pairs)
     worst = 0.0
     for _ in range(20):
         extra = disc.discretise(_table(rng, 1))
-        moved = (
-            synth.pair_scores(np.concatenate([codes, extra]), disc, meas, pairs) - base
-        )
+        moved = pair_scores(np.concatenate([codes, extra]), disc, meas, pairs) - base
         assert np.abs(moved).max() <= 1 + 1e-9
         worst = max(worst, np.linalg.norm(moved))
     assert worst <= math.sqrt(len(pairs)) + 1e-9
@@ -181,9 +188,9 @@ def test_measure_refuses_a_mechanism_of_another_sensitivity_and_noises_every_cou
     disc = _disc()
     codes = disc.discretise(_table(np.random.default_rng(3), 200))
     cliques = synth.default_transition_cliques(OBS, ACT)
-    counts = synth.marginal_counts(codes, disc, cliques)
+    counts = marginal_counts(codes, disc, cliques)
     with pytest.raises(ValueError, match="sensitivity"):
-        synth.measure(
+        measure(
             jax.random.key(0),
             counts,
             cliques,
@@ -192,14 +199,14 @@ def test_measure_refuses_a_mechanism_of_another_sensitivity_and_noises_every_cou
     mech = privacy.GaussianMechanism(
         l2_sensitivity=math.sqrt(len(cliques)), noise_multiplier=2.0
     )
-    meas = synth.measure(jax.random.key(0), counts, cliques, mech)
+    meas = measure(jax.random.key(0), counts, cliques, mech)
     noise = np.concatenate([m.noisy_counts for m in meas]) - np.concatenate(counts)
     assert meas[0].noise_std == pytest.approx(2.0 * math.sqrt(23))
     # d ~ 700 coordinates: the empirical std within 6 / sqrt(2 d) relative of sigma
     # sqrt(k).
     d = noise.size
     assert abs(noise.std() / meas[0].noise_std - 1) < 6 / math.sqrt(2 * d)
-    exact = synth.measure(jax.random.key(0), counts, cliques, None)
+    exact = measure(jax.random.key(0), counts, cliques, None)
     np.testing.assert_array_equal(
         np.concatenate([m.noisy_counts for m in exact]), np.concatenate(counts)
     )
@@ -208,9 +215,7 @@ def test_measure_refuses_a_mechanism_of_another_sensitivity_and_noises_every_cou
 def test_max_spanning_tree_picks_the_heaviest_tree():
     names = ["a", "b", "c", "d"]
     pairs = [("a", "b"), ("a", "c"), ("a", "d"), ("b", "c"), ("b", "d"), ("c", "d")]
-    tree = synth.max_spanning_tree(
-        names, pairs, np.array([5.0, 1.0, 1.0, 4.0, 0.5, 3.0])
-    )
+    tree = max_spanning_tree(names, pairs, np.array([5.0, 1.0, 1.0, 4.0, 0.5, 3.0]))
     assert set(tree) == {("a", "b"), ("b", "c"), ("c", "d")}
 
 
@@ -228,7 +233,7 @@ def test_pgm_accounting_matches_zcdp_and_dp_accounting():
         .noise_multiplier
     )
     mech = privacy.GaussianMechanism(
-        l2_sensitivity=synth.marginal_sensitivity(k), noise_multiplier=sigma
+        l2_sensitivity=marginal_sensitivity(k), noise_multiplier=sigma
     )
     per_count_std = mech.noise_std
     rho = k / (2 * per_count_std**2)
@@ -241,13 +246,13 @@ def test_pgm_accounting_matches_zcdp_and_dp_accounting():
     assert eps_gauss == pytest.approx(1.0, rel=1e-3)  # the calibration hit its target
     # PLD is tighter than RDP for a Gaussian; the classic zCDP conversion is looser.
     eps_pld = privacy.compute_epsilon(mech.event(), delta, accountant="pld").epsilon
-    assert eps_pld < eps_gauss < privacy.zcdp_to_epsilon(rho, delta)
+    assert eps_pld < eps_gauss < zcdp_to_epsilon(rho, delta)
 
 
 def test_mst_stages_compose_to_the_calibrated_gaussian():
     sigma = 1.7
-    stages = synth.mst_noise_multipliers(sigma)
-    assert privacy.effective_noise_multiplier(stages) == pytest.approx(sigma, rel=1e-12)
+    stages = mst_noise_multipliers(sigma)
+    assert effective_noise_multiplier(stages) == pytest.approx(sigma, rel=1e-12)
     composed = dp_accounting.ComposedDpEvent(
         [dp_accounting.GaussianDpEvent(s) for s in stages]
     )
@@ -257,9 +262,9 @@ def test_mst_stages_compose_to_the_calibrated_gaussian():
         ).epsilon
         three = privacy.compute_epsilon(composed, 1e-5, accountant=acc).epsilon
         assert three == pytest.approx(one, rel=1e-6 if acc == "rdp" else 2e-2)
-    assert synth.mst_noise_multipliers(0.0) == (0.0, 0.0, 0.0)
+    assert mst_noise_multipliers(0.0) == (0.0, 0.0, 0.0)
     with pytest.raises(ValueError, match="three positive shares"):
-        synth.mst_noise_multipliers(1.0, (0.5, 0.5))
+        mst_noise_multipliers(1.0, (0.5, 0.5))
 
 
 def test_the_hooks_see_every_release_before_it_is_drawn(monkeypatch):
@@ -282,7 +287,7 @@ def test_the_hooks_see_every_release_before_it_is_drawn(monkeypatch):
     assert [w for w, _ in seen] == [w for w, _ in fit.mechanisms]
     assert [m.l2_sensitivity**2 for _, m in seen] == pytest.approx([12, 66, 11])
     assert len(fit.selected) == 11  # a spanning tree of the 12 columns
-    assert privacy.effective_noise_multiplier(
+    assert effective_noise_multiplier(
         tuple(m.noise_multiplier for _, m in seen)
     ) == pytest.approx(1.0)
 
@@ -311,8 +316,8 @@ def test_pgm_fit_without_noise_reproduces_the_measured_marginals(small_fit):
         iters=300,
     )
     assert fit.codes.shape == (400, 5) and (fit.codes < np.asarray(disc.sizes)).all()
-    real = synth.marginal_counts(codes, disc, cliques)
-    syn = synth.marginal_counts(fit.codes, disc, cliques)
+    real = marginal_counts(codes, disc, cliques)
+    syn = marginal_counts(fit.codes, disc, cliques)
     # A tree of 2-way marginals is exactly representable: without noise the model
     # matches them, and mbi's randomised rounding keeps the total variation of every
     # marginal small.
@@ -331,7 +336,7 @@ def test_pgm_fit_without_noise_reproduces_the_measured_marginals(small_fit):
     )
     tv_noisy = [
         0.5 * np.abs(r - s).sum() / 400
-        for r, s in zip(real, synth.marginal_counts(noisy.codes, disc, cliques))
+        for r, s in zip(real, marginal_counts(noisy.codes, disc, cliques))
     ]
     assert np.mean(tv_noisy) > np.mean(tv)
 

@@ -18,6 +18,15 @@ import numpy as np
 import pytest
 
 from privrl_jax import synth
+from privrl_jax.synth._pategan import (
+    noisy_vote_counts,
+    pategan_round,
+    round_keys,
+    student_generator_step,
+    teacher_step,
+    vote_counts,
+    vote_labels,
+)
 
 DIM = 3
 CFG = synth.PateGanConfig(
@@ -39,9 +48,7 @@ def _rows(n, seed=0):
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _round(nets, cfg, state, parts, counts, key, noise_key, r, sigma):
-    return synth.pategan_round(
-        nets, cfg, state, parts, counts, key, noise_key, r, sigma
-    )
+    return pategan_round(nets, cfg, state, parts, counts, key, noise_key, r, sigma)
 
 
 def test_vote_noise_has_the_std_its_event_assumes():
@@ -53,14 +60,12 @@ def test_vote_noise_has_the_std_its_event_assumes():
     n = 200_000
     counts = jnp.full((n,), 3.0)
     noise = np.asarray(
-        synth.noisy_vote_counts(jax.random.key(11), counts, sigma) - counts, np.float64
+        noisy_vote_counts(jax.random.key(11), counts, sigma) - counts, np.float64
     )
     assert abs(noise.mean()) < 6 * sigma / math.sqrt(n)
     assert abs(noise.std() / sigma - 1) < 6 / math.sqrt(2 * n)
     # sigma = 0 releases the exact counts (a run labelled not private).
-    assert np.array_equal(
-        synth.noisy_vote_counts(jax.random.key(1), counts, 0.0), counts
-    )
+    assert np.array_equal(noisy_vote_counts(jax.random.key(1), counts, 0.0), counts)
 
 
 def test_the_round_releases_counts_with_that_noise():
@@ -84,7 +89,7 @@ def test_the_round_releases_counts_with_that_noise():
             r,
             sigma,
         )
-        true = synth.vote_counts(NETS, new.teachers, m["queried"])
+        true = vote_counts(NETS, new.teachers, m["queried"])
         noises.append(np.asarray(m["noisy_counts"] - true, np.float64))
     noise = np.concatenate(noises)
     n = noise.size
@@ -127,14 +132,14 @@ def test_one_row_moves_each_vote_count_by_at_most_one():
     state = synth.init_pategan(jax.random.key(6), NETS, CFG, DIM)
     parts, counts = synth.partition_rows(rows, p, CFG.num_teachers)
     parts2, counts2 = synth.partition_rows(rows[keep], p[keep], CFG.num_teachers)
-    step = jax.jit(functools.partial(synth.teacher_step, NETS, CFG))
+    step = jax.jit(functools.partial(teacher_step, NETS, CFG))
     t2, o2 = state.teachers, state.teacher_opt
     queries = jax.random.normal(jax.random.key(7), (4000, DIM)) + 1.0
     st = state
     for r in range(rounds):
         gen = st.generator  # the history: D's run
         st, _ = _round(NETS, CFG, st, parts, counts, key, jax.random.key(8), r, 1.0)
-        k_teach = synth.round_keys(key, r)[0]
+        k_teach = round_keys(key, r)[0]
         for i in range(CFG.teacher_steps):
             t2, o2, _ = step(
                 t2, o2, gen, parts2, counts2, jax.random.fold_in(k_teach, i)
@@ -149,8 +154,8 @@ def test_one_row_moves_each_vote_count_by_at_most_one():
             )
             assert same == (t != p[j]), (r, t)
         diff = np.abs(
-            np.asarray(synth.vote_counts(NETS, st.teachers, queries))
-            - np.asarray(synth.vote_counts(NETS, t2, queries))
+            np.asarray(vote_counts(NETS, st.teachers, queries))
+            - np.asarray(vote_counts(NETS, t2, queries))
         )
         assert diff.max() <= 1.0
     assert diff.max() == 1.0  # the removed row's teacher did change some votes
@@ -194,15 +199,13 @@ def test_student_and_generator_learn_only_from_released_counts():
     state = synth.init_pategan(jax.random.key(1), NETS, CFG, DIM)
     key, r = jax.random.key(2), 3
     new, m = _round(NETS, CFG, state, parts, counts, key, jax.random.key(9), r, 0.5)
-    _, k_query, k_gen = synth.round_keys(key, r)
+    _, k_query, k_gen = round_keys(key, r)
     queried = synth.generate(
         NETS, state.generator, k_query, CFG.queries_per_round, CFG.latent_dim
     )
     np.testing.assert_array_equal(queried, m["queried"])
-    labels = synth.vote_labels(m["noisy_counts"], CFG.num_teachers)
-    s, so, g, go, _ = jax.jit(
-        functools.partial(synth.student_generator_step, NETS, CFG)
-    )(
+    labels = vote_labels(m["noisy_counts"], CFG.num_teachers)
+    s, so, g, go, _ = jax.jit(functools.partial(student_generator_step, NETS, CFG))(
         state.student,
         state.student_opt,
         state.generator,
@@ -222,9 +225,9 @@ def test_student_and_generator_learn_only_from_released_counts():
 
 def test_vote_labels_threshold_at_half_the_teachers():
     noisy = jnp.array([-1.0, 1.9, 2.0, 2.01, 5.0])
-    np.testing.assert_array_equal(synth.vote_labels(noisy, 4), [0, 0, 0, 1, 1])
+    np.testing.assert_array_equal(vote_labels(noisy, 4), [0, 0, 0, 1, 1])
     np.testing.assert_allclose(
-        synth.vote_labels(noisy, 4, soft=True), [0, 0.475, 0.5, 0.5025, 1], rtol=1e-6
+        vote_labels(noisy, 4, soft=True), [0, 0.475, 0.5, 0.5025, 1], rtol=1e-6
     )
 
 

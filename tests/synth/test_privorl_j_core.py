@@ -10,6 +10,7 @@ from synth_testlib import assert_each_unit_moves_the_sum_by_c, flat, units
 
 from privrl_jax import diffusion, privacy, synth
 from privrl_jax.privacy import make_accumulate
+from privrl_jax.synth._privorl_j import pack_rows, stitched_lengths, unpack_rows
 from privrl_jax.synth._privorl_n import init_synth_state
 
 SIZES = (1, 1, 1, 1, 1)
@@ -123,8 +124,8 @@ def test_the_loop_gathers_whole_trajectories():
 
 def test_pack_unpack_round_trip():
     items, _ = _units([3], np.random.default_rng(0))
-    rows = synth.pack_rows(items)
-    back = synth.unpack_rows(rows, horizon=H, dim=D)
+    rows = pack_rows(items)
+    back = unpack_rows(rows, horizon=H, dim=D)
     for k in items:
         np.testing.assert_array_equal(back[k], items[k])
 
@@ -134,7 +135,7 @@ def test_stitched_lengths():
         [[0, 0, 1, 0, 0], [0, 0, 0, 0, 0], [1, 0, 0, 0, 0], [0, 0, 0, 1, 0]],
         jnp.float32,
     )
-    lengths, ended = synth.stitched_lengths(term, jnp.array([5, 4, 5, 2]))
+    lengths, ended = stitched_lengths(term, jnp.array([5, 4, 5, 2]))
     np.testing.assert_array_equal(lengths, [3, 4, 1, 2])
     np.testing.assert_array_equal(ended, [True, False, True, False])
 
@@ -206,7 +207,7 @@ def test_generation_with_a_tiny_trained_model():
     # Requested lengths cut the stitched trajectory (no terminals in this data).
     steps = gen.fragments.reshape(16, 4 * H, D)
     requested = jnp.arange(16) % (4 * H) + 1
-    lengths, _ = synth.stitched_lengths(
+    lengths, _ = stitched_lengths(
         jnp.zeros(steps.shape[:2]) * (steps[..., 4] > 10), requested
     )
     np.testing.assert_array_equal(lengths, requested)

@@ -12,14 +12,21 @@ import pytest
 import scipy.stats
 
 from privrl_jax import privacy, synth
+from privrl_jax.synth._marginal import ColumnBins, marginal_counts
+from privrl_jax.synth._privsyn import (
+    INDIF_SENSITIVITY,
+    PRIVSYN_SPLIT,
+    dense_marg_select,
+    gum,
+    indif_scores,
+    pair_rhos,
+)
 
 
 def _disc():
-    cols = [
-        synth.ColumnBins(name=f"c{i}", low=0.0, high=1.0, num_bins=4) for i in range(4)
-    ]
+    cols = [ColumnBins(name=f"c{i}", low=0.0, high=1.0, num_bins=4) for i in range(4)]
     return synth.PublicDiscretisation(
-        columns=(*cols, synth.ColumnBins(name="t", values=(0.0, 1.0)))
+        columns=(*cols, ColumnBins(name="t", values=(0.0, 1.0)))
     )
 
 
@@ -44,7 +51,7 @@ def test_indif_is_zero_for_a_product_table_and_matches_a_hand_count():
     g = np.array([(a, b) for a in range(4) for b in range(4)])
     codes = np.zeros((16, 5), np.int32)
     codes[:, 0], codes[:, 2], codes[:, 1] = g[:, 0], g[:, 1], g[:, 0]
-    scores = dict(zip(_pairs(disc), synth.indif_scores(codes, disc, _pairs(disc))))
+    scores = dict(zip(_pairs(disc), indif_scores(codes, disc, _pairs(disc))))
     assert scores[("c0", "c2")] == 0.0
     assert scores[("c0", "c1")] == pytest.approx(4 * 3 + 12)
 
@@ -56,29 +63,29 @@ def test_one_row_moves_every_indif_score_by_less_than_four(seed):
     disc = _disc()
     pairs = _pairs(disc)
     codes = _codes(rng, int(rng.integers(5, 60)))
-    base = synth.indif_scores(codes, disc, pairs)
+    base = indif_scores(codes, disc, pairs)
     worst = 0.0
     for _ in range(200):
         row = np.array([[rng.integers(0, s) for s in disc.sizes]], np.int32)
-        moved = np.abs(synth.indif_scores(np.vstack([codes, row]), disc, pairs) - base)
+        moved = np.abs(indif_scores(np.vstack([codes, row]), disc, pairs) - base)
         worst = max(worst, moved.max())
-        assert np.linalg.norm(moved) < synth.INDIF_SENSITIVITY * math.sqrt(len(pairs))
-    assert worst < synth.INDIF_SENSITIVITY
+        assert np.linalg.norm(moved) < INDIF_SENSITIVITY * math.sqrt(len(pairs))
+    assert worst < INDIF_SENSITIVITY
 
 
 def test_dense_marg_takes_what_lowers_the_expected_error():
     scores, cells = np.array([50.0, 0.0, 3.0]), [16, 16, 16]
     # No noise cost: every dependent pair, never an independent one.
-    assert sorted(synth.dense_marg_select(scores, cells, math.inf)) == [0, 2]
+    assert sorted(dense_marg_select(scores, cells, math.inf)) == [0, 2]
     # Measuring one 16-cell pair at rho costs 16 / sqrt(pi rho) in expected L1 noise:
     # at rho = 1, 9.03 < 50 (take it) but adding the second costs 2^1.5 * 9.03 - 9.03
     # = 16.5 more, above its InDif of 3.
-    assert synth.dense_marg_select(scores, cells, 1.0) == (0,)
-    assert synth.dense_marg_select(scores, cells, 1e-6) == ()
+    assert dense_marg_select(scores, cells, 1.0) == (0,)
+    assert dense_marg_select(scores, cells, 1e-6) == ()
 
 
 def test_pair_rhos_share_rho_by_cells_to_the_two_thirds():
-    r = synth.pair_rhos([8, 64], 3.0)
+    r = pair_rhos([8, 64], 3.0)
     assert sum(r) == pytest.approx(3.0)
     assert r[1] / r[0] == pytest.approx(4.0)  # (64 / 8)^(2/3)
 
@@ -106,7 +113,7 @@ def test_the_releases_compose_to_the_calibrated_gaussian(private_fit):
     sigma = 0.4
     assert sum(m.rho for _, m in seen) == pytest.approx(1 / (2 * sigma**2), rel=1e-9)
     split = [seen[0][1].rho, seen[1][1].rho, sum(m.rho for _, m in seen[2:])]
-    assert np.array(split) * 2 * sigma**2 == pytest.approx(synth.PRIVSYN_SPLIT)
+    assert np.array(split) * 2 * sigma**2 == pytest.approx(PRIVSYN_SPLIT)
     composed = dp_accounting.ComposedDpEvent([m.event() for _, m in seen])
     one = privacy.compute_epsilon(dp_accounting.GaussianDpEvent(sigma), 1e-5)
     assert privacy.compute_epsilon(composed, 1e-5).epsilon == pytest.approx(
@@ -119,7 +126,7 @@ def test_the_noise_has_the_std_the_records_assume(private_fit):
     disc = _disc()
     z = []
     for m in fit.measurements:
-        exact = synth.marginal_counts(codes, disc, [m.clique])[0]
+        exact = marginal_counts(codes, disc, [m.clique])[0]
         z.append((m.noisy_counts - exact) / m.noise_std)
     z = np.concatenate(z)
     # Standard normal: its sum of squares is chi-square with z.size degrees (99.9%).
@@ -174,7 +181,7 @@ def test_gum_moves_every_pair_towards_its_target():
     ]
     pairs = [(0, 1), (0, 4), (1, 4)]
     targets = [
-        synth.marginal_counts(codes, disc, [(disc.names[a], disc.names[b])])[0].reshape(
+        marginal_counts(codes, disc, [(disc.names[a], disc.names[b])])[0].reshape(
             disc.sizes[a], disc.sizes[b]
         )
         / len(codes)
@@ -187,10 +194,10 @@ def test_gum_moves_every_pair_towards_its_target():
         np.add.at(got, (rows[:, a], rows[:, b]), 1.0 / len(rows))
         return np.abs(got - targets[k]).sum()
 
-    start = synth.gum(
+    start = gum(
         np.random.default_rng(0), one, pairs, targets, num_rows=2000, iterations=0
     )
-    end = synth.gum(
+    end = gum(
         np.random.default_rng(0), one, pairs, targets, num_rows=2000, iterations=20
     )
     for k in range(len(pairs)):

@@ -4,7 +4,8 @@ t))."""
 import jax.numpy as jnp
 import numpy as np
 
-from privrl_jax import privacy, synth
+from privrl_jax import privacy
+from privrl_jax.synth._privorl_j import trajectory_dp_finetune
 
 
 def _fns(ema_decay: float, ema_warmup: bool = True):
@@ -15,7 +16,7 @@ def _fns(ema_decay: float, ema_warmup: bool = True):
         sampler=sampler, l2_clip_norm=1.0, steps=1, noise_multiplier=1.0
     )
     loss = lambda params, item: jnp.sum(params["w"] * item["x"])
-    return synth.trajectory_dp_finetune(
+    return trajectory_dp_finetune(
         loss,
         plan,
         learning_rate=0.1,

@@ -24,6 +24,7 @@ import dp_accounting
 import jax
 
 from privrl_jax import data, diffusion, privacy
+from privrl_jax.data import Normalizer as Normaliser
 from privrl_jax.pipelines._synth import inputs as _inputs
 from privrl_jax.pipelines._synth import release as _release
 from privrl_jax.pipelines._synth import scores as _scores
@@ -45,7 +46,7 @@ class BaselineTask(Protocol):
         """The encoding the audit's fidelity scores are computed in."""
 
     @property
-    def norm(self) -> diffusion.Normaliser:
+    def norm(self) -> Normaliser:
         """The audit's normaliser, fitted on the public rows only."""
 
 

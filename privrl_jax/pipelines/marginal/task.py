@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from privrl_jax import data, diffusion, envs, privacy, synth
+from privrl_jax.data import Normalizer as Normaliser
 from privrl_jax.pipelines._marginal_config import MarginalConfig
 from privrl_jax.pipelines._synth.inputs import check_same_dims, encode
 
@@ -109,7 +110,7 @@ class MarginalTask:
     cliques: tuple[tuple[str, ...], ...]
     sigma: float
     layout: diffusion.TransitionLayout
-    norm: diffusion.Normaliser
+    norm: Normaliser
 
     @property
     def method(self) -> str:

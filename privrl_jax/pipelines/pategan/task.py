@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from privrl_jax import data, diffusion, privacy, synth
+from privrl_jax.data import Normalizer as Normaliser
 from privrl_jax.pipelines._pategan_config import (
     ModelConfig,
     PateGanPipelineConfig,
@@ -112,7 +113,7 @@ class PateGanTask:
 
     cfg: PateGanPipelineConfig
     layout: diffusion.TransitionLayout
-    norm: diffusion.Normaliser
+    norm: Normaliser
     public_rows: np.ndarray
     gan: synth.PateGanConfig
     nets: synth.GanNets
