@@ -29,7 +29,6 @@ NOT_YET = {
     "privrl_jax.privacy",
     "privrl_jax.privacy.audit",
     "privrl_jax.envs",
-    "privrl_jax.synth",
     "privrl_jax.eval",
     "privrl_jax.ope",
     "privrl_jax.planning",
