@@ -107,12 +107,12 @@ def load_rossmann(
     Args:
       path: the CSV file; its header must have the columns Store, Date and Sales
         (Open is used when present).
-      stores: Rossmann store ids, one column each, in increasing id order.
+      stores: Rossmann store ids; one column per distinct id, in increasing order.
       open_days_only: drop the dates on which any chosen store was closed.
       target_mean: mean of each column after scaling, in capacity units.
 
     Returns:
-      [T, len(stores)] float32 demand, each column with mean ``target_mean``;
+      [T, w] float32 demand (w distinct stores), each column with mean ``target_mean``;
       T >= 7 usable days.
 
     Raises:
