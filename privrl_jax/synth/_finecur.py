@@ -32,9 +32,9 @@ def init_finecur(key: jax.Array, dim: int, pool_size: int) -> dict[str, Any]:
       pool_size: rows in the synthetic pool.
 
     Returns:
-      ``{"rnd": RNDState, "pool": zeros [pool_size, dim], "scores": zeros
-      [pool_size]}``; the hook of :func:`make_finecur_rows` fills the pool and its
-      scores at the first step.
+      A dict with ``rnd`` (a fresh `RNDState` from ``key``), ``pool`` (zeros
+      [pool_size, dim]) and ``scores`` (zeros [pool_size]); the hook of
+      :func:`make_finecur_rows` fills the pool and its scores at the first step.
     """
     return {
         "rnd": init_rnd(key, dim),

@@ -902,8 +902,8 @@ def fit_mst(
     :func:`mst_noise_multipliers`): (1) every 1-way marginal; (2) the score of every
     pair (:func:`pair_scores`, sensitivity sqrt(P)), the maximum spanning tree of the
     noisy scores being post-processing; (3) the tree's 2-way marginals. The original
-    selects with the exponential mechanism; a Gaussian release of the scores keeps the
-    run's events ``GaussianDpEvent``s (see the module docstring).
+    selects with the exponential mechanism; a Gaussian release of the scores keeps
+    every event of the run a ``GaussianDpEvent`` (see the module docstring).
 
     Args:
       key: the secret noise key (from a ``DPSecret``; a public one makes the run not
