@@ -1,5 +1,8 @@
-"""Offline-RL datasets: pytrees, D4RL-format HDF5 I/O, validation, normalisation, and
-POOL's demand series (a synthetic weekly series, a Rossmann store-sales CSV loader).
+"""Offline-RL datasets: pytrees, HDF5 I/O, validation, normalisation, demand series.
+
+The pytrees are `Transitions` (flat rows), `Trajectories` (zero-padded episodes) and
+`Fragments`; files are read and written in the D4RL HDF5 format. POOL's demand
+series are a synthetic weekly series and a Rossmann store-sales CSV loader.
 
 Everything here runs on the host (NumPy / h5py) except the `Normalizer`, which is a
 jittable pytree.

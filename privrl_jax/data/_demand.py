@@ -37,10 +37,25 @@ def synthetic_demand(
     seed: int = 0,
     target_mean: float = 0.4,
 ) -> np.ndarray:
-    """[num_days, w] daily demand: weekly profile x lognormal noise, deterministic.
+    """Deterministic synthetic daily demand: a weekly profile times lognormal noise.
 
-    Product i gets the profile rotated by i days (so products peak on different
-    days) and a mild upward trend of 10% over the series; ``seed`` fixes the noise.
+    Product i gets ``WEEKLY_PROFILE`` rotated by i days (so products peak on
+    different days) and a mild upward trend of 10% over the series.
+
+    Args:
+      num_days: length T of the series in days; day 0 is weekday 0 (Monday).
+      num_products: number of products w (columns).
+      noise: standard deviation of the log of the multiplicative noise (its mean
+        is 1).
+      seed: NumPy seed of the noise.
+      target_mean: mean of each column after scaling, in capacity units.
+
+    Returns:
+      [num_days, num_products] float32 demand, each column with mean
+      ``target_mean``.
+
+    Raises:
+      ValueError: ``num_days < 7`` or ``num_products < 1``.
     """
     if num_days < 7 or num_products < 1:
         raise ValueError("synthetic_demand needs num_days >= 7 and num_products >= 1")
@@ -56,7 +71,18 @@ def synthetic_demand(
 
 
 def scale_demand(series: np.ndarray, target_mean: float = 0.4) -> np.ndarray:
-    """Each column divided by its mean, times ``target_mean`` (capacity units)."""
+    """Divides each column by its mean and multiplies it by ``target_mean``.
+
+    Args:
+      series: [T, w] nonnegative demand.
+      target_mean: mean of each column after scaling, in capacity units.
+
+    Returns:
+      [T, w] float32 series, each column with mean ``target_mean``.
+
+    Raises:
+      ValueError: a column's mean is <= 0.
+    """
     series = np.asarray(series, np.float64)
     mean = series.mean(0, keepdims=True)
     if np.any(mean <= 0):
@@ -71,12 +97,23 @@ def load_rossmann(
     open_days_only: bool = True,
     target_mean: float = 0.4,
 ) -> np.ndarray:
-    """[T, w] daily sales of ``stores`` from a Rossmann train.csv, scaled.
+    """Reads the daily sales of some stores from a Rossmann train.csv, scaled.
 
     Days are aligned so that day 0 is a Monday (weekday 0, ``WEEKLY_PROFILE``'s
     order) and only dates every store has are kept; with ``open_days_only``,
     dates on which any chosen store was closed (Open = 0, or Sales = 0 without an
     Open column) are dropped -- then "weekday h mod 7" counts open days.
+
+    Args:
+      path: the CSV file; its header must have the columns Store, Date and Sales
+        (Open is used when present).
+      stores: Rossmann store ids; one column per distinct id, in increasing order.
+      open_days_only: drop the dates on which any chosen store was closed.
+      target_mean: mean of each column after scaling, in capacity units.
+
+    Returns:
+      [T, w] float32 demand (w distinct stores), each column with mean ``target_mean``;
+      T >= 7 usable days.
 
     Raises:
       ValueError: one line saying what is wrong with the file and how to fix it.
@@ -171,8 +208,7 @@ def write_synthetic_rossmann_csv(
     num_days: int = 364,
     seed: int = 0,
 ) -> Path:
-    """Writes a SYNTHETIC sales table in the Rossmann train.csv format; returns its
-    path.
+    """Writes a SYNTHETIC sales table in the Rossmann train.csv format.
 
     Not real data. The process, per store s and date t (all draws from ``seed``):
 
@@ -188,6 +224,19 @@ def write_synthetic_rossmann_csv(
     * noise: x lognormal(0, 0.12); Customers = Sales / basket, basket ~ 9 +- 0.5.
 
     Rows are written newest date first, as in Kaggle's file.
+
+    Args:
+      path: the CSV file to write; its parent directories are created.
+      num_stores: number of stores, with ids 1..num_stores.
+      start: first date, ISO format (YYYY-MM-DD).
+      num_days: number of consecutive days per store.
+      seed: NumPy seed of every draw.
+
+    Returns:
+      ``path`` as a `Path`.
+
+    Raises:
+      ValueError: ``num_stores < 1`` or ``num_days < 7``.
     """
     if num_stores < 1 or num_days < 7:
         raise ValueError(

@@ -208,8 +208,16 @@ def fragments_to_trajectories(
 
 
 def link_consistency(fragments: Fragments) -> float:
-    """Max |link of fragment k+1 - last step of fragment k| over real links (0 when
-    exact)."""
+    """Measures how far each fragment's link is from the previous fragment's last step.
+
+    Args:
+      fragments: fragmented trajectories.
+
+    Returns:
+      The max over real links (`has_link`) and step fields of
+      |link of fragment k+1 - last step of fragment k|; 0.0 when exact or when
+      there is no real link.
+    """
     has = np.asarray(fragments.has_link)
     worst = 0.0
     for k in STEP_FIELDS:

@@ -55,15 +55,14 @@ def _open_hdf5(path: str) -> h5py.File:
 
 
 def derive_next_observations(data: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Adds `next_observations` to a D4RL dict that lacks it (as
-    `d4rl.qlearning_dataset`).
+    """Adds `next_observations` to a D4RL dict that lacks it.
 
-    `next_observations[i] = observations[i + 1]` inside an episode. Rows whose successor
-    is unknown are dropped: rows with `timeouts` set (the next row starts a new
-    episode) and a final row that is not terminal. Terminal rows are kept with
-    `next_observations[i] = observations[i]` (it is multiplied by `1 - terminal` in any
-    TD target). The row before a dropped one gets `timeouts = 1` so episode boundaries
-    survive.
+    As `d4rl.qlearning_dataset` does: `next_observations[i] = observations[i + 1]`
+    inside an episode. Rows whose successor is unknown are dropped: rows with
+    `timeouts` set (the next row starts a new episode) and a final row that is not
+    terminal. Terminal rows are kept with `next_observations[i] = observations[i]`
+    (it is multiplied by `1 - terminal` in any TD target). The row before a dropped
+    one gets `timeouts = 1` so episode boundaries survive.
 
     Args:
       data: mapping with observations, actions, rewards, terminals, timeouts ([N, ...]).
@@ -203,7 +202,18 @@ def load_hdf5(
 
 
 def read_hdf5_metadata(path: str | os.PathLike) -> dict[str, Any]:
-    """The file-level attributes written by `save_hdf5` (env name, seed, ...)."""
+    """Reads the file-level attributes written by `save_hdf5` (env name, seed, ...).
+
+    Args:
+      path: an HDF5 file.
+
+    Returns:
+      The attributes by name; NumPy scalars are converted to Python scalars.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: a directory, an unreadable file, or a file that is not HDF5.
+    """
     with _open_hdf5(os.fspath(path)) as f:
         return {
             k: (v.item() if isinstance(v, np.generic) else v)
@@ -296,7 +306,15 @@ def remove_stale_hdf5_temps(path: str | os.PathLike) -> list[str]:
     """Removes the temporary files killed `save_hdf5(path, ...)` calls left behind.
 
     A live writer holds a lock on its temporary file, so only files of dead writers
-    are removed. Returns the removed paths.
+    are removed.
+
+    Args:
+      path: the destination that was passed to `save_hdf5`; its temporary files
+        live beside it.
+
+    Returns:
+      The paths of the removed files (empty when there were none, or when the
+      parent directory does not exist).
     """
     path = os.fspath(path)
     parent = os.path.dirname(os.path.abspath(path))

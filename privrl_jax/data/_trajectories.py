@@ -13,8 +13,12 @@ def episode_boundaries(transitions: Transitions) -> tuple[np.ndarray, np.ndarray
 
     A trajectory ends at a row with `terminals` or `timeouts` set, or at the last row.
 
+    Args:
+      transitions: [N] rows in collection order.
+
     Returns:
-      `(starts, lengths)`, both [B] int64.
+      `(starts, lengths)`, both [B] int64, B the number of trajectories; both
+      are empty when N = 0.
     """
     ends = (np.asarray(transitions.terminals) > 0) | (
         np.asarray(transitions.timeouts) > 0

@@ -1,15 +1,14 @@
-"""PrivORL-j's conditional diffusion transformer over trajectory fragments, with padding
-masks.
+"""PrivORL-j's conditional diffusion transformer over trajectory fragments.
 
-PrivORL Sec. VI-B and Appendix F-A (after MTDiff, He et al. 2023,
-https://arxiv.org/abs/2305.18459): the input is a sequence of 5H + 6 tokens, one per
-component (s, a, r, s', d) of each of the H steps of the noisy fragment, five for the
-link transition S the fragment is conditioned on, and one for the diffusion noise level.
-Each component is embedded by its own two-layer MLP (the paper's "MLPs"; fragment steps
-and the link have separate MLPs), a learned position embedding is added, GPT-2 blocks
-(pre-LayerNorm, GELU MLP of 4x width, 6 layers and 4 heads at paper scale) mix the
-tokens, and per-component MLPs decode the fragment tokens back into the fragment's
-shape.
+The transformer takes padding masks. PrivORL Sec. VI-B and Appendix F-A (after MTDiff,
+He et al. 2023, https://arxiv.org/abs/2305.18459): the input is a sequence of 5H + 6
+tokens, one per component (s, a, r, s', d) of each of the H steps of the noisy fragment,
+five for the link transition S the fragment is conditioned on, and one for the diffusion
+noise level. Each component is embedded by its own two-layer MLP (the paper's "MLPs";
+fragment steps and the link have separate MLPs), a learned position embedding is added,
+GPT-2 blocks (pre-LayerNorm, GELU MLP of 4x width, 6 layers and 4 heads at paper scale)
+mix the tokens, and per-component MLPs decode the fragment tokens back into the
+fragment's shape.
 
 Choices the paper leaves open, and ours:
 
@@ -74,8 +73,10 @@ class ComponentMLP(nn.Module):
 
 
 class MaskedTransformerBlock(nn.Module):
-    """Pre-LN GPT-2 block with an attention mask: x + MHA(LN(x), mask);
-    x + MLP(LN(x))."""
+    """Pre-LN GPT-2 block with an attention mask.
+
+    x <- x + MHA(LN(x), mask), then x <- x + MLP(LN(x)).
+    """
 
     num_heads: int
     mlp_ratio: int = 4
@@ -93,8 +94,9 @@ class MaskedTransformerBlock(nn.Module):
 
 
 class FragmentTransformer(nn.Module):
-    """Noise-prediction network F_theta(x, c_noise, link, has_link, step_mask) over
-    fragments.
+    """Noise-prediction network over fragments.
+
+    F_theta(x, c_noise, link, has_link, step_mask); see the module docstring.
 
     Attributes:
       component_sizes: per-step component sizes, e.g. (obs, act, 1, obs, 1) for (s, a,
@@ -123,8 +125,10 @@ class FragmentTransformer(nn.Module):
 
     @property
     def num_tokens(self) -> int:
-        """Sequence length: (components) x (H + 1 link) + 1 noise-level
-        token (5H + 6)."""
+        """Sequence length: components x (H + 1 link) + 1 noise-level token.
+
+        That is 5H + 6 for (s, a, r, s', d).
+        """
         return len(self.component_sizes) * (self.horizon + 1) + 1
 
     def _tokens(self, x: jax.Array, embeds) -> jax.Array:
@@ -221,9 +225,9 @@ class FragmentTransformer(nn.Module):
 
 @dataclasses.dataclass(frozen=True)
 class FragmentDenoiser:
-    """D(x; sigma, link) = c_skip x + c_out F(c_in x, c_noise, link, has_link,
-    step_mask).
+    """EDM's preconditioned denoiser of fragments, conditioned on their links.
 
+    D(x; sigma, link) = c_skip x + c_out F(c_in x, c_noise, link, has_link, step_mask):
     EDM's preconditioned denoiser (``EDMDenoiser``) with the conditioning threaded
     through. Frozen and hashable, so it can be a static argument of ``jax.jit``.
 
@@ -255,14 +259,27 @@ def fragment_edm_loss(
     *,
     config: EDMConfig = EDMConfig(),
 ) -> jax.Array:
-    """EDM loss of ONE fragment: lambda(sigma) sum_{real steps, dims} (D - x)^2 / (H d).
+    """EDM loss of ONE fragment, summed over its real steps only.
 
-    The sum runs over real steps only and is divided by the public constant H d (not by
-    the number of real steps, which would weight a 1-step fragment like a full one), so
-    each real step of a trajectory weighs the same. ``item`` holds ``x [H d]``, ``link
-    [d]``, ``has_link []`` and ``step_mask [H]``. Written for one fragment: the privacy
-    core vmaps it over a trajectory's fragments (items) and sums them into the
-    trajectory's loss.
+    The loss is lambda(sigma) sum_{real steps, dims} (D - x)^2 / (H d), at one
+    sigma drawn from EDM's training distribution. The sum is divided by the public
+    constant H d (not by the number of real steps, which would weight a 1-step
+    fragment like a full one), so each real step of a trajectory weighs the same.
+    Written for one fragment: the privacy core vmaps it over a trajectory's
+    fragments (items) and sums them into the trajectory's loss, the trajectory
+    being the privacy unit.
+
+    Args:
+      denoise_fn: the preconditioned denoiser.
+      params: its parameters.
+      item: one fragment in the normalised space: ``x`` [H d] (step-major),
+        ``link`` [d], ``has_link`` [] bool and ``step_mask`` [H] bool (True on
+        real steps).
+      key: PRNG key of the noise level and the noise.
+      config: EDM constants (``p_mean``, ``p_std``, ``sigma_data``).
+
+    Returns:
+      The scalar loss; 0 for a fragment with no real step.
     """
     x, step_mask = item["x"], item["step_mask"].astype(bool)
     chex.assert_rank(x, 1)

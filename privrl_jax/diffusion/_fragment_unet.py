@@ -1,15 +1,13 @@
-"""PrivORL-j-U's denoiser: a 1-D temporal U-Net over fragments (PrivORL Sec. VIII-A
-baseline).
+"""PrivORL-j-U's denoiser: a 1-D temporal U-Net over fragments.
 
-The paper's PrivORL-j-U "uses U-Net as the noise prediction network instead of the
-transformer, and the other components, like fragment synthesizing, are the same". Its
-architecture is not given; ours follows Diffuser's temporal U-Net (Janner et al. 2022,
-https://arxiv.org/abs/2205.09991)
-in miniature: the fragment is a length-H sequence with d channels; residual blocks of
-two 1-D convolutions (kernel 5, GELU) with the conditioning vector (noise-level
-embedding + link embedding, or a learned "no link" vector for first fragments) added
-after the first convolution; two resolutions (average-pool down by 2, repeat up by 2,
-skip concatenation).
+A baseline of PrivORL Sec. VIII-A. The paper's PrivORL-j-U "uses U-Net as the noise
+prediction network instead of the transformer, and the other components, like fragment
+synthesizing, are the same". Its architecture is not given; ours follows Diffuser's
+temporal U-Net (Janner et al. 2022, https://arxiv.org/abs/2205.09991) in miniature: the
+fragment is a length-H sequence with d channels; residual blocks of two 1-D convolutions
+(kernel 5, GELU) with the conditioning vector (noise-level embedding + link embedding,
+or a learned "no link" vector for first fragments) added after the first convolution;
+two resolutions (average-pool down by 2, repeat up by 2, skip concatenation).
 
 Same signature as :class:`FragmentTransformer`, so :class:`FragmentDenoiser`, the masked
 loss, the sampler and the DP pipeline use it unchanged. Padding: padded steps are zeroed

@@ -206,7 +206,17 @@ def decode_flat(encoded: jax.Array, layout: TransitionLayout) -> jax.Array:
 def flatten_transitions(
     transitions: Transitions, layout: TransitionLayout
 ) -> jax.Array:
-    """Transitions [N] -> encoded flat vectors [N, encoded_dim] (timeouts are dropped).
+    """Encodes transitions as the flat vectors the synthesizer models.
+
+    Timeouts are dropped; with ``layout.next_obs_delta`` the continuous dims of s'
+    become s' - s.
+
+    Args:
+      transitions: [N] rows (any leading batch shape works).
+      layout: the flat layout; its ``obs_dim`` and ``act_dim`` must match the data.
+
+    Returns:
+      [N, encoded_dim] flat vectors [s, a, r, s', done], discrete dims one-hot.
 
     Raises:
       ValueError: if the observation or action sizes disagree with ``layout``.
@@ -235,10 +245,18 @@ def flatten_transitions(
 
 
 def unflatten_transitions(encoded: jax.Array, layout: TransitionLayout) -> Transitions:
-    """Encoded flat vectors [N, encoded_dim] -> Transitions (timeouts = 0).
+    """Decodes flat vectors back to transitions; inverse of `flatten_transitions`.
 
-    Terminals modelled as a continuous dim (``one_hot_terminals=False``) are
-    thresholded at 0.5, as in SynthER.
+    One-hot blocks become class indices by argmax. Terminals modelled as a
+    continuous dim (``one_hot_terminals=False``) are thresholded at 0.5, as in
+    SynthER.
+
+    Args:
+      encoded: [N, encoded_dim] vectors in data units (denormalised).
+      layout: the layout they were encoded with.
+
+    Returns:
+      `Transitions` [N] with ``timeouts`` all 0.
     """
     raw = decode_flat(encoded, layout)
     o, a = layout.obs_dim, layout.act_dim
@@ -303,10 +321,30 @@ def fit_normaliser_on_public(
 
 
 def normalise(normaliser: Normalizer, x: jax.typing.ArrayLike) -> jax.Array:
-    """(x - shift) / scale for ``x [..., d]``; `Normalizer.normalize`."""
+    """Maps data to normalised units: (x - shift) / scale.
+
+    The same as `Normalizer.normalize`.
+
+    Args:
+      normaliser: the fitted normaliser of d dims.
+      x: [..., d] values in data units.
+
+    Returns:
+      [..., d] normalised values.
+    """
     return normaliser.normalize(x)
 
 
 def denormalise(normaliser: Normalizer, x: jax.typing.ArrayLike) -> jax.Array:
-    """x * scale + shift for ``x [..., d]``; `Normalizer.denormalize`."""
+    """Maps normalised values back to data units: x * scale + shift.
+
+    The same as `Normalizer.denormalize`.
+
+    Args:
+      normaliser: the fitted normaliser of d dims.
+      x: [..., d] normalised values.
+
+    Returns:
+      [..., d] values in data units.
+    """
     return normaliser.denormalize(x)

@@ -1,8 +1,10 @@
-"""Synthesizers: RND curiosity, PrivORL-n (transitions), PrivORL-j (fragments),
-DP-Transformer,
-the marginal-based baselines PGM / MST (through the optional ``mbi`` extra) and
+"""Synthesizers of offline-RL data, private and baseline.
+
+RND curiosity, PrivORL-n (transitions), PrivORL-j (fragments), DP-Transformer, the
+marginal-based baselines PGM / MST / AIM (through the optional ``mbi`` extra) and
 PrivSyn (ours: DenseMarg selection and GUM synthesis), and PATE-GAN (data-independent
-accounting of its votes)."""
+accounting of its votes).
+"""
 
 from privrl_jax.synth._curiosity import (
     curiosity_score,

@@ -141,7 +141,11 @@ def curiosity_score(rnd_state: RNDState, x: jax.Array) -> jax.Array:
 def rnd_update(
     rnd_state: RNDState, x: jax.Array
 ) -> tuple[RNDState, dict[str, jax.Array]]:
-    """One Adam step of the predictor towards the fixed target on samples ``x [B, d]``.
+    """One Adam step of the predictor towards the fixed target.
+
+    Args:
+      rnd_state: the curiosity module.
+      x: samples, [B, d].
 
     Returns:
       The new state (target unchanged) and metrics ``{"rnd_loss": scalar}``.
@@ -162,7 +166,20 @@ def rnd_update(
 
 
 def num_replaced(batch_size: int, rate: float) -> int:
-    """round(rate * batch_size), halves rounded up (Python's round would go to even)."""
+    """Number of real rows that curiosity replaces in a batch: round(rate * batch_size).
+
+    Halves are rounded up (Python's ``round`` would round them to even).
+
+    Args:
+      batch_size: B, rows in the batch.
+      rate: curiosity rate p in [0, 1].
+
+    Returns:
+      The count, an int in [0, batch_size].
+
+    Raises:
+      ValueError: ``rate`` outside [0, 1].
+    """
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"curiosity rate must be in [0, 1], got {rate}.")
     # Round to 9 decimals first so that e.g. 0.35 * 10 = 3.4999999999999996 counts

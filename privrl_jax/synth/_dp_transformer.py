@@ -1,7 +1,7 @@
-"""DP-Transformer, PrivORL-j's autoregressive baseline: a causal transformer over
-transitions,
-trained with DP-SGD at trajectory level and sampled step by step, as in DP text
-synthesis.
+"""DP-Transformer, PrivORL-j's autoregressive baseline.
+
+A causal transformer over transitions, trained with DP-SGD at trajectory level and
+sampled step by step, as in DP text synthesis.
 
 References: Yue et al. 2023, "Synthetic text generation with differential privacy: a
 simple and practical recipe" (https://arxiv.org/abs/2210.14348): pre-train a causal
@@ -82,8 +82,7 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
 
 
 class StepTransformer(nn.Module):
-    """Causal transformer over a fragment's steps with a chained Gaussian head per
-    field.
+    """Causal transformer over a fragment's steps, with a chained Gaussian head.
 
     Attributes:
       component_sizes: per-step field sizes, e.g. (obs, act, 1, obs, 1) for (s, a, r,
@@ -129,11 +128,16 @@ class StepTransformer(nn.Module):
 
         Args:
           x: fragment steps, [..., H * d] (normalised, step-major).
-          link: [..., d]; has_link: [...] bool; step_mask: [..., H] bool (a prefix of
-            True).
+          link: the link transition, [..., d] (ignored where ``has_link`` is False).
+          has_link: [...] bool, False for a trajectory's first fragment (the learned
+            start vector is used instead).
+          step_mask: [..., H] bool, True on real steps (a prefix).
 
         Returns:
           [..., H, embed_dim].
+
+        Raises:
+          ValueError: ``x``, ``link`` or ``step_mask`` of the wrong last dimension.
         """
         h_len, d = self.horizon, self.transition_dim
         if x.shape[-1] != h_len * d:
@@ -169,9 +173,17 @@ class StepTransformer(nn.Module):
     def head(
         self, h: jax.Array, x_t: jax.Array, field: int
     ) -> tuple[jax.Array, jax.Array]:
-        """(mean, log_std) of field ``field`` of a step given its context ``h [..., E]``
-        and the
-        step's earlier fields (``x_t [..., d]``; only its first fields are read)."""
+        """Gaussian parameters of one field of a step, given context and earlier fields.
+
+        Args:
+          h: the step's context features, [..., embed_dim].
+          x_t: the step, [..., d]; only the fields before ``field`` are read.
+          field: index of the field in ``component_sizes``.
+
+        Returns:
+          ``(mean, log_std)``, each [..., component_sizes[field]]; log_std is
+          soft-clamped into [LOG_STD_MIN, LOG_STD_MAX].
+        """
         start = sum(self.component_sizes[:field])
         inp = jnp.concatenate([h, x_t[..., :start]], axis=-1)
         out = self.heads[field](inp)
@@ -196,13 +208,19 @@ class StepTransformer(nn.Module):
 def ar_fragment_nll(
     model: StepTransformer, params: PyTree, item: dict[str, jax.Array]
 ) -> jax.Array:
-    """Gaussian NLL of ONE fragment: sum over real steps and dims, divided by the public
-    H d.
+    """Gaussian NLL of ONE fragment, summed over its real steps and divided by H d.
 
-    ``item`` holds ``x [H d]``, ``link [d]``, ``has_link []`` and ``step_mask [H]`` (the
-    layout of PrivORL-j's items). Dividing by the constant H d, not by the number of
-    real steps, weighs every real step of a trajectory the same (as
-    ``fragment_edm_loss``).
+    Dividing by the public constant H d, not by the number of real steps, weighs every
+    real step of a trajectory the same (as ``fragment_edm_loss``).
+
+    Args:
+      model: the step transformer.
+      params: its parameters.
+      item: one fragment in PrivORL-j's item layout: ``x`` [H d], ``link`` [d],
+        ``has_link`` [] and ``step_mask`` [H].
+
+    Returns:
+      The scalar loss.
     """
     x, step_mask = item["x"], item["step_mask"].astype(bool)
     chex.assert_rank(x, 1)
@@ -224,11 +242,25 @@ def make_ar_pretrain_chunk(
     chunk_steps: int,
     ema_decay: float = 0.995,
 ) -> Callable[..., tuple[SynthState, RNDState, PretrainMetrics]]:
-    """Non-private pre-training on public packed fragment rows (:func:`pack_rows`), the
-    first half
-    of Yue et al.'s recipe: PrivORL-j's pre-training loop (same signature, same batches)
-    on the NLL, without curiosity (the curiosity module is PrivORL's contribution, not
-    the baseline's; ``pool`` and ``pool_scores`` are ignored)."""
+    """Builds non-private pre-training on public packed fragment rows.
+
+    The first half of Yue et al.'s recipe: PrivORL-j's pre-training loop (same
+    signature, same batches, rows of :func:`pack_rows`) on the NLL, without curiosity
+    (the curiosity module is PrivORL's contribution, not the baseline's; ``pool`` and
+    ``pool_scores`` are ignored).
+
+    Args:
+      model: the step transformer.
+      tx: the optimiser.
+      batch_size: B, fragments per update.
+      chunk_steps: updates per call (a ``lax.scan``).
+      ema_decay: the EMA decay.
+
+    Returns:
+      The jitted ``chunk(state, rnd, rows, pool, pool_scores, key) -> (state, rnd,
+      metrics)`` of ``make_fragment_pretrain_chunk`` (``rnd`` is returned unchanged,
+      metrics are averaged over the chunk's updates).
+    """
     horizon, dim = model.horizon, model.transition_dim
 
     def row_loss(params, row, key):
@@ -256,12 +288,23 @@ def make_ar_dp_finetune(
     ema_warmup: bool = True,
     clip_method: str = "vmap",
 ) -> DPFinetune:
-    """Trajectory-level DP-SGD for the DP-Transformer under ``plan``.
+    """Builds trajectory-level DP-SGD for the DP-Transformer, one trajectory per unit.
 
-    ``clip(params, items [units, F, ...], fragment_mask [units, F])`` is the plan's
-    clipped sum of the per-fragment NLL: a trajectory's fragment losses are summed and
-    its gradient is clipped to C once. ``update`` is PrivORL-j's: Adam on the plan's
-    noisy mean, then the EMA (``ema_warmup``: see :func:`trajectory_dp_finetune`).
+    A trajectory's fragment losses are summed and its gradient is clipped to C once.
+
+    Args:
+      model: the step transformer.
+      plan: the DP plan; its clip norm bounds each trajectory's gradient.
+      learning_rate: Adam step size.
+      ema_decay: the EMA decay (its upper bound with ``ema_warmup``).
+      ema_warmup: warm the EMA decay up (see ``trajectory_dp_finetune``).
+      clip_method: per-unit clipping method of ``plan.clipped_grad``: ``"vmap"`` or
+        ``"ghost"``.
+
+    Returns:
+      A `DPFinetune`: ``clip(params, items [units, F, ...], fragment_mask [units, F])``
+      is the plan's clipped sum of the per-fragment NLL (no key); ``update`` is
+      PrivORL-j's: Adam on the plan's noisy mean, then the EMA.
     """
 
     def item_loss(params, item):
@@ -287,15 +330,25 @@ def generate_ar_fragments(
     num: int,
     num_fragments: int,
 ) -> GeneratedFragments:
-    """Samples ``num`` trajectories of ``num_fragments`` fragments autoregressively,
-    jitted.
+    """Samples ``num`` trajectories of ``num_fragments`` fragments autoregressively.
 
     The first fragment starts from the learned start vector (``has_link = False``); step
     t of a fragment is drawn field by field from the chained Gaussian head given the
-    link and steps < t (``lax.scan`` over steps, one transformer pass each); fragment k
-    + 1's link is fragment k's last step (``lax.scan`` over fragments). Same output as
-    :func:`generate_fragments`, so the stitching, cuts at terminals and D4RL export are
-    shared.
+    link and steps < t (``lax.scan`` over steps, one transformer pass each); fragment
+    k + 1's link is fragment k's last step (``lax.scan`` over fragments). Same output as
+    ``generate_fragments``, so the stitching, cuts at terminals and D4RL export are
+    shared. Jitted.
+
+    Args:
+      key: PRNG key.
+      model: the step transformer (static).
+      params: its parameters (the EMA weights, in the pipeline).
+      num: B, trajectories (static).
+      num_fragments: F, fragments per trajectory (static).
+
+    Returns:
+      `GeneratedFragments`: ``fragments`` [B, F, H, d], ``links`` [B, F, d] and
+      ``has_link`` [B, F], in the normalised space.
     """
     h_len, d = model.horizon, model.transition_dim
     sizes = model.component_sizes
@@ -338,7 +391,15 @@ def generate_ar_fragments(
 
 
 def init_step_transformer(key: jax.Array, model: StepTransformer) -> PyTree:
-    """Parameters of ``model`` (initialised on one dummy fragment)."""
+    """Initialises the parameters of ``model`` on one dummy fragment.
+
+    Args:
+      key: PRNG key.
+      model: the step transformer.
+
+    Returns:
+      The parameters (a flax variables dict).
+    """
     d, h_len = model.transition_dim, model.horizon
     return model.init(
         key, jnp.zeros(h_len * d), jnp.zeros(d), jnp.array(False), jnp.ones(h_len, bool)

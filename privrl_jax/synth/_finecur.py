@@ -24,9 +24,18 @@ PyTree = Any
 
 
 def init_finecur(key: jax.Array, dim: int, pool_size: int) -> dict[str, Any]:
-    """FineCur's entries of the DP loop's tree: ``rnd`` (a fresh RND from ``key``), an
-    empty ``[pool_size, dim]`` ``pool`` and its ``scores`` (filled at the first
-    step)."""
+    """Builds FineCur's entries of the DP loop's tree.
+
+    Args:
+      key: PRNG key of the fresh RND module.
+      dim: width of a row.
+      pool_size: rows in the synthetic pool.
+
+    Returns:
+      A dict with ``rnd`` (a fresh `RNDState` from ``key``), ``pool`` (zeros
+      [pool_size, dim]) and ``scores`` (zeros [pool_size]); the hook of
+      :func:`make_finecur_rows` fills the pool and its scores at the first step.
+    """
     return {
         "rnd": init_rnd(key, dim),
         "pool": jnp.zeros((pool_size, dim)),
@@ -45,7 +54,12 @@ def make_finecur_rows(
     microbatch_size: int,
     steps_per_epoch: int,
 ) -> Callable:
-    """The DP loop's ``public_rows`` hook ``(tree, acc, t) -> (tree, acc)`` of FineCur.
+    """Builds FineCur's ``public_rows`` hook for the DP loop.
+
+    ``tree`` holds ``state`` (its ``params`` and ``ema_params``) and the entries of
+    :func:`init_finecur`; ``acc`` is the step's sum of clipped gradients of the real
+    batch. The added rows are functions of the model under training only, so they cost
+    no privacy budget.
 
     Args:
       clip: the method's per-unit clip ``(params, rows, mask, key) -> (clipped sum,
@@ -59,8 +73,11 @@ def make_finecur_rows(
       microbatch_size: rows per clip call (padded with masked rows).
       steps_per_epoch: steps between two pools.
 
-    ``tree`` holds ``state`` (its ``params`` and ``ema_params``) and the entries of
-    :func:`init_finecur`; ``acc`` is the step's sum of clipped gradients.
+    Returns:
+      ``hook(tree, acc, t) -> (tree, acc)``: at step ``t`` it refreshes the pool when
+      ``t % steps_per_epoch == 0``, picks the ``num_curious`` most curious of
+      ``num_candidates`` pool rows, trains the RND predictor on the candidates, and adds
+      the picked rows' clipped gradients to ``acc``.
     """
     mb = microbatch_size
     padded = -(-num_curious // mb) * mb

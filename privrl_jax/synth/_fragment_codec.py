@@ -1,5 +1,4 @@
-"""PrivORL-j's fragment codec: trajectories to the model's rows and generated fragments
-back to stitched trajectories.
+"""PrivORL-j's fragment codec: trajectories to model rows, fragments to trajectories.
 
 Host-side numpy around the jitted encoders of ``diffusion``: a trajectory's fragments
 become its DP unit's items (``fragment_items``), the real public fragments become
@@ -22,8 +21,10 @@ from privrl_jax.synth._privorl_j import GeneratedFragments, pack_rows, stitched_
 def _normalised(
     fields: dict[str, Any], n: int, layout: diffusion.TransitionLayout, norm: Any
 ) -> np.ndarray:
-    """``n`` steps given field by field (leading axes already flat), encoded and
-    normalised: ``[n, d]``."""
+    """Encodes and normalises ``n`` steps given field by field: ``[n, d]``.
+
+    The fields' leading axes are already flat.
+    """
     flat = data.Transitions(**fields, timeouts=np.zeros(n, np.float32))
     return np.asarray(
         diffusion.normalise(
@@ -38,8 +39,10 @@ def _normalised(
 def _encode_steps(
     frags: data.Fragments, layout: diffusion.TransitionLayout, norm: Any
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Normalised encoded steps [U, F, H, d] (zero on padding) and links [U, F, d] (zero
-    if none)."""
+    """Normalised encoded steps and links of fragments.
+
+    Returns steps [U, F, H, d] (zero on padding) and links [U, F, d] (zero if none).
+    """
     u, f, h = frags.step_mask.shape
     steps = {
         k: np.asarray(getattr(frags, k)).reshape(
@@ -65,8 +68,18 @@ def _encode_steps(
 def fragment_items(
     frags: data.Fragments, layout: diffusion.TransitionLayout, norm: Any
 ) -> dict[str, np.ndarray]:
-    """A unit's items for PrivORL-j's losses: ``x`` [U, F, H d] (normalised steps, zero
-    on padding), ``link`` [U, F, d], ``has_link`` [U, F] and ``step_mask`` [U, F, H]."""
+    """Encodes fragments as the items of PrivORL-j's losses, one unit per trajectory.
+
+    Args:
+      frags: fragments grouped by trajectory, [U, F, H, ...].
+      layout: the flat transition layout of d encoded dims.
+      norm: the public normaliser of the encoded transitions.
+
+    Returns:
+      ``x`` [U, F, H d] (normalised steps, step-major, zero on padding), ``link``
+      [U, F, d] (zero where there is none), ``has_link`` [U, F] bool and
+      ``step_mask`` [U, F, H] bool.
+    """
     x, link = _encode_steps(frags, layout, norm)
     u, f, h, d = x.shape
     return {
@@ -83,8 +96,21 @@ def public_fragment_rows(
     norm: Any,
     horizon: int,
 ) -> np.ndarray:
-    """Every real fragment of the ``public`` trajectory sets as a packed row
-    (``pack_rows``); each set is cut at its own maximum fragment count (public)."""
+    """Packs every real fragment of the public trajectory sets into pre-training rows.
+
+    Each set is cut at its own maximum fragment count (public data, so no truncation
+    rule is needed).
+
+    Args:
+      public: public trajectory sets.
+      layout: the flat transition layout of d encoded dims.
+      norm: the public normaliser of the encoded transitions.
+      horizon: H, steps per fragment.
+
+    Returns:
+      [M, H d + d + 1 + H] float32 rows (:func:`pack_rows`), M the number of real
+      fragments of all sets.
+    """
     rows = []
     for traj in public:
         f = -(-int(np.max(traj.lengths)) // horizon)
@@ -106,11 +132,23 @@ def stitch_fragments(
     action_bounds: tuple[float, ...] | None,
     stop_at_terminal: bool,
 ) -> data.Transitions:
-    """The first ``n`` generated trajectories, decoded and stitched, as flat D4RL rows.
+    """Decodes and stitches the first ``n`` generated trajectories into flat D4RL rows.
 
     A trajectory ends at its first terminal (``stop_at_terminal``; else terminals are
-    zeroed) or at ``length`` steps, where ``timeouts`` = 1; actions are clipped to
-    ``action_bounds`` when given.
+    zeroed) or at ``length`` steps, where ``timeouts`` = 1.
+
+    Args:
+      gen: generated fragments [B, F, H, d] in the normalised space, B >= n.
+      n: trajectories to keep.
+      length: requested steps per trajectory, <= F H.
+      layout: the flat transition layout of the d encoded dims.
+      norm: the public normaliser the model was trained with.
+      action_bounds: ``(low, high)`` to clip actions to, or None.
+      stop_at_terminal: cut a trajectory at its first terminal.
+
+    Returns:
+      NumPy `Transitions` of the ``n`` trajectories, trajectory-major, one row per
+      kept step.
     """
     _, f, h, d = gen.fragments.shape
     steps = diffusion.denormalise(norm, gen.fragments[:n].reshape(n * f * h, d))

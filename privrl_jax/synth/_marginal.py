@@ -1,5 +1,4 @@
-"""Marginal-based DP synthesis of transition tables (PGM, MST and AIM baselines)
-through ``mbi``.
+"""Marginal-based DP synthesis of transition tables: PGM, MST and AIM, via ``mbi``.
 
 A transition (s, a, r, s', done) is one row of a table whose columns are the coordinates
 of s, a, r, s' and done. The baselines of PrivORL's Table I treat it exactly so:
@@ -75,12 +74,12 @@ OnRelease = Callable[[str, "Mechanism | None"], None]
 # --------------------------------------------------------------------------------- bins
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ColumnBins:
-    """How one column is discretised: equal-width bins on public [low, high], or fixed
-    values.
+    """How one column is discretised: equal-width bins on public bounds, or values.
 
     Attributes:
       name: the column's name (an ``mbi`` attribute).
-      low, high: the public bounds of a continuous column (None for a discrete one).
+      low: the public lower bound of a continuous column (None for a discrete one).
+      high: the public upper bound of a continuous column (None for a discrete one).
       num_bins: number of equal-width bins on [low, high]; values outside are put in the
         edge bins.
       values: the values of a discrete column (e.g. ``(0.0, 1.0)`` for done), None
@@ -137,8 +136,7 @@ class ColumnBins:
 
     @property
     def edges(self) -> np.ndarray | None:
-        """The num_bins + 1 bin edges of a continuous column
-        (None for a discrete one)."""
+        """The num_bins + 1 bin edges of a continuous column (None if discrete)."""
         if self.values is not None:
             return None
         return np.linspace(self.low, self.high, self.num_bins + 1)
@@ -170,7 +168,19 @@ class PublicDiscretisation:
         return tuple(c.size for c in self.columns)
 
     def discretise(self, table: np.ndarray) -> np.ndarray:
-        """Float rows [N, D] -> bin codes [N, D] (int32)."""
+        """Maps float rows to bin codes; values outside the bounds go to the edge bins.
+
+        A discrete column's value maps to the index of its nearest declared value.
+
+        Args:
+          table: [N, D] float rows, columns in ``names`` order.
+
+        Returns:
+          [N, D] int32 bin codes.
+
+        Raises:
+          ValueError: a table of the wrong shape, or holding NaN or inf.
+        """
         table = np.asarray(table, np.float64)
         if table.ndim != 2 or table.shape[1] != len(self.columns):
             raise ValueError(
@@ -191,13 +201,20 @@ class PublicDiscretisation:
         return codes
 
     def undiscretise(self, key: jax.Array, codes: np.ndarray) -> np.ndarray:
-        """Bin codes [N, D] -> float rows [N, D]: uniform within each continuous bin.
+        """Maps bin codes back to float rows, uniform within each continuous bin.
 
         Uniform within the bin, not the bin's midpoint: midpoints would put every
         synthetic value on a lattice of atoms, which the KS marginal score and the
         sliced Wasserstein distance penalise although it is an artefact of the decoding;
         the uniform draw is the density the histogram itself describes. The draw is
         public randomness (post-processing).
+
+        Args:
+          key: public PRNG key of the within-bin draws.
+          codes: [N, D] bin codes.
+
+        Returns:
+          [N, D] float64 rows; a discrete column gets its declared values.
         """
         codes = np.asarray(codes)
         u = np.asarray(
@@ -214,7 +231,15 @@ class PublicDiscretisation:
 
 
 def transition_columns(obs_dim: int, act_dim: int) -> tuple[str, ...]:
-    """Column names of a transition table: obs*, act*, reward, next_obs*, terminal."""
+    """Column names of a transition table: obs*, act*, reward, next_obs*, terminal.
+
+    Args:
+      obs_dim: state dimension.
+      act_dim: action dimension.
+
+    Returns:
+      The 2 obs_dim + act_dim + 2 names in table order.
+    """
     return (
         *(f"obs{i}" for i in range(obs_dim)),
         *(f"act{j}" for j in range(act_dim)),
@@ -236,8 +261,7 @@ def transition_discretisation(
     reward_bins: int,
     next_obs_delta_bound: Sequence[float] | None = None,
 ) -> PublicDiscretisation:
-    """The public bins of (s, a, r, s', done): s and s' share the observation space's
-    bounds.
+    """Builds the public bins of (s, a, r, s', done); s and s' share the state bounds.
 
     With ``next_obs_delta_bound`` (b_i > 0 per coordinate, declared from the task's
     physics, e.g. one step moves a maze ball at most dt * v_max), the ``next_obs``
@@ -246,13 +270,28 @@ def transition_discretisation(
     whole space and decoded apart from s would make s' - s mostly decoding noise.
 
     Args:
-      obs_low, obs_high: [obs_dim] bounds of the observation space (e.g. the env's
+      obs_low: [obs_dim] lower bounds of the observation space (e.g. the env's
         ``observation_space``), never the data's range.
-      act_low, act_high: [act_dim] bounds of the action space.
+      obs_high: [obs_dim] upper bounds of the observation space.
+      act_low: [act_dim] lower bounds of the action space.
+      act_high: [act_dim] upper bounds of the action space.
       reward_range: declared (low, high) of the reward (the task's definition; e.g. (0,
         1) for the dense maze reward exp(-distance)).
-      obs_bins: bins per observation coordinate (one int, or one per coordinate).
-      act_bins, reward_bins: bins per action coordinate and for the reward.
+      obs_bins: bins per observation coordinate (one int, or one per coordinate); the
+        next-state columns use the same counts.
+      act_bins: bins per action coordinate.
+      reward_bins: bins of the reward.
+      next_obs_delta_bound: [obs_dim] positive bounds b_i of s'_i - s_i, or None to
+        bin s' on the observation bounds.
+
+    Returns:
+      The `PublicDiscretisation` of the :func:`transition_columns`; ``terminal`` is
+      discrete with values (0, 1).
+
+    Raises:
+      ValueError: bounds of mismatched shapes or invalid (not finite, low >= high), a
+        wrong number of ``obs_bins`` or ``next_obs_delta_bound`` entries, a bound b_i
+        <= 0, or a bin count < 1.
     """
     obs_low, obs_high = np.asarray(obs_low, float), np.asarray(obs_high, float)
     act_low, act_high = np.asarray(act_low, float), np.asarray(act_high, float)
@@ -307,9 +346,15 @@ def transition_discretisation(
 def transition_table(
     transitions: data.Transitions, *, next_obs_delta: bool = False
 ) -> np.ndarray:
-    """Transitions -> a float table [N, 2 obs_dim + act_dim + 2] in
-    :func:`transition_columns` order
-    (the next-state columns hold s' - s with ``next_obs_delta``)."""
+    """Flattens transitions into a float table in :func:`transition_columns` order.
+
+    Args:
+      transitions: [N] transitions (timeouts are dropped).
+      next_obs_delta: store s' - s in the next-state columns instead of s'.
+
+    Returns:
+      [N, 2 obs_dim + act_dim + 2] float64 table.
+    """
     t = jax.tree_util.tree_map(np.asarray, transitions)
     nxt = (
         t.next_observations - t.observations if next_obs_delta else t.next_observations
@@ -323,8 +368,17 @@ def transition_table(
 def table_transitions(
     table: np.ndarray, obs_dim: int, act_dim: int, *, next_obs_delta: bool = False
 ) -> data.Transitions:
-    """Inverse of :func:`transition_table` (float32; timeouts = 0, as PrivORL-n's
-    release)."""
+    """Turns a table back into transitions; inverse of :func:`transition_table`.
+
+    Args:
+      table: [N, 2 obs_dim + act_dim + 2] rows in :func:`transition_columns` order.
+      obs_dim: state dimension.
+      act_dim: action dimension.
+      next_obs_delta: the next-state columns hold s' - s (s is added back).
+
+    Returns:
+      float32 NumPy `Transitions` [N] with ``timeouts`` = 0, as PrivORL-n's release.
+    """
     t = np.asarray(table, np.float64)
     o, a = obs_dim, act_dim
     terminals = t[:, 2 * o + a + 1].astype(np.float32)
@@ -341,8 +395,7 @@ def table_transitions(
 
 # ---------------------------------------------------------------------------- marginals
 def default_transition_cliques(obs_dim: int, act_dim: int) -> tuple[Clique, ...]:
-    """PGM's fixed public marginal set: every 1-way marginal and a spanning tree of
-    2-way ones.
+    """PGM's fixed public marginal set: every 1-way marginal and a tree of 2-way ones.
 
     The tree is chosen from the form of a transition, not from data: the state's
     coordinates in a chain (obs_i, obs_{i+1}); each coordinate with its successor
@@ -351,6 +404,14 @@ def default_transition_cliques(obs_dim: int, act_dim: int) -> tuple[Clique, ...]
     velocities, stored last); reward and done with the first next-state coordinate. A
     tree keeps ``mbi``'s junction tree as small as the cliques themselves. PrivORL does
     not say which marginals its PGM baseline measured.
+
+    Args:
+      obs_dim: state dimension (>= 1).
+      act_dim: action dimension.
+
+    Returns:
+      The cliques (tuples of column names of :func:`transition_columns`): the
+      2 obs_dim + act_dim + 2 one-way ones, then the pairs.
     """
     names = transition_columns(obs_dim, act_dim)
     obs = lambda i: f"obs{i}"  # noqa: E731
@@ -404,8 +465,7 @@ def marginal_sensitivity(num_marginals: int) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """A released marginal: its clique, the noisy counts and the noise std on each
-    count."""
+    """A released marginal: its clique, noisy counts and the noise std of each count."""
 
     clique: Clique
     noisy_counts: np.ndarray
@@ -418,16 +478,25 @@ def measure(
     cliques: Sequence[Clique],
     mechanism: GaussianMechanism | None,
 ) -> list[Measurement]:
-    """Releases the concatenated count vectors with one Gaussian mechanism (None: no
-    noise).
+    """Releases the concatenated count vectors with one Gaussian mechanism.
 
     ``mechanism.l2_sensitivity`` must be :func:`marginal_sensitivity` of
     ``len(counts)``; every count then gets noise of std sigma * sqrt(k) (k marginals
     with sensitivity 1 each, each rho_i = 1 / (2 k sigma^2), together rho = 1 / (2
     sigma^2): the mechanism's own rho).
 
+    Args:
+      key: the secret noise key.
+      counts: one flattened count vector per clique (:func:`marginal_counts`).
+      cliques: the cliques, in the order of ``counts``.
+      mechanism: the Gaussian mechanism, or None for an exact (not private) release.
+
+    Returns:
+      One `Measurement` per clique (noise std 0 when ``mechanism`` is None).
+
     Raises:
-      ValueError: the mechanism's sensitivity is not the one these counts have.
+      ValueError: no counts, a count vector per clique missing, or a mechanism whose
+        sensitivity is not the one these counts have.
     """
     if len(counts) != len(cliques) or not counts:
         raise ValueError("give one count vector per clique (at least one).")
@@ -462,14 +531,22 @@ def pair_scores(
     one_way: Sequence[Measurement],
     pairs: Sequence[Clique],
 ) -> np.ndarray:
-    """MST's score of each candidate pair: L1 error of the independent model's 2-way
-    counts.
+    """MST's score of each candidate pair: L1 error of the independent model's counts.
 
     score(i, j) = || C_ij - N_hat p_i (x) p_j ||_1, with C_ij the true 2-way counts and
     p_i the (clipped, normalised) *noisy* 1-way marginals, N_hat their mean total: a
     function of the data and of earlier releases only. One row moves C_ij by one count
     in one cell, so each score by at most 1 (triangle inequality) and the vector of P
     scores by at most sqrt(P) in L2.
+
+    Args:
+      codes: [N, D] sensitive bin codes.
+      disc: the public discretisation.
+      one_way: the released 1-way marginals, one per column.
+      pairs: the P candidate pairs.
+
+    Returns:
+      [P] float64 scores (not yet private: release them with :func:`release_scores`).
     """
     probs = {}
     totals = []
@@ -492,8 +569,15 @@ def pair_scores(
 def release_scores(
     key: jax.Array, scores: np.ndarray, mechanism: GaussianMechanism | None
 ) -> np.ndarray:
-    """The P pair scores plus Gaussian noise (None: exact); the mechanism's sensitivity
-    is sqrt(P).
+    """Releases the P pair scores with Gaussian noise of sensitivity sqrt(P).
+
+    Args:
+      key: the secret noise key.
+      scores: [P] pair scores (:func:`pair_scores`).
+      mechanism: the Gaussian mechanism, or None for an exact (not private) release.
+
+    Returns:
+      [P] float64 noisy scores.
 
     Raises:
       ValueError: the mechanism assumes another sensitivity than the scores' sqrt(P).
@@ -515,8 +599,17 @@ def release_scores(
 def max_spanning_tree(
     names: Sequence[str], pairs: Sequence[Clique], weights: np.ndarray
 ) -> tuple[Clique, ...]:
-    """Kruskal's maximum spanning tree (a forest when the pairs do not connect every
-    name)."""
+    """Kruskal's maximum spanning tree of the named columns.
+
+    Args:
+      names: the columns (the tree's nodes).
+      pairs: candidate edges.
+      weights: [len(pairs)] edge weights; ties go to the earlier pair.
+
+    Returns:
+      The tree's edges in the order taken; a forest when the pairs do not connect
+      every name.
+    """
     parent = {n: n for n in names}
 
     def root(n: str) -> str:
@@ -537,8 +630,14 @@ def max_spanning_tree(
 
 # ---------------------------------------------------------------------------------- mbi
 def require_mbi():
-    """``mbi``, imported on first use (the optional ``baselines`` extra); a clear error
-    without it."""
+    """Imports ``mbi`` on first use (the optional ``baselines`` extra).
+
+    Returns:
+      The ``mbi`` module.
+
+    Raises:
+      ImportError: ``mbi`` is not installed; the message says how to install it.
+    """
     try:
         with warnings.catch_warnings():
             # mbi warns at import that JAX runs in float32; the tables here are < 1e6
@@ -557,8 +656,10 @@ def require_mbi():
 
 
 def _linear_measurements(mbi, measurements: Sequence[Measurement]) -> list:
-    """mbi's L2-loss measurements, each weighted by 1 / its noise std (exact counts of
-    a noiseless run get weight 1)."""
+    """Converts measurements to mbi's L2-loss measurements weighted by 1 / their std.
+
+    Exact counts of a noiseless run get weight 1.
+    """
     return [
         mbi.LinearMeasurement(
             np.asarray(m.noisy_counts, np.float32),
@@ -597,9 +698,20 @@ def estimate_model(
 def sample_model(
     model, disc: PublicDiscretisation, *, num_rows: int, seed: int
 ) -> np.ndarray:
-    """``num_rows`` rows of codes from an mbi model
-    (``MarkovRandomField.synthetic_data``) with a public ``seed``: the model is already
-    a DP release, so how it is sampled is post-processing."""
+    """Samples rows of codes from an mbi model with a public seed.
+
+    The model is already a DP release, so how it is sampled is post-processing.
+
+    Args:
+      model: a fitted mbi model (``MarkovRandomField``).
+      disc: the discretisation (column order of the output).
+      num_rows: rows to sample.
+      seed: public seed of NumPy's generator for this call (the caller's global
+        stream is restored).
+
+    Returns:
+      [num_rows, D] int32 bin codes.
+    """
     # mbi's NumPy sampler (randomized rounding, its default) draws from NumPy's global
     # generator: seed it for this call and restore it, so the caller's global stream is
     # left as it was. (mbi.extensions.synthetic_data takes a seed, but compiles one
@@ -624,8 +736,20 @@ def estimate_and_sample(
     iters: int,
     seed: int,
 ) -> np.ndarray:
-    """Fits ``mbi``'s graphical model to the measurements (:func:`estimate_model`) and
-    samples ``num_rows`` rows of codes from it (:func:`sample_model`)."""
+    """Fits ``mbi``'s graphical model to the measurements and samples it.
+
+    :func:`estimate_model`, then :func:`sample_model`.
+
+    Args:
+      disc: the public discretisation.
+      measurements: the released marginals.
+      num_rows: rows to sample.
+      iters: mirror-descent iterations.
+      seed: public seed of the sampler.
+
+    Returns:
+      [num_rows, D] int32 bin codes.
+    """
     model = estimate_model(disc, measurements, iters=iters)
     return sample_model(model, disc, num_rows=num_rows, seed=seed)
 
@@ -658,8 +782,10 @@ def _release(on_release: OnRelease | None, what: str, mech: Mechanism | None) ->
 def _with_sensitivity(
     mech: GaussianMechanism | None, k: int
 ) -> GaussianMechanism | None:
-    """The mechanism of noise multiplier ``mech.noise_multiplier`` on k sensitivity-1
-    blocks."""
+    """The mechanism of noise multiplier ``mech.noise_multiplier`` on k blocks.
+
+    Each block has sensitivity 1, so together sqrt(k).
+    """
     if mech is None:
         return None
     return dataclasses.replace(mech, l2_sensitivity=marginal_sensitivity(k))
@@ -677,13 +803,15 @@ def fit_pgm(
     sample_seed: int = 0,
     on_release: OnRelease | None = None,
 ) -> MarginalFit:
-    """PGM with a fixed public marginal set (McKenna et al. 2019): measure once,
-    estimate, sample.
+    """PGM with a fixed public marginal set (McKenna et al. 2019).
+
+    Measures all marginals in one release, estimates the graphical model, samples it.
 
     Args:
       key: the secret noise key (from a ``DPSecret``; a public one makes the run not
         private).
-      codes: [N, D] sensitive rows as bin codes.
+      codes: [N, D] sensitive rows as bin codes; one row is the privacy unit
+        (add/remove-one).
       disc: the public discretisation.
       cliques: the public marginal set (e.g. :func:`default_transition_cliques`).
       noise_multiplier: sigma of the one Gaussian release of all k marginals (noise std
@@ -692,6 +820,13 @@ def fit_pgm(
       iters: mirror-descent iterations of mbi's estimator.
       sample_seed: public seed of mbi's sampler.
       on_release: called before the release (e.g. to check and record it in a ledger).
+
+    Returns:
+      A `MarginalFit` with ``num_rows`` sampled codes, the k measurements and the one
+      mechanism; ``selected`` is empty.
+
+    Raises:
+      ImportError: ``mbi`` is not installed.
     """
     mech = (
         None
@@ -724,6 +859,16 @@ def mst_noise_multipliers(
     sqrt(w_i); then sum_i sigma_i^-2 = sigma^-2 (``privacy.effective_noise_multiplier``
     of the three is sigma), so a sigma calibrated for one Gaussian release is the run's
     sigma for the whole MST.
+
+    Args:
+      noise_multiplier: sigma of the whole run; 0 for no noise.
+      split: the three shares of rho, positive and summing to 1.
+
+    Returns:
+      The three sigmas (all 0 when ``noise_multiplier`` is 0).
+
+    Raises:
+      ValueError: ``split`` is not three positive shares summing to 1.
     """
     split = tuple(float(w) for w in split)
     if (
@@ -757,9 +902,30 @@ def fit_mst(
     :func:`mst_noise_multipliers`): (1) every 1-way marginal; (2) the score of every
     pair (:func:`pair_scores`, sensitivity sqrt(P)), the maximum spanning tree of the
     noisy scores being post-processing; (3) the tree's 2-way marginals. The original
-    selects with the exponential mechanism; a Gaussian release of the scores keeps the
-    run's events ``GaussianDpEvent``s (see the module docstring). Arguments as
-    :func:`fit_pgm`; ``split`` shares rho among the three releases.
+    selects with the exponential mechanism; a Gaussian release of the scores keeps
+    every event of the run a ``GaussianDpEvent`` (see the module docstring).
+
+    Args:
+      key: the secret noise key (from a ``DPSecret``; a public one makes the run not
+        private).
+      codes: [N, D] sensitive rows as bin codes; one row is the privacy unit
+        (add/remove-one).
+      disc: the public discretisation.
+      noise_multiplier: sigma of the one Gaussian the three releases compose to; 0
+        releases exact statistics (not private).
+      num_rows: rows to sample (public).
+      iters: mirror-descent iterations of mbi's estimator.
+      sample_seed: public seed of mbi's sampler.
+      split: the shares of rho of the three releases.
+      on_release: called before each release (e.g. to check and record it in a ledger).
+
+    Returns:
+      A `MarginalFit`: the sampled codes, the 1-way and tree measurements, the three
+      mechanisms, and the tree's pairs as ``selected``.
+
+    Raises:
+      ValueError: an invalid ``split``.
+      ImportError: ``mbi`` is not installed.
     """
     s1, s2, s3 = mst_noise_multipliers(noise_multiplier, split)
     names = disc.names
@@ -809,13 +975,23 @@ _HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
 def aim_candidates(
     names: Sequence[str], max_clique_size: int
 ) -> tuple[tuple[Clique, ...], np.ndarray]:
-    """AIM's candidate cliques and their weights for the workload of all k-way
-    marginals.
+    """AIM's candidate cliques and weights for the workload of all k-way marginals.
 
     The workload W is every clique of k = ``max_clique_size`` columns (weight 1 each);
     the candidates are its downward closure (every clique of 1..k columns), and
     candidate r's weight is sum_{q in W} |r & q|: how many workload columns it informs
     (AIM, Sec. 4). Public: a function of the column names only.
+
+    Args:
+      names: the column names.
+      max_clique_size: k, in [1, len(names)].
+
+    Returns:
+      The candidate cliques (by size, then in ``itertools.combinations`` order) and
+      their float weights.
+
+    Raises:
+      ValueError: ``max_clique_size`` outside [1, len(names)].
     """
     k = int(max_clique_size)
     if not 1 <= k <= len(names):
@@ -835,7 +1011,7 @@ def aim_scores(
     weights: np.ndarray,
     noise_std: float,
 ) -> np.ndarray:
-    """AIM's quality score of each candidate clique r (McKenna et al. 2022, Sec. 4):
+    """AIM's quality score of each candidate clique (McKenna et al. 2022, Sec. 4).
 
         q_r = w_r * (||x_r - x_hat_r||_1 - sqrt(2 / pi) * noise_std * n_r),
 
@@ -844,6 +1020,18 @@ def aim_scores(
     measurement of r would get this round: the L1 error a measurement could remove,
     minus the L1 error its own noise would bring. One row moves x_r by one count in one
     cell, hence q_r by at most w_r (triangle inequality); the rest is data-independent.
+
+    Args:
+      counts: the data's flattened counts of each candidate.
+      estimates: the model's counts of each candidate (:func:`model_marginal`).
+      weights: [R] candidate weights (:func:`aim_candidates`).
+      noise_std: per-count noise std of this round's measurement.
+
+    Returns:
+      [R] float64 scores.
+
+    Raises:
+      ValueError: the three inputs differ in length.
     """
     weights = np.asarray(weights, np.float64)
     if not len(counts) == len(estimates) == weights.size:
@@ -857,14 +1045,23 @@ def aim_scores(
 
 
 def model_marginal(model, clique: Clique) -> np.ndarray:
-    """An ``mbi`` model's counts on ``clique`` (flattened in C order over the clique),
-    by variable elimination in NumPy on the model's potentials.
+    """An ``mbi`` model's counts on a clique, by variable elimination in NumPy.
 
     mbi's own ``project`` jits the elimination per clique and per model structure:
     a compile for each candidate, each AIM round (~1 s each on our CPU). The factors
     here are small (a tree of 2-way cliques), so NumPy's einsum costs milliseconds.
     Each factor is exponentiated after subtracting its maximum and each product is
     rescaled the same way (the constants cancel in the final normalisation).
+
+    Args:
+      model: a fitted mbi model.
+      clique: column names.
+
+    Returns:
+      The counts, flattened in C order over the clique, summing to the model's total.
+
+    Raises:
+      ValueError: the model does not cover the clique.
     """
     clique = tuple(clique)
     factors = []
@@ -922,8 +1119,10 @@ def fit_aim(
     round_iters: int = 1000,
     on_release: OnRelease | None = None,
 ) -> MarginalFit:
-    """AIM (McKenna, Mullins, Sheldon & Miklau 2022, "AIM: An Adaptive and Iterative
-    Mechanism for Differentially Private Synthetic Data", https://arxiv.org/abs/2201.12677).
+    """AIM: adaptive, iterative selection and measurement of marginals.
+
+    McKenna, Mullins, Sheldon & Miklau 2022, "AIM: An Adaptive and Iterative Mechanism
+    for Differentially Private Synthetic Data", https://arxiv.org/abs/2201.12677.
 
     The budget is rho = 1 / (2 noise_multiplier^2), the zCDP of the one Gaussian the
     pipeline calibrated at the target (epsilon, delta); its RDP epsilon is the target.
@@ -944,10 +1143,34 @@ def fit_aim(
 
     The selection's event is ``ZCDpEvent(epsilon_t^2 / 8)`` (the bounded-range bound
     of Cesar & Rogers 2021), each measurement's a ``GaussianDpEvent``; they compose to
-    rho exactly. ``noise_multiplier = 0`` runs the noiseless algorithm (greedy
-    selection, exact counts, ``rounds - d`` rounds): not private. The other arguments
-    are :func:`fit_pgm`'s; ``on_release`` sees every selection and measurement before
-    it is drawn.
+    rho exactly.
+
+    Args:
+      key: the secret noise key (from a ``DPSecret``; a public one makes the run not
+        private).
+      codes: [N, D] sensitive rows as bin codes; one row is the privacy unit
+        (add/remove-one).
+      disc: the public discretisation of the d = D columns.
+      noise_multiplier: sigma of the one Gaussian the run's rho equals; 0 runs the
+        noiseless algorithm (greedy selection, exact counts, ``rounds - d`` rounds):
+        not private.
+      num_rows: rows to sample (public).
+      iters: mirror-descent iterations of the final fit.
+      sample_seed: public seed of mbi's sampler.
+      max_clique_size: k of the workload of all k-way marginals.
+      max_model_size: junction-tree size limit of the final model, in MB.
+      rounds: rounds the budget is first divided into, > d.
+      round_iters: mirror-descent iterations of each round's re-estimate.
+      on_release: called before every selection and measurement is drawn.
+
+    Returns:
+      A `MarginalFit`: the sampled codes, every measurement, every (what, mechanism)
+      in order, and the selected cliques in order.
+
+    Raises:
+      ValueError: ``rounds`` not an int > d, ``max_model_size`` <= 0, or an invalid
+        ``max_clique_size``.
+      ImportError: ``mbi`` is not installed.
     """
     names, d = disc.names, len(disc.names)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds <= d:

@@ -1,5 +1,4 @@
-"""PATE-GAN (Jordon, Yoon & van der Schaar, ICLR 2019) for transitions, with a
-data-independent accounting of the teachers' noisy votes.
+"""PATE-GAN for transitions, with a data-independent accounting of the noisy votes.
 
 Reference: J. Jordon, J. Yoon, M. van der Schaar, "PATE-GAN: Generating synthetic data
 with differential privacy guarantees", ICLR 2019,
@@ -91,7 +90,9 @@ class PateGanConfig:
     Attributes:
       num_teachers: k, the number of disjoint partitions / teacher discriminators.
       latent_dim: dimension of the generator's N(0, I) input.
-      generator_features, discriminator_features: hidden widths of the MLPs.
+      generator_features: hidden widths of the generator MLP.
+      discriminator_features: hidden widths of the discriminator MLPs (teachers and
+        student).
       learning_rate: Adam step size of every network.
       teacher_steps: teacher updates per round.
       teacher_batch_size: real rows (from its own partition) and fake rows per teacher
@@ -149,7 +150,15 @@ class GanNets(NamedTuple):
 
 
 def make_nets(cfg: PateGanConfig, dim: int) -> GanNets:
-    """The generator (latent -> [dim]), discriminator ([dim] -> logit) and Adam."""
+    """Builds the generator, the discriminator and the shared Adam optimiser.
+
+    Args:
+      cfg: the hidden widths and the learning rate (Adam with b1 = 0.5).
+      dim: d, width of a row.
+
+    Returns:
+      `GanNets`: generator (latent -> [d]), discriminator ([d] -> one logit), Adam.
+    """
     return GanNets(
         MLP(features=tuple(cfg.generator_features), out_dim=dim),
         MLP(features=tuple(cfg.discriminator_features), out_dim=1),
@@ -158,8 +167,10 @@ def make_nets(cfg: PateGanConfig, dim: int) -> GanNets:
 
 
 class PateGanState(NamedTuple):
-    """Parameters and optimiser states; ``teachers`` / ``teacher_opt`` are stacked
-    over the k teachers (leading axis)."""
+    """Parameters and optimiser states of the generator, the student and the teachers.
+
+    ``teachers`` / ``teacher_opt`` are stacked over the k teachers (leading axis).
+    """
 
     generator: Params
     generator_opt: Any
@@ -194,10 +205,22 @@ def partition_ids(key: jax.Array, row_ids: jax.Array, num_teachers: int) -> jax.
 def partition_rows(
     rows: np.ndarray, parts: np.ndarray, num_teachers: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Rows grouped by partition: (padded [k, cap, d], counts [k]); order kept.
+    """Groups rows by partition, padded to the largest partition; order kept.
 
     ``cap`` is the largest partition's size (at least 1); padding rows are zeros and
     are never drawn (a teacher draws indices below its own count).
+
+    Args:
+      rows: [N, d] sensitive rows.
+      parts: int [N] partition of each row in {0..k-1} (:func:`partition_ids`).
+      num_teachers: k.
+
+    Returns:
+      ``(padded, counts)``: float32 [k, cap, d] rows by partition and int32 [k]
+      partition sizes.
+
+    Raises:
+      ValueError: ``rows`` not [N, d] or ``parts`` not [N].
     """
     rows, parts = np.asarray(rows, np.float32), np.asarray(parts)
     if rows.ndim != 2 or parts.shape != rows.shape[:1]:
@@ -215,7 +238,14 @@ def partition_rows(
 
 # -------------------------------------------------------------------------------- votes
 def vote_mechanism(noise_multiplier: float) -> GaussianMechanism | None:
-    """The Gaussian mechanism of one vote count (sensitivity 1); None for sigma = 0."""
+    """The Gaussian mechanism of one vote count (sensitivity 1).
+
+    Args:
+      noise_multiplier: sigma, the noise std of each count.
+
+    Returns:
+      The mechanism, or None for sigma = 0 (exact counts, not private).
+    """
     if noise_multiplier == 0:
         return None
     return GaussianMechanism(
@@ -250,9 +280,17 @@ def noisy_vote_counts(
 def vote_labels(
     noisy_counts: jax.Array, num_teachers: int, *, soft: bool = False
 ) -> jax.Array:
-    """The student's labels (post-processing of the released counts): 1 where the
-    noisy "real" count exceeds k / 2, or with ``soft`` the noisy share clipped to
-    [0, 1]."""
+    """The student's labels, post-processing of the released counts.
+
+    Args:
+      noisy_counts: [B] released "real" counts.
+      num_teachers: k.
+      soft: return the noisy share clipped to [0, 1] instead of the majority.
+
+    Returns:
+      float32 [B]: 1 where the noisy count exceeds k / 2 (else 0), or with ``soft``
+      clip(count / k, 0, 1).
+    """
     if soft:
         return jnp.clip(noisy_counts / num_teachers, 0.0, 1.0)
     return (noisy_counts > num_teachers / 2).astype(jnp.float32)
@@ -270,7 +308,18 @@ def _bce_fake(logits: jax.Array) -> jax.Array:
 def generate(
     nets: GanNets, generator: Params, key: jax.Array, num: int, latent_dim: int
 ) -> jax.Array:
-    """``num`` generator samples [num, dim] (normalised encoded transitions)."""
+    """Draws generator samples from N(0, I) latents.
+
+    Args:
+      nets: the networks.
+      generator: the generator's parameters.
+      key: PRNG key of the latents.
+      num: samples to draw.
+      latent_dim: dimension of the latent.
+
+    Returns:
+      [num, d] samples (normalised encoded transitions).
+    """
     z = jax.random.normal(key, (num, latent_dim))
     return nets.generator.apply(generator, z)
 
@@ -288,9 +337,19 @@ def discriminator_step(
     real_mask: jax.Array,
     fake: jax.Array,
 ) -> tuple[Params, Any, jax.Array]:
-    """One BCE step of a discriminator: ``real`` [b, dim] (rows with ``real_mask`` 0
-    are ignored) labelled 1, ``fake`` [b, dim] labelled 0. Returns (params, opt,
-    loss)."""
+    """One BCE step of a discriminator on real (label 1) and fake (label 0) rows.
+
+    Args:
+      nets: the networks (the discriminator and the optimiser).
+      params: the discriminator's parameters.
+      opt: its optimiser state.
+      real: [b, d] rows labelled 1.
+      real_mask: [b]; rows where it is 0 are ignored.
+      fake: [b, d] rows labelled 0.
+
+    Returns:
+      ``(params, opt, loss)`` after the step; ``loss`` is the loss before it.
+    """
 
     def loss_fn(p):
         lr = nets.discriminator.apply(p, real)[:, 0]
@@ -349,12 +408,27 @@ def student_generator_step(
     labels: jax.Array,
     key: jax.Array,
 ) -> tuple[Params, Any, Params, Any, dict[str, jax.Array]]:
-    """The student's ``student_steps`` updates on the labelled samples, then
-    ``generator_steps`` generator updates against the student.
+    """Updates the student on the labelled samples, then the generator against it.
 
-    Its arguments are everything the student and the generator learn from: the
-    generator's own samples ``queried`` [B, dim], their noisy-vote ``labels`` [B]
-    (released), and a public ``key``. No sensitive row is an argument.
+    ``student_steps`` student updates, then ``generator_steps`` generator updates. The
+    arguments are everything the student and the generator learn from: the generator's
+    own samples, their released noisy-vote labels and a public key. No sensitive row is
+    an argument.
+
+    Args:
+      nets: the networks.
+      cfg: the step counts and sizes.
+      student: the student's parameters.
+      student_opt: its optimiser state.
+      generator: the generator's parameters.
+      generator_opt: its optimiser state.
+      queried: [B, d] the generator's samples of this round.
+      labels: [B] their labels (:func:`vote_labels`).
+      key: public PRNG key of the generator's latents.
+
+    Returns:
+      ``(student, student_opt, generator, generator_opt, metrics)``; ``metrics`` holds
+      the last ``student_loss`` and ``generator_loss``.
     """
 
     def s_loss(p):
@@ -389,8 +463,15 @@ def student_generator_step(
 
 
 def round_keys(key: jax.Array, round_index: jax.typing.ArrayLike):
-    """(teacher key, query key, generator key) of a round: public, addressed by the
-    round's index."""
+    """The public (teacher, query, generator) keys of a round, addressed by its index.
+
+    Args:
+      key: the run's public key.
+      round_index: the round's index (may be traced).
+
+    Returns:
+      Three PRNG keys.
+    """
     k = jax.random.fold_in(key, round_index)
     return jax.random.fold_in(k, 0), jax.random.fold_in(k, 1), jax.random.fold_in(k, 2)
 
@@ -409,9 +490,10 @@ def pategan_round(
     """One PATE-GAN round: teachers, B noisy votes, student and generator.
 
     Args:
-      nets, cfg: the networks and sizes.
+      nets: the networks.
+      cfg: the sizes.
       state: the current state.
-      partitions: [k, cap, dim] sensitive rows by partition (:func:`partition_rows`).
+      partitions: [k, cap, d] sensitive rows by partition (:func:`partition_rows`).
       counts: int [k] partition sizes.
       key: public key of the run (fakes, batches); the round uses
         :func:`round_keys` of it.
@@ -422,7 +504,7 @@ def pategan_round(
 
     Returns:
       (new state, metrics); ``metrics["noisy_counts"]`` [B] is what the round
-      releases, ``metrics["queried"]`` [B, dim] the samples they label.
+      releases, ``metrics["queried"]`` [B, d] the samples they label.
     """
     k_teach, k_query, k_gen = round_keys(key, round_index)
 
@@ -476,9 +558,19 @@ def pategan_round(
 
 
 def make_pategan_chunk(nets: GanNets, cfg: PateGanConfig, num_rounds: int):
-    """A jitted ``chunk(state, partitions, counts, key, noise_key, start, sigma)`` that
-    scans ``num_rounds`` rounds from round index ``start``; returns (state, metrics of
-    the last round without the per-sample arrays)."""
+    """Builds a jitted scan over ``num_rounds`` PATE-GAN rounds.
+
+    Args:
+      nets: the networks.
+      cfg: the sizes.
+      num_rounds: rounds per call; each costs B Gaussian queries.
+
+    Returns:
+      ``chunk(state, partitions, counts, key, noise_key, start, sigma) -> (state,
+      metrics)``: runs rounds ``start .. start + num_rounds - 1`` (see
+      :func:`pategan_round`) and returns the last round's metrics without the
+      per-sample arrays.
+    """
 
     @jax.jit
     def chunk(state, partitions, counts, key, noise_key, start, sigma):
@@ -506,8 +598,21 @@ def init_pategan(
     generator: Params | None = None,
     discriminator: Params | None = None,
 ) -> PateGanState:
-    """Fresh state; a given (public, e.g. :func:`pretrain_gan`'s) ``generator`` and
-    ``discriminator`` initialise the generator and the student and every teacher."""
+    """Builds a fresh PATE-GAN state.
+
+    Args:
+      key: PRNG key of the networks that are initialised at random.
+      nets: the networks.
+      cfg: the sizes (``num_teachers``, ``latent_dim``).
+      dim: d, width of a row.
+      generator: public initial generator parameters (e.g. :func:`pretrain_gan`'s),
+        or None for a random initialisation.
+      discriminator: public initial discriminator parameters copied into the student
+        and every teacher, or None for random ones (a different draw each).
+
+    Returns:
+      A `PateGanState` with fresh optimiser states.
+    """
     return _init(key, nets, cfg, dim, generator, discriminator)
 
 
@@ -570,17 +675,22 @@ def pretrain_gan(
     *,
     steps: int,
 ) -> tuple[Params, Params, dict[str, float]]:
-    """A non-private GAN on PUBLIC rows only (PrePATE-GAN's pre-training).
+    """Trains a non-private GAN on PUBLIC rows only (PrePATE-GAN's pre-training).
 
     Args:
       key: public key.
-      nets, cfg: the networks and sizes (``teacher_batch_size`` rows a step).
+      nets: the networks.
+      cfg: the sizes (``teacher_batch_size`` rows a step).
       public_rows: [M, dim] public encoded, normalised transitions: never sensitive
         ones (the result initialises the released model without any noise).
       steps: discriminator + generator updates.
 
     Returns:
-      (generator params, discriminator params, final losses).
+      (generator params, discriminator params, final losses
+      ``{"discriminator_loss", "generator_loss"}``).
+
+    Raises:
+      ValueError: ``public_rows`` is not [M >= 1, d].
     """
     public_rows = jnp.asarray(public_rows, jnp.float32)
     if public_rows.ndim != 2 or public_rows.shape[0] < 1:

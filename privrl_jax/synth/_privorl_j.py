@@ -1,17 +1,15 @@
-"""PrivORL-j's steps: fragment pre-training with curiosity, trajectory-level DP
-fine-tuning, and
-trajectory generation by conditioned, stitched fragments.
+"""PrivORL-j's steps: fragment pre-training, trajectory DP fine-tuning, generation.
 
-Pure, jitted functions over pytrees; the pipeline (``privrl_jax.pipelines.privorl_j``)
-owns data, files, progress bars, checkpoints and the ledger.
+Trajectories are generated as conditioned, stitched fragments. Pure, jitted functions
+over pytrees; the pipeline (``privrl_jax.pipelines.privorl_j``) owns data, files,
+progress bars, checkpoints and the ledger.
 
 Reference: PrivORL (``papers/privorl.txt``), Sections VI-VII and Appendix F-A. The unit
-  of privacy
-is the trajectory: DP data are laid out ``[trajectories, fragments, ...]`` (items =
-fragments, an item mask marks the padding fragments), so ``plan.clipped_grad`` sums a
-trajectory's fragment losses and clips the trajectory's whole gradient once, and the
-plan's Poisson sampler draws whole trajectories with rate q = batch trajectories / total
-trajectories (Sec. VII).
+of privacy is the trajectory: DP data are laid out ``[trajectories, fragments, ...]``
+(items = fragments, an item mask marks the padding fragments), so ``plan.clipped_grad``
+sums a trajectory's fragment losses and clips the trajectory's whole gradient once, and
+the plan's Poisson sampler draws whole trajectories with rate q = batch trajectories /
+total trajectories (Sec. VII).
 
 Layout of one fragment item (normalised space): ``x [H d]`` (steps in order, each step's
 components s, a, r, s', d), ``link [d]``, ``has_link []`` and ``step_mask [H]``. For the
@@ -52,9 +50,15 @@ PyTree = Any
 
 
 def pack_rows(items: dict[str, jax.Array]) -> jax.Array:
-    """Fragment items ``{x [..., H d], link [..., d], has_link [...], step_mask [...,
-    H]}`` ->
-    rows ``[..., H d + d + 1 + H]`` (float)."""
+    """Packs fragment items into flat float rows.
+
+    Args:
+      items: ``x`` [..., H d], ``link`` [..., d], ``has_link`` [...] and ``step_mask``
+        [..., H].
+
+    Returns:
+      Rows [..., H d + d + 1 + H] in ``x``'s dtype, masks as 0/1.
+    """
     x = items["x"]
     return jnp.concatenate(
         [
@@ -90,15 +94,30 @@ def make_fragment_pretrain_chunk(
     edm_config: EDMConfig = EDMConfig(),
     curiosity_rate: float = 0.3,
 ) -> Callable[..., tuple[SynthState, RNDState, PretrainMetrics]]:
-    """Non-private pre-training on public fragments, ``chunk_steps`` updates per jitted
-    call.
+    """Builds non-private pre-training on public fragments, in jitted chunks of steps.
 
-    ``chunk(state, rnd, rows, pool, pool_scores, key)``: each update draws
+    PrivORL-n's pre-training (``make_pretrain_chunk``) on fragments: each update draws
     ``batch_size`` public fragment rows (:func:`pack_rows`) uniformly, replaces round(p
     B) of them by the most curious synthetic fragments of the pool (PrivORL Sec. V-B;
-    the RND module sees whole packed rows), takes an Adam step on the mean fragment EDM
-    loss, updates the EMA and trains the RND predictor on the candidates: PrivORL-n's
-    pre-training (``make_pretrain_chunk``) on fragments.
+    the RND module sees whole packed rows), takes an optimiser step on the mean fragment
+    EDM loss, updates the EMA and trains the RND predictor on the candidates.
+
+    Args:
+      denoise_fn: the fragment denoiser.
+      tx: the optimiser.
+      horizon: H, steps per fragment.
+      dim: d, encoded width of one transition.
+      batch_size: B, fragments per update.
+      chunk_steps: updates per call (a ``lax.scan``).
+      ema_decay: the EMA decay.
+      edm_config: EDM constants of the loss.
+      curiosity_rate: p in [0, 1], the share of the batch replaced; 0 ignores the pool.
+
+    Returns:
+      The jitted ``chunk(state, rnd, rows, pool, pool_scores, key) -> (state, rnd,
+      metrics)``: ``rows`` [N, H d + d + 1 + H] public packed fragments, ``pool``
+      [M, same] synthetic ones with ``pool_scores`` [M] (M >= B when p > 0), ``metrics``
+      are the `PretrainMetrics` averaged over the chunk's updates.
     """
 
     def row_loss(params, row, key):
@@ -128,11 +147,23 @@ def sample_pool_rows(
     num_steps: int,
     config: EDMConfig = EDMConfig(),
 ) -> jax.Array:
-    """Synthetic fragment rows for the curiosity pool, one per row of ``public_rows``.
+    """Samples synthetic fragment rows for the curiosity pool, one per public row.
 
     Each synthetic fragment is conditioned on the link (and ``has_link``) of a public
     fragment, so the pool covers first and later fragments in the public proportions;
-    its mask is all ones.
+    its step mask is all ones.
+
+    Args:
+      key: PRNG key.
+      denoise_fn: the fragment denoiser (static).
+      params: its parameters (the EMA weights, in the pipeline).
+      public_rows: [M, H d + d + 1 + H] packed public fragments (:func:`pack_rows`).
+      horizon: H (static).
+      num_steps: sampler steps (static).
+      config: EDM constants (static).
+
+    Returns:
+      [M, H d + d + 1 + H] packed synthetic fragments.
     """
     dim = (public_rows.shape[-1] - 1 - horizon) // (horizon + 1)
     cond = unpack_rows(public_rows, horizon=horizon, dim=dim)
@@ -166,15 +197,28 @@ def make_trajectory_dp_finetune(
     edm_config: EDMConfig = EDMConfig(),
     clip_method: str = "vmap",
 ) -> DPFinetune:
-    """DP-SGD fine-tuning under ``plan`` with one trajectory = one privacy unit.
+    """Builds DP-SGD fine-tuning of the fragment denoiser, one trajectory per unit.
 
-    ``clip(params, items [units, F, ...], fragment_mask [units, F], key)`` is the plan's
-    clipped gradient sum of the per-fragment EDM loss: the privacy core sums a
-    trajectory's valid fragment losses, takes that sum's gradient and clips it to C
-    once, so a trajectory of 50 fragments moves the sum by at most C, as one of 1
-    fragment does. ``update`` takes an Adam step on the plan's noisy mean (noisy sum / q
-    N, N = number of trajectories) and updates the EMA (``ema_warmup``: see
-    :func:`trajectory_dp_finetune`).
+    The privacy core sums a trajectory's valid fragment losses, takes that sum's
+    gradient and clips it to C once, so a trajectory of 50 fragments moves the sum by
+    at most C, as one of 1 fragment does.
+
+    Args:
+      denoise_fn: the fragment denoiser.
+      plan: the DP plan; its clip norm bounds each trajectory's gradient.
+      learning_rate: Adam step size.
+      ema_decay: the EMA decay (its upper bound with ``ema_warmup``).
+      ema_warmup: warm the EMA decay up as in :func:`trajectory_dp_finetune`.
+      edm_config: EDM constants of the loss.
+      clip_method: per-unit clipping method of ``plan.clipped_grad``: ``"vmap"`` or
+        ``"ghost"``.
+
+    Returns:
+      A `DPFinetune`: ``clip(params, items [units, F, ...], fragment_mask [units, F],
+      key)`` is the plan's clipped gradient sum of the per-fragment EDM loss;
+      ``update(state, noisy_mean)`` takes an Adam step on the plan's noisy mean (noisy
+      sum / q N, N = number of trajectories) and updates the EMA; ``init(params)`` is
+      the fresh `SynthState`.
     """
 
     def item_loss(params, item, key):
@@ -201,8 +245,7 @@ def trajectory_dp_finetune(
     clip_method: str = "vmap",
     uses_key: bool = True,
 ) -> DPFinetune:
-    """Trajectory-level DP-SGD of any per-fragment loss ``item_loss(params, item[,
-    key])``.
+    """Builds trajectory-level DP-SGD of any per-fragment loss.
 
     Shared by PrivORL-j (EDM loss) and the DP-Transformer baseline (Gaussian NLL): the
     plan's clipped sum over units ``[units, F, ...]`` with a fragment mask, Adam on the
@@ -215,6 +258,18 @@ def trajectory_dp_finetune(
     pre-trained model after 62 steps, so the DP fine-tuning, and epsilon, would barely
     show in the release. ``ema_warmup=False`` keeps ``ema_decay`` from the first step
     (the schedule before issue 24; ``ema_decay=0`` then releases the last iterate).
+
+    Args:
+      item_loss: ``item_loss(params, item[, key]) -> scalar`` for one fragment.
+      plan: the DP plan.
+      learning_rate: Adam step size.
+      ema_decay: the EMA decay.
+      ema_warmup: warm the decay up as above.
+      clip_method: ``"vmap"`` or ``"ghost"``.
+      uses_key: whether ``item_loss`` takes a PRNG key.
+
+    Returns:
+      A `DPFinetune` (see :func:`make_trajectory_dp_finetune`).
     """
     clip = plan.clipped_grad(item_loss, uses_key=uses_key, method=clip_method)
     tx = optax.adam(learning_rate)
@@ -242,8 +297,10 @@ def trajectory_dp_finetune(
 
 
 class GeneratedFragments(NamedTuple):
-    """Fragments drawn one after another; ``link[:, k + 1] == fragments[:, k, -1]``
-    exactly."""
+    """Fragments drawn one after another, each conditioned on the previous one.
+
+    ``links[:, k + 1] == fragments[:, k, -1]`` exactly.
+    """
 
     fragments: jax.Array  # [B, F, H, d]
     links: jax.Array  # [B, F, d]
@@ -274,13 +331,27 @@ def generate_fragments(
     num_steps: int,
     config: EDMConfig = EDMConfig(),
 ) -> GeneratedFragments:
-    """Draws ``num`` trajectories of ``num_fragments`` fragments (PrivORL Sec. VI-C),
-    jitted.
+    """Draws ``num`` trajectories of ``num_fragments`` fragments (PrivORL Sec. VI-C).
 
     The first fragment is conditioned on no link (the zero link of training, ``has_link
     = False``); fragment k + 1 on the last transition of fragment k. The loop over
     fragments is a ``lax.scan``; cutting at a terminal or at the requested length is
-    :func:`stitched_lengths`.
+    :func:`stitched_lengths`. Jitted.
+
+    Args:
+      key: PRNG key.
+      denoise_fn: the fragment denoiser (static).
+      params: its parameters (the EMA weights, in the pipeline).
+      num: B, trajectories (static).
+      num_fragments: F, fragments per trajectory (static).
+      horizon: H, steps per fragment (static).
+      dim: d, encoded width of one transition (static).
+      num_steps: sampler steps per fragment (static).
+      config: EDM constants (static).
+
+    Returns:
+      `GeneratedFragments`: ``fragments`` [B, F, H, d], ``links`` [B, F, d] and
+      ``has_link`` [B, F], all in the normalised space.
     """
 
     def body(carry, k):
@@ -313,8 +384,14 @@ def stitched_lengths(
     """Length of each stitched trajectory and whether it ended in a terminal.
 
     A trajectory stops at its first step with d = 1 (inclusive) or after ``requested``
-    steps, whichever comes first. ``terminals``: [B, T] in {0, 1}; ``requested``: [B]
-    int <= T.
+    steps, whichever comes first.
+
+    Args:
+      terminals: [B, T] in {0, 1}.
+      requested: [B] int <= T.
+
+    Returns:
+      The lengths [B] int32 and a bool [B], True where a terminal ended the trajectory.
     """
     t = terminals.shape[1]
     steps = jnp.arange(t)

@@ -1,5 +1,4 @@
-"""PrivORL-n's training steps: curiosity-driven pre-training and DP fine-tuning of an
-EDM.
+"""PrivORL-n's steps: curiosity-driven pre-training and DP fine-tuning of an EDM.
 
 Pure, jitted functions over pytrees; the pipeline (``privrl_jax.pipelines.privorl_n``)
 owns data, files, progress bars, checkpoints and the ledger.
@@ -46,14 +45,33 @@ class SynthState:
 
 
 def ema_update(ema: PyTree, params: PyTree, decay: jax.typing.ArrayLike) -> PyTree:
-    """ema <- decay * ema + (1 - decay) * params (PrivORL/SynthER: decay 0.995)."""
+    """Moves the EMA towards the parameters: decay * ema + (1 - decay) * params.
+
+    PrivORL and SynthER use decay 0.995.
+
+    Args:
+      ema: the moving average, a pytree like ``params``.
+      params: the current parameters.
+      decay: the decay in [0, 1], a scalar.
+
+    Returns:
+      The new moving average.
+    """
     return jax.tree_util.tree_map(
         lambda e, p: decay * e + (1.0 - decay) * p, ema, params
     )
 
 
 def init_synth_state(params: PyTree, tx: optax.GradientTransformation) -> SynthState:
-    """A fresh state whose EMA starts at ``params``."""
+    """Builds a fresh training state whose EMA starts at ``params``.
+
+    Args:
+      params: the denoiser's initial parameters.
+      tx: the optimiser; its state is initialised on ``params``.
+
+    Returns:
+      A `SynthState` at step 0.
+    """
     return SynthState(
         params=params,
         ema_params=params,
@@ -79,16 +97,32 @@ def make_pretrain_chunk(
     num_noise: int = 1,
     curiosity_rate: float = 0.3,
 ) -> Callable[..., tuple[SynthState, RNDState, PretrainMetrics]]:
-    """Non-private pre-training on public data, ``chunk_steps`` updates per jitted call.
+    """Builds non-private pre-training on public transitions, in jitted chunks of steps.
 
-    ``chunk(state, rnd, data, pool, pool_scores, key) -> (state, rnd, metrics)``: each
-    update draws a uniform batch of ``batch_size`` public rows of ``data [N, d]``, draws
-    ``batch_size`` candidates from the synthetic ``pool [M, d]`` (scored once per epoch,
+    Each update draws a uniform batch of ``batch_size`` public rows of ``data``, draws
+    ``batch_size`` candidates from the synthetic ``pool`` (scored once per epoch,
     Appendix F-B's amortised generation), replaces round(p B) real rows by the most
-    curious candidates, takes an Adam step on the mean EDM loss, updates the EMA, and
-    trains the RND predictor on the candidates so that often-generated samples become
-    familiar. With ``curiosity_rate == 0`` (the PDP-Diffusion ablation) the pool is
-    ignored.
+    curious candidates, takes an optimiser step on the mean EDM loss, updates the EMA,
+    and trains the RND predictor on the candidates so that often-generated samples
+    become familiar. With ``curiosity_rate == 0`` (the PDP-Diffusion ablation) the pool
+    is ignored.
+
+    Args:
+      denoise_fn: the preconditioned EDM denoiser ``(params, x, sigma) -> x``
+        (static inside the jitted chunk).
+      tx: the optimiser.
+      batch_size: B, rows per update.
+      chunk_steps: updates per call (a ``lax.scan``).
+      ema_decay: the EMA decay.
+      edm_config: EDM constants of the loss.
+      num_noise: noise draws per row averaged in its loss (DPDM noise multiplicity).
+      curiosity_rate: p in [0, 1], the share of the batch replaced.
+
+    Returns:
+      The jitted ``chunk(state, rnd, data, pool, pool_scores, key) -> (state, rnd,
+      metrics)``: ``data`` [N, d] public encoded, normalised transitions, ``pool``
+      [M, d] synthetic rows with ``pool_scores`` [M] (M >= B when p > 0), ``metrics``
+      are the `PretrainMetrics` averaged over the chunk's updates.
     """
 
     def item_loss(params, x, key):
@@ -115,12 +149,23 @@ def make_curious_pretrain_chunk(
     ema_decay: float = 0.995,
     curiosity_rate: float = 0.3,
 ) -> Callable[..., tuple[SynthState, RNDState, PretrainMetrics]]:
-    """Curiosity-driven pre-training of any row loss ``row_loss(params, row, key)`` on
-    public rows.
+    """Builds curiosity-driven pre-training of any row loss on public rows.
 
     The loop of :func:`make_pretrain_chunk` (PrivORL Sec. V-B) for any row format:
     transitions (PrivORL-n) or packed fragments (PrivORL-j); the RND module sees whole
     rows.
+
+    Args:
+      row_loss: ``row_loss(params, row, key) -> scalar`` for one row.
+      tx: the optimiser.
+      batch_size: B, rows per update.
+      chunk_steps: updates per call (a ``lax.scan``).
+      ema_decay: the EMA decay.
+      curiosity_rate: p in [0, 1], the share of the batch replaced; 0 ignores the pool.
+
+    Returns:
+      The jitted ``chunk(state, rnd, data, pool, pool_scores, key) -> (state, rnd,
+      metrics)`` of :func:`make_pretrain_chunk`.
     """
 
     def update(carry, key, data, pool, pool_scores):
@@ -184,23 +229,31 @@ def make_dp_finetune(
     clip_method: str = "vmap",
     mean_scale: float = 1.0,
 ) -> DPFinetune:
-    """DP-SGD fine-tuning of the denoiser under ``plan``: one transition = one privacy
-    unit.
+    """Builds DP-SGD fine-tuning of the denoiser, one transition per privacy unit.
 
     The per-unit loss is the EDM loss of one transition averaged over ``num_noise``
     noise draws (DPDM noise multiplicity, Dockhorn et al. 2022): the draws are inside
     the unit, so the clip bounds the unit's whole contribution and the privacy cost is
-    unchanged.
-
-    ``clip(params, x [units, 1, d], mask [units, 1], key)`` is the plan's clipped
-    gradient sum; ``update(state, noisy_mean) -> state`` takes an Adam step on the
-    privatized mean (the plan's noisy sum / q N, times the public ``mean_scale``) and
-    updates the EMA. The noise itself is the plan's, added by the DP run loop.
+    unchanged. The noise itself is the plan's, added by the DP run loop.
 
     Args:
+      denoise_fn: the preconditioned EDM denoiser ``(params, x, sigma) -> x``.
+      plan: the DP plan; its clip norm bounds each transition's gradient.
+      learning_rate: Adam step size.
+      ema_decay: the EMA decay, fixed from the first step.
+      edm_config: EDM constants of the loss.
+      num_noise: noise draws per transition averaged in its loss.
+      clip_method: per-unit clipping method of ``plan.clipped_grad``: ``"vmap"`` or
+        ``"ghost"``.
       mean_scale: a public rescaling of the mean; FineCur adds k public synthetic rows
         to every batch and averages over q N + k rows, i.e. ``mean_scale = q N / (q N +
         k)``.
+
+    Returns:
+      A `DPFinetune`: ``clip(params, x [units, 1, d], mask [units, 1], key)`` is the
+      plan's clipped gradient sum; ``update(state, noisy_mean) -> state`` takes an Adam
+      step on the privatized mean (the plan's noisy sum / q N, times ``mean_scale``)
+      and updates the EMA; ``init(params)`` is the fresh `SynthState`.
     """
 
     def item_loss(params, x, key):
@@ -238,13 +291,23 @@ def pick_curious(
     num_candidates: int,
     num_picked: int,
 ) -> tuple[jax.Array, RNDState]:
-    """FineCur's synthetic rows for one DP step: the ``num_picked`` most curious of
-    ``num_candidates``.
+    """Picks FineCur's synthetic rows for one DP step.
 
-    Draws candidates from the synthetic pool (scored once per epoch), keeps the top ones
-    by RND error and trains the RND predictor on all candidates, as pre-training does.
-    Everything here is a function of the released model only (post-processing), so the
-    rows cost no privacy budget.
+    Draws ``num_candidates`` candidates from the synthetic pool (scored once per epoch),
+    keeps the ``num_picked`` with the highest RND error and trains the RND predictor on
+    all candidates, as pre-training does. Everything here is a function of the released
+    model only (post-processing), so the rows cost no privacy budget.
+
+    Args:
+      rnd: the curiosity module.
+      pool: synthetic rows [M, d] in generation order.
+      pool_scores: their curiosity scores [M].
+      key: PRNG key of the draw.
+      num_candidates: candidates drawn (static), <= M.
+      num_picked: rows kept (static), <= ``num_candidates``.
+
+    Returns:
+      The picked rows [num_picked, d] and the updated RND module.
     """
     cands, scores = sample_candidates(key, pool, pool_scores, num=num_candidates)
     _, top = jax.lax.top_k(scores, num_picked)

@@ -1,7 +1,8 @@
-"""PrivSyn (Zhang, Wang, Li, He & Chen, USENIX Security 2021, "PrivSyn: Differentially
-Private Data Synthesis"): DenseMarg selection of 2-way marginals, Gaussian measurement,
-and synthesis by *gradually updating* records (GUM) instead of fitting a graphical
-model.
+"""PrivSyn: DenseMarg selection, Gaussian measurement and GUM synthesis.
+
+Zhang, Wang, Li, He & Chen, USENIX Security 2021, "PrivSyn: Differentially Private
+Data Synthesis": DenseMarg selection of 2-way marginals, Gaussian measurement, and
+synthesis by *gradually updating* records (GUM) instead of fitting a graphical model.
 
 Written here, not imported: the one package on the index that offers it,
 ``privsyn-core`` 0.1.1, returned wrong tables when tried side by side on a 2,000-row
@@ -70,8 +71,18 @@ INDIF_SENSITIVITY = 4.0
 def indif_scores(
     codes: np.ndarray, disc: PublicDiscretisation, pairs: Sequence[Clique]
 ) -> np.ndarray:
-    """InDif of each pair: sum over the pair's cells of |c_ab - c_a c_b / n| (0 when the
-    two columns are independent in the data)."""
+    """InDif of each pair: sum over the pair's cells of |c_ab - c_a c_b / n|.
+
+    It is 0 when the two columns are independent in the data.
+
+    Args:
+      codes: [N, D] bin codes.
+      disc: the discretisation.
+      pairs: (column, column) names of each pair.
+
+    Returns:
+      [len(pairs)] float64 scores (not private).
+    """
     idx = {n: j for j, n in enumerate(disc.names)}
     codes = np.asarray(codes)
     n = max(codes.shape[0], 1)
@@ -93,6 +104,14 @@ def dense_marg_select(
     Adds, one at a time, the pair that most lowers the expected total error
     (sum_S c^(2/3))^(3/2) / sqrt(pi rho) + sum_(not S) InDif, and stops when none does.
     With rho = inf the noise costs nothing and every pair with InDif > 0 is taken.
+
+    Args:
+      noisy_indif: [P] released InDif scores.
+      cells: [P] cell counts of the pairs' marginals.
+      rho_measure: the zCDP rho the selected marginals will share (inf: no noise).
+
+    Returns:
+      The chosen pair indices, in the order chosen.
     """
     scores = np.asarray(noisy_indif, np.float64)
     w = np.asarray(cells, np.float64) ** (2.0 / 3.0)
@@ -117,8 +136,17 @@ def dense_marg_select(
 
 
 def pair_rhos(cells: Sequence[int], rho: float) -> tuple[float, ...]:
-    """rho of each selected marginal: ``rho`` in proportion to cells^(2/3) (PrivSyn
-    Sec. 4.3)."""
+    """The rho of each selected marginal: ``rho`` shared in proportion to cells^(2/3).
+
+    PrivSyn Sec. 4.3's optimum for the expected L1 error.
+
+    Args:
+      cells: cell counts of the selected marginals.
+      rho: the zCDP rho they share.
+
+    Returns:
+      One rho per marginal, summing to ``rho``.
+    """
     w = [c ** (2.0 / 3.0) for c in cells]
     return tuple(rho * x / sum(w) for x in w)
 
@@ -130,8 +158,10 @@ def _mech(rho: float, l2_sensitivity: float) -> GaussianMechanism | None:
 
 
 def _distribution(counts: np.ndarray) -> np.ndarray:
-    """Noisy counts -> a distribution: negatives clipped to 0, then normalised (uniform
-    when nothing is left)."""
+    """Turns noisy counts into a distribution: negatives clipped to 0, then normalised.
+
+    Uniform when nothing is left.
+    """
     p = np.clip(np.asarray(counts, np.float64), 0.0, None)
     return p / p.sum() if p.sum() > 0 else np.full(p.shape, 1.0 / p.size)
 
@@ -150,8 +180,13 @@ def gum(
     Args:
       rng: public randomness (GUM is post-processing of the noisy marginals).
       one_way: per column, its distribution over its bins (the initial rows' law).
-      pairs: (column, column) of each target; pair_dists: its [k_a, k_b] distribution.
-      num_rows: rows to synthesise; iterations: update rounds.
+      pairs: (column index, column index) of each target.
+      pair_dists: each target's [k_a, k_b] distribution.
+      num_rows: rows to synthesise.
+      iterations: update rounds.
+
+    Returns:
+      [num_rows, D] int32 bin codes.
     """
     rows = np.stack(
         [rng.choice(len(p), size=num_rows, p=p) for p in one_way], axis=1
@@ -218,14 +253,23 @@ def fit_privsyn(
     Args:
       key: the secret noise key (from a ``DPSecret``; a public one makes the run not
         private).
-      codes: [N, D] sensitive rows as bin codes of ``disc``.
+      codes: [N, D] sensitive rows as bin codes of ``disc``; one row is the privacy
+        unit (add/remove-one).
       disc: the public discretisation.
       noise_multiplier: sigma of the one Gaussian the run composes to (rho = 1 /
         (2 sigma^2), shared 0.1 / 0.1 / 0.8); 0 releases exact statistics (not
         private).
-      num_rows: rows to synthesise (public); update_iterations: GUM's rounds.
+      num_rows: rows to synthesise (public).
+      update_iterations: GUM's rounds.
       sample_seed: public seed of GUM (post-processing).
       on_release: called with (what, mechanism) before each noisy release.
+
+    Returns:
+      A `MarginalFit`: the synthesised codes, the 1-way then the selected 2-way
+      measurements, every (what, mechanism) in order, and the selected pairs.
+
+    Raises:
+      ValueError: ``codes`` is not [N, D] for the D columns of ``disc``.
     """
     codes = np.asarray(codes)
     if codes.ndim != 2 or codes.shape[1] != len(disc.names):
