@@ -29,7 +29,6 @@ NOT_YET = {
     "privrl_jax.privacy",
     "privrl_jax.privacy.audit",
     "privrl_jax.data",
-    "privrl_jax.envs",
     "privrl_jax.diffusion",
     "privrl_jax.synth",
     "privrl_jax.eval",
