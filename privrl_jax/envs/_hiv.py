@@ -257,7 +257,7 @@ class HIVTreatment(Environment[HIVState, HIVParams]):
 class ViralLoadRule:
     """A simple structured-treatment-interruption rule: treat while the load is high.
 
-    Both drugs (action 3) while the viral load exceeds 10^``log10_threshold``
+    Both drugs (action 3) while the viral load exceeds ``10 ** log10_threshold``
     copies/ml, none (action 0) otherwise.
 
     A hand-written clinical heuristic (treat on viral rebound, interrupt when
