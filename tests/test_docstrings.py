@@ -28,10 +28,7 @@ FACES = [
 NOT_YET = {
     "privrl_jax.privacy",
     "privrl_jax.privacy.audit",
-    "privrl_jax.envs",
-    "privrl_jax.eval",
     "privrl_jax.ope",
-    "privrl_jax.planning",
     "privrl_jax.pipelines",
     "privrl_jax.experiments",
 }

@@ -20,9 +20,9 @@ Metrics: TypeAlias = dict[str, jax.Array]
 
 
 def fit_state_normalizer(observations: jax.Array, enabled: bool) -> Normalizer:
-    """The agent's state normaliser: fitted on the training observations [N, obs_dim]
-    (CORL's `normalize=True`), or the identity.
+    """The agent's state normaliser: fitted on the training data, or the identity.
 
+    Fitted on `observations` [N, obs_dim] when `enabled` (CORL's `normalize=True`).
     The scale is the std floored at 1e-3 (`data.fit_normalizer`), not CORL's
     `std + 1e-3`: one normaliser rule for the package; scales differ from CORL's by at
     most 1e-3 per feature.

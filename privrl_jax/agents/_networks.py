@@ -210,7 +210,7 @@ class TanhGaussianActor(nn.Module):
 
 
 def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, x: jax.Array) -> jax.Array:
-    """log N(x; mean, diag(exp(log_std))^2), summed over the last axis."""
+    """Log-density log N(x; mean, diag(exp(log_std))^2), summed over the last axis."""
     z = (x - mean) * jnp.exp(-log_std)
     return (-0.5 * z**2 - log_std - _HALF_LOG_2PI).sum(-1)
 

@@ -19,8 +19,11 @@ PolicyFn = Callable[[Any, jax.Array], jax.Array]
 
 
 def unpack_step(out: tuple) -> tuple[jax.Array, Any, jax.Array, jax.Array]:
-    """(obs, state, reward, done) from a gymnax step: 5-tuple (done) or 6-tuple
-    (terminated, truncated), the latter being gymnax >= 1.0."""
+    """Returns (obs, state, reward, done) from a gymnax step's output.
+
+    The step returns a 5-tuple (done) or, in gymnax >= 1.0, a 6-tuple (terminated,
+    truncated), whose done is their logical or.
+    """
     if len(out) == 6:
         obs, state, reward, terminated, truncated, _ = out
         return obs, state, reward, jnp.logical_or(terminated, truncated)

@@ -1,7 +1,7 @@
-"""The environment API: gymnax's `reset(key, params)` / `step(key, state, action,
-params)`.
+"""The environment API: gymnax's `reset` / `step`, with the classic 5-tuple `step`.
 
-The installed gymnax (>= 1.0) returns a 6-tuple from `step` (terminated and truncated
+Every env has `reset(key, params)` and `step(key, state, action, params)`. The
+installed gymnax (>= 1.0) returns a 6-tuple from `step` (terminated and truncated
 separately). privrl_jax keeps the classic 5-tuple `(obs, state, reward, done, info)`
 with `done = terminated | truncated` and both flags in `info`, which is what D4RL-style
 data needs (`terminals` vs `timeouts`). `GymnaxAdapter` gives gymnax's own environments

@@ -197,8 +197,7 @@ def reward(x: jax.Array, eps1: jax.Array, eps2: jax.Array, p: HIVParams) -> jax.
 
 
 class HIVTreatment(Environment[HIVState, HIVParams]):
-    """Ernst et al.'s (2006) HIV structured-treatment-interruption task (gymnax-style
-    API).
+    """Ernst et al.'s (2006) HIV structured-treatment-interruption task (gymnax API).
 
     Four discrete actions (none, RTI, PI, both), observations log10 of the six
     concentrations, no terminal state (episodes end at the time limit).
@@ -256,8 +255,10 @@ class HIVTreatment(Environment[HIVState, HIVParams]):
 
 @dataclasses.dataclass(frozen=True)
 class ViralLoadRule:
-    """A simple structured-treatment-interruption rule: both drugs (action 3) while the
-    viral load exceeds 10^``log10_threshold`` copies/ml, none (action 0) otherwise.
+    """A simple structured-treatment-interruption rule: treat while the load is high.
+
+    Both drugs (action 3) while the viral load exceeds ``10 ** log10_threshold``
+    copies/ml, none (action 0) otherwise.
 
     A hand-written clinical heuristic (treat on viral rebound, interrupt when
     suppressed), used to build OPE behaviour and target policies; not Ernst et al.'s

@@ -36,9 +36,8 @@ scanned over stages.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -118,10 +117,34 @@ def make_inventory_params(
     init_high: float = 0.5,
     demand_series: jax.Array | None = None,
 ) -> InventoryParams:
-    """Params with scalars broadcast: boundary to [H, 2w], costs/demand to [w].
+    """Builds `InventoryParams`, broadcasting scalars to per-stage / per-product arrays.
 
-    ``demand_series`` [T, w] (daily demands in capacity units, day 0 a weekday 0,
-    T >= 7) selects ``demand="empirical"``: see ``InventoryParams.demand_table``.
+    Quantities are in units of the storage capacity 1; costs are per unit.
+
+    Args:
+      num_products: w (>= 1); the action width d equals w.
+      horizon: H, the number of stages (>= 1).
+      boundary: observable boundary lambda (Definition 2), broadcast to [H, 2w];
+        entries above 1 give full feedback along that coordinate.
+      demand: "uniform", "exponential", "truncnormal" or "empirical" (the latter
+        is implied by `demand_series`).
+      demand_mean: mean demand per product, broadcast to [w].
+      demand_scale: half-width (uniform) or std (truncnormal), broadcast to [w].
+      demand_max: public upper bound on the demand; demands are clipped to it.
+      holding_cost: per-unit cost of stock left after a stage, broadcast to [w].
+      lost_sales_cost: per-unit cost of unmet demand, broadcast to [w].
+      order_cost: per-unit order cost, broadcast to [w].
+      init_high: initial levels are uniform on [0, init_high]^w (0: empty).
+      demand_series: [T, w] daily demands (capacity units, day 0 a weekday 0,
+        T >= 7); selects ``demand="empirical"``, see
+        ``InventoryParams.demand_table`` (only whole weeks are kept).
+
+    Returns:
+      The params, with ``max_steps_in_episode = horizon``.
+
+    Raises:
+      ValueError: an unknown `demand`, `num_products` or `horizon` below 1, or an
+        empirical demand without a [T >= 7, w] `demand_series`.
     """
     if demand_series is not None:
         demand = "empirical"
@@ -174,7 +197,16 @@ def make_inventory_params(
 def sample_demand(
     key: jax.Array, params: InventoryParams, h: jax.Array | int = 0
 ) -> jax.Array:
-    """[w] demand of stage h (0-based), clipped to [0, demand_max]."""
+    """Draws the demand of stage h from the configured distribution.
+
+    Args:
+      key: PRNG key.
+      params: the MDP's params (distribution, mean, scale, demand_max, table).
+      h: the stage, 0-based; the empirical demand uses weekday h mod 7.
+
+    Returns:
+      [w] demands, clipped to [0, demand_max].
+    """
     mean, scale = params.demand_mean, params.demand_scale
     shape = mean.shape
     if params.demand == "empirical":
@@ -205,7 +237,20 @@ class StageOutcome(NamedTuple):
 def inventory_stage(
     level: jax.Array, order: jax.Array, demand: jax.Array, params: InventoryParams
 ) -> StageOutcome:
-    """The lost-sales dynamics and cost of one stage for a given demand."""
+    """The lost-sales dynamics and cost of one stage for a given demand.
+
+    Args:
+      level: [w] inventory levels before ordering, in [0, 1].
+      order: [w] order quantities, clipped to [0, 1]; what exceeds capacity 1 is
+        lost but paid for.
+      demand: [w] demands of the stage.
+      params: the MDP's params (costs, cost_max).
+
+    Returns:
+      The `StageOutcome`: next levels, reward 1 - cost / cost_max in [0, 1], the
+      censored sales min(y, D), lost sales, stockout flags, total and per-product
+      costs.
+    """
     order = jnp.clip(order, 0.0, 1.0)
     y = jnp.minimum(level + order, 1.0)
     sales = jnp.minimum(y, demand)
@@ -222,7 +267,16 @@ def inventory_stage(
 
 
 def observable(level: jax.Array, order: jax.Array, boundary_h: jax.Array) -> jax.Array:
-    """Definition 1/2: b = (s, a) < lambda_h in every coordinate (lower feedback)."""
+    """Definition 1/2: b = (s, a) < lambda_h in every coordinate (lower feedback).
+
+    Args:
+      level: [..., w] states s.
+      order: [..., d] actions a.
+      boundary_h: [..., w + d] boundary lambda_h (broadcast against b).
+
+    Returns:
+      [...] bool, True where the pair's reward and transition are revealed.
+    """
     return jnp.all(jnp.concatenate([level, order], -1) < boundary_h, axis=-1)
 
 
@@ -283,13 +337,30 @@ class InventoryControl(Environment[InventoryState, InventoryParams]):
         return spaces.Box(0.0, 1.0, (params.num_products,), jnp.float32)
 
 
-# policy(key, h, level [w]) -> order [w]: non-stationary, as POOL's pi_h.
-StagePolicy = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
+class StagePolicy(Protocol):
+    """A non-stationary stage policy (POOL's pi_h): ``policy(key, h, level) -> order``.
+
+    Called with a PRNG key, the stage h (int32 scalar, 0-based) and the levels [w];
+    returns the order quantities [w] (the environment clips them to [0, 1]). Any
+    function of that form is one; pass a hashable one where it is a static jit
+    argument (`collect_inventory_data`, `inventory_costs`).
+    """
+
+    def __call__(self, key: jax.Array, h: jax.Array, level: jax.Array, /) -> jax.Array:
+        """Returns the order quantities [w] for levels [w] at stage h."""
+        ...
 
 
 def base_stock_policy(base_stock: jax.Array, noise_std: float) -> StagePolicy:
-    """The behaviour policy: order up to ``base_stock`` plus Gaussian noise,
-    in [0, 1]."""
+    """The behaviour policy: order up to ``base_stock`` plus Gaussian noise.
+
+    Args:
+      base_stock: [w] (or scalar) order-up-to levels in capacity units.
+      noise_std: std of the Gaussian noise added to each order.
+
+    Returns:
+      A stationary `StagePolicy`: order clip(base_stock - level + noise, 0, 1).
+    """
 
     def policy(key: jax.Array, h: jax.Array, level: jax.Array) -> jax.Array:
         del h
@@ -339,7 +410,20 @@ def collect_inventory_data(
     policy: StagePolicy,
     num_episodes: int,
 ) -> InventoryData:
-    """``num_episodes`` episodes of ``policy`` (vmapped), censored per Definition 2."""
+    """``num_episodes`` episodes of ``policy`` (vmapped), censored per Definition 2.
+
+    Jitted, with `policy` and `num_episodes` static.
+
+    Args:
+      key: PRNG key; episode i uses the i-th of `num_episodes` splits.
+      params: the MDP's params.
+      policy: the behaviour policy (hashable).
+      num_episodes: N, the number of episodes; the privacy unit is one episode.
+
+    Returns:
+      `InventoryData` [N, H, ...]; reward, next state and sales are 0 where the
+      pair is not observable.
+    """
     obs, act, out, lam = jax.vmap(lambda k: _episode(k, params, policy))(
         jax.random.split(key, num_episodes)
     )
@@ -372,8 +456,20 @@ def inventory_returns(
 def rollout_costs(
     key: jax.Array, params: InventoryParams, policy: StagePolicy, num_episodes: int
 ) -> jax.Array:
-    """[num_episodes] total costs over H stages (vmapped; not jitted, for use under
-    jit)."""
+    """Total costs over H stages of Monte Carlo rollouts (vmapped, not jitted).
+
+    Not jitted, so it runs under a caller's jit with a traced `policy`;
+    `inventory_costs` is the jitted version.
+
+    Args:
+      key: PRNG key; episode i uses the i-th of `num_episodes` splits.
+      params: the MDP's params.
+      policy: the policy to roll out.
+      num_episodes: the number of episodes.
+
+    Returns:
+      [num_episodes] total (unnormalised) costs, each the sum over H stages.
+    """
     _, _, out, _ = jax.vmap(lambda k: _episode(k, params, policy))(
         jax.random.split(key, num_episodes)
     )
@@ -387,8 +483,17 @@ def inventory_costs(
     policy: StagePolicy,
     num_episodes: int,
 ) -> jax.Array:
-    """[num_episodes] total costs over H stages (vmapped Monte Carlo rollouts).
+    """Total costs over H stages of Monte Carlo rollouts (jitted `rollout_costs`).
 
     Set ``params.init_high = 0`` for the paper's zero initial inventory (Sec. 5.1).
+
+    Args:
+      key: PRNG key; episode i uses the i-th of `num_episodes` splits.
+      params: the MDP's params.
+      policy: the policy to roll out (hashable: a static jit argument).
+      num_episodes: the number of episodes (static).
+
+    Returns:
+      [num_episodes] total (unnormalised) costs, each the sum over H stages.
     """
     return rollout_costs(key, params, policy, num_episodes)

@@ -1,5 +1,4 @@
-"""Mountain Car for off-policy evaluation: gymnax's MountainCar-v0 plus a hand-coded
-policy.
+"""Mountain Car for off-policy evaluation: gymnax's MountainCar-v0, a hand-coded policy.
 
 The environment itself is gymnax's ``MountainCar-v0`` (Moore 1990; Sutton & Barto 2018,
 Example 10.1, with gym's constants: force 0.001, gravity 0.0025, position in [-1.2,
@@ -23,12 +22,30 @@ NUM_ACTIONS = 3  # push left, no push, push right
 
 
 def mountain_car(max_steps_in_episode: int = 200) -> tuple[MountainCar, EnvParams]:
-    """gymnax's MountainCar-v0 and its parameters (the time limit is configurable)."""
+    """Returns gymnax's MountainCar-v0 and its parameters with a chosen time limit.
+
+    Args:
+      max_steps_in_episode: the time limit (steps) of an episode.
+
+    Returns:
+      `(env, params)`: gymnax's `MountainCar` (its 6-tuple `step`, not wrapped) and
+      its default `EnvParams` with `max_steps_in_episode` replaced.
+    """
     env = MountainCar()
     return env, env.default_params.replace(max_steps_in_episode=max_steps_in_episode)
 
 
 def energy_pumping_action(obs: jax.Array) -> jax.Array:
-    """Push in the direction of motion (right when at rest): the classic energy-pumping
-    controller, which reaches the goal from every start state in about 100-125 steps."""
+    """The classic energy-pumping controller: push in the direction of motion.
+
+    Pushes right when at rest; reaches the goal from every start state in about
+    100-125 steps.
+
+    Args:
+      obs: one observation [2], (position, velocity).
+
+    Returns:
+      The action, an int32 scalar: 2 (push right) when the velocity is >= 0, else 0
+      (push left).
+    """
     return jnp.where(obs[1] >= 0.0, 2, 0).astype(jnp.int32)

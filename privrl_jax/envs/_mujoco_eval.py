@@ -1,5 +1,7 @@
-"""Scores a policy in real MuJoCo (the optional `mujoco` extra): D4RL's point maze,
-gymnasium's locomotion tasks and gymnasium-robotics' FrankaKitchen.
+"""Scores a policy in real MuJoCo (the optional `mujoco` extra).
+
+The tasks are D4RL's point maze, gymnasium's locomotion tasks and gymnasium-robotics'
+FrankaKitchen.
 
 The `maze2d-*-v1` tasks run in gymnasium-robotics' PointMaze model (the same MJCF as
 D4RL's maze2d), stepped as D4RL's `MazeEnv.step` does: clip the action to [-1, 1],
@@ -79,11 +81,20 @@ def require_mujoco() -> None:
 def check_eval_backend(
     backend: str, env_name: str, *, key: str = "eval_backend"
 ) -> None:
-    """`backend` is "jax" or "mujoco"; "mujoco" for a ``maze2d-*-v1`` task or a MuJoCo
-    locomotion / kitchen task, which in turn run only with "mujoco".
+    """Checks that an evaluation backend can score an environment.
+
+    "mujoco" scores only the ``maze2d-*-v1`` tasks and the MuJoCo locomotion /
+    kitchen tasks, and those tasks run only with "mujoco" (they have no JAX version).
+
+    Args:
+      backend: "jax" or "mujoco".
+      env_name: the environment's name, as for `make` or `mujoco_task`.
+      key: the setting's name, used in the error messages (a config key).
 
     Raises:
-      ValueError: one line naming `key`, the value and the choices.
+      ValueError: an unknown backend, a pair that does not go together, or a
+        malformed MuJoCo task name; one line naming `key`, the value and the
+        choices.
     """
     if backend not in EVAL_BACKENDS:
         raise ValueError(f"{key}={backend!r}: expected one of {list(EVAL_BACKENDS)}")
@@ -248,6 +259,16 @@ def evaluate_mujoco(
 ) -> dict[str, Any]:
     """`agents.evaluate`'s result, with the episodes run in MuJoCo.
 
+    Args:
+      policy: a batch policy, `obs [n, obs_dim] float64 -> action [n, act_dim]`
+        (`batch_policy` builds one from an agent's `act`).
+      env_name: a ``maze2d-*-v1`` task, or a locomotion / kitchen task
+        (`mujoco_task`).
+      num_episodes: episodes, run side by side.
+      seed: seeds the reset states (maze: numpy; other tasks: episode i resets
+        gymnasium's env with seed + i).
+      num_steps: steps per episode (at most); the task's episode length when None.
+
     Returns:
       {"returns", "return_mean", "return_std", "scores", "score_mean", "score_std"}
       (scores: D4RL's normalisation with its published reference returns).
@@ -280,7 +301,19 @@ def evaluate_mujoco(
 def batch_policy(
     act: Callable[[Any, jax.Array], jax.Array], agent_state: Any
 ) -> BatchPolicy:
-    """A numpy batch policy from a per-observation JAX `act(agent_state, obs)`."""
+    """A numpy batch policy from a per-observation JAX `act(agent_state, obs)`.
+
+    `act` is vmapped over the batch and jitted once per `act` (cached), so
+    repeated evaluations do not recompile.
+
+    Args:
+      act: `act(agent_state, obs [obs_dim]) -> action [act_dim]`.
+      agent_state: the state passed to every call of `act`.
+
+    Returns:
+      `policy(obs [n, obs_dim]) -> action [n, act_dim]`, numpy in and out
+      (observations are cast to float32).
+    """
     batched = _batched(act)
 
     def policy(obs: np.ndarray) -> np.ndarray:
@@ -302,5 +335,12 @@ _BATCHED: dict[Callable, Callable] = {}
 
 
 def seed_from_key(key: jax.Array) -> int:
-    """A numpy seed drawn from a JAX PRNG key (so runs stay reproducible)."""
+    """A numpy seed drawn from a JAX PRNG key (so runs stay reproducible).
+
+    Args:
+      key: a JAX PRNG key.
+
+    Returns:
+      An int in [0, 2^31 - 1).
+    """
     return int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))

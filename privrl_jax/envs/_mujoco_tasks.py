@@ -135,12 +135,31 @@ class MujocoTask:
 
 
 def is_mujoco_task_name(env_name: str) -> bool:
-    """Whether `env_name` names (or tries to name) a locomotion or kitchen task."""
+    """Whether `env_name` names (or tries to name) a locomotion or kitchen task.
+
+    The test is by prefix, so a malformed name of such a task is True too (and
+    `mujoco_task` then raises).
+
+    Args:
+      env_name: any object; only a str can be True.
+
+    Returns:
+      True when `env_name` starts with a locomotion or kitchen prefix.
+    """
     return isinstance(env_name, str) and env_name.startswith(_PREFIXES)
 
 
 def mujoco_task(env_name: str) -> MujocoTask:
     """The task behind a D4RL or Minari dataset name.
+
+    Args:
+      env_name: a D4RL name (e.g. "hopper-medium-v2", "kitchen-mixed-v0") or a
+        Minari one (e.g. "mujoco/hopper/medium-v0", "D4RL/kitchen/mixed-v2"); the
+        module docstring lists the forms.
+
+    Returns:
+      The `MujocoTask`: gymnasium env id, observation / action widths, episode
+      length and the kitchen's task elements.
 
     Raises:
       ValueError: one line listing the accepted name forms.
@@ -246,7 +265,7 @@ def _patch_joint_readers() -> None:
 
 
 def make_gym_env(task: MujocoTask, max_steps: int | None = None):
-    """gymnasium's env of `task` (time limit `max_steps`, default the task's)."""
+    """Makes gymnasium's env of `task` (time limit `max_steps`, default the task's)."""
     import gymnasium as gym
 
     steps = task.max_steps if max_steps is None else int(max_steps)
@@ -322,7 +341,6 @@ def task_returns(
 
 
 def normalized_task_score(env_name: str, returns) -> np.ndarray:
-    """D4RL's normalised score
-    `100 (R - R_random) / (R_expert - R_random)` of a task."""
+    """D4RL's normalised score, `100 (R - R_random) / (R_expert - R_random)`."""
     r_min, r_max = mujoco_task(env_name).reference_returns
     return 100.0 * (np.asarray(returns, np.float64) - r_min) / (r_max - r_min)

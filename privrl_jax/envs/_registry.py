@@ -78,13 +78,19 @@ _INVENTORY_KWARGS = tuple(
 
 
 def registered_envs() -> tuple[str, ...]:
-    """Names `make` accepts: the maze2d family, listed inventory tasks,
-    gymnax's envs."""
+    """Names `make` accepts: the maze2d family, listed inventory tasks and gymnax's."""
     return MAZE_ENVS + INVENTORY_ENVS + tuple(gymnax.registered_envs)
 
 
 def canonical_name(name: str) -> str:
-    """The registry's spelling of an env name (today every accepted name is its own)."""
+    """The registry's spelling of an env name (today every accepted name is its own).
+
+    Args:
+      name: an env name.
+
+    Returns:
+      The name `make` looks up; today `name` itself.
+    """
     return name
 
 

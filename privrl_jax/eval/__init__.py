@@ -1,5 +1,4 @@
-"""Evaluation: fidelity scores, stitching gaps, membership inference,
-TrajScore, plots."""
+"""Evaluation: fidelity, stitching gaps, membership inference, TrajScore, plots."""
 
 from privrl_jax.eval._fidelity import (
     correlation_score,

@@ -57,6 +57,19 @@ def ks_statistics(real: np.ndarray, synthetic: np.ndarray) -> np.ndarray:
 def marginal_score(real: np.ndarray, synthetic: np.ndarray) -> float:
     """Marginal fidelity: 1 - mean over columns of the two-sample KS statistic.
 
+    SDMetrics' ``KSComplement`` averaged over columns (SynthER, PrivORL Sec. VIII-C).
+
+    Args:
+      real: [N, d], N >= 2.
+      synthetic: [M, d], M >= 2.
+
+    Returns:
+      The score in [0, 1]; 1 for identical empirical marginals.
+
+    Raises:
+      ValueError: on bad shapes (not 2-D, fewer than 2 rows, different column
+        counts) or non-finite values.
+
     >>> x = np.arange(10.0)[:, None]
     >>> marginal_score(x, x), round(marginal_score(x, x + 2), 6)
     (1.0, 0.8)
@@ -111,13 +124,22 @@ def correlation_score(
 
 
 def free_cell_share(positions: np.ndarray, walls: np.ndarray) -> float:
-    """Share of 2-D ``positions`` [N, 2] that lie in a free cell of the wall grid
-    ``walls`` [H, W].
+    """Share of 2-D positions that lie in a free cell of a maze's wall grid.
 
     The cell of position p is round(p), as in the maze envs (cell (i, j) spans (i, j) ±
     0.5); positions outside the grid count as not free. A synthesizer of maze2d data
     that reproduces the sensitive maze scores 1.0 (real data do); one that copies
     another maze's layout scores about that layout's overlap with this one's free cells.
+
+    Args:
+      positions: [N, 2] (row, column) positions in the maze's cell frame.
+      walls: [H, W] bool, True at walls.
+
+    Returns:
+      The share in [0, 1] (NaN for N = 0).
+
+    Raises:
+      ValueError: `positions` not [N, 2] or `walls` not 2-D.
     """
     walls = np.asarray(walls, bool)
     positions = np.asarray(positions, np.float64)
@@ -135,10 +157,10 @@ def free_cell_share(positions: np.ndarray, walls: np.ndarray) -> float:
 def sliced_wasserstein(
     real: np.ndarray, synthetic: np.ndarray, *, num_projections: int = 64, seed: int = 0
 ) -> float:
-    """Sliced 1-Wasserstein distance between two tables: the mean over random unit
-    directions of the 1-D Wasserstein-1 distance of the projected rows
-    (``scipy.stats.wasserstein_distance``).
+    """Sliced 1-Wasserstein distance between two tables.
 
+    The mean over random unit directions of the 1-D Wasserstein-1 distance of the
+    projected rows (``scipy.stats.wasserstein_distance``).
     Rabin, Peyré, Delon & Bernot ("Wasserstein barycenter and its application to texture
     mixing", 2011) and Bonneel et al. (2015) define the sliced distance this way; it is
     a metric on distributions, 0 only for equal laws, and, unlike a per-column KS score,
@@ -148,6 +170,18 @@ def sliced_wasserstein(
     the public normaliser's), else the widest column dominates. 0 means identical
     samples; the distance of two samples of the same law is the finite-sample floor
     (what a held-out real sample scores).
+
+    Args:
+      real: [N, d], N >= 2.
+      synthetic: [M, d], M >= 2.
+      num_projections: the random directions.
+      seed: fixes the directions.
+
+    Returns:
+      The distance (>= 0, in the tables' units).
+
+    Raises:
+      ValueError: on bad shapes, non-finite values or `num_projections` below 1.
 
     >>> x = np.random.default_rng(0).normal(size=(500, 3))
     >>> y = x + np.array([3.0, 0.0, 0.0])

@@ -162,9 +162,10 @@ def loss_threshold_attack(
 def distance_to_closest_record_scores(
     candidates: np.ndarray, synthetic: np.ndarray, *, chunk: int | None = None
 ) -> np.ndarray:
-    """Black-box membership scores from a synthetic release: minus each candidate's
-    Euclidean
-    distance to its nearest synthetic row (higher = predicted member).
+    """Black-box membership scores from a synthetic release: distance to closest record.
+
+    A candidate's score is minus its Euclidean distance to its nearest synthetic row
+    (higher = predicted member).
 
     The "full black-box" attack of Chen, Yu, Zhang & Fritz (GAN-Leaks, CCS 2020): a
     generator that memorised a training row emits samples near it, so members sit closer
@@ -173,6 +174,18 @@ def distance_to_closest_record_scores(
     Compare rows on one scale (e.g. the public normaliser's). Exact nearest neighbours,
     in chunks of ``chunk`` candidates (default: as many as keep a chunk's distance
     matrix near 10^7 entries, 80 MB).
+
+    Args:
+      candidates: [n, d] rows whose membership is scored.
+      synthetic: [N, d] the release, N >= 1.
+      chunk: candidates per chunk of the distance computation (memory only; the
+        scores do not depend on it).
+
+    Returns:
+      [n] float64 scores, each <= 0.
+
+    Raises:
+      ValueError: `candidates` and `synthetic` not [n, d] and [N >= 1, d].
     """
     c = np.asarray(candidates, np.float64)
     s = np.asarray(synthetic, np.float64)

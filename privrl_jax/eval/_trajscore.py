@@ -1,6 +1,6 @@
-"""TrajScore: BERTScore-style similarity of synthetic and real trajectories (PrivORL
-Sec. VIII-C,
-Appendix H-C).
+"""TrajScore: BERTScore-style similarity of synthetic and real trajectories.
+
+PrivORL Sec. VIII-C, Appendix H-C.
 
 The paper gives the idea only: "TrajScore uses pre-trained MLPs in an autoencoder as a
 trajectory encoder [...] to compute trajectory embeddings. It calculates similarity via
@@ -77,8 +77,9 @@ def _embed(module, params, x):
 def trajectory_windows(
     steps: np.ndarray, lengths: np.ndarray, window: int
 ) -> np.ndarray:
-    """Non-overlapping windows of ``window`` steps from each trajectory's start,
-    flattened.
+    """Non-overlapping windows of ``window`` steps from each trajectory's start.
+
+    Each window is flattened to one row.
 
     Args:
       steps: [B, T, d] encoded steps of padded trajectories.
@@ -107,8 +108,28 @@ def fit_trajectory_encoder(
     batch_size: int = 256,
     learning_rate: float = 1e-3,
 ) -> TrajEncoder:
-    """Trains the autoencoder on public windows (uniform batches, Adam); returns the
-    encoder."""
+    """Trains the TrajScore autoencoder on public windows and returns its encoder.
+
+    Minibatches are drawn uniformly with replacement; the loss is the mean squared
+    reconstruction error, minimised by Adam in one jitted scan.
+
+    Args:
+      key: PRNG key of the initialisation and the batches.
+      public_windows: [n, W d] windows of public trajectories
+        (`trajectory_windows`); never sensitive data.
+      window: W, stored in the encoder.
+      latent_dim: the embedding width.
+      hidden: widths of the encoder's hidden layers (the decoder mirrors them).
+      steps: Adam steps.
+      batch_size: windows per step.
+      learning_rate: Adam's learning rate.
+
+    Returns:
+      The trained `TrajEncoder`.
+
+    Raises:
+      ValueError: `public_windows` not [n >= 1, W d].
+    """
     x = jnp.asarray(public_windows, jnp.float32)
     if x.ndim != 2 or x.shape[0] < 1:
         raise ValueError(
@@ -174,7 +195,23 @@ def trajscore_from_embeddings(
 def trajscore(
     encoder: TrajEncoder, real_windows: np.ndarray, synthetic_windows: np.ndarray
 ) -> dict[str, float]:
-    """TrajScore of synthetic vs real windows under a trained encoder."""
+    """TrajScore of synthetic vs real windows under a trained encoder.
+
+    An audit quantity: it reads the real (sensitive) windows, so it is not part of
+    a DP release.
+
+    Args:
+      encoder: from `fit_trajectory_encoder` (on public windows).
+      real_windows: [n, W d] windows of the real trajectories.
+      synthetic_windows: [m, W d] windows of the synthetic trajectories.
+
+    Returns:
+      {"precision", "recall", "f1" (TrajScore), "num_real", "num_synthetic"}:
+      greedy cosine matching of the embeddings (see the module docstring).
+
+    Raises:
+      ValueError: an empty set of windows.
+    """
     return trajscore_from_embeddings(
         encoder.embed(real_windows), encoder.embed(synthetic_windows)
     )

@@ -1,5 +1,6 @@
-"""Additive zones: POOL's l2 zones on each product's own plane, summed (beyond
-pool.txt).
+"""Additive zones: POOL's l2 zones on each product's own plane, summed.
+
+Our construction, beyond pool.txt.
 
 Why. The paper's zones (Sec. 3.2) are l2 shells of the whole (w + d)-dimensional
 pair b = (s, a). The lost-sales MDP is separable across products (per-product
@@ -118,8 +119,10 @@ class AdditiveGeometry:
 
     @property
     def weight(self) -> float:
-        """1 / sqrt(P): what one pair adds to each of its P cells (keeps Delta =
-        sqrt(3H))."""
+        """1 / sqrt(P): what one pair adds to each of its P cells.
+
+        This keeps the statistics' sensitivity at Delta = sqrt(3H).
+        """
         return 1.0 / math.sqrt(self.num_parts)
 
     @property
@@ -174,14 +177,23 @@ def make_additive_geometry(
         :func:`product_groups`.
       radius: outer radius of every group's shells; default the largest
         ||min(lambda_h, 1)||_2 over the groups' planes (the pipeline's choice).
-      affine, limiter, seed: as :func:`make_zone_geometry` (the same public seed
-        for every group: groups with the same boundary share their bases).
+      affine: as :func:`make_zone_geometry`: g + 1 points per zone and affine
+        interpolation (True) or the paper's g points (False).
+      limiter: as :func:`make_zone_geometry`: clip each part's value to the range
+        of its zone's basis values.
+      seed: public seed of the basis-point choice, the same for every group
+        (groups with the same boundary share their bases).
       action_levels: L, the per-coordinate orders linspace(0, 1, L) of the
         separable greedy max.
 
     Returns:
       The :class:`AdditiveGeometry`. With one group it is the zone geometry of the
       whole space (weight 1, no centring): ``zones=paper``'s numbers.
+
+    Raises:
+      ValueError: `state_dim` not in [1, n - 1], `groups` not a partition of
+        range(n) into equal-size groups (or, by default, d != w), `action_levels`
+        below 2, or `num_zones` below 1.
     """
     lam = np.asarray(boundary, np.float64)
     if lam.ndim == 1:
@@ -301,8 +313,10 @@ def centre_tables(
     """Part tables t_p = Q_p - (P - 1) / P mu of one stage (module docstring).
 
     Args:
+      geom: the additive geometry (P parts).
       q: [K] pessimistic cell values Q_p in [0, v_max].
-      counts, sums: [K] the released (weighted) n and S of the stage.
+      counts: [K] the released (weighted) n of the stage.
+      sums: [K] the released (weighted) S of the stage.
       v_max: H - h.
 
     Returns:
@@ -332,6 +346,7 @@ def anchored_tables(
     ``benchmarks/pool_zones_exact.py``.
 
     Args:
+      geom: the additive geometry whose basis points are evaluated.
       q_fn: (h, b [..., n]) -> Q_h(b) [...] (host-side Python loop over h).
       anchor: [n] reference pair (default 0, inside every observable box).
     """

@@ -59,7 +59,21 @@ def output_sensitivity(horizon: int, num_cells: int) -> float:
 def input_mechanism(
     rho: float, horizon: int, state_dim: int, action_dim: int
 ) -> GaussianMechanism:
-    """IP's rho-zCDP mechanism (replace-one neighbours)."""
+    """IP's rho-zCDP mechanism (replace-one neighbours).
+
+    Args:
+      rho: the zCDP budget (> 0); the privacy unit is one episode.
+      horizon: H.
+      state_dim: w.
+      action_dim: d.
+
+    Returns:
+      A ``GaussianMechanism`` with sensitivity Delta_IP = sqrt(H (2w + d + 2)),
+      sigma = 1 / sqrt(2 rho) and ``Neighboring.REPLACE_ONE``.
+
+    Raises:
+      ValueError: `rho` not positive.
+    """
     return GaussianMechanism.from_zcdp(
         rho,
         l2_sensitivity=input_sensitivity(horizon, state_dim, action_dim),
@@ -68,7 +82,20 @@ def input_mechanism(
 
 
 def output_mechanism(rho: float, horizon: int, num_cells: int) -> GaussianMechanism:
-    """OP's rho-zCDP mechanism (the range bound holds for add/remove-one)."""
+    """OP's rho-zCDP mechanism (the range bound holds for add/remove-one).
+
+    Args:
+      rho: the zCDP budget (> 0); the privacy unit is one episode.
+      horizon: H.
+      num_cells: K, the cells of each stage's Q table.
+
+    Returns:
+      A ``GaussianMechanism`` with sensitivity
+      Delta_OP = sqrt(K sum_h (H - h + 1)^2) and sigma = 1 / sqrt(2 rho).
+
+    Raises:
+      ValueError: `rho` not positive.
+    """
     return GaussianMechanism.from_zcdp(
         rho, l2_sensitivity=output_sensitivity(horizon, num_cells)
     )
@@ -101,7 +128,22 @@ def input_perturbation(
     boundary: jax.Array,
     mechanism: GaussianMechanism,
 ) -> InventoryData:
-    """The noisy dataset IP releases (``mechanism`` from :func:`input_mechanism`)."""
+    """The noisy dataset IP releases (``mechanism`` from :func:`input_mechanism`).
+
+    Jitted, with `mechanism` static. Each record is released with noise, clipped
+    to [0, 1], and a pair keeps feedback iff its noisy flag exceeds 1/2 and its
+    noisy (s, a) < lambda_h.
+
+    Args:
+      key: secret noise key.
+      data: offline episodes [N, H, ...] (the privacy unit is one row).
+      boundary: [H, w + d] observable boundaries lambda_h.
+      mechanism: IP's mechanism.
+
+    Returns:
+      The noisy `InventoryData` [N, H, ...]; reward and next state are 0 where
+      the released pair has no feedback, and ``sales`` (not released) is 0.
+    """
     w, d = data.observations.shape[-1], data.actions.shape[-1]
     noisy = jnp.clip(mechanism.release(key, _records(data)), 0.0, 1.0)
     s, a = noisy[..., :w], noisy[..., w : w + d]
@@ -125,8 +167,18 @@ def input_perturbation(
 def output_perturbation(
     key: jax.Array, q_tables: jax.Array, mechanism: GaussianMechanism
 ) -> jax.Array:
-    """Noisy Q tables [H, K], clipped to [0, H - h] (``mechanism`` from
-    :func:`output_mechanism`)."""
+    """Noisy Q tables, clipped to each stage's range [0, H - h].
+
+    Jitted, with `mechanism` static.
+
+    Args:
+      key: secret noise key.
+      q_tables: [H, K] the non-private planner's tables.
+      mechanism: OP's mechanism, from :func:`output_mechanism`.
+
+    Returns:
+      [H, K] the released tables; row h clipped to [0, H - h].
+    """
     horizon = q_tables.shape[0]
     v_max = (horizon - jnp.arange(horizon, dtype=jnp.float32))[:, None]
     return jnp.clip(mechanism.release(key, q_tables), 0.0, v_max)

@@ -55,7 +55,22 @@ def saa_base_stock(
     num_samples: int = 10_000,
     num_levels: int = 101,
 ) -> SAAResult:
-    """Best base-stock level per product by SAA over ``num_samples`` demand paths."""
+    """Best base-stock level per product by SAA over ``num_samples`` demand paths.
+
+    Jitted, with `num_samples` and `num_levels` static. Paths start from zero
+    inventory; each product's level is chosen on its own (products are
+    separable).
+
+    Args:
+      key: PRNG key of the demand paths.
+      params: the MDP's params.
+      num_samples: n, the demand paths (the paper's 10,000).
+      num_levels: L, the levels linspace(0, 1, L) searched per product.
+
+    Returns:
+      `SAAResult`: the levels [w], their in-sample mean H-stage cost, the grid [L]
+      and the per-product mean costs [L, w].
+    """
     horizon, w = params.max_steps_in_episode, params.num_products
     keys = jax.random.split(key, num_samples * horizon).reshape(num_samples, horizon)
     hs = jnp.arange(horizon)
@@ -85,7 +100,20 @@ def saa_base_stock(
 def policy_cost(
     key: jax.Array, params: InventoryParams, policy: StagePolicy, num_episodes: int
 ) -> float:
-    """Mean H-stage cost from zero initial inventory (vmapped rollouts)."""
+    """Mean H-stage cost from zero initial inventory (vmapped rollouts).
+
+    Compiles once per `policy` (a static jit argument of `inventory_costs`).
+
+    Args:
+      key: PRNG key of the rollouts (reuse it across policies for common random
+        numbers).
+      params: the MDP's params; ``init_high`` is set to 0.
+      policy: the policy to evaluate (hashable).
+      num_episodes: the rollouts.
+
+    Returns:
+      The mean cost, a Python float.
+    """
     return float(inventory_costs(key, zero_start(params), policy, num_episodes).mean())
 
 
@@ -102,6 +130,17 @@ def greedy_policy_cost(
 
     One compilation per geometry shape: q_tables are traced, so sweeps over runs
     and rho do not recompile the rollouts (``policy_cost`` does, per policy).
+
+    Args:
+      key: PRNG key of the rollouts.
+      params: the MDP's params; ``init_high`` is set to 0.
+      geom: the planner's geometry (zones, grid or additive).
+      q_tables: [H, K] Q tables (``PoolResult.q_tables``).
+      actions: [K_a, d] the candidate actions of the greedy max.
+      num_episodes: the rollouts (static).
+
+    Returns:
+      The mean H-stage cost, a scalar array.
     """
     from privrl_jax.planning._pool import greedy_policy
 
@@ -113,8 +152,17 @@ def greedy_policy_cost(
 def base_stock_cost(
     key: jax.Array, params: InventoryParams, levels: jax.Array, num_episodes: int
 ) -> jax.Array:
-    """Mean cost of the noiseless base-stock policy ``levels`` [w] from
-    zero inventory."""
+    """Mean cost of the noiseless base-stock policy ``levels`` from zero inventory.
+
+    Args:
+      key: PRNG key of the rollouts.
+      params: the MDP's params; ``init_high`` is set to 0.
+      levels: [w] order-up-to levels (e.g. ``SAAResult.levels``).
+      num_episodes: the rollouts (static).
+
+    Returns:
+      The mean H-stage cost, a scalar array.
+    """
     return rollout_costs(
         key, zero_start(params), base_stock_policy(levels, 0.0), num_episodes
     ).mean()
@@ -126,7 +174,18 @@ def saa_policy(result: SAAResult) -> StagePolicy:
 
 
 def relative_gap(cost: float, benchmark: float) -> float:
-    """(c_i - c*) / c* (Sec. 5.1)."""
+    """The relative optimality gap (c_i - c*) / c* (Sec. 5.1).
+
+    Args:
+      cost: c_i, a policy's mean cost.
+      benchmark: c*, the benchmark's mean cost.
+
+    Returns:
+      The gap; 0 at the benchmark, negative when the policy is cheaper.
+
+    Raises:
+      ValueError: `benchmark` not positive.
+    """
     if benchmark <= 0:
         raise ValueError(f"the benchmark cost must be > 0; got {benchmark}")
     return (cost - benchmark) / benchmark

@@ -44,7 +44,19 @@ class GridGeometry:
 
 
 def make_grid_geometry(boundary: np.ndarray | jax.Array, bins: int) -> GridGeometry:
-    """The grid of ``bins`` per dimension for boundaries [H, n] (or [n])."""
+    """The grid of ``bins`` per dimension for boundaries [H, n] (or [n]).
+
+    Args:
+      boundary: [H, n] observable boundaries lambda_h, or [n] for one stage
+        (H = 1); n = w + d.
+      bins: q, the bins per dimension; the grid has K = q^n cells.
+
+    Returns:
+      The :class:`GridGeometry`.
+
+    Raises:
+      ValueError: `bins` below 1, or more than 5e7 cells.
+    """
     lam = jnp.asarray(boundary, jnp.float32)
     if lam.ndim == 1:
         lam = lam[None]
@@ -58,8 +70,10 @@ def make_grid_geometry(boundary: np.ndarray | jax.Array, bins: int) -> GridGeome
 
 
 def grid_cell(geom: GridGeometry, h: jax.Array, b: jax.Array) -> jax.Array:
-    """Row-major cell of b [n] at stage h;
-    coordinates past the box go to the last bin."""
+    """Row-major cell of b [n] at stage h.
+
+    Coordinates past the box go to the last bin.
+    """
     box = jnp.minimum(geom.boundary[h], 1.0)
     idx = jnp.clip(jnp.floor(b / box * geom.bins), 0, geom.bins - 1).astype(jnp.int32)
     strides = geom.bins ** jnp.arange(geom.dim - 1, -1, -1, dtype=jnp.int32)

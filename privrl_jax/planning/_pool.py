@@ -112,8 +112,7 @@ Geometry = ZoneGeometry | GridGeometry | AdditiveGeometry
 
 
 def geometry_cell(geom: Geometry, h: jax.Array, b: jax.Array) -> jax.Array:
-    """Statistics cell of one pair b [n] at stage h: a scalar (zones, grid) or [P]
-    (additive)."""
+    """Statistics cell of one pair b [n] at stage h: a scalar, or [P] (additive)."""
     if isinstance(geom, GridGeometry):
         return grid_cell(geom, h, b)
     if isinstance(geom, AdditiveGeometry):
@@ -189,14 +188,34 @@ def statistics_sensitivity(horizon: int) -> float:
 
 
 def pool_mechanism(rho: float, horizon: int) -> GaussianMechanism:
-    """The one Gaussian mechanism of a POOL run that is exactly rho-zCDP."""
+    """The one Gaussian mechanism of a POOL run that is exactly rho-zCDP.
+
+    Args:
+      rho: the zCDP budget (> 0); the privacy unit is one episode (add/remove-one).
+      horizon: H.
+
+    Returns:
+      A ``GaussianMechanism`` with sensitivity sqrt(3 H) and
+      sigma = 1 / sqrt(2 rho).
+
+    Raises:
+      ValueError: `rho` not positive.
+    """
     return GaussianMechanism.from_zcdp(
         rho, l2_sensitivity=statistics_sensitivity(horizon)
     )
 
 
 def action_grid(action_dim: int, levels: int) -> jax.Array:
-    """[levels^d, d] candidate actions on a regular grid of [0, 1]^d."""
+    """Candidate actions on a regular grid of [0, 1]^d.
+
+    Args:
+      action_dim: d.
+      levels: points per dimension, linspace(0, 1, levels).
+
+    Returns:
+      [levels^d, d] the grid, row-major (the last coordinate varies fastest).
+    """
     axes = [jnp.linspace(0.0, 1.0, levels)] * action_dim
     return jnp.stack([g.ravel() for g in jnp.meshgrid(*axes, indexing="ij")], -1)
 
@@ -212,6 +231,19 @@ def action_candidates(
     ``max_candidates``: a fixed, data-independent set whose size does not grow
     as levels^d. The paper maximises over the continuous action box and does
     not say how; a random candidate set is the usual cheap stand-in.
+
+    Args:
+      action_dim: d.
+      levels: points per dimension of the grid (and of the diagonal).
+      max_candidates: the most candidates, K_a.
+      seed: public seed of the random candidates.
+
+    Returns:
+      [K_a, d] candidate orders in [0, 1]^d, K_a = min(levels^d, max_candidates).
+
+    Raises:
+      ValueError: `action_dim` below 1, `levels` below 2 or `max_candidates`
+        below `levels`.
     """
     if action_dim < 1 or levels < 2 or max_candidates < levels:
         raise ValueError(
@@ -338,7 +370,7 @@ def noise_bound(
 
 
 def bonus_iota(horizon: int, num_cells: int, failure_prob: float) -> float:
-    """iota = log(H K / delta) (DP-APVI, Qiao & Wang 2023, Algorithm 1 line 2)."""
+    """Log factor iota = log(H K / delta) (DP-APVI, Qiao & Wang 2023, Alg. 1 line 2)."""
     return math.log(horizon * num_cells / failure_prob)
 
 
@@ -399,12 +431,11 @@ def pool_plan(
     mechanism: GaussianMechanism | None,
     cfg: PoolConfig = PoolConfig(),
 ) -> PoolResult:
-    """POOL (Algorithm 1): private statistics, then pessimistic backward induction
-    (jitted).
+    """POOL (Algorithm 1): private statistics, then pessimistic backward induction.
 
-    The mechanism's noise std and E_rho are bound here as traced arguments, so
-    mechanisms that differ only in rho (or sigma) share one compiled executable; only
-    ``mechanism=None`` (no noise drawn at all) compiles apart.
+    Jitted: the mechanism's noise std and E_rho are bound here as traced arguments,
+    so mechanisms that differ only in rho (or sigma) share one compiled executable;
+    only ``mechanism=None`` (no noise drawn at all) compiles apart.
 
     Args:
       key: secret noise key; release 0 is the counts, release 1 + h stage h's sums.
@@ -417,6 +448,9 @@ def pool_plan(
 
     Returns:
       :class:`PoolResult`.
+
+    Raises:
+      ValueError: the mechanism's sensitivity is not sqrt(3 H).
     """
     if mechanism is not None and not math.isclose(
         mechanism.l2_sensitivity, statistics_sensitivity(geom.horizon)
@@ -511,12 +545,20 @@ def _pool_plan_jit(
 def greedy_policy(
     geom: Geometry, q_tables: jax.Array, actions: jax.Array
 ) -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
-    """pi_h(s) = argmax_k Q_bar_h(s, a_k) (Alg. 1, line 16), as policy(key, h, s).
+    """The greedy policy pi_h(s) = argmax_k Q_bar_h(s, a_k) (Alg. 1, line 16).
 
     Ties (e.g. several candidates clipped to the same value) go to the first
     candidate, the smallest order on the row-major action grid. Separable additive
     zones take the exact max over their product grid of ``levels`` (``actions``
     unused): one max per product.
+
+    Args:
+      geom: the planner's geometry (zones, grid or additive).
+      q_tables: [H, K] Q tables (``PoolResult.q_tables``).
+      actions: [K_a, d] candidate actions.
+
+    Returns:
+      A `StagePolicy` ``policy(key, h, s) -> a`` [d] (the key is unused).
     """
 
     def policy(key, h, s):

@@ -197,6 +197,8 @@ def make_zone_geometry(
       radius: outer radius of the zones; default the paper's n = w + d.
       affine: n + 1 points per zone and affine interpolation (default, see the
         module docstring); False: the paper's n points and linear combination.
+      limiter: clip Q_bar to the [min, max] of its zone's basis values (the
+        usual limiter against overshoot of piecewise-linear reconstruction).
       seed: public seed of the basis-point choice.
       candidates: random candidates per zone and sampler.
 
@@ -204,6 +206,9 @@ def make_zone_geometry(
       The :class:`ZoneGeometry`. A zone that does not meet the box [0, min(
       lambda_h, 1)) gets scaled unit vectors as its basis (never used for data)
       and ``valid = False``.
+
+    Raises:
+      ValueError: `num_zones` below 1.
     """
     lam = np.asarray(boundary, np.float64)
     if lam.ndim == 1:
