@@ -59,7 +59,7 @@ from privrl_jax.privacy._aggregation import AddNoiseState, DPTrainState, data_pa
 from privrl_jax.privacy._checkpoints import Checkpoints
 from privrl_jax.privacy._clipping import ClippedSumFn
 from privrl_jax.privacy._ledger import BudgetExceededError, Ledger, LedgerError
-from privrl_jax.privacy._plan import DPPlan, PlanArrays
+from privrl_jax.privacy._plan import DPPlan, PlanArrays, _require_rdp_for_discrete
 
 PyTree = Any
 _SECRET_WORDS = 8
@@ -384,6 +384,8 @@ class RunRecorder:
     def resume(
         self, plan: DPPlan, tree: PyTree, topology: dist.Topology
     ) -> tuple[int, PyTree]:
+        # Before anything is written: a plan this accountant cannot account.
+        _require_rdp_for_discrete(plan.noise, self.accountant)
         self._topology = topology
         writer = self.ledger if topology.is_primary else None
         if topology.is_primary and writer is None:

@@ -77,6 +77,21 @@ def _no_discrete_privatizer(noise: DiscreteGaussianNoise | None) -> None:
         )
 
 
+def _require_rdp_for_discrete(
+    noise: DiscreteGaussianNoise | None, accountant: Accountant
+) -> None:
+    # Canonne, Kamath & Steinke 2020 (Thm 14) prove the multivariate discrete
+    # Gaussian rho-zCDP with the continuous Gaussian's rho, so the RDP accountant's
+    # bound holds for it; dp-accounting's PLD of a GaussianDpEvent is the continuous
+    # Gaussian's privacy loss, which is not proven to dominate the discrete one's.
+    if noise is not None and accountant != "rdp":
+        raise ValueError(
+            f"the discrete-Gaussian noise mode is accounted with accountant='rdp' "
+            f"only (its guarantee is proven as Renyi / concentrated DP); got "
+            f"accountant={accountant!r}."
+        )
+
+
 def _as_tuple(value) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
@@ -453,6 +468,7 @@ class DPPlan:
 
     def epsilon(self, delta: float, accountant: Accountant = "rdp") -> EpsilonReport:
         """Epsilon of the whole plan at ``delta`` (inf for a non-private plan)."""
+        _require_rdp_for_discrete(self.noise, accountant)
         if not self.private:
             _accounting.validate_delta(delta)
             return EpsilonReport(
@@ -482,6 +498,7 @@ class DPPlan:
         With several blocks, the ratios between their noise multipliers are kept (equal
         when none were set) and the common scale is calibrated on sigma_eff.
         """
+        _require_rdp_for_discrete(self.noise, accountant)
         if target_epsilon == math.inf:
             return dataclasses.replace(self, noise_multiplier=(0.0,) * self.num_blocks)
         _accounting._check_positive("target_epsilon", target_epsilon)

@@ -175,3 +175,35 @@ def test_fit_runs_with_discrete_noise():
     res = privacy.fit(plan, method, x, init, secret=privacy.DPSecret.from_seed(0))
     w = np.asarray(method.params(res.state)["w"])
     assert np.all(np.isfinite(w)) and not np.allclose(w, 1.0)
+
+
+def test_discrete_noise_is_accounted_with_rdp_only(tmp_path):
+    # Its guarantee is proven as zCDP (Canonne, Kamath & Steinke 2020, Thm 14); the
+    # PLD accountant would account the continuous Gaussian's loss instead.
+    plan = _plan(DiscreteGaussianNoise())
+    with pytest.raises(ValueError, match="accountant='rdp' only"):
+        plan.epsilon(1e-5, accountant="pld")
+    with pytest.raises(ValueError, match="accountant='rdp' only"):
+        plan.calibrate(1.0, 1e-5, accountant="pld")
+    assert plan.epsilon(1e-5, accountant="rdp").epsilon == _plan().epsilon(1e-5).epsilon
+    run_dir = tmp_path / "run"
+    ledger = privacy.Ledger.open(
+        run_dir,
+        dataset_id="toy",
+        dataset_size=4,
+        target_epsilon=50.0,
+        target_delta=1e-5,
+    )
+    recorder = privacy.RunRecorder(
+        privacy.Checkpoints(run_dir / "ckpt"), ledger, what="step", accountant="pld"
+    )
+    x = np.zeros((4, 1, 3), np.float32)
+    loss = lambda p, item: jnp.sum((p["w"] * item) ** 2)  # noqa: E731
+    method, init = privacy.gradient_method(
+        plan, loss, optax.sgd(0.1), {"w": jnp.ones(3)}
+    )
+    with pytest.raises(ValueError, match="accountant='rdp' only"):
+        privacy.fit(plan, method, x, init, recorder=recorder)
+    # Refused before anything was spent or saved.
+    assert privacy.Ledger.load(run_dir).releases == []
+    assert privacy.Checkpoints(run_dir / "ckpt").latest() is None
