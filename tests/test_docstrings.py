@@ -33,7 +33,6 @@ NOT_YET = {
     "privrl_jax.diffusion",
     "privrl_jax.synth",
     "privrl_jax.eval",
-    "privrl_jax.ope",
     "privrl_jax.planning",
     "privrl_jax.pipelines",
     "privrl_jax.experiments",
