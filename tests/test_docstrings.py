@@ -35,7 +35,6 @@ NOT_YET = {
     "privrl_jax.eval",
     "privrl_jax.planning",
     "privrl_jax.pipelines",
-    "privrl_jax.experiments",
 }
 
 
