@@ -1,5 +1,6 @@
 """The pipelines' checkpoints are the DP core's
-(:class:`privrl_jax.privacy.Checkpoints`)."""
+(:class:`privrl_jax.privacy.Checkpoints`).
+"""
 
 from privrl_jax.privacy import Checkpoints
 

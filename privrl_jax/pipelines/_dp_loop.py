@@ -36,7 +36,8 @@ PyTree = Any
 
 class DPProgram(NamedTuple):
     """A method's state functions, without its clipped sum (see
-    :class:`privacy.DPMethod`)."""
+    :class:`privacy.DPMethod`).
+    """
 
     params: Callable[[PyTree], PyTree]
     update: Callable[[PyTree, PyTree], PyTree]

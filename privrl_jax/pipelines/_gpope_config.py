@@ -177,7 +177,8 @@ class GPOPEConfig:
 class GPOPERunConfig:
     """Everything a GPOPE run needs (``privrl ope run``); ``seed`` is public randomness:
     the simulated data collection. ``plots`` writes ``values.png`` (release) and
-    ``audit/values_vs_truth.png`` (audit)."""
+    ``audit/values_vs_truth.png`` (audit).
+    """
 
     seed: int = 0
     plots: bool = True
@@ -283,5 +284,6 @@ class GPOPERunConfig:
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> GPOPERunConfig:
     """Loads a GPOPE config: a YAML file or a shipped name (``"gpope/chain"``) plus
-    ``section.key=value`` overrides."""
+    ``section.key=value`` overrides.
+    """
     return load_config(GPOPERunConfig, path, overrides, defaults=DEFAULTS)

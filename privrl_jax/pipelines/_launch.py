@@ -25,7 +25,8 @@ def free_port() -> int:
 
 class ProcessFailedError(RuntimeError):
     """A process of a local multi-process run exited with an error; the others were
-    stopped."""
+    stopped.
+    """
 
 
 # Runs in each worker before the command (Linux): asks the kernel to SIGKILL the worker

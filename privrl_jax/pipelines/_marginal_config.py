@@ -3,7 +3,8 @@ dataclasses
 the YAML files in
 ``configs/marginal/`` load into. Data, privacy and synthesis sizes mean what they mean
 in PrivORL-n, so the same transitions are released under the same budget and scored the
-same way."""
+same way.
+"""
 
 from __future__ import annotations
 
@@ -129,7 +130,8 @@ class ModelConfig:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SynthesisConfig:
     """``num_samples`` rows are sampled from the fitted model with mbi's sampler (public
-    seed)."""
+    seed).
+    """
 
     num_samples: int = 20_000
     sample_seed: int = 0
@@ -175,7 +177,8 @@ class MarginalConfig(_synth_config.SynthPipelineConfig):
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> MarginalConfig:
     """Loads a PGM / MST config: a YAML file or a shipped name
     (``"marginal/pgm_umaze"``) plus
-    ``section.key=value`` overrides."""
+    ``section.key=value`` overrides.
+    """
     return _synth_config.check_data_sources(
         load_config(MarginalConfig, path, overrides, defaults=DEFAULTS)
     )

@@ -1,5 +1,6 @@
 """The marginal baselines' report: the Markdown summary of a report (release and audit,
-labelled)."""
+labelled).
+"""
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ from privrl_jax.pipelines.privorl_n import (
 
 def run(cfg: MarginalConfig, run_dir: str | Path) -> dict[str, Any]:
     """Runs PGM, MST, AIM or PrivSyn (``model.name``) into ``run_dir``; returns the
-    report (release + ``audit``)."""
+    report (release + ``audit``).
+    """
     return run_in_dir(
         Path(run_dir),
         lambda d, topo: run_baseline(
@@ -63,7 +64,8 @@ def _synthesize(
     fit_info: dict[str, Any],
 ) -> data.Transitions:
     """The measurements (each recorded in the ledger, or replayed from it, before it is
-    drawn), the fit and the sampled table, decoded with the public key."""
+    drawn), the fit and the sampled table, decoded with the public key.
+    """
     cfg = task.cfg
     delta = bool(cfg.model.next_obs_delta_bound)
     disc = task.disc
@@ -130,7 +132,8 @@ def _dp_info(
     private: bool,
 ) -> dict[str, Any]:
     """The report's ``finetune`` section (the name the shared report keeps): the
-    releases as run."""
+    releases as run.
+    """
     cfg = task.cfg
     releases = ledger.groups()
     return {

@@ -1,5 +1,6 @@
 """The marginal baselines' task: the public bins, the cliques and the calibrated noise
-multiplier, built once per run from the config and the public data and passed down."""
+multiplier, built once per run from the config and the public data and passed down.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def public_discretisation(
     cfg: MarginalConfig, obs_dim: int, act_dim: int
 ) -> synth.PublicDiscretisation:
     """The bins from the config's declared bounds, else the sensitive env's spaces
-    (public)."""
+    (public).
+    """
     m = cfg.model
     if m.obs_low and m.act_low:
         obs_low, obs_high, act_low, act_high = (
@@ -77,7 +79,8 @@ def public_discretisation(
 
 def noise_multiplier(cfg: MarginalConfig) -> float:
     """sigma of one Gaussian release at (epsilon, delta), by dp-accounting; 0 at epsilon
-    = inf."""
+    = inf.
+    """
     pc = cfg.privacy
     if math.isinf(pc.epsilon):
         return 0.0
@@ -123,7 +126,8 @@ def build_task(
 ) -> MarginalTask:
     """The task of ``cfg``; of the sensitive data only the dimensions are read (they
     must be the public data's, a ``ValueError`` otherwise), and the cliques must name
-    known columns."""
+    known columns.
+    """
     obs_dim, act_dim = check_same_dims(public, sensitive)
     disc = public_discretisation(cfg, obs_dim, act_dim)
     cliques = tuple(

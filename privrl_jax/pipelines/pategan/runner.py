@@ -34,7 +34,8 @@ VOTES = "PATE-GAN: noisy teacher votes (one Gaussian query per labelled sample)"
 
 def run(cfg: PateGanPipelineConfig, run_dir: str | Path) -> dict[str, Any]:
     """Runs PATE-GAN or PrePATE-GAN (``model.name``) into ``run_dir``; returns the
-    report (release + ``audit``)."""
+    report (release + ``audit``).
+    """
     return run_in_dir(
         Path(run_dir),
         lambda d, topo: run_baseline(
@@ -59,7 +60,8 @@ def pretrain_on_public(
     key: jax.Array,
 ):
     """PrePATE-GAN's non-private pre-training on the public rows (generator,
-    discriminator, losses); a seam the tests watch to see what it is given."""
+    discriminator, losses); a seam the tests watch to see what it is given.
+    """
     return synth.pretrain_gan(
         key, nets, gcfg, public_rows, steps=cfg.model.pretrain_steps
     )
@@ -75,7 +77,8 @@ def _synthesize(
 ) -> data.Transitions:
     """The teachers, student and generator trained on the sensitive rows' partitions,
     then the generator sampled; ``fit_info`` gets the pre-training losses and the last
-    round's metrics."""
+    round's metrics.
+    """
     cfg, m = task.cfg, task.cfg.model
     generator = discriminator = None
     if m.name == "pategan_pretrained":
@@ -123,7 +126,8 @@ def _synthesize(
 
 def _sample(task: PateGanTask, generator: Any, key: jax.Array) -> data.Transitions:
     """``synthesis.num_samples`` transitions from the generator (public
-    post-processing)."""
+    post-processing).
+    """
     sc, out = task.cfg.synthesis, []
     for i, s in enumerate(range(0, sc.num_samples, sc.batch_size)):
         b = min(sc.batch_size, sc.num_samples - s)

@@ -1,6 +1,7 @@
 """The PATE-GAN baselines' task: the public encoding, the GAN's sizes and networks and
 the calibrated vote noise, built once per run from the config and the public data and
-passed down."""
+passed down.
+"""
 
 from __future__ import annotations
 
@@ -138,7 +139,8 @@ def build_task(
 ) -> PateGanTask:
     """The task of ``cfg``; of the sensitive data only the dimensions (they must be the
     public data's) and the number of rows (enough for every teacher) are read, a
-    ``ValueError`` otherwise."""
+    ``ValueError`` otherwise.
+    """
     obs_dim, act_dim = check_same_dims(public, sensitive)
     check_teachers(cfg.model.num_teachers, len(sensitive))
     layout, pub_flat, norm = public_encoding(cfg, public, obs_dim, act_dim)

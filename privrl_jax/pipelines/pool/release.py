@@ -81,7 +81,8 @@ def write_policy_meta(
     path: Path, cfg: PoolRunConfig, geom, *, private: bool, ledger_head: str
 ) -> dict[str, Any]:
     """``policy.json``: how to read ``policy.npz``, and the ledger head it was made
-    at."""
+    at.
+    """
     meta = {
         "method": cfg.pool.method,
         "geometry": (

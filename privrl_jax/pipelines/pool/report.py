@@ -1,5 +1,6 @@
 """POOL's report: the Markdown summary and the two plots (from the release and the
-simulator only)."""
+simulator only).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def write_plots(
     run_dir: Path, task: PoolTask, q_tables: jax.Array, evaluation: dict[str, Any]
 ) -> None:
     """plots/gaps.png (policy, behaviour, SAA) and plots/policy.png
-    (order-up-to level)."""
+    (order-up-to level).
+    """
     from matplotlib.figure import Figure  # here, so importing the pipeline stays light
 
     cfg = task.cfg

@@ -142,7 +142,8 @@ def build_task(cfg: PoolRunConfig) -> PoolTask:
 
 def build(cfg: PoolRunConfig) -> tuple:
     """(params, behaviour policy, geometry, candidate actions) of
-    ``build_task(cfg)``."""
+    ``build_task(cfg)``.
+    """
     t = build_task(cfg)
     return t.params, t.behaviour, t.geom, t.actions
 
@@ -161,7 +162,8 @@ def make_mechanism(cfg: PoolRunConfig, geom) -> privacy.GaussianMechanism | None
 
 def dataset_id(cfg: PoolRunConfig) -> str:
     """Names the sensitive episodes by their source,
-    never by a hash of their contents."""
+    never by a hash of their contents.
+    """
     e = cfg.env
     return (
         f"collected:inventory:w={e.num_products}:H={e.horizon}:seed={cfg.seed}:"

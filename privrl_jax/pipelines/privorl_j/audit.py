@@ -31,7 +31,8 @@ def audit_release(
     """The audit's entries for the release ``synthetic`` against the ``sensitive``
     member trajectories; ``holdout``: the sensitive trajectories never trained on,
     ``pre_params``: ``model``'s parameters before any DP step (None without
-    pre-training); ``key`` is the run's public key."""
+    pre-training); ``key`` is the run's public key.
+    """
     cfg, d = task.cfg, task.cfg.data
     real = flat_transitions(sensitive)
     real_holdout = flat_transitions(holdout)

@@ -41,7 +41,8 @@ def load_data(
     cfg: PrivORLJConfig,
 ) -> tuple[list[data.Trajectories], data.Trajectories, data.Trajectories]:
     """(public trajectory sets, one per source; sensitive members; sensitive holdout),
-    padded trajectories. The holdout is never trained on."""
+    padded trajectories. The holdout is never trained on.
+    """
     d = cfg.data
     # The sensitive data first: a bad file is refused before minutes of public
     # collection (each collection has its own key, so the order changes no data).
@@ -128,7 +129,8 @@ class PrivORLJTask:
 
     def items(self, trajectories: data.Trajectories) -> dict[str, np.ndarray]:
         """The DP units' items of ``trajectories``: their fragments (``data.horizon``,
-        at most ``data.max_fragments``), encoded (``synth.fragment_items``)."""
+        at most ``data.max_fragments``), encoded (``synth.fragment_items``).
+        """
         d = self.cfg.data
         frags = data.trajectories_to_fragments(
             trajectories, horizon=d.horizon, max_fragments=d.max_fragments
@@ -137,7 +139,8 @@ class PrivORLJTask:
 
     def windows(self, transitions: data.Transitions, window: int) -> np.ndarray:
         """Normalised encoded steps of each trajectory in windows of ``window`` steps
-        (TrajScore's input)."""
+        (TrajScore's input).
+        """
         traj = data.transitions_to_trajectories(transitions)
         b, t = np.asarray(traj.mask).shape
         flat = data.Transitions(

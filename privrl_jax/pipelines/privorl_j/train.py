@@ -30,7 +30,8 @@ DP_STEP = "PrivORL-j DP-SGD step (one unit = one trajectory)"
 class Synthesizer(NamedTuple):
     """One synthesizer behind ``model.kind``: the diffusion models (PrivORL-j,
     PrivORL-j-U) or the
-    autoregressive DP-Transformer baseline; the pipeline around them is the same."""
+    autoregressive DP-Transformer baseline; the pipeline around them is the same.
+    """
 
     name: str
     params: Any
@@ -42,7 +43,8 @@ class Synthesizer(NamedTuple):
 
 def make_synthesizer(task: PrivORLJTask, key: jax.Array) -> Synthesizer:
     """The synthesizer of ``model.kind`` for ``task``, its parameters initialised from
-    ``key`` (public)."""
+    ``key`` (public).
+    """
     cfg, obs_dim, act_dim, dim = task.cfg, task.obs_dim, task.act_dim, task.dim
     m, h, pc, fc = cfg.model, cfg.data.horizon, cfg.pretrain, cfg.finetune
     ema, ns = cfg.synthesis.ema_decay, cfg.synthesis.num_sampling_steps
@@ -148,7 +150,8 @@ def pretrain(
     task: PrivORLJTask, model: Synthesizer, ckpt: Checkpoints, key: jax.Array
 ) -> synth.SynthState:
     """Curiosity pre-training on the public fragment rows (resumed from ``ckpt``);
-    returns the SynthState."""
+    returns the SynthState.
+    """
     pc = task.cfg.pretrain
     sample_pool = None
     if model.sample_pool is not None:
@@ -174,7 +177,8 @@ def pretrain(
 
 def make_plan(cfg: PrivORLJConfig, num_trajectories: int) -> privacy.DPPlan:
     """PrivORL-j's plan: Poisson over trajectories, q = batch / N trajectories, steps =
-    ceil(epochs / q), C, sigma calibrated for (epsilon, delta) at trajectory level."""
+    ceil(epochs / q), C, sigma calibrated for (epsilon, delta) at trajectory level.
+    """
     return synth_train.make_plan(cfg, num_trajectories)
 
 
@@ -190,7 +194,8 @@ def finetune(
 ) -> tuple[synth.SynthState, dict[str, Any]]:
     """Trajectory-level DP-SGD on the sensitive ``items`` (``PrivORLJTask.items``): one
     unit = one trajectory, its fragments the unit's items; returns (SynthState, the
-    report's DP info)."""
+    report's DP info).
+    """
     cfg = task.cfg
     plan = make_plan(cfg, items["x"].shape[0])
     fns = model.finetune(plan)
@@ -225,7 +230,8 @@ def synthesize(
     task: PrivORLJTask, model: Synthesizer, params: Any, key: jax.Array
 ) -> data.Transitions:
     """Stitched synthetic trajectories as flat D4RL rows (``timeouts`` = 1 at a length
-    cut)."""
+    cut).
+    """
     sc, h = task.cfg.synthesis, task.cfg.data.horizon
     num_fragments = -(-sc.episode_length // h)
     out = []

@@ -40,7 +40,8 @@ def audit_release(
 ) -> dict[str, Any]:
     """The audit's entries for the release ``synthetic`` of the model ``params``
     (``pre_params``: the model before any DP step, or None); plots go into
-    ``audit_dir``. ``key`` is the run's public key."""
+    ``audit_dir``. ``key`` is the run's public key.
+    """
     cfg = task.cfg
     audit: dict[str, Any] = {}
     score = fidelity_scorer(
@@ -91,7 +92,8 @@ def real_agent_scores(
 ) -> dict[str, Any]:
     """The agents trained on the sensitive training rows (audit anchor): read from
     ``eval.real_agents_cache`` when it was made for these rows and this protocol, else
-    trained with the run's key folded with 400 (the key the cache was made with)."""
+    trained with the run's key folded with 400 (the key the cache was made with).
+    """
     cached, why = anchor_cache.cached_real_agents(cfg, sensitive)
     if cached is not None:
         return cached
@@ -109,7 +111,8 @@ def _mia(
     key: jax.Array,
 ) -> dict[str, Any]:
     """The loss-threshold attack on the model (white-box) and the distance-to-closest-
-    record attack on the release (black-box), members against holdout rows."""
+    record attack on the release (black-box), members against holdout rows.
+    """
     ec = task.cfg.eval
     sens_x, hold_x = task.normalise(sens_flat), task.normalise(hold_flat)
     k = min(ec.mia_size, len(hold_x), len(sens_x))

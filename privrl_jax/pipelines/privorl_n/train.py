@@ -31,7 +31,8 @@ def pretrain(
     task: PrivORLNTask, params: Any, ckpt: Checkpoints, key: jax.Array
 ) -> synth.SynthState:
     """Curiosity-driven pre-training on the public rows (resumed from ``ckpt``);
-    returns the SynthState."""
+    returns the SynthState.
+    """
     cfg, pc = task.cfg, task.cfg.pretrain
 
     def sample_pool(k, ema_params, _rows):  # unconditional: a pool of fresh transitions
@@ -66,7 +67,8 @@ def pretrain(
 def pretrain_dir(cfg: PrivORLNConfig, run_dir: Path) -> Path:
     """This run's pre-training checkpoints, or those of ``pretrain.reuse_from`` once
     checked to be a finished pre-training this run would have trained (public inputs
-    only)."""
+    only).
+    """
     if cfg.pretrain.reuse_from is None:
         return run_dir / "checkpoints" / "pretrain"
     src = Path(cfg.pretrain.reuse_from)
@@ -109,7 +111,8 @@ def pretrain_dir(cfg: PrivORLNConfig, run_dir: Path) -> Path:
 # ----------------------------------------------------------------------- DP fine-tuning
 def make_plan(cfg: PrivORLNConfig, dataset_size: int) -> privacy.DPPlan:
     """PrivORL-n's DP plan: Poisson q = B / N over the transitions, C, steps, calibrated
-    sigma."""
+    sigma.
+    """
     return synth_train.make_plan(cfg, dataset_size)
 
 
@@ -123,7 +126,8 @@ def finetune(
     topo: privacy.Topology,
 ) -> tuple[synth.SynthState, dict[str, Any]]:
     """DP-SGD fine-tuning on the normalised sensitive rows ``sens_x``; returns
-    (SynthState, the report's DP info)."""
+    (SynthState, the report's DP info).
+    """
     cfg, fc, dim = task.cfg, task.cfg.finetune, task.dim
     plan = make_plan(cfg, sens_x.shape[0])
     num_curious = synth.num_replaced(fc.batch_size, fc.curiosity_rate)
@@ -191,7 +195,8 @@ def finetune(
 # ---------------------------------------------------------------------------- synthesis
 def synthesize(task: PrivORLNTask, params: Any, key: jax.Array) -> data.Transitions:
     """``synthesis.num_samples`` transitions sampled from ``params`` (decoded, actions
-    clipped to ``synthesis.action_bounds``)."""
+    clipped to ``synthesis.action_bounds``).
+    """
     sc = task.cfg.synthesis
     out = []
     with tqdm(total=sc.num_samples, desc="synthesize", unit="transition") as bar:
