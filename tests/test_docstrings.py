@@ -34,7 +34,6 @@ NOT_YET = {
     "privrl_jax.synth",
     "privrl_jax.eval",
     "privrl_jax.planning",
-    "privrl_jax.pipelines",
 }
 
 

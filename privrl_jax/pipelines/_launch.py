@@ -24,8 +24,9 @@ def free_port() -> int:
 
 
 class ProcessFailedError(RuntimeError):
-    """A process of a local multi-process run exited with an error; the others were
-    stopped.
+    """A process of a local multi-process run exited with an error.
+
+    The others were stopped.
     """
 
 
