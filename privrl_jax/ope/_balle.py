@@ -474,7 +474,7 @@ def dp_lsw(
         :func:`smooth_params`.
 
     Returns:
-      A :class:`BalleRelease`: the noised [d] weights (V = Phi theta), the
+      A :class:`BalleRelease` with the noised [d] weights (V = Phi theta), the
       data-dependent noise std and smooth sensitivity (diagnostics, never to be
       published), and the (epsilon, delta) of the release.
 

@@ -117,7 +117,7 @@ def one_hot_features(num_states: int) -> jax.Array:
     With them V = theta exactly, and GTD2's A is invertible when every level is visited.
 
     Args:
-      num_states: S.
+      num_states: S, the number of levels.
 
     Returns:
       [S, S] identity matrix (row s is phi_s).
@@ -173,7 +173,7 @@ def collect(
       behaviour: [S, A] policy that acts (> 0 wherever ``target`` > 0).
       target: [S, A] policy being evaluated.
       features: [S, n] state features; terminal outcomes get phi = 0 (and discount 0).
-      num_trajectories: m.
+      num_trajectories: m, the number of trajectories (patients).
       max_length: T, the padded length (a time-limit cut).
 
     Returns:

@@ -151,7 +151,7 @@ class EpsilonSoft:
     Attributes:
       greedy: ``obs -> int`` action.
       epsilon: probability of a uniformly random action.
-      num_actions: A.
+      num_actions: A, the number of actions.
     """
 
     greedy: Callable[[jax.Array], jax.Array]

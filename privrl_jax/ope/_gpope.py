@@ -412,8 +412,8 @@ def gpope_method(plan: privacy.DPPlan, step_size: StepSize) -> privacy.DPMethod:
       step_size: beta_j.
 
     Returns:
-      The method: per-unit clipped sum, ``(theta, w)`` as the parameters, and
-      :func:`gpope_update` as the step.
+      The method, with the per-unit clipped sum, ``(theta, w)`` as the parameters
+      and :func:`gpope_update` as the step.
     """
     return privacy.DPMethod(
         plan.clipped_sum(weighted_transition_direction),
@@ -730,8 +730,8 @@ def theorem1_sigma(
       dataset_size: m, the number of trajectories.
 
     Returns:
-      A :class:`Theorem1Sigma`: the paper's sigma, the same noise as a noise multiplier
-      of ours, and the theorem's small-epsilon form.
+      A :class:`Theorem1Sigma` with the paper's sigma, the same noise as a noise
+      multiplier of ours, and the theorem's small-epsilon form.
 
     Raises:
       ValueError: if epsilon or delta is out of range.

@@ -177,7 +177,7 @@ def evaluation_states(
       key: PRNG key (a public seed, not the data's).
       env: a gymnax-style environment (static).
       params: the environment's parameters.
-      num_states: K.
+      num_states: K, the number of states.
       policy: ``obs -> [A]`` probabilities to roll forward with (static), or None.
       max_steps: roll each state forward for a uniform number of steps in
         [0, max_steps); 0 keeps the start states.

@@ -79,7 +79,7 @@ class RBFFeatures:
         Args:
           observations: [n, d] *public* observations (never the sensitive data: the
             features would then leak it).
-          num_centers: c.
+          num_centers: c, the number of centres.
           seed: the initial centres' draw.
 
         Returns:

@@ -77,7 +77,7 @@ def audit_run(
       accountant: the accountant the run was accounted with (``"rdp"`` or ``"pld"``).
 
     Returns:
-      What it wrote: the run, delta, canaries, seed, confidence, accountant, the
+      What it wrote, with the run, delta, canaries, seed, confidence, accountant, the
       ledger head read, provenance, and ``rows`` (one per ledger group, as
       :func:`~privrl_jax.privacy.audit.audit_ledger` gives them).
     """

@@ -60,7 +60,7 @@ def shipped_config(name: str) -> Traversable:
       name: ``group/name`` of a config in :func:`shipped_configs`.
 
     Returns:
-      The config file inside the package (a ``Traversable``: read it with
+      The config file inside the package, a ``Traversable`` (read it with
       ``read_text``).
 
     Raises:
