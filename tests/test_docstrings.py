@@ -28,9 +28,6 @@ FACES = [
 NOT_YET = {
     "privrl_jax.privacy",
     "privrl_jax.privacy.audit",
-    "privrl_jax.ope",
-    "privrl_jax.pipelines",
-    "privrl_jax.experiments",
 }
 
 

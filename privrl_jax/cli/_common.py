@@ -34,8 +34,10 @@ def set_help(*examples: str) -> str:
 
 
 def set_option(*examples: str) -> Any:
-    """The --set option of a command, its help showing ``examples`` (keys its config
-    has)."""
+    """The --set option of a command, its help showing ``examples``.
+
+    The examples are keys the command's config has.
+    """
     return Annotated[
         list[str] | None,
         typer.Option("--set", metavar="SECTION.KEY=VALUE", help=set_help(*examples)),
@@ -59,8 +61,11 @@ OverwriteFlag = Annotated[
 
 
 def with_default(text: str, default: Any) -> str:
-    """Help text ending in typer's `[default: ...]` for an option whose value can also
-    come from a config (so the option itself defaults to None)."""
+    """Help text ending in typer's `[default: ...]`, escaped for rich markup.
+
+    For an option whose value can also come from a config (so the option itself
+    defaults to None).
+    """
     # Escaped: typer renders help as rich markup, where [...] is a (dropped) tag.
     return f"{text} \\[default: {default}]"
 
@@ -105,8 +110,9 @@ RUN_LOCK_FILE = ".lock"
 
 
 def refuse_busy_out(out: Path) -> None:
-    """Fails at once when a live run holds ``out``'s lock, before the imports and set-up
-    of a run.
+    """Fail at once when a live run holds ``out``'s lock.
+
+    Called before the imports and set-up of a run.
 
     Only a probe: the run takes the lock itself (a run that starts in between is still
     refused there). It creates nothing, so a refused command leaves no ``.lock`` behind.

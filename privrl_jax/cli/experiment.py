@@ -57,8 +57,10 @@ def run_command(
         Path, typer.Option("--runs", help="Root of the run directories.")
     ] = RUNS_DEFAULT,
 ) -> None:
-    """Run the experiment's cells (a finished cell is reused), store the rows and
-    tabulate them."""
+    """Run the experiment's cells, store the rows and tabulate them.
+
+    A finished cell is reused.
+    """
     from privrl_jax import experiments  # noqa: PLC0415
 
     try:
@@ -106,8 +108,10 @@ def pages_command(
         "docs/results"
     ),
 ) -> None:
-    """Write docs/results/ (index, one page per method, scoreboard) from the stored
-    rows."""
+    """Write docs/results/ from the stored rows.
+
+    The index, one page per method, and the scoreboard.
+    """
     from privrl_jax import experiments  # noqa: PLC0415
 
     for path in experiments.write_pages(results, docs):

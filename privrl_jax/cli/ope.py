@@ -33,8 +33,10 @@ def run_command(
     config: Annotated[str | None, config_option("gpope")] = None,
     overrides: OpeSet = None,
 ) -> None:
-    """GPOPE on the medical chain MDP, Mountain Car or the HIV simulator (env.name): DP
-    plan, noisy GTD2 steps, report and audit."""
+    """GPOPE on the medical chain MDP, Mountain Car or the HIV simulator (env.name).
+
+    DP plan, noisy GTD2 steps, report and audit.
+    """
     refuse_busy_out(out)
     from privrl_jax import pipelines  # here: keeps `privrl --help` fast
     from privrl_jax.pipelines import gpope

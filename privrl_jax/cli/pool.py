@@ -35,8 +35,10 @@ def run_command(
     config: Annotated[str | None, config_option("pool")] = None,
     overrides: PoolSet = None,
 ) -> None:
-    """POOL (or a baseline): private statistics,
-    pessimistic backward induction, report."""
+    """POOL (or a baseline): private statistics, pessimistic backward induction.
+
+    Prints the run's report.
+    """
     refuse_busy_out(out)
     from privrl_jax import pipelines  # here: keeps `privrl --help` fast
     from privrl_jax.pipelines import pool

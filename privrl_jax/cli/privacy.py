@@ -21,11 +21,15 @@ app = typer.Typer(
 
 
 class AccountantName(str, Enum):
+    """The accountants a command can use."""
+
     rdp = "rdp"
     pld = "pld"
 
 
 class SamplingName(str, Enum):
+    """The sampling schemes a command can account for."""
+
     poisson = "poisson"
     uniform_one = "uniform_one"
     full_batch = "full_batch"
@@ -68,8 +72,10 @@ def _plan(
     steps: int,
     noise_multiplier: float | None = None,
 ) -> privacy.DPPlan:
-    """The DP plan the options describe (clip norm 1: sigma and epsilon do not depend on
-    it)."""
+    """The DP plan the options describe.
+
+    Clip norm 1: sigma and epsilon do not depend on it.
+    """
     from privrl_jax import privacy  # noqa: PLC0415  (jax: keeps --help fast)
 
     if sampling is not SamplingName.poisson and dataset_size is None:
@@ -130,8 +136,10 @@ def epsilon(
     accountant: AccountantOpt = AccountantName.rdp,
     as_json: AsJson = False,
 ) -> None:
-    """Epsilon spent by T DP steps of a sampling scheme (dp-accounting's meaning of
-    sigma)."""
+    """Epsilon spent by T DP steps of a sampling scheme.
+
+    Sigma has dp-accounting's meaning (noise std / L2 sensitivity).
+    """
     try:
         plan = _plan(sampling, sampling_rate, dataset_size, steps, noise_multiplier)
         rep = plan.epsilon(delta, accountant.value)
@@ -166,8 +174,10 @@ def calibrate(
     accountant: AccountantOpt = AccountantName.rdp,
     as_json: AsJson = False,
 ) -> None:
-    """Smallest sigma (noise std / L2 sensitivity) that keeps T steps within the target
-    epsilon."""
+    """Smallest sigma that keeps T steps within the target epsilon.
+
+    Sigma is noise std / L2 sensitivity.
+    """
     try:
         plan = _plan(sampling, sampling_rate, dataset_size, steps).calibrate(
             target_epsilon, delta, accountant.value
@@ -198,8 +208,11 @@ def _numbers(value) -> str:
 
 
 def _params_text(params: dict) -> str:
-    """The mechanism's parameters beside a group of releases: sigma, q, C (or the
-    sensitivity) and the relation, so two groups that differ show how."""
+    """The mechanism's parameters beside a group of releases.
+
+    Sigma, q, C (or the sensitivity) and the relation, so two groups that differ show
+    how.
+    """
     fields = (
         ("sigma", params.get("noise_multipliers", params.get("noise_multiplier"))),
         ("q", params.get("sampling_rate")),
@@ -218,8 +231,9 @@ def report(
     run_dir: Path = typer.Argument(..., help="A run directory holding ledger.json."),
     as_json: AsJson = False,
 ) -> None:
-    """What a run spent: every release in its verified ledger, total epsilon under RDP
-    and PLD.
+    """What a run spent: every release in its verified ledger, total epsilon.
+
+    The total is given under both RDP and PLD.
 
     The ledger's hash chain, every event against its recorded parameters, and the ledger
     heads held by the run's checkpoints and released files are verified first; an
@@ -279,10 +293,10 @@ def audit_command(
     ] = AccountantName.rdp,
     as_json: AsJson = False,
 ) -> None:
-    """Epsilon demonstrated beside epsilon accounted: a one-run canary audit of every
-    mechanism
-    the run's verified ledger records (Steinke, Nasr & Jagielski 2023), written to
-    RUN_DIR/audit/epsilon_lower_bound.json.
+    """Epsilon demonstrated beside epsilon accounted: a one-run canary audit.
+
+    It covers every mechanism the run's verified ledger records (Steinke, Nasr &
+    Jagielski 2023) and is written to RUN_DIR/audit/epsilon_lower_bound.json.
 
     The audit reruns each recorded mechanism (the plan's sampler, clip norm, sigma and
     steps; POOL's Gaussian mechanism) with canaries on stand-in data, never on the run's

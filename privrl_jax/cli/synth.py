@@ -1,5 +1,4 @@
-"""`privrl synth ...` and `privrl quickstart`: the PrivORL pipelines from the command
-line."""
+"""`privrl synth ...` and `privrl quickstart`: the PrivORL pipelines from the CLI."""
 
 from __future__ import annotations
 
@@ -72,12 +71,12 @@ def transitions(
         ),
     ] = "privorl_n",
 ) -> None:
-    """PrivORL-n: pre-train on public data, DP fine-tune on sensitive data, sample,
-    evaluate.
+    """PrivORL-n: pre-train on public data, DP fine-tune on sensitive, sample, evaluate.
 
     With --model pgm|mst|aim|privsyn: the marginal-based baselines of PrivORL's Table I;
     with --model pategan|pategan_pretrained: PATE-GAN and PrePATE-GAN; each written in
-    the same release / audit layout, ledger and report."""
+    the same release / audit layout, ledger and report.
+    """
     from privrl_jax import pipelines
 
     if model == "privorl_n":
@@ -135,8 +134,10 @@ def quickstart(
     ),
     overrides: SetOption = None,
 ) -> None:
-    """CPU-sized PrivORL-n on the embedded mazes (public: medium + large, sensitive:
-    umaze), eps = 10."""
+    """CPU-sized PrivORL-n on the embedded mazes, eps = 10.
+
+    Public: medium + large; sensitive: umaze.
+    """
     _run(quickstart_config(), overrides or [], out)
 
 
@@ -149,8 +150,10 @@ def trajectories(
     config: Annotated[str | None, config_option("privorl_j")] = None,
     overrides: SetOption = None,
 ) -> None:
-    """PrivORL-j: trajectory-level DP synthesis (fragments + a conditional diffusion
-    transformer)."""
+    """PrivORL-j: trajectory-level DP synthesis.
+
+    Fragments + a conditional diffusion transformer.
+    """
     refuse_busy_out(out)
     from privrl_jax import pipelines
     from privrl_jax.pipelines import privorl_j  # here: keeps `privrl --help` fast

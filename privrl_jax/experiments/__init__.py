@@ -1,6 +1,7 @@
-"""experiments subpackage: every published number as a small experiment file, one
-runner over the pipelines' ``load`` / ``run``, and the pages generated from the stored
-rows.
+"""Experiments: every published number as a small experiment file.
+
+One runner runs them over the pipelines' ``load`` / ``run``, and the results pages are
+generated from the stored rows.
 
 An experiment is ``privrl_jax/experiments/<name>.yaml`` (the pipeline, base config,
 overrides, sweep axes, metrics, tables and the paper's number it answers; see

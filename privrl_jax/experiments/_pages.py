@@ -1,5 +1,6 @@
-"""The generated results pages (``docs/results/``) and the scoreboard of the papers'
-claims, made from the stored rows only.
+"""The generated results pages and the scoreboard of the papers' claims.
+
+Both (``docs/results/``) are made from the stored rows only.
 
 A claim (an entry of ``claims.yaml``) names the paper's number and, where migrated,
 the experiment and the rule that scores it against the stored rows::
@@ -15,13 +16,13 @@ the experiment and the rule that scores it against the stored rows::
       cause: ...                          # why, where it does not reproduce
       legacy: benchmarks/results/pool_exp1.md
 
-Rules (``kind``): ``ordering`` (our group beats each ``against`` group at each value
-of ``over``, an axis or a list of axes: all -> reproduces, some -> partly, none -> does
-not), ``interval`` (the
-paper's ``value`` inside our 95% interval -> reproduces; within ``tolerance`` times
-its size -> partly), ``threshold`` (our mean ``op`` ``value``; ``partly`` within
-``tolerance``) and ``significant`` (the table's tests of ``value`` against its baseline
-with adjusted p < ``alpha`` in the direction ``better``: all / some / none).
+Rules (``kind``): ``ordering`` (our group beats each ``against`` group at each value of
+``over``, an axis or a list of axes: all -> reproduces, some -> partly, none -> does
+not), ``interval`` (the paper's ``value`` inside our 95% interval -> reproduces; within
+``tolerance`` times its size -> partly), ``threshold`` (our mean ``op`` ``value``;
+``partly`` within ``tolerance``) and ``significant`` (the table's tests of ``value``
+against its baseline with adjusted p < ``alpha`` in the direction ``better``: all / some
+/ none).
 """
 
 from __future__ import annotations
@@ -187,7 +188,17 @@ def _share(held: int, total: int) -> str:
 
 
 def scoreboard(results_dir: Path) -> tuple[str, dict[str, int]]:
-    """The scoreboard page and the count of claims per status."""
+    """The scoreboard page and the count of claims per status.
+
+    Every claim of ``claims.yaml`` is scored by its rule against the stored rows.
+
+    Args:
+      results_dir: the results root holding ``<experiment>/rows.jsonl``.
+
+    Returns:
+      ``(markdown, counts)``: the page's text, and the number of claims per status
+      (``reproduces``, ``partly``, ``does not``, ``not run``, ``not migrated``).
+    """
     counts = dict.fromkeys(STATUSES, 0)
     lines = [
         HEADER,
@@ -283,8 +294,11 @@ def render_pages(results_dir: Path) -> dict[str, str]:
 
 
 def _reruns_page(results_dir: Path) -> str | None:
-    """Each rerun (``<results>/reruns/<experiment>/rows.jsonl``) beside the stored rows
-    of the same groups: both summaries and Welch's test of rerun - stored."""
+    """The reruns page: each rerun beside the stored rows of the same groups.
+
+    A rerun is ``<results>/reruns/<experiment>/rows.jsonl``; the page gives both
+    summaries and Welch's test of rerun - stored. None when there are no reruns.
+    """
     root = Path(results_dir) / "reruns"
     if not root.is_dir():
         return None
@@ -347,7 +361,16 @@ def _summ(s: Mapping[str, float]) -> str:
 
 
 def write_pages(results_dir: Path, docs_dir: Path) -> list[Path]:
-    """Writes :func:`render_pages` into ``docs_dir``; returns the files written."""
+    """Write :func:`render_pages` into ``docs_dir``.
+
+    Args:
+      results_dir: the results root holding ``<experiment>/rows.jsonl``.
+      docs_dir: the pages' directory (``docs/results``); created if missing, and
+        existing pages of the same names are overwritten.
+
+    Returns:
+      The files written.
+    """
     docs_dir.mkdir(parents=True, exist_ok=True)
     out = []
     for name, text in render_pages(results_dir).items():

@@ -1,5 +1,6 @@
-"""Runs an experiment's cells through its pipeline's ``load`` / ``run``, one run
-directory per resolved config, and keeps their rows.
+"""Run an experiment's cells through its pipeline's ``load`` / ``run``; keep the rows.
+
+One run directory per resolved config.
 
 A cell's run directory is ``<runs>/<experiment>/<hash>``, ``hash`` the first 12 hex
 digits of the SHA-256 of the resolved config (``pipelines.to_dict``): a finished cell
@@ -67,8 +68,11 @@ def lookup(outputs: Mapping[str, Any], path: str) -> Any:
 
 
 def run_outputs(run_dir: Path) -> dict[str, Any]:
-    """What a finished run wrote that a metric may read: ``report`` (report.json) and
-    ``audit`` (audit/audit.json, where the pipeline audits)."""
+    """What a finished run wrote that a metric may read.
+
+    ``report`` (report.json) and ``audit`` (audit/audit.json, where the pipeline
+    audits).
+    """
     out: dict[str, Any] = {}
     for key, rel in (("report", "report.json"), ("audit", "audit/audit.json")):
         path = run_dir / rel
@@ -81,7 +85,8 @@ def evaluate(exp: Experiment, outputs: Mapping[str, Any]) -> dict[str, Any]:
     """The experiment's metrics (``evaluate``: name -> path) read from ``outputs``.
 
     A list of paths reads the first one present (None when none is: a metric only
-    some cells have, such as the agent of the cell's own ``agent`` axis)."""
+    some cells have, such as the agent of the cell's own ``agent`` axis).
+    """
     out = {}
     for name, path in exp.evaluate.items():
         if isinstance(path, str):
@@ -156,7 +161,16 @@ def run_cell(exp_ref: str, cell: Cell, runs_dir: str) -> dict[str, Any]:
 
 
 def read_rows(results_dir: Path, name: str) -> list[dict[str, Any]]:
-    """The stored rows of experiment ``name`` (empty when none)."""
+    """The stored rows of experiment ``name``.
+
+    Args:
+      results_dir: the results root.
+      name: the experiment's name.
+
+    Returns:
+      The rows of ``<results_dir>/<name>/rows.jsonl``, in file order (empty when the
+      file does not exist).
+    """
     path = Path(results_dir) / name / ROWS_FILE
     if not path.exists():
         return []
@@ -176,9 +190,12 @@ def write_rows(results_dir: Path, name: str, rows: Sequence[Mapping[str, Any]]) 
 def merge_rows(
     stored: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """``stored`` with each of ``new`` replacing the stored row of its cell (in place)
-    or appended; a stored row of one of ``new``'s runs under another cell key is
-    dropped; the ``reused`` flag (a property of one invocation) is dropped."""
+    """``stored`` with each of ``new`` replacing the stored row of its cell.
+
+    A new row replaces its cell's stored row in place or is appended; a stored row of
+    one of ``new``'s runs under another cell key is dropped; the ``reused`` flag (a
+    property of one invocation) is dropped.
+    """
     fresh = {r["key"]: {k: v for k, v in r.items() if k != "reused"} for r in new}
     # A stored row of the same run under another key (the grid gained an axis at its
     # old value) is that run's old name: dropped, not counted twice.
@@ -201,7 +218,14 @@ def select(cells: Sequence[Cell], only: Mapping[str, Sequence[Any]]) -> list[Cel
 
 
 def parse_only(items: Sequence[str]) -> dict[str, list[Any]]:
-    """``AXIS=VALUE`` strings (values read as YAML; repeat an axis for several values).
+    """Parse ``AXIS=VALUE`` strings (``--only``) into axis -> values.
+
+    Args:
+      items: ``AXIS=VALUE`` strings; each value is read as YAML, and an axis repeated
+        gets several values.
+
+    Returns:
+      Axis -> the list of its values, in the order given.
 
     Raises:
       ValueError: an item without ``=``.

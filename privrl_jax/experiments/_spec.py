@@ -1,5 +1,7 @@
-"""An experiment file: what it runs (pipeline, base config, overrides, sweep axes) and
-what it reports (metrics, tables, the paper's number it answers).
+"""An experiment file: what it runs and what it reports.
+
+It runs a pipeline on a base config with overrides and sweep axes; it reports metrics,
+tables, and the paper's number it answers.
 
 A file ``privrl_jax/experiments/<name>.yaml`` holds::
 
@@ -96,18 +98,18 @@ class Experiment:
         return str(getattr(self, key))
 
     def pipeline_for(self, cell: Cell) -> str:
-        """The cell's pipeline: a categorical axis value's ``pipeline``, else the
-        file's."""
+        """The cell's pipeline: its categorical axis value's, else the file's."""
         return self._run_key(cell, "pipeline")
 
     def config_for(self, cell: Cell) -> str:
-        """The cell's base config: a categorical axis value's ``config``, else the
-        file's."""
+        """The cell's base config: its categorical axis value's, else the file's."""
         return self._run_key(cell, "config")
 
     def overrides_for(self, cell: Cell) -> list[str]:
-        """The ``section.key=value`` overrides of ``cell``: the file's, then each
-        axis's in the file's order."""
+        """The ``section.key=value`` overrides of ``cell``.
+
+        The file's, then each axis's in the file's order.
+        """
         values: dict[str, Any] = dict(self.overrides)
         for axis, spec in self.axes.items():
             if axis not in cell:
@@ -240,7 +242,11 @@ def _shipped() -> Iterator[tuple[str, Any]]:
 
 
 def experiment_names() -> list[str]:
-    """The names of the shipped experiment files, sorted."""
+    """The names of the shipped experiment files.
+
+    Returns:
+      The file stems of ``privrl_jax/experiments/*.yaml`` (``claims`` excluded), sorted.
+    """
     return [name for name, _ in _shipped()]
 
 

@@ -159,8 +159,10 @@ def _anchor_columns(
     rows: Sequence[Mapping[str, Any]],
     groups: Sequence[Mapping[str, Any]],
 ) -> list[dict]:
-    """A wide table's ``anchor_columns``: one group per (row, anchor), its column the
-    anchor's label (module doc)."""
+    """A wide table's ``anchor_columns``: one group per (row, anchor).
+
+    Each group's column is the anchor's label (module doc).
+    """
     out = []
     row_axes = list(spec.get("rows", []))
     metric = spec["metric"]
@@ -194,9 +196,11 @@ def _anchor_columns(
 
 
 def _average_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict:
-    """Per (row, column): the mean over the ``over`` cells of each cell's mean, and the
-    number of cells; ``wins``: per row, the cells where ``ours`` is above every one of
-    ``against`` (module doc)."""
+    """An average table: per (row, column), the mean over the ``over`` cells.
+
+    Each entry is the mean of each cell's mean, with the number of cells; ``wins``:
+    per row, the cells where ``ours`` is above every one of ``against`` (module doc).
+    """
     row_axes, col, over = list(spec["rows"]), spec["columns"], list(spec["over"])
     metric = spec["metric"]
     cells = _group(rows, [*row_axes, *over, col])
@@ -242,8 +246,11 @@ def _average_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
 
 
 def _where(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list:
-    """The rows a table reads: those whose cell has one of the values its ``where``
-    lists on each named axis (all rows without a ``where``)."""
+    """The rows a table reads, as its ``where`` selects.
+
+    Those whose cell has one of the values its ``where`` lists on each named axis (all
+    rows without a ``where``).
+    """
     where = spec.get("where") or {}
     return [
         r
@@ -253,11 +260,13 @@ def _where(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list:
 
 
 def _pairs_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict:
-    """Within-pair differences of each group against a reference: per group (``rows``
-    axes of the rows ``where`` selects) and metric, ``group - reference`` over the
-    ``pair`` values (seeds) both have, the reference being the rows its ``where``
-    selects that share the group's ``match`` axes; the summary, how many rose and
-    the paired t-test's p (NaN at zero spread)."""
+    """Within-pair differences of each group against a reference.
+
+    Per group (``rows`` axes of the rows ``where`` selects) and metric, ``group -
+    reference`` over the ``pair`` values (seeds) both have, the reference being the rows
+    its ``where`` selects that share the group's ``match`` axes; the summary, how many
+    rose and the paired t-test's p (NaN at zero spread).
+    """
     ref_spec = spec["reference"]
     pair, prefix = spec.get("pair", "seed"), spec.get("prefix")
     axes, match = list(spec["rows"]), list(ref_spec.get("match", []))
@@ -310,9 +319,11 @@ def _pairs_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
 
 
 def _steps_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict:
-    """Within-pair differences ``b - a`` between successive values of ``axis`` (in
-    file order): each metric's summary and how many pairs rose. A seed's own data and
-    pre-training shift all its rows alike; the differences remove that shift."""
+    """Within-pair differences ``b - a`` between successive values of ``axis``.
+
+    In file order: each metric's summary and how many pairs rose. A seed's own data and
+    pre-training shift all its rows alike; the differences remove that shift.
+    """
     axis, pair = spec["axis"], spec.get("pair", "seed")
     prefix = spec.get("prefix")
     values = list(dict.fromkeys(r["cell"][axis] for r in rows if axis in r["cell"]))
@@ -346,8 +357,10 @@ def _anchors(
     anchors: Sequence[Mapping[str, Any]],
     rows: Sequence[Mapping[str, Any]],
 ) -> list[dict]:
-    """Rows read from another metric prefix, one value per ``one_per`` (its first
-    row): scores every run of a seed shares (a pre-trained model, a holdout)."""
+    """Rows read from another metric prefix, one value per ``one_per`` (its first row).
+
+    Scores every run of a seed shares (a pre-trained model, a holdout).
+    """
     out = []
     for anchor in anchors:
         one_per = anchor.get("one_per", "seed")
@@ -367,8 +380,10 @@ def _anchors(
 
 
 def _tests(test: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """One ``tests`` entry: each other value of ``axis`` against ``baseline`` within
-    each combination of ``within``; p adjusted over all of them (the family)."""
+    """One ``tests`` entry: each other value of ``axis`` against ``baseline``.
+
+    Within each combination of ``within``; p adjusted over all of them (the family).
+    """
     axis, base, metric = test["axis"], test["baseline"], test["metric"]
     within = list(test.get("within", []))
     pair = test.get("pair", "seed")
@@ -585,8 +600,7 @@ def _x(value: Any, finite_max: float) -> float:
 def plot_table(
     spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], path: Path
 ) -> None:
-    """The table's ``plot``: per series, the metric's mean and 95% interval
-    against x."""
+    """The table's ``plot``: per series, the metric's mean and 95% interval vs x."""
     import matplotlib  # noqa: PLC0415 -- only when a PNG is written
 
     matplotlib.use("Agg")
@@ -630,8 +644,7 @@ def experiment_markdown(
     tables: Sequence[Mapping[str, Any]],
     rows: Sequence[Mapping[str, Any]],
 ) -> str:
-    """The experiment's Markdown: what it answers, its tables, where its rows came
-    from."""
+    """The experiment's Markdown: what it answers, its tables, its rows' source."""
     a = exp.answers
     lines = [f"## {exp.title}", ""]
     if a:
@@ -665,9 +678,12 @@ def _run_text(exp: Experiment) -> str:
 
 
 def grid_order(exp: Experiment, rows: Sequence[Mapping[str, Any]]) -> list:
-    """The rows of the experiment's grid cells, in the grid's order: a table's rows and
-    columns follow the file, not the order in which cells happened to run, and a row
-    of a cell the file no longer has is not tabulated (it stays in the rows file)."""
+    """The rows of the experiment's grid cells, in the grid's order.
+
+    A table's rows and columns follow the file, not the order in which cells happened to
+    run, and a row of a cell the file no longer has is not tabulated (it stays in the
+    rows file).
+    """
     index = {cell_key(c): i for i, c in enumerate(exp.cells())}
     return sorted((r for r in rows if r["key"] in index), key=lambda r: index[r["key"]])
 
@@ -679,8 +695,9 @@ def tabulate(
     *,
     plots: bool = True,
 ) -> list[dict]:
-    """Builds every table of ``exp`` from ``rows`` and writes ``tables.json``,
-    ``tables.md`` and one PNG per plotted table into ``out_dir``.
+    """Build every table of ``exp`` from ``rows`` and write them into ``out_dir``.
+
+    Writes ``tables.json``, ``tables.md`` and one PNG per plotted table.
 
     Args:
       exp: the experiment.

@@ -1,5 +1,7 @@
-"""The one aggregation every experiment table uses: mean, sample std (ddof = 1), the
-Student-t interval, paired and Welch t-tests, and a multiple-comparison correction.
+"""The one aggregation every experiment table uses.
+
+Mean, sample std (ddof = 1), the Student-t interval, paired and Welch t-tests, and a
+multiple-comparison correction.
 
 Written out (not ``scipy.stats.ttest_*``) so each number's formula is on the page;
 ``tests/experiments/test_stats.py`` checks them against scipy.

@@ -1,5 +1,6 @@
-"""Differentially private off-policy evaluation: GTD2 and GPOPE on the DP plan; DP-LSW /
-DP-LSL.
+"""Differentially private off-policy evaluation.
+
+GTD2 and GPOPE on the DP plan; DP-LSW / DP-LSL.
 
 What runs where: the GTD2 maths, GPOPE's scan, the trials' vmap and the chain MDP are
 pure jitted JAX; drawing the index schedule and the paper's Theorem-1 sigma are

@@ -96,8 +96,10 @@ class MonteCarloStats(NamedTuple):
 
 
 class SmoothParams(NamedTuple):
-    """Gaussian smooth-sensitivity constants: noise = S(X) / alpha * N(0, I), S
-    beta-smooth."""
+    """Gaussian smooth-sensitivity constants alpha and beta.
+
+    The release adds S(X) / alpha * N(0, I), with S a beta-smooth bound.
+    """
 
     alpha: float
     beta: float
@@ -130,9 +132,11 @@ def trajectory_first_visits(
     """One trajectory's first visits; unbatched (vmap it).
 
     Args:
-      states: [T] int state acted in at each step. rewards: [T]. mask: [T] bool (real
-        steps).
-      gamma: discount. num_states: S.
+      states: [T] int state acted in at each step.
+      rewards: [T] rewards.
+      mask: [T] bool, True on real steps (False on padding).
+      gamma: discount.
+      num_states: S, the number of states.
 
     Returns:
       ``(visited [S] bool, returns [S])``: returns[s] = sum_{k >= t_s} gamma^(k - t_s)
@@ -181,12 +185,10 @@ def monte_carlo_stats(visits: FirstVisits) -> MonteCarloStats:
 def clip_first_visits(
     visits: FirstVisits, return_bounds: tuple[float, float]
 ) -> FirstVisits:
-    """Each first-visit return forced into the public [lo, hi] the smooth sensitivity
-    assumes.
+    """Force each first-visit return into the public [lo, hi].
 
     The NRS07 bounds below hold only if every F_{i,s} lies in [lo, hi]; user data need
-    not. So
-    the bound is enforced where the data enter the mechanism: finite returns are
+    not. So the bound is enforced where the data enter the mechanism: finite returns are
     clipped, +inf maps to hi and -inf to lo (what clipping gives), and NaN maps to 0,
     the value an unvisited state already contributes (0 is in [lo, hi] by
     :func:`_check_bounds`). A NaN reward thus costs its trajectory's estimate, never the
@@ -215,7 +217,9 @@ NOISE_CALIBRATIONS = ("nrs07", "exact")
 def smooth_params(
     epsilon: float, delta: float, dim: int, calibration: str = "nrs07"
 ) -> SmoothParams:
-    """beta = eps / (4 (d + ln(2/delta))) and alpha by ``calibration``.
+    """The smooth-sensitivity constants for one (eps, delta) release in d dimensions.
+
+    beta = eps / (4 (d + ln(2/delta))); alpha by ``calibration``:
 
     - ``"nrs07"``: alpha = eps / (5 sqrt(2 ln(2/delta))), the closed-form constants of
       NRS07's Gaussian as the authors' code uses them (docs/gpope.md, section 3: checked
@@ -265,8 +269,11 @@ def _check_bounds(return_bounds: tuple[float, float]) -> tuple[float, float]:
 def lsw_solution(
     stats: MonteCarloStats, features: jax.Array, rho: jax.Array, ridge: float = 0.0
 ) -> jax.Array:
-    """theta_w = (Phi^T Gamma Phi + ridge I)^-1 Phi^T Gamma F^ (LSW; the paper's has
-    ridge = 0)."""
+    """The LSW weights (non-private).
+
+    theta_w = (Phi^T Gamma Phi + ridge I)^-1 Phi^T Gamma F^; the paper's LSW has
+    ridge = 0.
+    """
     mean = stats.sums / jnp.maximum(stats.counts, 1.0)
     weighted = features.T * rho[None, :]  # Phi^T Gamma
     gram = weighted @ features + ridge * jnp.eye(features.shape[1])
@@ -276,8 +283,10 @@ def lsw_solution(
 def lsl_solution(
     stats: MonteCarloStats, features: jax.Array, rho: jax.Array, ridge: float
 ) -> jax.Array:
-    """theta_l = (Phi^T diag(rho n) Phi + ridge/2 I)^-1 Phi^T (rho G), the minimiser of
-    LSL's J."""
+    """The LSL weights (non-private), the minimiser of LSL's J.
+
+    theta_l = (Phi^T diag(rho n) Phi + ridge/2 I)^-1 Phi^T (rho G).
+    """
     weighted = features.T * (rho * stats.counts)[None, :]
     gram = weighted @ features + 0.5 * ridge * jnp.eye(features.shape[1])
     return jnp.linalg.solve(gram, features.T @ (rho * stats.sums))
@@ -308,8 +317,9 @@ def lsw_local_sensitivity(
     ridge: float = 0.0,
     k: jax.Array | int = 0,
 ) -> jax.Array:
-    """U_w(k) = W ||M||_2 sqrt(sum_s rho_s / max(n_s - k, 1)^2): LS of theta_w at
-    distance k.
+    """An upper bound U_w(k) on the local sensitivity of theta_w at distance k.
+
+    U_w(k) = W ||M||_2 sqrt(sum_s rho_s / max(n_s - k, 1)^2).
 
     Derivation (ours; the shape is the paper's phi_w). theta_w = M Gamma^1/2 F^ with M
     data independent, so ||theta - theta'|| <= ||M||_2 ||Gamma^1/2 (F^ - F^')||_2.
@@ -334,18 +344,20 @@ def lsl_local_sensitivity(
     num_trajectories: int,
     k: jax.Array | int = 0,
 ) -> jax.Array:
-    """U_l(k) = (2 ||Phi||_2 / lambda) (W ||rho||_2 + ||Phi||_2 ||rho||_inf B sqrt(2 N_k
-    / lambda)).
+    """An upper bound U_l(k) on the local sensitivity of theta_l at distance k.
 
-    N_k = sum_s rho_s min(n_s + k, m). Derivation (ours; the two-term shape is the
-    authors' code's). With H = Phi^T diag(rho n) Phi + lambda/2 I and g = Phi^T (rho G),
-    theta = H^-1 g; a neighbour has H' = H + E, g' = g + e, and theta' - theta = H'^-1
-    (e - E theta). Then ||H'^-1||_2 <= 2 / lambda; ||e|| <= ||Phi||_2 ||rho * dG||_2 <=
-    ||Phi||_2 W ||rho||_2 (each |dG_s| <= W); ||E theta|| <= ||Phi||_2^2 ||rho||_inf
-    ||theta|| (|dn_s| <= 1); and J(theta) <= J(0) gives lambda/2 ||theta||^2 <= B^2
-    sum_s rho_s n_s. At distance k, n_s <= min(n_s + k, m). The authors' code has lambda
-    - ||rho||_inf ||Phi||^2 in the denominator and a different factor on the sqrt term
-    (their normalisation of J); we use the bound we can prove.
+    U_l(k) = (2 ||Phi||_2 / lambda) (W ||rho||_2 + ||Phi||_2 ||rho||_inf B sqrt(2 N_k
+    / lambda)), N_k = sum_s rho_s min(n_s + k, m).
+
+    Derivation (ours; the two-term shape is the authors' code's). With H = Phi^T
+    diag(rho n) Phi + lambda/2 I and g = Phi^T (rho G), theta = H^-1 g; a neighbour has
+    H' = H + E, g' = g + e, and theta' - theta = H'^-1 (e - E theta). Then ||H'^-1||_2
+    <= 2 / lambda; ||e|| <= ||Phi||_2 ||rho * dG||_2 <= ||Phi||_2 W ||rho||_2 (each
+    |dG_s| <= W); ||E theta|| <= ||Phi||_2^2 ||rho||_inf ||theta|| (|dn_s| <= 1); and
+    J(theta) <= J(0) gives lambda/2 ||theta||^2 <= B^2 sum_s rho_s n_s. At distance k,
+    n_s <= min(n_s + k, m). The authors' code has lambda - ||rho||_inf ||Phi||^2 in the
+    denominator and a different factor on the sqrt term (their normalisation of J); we
+    use the bound we can prove.
     """
     lo, hi = _check_bounds(return_bounds)
     if not ridge > 0:
@@ -359,11 +371,11 @@ def lsl_local_sensitivity(
 
 
 def _smooth(bound_at, beta: float, max_k: int) -> jax.Array:
-    """sqrt(max_{0 <= k <= K} e^{-k beta} U(k)^2), the papers' Psi form (beta/2-, so
-    beta-smooth).
+    """sqrt(max_{0 <= k <= K} e^{-k beta} U(k)^2), a beta-smooth bound.
 
-    Both U's are monotone in k and constant beyond K (LSW: K = max n_s <= m; LSL: K =
-    m), so the max over k >= 0 is reached within [0, K].
+    The papers' Psi form (beta/2-, so beta-smooth). Both U's are monotone in k and
+    constant beyond K (LSW: K = max n_s <= m; LSL: K = m), so the max over k >= 0 is
+    reached within [0, K].
     """
     ks = jnp.arange(max_k + 1, dtype=jnp.float32)
     u = jax.vmap(bound_at)(ks)
@@ -380,8 +392,10 @@ def lsw_smooth_sensitivity(
     num_trajectories: int,
     ridge: float = 0.0,
 ) -> jax.Array:
-    """S_w(X) = sqrt(max_k e^{-k beta} U_w(k)^2) (the paper's Psi_w with sigma ~
-    sqrt(Psi))."""
+    """S_w(X) = sqrt(max_k e^{-k beta} U_w(k)^2), LSW's smooth sensitivity.
+
+    The paper's Psi_w, with sigma ~ sqrt(Psi).
+    """
     return _smooth(
         lambda k: lsw_local_sensitivity(
             counts, features, rho, return_bounds=return_bounds, ridge=ridge, k=k
@@ -438,23 +452,35 @@ def dp_lsw(
     ridge: float = 0.0,
     calibration: str = "nrs07",
 ) -> BalleRelease:
-    """DP-LSW: theta_w + S_w(X) / alpha * N(0, I_d); (epsilon, delta)-DP by NRS07
-    (replace-one).
+    """DP-LSW: release theta_w + S_w(X) / alpha * N(0, I_d).
+
+    (epsilon, delta)-DP by NRS07, for data sets of m trajectories that differ in one
+    whole trajectory (replace-one; the privacy unit is a trajectory).
 
     Args:
       key: the noise key (secret in a real release).
       visits: :func:`first_visits` of the m trajectories. Their returns are clipped into
         ``return_bounds`` here (:func:`clip_first_visits`), so data outside the declared
         bounds cost accuracy, never the guarantee.
-      features: [S, d] Phi. rho: [S] public state weights (> 0 where Phi must be
-        identified).
-      epsilon, delta: the target guarantee of this one release.
+      features: [S, d] Phi.
+      rho: [S] public state weights (> 0 where Phi must be identified).
+      epsilon: the target epsilon of this one release (finite, > 0).
+      delta: the target delta of this one release, in (0, 1).
       return_bounds: public [lo, hi] containing every first-visit return and 0.
       num_trajectories: m (public); optional, checked against the visits' leading axis.
       ridge: lambda_w >= 0 (0 is the paper's LSW).
       calibration: alpha from NRS07's closed form (``"nrs07"``, the authors' choice) or
         the exact privacy curve at the same beta (``"exact"``, less noise); see
         :func:`smooth_params`.
+
+    Returns:
+      A :class:`BalleRelease` with the noised [d] weights (V = Phi theta), the
+      data-dependent noise std and smooth sensitivity (diagnostics, never to be
+      published), and the (epsilon, delta) of the release.
+
+    Raises:
+      ValueError: if epsilon, delta, ``calibration`` or ``return_bounds`` are invalid,
+        or ``num_trajectories`` differs from the number of trajectories in ``visits``.
     """
     params = smooth_params(epsilon, delta, features.shape[1], calibration)
     stats, num_trajectories = _private_stats(visits, return_bounds, num_trajectories)
@@ -484,12 +510,30 @@ def dp_lsl(
     ridge: float,
     calibration: str = "nrs07",
 ) -> BalleRelease:
-    """DP-LSL: theta_l + S_l(X) / alpha * N(0, I_d); (epsilon, delta)-DP by NRS07
-    (replace-one).
+    """DP-LSL: release theta_l + S_l(X) / alpha * N(0, I_d).
 
-    Args as :func:`dp_lsw`; ``ridge`` is LSL's lambda > 0 (the authors' code grows it
-    with m, e.g. lambda = c m^0.4; the noise falls like 1/lambda, the bias grows with
-    it).
+    (epsilon, delta)-DP by NRS07, for data sets of m trajectories that differ in one
+    whole trajectory (replace-one; the privacy unit is a trajectory).
+
+    Args:
+      key: the noise key (secret in a real release).
+      visits: :func:`first_visits` of the m trajectories; their returns are clipped into
+        ``return_bounds`` here (:func:`clip_first_visits`).
+      features: [S, d] Phi.
+      rho: [S] public state weights.
+      epsilon: the target epsilon of this one release (finite, > 0).
+      delta: the target delta of this one release, in (0, 1).
+      return_bounds: public [lo, hi] containing every first-visit return and 0.
+      num_trajectories: m (public); optional, checked against the visits' leading axis.
+      ridge: LSL's lambda > 0. The authors' code grows it with m (e.g. lambda =
+        c m^0.4); the noise falls like 1/lambda, the bias grows with it.
+      calibration: ``"nrs07"`` or ``"exact"``; see :func:`smooth_params`.
+
+    Returns:
+      A :class:`BalleRelease` (as :func:`dp_lsw`), theta being the noised LSL weights.
+
+    Raises:
+      ValueError: if ``ridge`` <= 0, or for the invalid inputs :func:`dp_lsw` rejects.
     """
     params = smooth_params(epsilon, delta, features.shape[1], calibration)
     stats, num_trajectories = _private_stats(visits, return_bounds, num_trajectories)

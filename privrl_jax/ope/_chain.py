@@ -1,21 +1,19 @@
-"""A small chain MDP that mimics a medical application (the GPOPE paper's Section 7
-setting).
+"""A small chain MDP that mimics a medical application.
 
-Construction. A patient's health is one of S levels, 0 (critical) .. S-1 (nearly well).
-Each step the clinician either waits (action 0) or treats (action 1). Health then moves
-one level up, stays, or moves one level down with probabilities that depend on the
-action (treatment makes improvement likelier). Moving below level 0 is death, moving
-above level S-1 is discharge; both are absorbing and end the trajectory (reward -1 and
-+1 on entering them). Treatment costs ``treatment_cost`` per step (side effects, money).
-A patient enters at a uniformly random level; records are cut at ``max_length`` visits
-(a time-limit cut bootstraps: discount gamma, not 0).
-So trajectories have random, unequal lengths, and one trajectory is one patient: the
-privacy unit.
+The GPOPE paper's Section 7 setting. Construction. A patient's health is one of S
+levels, 0 (critical) .. S-1 (nearly well). Each step the clinician either waits (action
+0) or treats (action 1). Health then moves one level up, stays, or moves one level down
+with probabilities that depend on the action (treatment makes improvement likelier).
+Moving below level 0 is death, moving above level S-1 is discharge; both are absorbing
+and end the trajectory (reward -1 and +1 on entering them). Treatment costs
+``treatment_cost`` per step (side effects, money). A patient enters at a uniformly
+random level; records are cut at ``max_length`` visits (a time-limit cut bootstraps:
+discount gamma, not 0). So trajectories have random, unequal lengths, and one trajectory
+is one patient: the privacy unit.
 
 Outcomes are indexed 0..S-1 (levels), S (death), S+1 (discharge). Exact values of a
-policy come
-from one linear solve on the S transient levels: V = (I - gamma P_pi)^-1 r_pi.
-Everything here is pure JAX; :func:`collect` is jitted.
+policy come from one linear solve on the S transient levels: V = (I - gamma P_pi)^-1
+r_pi. Everything here is pure JAX; :func:`collect` is jitted.
 """
 
 from __future__ import annotations
@@ -64,14 +62,19 @@ def medical_chain(
     death_reward: float = -1.0,
     discharge_reward: float = 1.0,
 ) -> ChainMDP:
-    """The chain described in the module docstring.
+    """The medical chain described in the module docstring.
 
     Args:
       num_states: S health levels.
       gamma: discount.
-      wait_probs, treat_probs: (up, stay, down) probabilities for actions 0 and 1.
+      wait_probs: (up, stay, down) probabilities when waiting (action 0).
+      treat_probs: (up, stay, down) probabilities when treating (action 1).
       treatment_cost: reward -cost for every treated step.
-      death_reward, discharge_reward: reward on entering the terminal outcomes.
+      death_reward: reward on entering death (outcome S).
+      discharge_reward: reward on entering discharge (outcome S+1).
+
+    Returns:
+      The :class:`ChainMDP`, with a uniform initial level.
     """
     s = num_states
     death, discharge = s, s + 1
@@ -96,6 +99,7 @@ def exact_values(mdp: ChainMDP, policy: jax.Array) -> jax.Array:
     """V^pi on the S levels by a linear solve: (I - gamma P_pi) V = r_pi.
 
     Args:
+      mdp: the chain.
       policy: [S, A] action probabilities.
 
     Returns:
@@ -108,13 +112,28 @@ def exact_values(mdp: ChainMDP, policy: jax.Array) -> jax.Array:
 
 
 def one_hot_features(num_states: int) -> jax.Array:
-    """[S, S] tabular features: V = theta exactly, A invertible when every level is
-    visited."""
+    """Tabular (one-hot) features of the S levels.
+
+    With them V = theta exactly, and GTD2's A is invertible when every level is visited.
+
+    Args:
+      num_states: S, the number of levels.
+
+    Returns:
+      [S, S] identity matrix (row s is phi_s).
+    """
     return jnp.eye(num_states)
 
 
 def treatment_policy(treat_probs) -> jax.Array:
-    """[S, 2] policy that treats level s with probability ``treat_probs[s]``."""
+    """A policy that treats level s with probability ``treat_probs[s]``.
+
+    Args:
+      treat_probs: [S] treatment probabilities.
+
+    Returns:
+      [S, 2] action probabilities (wait, treat).
+    """
     p = jnp.asarray(treat_probs, jnp.float32)
     return jnp.stack([1.0 - p, p], axis=-1)
 
@@ -124,8 +143,9 @@ class Collected(NamedTuple):
 
     Attributes:
       data: :class:`TrajectoryData`, leaves [m, T, ...].
-      states: [m, T] int32 level acted in. actions: [m, T] int32. next_outcomes: [m, T]
-        int32.
+      states: [m, T] int32 level acted in.
+      actions: [m, T] int32 action taken.
+      next_outcomes: [m, T] int32 outcome reached.
     """
 
     data: TrajectoryData
@@ -145,13 +165,16 @@ def collect(
     num_trajectories: int,
     max_length: int,
 ) -> Collected:
-    """m trajectories of ``behaviour`` with importance ratios for ``target``; masked.
+    """Collect m trajectories of ``behaviour`` with importance ratios for ``target``.
 
     Args:
       key: PRNG key.
-      behaviour, target: [S, A] policies (behaviour > 0 wherever target > 0).
+      mdp: the chain.
+      behaviour: [S, A] policy that acts (> 0 wherever ``target`` > 0).
+      target: [S, A] policy being evaluated.
       features: [S, n] state features; terminal outcomes get phi = 0 (and discount 0).
-      num_trajectories: m. max_length: T, the padded length (a time-limit cut).
+      num_trajectories: m, the number of trajectories (patients).
+      max_length: T, the padded length (a time-limit cut).
 
     Returns:
       :class:`Collected` with masks True on each trajectory's real transitions.

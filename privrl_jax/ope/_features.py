@@ -1,5 +1,4 @@
-"""Tile-coding features and epsilon-soft policies for off-policy evaluation on
-continuous envs.
+"""Tile-coding features and epsilon-soft policies for OPE on continuous envs.
 
 Tile coding (Sutton & Barto 2018, Section 9.5.4). ``num_tilings`` grids of
 ``tiles_per_dim`` tiles along each input dimension, each grid shifted by a fraction of a
@@ -87,8 +86,14 @@ class TileCoder:
         return jnp.mod(k * odd, self.num_tilings) / self.num_tilings
 
     def active(self, x: jax.Array) -> jax.Array:
-        """[num_tilings] int32: the index (into the feature vector) of each tiling's
-        tile."""
+        """The active tile of each tiling at ``x``.
+
+        Args:
+          x: [input dim] one input (``dims`` selects the coded components).
+
+        Returns:
+          [num_tilings] int32: the index into the feature vector of each tiling's tile.
+        """
         x = jnp.asarray(x, jnp.float32)
         if self.dims is not None:
             x = x[jnp.asarray(self.dims)]
@@ -136,18 +141,17 @@ class FeatureMap:
 
 @dataclasses.dataclass(frozen=True)
 class EpsilonSoft:
-    """``obs -> [A]`` probabilities: ``greedy(obs)`` w.p. 1 - eps, else uniform over A
-    actions.
+    """An epsilon-soft policy: ``greedy(obs)`` w.p. 1 - eps, else uniform over actions.
 
-    Every action gets at least eps / A, so an epsilon-soft behaviour policy covers any
-    target policy (importance ratios at most (1 - eps' + eps'/A) / (eps / A)). Frozen
-    and hashable (with a module-level ``greedy``), so equal policies share a jit cache
-    entry.
+    Called on ``obs`` it returns the [A] action probabilities. Every action gets at
+    least eps / A, so an epsilon-soft behaviour policy covers any target policy
+    (importance ratios at most (1 - eps' + eps'/A) / (eps / A)). Frozen and hashable
+    (with a module-level ``greedy``), so equal policies share a jit cache entry.
 
     Attributes:
       greedy: ``obs -> int`` action.
       epsilon: probability of a uniformly random action.
-      num_actions: A.
+      num_actions: A, the number of actions.
     """
 
     greedy: Callable[[jax.Array], jax.Array]
@@ -164,8 +168,18 @@ class EpsilonSoft:
 
 
 def mountain_car_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> FeatureMap:
-    """Tile coding of (position, velocity) over gym's box,
-    plus a constant; unit norm."""
+    """Features for MountainCar: tile coding of (position, velocity) plus a constant.
+
+    The box is gym's observation box; the features have unit L2 norm.
+
+    Args:
+      tiles_per_dim: tiles along each of the two dimensions.
+      num_tilings: number of shifted tilings.
+
+    Returns:
+      A :class:`FeatureMap` with ``1 + num_tilings * (tiles_per_dim + 1) ** 2``
+      features.
+    """
     coder = TileCoder(
         envs.MOUNTAIN_CAR_OBS_LOW,
         envs.MOUNTAIN_CAR_OBS_HIGH,
@@ -176,8 +190,18 @@ def mountain_car_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> Featu
 
 
 def hiv_features(tiles_per_dim: int = 6, num_tilings: int = 4) -> FeatureMap:
-    """One 1-D tile coder per log10 concentration (an additive value model), plus a
-    constant; unit norm. A joint 6-D tiling would need (tiles + 1)^6 tiles per tiling.
+    """Features for the HIV env: one 1-D tile coder per log10 concentration.
+
+    An additive value model, plus a constant; unit L2 norm. A joint 6-D tiling would
+    need (tiles + 1)^6 tiles per tiling.
+
+    Args:
+      tiles_per_dim: tiles along each log10 concentration.
+      num_tilings: number of shifted tilings per coder.
+
+    Returns:
+      A :class:`FeatureMap` with ``1 + 6 * num_tilings * (tiles_per_dim + 1)``
+      features.
     """
     coders = tuple(
         TileCoder((lo,), (hi,), tiles_per_dim, num_tilings, dims=(i,))

@@ -1,5 +1,6 @@
-"""GPOPE: gradient-perturbed off-policy evaluation (the paper's Algorithm 1) on a DP
-plan.
+"""GPOPE: gradient-perturbed off-policy evaluation on a DP plan.
+
+The paper's Algorithm 1.
 
 Each iteration j takes the plan's batch of trajectories, computes every sampled
 trajectory's primal-dual direction B_i(theta_j, w_j) (eq. 4.1, :mod:`._gtd2`), clips it
@@ -82,15 +83,15 @@ from privrl_jax.ope._gtd2 import (
 )
 @dataclasses.dataclass(frozen=True)
 class StepSize:
-    """beta_j = beta / (1 + j / decay_steps) ** power; constant when ``decay_steps`` is
-    None.
+    """The step size beta_j = beta / (1 + j / decay_steps) ** power.
 
-    Constant steps converge linearly and then stall at a noise floor; diminishing steps
-    end lower (the paper's Theorems 2 and 3). A pytree whose one leaf is ``beta``:
-    passed to a jit as an ordinary argument it traces, so a sweep over beta_0 compiles
-    once. ``decay_steps`` and ``power`` pick the schedule's shape and stay static: XLA
-    folds them into the compiled constants (``x ** 1.0`` becomes ``x``), which traced
-    values would round differently in the last bit. Frozen and hashable too.
+    Constant (beta) when ``decay_steps`` is None. Constant steps converge linearly and
+    then stall at a noise floor; diminishing steps end lower (the paper's Theorems 2 and
+    3). A pytree whose one leaf is ``beta``: passed to a jit as an ordinary argument it
+    traces, so a sweep over beta_0 compiles once. ``decay_steps`` and ``power`` pick the
+    schedule's shape and stay static: XLA folds them into the compiled constants (``x **
+    1.0`` becomes ``x``), which traced values would round differently in the last bit.
+    Frozen and hashable too.
     """
 
     beta: float
@@ -323,11 +324,11 @@ def draw_schedule(
 
 
 class GPOPEState(NamedTuple):
-    """GPOPE's iterate: what :func:`gpope_update` steps and ``privacy.fit``
-    checkpoints.
+    """GPOPE's iterate: what :func:`gpope_update` steps and ``privacy.fit`` saves.
 
     Attributes:
-      theta: [n] value weights. w: [n] dual weights.
+      theta: [n] value weights.
+      w: [n] dual weights.
       step: [] int32, the iteration index j (the step size beta_j reads it).
     """
 
@@ -339,7 +340,15 @@ class GPOPEState(NamedTuple):
 def gpope_init(
     num_features: int, init: tuple[jax.Array, jax.Array] | None = None
 ) -> GPOPEState:
-    """The state before iteration 0: ``(theta_0, w_0)`` (zeros by default), j = 0."""
+    """The state before iteration 0: ``(theta_0, w_0)`` (zeros by default), j = 0.
+
+    Args:
+      num_features: n, the length of theta and w (used only when ``init`` is None).
+      init: ``(theta_0 [n], w_0 [n])``, or None for zeros.
+
+    Returns:
+      A :class:`GPOPEState` with step 0.
+    """
     theta, w = init if init is not None else (jnp.zeros(num_features),) * 2
     return GPOPEState(theta, w, jnp.zeros((), jnp.int32))
 
@@ -352,12 +361,20 @@ def gpope_params(state: GPOPEState) -> tuple[jax.Array, jax.Array]:
 def gpope_units(
     data: TrajectoryData, normalization: str = "horizon"
 ) -> tuple[Transitions, jax.Array]:
-    """The privacy units: each trajectory's transitions with their weights, leaves
-    ``[m, T, ...]``.
+    """The privacy units: each trajectory's transitions with their weights.
 
     The per-unit function of ``plan.clipped_sum(weighted_transition_direction)`` on a
     unit (item mask ``data.mask``) is its B_i. The weights (1/T or 1/tau_i) are public
     or a function of the unit's own mask, so they are computed once, before sampling.
+
+    Args:
+      data: m trajectories, leaves ``[m, T, ...]``; one trajectory is one privacy unit.
+      normalization: ``"horizon"`` (weight 1/T, T the padded length) or ``"mean"``
+        (1/tau_i, tau_i the trajectory's real length; the paper's eq. 2.2).
+
+    Returns:
+      ``(transitions, weights)``: the transitions (leaves ``[m, T, ...]``) and their
+      ``[m, T]`` weights (0 on padding).
     """
     return with_weights(data.transitions, data.mask, normalization)
 
@@ -384,12 +401,19 @@ def gpope_update(
 
 
 def gpope_method(plan: privacy.DPPlan, step_size: StepSize) -> privacy.DPMethod:
-    """GPOPE as a :class:`~privrl_jax.privacy.DPMethod`: Algorithm 1 run by
-    ``privacy.fit``.
+    """GPOPE as a :class:`~privrl_jax.privacy.DPMethod`, run by ``privacy.fit``.
 
     Pass it ``gpope_units(data, normalization)`` as the data, ``item_mask=data.mask``
     and ``gpope_init(n)`` as the state. With sampling seed s and noise key k the run's
     final state equals ``gpope(plan, data, sample_schedule(plan, s), k, ...)``.
+
+    Args:
+      plan: the DP plan whose clipped sum computes each trajectory's clipped B_i.
+      step_size: beta_j.
+
+    Returns:
+      The method, with the per-unit clipped sum, ``(theta, w)`` as the parameters
+      and :func:`gpope_update` as the step.
     """
     return privacy.DPMethod(
         plan.clipped_sum(weighted_transition_direction),
@@ -488,8 +512,7 @@ def gpope(
     init: tuple[jax.Array, jax.Array] | None = None,
     normalization: str = "horizon",
 ) -> GPOPEResult:
-    """Algorithm 1: N = ``plan.steps`` noisy primal-dual steps, one ``lax.scan``,
-    jitted.
+    """Algorithm 1: N = ``plan.steps`` noisy primal-dual steps in one jitted scan.
 
     The plan's sigma and clip norm h and the step size's numbers are bound here as
     traced arguments (:meth:`~privrl_jax.privacy.DPPlan.split`), so plans that differ
@@ -527,12 +550,30 @@ def gpope_trials(
     normalization: str = "horizon",
     per_trial_data: bool = False,
 ) -> GPOPEResult:
-    """K independent GPOPE runs in one jit: ``vmap`` over ``schedules [K, N, U]`` and
-    ``keys [K]``, and over ``data`` too when ``per_trial_data`` (leaves
-    ``[K, m, T, ...]``: each trial its own data set, as in a simulation study).
+    """K independent GPOPE runs in one jit.
 
-    Compiled once per plan structure and shapes, like :func:`gpope`: a grid over
-    sigma, h and beta_0 at fixed shapes reuses one executable.
+    A ``vmap`` of :func:`gpope` over ``schedules [K, N, U]`` and ``keys [K]``, and over
+    ``data`` too when ``per_trial_data``. Compiled once per plan structure and shapes,
+    like :func:`gpope`: a grid over sigma, h and beta_0 at fixed shapes reuses one
+    executable.
+
+    Args:
+      plan: a calibrated :class:`~privrl_jax.privacy.DPPlan`.
+      data: m trajectories, leaves ``[m, T, ...]`` shared by every trial, or
+        ``[K, m, T, ...]`` (each trial its own data set, as in a simulation study) when
+        ``per_trial_data``.
+      schedules: indices and mask ``[K, N, U]``, e.g. ``sample_schedule(plan, seed,
+        trials=K)``.
+      keys: [K] noise keys, one per trial.
+      step_size: a :class:`StepSize`.
+      normalization: B_i's weights, ``"horizon"`` or ``"mean"`` (as :func:`gpope`).
+      per_trial_data: whether ``data`` has a leading trial axis.
+
+    Returns:
+      A :class:`GPOPEResult` with leaves ``[K, ...]``.
+
+    Raises:
+      ValueError: if the schedules' number of iterations is not ``plan.steps``.
     """
     _check_schedule(plan.steps, schedules)
     structure, arrays = plan.split()
@@ -557,12 +598,21 @@ def gtd2(
     init: tuple[jax.Array, jax.Array] | None = None,
     normalization: str = "horizon",
 ) -> tuple[jax.Array, jax.Array]:
-    """Non-private stochastic GTD2 (eq. 2.3): no clipping, no noise, B averaged over the
-    batch.
+    """Non-private stochastic GTD2 (eq. 2.3): no clipping, no noise.
 
-    The same trajectory directions and schedule as :func:`gpope`; with one trajectory
-    per step, GPOPE with sigma = 0 and a clip norm that never binds equals it. Returns
-    ``(theta, w)``.
+    B is averaged over each step's batch. The same trajectory directions and schedule as
+    :func:`gpope`; with one trajectory per step, GPOPE with sigma = 0 and a clip norm
+    that never binds equals it.
+
+    Args:
+      data: m trajectories, leaves ``[m, T, ...]``.
+      schedule: indices and mask ``[N, U]`` (:func:`sample_schedule`).
+      step_size: a :class:`StepSize`.
+      init: ``(theta_0, w_0)``; zeros by default.
+      normalization: B_i's weights, ``"horizon"`` or ``"mean"`` (as :func:`gpope`).
+
+    Returns:
+      ``(theta [n], w [n])`` after the N steps.
     """
     n = data.transitions.phi_tm1.shape[-1]
     params = init if init is not None else (jnp.zeros(n), jnp.zeros(n))
@@ -592,9 +642,9 @@ def gtd2_expected(
     step_size: StepSize,
     init: tuple[jax.Array, jax.Array] | None = None,
 ) -> tuple[jax.Array, jax.Array]:
-    """Deterministic GTD2 on the mean statistics: ``x <- x - beta B(x)`` with B from A,
-    b, C.
+    """Deterministic GTD2 on the mean statistics: ``x <- x - beta B(x)``.
 
+    B is computed from A, b, C.
     The noise-free, full-batch limit of GPOPE; it converges to
     :func:`~._gtd2.lstd_solution` of the same statistics when beta is small enough.
     Returns ``(theta, w)``.
@@ -617,11 +667,13 @@ def value_mse(
     values: jax.Array,
     weights: jax.Array | None = None,
 ) -> jax.Array:
-    """Mean squared error of V = features @ theta against ``values``; theta [..., n].
+    """Mean squared error of V = features @ theta against ``values``.
 
     Args:
-      theta: [..., n]. features: [S, n]. values: [S]. weights: [S] state weights
-        (uniform when None; normalised here).
+      theta: [..., n] weights (any leading axes, e.g. trials).
+      features: [S, n] features of the evaluation states.
+      values: [S] reference values.
+      weights: [S] state weights (uniform when None; normalised here).
 
     Returns:
       [...] the (weighted) MSE over states.
@@ -653,8 +705,7 @@ class Theorem1Sigma(NamedTuple):
 def theorem1_sigma(
     epsilon: float, delta: float, *, steps: int, dataset_size: int
 ) -> Theorem1Sigma:
-    """Theorem 1's sigma for (epsilon, delta) over N = ``steps`` iterations on m
-    trajectories.
+    """Theorem 1's sigma for (epsilon, delta) over N iterations on m trajectories.
 
     The theorem (privacy of Algorithm 1: one trajectory drawn uniformly per iteration,
     neighbouring data sets of the same size m that differ in one whole trajectory, i.e.
@@ -666,11 +717,24 @@ def theorem1_sigma(
     and the tail bound gives delta = min_lambda exp(a lambda (lambda + 1) - lambda eps).
     Minimising over a real lambda: (eps - a)^2 / (4a) >= log(1/delta), i.e.
 
-        a <= eps + 2L - 2 sqrt(L (eps + L)),  L = log(1/delta),  sigma = 2 sqrt(N) / (m
-        sqrt(a)),
+        a <= eps + 2L - 2 sqrt(L (eps + L)),  L = log(1/delta),
+        sigma = 2 sqrt(N) / (m sqrt(a)),
 
     which tends to sigma = 4 sqrt(N L) / (m eps) as eps / L -> 0 (so c2 = 4). Host-side
     Python.
+
+    Args:
+      epsilon: target epsilon (finite, > 0).
+      delta: target delta, in (0, 1).
+      steps: N, the number of iterations.
+      dataset_size: m, the number of trajectories.
+
+    Returns:
+      A :class:`Theorem1Sigma` with the paper's sigma, the same noise as a noise
+      multiplier of ours, and the theorem's small-epsilon form.
+
+    Raises:
+      ValueError: if epsilon or delta is out of range.
     """
     for name, v in (("epsilon", epsilon), ("delta", delta)):
         if not 0 < v < math.inf:
@@ -691,8 +755,7 @@ def theorem1_sigma(
 
 
 def replace_one_target(epsilon: float, delta: float) -> tuple[float, float]:
-    """The add/remove-one (eps', delta') that guarantees (epsilon, delta) under
-    replace-one.
+    """The add/remove-one (eps', delta') that gives (epsilon, delta) under replace-one.
 
     Replacing a trajectory is removing it and adding another: two add/remove steps. By
     group privacy for two steps (Dwork & Roth 2014, Theorem 2.2's argument applied

@@ -3,8 +3,8 @@
 Linear values V(s) = theta^T phi(s). GPOPE's paper (Section 2, eqs. 2.1-2.3) writes GTD2
 as ``min_theta max_w L(theta, w) = w^T (b - A theta) - 0.5 ||w||_C^2`` with
 
-    A = E[rho_t phi_t (phi_t - gamma phi_{t+1})^T],  b = E[rho_t r_t phi_t],  C =
-    E[phi_t phi_t^T],
+    A = E[rho_t phi_t (phi_t - gamma phi_{t+1})^T],  b = E[rho_t r_t phi_t],
+    C = E[phi_t phi_t^T],
 
 rho_t = pi(a_t|s_t) / pi_b(a_t|s_t), expectations over data of the behaviour policy
 pi_b. The estimates from trajectory i (eq. 2.2) average over its tau_i transitions:
@@ -17,14 +17,14 @@ Delta_t``) and calls the result unbiased. It is not when lengths are random and 
 on what happens (an episode ends because the patient died): a transition that ends its
 trajectory early gets weight 1/tau_i with a small tau_i, so outcomes that shorten a
 trajectory are over-weighted and the fixed point moves away from the TD(0) solution,
-even on-policy with tabular features (on the medical chain
-with 20,000 trajectories: V(level 0) = -0.64, "mean" LSTD -0.87, "horizon" LSTD -0.64).
-The default, ``"horizon"``, divides the trajectory's *sum* by the public padded length T
-(a declared bound on the number of transitions per trajectory): every transition has the
-same weight 1/T, so E_i[A_i] is proportional to the pooled per-transition A and the
-fixed point is off-policy LSTD(0). With equal lengths the two agree up to the constant
-tau/T. Either weight is a function of the unit's own data (or public), applied before
-clipping, never a cross-unit normaliser.
+even on-policy with tabular features (on the medical chain with 20,000 trajectories:
+V(level 0) = -0.64, "mean" LSTD -0.87, "horizon" LSTD -0.64). The default,
+``"horizon"``, divides the trajectory's *sum* by the public padded length T (a declared
+bound on the number of transitions per trajectory): every transition has the same weight
+1/T, so E_i[A_i] is proportional to the pooled per-transition A and the fixed point is
+off-policy LSTD(0). With equal lengths the two agree up to the constant tau/T. Either
+weight is a function of the unit's own data (or public), applied before clipping, never
+a cross-unit normaliser.
 
 The primal-dual direction (eq. 4.1) stacks the primal gradient and the negative dual
 gradient of ``L_i(theta, w) = w^T (b_i - A_i theta) - 0.5 ||w||^2_{C_i}``:
@@ -49,8 +49,9 @@ import jax.numpy as jnp
 
 
 class Transitions(NamedTuple):
-    """GTD2 transitions; leaves are ``[...]`` for one transition, ``[m, T, ...]`` for
-    data.
+    """GTD2 transitions.
+
+    Leaves are ``[...]`` for one transition, ``[m, T, ...]`` for data.
 
     Attributes:
       phi_tm1: [..., n] features of the state acted in.
@@ -105,7 +106,11 @@ def transition_stats(
     """One transition's A_t, b_t, C_t (eq. 2.1 inside the expectations); unbatched.
 
     Args:
-      phi_tm1: [n]. r_t: []. discount_t: []. phi_t: [n]. rho_tm1: [].
+      phi_tm1: [n] features of the state acted in.
+      r_t: [] reward.
+      discount_t: [] gamma * (1 - terminal).
+      phi_t: [n] features of the next state.
+      rho_tm1: [] importance ratio of the action taken.
 
     Returns:
       ``GTD2Stats(a=[n, n], b=[n], c=[n, n])``: ``rho phi_tm1 (phi_tm1 - discount
@@ -125,11 +130,10 @@ NORMALIZATIONS = ("horizon", "mean")
 
 
 def item_weights(mask: jax.Array, normalization: str = "horizon") -> jax.Array:
-    """[..., T] per-transition weights: 1/T (``"horizon"``) or 1/tau (``"mean"``); 0 on
-    padding.
+    """[..., T] per-transition weights: 1/T (``"horizon"``) or 1/tau (``"mean"``).
 
-    T = ``mask.shape[-1]``, the public padded length; tau = the trajectory's own length
-    (an empty trajectory gets 0 everywhere).
+    Padding gets 0. T = ``mask.shape[-1]``, the public padded length; tau = the
+    trajectory's own length (an empty trajectory gets 0 everywhere).
     """
     mask = mask.astype(jnp.float32)
     if normalization == "horizon":
@@ -144,11 +148,13 @@ def item_weights(mask: jax.Array, normalization: str = "horizon") -> jax.Array:
 def trajectory_stats(
     transitions: Transitions, mask: jax.Array, normalization: str = "horizon"
 ) -> GTD2Stats:
-    """A_i, b_i, C_i of one trajectory: the weighted sum over its real transitions (eq.
-    2.2).
+    """A_i, b_i, C_i of one trajectory (eq. 2.2).
+
+    The weighted sum over its real transitions.
 
     Args:
-      transitions: leaves ``[T, ...]``. mask: [T] bool.
+      transitions: leaves ``[T, ...]``.
+      mask: [T] bool, True on real transitions.
       normalization: ``"horizon"`` (sum / T) or ``"mean"`` (sum / tau_i, the paper's).
 
     Returns:
@@ -173,7 +179,17 @@ def dataset_stats(data: TrajectoryData, normalization: str = "horizon") -> GTD2S
     This is E_i[.] under GPOPE's uniform choice of a trajectory, so its saddle point is
     the point GPOPE and stochastic GTD2 converge to (with trajectories of unequal length
     it differs from pooling all transitions under ``"mean"``; under ``"horizon"`` it is
-    the pooled sum / (m T)).
+    the pooled sum / (m T)). Non-private.
+
+    Args:
+      data: m trajectories, leaves ``[m, T, ...]``.
+      normalization: ``"horizon"`` (sum / T) or ``"mean"`` (sum / tau_i, the paper's).
+
+    Returns:
+      ``GTD2Stats`` with ``a, c: [n, n]``, ``b: [n]``.
+
+    Raises:
+      ValueError: if ``normalization`` is not one of the two.
     """
     per_traj = jax.vmap(trajectory_stats, in_axes=(0, 0, None))(
         data.transitions, data.mask, normalization
@@ -184,8 +200,10 @@ def dataset_stats(data: TrajectoryData, normalization: str = "horizon") -> GTD2S
 def direction_from_stats(
     theta: jax.Array, w: jax.Array, stats: GTD2Stats
 ) -> tuple[jax.Array, jax.Array]:
-    """B(theta, w) = (-A^T w, A theta - b + C w) (eq. 4.1) from the
-    matrices; [n], [n]."""
+    """B(theta, w) = (-A^T w, A theta - b + C w) (eq. 4.1) from the matrices.
+
+    Returns ``([n], [n])``.
+    """
     return -stats.a.T @ w, stats.a @ theta - stats.b + stats.c @ w
 
 
@@ -217,8 +235,7 @@ def transition_direction(
 def weighted_transition_direction(
     params: tuple[jax.Array, jax.Array], item: tuple[Transitions, jax.Array]
 ) -> tuple[jax.Array, jax.Array]:
-    """``weight * B_t``: the per-item function whose masked sum over a trajectory is
-    B_i.
+    """``weight * B_t``: the per-item function whose sum over a trajectory is B_i.
 
     ``item = (transition, weight)`` with the weights of :func:`with_weights`, so that a
     per-unit clipped sum (``DPPlan.clipped_sum``) of it is the trajectory's B_i.
@@ -232,8 +249,10 @@ def weighted_transition_direction(
 def with_weights(
     transitions: Transitions, mask: jax.Array, normalization: str = "horizon"
 ) -> tuple[Transitions, jax.Array]:
-    """Items ``(transitions, [units, T] weights)`` for
-    :func:`weighted_transition_direction`."""
+    """Items ``(transitions, [units, T] weights)`` for the weighted direction.
+
+    The items :func:`weighted_transition_direction` takes.
+    """
     return transitions, item_weights(mask, normalization)
 
 
@@ -243,8 +262,10 @@ def trajectory_direction(
     mask: jax.Array,
     normalization: str = "horizon",
 ) -> tuple[jax.Array, jax.Array]:
-    """B_i(theta, w) of one trajectory (leaves ``[T, ...]``, mask [T]);
-    ``([n], [n])``."""
+    """B_i(theta, w) of one trajectory (leaves ``[T, ...]``, mask [T]).
+
+    Returns ``([n], [n])``.
+    """
     weights = item_weights(mask, normalization)
     per_t = jax.vmap(transition_direction, in_axes=(None, 0))(params, transitions)
     return jax.tree_util.tree_map(
@@ -259,6 +280,12 @@ def lstd_solution(stats: GTD2Stats) -> tuple[jax.Array, jax.Array]:
     Off-policy LSTD(0) (the paper's eq. 6.2 optimum). Requires A invertible (e.g.
     one-hot features with every state visited); use it on :func:`dataset_stats` (same
     normalization) for the point GPOPE and GTD2 converge to.
+
+    Args:
+      stats: A, b, C (``a, c: [n, n]``, ``b: [n]``).
+
+    Returns:
+      ``(theta* [n], w* [n])``, w* being zeros.
     """
     theta = jnp.linalg.solve(stats.a, stats.b)
     return theta, jnp.zeros_like(theta)

@@ -62,7 +62,7 @@ class ContinuousCollected(NamedTuple):
 def importance_ratio(
     target_probs: jax.Array, behaviour_probs: jax.Array, action: jax.Array
 ) -> jax.Array:
-    """rho = pi(a|s) / pi_b(a|s) from the two [A] probability vectors."""
+    """The importance ratio pi(a|s) / pi_b(a|s) from two [A] probability vectors."""
     return target_probs[action] / behaviour_probs[action]
 
 
@@ -90,19 +90,23 @@ def collect_offpolicy(
     num_trajectories: int,
     max_length: int,
 ) -> ContinuousCollected:
-    """m episodes of ``behaviour`` with importance ratios for ``target``; masked.
+    """Collect m episodes of ``behaviour`` with importance ratios for ``target``.
 
     Args:
       key: PRNG key (public in simulation; a data holder loads its records instead).
-      env, params: a gymnax-style environment (static) and its parameters.
-      behaviour, target: ``obs -> [A]`` probabilities (static; behaviour > 0 where
-        target > 0).
+      env: a gymnax-style environment (static).
+      params: the environment's parameters.
+      behaviour: ``obs -> [A]`` probabilities of the policy that acts (static; > 0
+        wherever ``target`` is).
+      target: ``obs -> [A]`` probabilities of the policy being evaluated (static).
       features: ``obs -> [n]`` (static).
-      gamma: discount. reward_scale: multiplies every reward (a public unit change).
-      num_trajectories: m. max_length: T, the padded length (a time-limit cut).
+      gamma: discount.
+      reward_scale: multiplies every reward (a public unit change).
+      num_trajectories: m, the number of episodes (one episode is one privacy unit).
+      max_length: T, the padded length (a time-limit cut).
 
     Returns:
-      :class:`ContinuousCollected`.
+      :class:`ContinuousCollected`, masks True on each episode's real transitions.
     """
 
     def one(key):
@@ -160,7 +164,7 @@ def evaluation_states(
     policy: Policy | None = None,
     max_steps: int = 0,
 ):
-    """K evaluation states: ``(obs [K, ...], states [K])``.
+    """Draw K evaluation states from the env's initial-state distribution.
 
     Each starts from the env's initial-state distribution; with a ``policy`` and
     ``max_steps`` > 0 it is then rolled forward under that policy for a uniformly random
@@ -168,6 +172,19 @@ def evaluation_states(
     a sample of the states the policy visits, not only of its start states (on Mountain
     Car the start states all have nearly the same value, so an MSE over them would
     measure little but the mean level).
+
+    Args:
+      key: PRNG key (a public seed, not the data's).
+      env: a gymnax-style environment (static).
+      params: the environment's parameters.
+      num_states: K, the number of states.
+      policy: ``obs -> [A]`` probabilities to roll forward with (static), or None.
+      max_steps: roll each state forward for a uniform number of steps in
+        [0, max_steps); 0 keeps the start states.
+
+    Returns:
+      ``(obs [K, obs_dim], states)``: the observations and the env states (leaves with
+      a leading K axis).
     """
     k_reset, k_len, k_roll = jax.random.split(key, 3)
     obs, states = jax.vmap(env.reset_env, in_axes=(0, None))(
@@ -203,7 +220,17 @@ def pooled_stats(data: TrajectoryData, normalization: str = "horizon") -> GTD2St
 
     The same A, b, C (mean over trajectories of the weighted per-trajectory sums), as
     three contractions over all transitions: memory O(m T n + n^2) instead of
-    O(m T n^2), which tile-coded features (n ~ 10^3) need.
+    O(m T n^2), which tile-coded features (n ~ 10^3) need. Non-private.
+
+    Args:
+      data: m trajectories, leaves ``[m, T, ...]``.
+      normalization: ``"horizon"`` (sum / T) or ``"mean"`` (sum / tau_i).
+
+    Returns:
+      ``GTD2Stats`` with ``a, c: [n, n]``, ``b: [n]``.
+
+    Raises:
+      ValueError: if ``normalization`` is not one of the two.
     """
     tr = data.transitions
     weights = item_weights(data.mask, normalization) / data.mask.shape[0]
@@ -252,12 +279,14 @@ def mc_values(
 
     Args:
       key: PRNG key.
-      env, params: environment (static) and parameters; the rollouts ignore
+      env: a gymnax-style environment (static); the rollouts ignore
         ``max_steps_in_episode`` (no time limit) and stop only at termination.
+      params: the environment's parameters.
       policy: ``obs -> [A]`` probabilities (static).
-      obs, states: K start observations and env states (e.g. from
-        :func:`evaluation_states`).
-      gamma, reward_scale: as in :func:`collect_offpolicy`.
+      obs: [K, obs_dim] start observations (e.g. from :func:`evaluation_states`).
+      states: the K matching env states (leaves with a leading K axis).
+      gamma: discount.
+      reward_scale: multiplies every reward, as in :func:`collect_offpolicy`.
       horizon: steps per rollout; choose gamma^horizon * max|r| / (1 - gamma)
         negligible.
       num_rollouts: rollouts per state.

@@ -1,5 +1,6 @@
-"""DP scoring of candidate policies on sensitive trajectories: GPOPE on state-action
-features.
+"""DP scoring of candidate policies on sensitive trajectories.
+
+GPOPE on state-action features.
 
 A deployed offline-RL policy is usually deterministic, so importance ratios
 pi(a|s) / pi_b(a|s) do not exist. Evaluating Q^pi instead needs none: with features
@@ -78,7 +79,7 @@ class RBFFeatures:
         Args:
           observations: [n, d] *public* observations (never the sensitive data: the
             features would then leak it).
-          num_centers: c.
+          num_centers: c, the number of centres.
           seed: the initial centres' draw.
 
         Returns:
@@ -124,7 +125,9 @@ class RBFFeatures:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class StateActionFeatures:
-    """``phi(s, a) = [psi(s), psi(s) (x) a] / sqrt(1 + ||a||^2)``, unit norm; or, with
+    """State-action features: observation features crossed with the action.
+
+    ``phi(s, a) = [psi(s), psi(s) (x) a] / sqrt(1 + ||a||^2)``, unit norm; or, with
     ``action_bins``, ``psi(s) (x) onehot(bin(a))`` (Q piecewise constant in the
     action, which does not extrapolate to actions the data never took).
 
@@ -170,8 +173,11 @@ def policy_evaluation_data(
     """GTD2 transitions that evaluate ``policy``'s Q from logged trajectories.
 
     Args:
-      observations, actions, rewards, next_observations: ``[m, T, ...]`` logged
-        trajectories (one privacy unit each), padded to T.
+      observations: ``[m, T, obs_dim]`` logged observations; m trajectories (one
+        privacy unit each), padded to T.
+      actions: ``[m, T, action_dim]`` logged actions.
+      rewards: ``[m, T]`` logged rewards.
+      next_observations: ``[m, T, obs_dim]`` the observations that followed.
       mask: [m, T] bool, True on real transitions.
       policy: the deterministic candidate.
       features: phi(s, a).
@@ -235,9 +241,9 @@ def gpope_policy_value(
 
 
 def lstd_policy_value(data: TrajectoryData, start_phi: jax.Array) -> jax.Array:
-    """The same value with LSTDQ on all the data, no noise (not DP: the point GPOPE
-    converges to, under the default ``"horizon"`` weights).
+    """The same value with LSTDQ on all the data, no noise; not DP.
 
+    The point GPOPE converges to, under the default ``"horizon"`` weights.
     :func:`~._gtd2.dataset_stats` of ``data``, as two contractions instead of the
     per-transition [m, T, n, n] matrices (which do not fit in memory for n in the
     hundreds).

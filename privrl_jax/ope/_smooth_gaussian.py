@@ -1,5 +1,6 @@
-"""The exact (epsilon, delta) of Gaussian noise scaled to a smooth sensitivity (host
-side, SciPy).
+"""The exact (epsilon, delta) of Gaussian noise scaled to a smooth sensitivity.
+
+Host side, SciPy.
 
 The release is Y = f(X) + S(X) / alpha * Z, Z ~ N(0, I_d), where S is a beta-smooth
 upper bound on the local L2 sensitivity of f (S(X) >= LS(X) and S(X) <= e^beta S(X') for
@@ -12,8 +13,8 @@ f(X') - f(X). By the definition of local sensitivity ||Delta|| <= LS(X) <= s, an
 likewise ||Delta|| <= s'. Dividing by the noise std s / alpha and rotating (the Gaussian
 is isotropic), the two output laws are P = N(0, I_d) and Q = N(a e_1, t^2 I_d) with
 
-    t = s' / s in [e^-beta, e^beta]   and   a = alpha ||Delta|| / s in [0, alpha min(1,
-    t)].
+    t = s' / s in [e^-beta, e^beta]   and
+    a = alpha ||Delta|| / s in [0, alpha min(1, t)].
 
 (epsilon, delta)-DP holds iff the hockey-stick divergence E_{e^eps}(P || Q) <= delta for
 every such (t, a) and for the pair in the other order; swapping X and X' maps (t, a) to
@@ -48,11 +49,21 @@ def _gaussian_curve(epsilon: float, a: float) -> float:
 
 
 def hockey_stick(epsilon: float, a: float, t: float, dim: int) -> float:
-    """E_{e^eps}(N(0, I_d) || N(a e_1, t^2 I_d)) in closed form (noncentral chi-square
-    tails).
+    """E_{e^eps}(N(0, I_d) || N(a e_1, t^2 I_d)) in closed form.
+
+    Noncentral chi-square tails (the module docstring derives them).
 
     Args:
-      epsilon: eps >= 0. a: the mean shift, >= 0. t: the std ratio, > 0. dim: d >= 1.
+      epsilon: eps >= 0.
+      a: the mean shift, >= 0.
+      t: the std ratio, > 0.
+      dim: d >= 1.
+
+    Returns:
+      The hockey-stick divergence, in [0, 1].
+
+    Raises:
+      ValueError: if an argument is out of range or the tails do not evaluate.
     """
     if not (epsilon >= 0 and a >= 0 and t > 0 and dim >= 1):
         raise ValueError(
@@ -107,9 +118,9 @@ def _closed_form(epsilon: float, a: float, t: float, dim: int) -> float:
 def smooth_gaussian_delta(
     epsilon: float, alpha: float, beta: float, dim: int, *, grid: int = 12
 ) -> float:
-    """delta(eps) of f(X) + S(X)/alpha * N(0, I_d) for every beta-smooth upper bound S
-    (replace-one
-    or any other relation: only neighbouring pairs enter).
+    """delta(eps) of f(X) + S(X)/alpha * N(0, I_d) for every beta-smooth bound S.
+
+    Valid for replace-one or any other relation: only neighbouring pairs enter.
 
     The sup over t in [e^-beta, e^beta], a in [0, alpha min(1, t)] of
     :func:`hockey_stick`, on a grid of 2 ``grid`` + 1 values of log t (the corners
@@ -136,8 +147,9 @@ def calibrate_smooth_alpha(
     margin: float = 0.01,
     tol: float = 1e-4,
 ) -> float:
-    """The largest alpha with smooth_gaussian_delta <= delta (1 - margin), bisected to
-    relative ``tol``.
+    """The largest alpha with smooth_gaussian_delta <= delta (1 - margin).
+
+    Bisected to relative ``tol``.
 
     A smaller noise std S(X)/alpha than NRS07's closed-form constants give, at the same
     beta; the guarantee is the numerically computed privacy curve above (``margin``

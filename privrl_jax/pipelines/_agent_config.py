@@ -1,5 +1,7 @@
-"""``privrl agent train``'s configuration: one agent on one D4RL-format dataset (no
-jax: loading a config needs none; the agents and envs load on the first check)."""
+"""``privrl agent train``'s configuration: one agent on one D4RL-format dataset.
+
+No jax: loading a config needs none; the agents and envs load on the first check.
+"""
 
 from __future__ import annotations
 

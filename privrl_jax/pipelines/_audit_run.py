@@ -1,14 +1,15 @@
-"""The audit every DP pipeline can run beside its release: epsilon demonstrated next to
-epsilon
-accounted (``--set audit.canaries=m``, or ``privrl privacy audit RUN_DIR`` afterwards).
+"""The audit every DP pipeline can run beside its release.
+
+Epsilon demonstrated next to epsilon accounted (``--set audit.canaries=m``, or ``privrl
+privacy audit RUN_DIR`` afterwards).
 
 The audit reruns each mechanism the run's ledger records (the plan's sampler, clip norm,
 sigma and steps; POOL's Gaussian mechanism) with m canaries on stand-in data, through
 the same DP loop (:func:`privrl_jax.privacy.audit.audit_ledger`). It reads neither the
 sensitive data nor the release, so its result is public and goes into ``report.json``;
-the release never holds a canary.
-A demonstrated epsilon above the accounted one is a privacy bug: the run stops with
-:class:`~privrl_jax.privacy.audit.PrivacyAuditError` after writing what it found.
+the release never holds a canary. A demonstrated epsilon above the accounted one is a
+privacy bug: the run stops with :class:`~privrl_jax.privacy.audit.PrivacyAuditError`
+after writing what it found.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ CONFIDENCE = 0.95
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AuditConfig:
-    """``canaries``: m gradient canaries of the one-run audit (0: no audit; the bound it
-    can show
-    grows with m: at most 1.8 at m = 1,000 and 4.2 at m = 10,000 with 1% guesses each
-    way, at delta = 1e-6); ``seed``: draws the canaries' inclusion bits and the audit's
-    noise (public: the audit is no release)."""
+    """The ``audit`` section: the one-run canary audit beside the release.
+
+    ``canaries``: m gradient canaries of the one-run audit (0: no audit; the bound it
+    can show grows with m: at most 1.8 at m = 1,000 and 4.2 at m = 10,000 with 1%
+    guesses each way, at delta = 1e-6); ``seed``: draws the canaries' inclusion bits and
+    the audit's noise (public: the audit is no release).
+    """
 
     canaries: int = 0
     seed: int = 0
@@ -58,9 +61,26 @@ def audit_run(
     progress: bool = True,
     accountant: str = "rdp",
 ) -> dict[str, Any]:
-    """Audits every mechanism in ``ledger`` and writes
-    ``run_dir/audit/epsilon_lower_bound.json``;
-    returns what it wrote (rows as :func:`audit_ledger` gives them)."""
+    """Audit every mechanism in ``ledger``; write ``audit/epsilon_lower_bound.json``.
+
+    Each recorded mechanism is rerun with m canaries on stand-in data
+    (:func:`privrl_jax.privacy.audit.audit_ledger`); neither the sensitive data nor the
+    release is read, so the result is public.
+
+    Args:
+      run_dir: the run directory; the result goes to
+        ``run_dir/audit/epsilon_lower_bound.json``.
+      ledger: the run's (verified) privacy ledger.
+      canaries: m, the number of canaries per audited mechanism.
+      seed: draws the canaries' inclusion bits and the audit's noise (public).
+      progress: show a progress bar.
+      accountant: the accountant the run was accounted with (``"rdp"`` or ``"pld"``).
+
+    Returns:
+      What it wrote, with the run, delta, canaries, seed, confidence, accountant, the
+      ledger head read, provenance, and ``rows`` (one per ledger group, as
+      :func:`~privrl_jax.privacy.audit.audit_ledger` gives them).
+    """
     from privrl_jax import provenance  # noqa: PLC0415 -- keeps this module's import light
     from privrl_jax.privacy import audit  # noqa: PLC0415
 
@@ -90,8 +110,14 @@ def audit_run(
 
 
 def raise_on_violation(out: dict[str, Any]) -> None:
-    """Raises PrivacyAuditError when a row demonstrated more epsilon than
-    it accounted."""
+    """Raise PrivacyAuditError when a row demonstrated more epsilon than it accounted.
+
+    Args:
+      out: an audit's result, as :func:`audit_run` returns it.
+
+    Raises:
+      PrivacyAuditError: a row is marked as a violation (a privacy bug).
+    """
     from privrl_jax.privacy.audit import PrivacyAuditError  # noqa: PLC0415
 
     bad = [r["what"] for r in out["rows"] if r.get("violation")]
@@ -104,8 +130,17 @@ def raise_on_violation(out: dict[str, Any]) -> None:
 
 
 def audit_lines(out: dict[str, Any]) -> list[str]:
-    """One line per ledger group: "epsilon accounted a; epsilon demonstrated >= b (95%,
-    m = ...)"."""
+    """One line per ledger group, for the report.
+
+    Each reads "epsilon accounted a; epsilon demonstrated >= b (95%, m = ...)", or says
+    why the group was not audited.
+
+    Args:
+      out: an audit's result, as :func:`audit_run` returns it.
+
+    Returns:
+      The lines, in the order of ``out["rows"]``.
+    """
     lines = []
     for r in out["rows"]:
         if r["audited"] and "selection_audit" in r:
@@ -175,9 +210,11 @@ def audit_into_report(
     *,
     accountant: str = "rdp",
 ) -> None:
-    """With ``cfg.canaries`` > 0: :func:`audit_run` into ``report["epsilon_audit"]``; a
-    demonstrated
-    epsilon above the accounted one then stops the run (PrivacyAuditError)."""
+    """With ``cfg.canaries`` > 0, audit the run into ``report["epsilon_audit"]``.
+
+    A demonstrated epsilon above the accounted one then stops the run
+    (PrivacyAuditError).
+    """
     if cfg.canaries:
         out = audit_run(
             run_dir,
@@ -191,8 +228,10 @@ def audit_into_report(
 
 
 def markdown_rows(report: dict[str, Any]) -> list[str]:
-    """The report.md table rows of a report's ``epsilon_audit`` section (none without
-    one)."""
+    """The report.md table rows of a report's ``epsilon_audit`` section.
+
+    None without one.
+    """
     sec = report.get("epsilon_audit")
     if not sec:
         return []

@@ -1,5 +1,4 @@
-"""The pipelines' checkpoints are the DP core's
-(:class:`privrl_jax.privacy.Checkpoints`)."""
+"""The pipelines' checkpoints: the DP core's :class:`privrl_jax.privacy.Checkpoints`."""
 
 from privrl_jax.privacy import Checkpoints
 

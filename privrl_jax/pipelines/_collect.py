@@ -70,8 +70,10 @@ class CollectConfig:
         return int(envs.make(self.env)[1].max_steps_in_episode)
 
     def resolved_num_envs(self) -> int:
-        """The number of streams collected: `num_envs`, lowered to size // episode
-        length (at least 1) so that no stream is cut before one episode length.
+        """The number of streams collected: ``num_envs``, or fewer for a short run.
+
+        `num_envs`, lowered to size // episode length (at least 1) so that no stream is
+        cut before one episode length.
 
         Each stream holds size / num_envs steps; with more streams than that allows
         every episode would be chopped to a few steps (e.g. --size 5000 with 1000
@@ -107,6 +109,12 @@ def run_collect(
     files of killed earlier writes of `out` are removed. The resolved config (with
     the number of streams actually used) is stored as file attributes
     (`privrl_jax.data.read_hdf5_metadata`).
+
+    Args:
+      config: what to collect (env, size, seed, action noise, streams).
+      out: the HDF5 file to write.
+      progress: show a progress bar.
+      overwrite: replace an existing file at ``out``.
 
     Returns:
       The path written.

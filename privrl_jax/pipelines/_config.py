@@ -56,6 +56,13 @@ def shipped_configs() -> list[str]:
 def shipped_config(name: str) -> Traversable:
     """The shipped config ``name`` (``privorl_n/quickstart``, ``.yaml`` optional).
 
+    Args:
+      name: ``group/name`` of a config in :func:`shipped_configs`.
+
+    Returns:
+      The config file inside the package, a ``Traversable`` (read it with
+      ``read_text``).
+
     Raises:
       ValueError: the package holds no such config (a bad name or a broken install).
     """
@@ -76,6 +83,13 @@ def qualify_config(
     An existing file is kept; a bare shipped name (``quickstart``) becomes
     ``group/quickstart`` when that config ships; anything else is returned unchanged,
     so ``load_config`` reports it.
+
+    Args:
+      spec: a YAML path, a shipped config's name (bare or ``group/name``), or None.
+      group: the command's config group (``pool``, ``gpope``, ...).
+
+    Returns:
+      The spec to pass to ``load_config`` (None stays None).
     """
     if spec is None or Path(spec).is_file():
         return spec
@@ -119,8 +133,10 @@ def _is_sequence_type(tp: Any) -> bool:
 
 
 def one_of_error(key: str, value: Any, choices: Sequence[Any]) -> ValueError:
-    """The one-line error of a mode outside its choices: ``"{key} must be 'a', 'b' or
-    'c'; got 'x'."``."""
+    """The one-line error of a mode outside its choices.
+
+    ``"{key} must be 'a', 'b' or 'c'; got 'x'."``.
+    """
     quoted = [repr(c) for c in choices]
     listed = (
         f"{', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
@@ -243,9 +259,12 @@ def check_modes(config: Any, prefix: str = "") -> None:
 
 
 def _whole_number(value: Any) -> int | None:
-    """``value`` as an int when it is one, also spelled ``1e6`` (YAML 1.1 reads that as
-    a string) or ``1.0e6`` (a float); None otherwise. A size written in exponent form
-    is then checked against its range like any other, not refused for its spelling."""
+    """``value`` as an int when it is one, else None.
+
+    Also when spelled ``1e6`` (YAML 1.1 reads that as a string) or ``1.0e6`` (a float).
+    A size written in exponent form is then checked against its range like any other,
+    not refused for its spelling.
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -347,7 +366,14 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
 
 
 def to_dict(config: Any) -> dict[str, Any]:
-    """A plain nested dict (tuples as lists), ready for YAML/JSON."""
+    """A config as a plain nested dict (tuples as lists), ready for YAML/JSON.
+
+    Args:
+      config: a config dataclass instance (nested dataclasses become dicts).
+
+    Returns:
+      The dict.
+    """
 
     def plain(v):
         if isinstance(v, tuple):
@@ -391,8 +417,11 @@ def apply_overrides(
 
 
 def merge_configs(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    """``top`` laid over ``base`` key by key: sections (mappings in both) merge, any
-    other value of ``top`` (a list too) replaces ``base``'s."""
+    """``top`` laid over ``base`` key by key.
+
+    Sections (mappings in both) merge; any other value of ``top`` (a list too) replaces
+    ``base``'s.
+    """
     merged = copy.deepcopy(dict(base))
     for key, value in top.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
@@ -410,8 +439,10 @@ def load_config(
     values: Mapping[str, Any] | None = None,
     defaults: ConfigSource | None = None,
 ) -> T:
-    """Loads dataclass ``cls``: ``defaults``, the YAML ``path`` over it, then typed
-    ``values``, then ``--set`` overrides.
+    """Load the config dataclass ``cls`` from its layers.
+
+    ``defaults``, the YAML ``path`` over it, then typed ``values``, then ``--set``
+    overrides.
 
     Args:
       cls: the (nested) config dataclass.
@@ -423,6 +454,9 @@ def load_config(
       defaults: the method's own defaults (its shipped ``<group>/defaults``), merged
         under ``path`` by `merge_configs`; keys neither states take the dataclass
         defaults.
+
+    Returns:
+      The ``cls`` instance, checked by its ``__post_init__``.
 
     Raises:
       ValueError: a missing config, bad YAML, an unknown key or a bad value (one line).

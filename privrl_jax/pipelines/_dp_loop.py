@@ -35,8 +35,10 @@ PyTree = Any
 
 
 class DPProgram(NamedTuple):
-    """A method's state functions, without its clipped sum (see
-    :class:`privacy.DPMethod`)."""
+    """A method's state functions, without its clipped sum.
+
+    See :class:`privacy.DPMethod`.
+    """
 
     params: Callable[[PyTree], PyTree]
     update: Callable[[PyTree, PyTree], PyTree]
@@ -72,8 +74,9 @@ def run_dp_loop(
         "(finetune.batch_size), or start a new run directory with a larger budget."
     ),
 ) -> tuple[PyTree, DPSecret]:
-    """``privacy.fit`` into a run directory; returns the final state and the run's
-    secret.
+    """Run ``privacy.fit`` into a run directory.
+
+    Returns the final state and the run's secret.
 
     ``ckpt``, ``ledger``, ``what``, ``accountant``, ``checkpoint_every`` and
     ``budget_hint`` (the CLI's config keys) make its

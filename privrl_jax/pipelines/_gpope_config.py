@@ -37,9 +37,11 @@ Normalization = Literal["horizon", "mean"]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ChainConfig:
-    """The environment and its data: ``name`` is ``chain`` (the medical chain MDP,
-    ``privrl_jax.ope.medical_chain``), ``mountain_car`` (gymnax's MountainCar-v0) or
-    ``hiv`` (Adams et al.'s HIV simulator, Ernst et al.'s task).
+    """The environment and its data: the medical chain, Mountain Car or HIV.
+
+    ``name`` is ``chain`` (the medical chain MDP, ``privrl_jax.ope.medical_chain``),
+    ``mountain_car`` (gymnax's MountainCar-v0) or ``hiv`` (Adams et al.'s HIV simulator,
+    Ernst et al.'s task).
 
     Shared: ``gamma``, ``num_trajectories`` (m) and ``max_length`` (T, the padded
     length) are public: the plan's dataset size and the per-trajectory weight 1/T come
@@ -105,8 +107,9 @@ EnvConfig = ChainConfig
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TruthConfig:
-    """Monte Carlo V^pi for the audit of the continuous envs (public seed, model
-    access).
+    """Monte Carlo V^pi for the audit of the continuous envs.
+
+    Public seed, model access.
 
     ``eval_states`` states from the env's start distribution, each rolled forward under
     the target policy for U[0, ``eval_max_steps``) steps; ``rollouts`` rollouts of
@@ -175,9 +178,11 @@ class GPOPEConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GPOPERunConfig:
-    """Everything a GPOPE run needs (``privrl ope run``); ``seed`` is public randomness:
-    the simulated data collection. ``plots`` writes ``values.png`` (release) and
-    ``audit/values_vs_truth.png`` (audit)."""
+    """Everything a GPOPE run needs (``privrl ope run``).
+
+    ``seed`` is public randomness: the simulated data collection. ``plots`` writes
+    ``values.png`` (release) and ``audit/values_vs_truth.png`` (audit).
+    """
 
     seed: int = 0
     plots: bool = True
@@ -282,6 +287,9 @@ class GPOPERunConfig:
 
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> GPOPERunConfig:
-    """Loads a GPOPE config: a YAML file or a shipped name (``"gpope/chain"``) plus
-    ``section.key=value`` overrides."""
+    """Load a GPOPE config.
+
+    A YAML file or a shipped name (``"gpope/chain"``) plus ``section.key=value``
+    overrides.
+    """
     return load_config(GPOPERunConfig, path, overrides, defaults=DEFAULTS)

@@ -24,8 +24,10 @@ def free_port() -> int:
 
 
 class ProcessFailedError(RuntimeError):
-    """A process of a local multi-process run exited with an error; the others were
-    stopped."""
+    """A process of a local multi-process run exited with an error.
+
+    The others were stopped.
+    """
 
 
 # Runs in each worker before the command (Linux): asks the kernel to SIGKILL the worker

@@ -1,9 +1,9 @@
-"""The marginal-based baselines' configuration (PGM, MST, AIM, PrivSyn): frozen
-dataclasses
-the YAML files in
-``configs/marginal/`` load into. Data, privacy and synthesis sizes mean what they mean
-in PrivORL-n, so the same transitions are released under the same budget and scored the
-same way."""
+"""The marginal-based baselines' configuration (PGM, MST, AIM, PrivSyn).
+
+Frozen dataclasses the YAML files in ``configs/marginal/`` load into. Data, privacy and
+synthesis sizes mean what they mean in PrivORL-n, so the same transitions are released
+under the same budget and scored the same way.
+"""
 
 from __future__ import annotations
 
@@ -128,8 +128,10 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SynthesisConfig:
-    """``num_samples`` rows are sampled from the fitted model with mbi's sampler (public
-    seed)."""
+    """``num_samples`` rows are sampled from the fitted model with mbi's sampler.
+
+    With a public seed.
+    """
 
     num_samples: int = 20_000
     sample_seed: int = 0
@@ -147,8 +149,9 @@ EvalConfig = _synth_config.EvalConfig
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MarginalConfig(_synth_config.SynthPipelineConfig):
-    """Everything a PGM / MST / AIM / PrivSyn run needs
-    (``load("marginal/pgm_umaze")``).
+    """Everything a PGM / MST / AIM / PrivSyn run needs.
+
+    For example ``load("marginal/pgm_umaze")``.
 
     ``data`` is PrivORL-n's section: the public data are read only to fit the fidelity
     scores' normaliser in the audit (the synthesizer itself uses none), so scores sit
@@ -173,9 +176,11 @@ class MarginalConfig(_synth_config.SynthPipelineConfig):
 
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> MarginalConfig:
-    """Loads a PGM / MST config: a YAML file or a shipped name
-    (``"marginal/pgm_umaze"``) plus
-    ``section.key=value`` overrides."""
+    """Load a PGM / MST config.
+
+    A YAML file or a shipped name (``"marginal/pgm_umaze"``) plus ``section.key=value``
+    overrides.
+    """
     return _synth_config.check_data_sources(
         load_config(MarginalConfig, path, overrides, defaults=DEFAULTS)
     )

@@ -1,7 +1,9 @@
-"""The PATE-GAN baselines' configuration (PATE-GAN and PrePATE-GAN): frozen
-dataclasses the YAML files in ``configs/pategan/`` load into. Data, privacy and
+"""The PATE-GAN baselines' configuration (PATE-GAN and PrePATE-GAN).
+
+Frozen dataclasses the YAML files in ``configs/pategan/`` load into. Data, privacy and
 synthesis sizes mean what they mean in PrivORL-n, so the same transitions are released
-under the same budget and scored the same way."""
+under the same budget and scored the same way.
+"""
 
 from __future__ import annotations
 
@@ -101,8 +103,10 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SynthesisConfig:
-    """``num_samples`` rows drawn from the trained generator (post-processing) in
-    batches of ``batch_size``; actions clipped to ``action_bounds`` (empty: none)."""
+    """``num_samples`` rows drawn from the trained generator (post-processing).
+
+    In batches of ``batch_size``; actions clipped to ``action_bounds`` (empty: none).
+    """
 
     num_samples: int = 20_000
     batch_size: int = 10_000
@@ -170,8 +174,11 @@ class PateGanPipelineConfig(_synth_config.SynthPipelineConfig):
 def load(
     path: ConfigSource | None = None, overrides: list[str] = ()
 ) -> PateGanPipelineConfig:
-    """Loads a PATE-GAN config: a YAML file or a shipped name (``"pategan/umaze"``)
-    plus ``section.key=value`` overrides."""
+    """Load a PATE-GAN config.
+
+    A YAML file or a shipped name (``"pategan/umaze"``) plus ``section.key=value``
+    overrides.
+    """
     return _synth_config.check_data_sources(
         load_config(PateGanPipelineConfig, path, overrides, defaults=DEFAULTS)
     )

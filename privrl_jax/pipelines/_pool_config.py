@@ -167,8 +167,11 @@ class PoolPrivacyConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PoolRunConfig:
-    """Everything a POOL run needs (``privrl pool run``); ``seed`` is public
-    randomness: the simulated data collection and the evaluation rollouts."""
+    """Everything a POOL run needs (``privrl pool run``).
+
+    ``seed`` is public randomness: the simulated data collection and the evaluation
+    rollouts.
+    """
 
     seed: int = 0
     env: InventoryEnvConfig = InventoryEnvConfig()
@@ -244,6 +247,9 @@ class PoolRunConfig:
 
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> PoolRunConfig:
-    """Loads a POOL config: a YAML file or a shipped name (``"pool/test"``) plus
-    ``section.key=value`` overrides."""
+    """Load a POOL config.
+
+    A YAML file or a shipped name (``"pool/test"``) plus ``section.key=value``
+    overrides.
+    """
     return load_config(PoolRunConfig, path, overrides)

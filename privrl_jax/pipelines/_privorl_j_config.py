@@ -1,5 +1,4 @@
-"""PrivORL-j's configuration: frozen dataclasses that ``configs/privorl_j/*.yaml`` load
-into."""
+"""PrivORL-j's configuration: frozen dataclasses its YAML configs load into."""
 
 from __future__ import annotations
 
@@ -29,9 +28,10 @@ FinetuneEMA = Literal["warmup", "fixed", "last"]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DataConfig(_synth_config.DataConfig):
-    """The shared data section (`_synth_config.DataConfig`: PrivORL-j's defaults, the
-    sparse-reward ``-v1`` mazes, are in ``configs/privorl_j/defaults.yaml``) and how
-    the trajectories are collected and cut.
+    """The data section: the shared one, and how trajectories are collected and cut.
+
+    The shared section is `_synth_config.DataConfig`; PrivORL-j's defaults, the
+    sparse-reward ``-v1`` mazes, are in ``configs/privorl_j/defaults.yaml``.
 
     ``num_envs`` collector streams each run until ``*_size`` transitions are collected;
     their episodes are the trajectories.
@@ -58,15 +58,17 @@ class DataConfig(_synth_config.DataConfig):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """The synthesizer: ``kind: transformer`` (PrivORL-j's fragment denoiser; paper
-    scale 6 layers,
-    4 heads), ``kind: unet`` (the PrivORL-j-U baseline: a 1-D temporal U-Net of width
+    """The synthesizer: a fragment transformer, a U-Net, or a DP-Transformer baseline.
+
+    ``kind: transformer`` (PrivORL-j's fragment denoiser; paper scale 6 layers, 4
+    heads), ``kind: unet`` (the PrivORL-j-U baseline: a 1-D temporal U-Net of width
     ``unet_channels``) or ``kind: dp_transformer`` (the DP-Transformer baseline: a
     causal transformer over transitions, ``synth.StepTransformer``, of ``num_layers`` x
     ``num_heads`` x ``embed_dim``, pre-trained on public fragments without curiosity, DP
     fine-tuned at trajectory level like PrivORL-j, sampled autoregressively;
     ``fourier_dim``, ``causal``, ``unet_channels`` and the sampling steps do not apply
-    to it)."""
+    to it).
+    """
 
     kind: ModelKind = "transformer"
     unet_channels: int = 32
@@ -106,9 +108,10 @@ FinetuneConfig = _synth_config.FinetuneConfig
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SynthesisConfig:
-    """``num_trajectories`` stitched trajectories of ``episode_length`` steps (cut
-    earlier at a
-    generated terminal), sampled ``batch_size`` at a time with the EMA weights.
+    """The synthesis section: how many stitched trajectories are sampled, and how.
+
+    ``num_trajectories`` stitched trajectories of ``episode_length`` steps (cut earlier
+    at a generated terminal), sampled ``batch_size`` at a time with the EMA weights.
 
     ``finetune_ema`` is the EMA schedule of the DP fine-tune, whose EMA is released:
     ``warmup`` (default) decays by min(``ema_decay``, (1 + t) / (10 + t)) at step t,
@@ -151,8 +154,10 @@ class SynthesisConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EvalConfig(_synth_config.EvalConfig):
-    """Agents trained on the release (and, in the audit, on the real trajectories): the
-    shared `EvalConfig`, and TrajScore in the audit."""
+    """Agents trained on the release (and, in the audit, on the real trajectories).
+
+    The shared `EvalConfig`, and TrajScore in the audit.
+    """
 
     # TrajScore (audit): window = data.horizon steps, MLP autoencoder trained on public
     # windows.
@@ -188,9 +193,11 @@ class PrivORLJConfig(_synth_config.SynthPipelineConfig):
 
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> PrivORLJConfig:
-    """Loads a PrivORL-j config: a YAML file or a shipped name (``"privorl_j/umaze"``)
-    plus
-    ``section.key=value`` overrides."""
+    """Load a PrivORL-j config.
+
+    A YAML file or a shipped name (``"privorl_j/umaze"``) plus ``section.key=value``
+    overrides.
+    """
     return _synth_config.check_data_sources(
         load_config(PrivORLJConfig, path, overrides, defaults=DEFAULTS)
     )

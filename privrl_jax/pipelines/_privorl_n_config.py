@@ -1,5 +1,4 @@
-"""PrivORL-n's configuration: frozen dataclasses that the YAML files in ``configs/``
-load into."""
+"""PrivORL-n's configuration: frozen dataclasses the ``configs/`` YAML loads into."""
 
 from __future__ import annotations
 
@@ -26,8 +25,10 @@ from privrl_jax.pipelines._sections import PrivacyConfig
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DataConfig(_synth_config.DataConfig):
-    """The shared data section (`_synth_config.DataConfig`) and ``holdout_size``
-    sensitive transitions (a seed-fixed choice) that are never trained on."""
+    """The shared data section (`_synth_config.DataConfig`) and ``holdout_size``.
+
+    ``holdout_size`` sensitive transitions (a seed-fixed choice) are never trained on.
+    """
 
     holdout_size: int = 2_000
 
@@ -60,8 +61,9 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainConfig(_synth_config.PretrainConfig):
-    """The shared pre-training section (`_synth_config.PretrainConfig`) and
-    ``reuse_from``.
+    """The shared pre-training section, plus ``reuse_from``.
+
+    The shared section is `_synth_config.PretrainConfig`.
 
     ``reuse_from`` names a PrivORL-n run directory whose finished pre-training this run
     starts from instead of pre-training again. Pre-training reads public data only, so
@@ -76,9 +78,12 @@ class PretrainConfig(_synth_config.PretrainConfig):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneConfig(_synth_config.FinetuneConfig):
-    """The shared DP fine-tuning section (`_synth_config.FinetuneConfig`) on the
-    sensitive transitions, with DPDM's noise multiplicity ``num_noise`` (noise draws per
-    transition averaged in its loss; Dockhorn et al. 2023) and FineCur."""
+    """The shared DP fine-tuning section, with DPDM's noise multiplicity and FineCur.
+
+    The shared section is `_synth_config.FinetuneConfig`, on the sensitive transitions;
+    ``num_noise`` is DPDM's noise multiplicity (noise draws per transition averaged in
+    its loss; Dockhorn et al. 2023).
+    """
 
     num_noise: int = 1
     # FineCur ablation (PrivORL Fig. 4): > 0 adds round(rate * batch_size) of the most
@@ -127,8 +132,10 @@ class SynthesisConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EvalConfig(_synth_config.EvalConfig):
-    """How the release is audited: the agents of the shared `EvalConfig`; the audit's
-    membership-inference attack on ``mia_size`` members and non-members, and its plots.
+    """How the release is audited.
+
+    The agents of the shared `EvalConfig`; the audit's membership-inference attack on
+    ``mia_size`` members and non-members, and its plots.
     """
 
     mia: bool = True
@@ -171,9 +178,11 @@ class EvalConfig(_synth_config.EvalConfig):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrivORLNConfig(_synth_config.SynthPipelineConfig):
-    """Everything a PrivORL-n run needs; the YAML files shipped in
-    ``privrl_jax/configs/privorl_n/``
-    load into it (by name, e.g. ``load("privorl_n/quickstart")``)."""
+    """Everything a PrivORL-n run needs.
+
+    The YAML files shipped in ``privrl_jax/configs/privorl_n/`` load into it (by name,
+    e.g. ``load("privorl_n/quickstart")``).
+    """
 
     seed: int = 0
     data: DataConfig = DataConfig()
@@ -202,9 +211,11 @@ class PrivORLNConfig(_synth_config.SynthPipelineConfig):
 
 
 def load(path: ConfigSource | None = None, overrides: list[str] = ()) -> PrivORLNConfig:
-    """Loads a PrivORL-n config: a YAML file or a shipped name
-    (``"privorl_n/quickstart"``) plus
-    ``section.key=value`` overrides."""
+    """Load a PrivORL-n config.
+
+    A YAML file or a shipped name (``"privorl_n/quickstart"``) plus
+    ``section.key=value`` overrides.
+    """
     return _synth_config.check_data_sources(
         load_config(PrivORLNConfig, path, overrides)
     )

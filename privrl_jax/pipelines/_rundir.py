@@ -1,5 +1,4 @@
-"""Run directories: one run at a time (a lock), atomic text writes, and stale temporary
-files.
+"""Run directories: one run at a time (a lock), atomic writes, stale temporary files.
 
 A run directory is owned by the process that holds its lock. The lock is an
 ``fcntl.flock`` on ``run_dir/.lock``: the operating system releases it when the process
@@ -27,8 +26,10 @@ _TEMP_PATTERNS = ("*.json*.tmp", ".tmp-*.hdf5", ".*.txt.tmp", "*.yaml*.tmp")
 
 
 class RunDirError(ValueError):
-    """The run directory cannot be used (locked by a live run, not writable, someone
-    else's)."""
+    """The run directory cannot be used.
+
+    It is locked by a live run, not writable, or someone else's.
+    """
 
 
 class RunLock:
@@ -91,9 +92,11 @@ class RunLock:
 
 
 def lock_holder(run_dir: str | os.PathLike) -> str | None:
-    """Who holds ``run_dir``'s lock now (``"pid N"``, as it wrote), or None when no live
-    process does. A probe: it creates nothing and takes the lock for no longer than the
-    probe."""
+    """Who holds ``run_dir``'s lock now (``"pid N"``, as it wrote), or None.
+
+    None when no live process does. A probe: it creates nothing and takes the lock for
+    no longer than the probe.
+    """
     lock = Path(run_dir) / LOCK_FILE
     try:
         fd = os.open(lock, os.O_RDONLY)
@@ -112,8 +115,10 @@ def lock_holder(run_dir: str | os.PathLike) -> str | None:
 
 
 def private_dir(path: str | os.PathLike) -> Path:
-    """Creates ``path`` (and its parents) readable by its owner only: it holds a noise
-    secret."""
+    """Create ``path`` (and its parents) readable by its owner only.
+
+    It holds a noise secret.
+    """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
@@ -127,8 +132,9 @@ def atomic_write_bytes(
     suffix: str = ".txt.tmp",
     secret: bool = False,
 ) -> None:
-    """Writes ``data`` to ``path`` by write-then-rename: readers see the old file or the
-    new one.
+    """Write ``data`` to ``path`` by write-then-rename.
+
+    Readers see the old file or the new one.
 
     ``secret=True`` keeps mkstemp's 0600 (owner only): for files that hold a noise
     secret.
@@ -156,8 +162,9 @@ def atomic_write_bytes(
 def write_png(
     fig: Any, path: str | os.PathLike, *, dpi: int = 100, tight: bool = False
 ) -> None:
-    """Renders a matplotlib ``Figure`` to PNG and writes it atomically: the pipelines'
-    one PNG writer.
+    """Render a matplotlib ``Figure`` to PNG and write it atomically.
+
+    The pipelines' one PNG writer.
 
     ``tight`` crops the figure to its drawn contents (``bbox_inches="tight"``).
     """
@@ -174,8 +181,9 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def clean_stale_temp_files(directory: str | os.PathLike) -> list[Path]:
-    """Deletes temporary files a killed write left in ``directory``; returns what was
-    deleted.
+    """Delete temporary files a killed write left in ``directory``.
+
+    Returns what was deleted.
 
     Call it only while holding the directory's :class:`RunLock`, so no live writer owns
     them.
@@ -193,8 +201,9 @@ def clean_stale_temp_files(directory: str | os.PathLike) -> list[Path]:
 def refuse_other_run(
     run_dir: Path, resolved: dict, method: str, mutable: tuple[str, ...] = ()
 ) -> None:
-    """Raises unless ``run_dir`` is empty or holds a run of ``method`` with the config
-    ``resolved``.
+    """Raise unless ``run_dir`` is empty or holds this method's run of this config.
+
+    That is, a run of ``method`` with the config ``resolved``.
 
     Sections named in ``mutable`` (e.g. ``eval``, which only re-reads a finished
     release) may differ; anything else would mix two runs' checkpoints and ledger in one
@@ -226,8 +235,9 @@ def refuse_other_run(
 
 
 def run_in_dir(run_dir: Path, body: Callable[[Path, Topology], T]) -> T:
-    """``body(run_dir, topology)`` with the directory locked, on process 0 of a
-    multi-process run.
+    """Run ``body(run_dir, topology)`` with the directory locked.
+
+    On process 0 of a multi-process run.
 
     The other processes of a ``jax.distributed`` run compute their share without the
     lock (they write nothing; process 0 owns the directory): see docs/multihost.md.
@@ -241,8 +251,9 @@ def run_in_dir(run_dir: Path, body: Callable[[Path, Topology], T]) -> T:
 
 
 def wait_for_primary(topo: Topology, name: str) -> None:
-    """Holds every process of a multi-process run at barrier ``name``; a no-op in one
-    process.
+    """Hold every process of a multi-process run at barrier ``name``.
+
+    A no-op in one process.
 
     Process 0 alone creates a run directory's files: the others call this after the
     point where process 0 has set the directory up (its config and ledger), and only
@@ -257,6 +268,8 @@ def wait_for_primary(topo: Topology, name: str) -> None:
 
 
 def not_private_mark(warning: str, noise_seed: int | None) -> str | None:
-    """The ledger's not-private mark for a run whose noise a public seed fixes (None if
-    private)."""
+    """The ledger's not-private mark for a run whose noise a public seed fixes.
+
+    None if the run is private.
+    """
     return None if noise_seed is None else warning.removeprefix("NOT PRIVATE: ")

@@ -1,5 +1,6 @@
-"""Config sections that pipelines of different methods share (no jax: loading a config
-needs none).
+"""Config sections that pipelines of different methods share.
+
+No jax: loading a config needs none.
 
 ``privacy`` is the (epsilon, delta) budget of every epsilon-accounted pipeline:
 PrivORL-n, PrivORL-j, the marginal and PATE-GAN baselines, and GPOPE. POOL states its
@@ -23,8 +24,9 @@ EvalBackend = Literal["jax", "mujoco"]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrivacyConfig:
-    """Target (epsilon, delta) of the run; epsilon = inf runs without noise (the
-    non-private ablation).
+    """Target (epsilon, delta) of the run.
+
+    epsilon = inf runs without noise (the non-private ablation).
 
     ``dataset_size`` declares N, the number of sensitive privacy units (PrivORL-n:
     transitions; PrivORL-j: trajectories), as a public quantity (the sampling rate and

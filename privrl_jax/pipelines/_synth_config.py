@@ -1,5 +1,7 @@
-"""Config sections and checks that the synthetic-data pipelines share (PrivORL-n,
-PrivORL-j, the marginal and PATE-GAN baselines; no jax: loading a config needs none).
+"""Config sections and checks that the synthetic-data pipelines share.
+
+PrivORL-n, PrivORL-j, the marginal and PATE-GAN baselines. No jax: loading a config
+needs none.
 
 Each section is declared once, with PrivORL-n's values as its defaults. A pipeline
 whose defaults differ states them in its ``configs/<group>/defaults.yaml`` (loaded
@@ -34,8 +36,10 @@ ClipMethod = Literal["vmap", "ghost"]
 
 
 def check_at_least_one(section: str, cfg: object, *names: str) -> None:
-    """Raises ``"{section}.{name} must be >= 1; got 0."`` for the first of ``names``
-    below 1."""
+    """Raise if one of ``names`` is below 1.
+
+    The error names the first: ``"{section}.{name} must be >= 1; got 0."``.
+    """
     for name in names:
         value = getattr(cfg, name)
         if value < 1:
@@ -43,8 +47,10 @@ def check_at_least_one(section: str, cfg: object, *names: str) -> None:
 
 
 def check_even(key: str, value: int) -> None:
-    """Raises ``"{key} must be even; got 3."`` (random Fourier features come in sin/cos
-    pairs)."""
+    """Raise ``"{key} must be even; got 3."`` for an odd value.
+
+    Random Fourier features come in sin/cos pairs.
+    """
     if value % 2:
         raise ValueError(f"{key} must be even (sin and cos pairs); got {value}.")
 
@@ -60,8 +66,10 @@ MAX_RELEASE_ROWS = MAX_ROWS
 
 
 def check_positive(key: str, value: float) -> None:
-    """Raises ``"{key} must be a finite number > 0; got x."`` (0, negatives, inf and
-    NaN)."""
+    """Raise ``"{key} must be a finite number > 0; got x."``.
+
+    For 0, negatives, inf and NaN.
+    """
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise ValueError(f"{key} must be a finite number > 0; got {value!r}.")
 
@@ -77,8 +85,10 @@ def check_release_rows(key: str, rows: float) -> None:
 
 
 def check_action_bounds(bounds: tuple[float, ...]) -> None:
-    """``synthesis.action_bounds``: ``[low, high]`` with low < high, or empty (no
-    clipping)."""
+    """Check ``synthesis.action_bounds``.
+
+    ``[low, high]`` with low < high, or empty (no clipping).
+    """
     if bounds and (len(bounds) != 2 or not bounds[0] < bounds[1]):
         raise ValueError(
             "synthesis.action_bounds must be [low, high] with low < high, or []; got "
@@ -87,11 +97,13 @@ def check_action_bounds(bounds: tuple[float, ...]) -> None:
 
 
 def check_data_sources(cfg: Any) -> Any:
-    """``cfg`` after its ``data`` section's env names and files were checked
-    (`_synth.inputs.validate_data_sources`: names exist, files exist and record the
-    task's env); a pipeline's ``load`` calls it, so a bad input is refused before a
+    """``cfg`` after its ``data`` section's env names and files were checked.
+
+    `_synth.inputs.validate_data_sources`: names exist, files exist and record the
+    task's env. A pipeline's ``load`` calls it, so a bad input is refused before a
     command touches its run directory (the run checks again, for configs built in
-    Python)."""
+    Python).
+    """
     # Lazy: the check reads HDF5 and env registries (jax), which the sections do not.
     from privrl_jax.pipelines._synth.inputs import validate_data_sources  # noqa: PLC0415
 
@@ -134,8 +146,9 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainConfig:
-    """Non-private curiosity-driven pre-training on public data (``steps = 0`` disables
-    it: the DPDM ablation).
+    """Non-private curiosity-driven pre-training on public data.
+
+    ``steps = 0`` disables it (the DPDM ablation).
 
     Every ``steps_per_epoch`` steps a pool of ``pool_size`` samples is drawn (with
     ``num_sampling_steps`` sampler steps) and scored by RND; ``curiosity_rate`` of each
@@ -173,7 +186,8 @@ class PretrainConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneConfig:
-    """DP-SGD on the sensitive data (paper: 5 epochs, C = 1, Opacus defaults):
+    """DP-SGD on the sensitive data (paper: 5 epochs, C = 1, Opacus defaults).
+
     ``epochs`` over the units, ``batch_size`` the expected number of units per step
     (PrivORL-n: transitions; PrivORL-j: trajectories), ``l2_clip_norm`` C per unit,
     clipped ``microbatch_size`` units at a time by ``clip_method`` (`ClipMethod`:
@@ -260,9 +274,11 @@ class EvalConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SynthPipelineConfig:
-    """The top level both pipelines' configs derive from: the checks that read two
-    sections, and
-    the ``audit`` section (epsilon demonstrated beside the release; `AuditConfig`)."""
+    """The top level both pipelines' configs derive from.
+
+    The checks that read two sections, and the ``audit`` section (epsilon demonstrated
+    beside the release; `AuditConfig`).
+    """
 
     audit: AuditConfig = AuditConfig()
 

@@ -1,5 +1,7 @@
-"""Verify a run directory's privacy record: the ledger's chain, and the heads other
-files hold."""
+"""Verify a run directory's privacy record.
+
+The ledger's chain, and the heads other files hold.
+"""
 
 from __future__ import annotations
 
@@ -93,8 +95,10 @@ def _check_named_heads(run_dir: Path, ledger: privacy.Ledger) -> list[str]:
 
 
 def _evidence_of_releases(run_dir: Path, dp_steps: list[int]) -> list[str]:
-    """Files that exist only once a run released something: a report, a release, a DP
-    checkpoint past step 0, an audit's result."""
+    """Files that exist only once a run released something.
+
+    A report, a release, a DP checkpoint past step 0, an audit's result.
+    """
     found = [
         p.name for p in (run_dir / "report.json", run_dir / "report.md") if p.exists()
     ]
@@ -107,8 +111,7 @@ def _evidence_of_releases(run_dir: Path, dp_steps: list[int]) -> list[str]:
 
 
 def verify_run(run_dir: str | os.PathLike) -> privacy.Ledger:
-    """Loads ``run_dir``'s ledger and checks it against every checkpoint and release it
-    holds.
+    """Load ``run_dir``'s ledger and check it against every checkpoint and release.
 
     The ledger must verify on its own (hash chain, events against their parameters), and
     the ledger head recorded in each DP checkpoint (``checkpoints/dp``) and in every
@@ -119,6 +122,12 @@ def verify_run(run_dir: str | os.PathLike) -> privacy.Ledger:
     when the release was moved away. A ledger with no release beside files that exist
     only once a run released (a report, a release, a DP checkpoint past step 0, an
     audit's result) is refused too.
+
+    Args:
+      run_dir: the run directory.
+
+    Returns:
+      The verified :class:`~privrl_jax.privacy.Ledger`.
 
     Raises:
       privacy.LedgerError: missing while checkpoints or a release exist, edited,

@@ -1,6 +1,7 @@
-"""The real-data agent anchor, cached: a score that depends only on the sensitive rows
-and the agent protocol, so it is trained once, stored beside the config that asks for
-it, and read back while both are unchanged.
+"""The real-data agent anchor, cached.
+
+A score that depends only on the sensitive rows and the agent protocol, so it is trained
+once, stored beside the config that asks for it, and read back while both are unchanged.
 
 Why a cache. On the -v1 umaze IQL learns from real data only after about 15k-30k
 updates (benchmarks/README.md, "IQL on real maze2d-umaze-dense-v1 data: the update
@@ -57,9 +58,11 @@ _EVAL_FIELDS = (
 
 
 def real_agents_key(cfg: Any) -> dict[str, Any]:
-    """Everything the real-data agents of ``cfg`` depend on besides the rows
-    themselves: the data section, the seed (their key is the run's key folded with
-    400), the agent protocol and each agent's full hyper-parameters."""
+    """Everything the real-data agents of ``cfg`` depend on besides the rows themselves.
+
+    The data section, the seed (their key is the run's key folded with 400), the agent
+    protocol and each agent's full hyper-parameters.
+    """
     ec = cfg.eval
     eval_dict = to_dict(ec)
     return {
@@ -77,8 +80,10 @@ def real_agents_key(cfg: Any) -> dict[str, Any]:
 
 
 def data_fingerprint(rows: data.Transitions) -> dict[str, float]:
-    """Row count and, per field, the float64 sum and sum of squares: equal rows give
-    equal numbers, and a changed collector or file changes them."""
+    """Row count and, per field, the float64 sum and sum of squares.
+
+    Equal rows give equal numbers, and a changed collector or file changes them.
+    """
     out: dict[str, float] = {"rows": float(len(rows))}
     for field in dataclasses.fields(rows):
         x = np.asarray(getattr(rows, field.name), np.float64)
@@ -88,8 +93,11 @@ def data_fingerprint(rows: data.Transitions) -> dict[str, float]:
 
 
 def resolve_cache_path(name: str) -> Path:
-    """``name`` as a file: a ``.json`` path as given, otherwise a name under the
-    package's configs (``privorl_n/quickstart_real_agents``)."""
+    """``name`` as a file.
+
+    A ``.json`` path as given, otherwise a name under the package's configs
+    (``privorl_n/quickstart_real_agents``).
+    """
     if name.endswith(".json"):
         return Path(name)
     return Path(str(importlib.resources.files("privrl_jax") / "configs")) / (
@@ -100,9 +108,11 @@ def resolve_cache_path(name: str) -> Path:
 def cached_real_agents(
     cfg: Any, sensitive: data.Transitions
 ) -> tuple[dict[str, Any] | None, str]:
-    """(the cached ``agents_real`` entry, "") when ``cfg.eval.real_agents_cache``
-    matches this run; otherwise (None, the one-line reason; "" when no cache is
-    configured)."""
+    """The cached real-data agents of this run, or why there are none.
+
+    (the cached ``agents_real`` entry, "") when ``cfg.eval.real_agents_cache`` matches
+    this run; otherwise (None, the one-line reason; "" when no cache is configured).
+    """
     name = cfg.eval.real_agents_cache
     if not name:
         return None, ""
@@ -141,8 +151,10 @@ def write_real_agents_cache(
     agents_real: dict[str, Any],
     provenance: dict[str, Any],
 ) -> None:
-    """Writes the cache ``cached_real_agents`` reads for ``cfg`` (atomically: a
-    temporary file renamed over the old one)."""
+    """Write the cache ``cached_real_agents`` reads for ``cfg``.
+
+    Atomically: a temporary file renamed over the old one.
+    """
     payload = {
         "key": _plain(real_agents_key(cfg)),
         "fingerprint": data_fingerprint(sensitive),

@@ -1,6 +1,7 @@
-"""The run the one-process transition-level baselines (the marginal ones, PATE-GAN)
-share: inputs checked before anything is written, the releases recorded in the ledger
-before each is drawn, the release, its report, the agents and the audit's fidelity.
+"""The run the one-process transition-level baselines (marginal, PATE-GAN) share.
+
+Inputs checked before anything is written, the releases recorded in the ledger before
+each is drawn, the release, its report, the agents and the audit's fidelity.
 
 A baseline gives its task (built from the config and the public data, checked before the
 run writes), its ``synthesize`` (which records every release through a
@@ -57,8 +58,9 @@ SECRET_DIR = "checkpoints/dp"  # the secret store (privacy.load_or_create_secret
 
 
 class ReleaseRecorder:
-    """Records a baseline run's releases in its ledger before each is drawn, replaying
-    those a killed run already recorded.
+    """Records a baseline run's releases in its ledger before each is drawn.
+
+    Those a killed run already recorded are replayed.
 
     The ``i``-th call of a run is the ledger's ``i``-th entry when the ledger holds one:
     a rerun (same config, same secret, so the same releases in the same order) replays
@@ -78,8 +80,9 @@ class ReleaseRecorder:
         mech: privacy.GaussianMechanism | privacy.ExponentialMechanism | None,
         count: int = 1,
     ) -> None:
-        """Records (or replays) ``count`` releases of ``mech`` as ``what``; ``None``
-        (epsilon = inf: exact values) is accounted as what it is, a
+        """Record (or replay) ``count`` releases of ``mech`` as ``what``.
+
+        ``None`` (epsilon = inf: exact values) is accounted as what it is, a
         ``NonPrivateDpEvent``.
 
         Raises:
@@ -108,9 +111,12 @@ class ReleaseRecorder:
         self.position += 1
 
     def finish(self) -> None:
-        """Raises :class:`~privrl_jax.privacy.LedgerError` unless the run replayed or
-        recorded every entry of the ledger (a release made from fewer entries than the
-        ledger holds is not the release the ledger accounts for)."""
+        """Raise :class:`~privrl_jax.privacy.LedgerError` unless every entry was used.
+
+        That is, unless the run replayed or recorded every entry of the ledger (a
+        release made from fewer entries than the ledger holds is not the release the
+        ledger accounts for).
+        """
         if self.position != len(self.ledger.releases):
             raise privacy.LedgerError(
                 f"{self.ledger.path} holds {len(self.ledger.releases)} entries, but "
@@ -120,8 +126,10 @@ class ReleaseRecorder:
 
 
 def privacy_labels(cfg: Any, secret: privacy.DPSecret, private: bool) -> dict[str, Any]:
-    """The last entries of a baseline's ``finetune`` section: whether the run is
-    private, where its noise secret came from and where N came from."""
+    """The last entries of a baseline's ``finetune`` section.
+
+    Whether the run is private, where its noise secret came from and where N came from.
+    """
     return {
         "private": private,
         "noise_secret": "fixed by privacy.noise_seed (not private)"
@@ -149,6 +157,8 @@ def run_baseline(
 
     Args:
       cfg: the run's config (a ``SynthPipelineConfig`` with ``model.name``).
+      run_dir: the run directory.
+      topo: the process topology; the baselines run in one process only.
       method: the generator's name (what a rerun into ``run_dir`` must match).
       load_data: ``cfg -> (public, sensitive, holdout)``.
       build_task: ``(cfg, public, sensitive) -> task``; raises on a bad input, before
@@ -161,6 +171,13 @@ def run_baseline(
       dp_info: ``(task, secret, ledger, fit_info, private) -> dict``, the report's
         ``finetune`` section (ending with :func:`privacy_labels`).
       render_markdown: the report's Markdown.
+
+    Returns:
+      The report (as written to report.json, with the audit under ``audit``).
+
+    Raises:
+      ValueError: in a multi-process run, or for a bad input (before anything is
+        written).
     """
     if not topo.is_primary:
         raise ValueError(

@@ -1,5 +1,7 @@
-"""Inputs of the synthesis pipelines (PrivORL-n, PrivORL-j, the marginal baselines):
-the checks before a run writes anything and the public encoding of transitions."""
+"""Inputs of the synthesis pipelines (PrivORL-n, PrivORL-j, the marginal baselines).
+
+The checks before a run writes anything, and the public encoding of transitions.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from privrl_jax.pipelines._rundir import refuse_other_run
 
 
 def validate_data_sources(d: Any) -> None:
-    """The env names and data files of a synthesis config's ``data`` section (PrivORL-n
-    and -j).
+    """Check the env names and data files of a synthesis config's ``data`` section.
+
+    For PrivORL-n and -j.
 
     Env names must exist (MuJoCo-only tasks need data files); files must exist. One line
     each.
@@ -76,10 +79,11 @@ def check_file_env(path: str, env: str) -> None:
 def begin_run(
     cfg: Any, run_dir: Path, topo: privacy.Topology, method: str
 ) -> dict[str, Any]:
-    """The resolved config, after process 0 has checked that ``run_dir`` is empty or
-    holds this
-    run (only ``eval`` may change on a rerun) and the data sources exist; nothing is
-    written yet."""
+    """The resolved config, once the run directory and the data sources are checked.
+
+    Process 0 checks that ``run_dir`` is empty or holds this run (only ``eval`` may
+    change on a rerun) and that the data sources exist; nothing is written yet.
+    """
     resolved = to_dict(cfg)
     if topo.is_primary:  # process 0 checks and owns the directory
         refuse_other_run(run_dir, resolved, method, mutable=("eval", "audit"))
@@ -104,9 +108,11 @@ def dataset_id(d: Any, seed: int, collector: str = "") -> str:
 
 
 def check_dataset_size(cfg: Any, n: int, units: str, holdout: str) -> None:
-    """The declared ``privacy.dataset_size`` against the ``n`` sensitive units the run
-    reads (``units``: their plural name; ``holdout``: what was held out, for the
-    message)."""
+    """Check the declared ``privacy.dataset_size`` against the ``n`` units read.
+
+    The ``n`` sensitive units the run reads; ``units``: their plural name; ``holdout``:
+    what was held out, for the message.
+    """
     declared = cfg.privacy.dataset_size
     if declared is not None and declared != n:
         raise ValueError(
@@ -117,8 +123,10 @@ def check_dataset_size(cfg: Any, n: int, units: str, holdout: str) -> None:
 
 
 def check_units(cfg: Any, n: int, units: str, holdout: str) -> None:
-    """The declared dataset size and the batch size against the ``n`` sensitive units
-    the run trains on (as :func:`check_dataset_size`)."""
+    """Check the declared dataset size and the batch size against the ``n`` units.
+
+    The ``n`` sensitive units the run trains on (as :func:`check_dataset_size`).
+    """
     check_dataset_size(cfg, n, units, holdout)
     if cfg.finetune.batch_size > n:
         raise ValueError(
@@ -155,8 +163,10 @@ def encode(
 
 
 def public_encoding(cfg: Any, public: data.Transitions, obs_dim: int, act_dim: int):
-    """(layout, flat public rows, normaliser). Contract 5: the normaliser sees public
-    data only."""
+    """(layout, flat public rows, normaliser) of the public data.
+
+    Contract 5: the normaliser sees public data only.
+    """
     layout = diffusion.TransitionLayout(
         obs_dim=obs_dim, act_dim=act_dim, next_obs_delta=cfg.model.next_obs_delta
     )

@@ -1,6 +1,8 @@
-"""The release of a synthesis run and its report files: the ledger, ``synthetic.hdf5``,
-the release report, the audit folder and the writing of report.json, audit.json and
-report.md."""
+"""The release of a synthesis run and its report files.
+
+The ledger, ``synthetic.hdf5``, the release report, the audit folder and the writing of
+report.json, audit.json and report.md.
+"""
 
 from __future__ import annotations
 
@@ -42,9 +44,12 @@ RELEASE_FILES = ["synthetic.hdf5", "ledger.json", "report.json", "config.yaml"]
 def open_ledger(
     cfg: Any, run_dir: Path, dataset_id: str, n: int, topo: privacy.Topology
 ) -> privacy.Ledger | None:
-    """Process 0's ledger of the run over ``n`` units; its artifacts are the DP
-    checkpoints and the release. The other processes write none (None); they return
-    once process 0 has opened it, so nothing of theirs is in the directory before."""
+    """Process 0's ledger of the run over ``n`` units.
+
+    Its artifacts are the DP checkpoints and the release. The other processes write none
+    (None); they return once process 0 has opened it, so nothing of theirs is in the
+    directory before.
+    """
     if not topo.is_primary:
         wait_for_primary(topo, "privrl-run-dir-ready")
         return None
@@ -62,8 +67,10 @@ def open_ledger(
 
 
 def noise_secret(cfg: Any) -> privacy.DPSecret:
-    """The run's noise secret: from the OS, or fixed by ``privacy.noise_seed`` (then
-    the run is not private)."""
+    """The run's noise secret: from the OS, or fixed by ``privacy.noise_seed``.
+
+    A fixed secret makes the run not private.
+    """
     seed = cfg.privacy.noise_seed
     if seed is None:
         return privacy.DPSecret.fresh()
@@ -73,8 +80,10 @@ def noise_secret(cfg: Any) -> privacy.DPSecret:
 def write_config(
     run_dir: Path, resolved: dict[str, Any], topo: privacy.Topology
 ) -> None:
-    """``config.yaml`` (part of the release), written by process 0 once every input
-    is checked."""
+    """Write ``config.yaml`` (part of the release).
+
+    Process 0 writes it once every input is checked.
+    """
     if topo.is_primary:
         atomic_write_text(
             run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
@@ -91,10 +100,12 @@ def release(
     private: bool,
     **metadata: Any,
 ) -> data.Transitions:
-    """``synthetic.hdf5``: reused when it exists (after checking it was made after the
-    ledger's
-    last step), else ``synthesize()`` written with its metadata (``metadata`` after the
-    common keys)."""
+    """Write or reuse ``synthetic.hdf5``.
+
+    Reused when it exists (after checking it was made after the ledger's last step),
+    else ``synthesize()`` written with its metadata (``metadata`` after the common
+    keys).
+    """
     syn_file = run_dir / "synthetic.hdf5"
     if syn_file.exists():
         ledger.require_head(
@@ -125,9 +136,11 @@ def release_report(
     ledger: privacy.Ledger,
     **sections: Any,
 ) -> dict[str, Any]:
-    """The release's report: config, DP plan (``info``), ledger report, the pipeline's
-    own
-    ``sections``, what may be published, and a warning when the run is not private."""
+    """The release's report.
+
+    Config, DP plan (``info``), ledger report, the pipeline's own ``sections``, what may
+    be published, and a warning when the run is not private.
+    """
     report: dict[str, Any] = {
         "config": resolved,
         "finetune": info,
@@ -161,8 +174,10 @@ def epsilon_audit(
 
 
 def open_audit(run_dir: Path) -> tuple[Path, dict[str, Any]]:
-    """``audit/`` with its NOT_DP_README.txt, and the audit report's first entry (the
-    notice)."""
+    """Open ``audit/`` with its NOT_DP_README.txt.
+
+    Returns the directory and the audit report's first entry (the notice).
+    """
     audit_dir = run_dir / "audit"
     audit_dir.mkdir(exist_ok=True)
     atomic_write_text(audit_dir / "NOT_DP_README.txt", AUDIT_NOTICE)
@@ -176,9 +191,10 @@ def write_reports(
     t0: float,
     render_markdown: Callable[[dict[str, Any]], str],
 ) -> dict[str, Any]:
-    """Writes report.json (the release), audit/audit.json and report.md (both,
-    labelled); returns
-    the report with the audit under ``audit``."""
+    """Write report.json (the release), audit/audit.json and report.md.
+
+    report.md holds both, labelled. Returns the report with the audit under ``audit``.
+    """
     report["wall_time_s"] = time.time() - t0
     atomic_write_text(
         run_dir / "report.json", json.dumps(report, indent=2, default=float)

@@ -1,6 +1,8 @@
-"""The common parts of the synthesis pipelines' report.md: the head of the table, the
-agent rows, the fidelity rows and the closing paragraphs, and the whole report of the
-transition-level baselines (marginal, PATE-GAN)."""
+"""The common parts of the synthesis pipelines' report.md.
+
+The head of the table, the agent rows, the fidelity rows and the closing paragraphs, and
+the whole report of the transition-level baselines (marginal, PATE-GAN).
+"""
 
 from __future__ import annotations
 
@@ -35,9 +37,11 @@ def score_text(res: dict[str, Any], seeds: int) -> str:
 
 
 def markdown_head(report: dict[str, Any], title: str, q_of: str = "") -> list[str]:
-    """The title, the warnings, and the table's first rows: budget, epsilon spent, DP
-    steps
-    (``q_of``: what q samples, e.g. `` (trajectories)``)."""
+    """The title, the warnings, and the table's first rows.
+
+    Budget, epsilon spent, DP steps (``q_of``: what q samples, e.g. ``
+    (trajectories)``).
+    """
     p, fin = report["privacy"], report["finetune"]
     budget = p["budget"]
     fmt = lambda e: "n/a" if e is None else f"{e:.3f}"
@@ -62,8 +66,10 @@ def markdown_head(report: dict[str, Any], title: str, q_of: str = "") -> list[st
 
 
 def agent_rows(report: dict[str, Any], describe_seeds: bool) -> list[str]:
-    """One row per agent: its score on the synthetic data / on the real data (audit);
-    ``describe_seeds`` names the seed count in the row's label."""
+    """One row per agent: its score on the synthetic data / on the real data (audit).
+
+    ``describe_seeds`` names the seed count in the row's label.
+    """
     real_agents = report.get("audit", {}).get("agents_real", {})
     rows = []
     for name, res in report.get("agents_synthetic", {}).items():
@@ -89,9 +95,10 @@ def agent_rows(report: dict[str, Any], describe_seeds: bool) -> list[str]:
 def markdown_tail(
     lines: list[str], report: dict[str, Any], *, release: str, audit: str
 ) -> str:
-    """``lines`` and the closing paragraphs (what the release and the audit are, the
-    wall time)
-    as one markdown text."""
+    """``lines`` and the closing paragraphs as one markdown text.
+
+    The closing paragraphs say what the release and the audit are, and the wall time.
+    """
     return "\n".join(
         [
             *lines,
@@ -107,8 +114,10 @@ def markdown_tail(
 
 
 def fidelity_rows(audit: dict[str, Any]) -> list[str]:
-    """One row per fidelity score in ``audit``: the release's, then the real
-    holdout's where the audit scored that anchor."""
+    """One row per fidelity score in ``audit``.
+
+    The release's, then the real holdout's where the audit scored that anchor.
+    """
     if "fidelity" not in audit:
         return []
     fid = audit["fidelity"]
@@ -126,8 +135,11 @@ def fidelity_rows(audit: dict[str, Any]) -> list[str]:
 def baseline_markdown(
     report: dict[str, Any], title: str, rows: tuple[str, ...] = ()
 ) -> str:
-    """The report.md of a transition-level baseline: the head, the baseline's own
-    ``rows``, the agent rows, the audit's fidelity rows and the closing paragraphs."""
+    """The report.md of a transition-level baseline.
+
+    The head, the baseline's own ``rows``, the agent rows, the audit's fidelity rows and
+    the closing paragraphs.
+    """
     lines = [
         *markdown_head(report, title),
         *rows,

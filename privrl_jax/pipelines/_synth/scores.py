@@ -1,5 +1,8 @@
-"""Scores of a synthetic dataset: fidelity against the sensitive rows (audit) and agents
-trained on it (the release's agent scores when trained on the release)."""
+"""Scores of a synthetic dataset.
+
+Fidelity against the sensitive rows (audit) and agents trained on it (the release's
+agent scores when trained on the release).
+"""
 
 from __future__ import annotations
 
@@ -25,8 +28,9 @@ def fidelity_scorer(
     rows: int,
     seed: int,
 ) -> Callable[[data.Transitions], dict[str, float]]:
-    """A function scoring transitions against the ``sensitive`` ones (audit: it reads
-    them).
+    """A function scoring transitions against the ``sensitive`` ones.
+
+    Audit: it reads them.
 
     Scores: the marginal and correlation scores of the encoded columns; the sliced
     Wasserstein distance in the public normaliser's scale (every column on one scale);
@@ -69,8 +73,10 @@ def fidelity_scorer(
 
 
 def agent_scores(cfg: Any, dataset: data.Transitions, key: jax.Array) -> dict[str, Any]:
-    """Trains each of ``cfg.eval.agents`` on ``dataset`` and scores it as `EvalConfig`
-    says."""
+    """Train each of ``cfg.eval.agents`` on ``dataset`` and score it.
+
+    As `EvalConfig` says.
+    """
     # MuJoCo-only tasks (locomotion, kitchen) have no JAX env: they are scored by the
     # mujoco backend.
     mujoco_only = envs.is_mujoco_task_name(cfg.data.sensitive_env)
@@ -146,9 +152,12 @@ def transition_audit(
     norm: Any,
     key: jax.Array,
 ) -> dict[str, Any]:
-    """The audit of a transition release (PGM / MST / PrivSyn, PATE-GAN): fidelity to
-    the sensitive rows, the real holdout scored the same way (``eval.anchors``), and a
-    real-data agent (``eval.train_real_agents``). Reads sensitive rows: audit only."""
+    """The audit of a transition release (PGM / MST / PrivSyn, PATE-GAN).
+
+    Fidelity to the sensitive rows, the real holdout scored the same way
+    (``eval.anchors``), and a real-data agent (``eval.train_real_agents``). Reads
+    sensitive rows: audit only.
+    """
     score = fidelity_scorer(
         sensitive,
         layout,

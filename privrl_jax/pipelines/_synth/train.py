@@ -1,5 +1,7 @@
-"""Training of the diffusion synthesizers: the curiosity pre-training loop on public
-rows and the DP fine-tuning wiring around the one DP loop (``_dp_loop.run_dp_loop``).
+"""Training of the diffusion synthesizers.
+
+The curiosity pre-training loop on public rows and the DP fine-tuning wiring around the
+one DP loop (``_dp_loop.run_dp_loop``).
 
 The privacy contract is the DP loop's (docs/design.md, contracts 2-6 and 8): noise only
 from a `DPSecret`, every step in the ledger before its checkpoint.
@@ -35,8 +37,9 @@ def pretrain(
     sample_pool: Callable | None,
     desc: str,
 ):
-    """Curiosity-driven pre-training on public ``rows`` (resumed from ``ckpt``); returns
-    the SynthState.
+    """Curiosity-driven pre-training on public ``rows`` (resumed from ``ckpt``).
+
+    Returns the SynthState.
 
     ``make_chunk(tx)`` builds the method's jitted chunk of ``pc.chunk_steps`` steps;
     ``sample_pool(key, ema_params, rows_on_device)`` draws a fresh curiosity pool every
@@ -87,9 +90,11 @@ def pretrain(
 
 
 def make_plan(cfg: Any, num_units: int) -> privacy.DPPlan:
-    """Poisson over the ``num_units`` sensitive units with q = batch / N, C, steps =
-    ceil(epochs /
-    q), sigma calibrated for (epsilon, delta) under ``privacy.accountant``."""
+    """The fine-tune's DP plan: Poisson sampling over the ``num_units`` sensitive units.
+
+    q = batch / N, C, steps = ceil(epochs / q), sigma calibrated for (epsilon, delta)
+    under ``privacy.accountant``.
+    """
     fc, pc = cfg.finetune, cfg.privacy
     q = min(1.0, fc.batch_size / num_units)
     sampler = privacy.PoissonSampler(
@@ -119,11 +124,13 @@ def run_finetune(
     item_mask: jax.Array | None = None,
     public_rows: Callable | None = None,
 ):
-    """Runs (or resumes) the plan's DP steps on ``units`` (leading axis: the privacy
-    units) in the one
-    DP loop; returns (tree, secret). ``tree["state"]`` is the method's state, updated by
-    ``fns.update`` from the noisy mean; the secret comes from the OS unless
-    ``privacy.noise_seed`` fixes it (then the run is not private)."""
+    """Run (or resume) the plan's DP steps on ``units`` in the one DP loop.
+
+    ``units``' leading axis is the privacy units. Returns (tree, secret).
+    ``tree["state"]`` is the method's state, updated by ``fns.update`` from the noisy
+    mean; the secret comes from the OS unless ``privacy.noise_seed`` fixes it (then the
+    run is not private).
+    """
     fc, pc = cfg.finetune, cfg.privacy
     secret = noise_secret(cfg)
 
@@ -162,11 +169,12 @@ def dp_info(
     unit: str | None = None,
     clip_method: str | None = None,
 ) -> dict[str, Any]:
-    """The report's ``finetune`` section: the plan, flat copies of its fields that
-    reports and
-    scripts read, and whether the run is private. ``size_source`` says where N came from
-    when ``privacy.dataset_size`` is not declared; ``unit`` and ``clip_method`` are
-    written when given."""
+    """The report's ``finetune`` section.
+
+    The plan, flat copies of its fields that reports and scripts read, and whether the
+    run is private. ``size_source`` says where N came from when ``privacy.dataset_size``
+    is not declared; ``unit`` and ``clip_method`` are written when given.
+    """
     return {
         **plan.describe(),
         **({"unit": unit} if unit is not None else {}),

@@ -1,5 +1,6 @@
-"""GPOPE end to end on the medical chain MDP, Mountain Car or HIV: data, plan,
-Algorithm 1, report, audit.
+"""GPOPE end to end on the medical chain MDP, Mountain Car or HIV.
+
+Data, plan, Algorithm 1, report, audit.
 
 ``run(config, run_dir)`` writes into ``run_dir``:
 

@@ -1,5 +1,6 @@
-"""GPOPE's audit (NOT differentially private): the release against the truth and the
-data's LSTD.
+"""GPOPE's audit (NOT differentially private): the release against the truth and LSTD.
+
+LSTD is the data's (non-private) LSTD solution.
 
 Everything here reads the sensitive trajectories (or the chain's model, which a real
 data holder would not have) without a DP mechanism; it is written under ``audit/`` and

@@ -1,5 +1,4 @@
-"""GPOPE's report: the Markdown summary and the two plots (release and audit, kept
-apart)."""
+"""GPOPE's report: the Markdown summary and the two plots (release and audit, apart)."""
 
 from __future__ import annotations
 
@@ -38,9 +37,12 @@ def _values_title(cfg: GPOPERunConfig, g: dict[str, Any]) -> str:
 def plot_release_values(
     task: GPOPETask, theta: np.ndarray, g: dict[str, Any], path: Path
 ) -> None:
-    """Release plot: V(s) = theta . phi(s) per chain state, or sorted over the public
-    evaluation states of Mountain Car / HIV. Reads only the DP theta and public
-    features (the evaluation states come from a public seed, not the data)."""
+    """Release plot: V(s) = theta . phi(s) per chain state, or over evaluation states.
+
+    Over the public evaluation states of Mountain Car / HIV, sorted. Reads only the DP
+    theta and public features (the evaluation states come from a public seed, not the
+    data).
+    """
     cfg = task.cfg
     v = release_values(task, theta)
     label = "GPOPE estimate (DP)" if g["private"] else "GPOPE estimate (not private)"
@@ -60,9 +62,11 @@ def plot_release_values(
 
 
 def plot_audit_values(cfg: GPOPERunConfig, audit: dict[str, Any], path: Path) -> None:
-    """Audit plot (NOT DP): the estimate against the true V^pi and the data's LSTD,
-    with each one's MSE against the truth in the legend. Continuous envs: states
-    sorted by their Monte Carlo value, with +-2 standard errors shaded."""
+    """Audit plot (NOT DP): the estimate against the true V^pi and the data's LSTD.
+
+    Each one's MSE against the truth is in the legend. Continuous envs: states sorted by
+    their Monte Carlo value, with +-2 standard errors shaded.
+    """
     chain = cfg.env.name == "chain"
     truth = np.asarray(audit["exact_values" if chain else "mc_values"])
     est = np.asarray(audit["estimated_values"])

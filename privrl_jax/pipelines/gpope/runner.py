@@ -1,5 +1,4 @@
-"""GPOPE's run: the plan, Algorithm 1 through the library's DP loop, the release and the
-report.
+"""GPOPE's run: the plan, Algorithm 1 through the DP loop, the release and the report.
 
 See :mod:`privrl_jax.pipelines.gpope` for what a run writes.
 """

@@ -48,12 +48,15 @@ class GPOPETask:
 
     @property
     def chain(self) -> bool:
+        """Whether the env is the medical chain MDP (exact values from its model)."""
         return self.mdp is not None
 
 
 def build_task(cfg: GPOPERunConfig) -> GPOPETask:
-    """The task of ``cfg``: public inputs only (model, policies, features, evaluation
-    states)."""
+    """The task of ``cfg``: public inputs only.
+
+    The model, policies, features, evaluation states.
+    """
     e = cfg.env
     if e.name == "chain":
         mdp = ope.medical_chain(
@@ -118,8 +121,10 @@ def features_name(cfg: GPOPERunConfig) -> str:
 
 
 def collect_data(task: GPOPETask) -> ope.TrajectoryData:
-    """The simulated sensitive data: m trajectories of the behaviour policy from a
-    public seed (a real data holder loads its records instead)."""
+    """The simulated sensitive data: m trajectories of the behaviour policy.
+
+    Drawn from a public seed (a real data holder loads its records instead).
+    """
     cfg = task.cfg
     e = cfg.env
     key = jax.random.fold_in(jax.random.key(cfg.seed), 0)
@@ -163,8 +168,10 @@ def dataset_id(cfg: GPOPERunConfig) -> str:
 
 
 def true_values(task: GPOPETask) -> tuple[jax.Array, ope.MCValues]:
-    """Features [K, n] of the public evaluation states and their Monte Carlo V^pi
-    (continuous envs)."""
+    """Features [K, n] of the public evaluation states and their Monte Carlo V^pi.
+
+    For the continuous envs.
+    """
     cfg = task.cfg
     e, t = cfg.env, cfg.truth
     mc = ope.mc_values(
@@ -183,16 +190,22 @@ def true_values(task: GPOPETask) -> tuple[jax.Array, ope.MCValues]:
 
 
 def lstd_min_norm(data: ope.TrajectoryData, normalization: str) -> jax.Array:
-    """Off-policy LSTD theta of the data, the minimum-norm least-squares solution of
-    A theta = b (tiles the data never visit leave A singular; they get 0)."""
+    """Off-policy LSTD theta of the data: the minimum-norm solution of A theta = b.
+
+    The minimum-norm least-squares solution: tiles the data never visit leave A
+    singular; they get 0.
+    """
     stats = ope.pooled_stats(data, normalization)
     return jnp.linalg.lstsq(stats.a, stats.b)[0]
 
 
 def release_values(task: GPOPETask, theta: np.ndarray) -> np.ndarray:
-    """The values ``values.png`` shows: theta . phi(s) at every chain state, or sorted
-    ascending over the public evaluation states (Mountain Car, HIV). Public inputs only:
-    the DP theta, the features and states from public seeds."""
+    """The values ``values.png`` shows.
+
+    theta . phi(s) at every chain state, or sorted ascending over the public evaluation
+    states (Mountain Car, HIV). Public inputs only: the DP theta, the features and
+    states from public seeds.
+    """
     theta = jnp.asarray(theta)
     if task.chain:
         return np.asarray(task.features @ theta)

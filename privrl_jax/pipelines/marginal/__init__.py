@@ -1,5 +1,6 @@
-"""The marginal-based baselines of PrivORL's Table I (PGM, MST, AIM) end to end,
-through ``mbi``.
+"""The marginal-based baselines of PrivORL's Table I (PGM, MST, AIM) end to end.
+
+Through ``mbi``.
 
 ``run(config, run_dir)`` writes the layout PrivORL-n writes, through the same
 helpers (``pipelines._synth``): the **release** ``synthetic.hdf5`` (D4RL format),

@@ -1,5 +1,4 @@
-"""The marginal baselines' report: the Markdown summary of a report (release and audit,
-labelled)."""
+"""The marginal baselines' report: the Markdown summary (release, audit: labelled)."""
 
 from __future__ import annotations
 

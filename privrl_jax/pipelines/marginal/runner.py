@@ -1,5 +1,7 @@
-"""The marginal baselines' run: the measurements, each recorded in the ledger before it
-is drawn, and the fit, inside the run the baselines share (`_synth.baseline`).
+"""The marginal baselines' run: the measurements and the fit.
+
+Each measurement is recorded in the ledger before it is drawn, inside the run the
+baselines share (`_synth.baseline`).
 
 See :mod:`privrl_jax.pipelines.marginal` for what a run writes.
 """
@@ -27,8 +29,10 @@ from privrl_jax.pipelines.privorl_n import (
 
 
 def run(cfg: MarginalConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Runs PGM, MST, AIM or PrivSyn (``model.name``) into ``run_dir``; returns the
-    report (release + ``audit``)."""
+    """Run PGM, MST, AIM or PrivSyn (``model.name``) into ``run_dir``.
+
+    Returns the report (release + ``audit``).
+    """
     return run_in_dir(
         Path(run_dir),
         lambda d, topo: run_baseline(
@@ -62,8 +66,10 @@ def _synthesize(
     key: jax.Array,
     fit_info: dict[str, Any],
 ) -> data.Transitions:
-    """The measurements (each recorded in the ledger, or replayed from it, before it is
-    drawn), the fit and the sampled table, decoded with the public key."""
+    """The measurements, the fit and the sampled table, decoded with the public key.
+
+    Each measurement is recorded in the ledger (or replayed from it) before it is drawn.
+    """
     cfg = task.cfg
     delta = bool(cfg.model.next_obs_delta_bound)
     disc = task.disc
@@ -129,8 +135,10 @@ def _dp_info(
     fit_info: dict[str, Any],
     private: bool,
 ) -> dict[str, Any]:
-    """The report's ``finetune`` section (the name the shared report keeps): the
-    releases as run."""
+    """The report's ``finetune`` section: the releases as run.
+
+    ``finetune`` is the name the shared report keeps.
+    """
     cfg = task.cfg
     releases = ledger.groups()
     return {

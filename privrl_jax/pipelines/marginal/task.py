@@ -1,5 +1,8 @@
-"""The marginal baselines' task: the public bins, the cliques and the calibrated noise
-multiplier, built once per run from the config and the public data and passed down."""
+"""The marginal baselines' task: the public bins, the cliques, the noise multiplier.
+
+Built once per run from the config and the public data and passed down; the noise
+multiplier is calibrated.
+"""
 
 from __future__ import annotations
 
@@ -24,8 +27,10 @@ GENERATORS = {
 def public_discretisation(
     cfg: MarginalConfig, obs_dim: int, act_dim: int
 ) -> synth.PublicDiscretisation:
-    """The bins from the config's declared bounds, else the sensitive env's spaces
-    (public)."""
+    """The bins from the config's declared bounds, else the sensitive env's spaces.
+
+    Both are public.
+    """
     m = cfg.model
     if m.obs_low and m.act_low:
         obs_low, obs_high, act_low, act_high = (
@@ -76,8 +81,10 @@ def public_discretisation(
 
 
 def noise_multiplier(cfg: MarginalConfig) -> float:
-    """sigma of one Gaussian release at (epsilon, delta), by dp-accounting; 0 at epsilon
-    = inf."""
+    """The noise multiplier (sigma) of one Gaussian release at (epsilon, delta).
+
+    By dp-accounting; 0 at epsilon = inf.
+    """
     pc = cfg.privacy
     if math.isinf(pc.epsilon):
         return 0.0
@@ -121,9 +128,11 @@ class MarginalTask:
 def build_task(
     cfg: MarginalConfig, public: data.Transitions, sensitive: data.Transitions
 ) -> MarginalTask:
-    """The task of ``cfg``; of the sensitive data only the dimensions are read (they
-    must be the public data's, a ``ValueError`` otherwise), and the cliques must name
-    known columns."""
+    """The task of ``cfg``.
+
+    Of the sensitive data only the dimensions are read (they must be the public data's,
+    a ``ValueError`` otherwise), and the cliques must name known columns.
+    """
     obs_dim, act_dim = check_same_dims(public, sensitive)
     disc = public_discretisation(cfg, obs_dim, act_dim)
     cliques = tuple(

@@ -1,6 +1,8 @@
-"""The PATE-GAN baselines' run: pre-training on the public rows (PrePATE-GAN), the
-rounds, every chunk of vote queries recorded in the ledger before it is drawn, and the
-sampling, inside the run the baselines share (`_synth.baseline`).
+"""The PATE-GAN baselines' run: public pre-training, the rounds, and the sampling.
+
+Pre-training on the public rows (PrePATE-GAN), the rounds, every chunk of vote queries
+recorded in the ledger before it is drawn, and the sampling, inside the run the
+baselines share (`_synth.baseline`).
 
 See :mod:`privrl_jax.pipelines.pategan` for what a run writes.
 """
@@ -33,8 +35,10 @@ VOTES = "PATE-GAN: noisy teacher votes (one Gaussian query per labelled sample)"
 
 
 def run(cfg: PateGanPipelineConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Runs PATE-GAN or PrePATE-GAN (``model.name``) into ``run_dir``; returns the
-    report (release + ``audit``)."""
+    """Run PATE-GAN or PrePATE-GAN (``model.name``) into ``run_dir``.
+
+    Returns the report (release + ``audit``).
+    """
     return run_in_dir(
         Path(run_dir),
         lambda d, topo: run_baseline(
@@ -58,8 +62,11 @@ def pretrain_on_public(
     public_rows: np.ndarray,
     key: jax.Array,
 ):
-    """PrePATE-GAN's non-private pre-training on the public rows (generator,
-    discriminator, losses); a seam the tests watch to see what it is given."""
+    """PrePATE-GAN's non-private pre-training on the public rows.
+
+    Returns the generator, the discriminator and the losses; a seam the tests watch to
+    see what it is given.
+    """
     return synth.pretrain_gan(
         key, nets, gcfg, public_rows, steps=cfg.model.pretrain_steps
     )
@@ -73,9 +80,11 @@ def _synthesize(
     key: jax.Array,
     fit_info: dict[str, Any],
 ) -> data.Transitions:
-    """The teachers, student and generator trained on the sensitive rows' partitions,
-    then the generator sampled; ``fit_info`` gets the pre-training losses and the last
-    round's metrics."""
+    """Train the teachers, student and generator, then sample the generator.
+
+    They are trained on the sensitive rows' partitions; ``fit_info`` gets the
+    pre-training losses and the last round's metrics.
+    """
     cfg, m = task.cfg, task.cfg.model
     generator = discriminator = None
     if m.name == "pategan_pretrained":
@@ -122,8 +131,10 @@ def _synthesize(
 
 
 def _sample(task: PateGanTask, generator: Any, key: jax.Array) -> data.Transitions:
-    """``synthesis.num_samples`` transitions from the generator (public
-    post-processing)."""
+    """``synthesis.num_samples`` transitions from the generator.
+
+    Public post-processing.
+    """
     sc, out = task.cfg.synthesis, []
     for i, s in enumerate(range(0, sc.num_samples, sc.batch_size)):
         b = min(sc.batch_size, sc.num_samples - s)

@@ -1,6 +1,8 @@
-"""The PATE-GAN baselines' task: the public encoding, the GAN's sizes and networks and
-the calibrated vote noise, built once per run from the config and the public data and
-passed down."""
+"""The PATE-GAN baselines' task: public encoding, GAN sizes and networks, vote noise.
+
+Built once per run from the config and the public data and passed down; the vote noise
+is calibrated.
+"""
 
 from __future__ import annotations
 
@@ -58,8 +60,10 @@ def _votes_event(sigma: float, num_queries: int) -> dp_accounting.DpEvent:
 def vote_noise_multiplier(
     epsilon: float, delta: float, num_queries: int, accountant: str = "rdp"
 ) -> float:
-    """Smallest sigma (to 1e-4 relative) whose ``num_queries`` Gaussian vote queries
-    of sensitivity 1 are (epsilon, delta)-DP under ``accountant``; 0 at epsilon = inf.
+    """Smallest sigma (to 1e-4 relative) making the vote queries (epsilon, delta)-DP.
+
+    ``num_queries`` Gaussian vote queries of sensitivity 1, under ``accountant``; 0 at
+    epsilon = inf.
 
     The epsilon of every candidate is dp-accounting's (``privacy.compute_epsilon`` of
     ``SelfComposedDpEvent(GaussianDpEvent(sigma), num_queries)``, the event the ledger
@@ -136,9 +140,11 @@ class PateGanTask:
 def build_task(
     cfg: PateGanPipelineConfig, public: data.Transitions, sensitive: data.Transitions
 ) -> PateGanTask:
-    """The task of ``cfg``; of the sensitive data only the dimensions (they must be the
-    public data's) and the number of rows (enough for every teacher) are read, a
-    ``ValueError`` otherwise."""
+    """The task of ``cfg``.
+
+    Of the sensitive data only the dimensions (they must be the public data's) and the
+    number of rows (enough for every teacher) are read, a ``ValueError`` otherwise.
+    """
     obs_dim, act_dim = check_same_dims(public, sensitive)
     check_teachers(cfg.model.num_teachers, len(sensitive))
     layout, pub_flat, norm = public_encoding(cfg, public, obs_dim, act_dim)

@@ -16,8 +16,10 @@ from privrl_jax.pipelines.pool.task import PoolTask
 
 
 def evaluate(task: PoolTask, q_tables: jax.Array) -> dict[str, Any]:
-    """Costs from zero inventory, the SAA benchmark c* and relative gaps (simulator
-    only; ``q_tables`` ``[H, K]``)."""
+    """Costs from zero inventory, the SAA benchmark c* and relative gaps.
+
+    Simulator only; ``q_tables`` ``[H, K]``.
+    """
     cfg, params = task.cfg, task.params
     v = cfg.eval
     key = jax.random.fold_in(jax.random.key(cfg.seed), 2)

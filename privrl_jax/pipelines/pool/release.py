@@ -80,8 +80,10 @@ def write_policy(path: Path, q_tables: jax.Array, actions, boundary, geom) -> No
 def write_policy_meta(
     path: Path, cfg: PoolRunConfig, geom, *, private: bool, ledger_head: str
 ) -> dict[str, Any]:
-    """``policy.json``: how to read ``policy.npz``, and the ledger head it was made
-    at."""
+    """Write ``policy.json``: how to read ``policy.npz``, and its ledger head.
+
+    The ledger head is the one the policy was made at.
+    """
     meta = {
         "method": cfg.pool.method,
         "geometry": (

@@ -1,5 +1,7 @@
-"""POOL's report: the Markdown summary and the two plots (from the release and the
-simulator only)."""
+"""POOL's report: the Markdown summary and the two plots.
+
+The plots come from the release and the simulator only.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ POLICY_PLOT = "plots/policy.png"
 def write_plots(
     run_dir: Path, task: PoolTask, q_tables: jax.Array, evaluation: dict[str, Any]
 ) -> None:
-    """plots/gaps.png (policy, behaviour, SAA) and plots/policy.png
-    (order-up-to level)."""
+    """Write plots/gaps.png (policy, behaviour, SAA) and plots/policy.png.
+
+    plots/policy.png shows the order-up-to level.
+    """
     from matplotlib.figure import Figure  # here, so importing the pipeline stays light
 
     cfg = task.cfg

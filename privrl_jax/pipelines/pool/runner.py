@@ -1,5 +1,4 @@
-"""POOL's run: the ledger (a rho budget), the secret, the release, the evaluation and
-the report.
+"""POOL's run: the ledger (a rho budget), the secret, the release, evaluation, report.
 
 See :mod:`privrl_jax.pipelines.pool` for what a run writes.
 """

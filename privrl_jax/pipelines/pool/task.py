@@ -77,6 +77,7 @@ class BaseStockBehaviour:
     num_products: int
 
     def __call__(self, key: jax.Array, h: jax.Array, level: jax.Array) -> jax.Array:
+        """The order at stage ``h`` for inventory ``level``, in [0, 1] per product."""
         base = jnp.full((self.num_products,), self.level)
         return base_stock_policy(base, self.noise_std)(key, h, level)
 
@@ -141,8 +142,10 @@ def build_task(cfg: PoolRunConfig) -> PoolTask:
 
 
 def build(cfg: PoolRunConfig) -> tuple:
-    """(params, behaviour policy, geometry, candidate actions) of
-    ``build_task(cfg)``."""
+    """The public pieces of ``build_task(cfg)``.
+
+    (params, behaviour policy, geometry, candidate actions).
+    """
     t = build_task(cfg)
     return t.params, t.behaviour, t.geom, t.actions
 
@@ -160,8 +163,7 @@ def make_mechanism(cfg: PoolRunConfig, geom) -> privacy.GaussianMechanism | None
 
 
 def dataset_id(cfg: PoolRunConfig) -> str:
-    """Names the sensitive episodes by their source,
-    never by a hash of their contents."""
+    """Name the sensitive episodes by their source, never by hashing their contents."""
     e = cfg.env
     return (
         f"collected:inventory:w={e.num_products}:H={e.horizon}:seed={cfg.seed}:"

@@ -1,5 +1,7 @@
-"""PrivORL-j end to end: fragments, curiosity pre-training on public trajectories,
-trajectory-level DP fine-tuning, stitched trajectory synthesis, evaluation.
+"""PrivORL-j end to end.
+
+Fragments, curiosity pre-training on public trajectories, trajectory-level DP
+fine-tuning, stitched trajectory synthesis, evaluation.
 
 ``run(config, run_dir)`` writes the same run directory as PrivORL-n
 (:mod:`privrl_jax.pipelines.privorl_n`):

@@ -1,7 +1,8 @@
-"""PrivORL-j's audit (NOT differentially private: it reads the sensitive trajectories
-without DP; never publish it): fidelity against the sensitive steps, the anchors,
-stitching of the real trajectories, TrajScore and agents trained on the real
-trajectories.
+"""PrivORL-j's audit. NOT differentially private: never publish it.
+
+It reads the sensitive trajectories without DP: fidelity against the sensitive steps,
+the anchors, stitching of the real trajectories, TrajScore and agents trained on the
+real trajectories.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ def audit_release(
     pre_params: Any,
     key: jax.Array,
 ) -> dict[str, Any]:
-    """The audit's entries for the release ``synthetic`` against the ``sensitive``
-    member trajectories; ``holdout``: the sensitive trajectories never trained on,
-    ``pre_params``: ``model``'s parameters before any DP step (None without
-    pre-training); ``key`` is the run's public key."""
+    """The audit's entries for the release ``synthetic``.
+
+    Scored against the ``sensitive`` member trajectories; ``holdout``: the sensitive
+    trajectories never trained on, ``pre_params``: ``model``'s parameters before any DP
+    step (None without pre-training); ``key`` is the run's public key.
+    """
     cfg, d = task.cfg, task.cfg.data
     real = flat_transitions(sensitive)
     real_holdout = flat_transitions(holdout)

@@ -1,5 +1,4 @@
-"""PrivORL-j's report: the Markdown summary of a report (release and audit,
-labelled)."""
+"""PrivORL-j's report: the Markdown summary of a report (release, audit: labelled)."""
 
 from __future__ import annotations
 

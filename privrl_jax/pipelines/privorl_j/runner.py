@@ -1,5 +1,6 @@
-"""PrivORL-j's run: inputs checked, pre-training, trajectory-level DP fine-tuning, the
-release, its report and the audit.
+"""PrivORL-j's run: inputs, pre-training, trajectory-level DP fine-tuning, release.
+
+Inputs are checked first; then the release, its report and the audit.
 
 See :mod:`privrl_jax.pipelines.privorl_j` for what a run writes.
 """
@@ -41,8 +42,9 @@ from privrl_jax.pipelines.privorl_j.train import (
 
 
 def run(cfg: PrivORLJConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Runs (or resumes) PrivORL-j into ``run_dir``; returns the report (release +
-    ``audit``).
+    """Run (or resume) PrivORL-j into ``run_dir``.
+
+    Returns the report (release + ``audit``).
 
     Same contract as ``privorl_n.run``: locked directory, inputs checked before anything
     is written, resume from checkpoints without spending twice, only the ``eval``

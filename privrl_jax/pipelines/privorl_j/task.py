@@ -1,5 +1,4 @@
-"""PrivORL-j's task: the trajectories of a run and what it knows before its first DP
-step.
+"""PrivORL-j's task: a run's trajectories and what it knows before its first DP step.
 
 :func:`load_data` reads or collects the public and sensitive transitions as padded
 trajectories and splits off the holdout trajectories; :func:`build_task` builds the
@@ -40,8 +39,11 @@ def _collect(
 def load_data(
     cfg: PrivORLJConfig,
 ) -> tuple[list[data.Trajectories], data.Trajectories, data.Trajectories]:
-    """(public trajectory sets, one per source; sensitive members; sensitive holdout),
-    padded trajectories. The holdout is never trained on."""
+    """The run's padded trajectories: public sets, sensitive members, sensitive holdout.
+
+    (public trajectory sets, one per source; sensitive members; sensitive holdout). The
+    holdout is never trained on.
+    """
     d = cfg.data
     # The sensitive data first: a bad file is refused before minutes of public
     # collection (each collection has its own key, so the order changes no data).
@@ -127,8 +129,11 @@ class PrivORLJTask:
         return inputs.encode(transitions, self.layout)
 
     def items(self, trajectories: data.Trajectories) -> dict[str, np.ndarray]:
-        """The DP units' items of ``trajectories``: their fragments (``data.horizon``,
-        at most ``data.max_fragments``), encoded (``synth.fragment_items``)."""
+        """The DP units' items of ``trajectories``: their encoded fragments.
+
+        Fragments of ``data.horizon`` steps, at most ``data.max_fragments`` each,
+        encoded (``synth.fragment_items``).
+        """
         d = self.cfg.data
         frags = data.trajectories_to_fragments(
             trajectories, horizon=d.horizon, max_fragments=d.max_fragments
@@ -136,8 +141,10 @@ class PrivORLJTask:
         return synth.fragment_items(frags, self.layout, self.norm)
 
     def windows(self, transitions: data.Transitions, window: int) -> np.ndarray:
-        """Normalised encoded steps of each trajectory in windows of ``window`` steps
-        (TrajScore's input)."""
+        """Normalised encoded steps of each trajectory in windows of ``window`` steps.
+
+        TrajScore's input.
+        """
         traj = data.transitions_to_trajectories(transitions)
         b, t = np.asarray(traj.mask).shape
         flat = data.Transitions(

@@ -1,5 +1,7 @@
-"""PrivORL-j's training: the synthesizer behind ``model.kind``, curiosity pre-training
-on public fragments, trajectory-level DP fine-tuning and stitched synthesis.
+"""PrivORL-j's training: pre-training, trajectory-level DP fine-tuning, synthesis.
+
+The synthesizer behind ``model.kind``, curiosity pre-training on public fragments,
+trajectory-level DP fine-tuning and stitched synthesis.
 
 The unit of privacy is one sensitive trajectory: its fragments are the unit's items;
 the DP loop Poisson-samples trajectories with q = batch trajectories / N trajectories,
@@ -28,9 +30,11 @@ DP_STEP = "PrivORL-j DP-SGD step (one unit = one trajectory)"
 
 
 class Synthesizer(NamedTuple):
-    """One synthesizer behind ``model.kind``: the diffusion models (PrivORL-j,
-    PrivORL-j-U) or the
-    autoregressive DP-Transformer baseline; the pipeline around them is the same."""
+    """One synthesizer behind ``model.kind``.
+
+    The diffusion models (PrivORL-j, PrivORL-j-U) or the autoregressive DP-Transformer
+    baseline; the pipeline around them is the same.
+    """
 
     name: str
     params: Any
@@ -41,8 +45,10 @@ class Synthesizer(NamedTuple):
 
 
 def make_synthesizer(task: PrivORLJTask, key: jax.Array) -> Synthesizer:
-    """The synthesizer of ``model.kind`` for ``task``, its parameters initialised from
-    ``key`` (public)."""
+    """The synthesizer of ``model.kind`` for ``task``.
+
+    Its parameters are initialised from ``key`` (public).
+    """
     cfg, obs_dim, act_dim, dim = task.cfg, task.obs_dim, task.act_dim, task.dim
     m, h, pc, fc = cfg.model, cfg.data.horizon, cfg.pretrain, cfg.finetune
     ema, ns = cfg.synthesis.ema_decay, cfg.synthesis.num_sampling_steps
@@ -147,8 +153,10 @@ def make_synthesizer(task: PrivORLJTask, key: jax.Array) -> Synthesizer:
 def pretrain(
     task: PrivORLJTask, model: Synthesizer, ckpt: Checkpoints, key: jax.Array
 ) -> synth.SynthState:
-    """Curiosity pre-training on the public fragment rows (resumed from ``ckpt``);
-    returns the SynthState."""
+    """Curiosity pre-training on the public fragment rows (resumed from ``ckpt``).
+
+    Returns the SynthState.
+    """
     pc = task.cfg.pretrain
     sample_pool = None
     if model.sample_pool is not None:
@@ -173,8 +181,11 @@ def pretrain(
 
 
 def make_plan(cfg: PrivORLJConfig, num_trajectories: int) -> privacy.DPPlan:
-    """PrivORL-j's plan: Poisson over trajectories, q = batch / N trajectories, steps =
-    ceil(epochs / q), C, sigma calibrated for (epsilon, delta) at trajectory level."""
+    """PrivORL-j's DP plan: Poisson sampling over trajectories.
+
+    q = batch / N trajectories, steps = ceil(epochs / q), C, sigma calibrated for
+    (epsilon, delta) at trajectory level.
+    """
     return synth_train.make_plan(cfg, num_trajectories)
 
 
@@ -188,9 +199,11 @@ def finetune(
     key: jax.Array,
     topo: privacy.Topology,
 ) -> tuple[synth.SynthState, dict[str, Any]]:
-    """Trajectory-level DP-SGD on the sensitive ``items`` (``PrivORLJTask.items``): one
-    unit = one trajectory, its fragments the unit's items; returns (SynthState, the
-    report's DP info)."""
+    """Trajectory-level DP-SGD on the sensitive ``items`` (``PrivORLJTask.items``).
+
+    One unit = one trajectory, its fragments the unit's items. Returns (SynthState, the
+    report's DP info).
+    """
     cfg = task.cfg
     plan = make_plan(cfg, items["x"].shape[0])
     fns = model.finetune(plan)
@@ -224,8 +237,10 @@ def finetune(
 def synthesize(
     task: PrivORLJTask, model: Synthesizer, params: Any, key: jax.Array
 ) -> data.Transitions:
-    """Stitched synthetic trajectories as flat D4RL rows (``timeouts`` = 1 at a length
-    cut)."""
+    """Stitched synthetic trajectories as flat D4RL rows.
+
+    ``timeouts`` = 1 at a length cut.
+    """
     sc, h = task.cfg.synthesis, task.cfg.data.horizon
     num_fragments = -(-sc.episode_length // h)
     out = []

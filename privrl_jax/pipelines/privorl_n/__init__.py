@@ -1,5 +1,6 @@
-"""PrivORL-n end to end: data, curiosity-driven pre-training, DP fine-tuning, synthesis,
-evaluation.
+"""PrivORL-n end to end.
+
+Data, curiosity-driven pre-training, DP fine-tuning, synthesis, evaluation.
 
 ``run(config, run_dir)`` writes into ``run_dir``:
 

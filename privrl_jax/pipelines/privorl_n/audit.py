@@ -1,6 +1,8 @@
-"""PrivORL-n's audit (NOT differentially private: it reads the sensitive data without
-DP; never publish it): fidelity against the sensitive rows, the anchors, the plots of
-real rows, agents trained on the real data and the membership-inference attacks.
+"""PrivORL-n's audit. NOT differentially private: never publish it.
+
+It reads the sensitive data without DP: fidelity against the sensitive rows, the
+anchors, the plots of real rows, agents trained on the real data and the
+membership-inference attacks.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ def audit_release(
     pre_params: Any,
     key: jax.Array,
 ) -> dict[str, Any]:
-    """The audit's entries for the release ``synthetic`` of the model ``params``
-    (``pre_params``: the model before any DP step, or None); plots go into
-    ``audit_dir``. ``key`` is the run's public key."""
+    """The audit's entries for the release ``synthetic`` of the model ``params``.
+
+    ``pre_params``: the model before any DP step, or None; plots go into ``audit_dir``.
+    ``key`` is the run's public key.
+    """
     cfg = task.cfg
     audit: dict[str, Any] = {}
     score = fidelity_scorer(
@@ -89,9 +93,12 @@ def _anchor_agent_config(cfg: Any) -> Any:
 def real_agent_scores(
     cfg: Any, sensitive: data.Transitions, key: jax.Array
 ) -> dict[str, Any]:
-    """The agents trained on the sensitive training rows (audit anchor): read from
-    ``eval.real_agents_cache`` when it was made for these rows and this protocol, else
-    trained with the run's key folded with 400 (the key the cache was made with)."""
+    """The agents trained on the sensitive training rows (audit anchor).
+
+    Read from ``eval.real_agents_cache`` when it was made for these rows and this
+    protocol, else trained with the run's key folded with 400 (the key the cache was
+    made with).
+    """
     cached, why = anchor_cache.cached_real_agents(cfg, sensitive)
     if cached is not None:
         return cached
@@ -108,8 +115,12 @@ def _mia(
     params: Any,
     key: jax.Array,
 ) -> dict[str, Any]:
-    """The loss-threshold attack on the model (white-box) and the distance-to-closest-
-    record attack on the release (black-box), members against holdout rows."""
+    """The loss-threshold and distance-to-closest-record membership attacks.
+
+    The loss-threshold attack on the model (white-box) and the
+    distance-to-closest-record attack on the release (black-box), members against
+    holdout rows.
+    """
     ec = task.cfg.eval
     sens_x, hold_x = task.normalise(sens_flat), task.normalise(hold_flat)
     k = min(ec.mia_size, len(hold_x), len(sens_x))

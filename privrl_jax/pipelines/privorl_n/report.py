@@ -1,5 +1,8 @@
-"""PrivORL-n's report: the Markdown summary of a report (release and audit, labelled)
-and the names of the encoded columns its plots show."""
+"""PrivORL-n's report: the Markdown summary of a report, and its plots' column names.
+
+The summary labels the release and the audit; the names are those of the encoded columns
+the plots show.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +18,10 @@ from privrl_jax.pipelines._synth.report import (
 
 
 def column_names(layout: diffusion.TransitionLayout, dim: int) -> list[str] | None:
-    """Names of the encoded transition columns for plots (None when discrete dims are
-    one-hot)."""
+    """Names of the encoded transition columns for plots.
+
+    None when discrete dims are one-hot.
+    """
     nxt = "s'-s" if layout.next_obs_delta else "s'"
     names = (
         [f"obs s[{i}]" for i in range(layout.obs_dim)]
@@ -135,10 +140,12 @@ def _agent_cell(res: dict[str, Any] | None) -> str:
 
 
 def cost_table(report: dict[str, Any]) -> list[str]:
-    """ "What DP costs": the release between its two anchors, the pre-trained model
-    alone (public data only, epsilon = 0) and the real data (no privacy), on the
-    agents and the fidelity the audit measured, then the epsilon audit's line. Empty
-    without the anchors."""
+    """The "What DP costs" rows: the release between its two anchors.
+
+    The anchors are the pre-trained model alone (public data only, epsilon = 0) and the
+    real data (no privacy), on the agents and the fidelity the audit measured, then the
+    epsilon audit's line. Empty without the anchors.
+    """
     audit = report.get("audit", {})
     anchors = audit.get("anchors", {})
     if "fidelity" not in audit or "real_holdout" not in anchors:

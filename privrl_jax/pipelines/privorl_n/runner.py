@@ -1,5 +1,6 @@
-"""PrivORL-n's run: inputs checked, pre-training, DP fine-tuning, the release, its
-report and the audit.
+"""PrivORL-n's run: inputs, pre-training, DP fine-tuning, release, report, audit.
+
+Inputs are checked before anything is written.
 
 See :mod:`privrl_jax.pipelines.privorl_n` for what a run writes.
 """
@@ -39,8 +40,9 @@ from privrl_jax.pipelines.privorl_n.train import (
 
 
 def run(cfg: PrivORLNConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Runs (or resumes) PrivORL-n into ``run_dir``; returns the report dict (release +
-    ``audit``).
+    """Run (or resume) PrivORL-n into ``run_dir``.
+
+    Returns the report dict (release + ``audit``).
 
     A finished or interrupted run may be resumed with a different ``eval`` section: the
     evaluation reads the release and the sensitive data but changes neither, so the

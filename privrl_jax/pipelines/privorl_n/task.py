@@ -24,8 +24,10 @@ from privrl_jax.pipelines._synth import inputs
 def collect_transitions(
     env_name: str, size: int, seed: int, noise: float
 ) -> data.Transitions:
-    """``size`` transitions of ``env_name`` from the library's collector (key ``seed``,
-    action noise ``noise``)."""
+    """``size`` transitions of ``env_name`` from the library's collector.
+
+    Key ``seed``, action noise ``noise``.
+    """
     return envs.collect_dataset(
         jax.random.key(seed), env_name, size, action_noise=noise
     )
@@ -34,8 +36,10 @@ def collect_transitions(
 def load_data(
     cfg: Any,
 ) -> tuple[data.Transitions, data.Transitions, data.Transitions]:
-    """(public, sensitive members, sensitive holdout) of ``cfg.data`` (PrivORL-n and the
-    marginal baselines). The holdout is never trained on."""
+    """(public, sensitive members, sensitive holdout) of ``cfg.data``.
+
+    For PrivORL-n and the marginal baselines. The holdout is never trained on.
+    """
     d = cfg.data
     # The sensitive data first: a file with missing keys or too few rows is refused
     # before minutes of public collection (every collection has its own key, so the

@@ -1,5 +1,7 @@
-"""PrivORL-n's training: curiosity pre-training on public rows, DP fine-tuning on the
-sensitive rows (FineCur optional) and synthesis from the EMA model.
+"""PrivORL-n's training: curiosity pre-training, DP fine-tuning, synthesis.
+
+Curiosity pre-training on public rows, DP fine-tuning on the sensitive rows (FineCur
+optional) and synthesis from the EMA model.
 
 The unit of privacy is one sensitive transition: each is its own single item, Poisson
 sampled with q = B / N in the library's one DP loop (``_dp_loop.run_dp_loop``).
@@ -30,8 +32,10 @@ DP_STEP = "PrivORL-n DP-SGD step"
 def pretrain(
     task: PrivORLNTask, params: Any, ckpt: Checkpoints, key: jax.Array
 ) -> synth.SynthState:
-    """Curiosity-driven pre-training on the public rows (resumed from ``ckpt``);
-    returns the SynthState."""
+    """Curiosity-driven pre-training on the public rows (resumed from ``ckpt``).
+
+    Returns the SynthState.
+    """
     cfg, pc = task.cfg, task.cfg.pretrain
 
     def sample_pool(k, ema_params, _rows):  # unconditional: a pool of fresh transitions
@@ -64,9 +68,11 @@ def pretrain(
 
 
 def pretrain_dir(cfg: PrivORLNConfig, run_dir: Path) -> Path:
-    """This run's pre-training checkpoints, or those of ``pretrain.reuse_from`` once
-    checked to be a finished pre-training this run would have trained (public inputs
-    only)."""
+    """This run's pre-training checkpoints, or those of ``pretrain.reuse_from``.
+
+    The latter once checked to be a finished pre-training this run would have trained
+    (public inputs only).
+    """
     if cfg.pretrain.reuse_from is None:
         return run_dir / "checkpoints" / "pretrain"
     src = Path(cfg.pretrain.reuse_from)
@@ -108,8 +114,10 @@ def pretrain_dir(cfg: PrivORLNConfig, run_dir: Path) -> Path:
 
 # ----------------------------------------------------------------------- DP fine-tuning
 def make_plan(cfg: PrivORLNConfig, dataset_size: int) -> privacy.DPPlan:
-    """PrivORL-n's DP plan: Poisson q = B / N over the transitions, C, steps, calibrated
-    sigma."""
+    """PrivORL-n's DP plan: Poisson q = B / N over the transitions.
+
+    C, steps, calibrated sigma.
+    """
     return synth_train.make_plan(cfg, dataset_size)
 
 
@@ -122,8 +130,10 @@ def finetune(
     key: jax.Array,
     topo: privacy.Topology,
 ) -> tuple[synth.SynthState, dict[str, Any]]:
-    """DP-SGD fine-tuning on the normalised sensitive rows ``sens_x``; returns
-    (SynthState, the report's DP info)."""
+    """DP-SGD fine-tuning on the normalised sensitive rows ``sens_x``.
+
+    Returns (SynthState, the report's DP info).
+    """
     cfg, fc, dim = task.cfg, task.cfg.finetune, task.dim
     plan = make_plan(cfg, sens_x.shape[0])
     num_curious = synth.num_replaced(fc.batch_size, fc.curiosity_rate)
@@ -190,8 +200,10 @@ def finetune(
 
 # ---------------------------------------------------------------------------- synthesis
 def synthesize(task: PrivORLNTask, params: Any, key: jax.Array) -> data.Transitions:
-    """``synthesis.num_samples`` transitions sampled from ``params`` (decoded, actions
-    clipped to ``synthesis.action_bounds``)."""
+    """``synthesis.num_samples`` transitions sampled from ``params``.
+
+    Decoded, actions clipped to ``synthesis.action_bounds``.
+    """
     sc = task.cfg.synthesis
     out = []
     with tqdm(total=sc.num_samples, desc="synthesize", unit="transition") as bar:
