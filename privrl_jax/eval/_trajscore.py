@@ -84,7 +84,7 @@ def trajectory_windows(
     Args:
       steps: [B, T, d] encoded steps of padded trajectories.
       lengths: [B] real lengths.
-      window: W.
+      window: The window length W.
 
     Returns:
       [sum_b floor(lengths[b] / W), W d]; tails shorter than W are dropped.

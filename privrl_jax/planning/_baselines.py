@@ -63,9 +63,9 @@ def input_mechanism(
 
     Args:
       rho: the zCDP budget (> 0); the privacy unit is one episode.
-      horizon: H.
-      state_dim: w.
-      action_dim: d.
+      horizon: The horizon H.
+      state_dim: The state dimension w.
+      action_dim: The action dimension d.
 
     Returns:
       A ``GaussianMechanism`` with sensitivity Delta_IP = sqrt(H (2w + d + 2)),
@@ -86,7 +86,7 @@ def output_mechanism(rho: float, horizon: int, num_cells: int) -> GaussianMechan
 
     Args:
       rho: the zCDP budget (> 0); the privacy unit is one episode.
-      horizon: H.
+      horizon: The horizon H.
       num_cells: K, the cells of each stage's Q table.
 
     Returns:

@@ -192,7 +192,7 @@ def pool_mechanism(rho: float, horizon: int) -> GaussianMechanism:
 
     Args:
       rho: the zCDP budget (> 0); the privacy unit is one episode (add/remove-one).
-      horizon: H.
+      horizon: The horizon H.
 
     Returns:
       A ``GaussianMechanism`` with sensitivity sqrt(3 H) and
@@ -210,7 +210,7 @@ def action_grid(action_dim: int, levels: int) -> jax.Array:
     """Candidate actions on a regular grid of [0, 1]^d.
 
     Args:
-      action_dim: d.
+      action_dim: The action dimension d.
       levels: points per dimension, linspace(0, 1, levels).
 
     Returns:
@@ -233,7 +233,7 @@ def action_candidates(
     not say how; a random candidate set is the usual cheap stand-in.
 
     Args:
-      action_dim: d.
+      action_dim: The action dimension d.
       levels: points per dimension of the grid (and of the diagonal).
       max_candidates: the most candidates, K_a.
       seed: public seed of the random candidates.

@@ -193,7 +193,7 @@ def make_zone_geometry(
 
     Args:
       boundary: [H, n] observable boundaries lambda_h (or [n] for all stages).
-      num_zones: M.
+      num_zones: The number of zones M.
       radius: outer radius of the zones; default the paper's n = w + d.
       affine: n + 1 points per zone and affine interpolation (default, see the
         module docstring); False: the paper's n points and linear combination.

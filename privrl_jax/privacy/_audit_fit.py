@@ -197,7 +197,7 @@ def audit_fit(
       params: as :func:`privrl_jax.privacy.gradient_method`.
       data: the training units, leaves ``[N, items, ...]`` (the release run's data, or a
         stand-in).
-      num_canaries: m.
+      num_canaries: The number of canaries m.
       k_positive: the auditor's "in" guesses (highest scores; fixed before the run,
         as the one-run bound requires).
       k_negative: the auditor's "out" guesses (lowest scores; fixed before the run);
@@ -335,7 +335,7 @@ def canary_step_score(
 
     Args:
       score: ``"likelihood"`` or ``"sum"``.
-      sampling_rate: q.
+      sampling_rate: The sampling rate q.
       noise_multiplier: the accounted sigma.
 
     Returns:

@@ -139,7 +139,7 @@ def sq_norms(p: jax.Array, d: jax.Array, groups: int) -> jax.Array:
     Args:
       p: [units, T, G * K] patches (group-major blocks along the last axis).
       d: [units, T, O] output gradients (channel ``g * O/G + o`` is in group g).
-      groups: G.
+      groups: The number of feature groups G.
 
     Returns:
       [units] squared kernel-gradient norms.

@@ -191,7 +191,7 @@ def partition_ids(key: jax.Array, row_ids: jax.Array, num_teachers: int) -> jax.
     Args:
       key: a fixed public key.
       row_ids: int [N] identifiers of the rows (e.g. their index in the dataset).
-      num_teachers: k.
+      num_teachers: The number of teachers k.
 
     Returns:
       int32 [N] partition of each row.
@@ -213,7 +213,7 @@ def partition_rows(
     Args:
       rows: [N, d] sensitive rows.
       parts: int [N] partition of each row in {0..k-1} (:func:`partition_ids`).
-      num_teachers: k.
+      num_teachers: The number of teachers k.
 
     Returns:
       ``(padded, counts)``: float32 [k, cap, d] rows by partition and int32 [k]
@@ -284,7 +284,7 @@ def vote_labels(
 
     Args:
       noisy_counts: [B] released "real" counts.
-      num_teachers: k.
+      num_teachers: The number of teachers k.
       soft: return the noisy share clipped to [0, 1] instead of the majority.
 
     Returns:
