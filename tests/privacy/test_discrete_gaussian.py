@@ -207,3 +207,31 @@ def test_discrete_noise_is_accounted_with_rdp_only(tmp_path):
     # Refused before anything was spent or saved.
     assert privacy.Ledger.load(run_dir).releases == []
     assert privacy.Checkpoints(run_dir / "ckpt").latest() is None
+
+
+def test_privatize_puts_each_block_on_its_own_grid_with_its_own_noise():
+    # Two blocks, clipped to different norms with different sigmas: each is rounded
+    # to its own grid gamma_i = rho Delta_i / sqrt(d_i) and noised with its own std.
+    rho = 0.01
+    plan = privacy.DPPlan(
+        sampler=privacy.FullBatchSampler(dataset_size=4, microbatch_size=4),
+        l2_clip_norm=(2.0, 0.5),
+        steps=3,
+        noise_multiplier=(1.5, 3.0),
+        noise=DiscreteGaussianNoise(grid_fraction=rho),
+    )
+    d = (20_000, 8_000)
+    clipped = ({"a": jnp.zeros((d[0],))}, {"b": jnp.zeros((d[1] // 2, 2))})
+    out = jax.jit(plan.privatize)(clipped, jax.random.key(11))
+    flats = [
+        np.asarray(out[0]["a"]) * plan.expected_batch_size,
+        np.asarray(out[1]["b"]).ravel() * plan.expected_batch_size,
+    ]
+    for flat, delta, sigma, dim in zip(flats, (2.0, 0.5), (1.5, 3.0), d):
+        units = flat / (rho * delta / np.sqrt(dim))
+        assert np.abs(units - np.rint(units)).max() < 0.02
+        np.testing.assert_allclose(flat.std(), sigma * (1 + rho) * delta, rtol=0.04)
+    # Independent draws: the blocks' first coordinates are uncorrelated.
+    n = min(d)
+    corr = np.corrcoef(flats[0][:n], flats[1][:n])[0, 1]
+    assert abs(corr) < 5 / np.sqrt(n)
