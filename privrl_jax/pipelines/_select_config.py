@@ -49,8 +49,11 @@ Distribution = Literal[
     "logarithmic", "geometric", "truncated_negative_binomial", "poisson"
 ]
 # A candidate's config keys a grid may not vary: they change the sensitive data (its
-# source or size) or fix the noise, and a selection is over one data set.
+# source or size) or fix the noise, and a selection is over one data set. The policy
+# evaluated (the target) may vary: choosing it is policy selection.
 FIXED_PREFIXES = ("env.", "seed", "privacy.noise_seed", "privacy.delta")
+POLICY_KEYS = ("env.target_treat", "env.target_epsilon")
+ScoreKind = Literal["td_error", "value"]
 MAX_CANDIDATES = 1_000
 
 
@@ -101,7 +104,7 @@ class CandidatesConfig:
                     f"candidates.grid.{key} must be a non-empty list of values; got "
                     f"{values!r}."
                 )
-            if key.startswith(FIXED_PREFIXES):
+            if key.startswith(FIXED_PREFIXES) and key not in POLICY_KEYS:
                 raise ValueError(
                     f"candidates.grid.{key}: a grid may not vary {key} (it changes "
                     "the sensitive data or fixes the noise); set it in "
@@ -135,11 +138,19 @@ class CandidatesConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ScoreConfig:
-    """Each run's DP score: the negative squared norm of the noisy mean of the
-    per-trajectory TD directions ``b_i - A_i theta`` (the norm of the expected TD
-    update, zero at the TD fixed point), each clipped to ``l2_clip_norm`` and the sum
-    released with Gaussian noise of std ``noise_multiplier`` times its sensitivity."""
+    """Each run's DP score.
 
+    ``kind: td_error`` (choosing hyper-parameters): the negative squared norm of the
+    noisy mean of the per-trajectory TD directions ``b_i - A_i theta`` (the norm of the
+    expected TD update, zero at the TD fixed point), each clipped to ``l2_clip_norm``
+    and the sum released with Gaussian noise of std ``noise_multiplier`` times its
+    sensitivity. ``kind: value`` (choosing a policy, chain only: grid over
+    ``env.target_treat``): the estimated value of the candidate's target policy at the
+    chain's public start distribution, ``initial . Phi theta``: post-processing of the
+    DP theta, so it costs nothing more (the other keys are ignored).
+    """
+
+    kind: ScoreKind = "td_error"
     l2_clip_norm: float = 1.0
     noise_multiplier: float = 2.0
 

@@ -175,3 +175,53 @@ def test_set_help_examples_are_keys_the_command_accepts():
     (param,) = [p for p in command.params if p.name == "overrides"]
     examples = re.search(r"\(e\.g\. (.*)\)\.", param.help).group(1).split(", ")
     assert select.load("select/test", examples).repetitions.mean == 8
+
+
+def test_policy_selection_scores_the_value_at_the_start_distribution(tmp_path):
+    """score.kind=value over env.target_treat: the score is initial . Phi theta (free:
+    post-processing), so the ledger holds the plan's runs alone; the audit's regret is
+    the gap in true value to the best candidate policy."""
+    import numpy as np  # noqa: PLC0415
+
+    from privrl_jax import ope  # noqa: PLC0415
+
+    out = tmp_path / "run"
+    grid = '{"env.target_treat": [[0.9], [0.1], [0.5]], "gpope.step_size": [0.5]}'
+    res = invoke(
+        "select",
+        *FAST,
+        *SEEDED,
+        "--set",
+        "score.kind=value",
+        "--set",
+        f"candidates.grid={grid}",
+        "--out",
+        str(out),
+    )
+    assert res.exit_code == 0, (res.output, res.exception)
+    chosen = json.loads((out / "selected.json").read_text())
+    report = json.loads((out / "report.json").read_text())
+    audit = json.loads((out / "audit" / "audit.json").read_text())
+    mdp = ope.medical_chain(5, gamma=0.9)
+    theta = np.asarray(chosen["release"]["theta"])
+    assert chosen["score"] == pytest.approx(float(mdp.initial @ theta), rel=1e-5)
+    truth = [
+        float(mdp.initial @ ope.exact_values(mdp, ope.treatment_policy([p] * 5)))
+        for p in (0.9, 0.1, 0.5)
+    ]
+    np.testing.assert_allclose(audit["true_values"], truth, rtol=1e-5)
+    assert audit["regret"] == pytest.approx(max(truth) - truth[chosen["candidate"]])
+    sigma = report["selection"]["run"]["gpope"]["noise_multipliers"][0]
+    plan_only = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            200, 1, dp_accounting.GaussianDpEvent(sigma)
+        ),
+        40,
+    )
+    acc = dp_accounting.rdp.RdpAccountant(
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    event = dp_accounting.dp_event.RepeatAndSelectDpEvent(plan_only, 2.0, 0.0)
+    assert report["epsilon_spent"] == pytest.approx(
+        acc.compose(event).get_epsilon(1e-4), rel=1e-9
+    )

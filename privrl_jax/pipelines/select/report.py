@@ -46,7 +46,14 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"- runs K = {audit['runs']}; chosen release's true MSE "
             f"{_fmt(audit['chosen_mse'])}",
         ]
-        if "oracle" in audit:
+        if "regret" in audit:
+            lines.append(
+                f"- policy selection: chosen policy's true value "
+                f"{_fmt(audit['chosen_true_value'])}, best candidate's "
+                f"{_fmt(audit['oracle']['true_value'])} (candidate "
+                f"{audit['oracle']['candidate']}); regret {_fmt(audit['regret'])}"
+            )
+        elif "oracle" in audit:
             lines.append(
                 f"- oracle (one audit run of each candidate, best true MSE): "
                 f"candidate {audit['oracle']['candidate']}, MSE "

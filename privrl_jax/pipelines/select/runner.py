@@ -99,7 +99,10 @@ def score_mechanism(
 
 
 def run_event(cfg: SelectRunConfig, plan: privacy.DPPlan) -> dp_accounting.DpEvent:
-    """One run's event: the GPOPE plan, then its score."""
+    """One run's event: the GPOPE plan, then its score (a value score is
+    post-processing of the plan's release: the plan alone)."""
+    if cfg.score.kind == "value":
+        return plan.event()
     return dp_accounting.ComposedDpEvent(
         [plan.event(), score_mechanism(cfg, plan).event()]
     )
@@ -141,6 +144,19 @@ def dp_score(
     return -float(jnp.sum(noisy**2))
 
 
+def policy_value(task: gpope.GPOPETask, theta: Any) -> float:
+    """The value estimate of ``task``'s target policy at the chain's public start
+    distribution, ``initial . Phi theta``."""
+    assert task.mdp is not None  # chain only (checked by the run)
+    return float(task.mdp.initial @ (task.features @ jnp.asarray(theta)))
+
+
+def true_policy_value(task: gpope.GPOPETask) -> float:
+    """NOT DP (the model): the exact value of the target at the start distribution."""
+    assert task.mdp is not None
+    return float(task.mdp.initial @ ope.exact_values(task.mdp, task.target))
+
+
 def _key_name(key: jax.Array) -> str:
     bits = np.asarray(jax.random.key_data(key))
     return hashlib.sha256(bits.tobytes()).hexdigest()[:16]
@@ -157,9 +173,11 @@ def make_candidate(
     data: ope.TrajectoryData,
     cfg: SelectRunConfig,
     cache: Path | None,
+    task: gpope.GPOPETask | None = None,
 ) -> Callable[[jax.Array], tuple[dict[str, Any], float]]:
     """``run(key) -> (release, DP score)``: GPOPE at ``ccfg``'s hyper-parameters, then
-    its score; deterministic given ``key``. With ``cache``, a finished run's result is
+    its score (``task``: the candidate's, for a value score); deterministic given
+    ``key``. With ``cache``, a finished run's result is
     kept there (it is secret: the run's score) and a resumed selection reads it."""
     g = ccfg.gpope
     step = ope.StepSize(g.step_size, g.decay_steps, g.decay_power)
@@ -175,15 +193,19 @@ def make_candidate(
         res = ope.gpope(
             plan, data, schedule, k_noise, step_size=step, normalization=g.normalization
         )
-        score = dp_score(
-            res.theta,
-            data,
-            g.normalization,
-            cfg.score.l2_clip_norm,
-            mechanism,
-            plan.dataset_size,
-            k_score,
-        )
+        if cfg.score.kind == "value":
+            assert task is not None
+            score = policy_value(task, res.theta)
+        else:
+            score = dp_score(
+                res.theta,
+                data,
+                g.normalization,
+                cfg.score.l2_clip_norm,
+                mechanism,
+                plan.dataset_size,
+                k_score,
+            )
         release = {
             "theta": np.asarray(res.theta).tolist(),
             "w": np.asarray(res.w).tolist(),
@@ -275,14 +297,18 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     if not any(r.what == WHAT for r in ledger.releases):
         # The guard in the CLI's terms before anything runs (select checks again).
         ledger.check(selection_event, hint=BUDGET_HINT)
+    if cfg.score.kind == "value" and configs[0].env.name != "chain":
+        raise ValueError(
+            "score.kind=value needs the chain (its public start distribution); "
+            f"the candidates' env is {configs[0].env.name}."
+        )
     secret = _secret(run_dir, cfg)
-    task = gpope.build_task(configs[0])  # public: the data's task is every candidate's
-    data = gpope.collect_data(task)
+    tasks, datas = _tasks_and_data(configs)
     cache = private_dir(run_dir / "checkpoints" / "select" / "runs")
     runs: list[dict[str, Any]] = []
 
     def recorded(i: int) -> Callable[[jax.Array], tuple[dict[str, Any], float]]:
-        fn = make_candidate(configs[i], plans[i], data, cfg, cache)
+        fn = make_candidate(configs[i], plans[i], datas[i], cfg, cache, tasks[i])
 
         def run_one(key: jax.Array) -> tuple[dict[str, Any], float]:
             release, score = fn(key)
@@ -311,6 +337,7 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
                 "score": result.score,
                 "release": result.release,
                 "features": gpope.features_name(configs[0]),
+                "score_kind": cfg.score.kind,
                 "private": p.noise_seed is None,
                 "ledger_head": ledger.head,
             },
@@ -355,7 +382,7 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     }
     if p.noise_seed is not None:
         report["warning"] = NOT_PRIVATE_SEED
-    audit = _audit(cfg, configs, plans, data, task, result, runs, secret)
+    audit = _audit(cfg, configs, plans, datas, tasks, result, runs, secret)
     report["wall_time_s"] = time.time() - t0
     audit_dir = run_dir / "audit"
     audit_dir.mkdir(exist_ok=True)
@@ -373,46 +400,84 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     return report
 
 
+def _tasks_and_data(
+    configs: list[gpope.GPOPERunConfig],
+) -> tuple[list[gpope.GPOPETask], list[ope.TrajectoryData]]:
+    """Each candidate's public task and data, built once per distinct env section
+    (a policy grid changes the target, hence the importance ratios; the trajectories
+    are the same, from the same public seed)."""
+    built: dict[str, tuple[gpope.GPOPETask, ope.TrajectoryData]] = {}
+    tasks, datas = [], []
+    for c in configs:
+        key = json.dumps(to_dict(c.env), sort_keys=True)
+        if key not in built:
+            task = gpope.build_task(c)
+            built[key] = (task, gpope.collect_data(task))
+        tasks.append(built[key][0])
+        datas.append(built[key][1])
+    return tasks, datas
+
+
 def _audit(
     cfg: SelectRunConfig,
     configs: list[gpope.GPOPERunConfig],
     plans: list[privacy.DPPlan],
-    data: ope.TrajectoryData,
-    task: gpope.GPOPETask,
+    datas: list[ope.TrajectoryData],
+    tasks: list[gpope.GPOPETask],
     result: privacy.SelectionResult,
     runs: list[dict[str, Any]],
     secret: privacy.DPSecret,
 ) -> dict[str, Any]:
     """NOT DP: K, every run, the true error of the chosen release and (with
-    ``audit.every_candidate``) of one audit run of every candidate: the oracle."""
+    ``audit.every_candidate``) of one audit run of every candidate: the oracle (least
+    true MSE; for a value score, the candidate policy of highest true value)."""
+    value = cfg.score.kind == "value"
 
-    def true_mse(theta: Any) -> float:
-        return float(gpope.audit_release(task, np.asarray(theta), data)["mse_vs_exact"])
+    def truth(i: int, theta: Any) -> dict[str, float]:
+        audit = gpope.audit_release(tasks[i], np.asarray(theta), datas[i])
+        out = {"mse": float(audit["mse_vs_exact"])}
+        if value:
+            out["true_value"] = true_policy_value(tasks[i])
+        return out
 
     history = [
-        {"candidate": r["candidate"], "score": r["score"], "mse": true_mse(r["theta"])}
+        {
+            "candidate": r["candidate"],
+            "score": r["score"],
+            **truth(r["candidate"], r["theta"]),
+        }
         for r in runs
     ]
+    chosen = result.candidate
     out: dict[str, Any] = {
         "notice": AUDIT_NOTICE.strip(),
         "runs": result.audit["runs"],
         "history": history,
         "chosen_mse": None
-        if result.release is None
-        else true_mse(result.release["theta"]),
+        if chosen is None
+        else truth(chosen, result.release["theta"])["mse"],
     }
+    if value:
+        values = [true_policy_value(t) for t in tasks]
+        best = int(np.argmax(values))
+        out["true_values"] = values
+        out["oracle"] = {"candidate": best, "true_value": values[best]}
+        if chosen is not None:
+            out["chosen_true_value"] = values[chosen]
+            out["regret"] = values[best] - values[chosen]
     if cfg.audit.every_candidate:
         # Keys apart from the selection's (fold_in 1): another draw of each candidate.
         audit_key = jax.random.fold_in(secret.noise_key, 1)
         mses = []
         for i, (c, plan) in enumerate(zip(configs, plans, strict=True)):
-            fn = make_candidate(c, plan, data, cfg, None)
+            fn = make_candidate(c, plan, datas[i], cfg, None, tasks[i])
             release, score = fn(jax.random.fold_in(audit_key, i))
-            mses.append({"mse": true_mse(release["theta"]), "score": score})
-        best = int(np.argmin([m["mse"] for m in mses]))
+            mses.append({**truth(i, release["theta"]), "score": score})
         out["every_candidate"] = mses
-        out["oracle"] = {"candidate": best, "mse": mses[best]["mse"]}
-        if out["chosen_mse"] is not None:
-            out["gap_to_oracle"] = out["chosen_mse"] - mses[best]["mse"]
         out["mean_mse_over_candidates"] = float(np.mean([m["mse"] for m in mses]))
+        if not value:
+            best = int(np.argmin([m["mse"] for m in mses]))
+            out["oracle"] = {"candidate": best, "mse": mses[best]["mse"]}
+            if out["chosen_mse"] is not None:
+                out["gap_to_oracle"] = out["chosen_mse"] - mses[best]["mse"]
     return out
