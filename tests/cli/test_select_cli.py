@@ -211,6 +211,8 @@ def test_policy_selection_scores_the_value_at_the_start_distribution(tmp_path):
     ]
     np.testing.assert_allclose(audit["true_values"], truth, rtol=1e-5)
     assert audit["regret"] == pytest.approx(max(truth) - truth[chosen["candidate"]])
+    assert audit["random_true_value"] == pytest.approx(np.mean(truth), rel=1e-6)
+    assert audit["last_true_value"] == pytest.approx(truth[-1], rel=1e-6)
     sigma = report["selection"]["run"]["gpope"]["noise_multipliers"][0]
     plan_only = dp_accounting.SelfComposedDpEvent(
         dp_accounting.SampledWithoutReplacementDpEvent(

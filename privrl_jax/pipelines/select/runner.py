@@ -462,6 +462,10 @@ def _audit(
         best = int(np.argmax(values))
         out["true_values"] = values
         out["oracle"] = {"candidate": best, "true_value": values[best]}
+        # The non-data baselines: a uniformly random candidate (its expected value)
+        # and the grid's last one.
+        out["random_true_value"] = float(np.mean(values))
+        out["last_true_value"] = values[-1]
         if chosen is not None:
             out["chosen_true_value"] = values[chosen]
             out["regret"] = values[best] - values[chosen]
