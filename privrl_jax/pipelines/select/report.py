@@ -31,6 +31,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- chosen candidate: {chosen['candidate']} {chosen['hyper_parameters']}, "
         f"DP score {_fmt(chosen['score'])}",
     ]
+    if report["naive"]["every_candidate_once"] < report["epsilon_spent"]:
+        lines.append(
+            "- note: running every candidate once and composing would cost less on "
+            "this small grid; the repeated selection pays off on larger grids"
+        )
     if "warning" in report:
         lines += ["", f"**{report['warning']}**"]
     lines += ["", "| candidate | hyper-parameters |", "|---|---|"]
