@@ -16,6 +16,7 @@ from privrl_jax.cli import experiment as _experiment
 from privrl_jax.cli import ope as _ope
 from privrl_jax.cli import pool as _pool
 from privrl_jax.cli import privacy as _privacy
+from privrl_jax.cli import select as _select
 from privrl_jax.cli import synth as _synth
 from privrl_jax.cli._common import (
     DEBUG_KEY,
@@ -185,6 +186,7 @@ app.add_typer(_ope.app, name="ope")
 app.add_typer(_pool.app, name="pool")
 app.add_typer(_experiment.app, name="experiment")
 app.command(name="quickstart")(_synth.quickstart)
+app.command(name="select")(_select.select_command)
 
 if __name__ == "__main__":
     app()

@@ -1,0 +1,106 @@
+"""The tuned OPE comparison's configuration: one method, one total budget, one data
+seed (``experiments/gpope_tuned_vs_baselines.yaml`` sweeps them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from typing import ClassVar, Literal
+
+from privrl_jax.pipelines._config import (
+    MAX_COUNT,
+    MAX_ROWS,
+    MAX_STEPS,
+    Bound,
+    ConfigSource,
+    at_least,
+    check_bounds,
+    check_modes,
+    load_config,
+    positive,
+)
+
+Method = Literal["gpope", "dp_lsw", "dp_lsl"]
+METHODS = typing.get_args(Method)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OPETuningConfig:
+    """On-policy evaluation of the chain's target policy (5 levels, gamma 0.9, m
+    trajectories of length T, one-hot features) by ``method`` at a total budget
+    (``epsilon``, ``delta``) that includes the choice of its hyper-parameters.
+
+    - ``gpope``: one-of-m sampling (replace-one, like the baselines), ``gpope_steps``
+      steps, candidates the product of ``gpope_clip`` (h) and ``gpope_step_size``
+      (beta_0, decayed over ``gpope_decay_steps``); chosen by private selection (K
+      logarithmic with mean ``mean_runs``; every run is GPOPE plus its DP score), the
+      noise calibrated so the selection's RDP epsilon is ``epsilon``.
+    - ``dp_lsl``: candidates ``lsl_ridge``; no RDP curve (NRS07 smooth sensitivity), so
+      every candidate runs once and the scores are composed: basic composition of the
+      runs' (epsilon_r, delta / (2 K)) with the K Gaussian scores' RDP epsilon at
+      delta / 2 adds up to ``epsilon``.
+    - ``dp_lsw``: no hyper-parameter (the paper's LSW): one release at the budget.
+
+    Each run's DP score is ``-||noisy mean of clipped TD directions||^2``
+    (``pipelines.select.dp_score``, clip ``score_clip``, sigma ``score_noise``). The
+    oracle runs every candidate once at the whole budget and keeps the one of least
+    true MSE (NOT private: tuned on the truth, as published comparisons are).
+    ``seed`` draws the data and the (public, NOT private) noise: a simulation study.
+    """
+
+    method: Method = "gpope"
+    seed: int = 0
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    num_trajectories: int = 1000
+    max_length: int = 20
+    gpope_steps: int = 3000
+    gpope_clip: tuple[float, ...] = (0.02, 0.1)
+    gpope_step_size: tuple[float, ...] = (0.02, 0.1, 0.5)
+    gpope_decay_steps: float = 500.0
+    lsl_ridge: tuple[float, ...] = (100.0, 1000.0, 10000.0, 100000.0)
+    return_bounds: tuple[float, ...] = (-2.0, 1.0)
+    score_clip: float = 1.0
+    score_noise: float = 5.0
+    mean_runs: float = 3.0
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "epsilon": positive(1e3),
+        "delta": Bound(0.0, 1.0, low_open=True, high_open=True),
+        "num_trajectories": at_least(2, MAX_ROWS),
+        "max_length": at_least(1, MAX_STEPS),
+        "gpope_steps": at_least(1, MAX_STEPS),
+        "gpope_clip": positive(),
+        "gpope_step_size": positive(),
+        "gpope_decay_steps": positive(),
+        "lsl_ridge": positive(),
+        "score_clip": positive(),
+        "score_noise": positive(),
+        "mean_runs": at_least(1.0, MAX_COUNT),
+    }
+
+    def __post_init__(self):
+        check_modes(self)
+        check_bounds(self, "")
+        lo_hi = self.return_bounds
+        if len(lo_hi) != 2 or not (lo_hi[0] <= 0 <= lo_hi[1] and lo_hi[0] < lo_hi[1]):
+            raise ValueError(
+                f"return_bounds must be [lo, hi] with lo <= 0 <= hi; got {list(lo_hi)}."
+            )
+        if self.num_trajectories * self.max_length > MAX_ROWS or math.isinf(
+            self.epsilon
+        ):
+            raise ValueError("num_trajectories x max_length too large or epsilon inf.")
+
+
+def load(
+    path: ConfigSource | None = None, overrides: list[str] = ()
+) -> OPETuningConfig:
+    """Loads the comparison's config (a YAML file, or None for the defaults) plus
+    ``key=value`` overrides.
+
+    Raises:
+      ValueError: a bad key or value (one line).
+    """
+    return load_config(OPETuningConfig, path, overrides)

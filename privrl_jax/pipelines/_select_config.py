@@ -1,0 +1,235 @@
+"""Private selection's configuration (``privrl select``): which pipeline's grid, how
+each candidate is scored, how many runs, and the whole search's budget.
+
+A config (``configs/select/*.yaml``)::
+
+    candidates:
+      pipeline: gpope            # the pipeline whose configurations are the candidates
+      config: gpope/chain        # its base config (a shipped name or a YAML file)
+      overrides: {gpope.steps: 500}           # applied to every candidate
+      grid:                      # the candidates: the product of these values
+        gpope.l2_clip_norm: [0.1, 0.5]
+        gpope.step_size: [0.5, 2.0]
+    score: {l2_clip_norm: 1.0, noise_multiplier: 2.0}
+    repetitions: {distribution: logarithmic, mean: 4}
+    privacy: {epsilon: 4.0, delta: 1.0e-5}   # the budget of the WHOLE search
+    audit: {every_candidate: true}
+
+Each candidate's own ``privacy.epsilon`` (in its base config or ``overrides``) is what
+one run is calibrated to; ``privacy`` here is the run directory's budget, which the
+selection's epsilon (about 1.5-3 times one run's) must fit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import typing
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from privrl_jax.pipelines._config import (
+    MAX_COUNT,
+    Bound,
+    ConfigSource,
+    at_least,
+    check_bounds,
+    check_modes,
+    load_config,
+    positive,
+)
+from privrl_jax.pipelines._sections import PrivacyConfig
+
+DEFAULTS = "select/defaults"
+
+Pipeline = Literal["gpope"]
+PIPELINES = typing.get_args(Pipeline)
+Distribution = Literal[
+    "logarithmic", "geometric", "truncated_negative_binomial", "poisson"
+]
+# A candidate's config keys a grid may not vary: they change the sensitive data (its
+# source or size) or fix the noise, and a selection is over one data set. The policy
+# evaluated (the target) may vary: choosing it is policy selection.
+FIXED_PREFIXES = ("env.", "seed", "privacy.noise_seed", "privacy.delta")
+POLICY_KEYS = ("env.target_treat", "env.target_epsilon")
+ScoreKind = Literal["td_error", "value"]
+MAX_CANDIDATES = 1_000
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (``--set`` nests dotted keys; files may
+    write them dotted)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{path}."))
+        else:
+            out[path] = value
+    return out
+
+
+def _yaml_value(value: Any) -> str:
+    """``value`` as the YAML text of a ``--set`` override."""
+    import json  # noqa: PLC0415
+
+    if isinstance(value, float) and math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    return json.dumps(value)  # JSON is YAML: lists, strings, numbers, booleans
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CandidatesConfig:
+    """The grid: ``pipeline`` with base ``config``, ``overrides`` for every candidate
+    and ``grid`` (config key -> list of values; the candidates are their product, in
+    the file's order)."""
+
+    pipeline: Pipeline = "gpope"
+    config: str = "gpope/chain"
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    grid: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("overrides", "grid"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise ValueError(  # noqa: TRY004 -- the CLI's one-line errors
+                    f"candidates.{name} must be a mapping of config keys; got "
+                    f"{getattr(self, name)!r}."
+                )
+        grid = flatten(self.grid)
+        for key, values in grid.items():
+            if not isinstance(values, list) or not values:
+                raise ValueError(
+                    f"candidates.grid.{key} must be a non-empty list of values; got "
+                    f"{values!r}."
+                )
+            if key.startswith(FIXED_PREFIXES) and key not in POLICY_KEYS:
+                raise ValueError(
+                    f"candidates.grid.{key}: a grid may not vary {key} (it changes "
+                    "the sensitive data or fixes the noise); set it in "
+                    "candidates.overrides."
+                )
+        if self.num_candidates > MAX_CANDIDATES:
+            raise ValueError(
+                f"candidates.grid has {self.num_candidates} candidates, more than "
+                f"{MAX_CANDIDATES}; use fewer values."
+            )
+
+    @property
+    def num_candidates(self) -> int:
+        return math.prod(len(v) for v in flatten(self.grid).values())
+
+    def candidates(self) -> list[dict[str, Any]]:
+        """Each candidate's grid values (config key -> value), in product order."""
+        grid = flatten(self.grid)
+        keys = list(grid)
+        return [
+            dict(zip(keys, values, strict=True))
+            for values in itertools.product(*grid.values())
+        ]
+
+    def overrides_for(self, candidate: Mapping[str, Any]) -> list[str]:
+        """The ``section.key=value`` overrides of one candidate: the shared ones, then
+        its grid values."""
+        values = {**flatten(self.overrides), **candidate}
+        return [f"{k}={_yaml_value(v)}" for k, v in values.items()]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScoreConfig:
+    """Each run's DP score.
+
+    ``kind: td_error`` (choosing hyper-parameters): the negative squared norm of the
+    noisy mean of the per-trajectory TD directions ``b_i - A_i theta`` (the norm of the
+    expected TD update, zero at the TD fixed point), each clipped to ``l2_clip_norm``
+    and the sum released with Gaussian noise of std ``noise_multiplier`` times its
+    sensitivity. ``kind: value`` (choosing a policy, chain only: grid over
+    ``env.target_treat``): the estimated value of the candidate's target policy at the
+    chain's public start distribution, ``initial . Phi theta``: post-processing of the
+    DP theta, so it costs nothing more (the other keys are ignored).
+    """
+
+    kind: ScoreKind = "td_error"
+    l2_clip_norm: float = 1.0
+    noise_multiplier: float = 2.0
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "l2_clip_norm": positive(),
+        "noise_multiplier": positive(),
+    }
+
+    def __post_init__(self):
+        check_bounds(self, "score")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RepetitionsConfig:
+    """The public distribution of the number of runs K: mean E[K] >= 1; ``eta`` is the
+    truncated negative binomial's shape (that distribution only)."""
+
+    distribution: Distribution = "logarithmic"
+    mean: float = 4.0
+    eta: float = 0.5
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "mean": at_least(1.0, MAX_COUNT),
+        "eta": at_least(0.0, 1e3),
+    }
+
+    def __post_init__(self):
+        check_bounds(self, "repetitions")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SelectAuditConfig:
+    """``every_candidate``: also run every candidate once with an audit key and
+    measure its true error (NOT DP: the oracle choice; never publish)."""
+
+    every_candidate: bool = True
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SelectRunConfig:
+    """Everything ``privrl select`` needs (module doc)."""
+
+    candidates: CandidatesConfig = CandidatesConfig()  # noqa: RUF009 -- frozen
+    score: ScoreConfig = ScoreConfig()
+    repetitions: RepetitionsConfig = RepetitionsConfig()
+    privacy: PrivacyConfig = PrivacyConfig()  # noqa: RUF009 -- frozen: one shared default is safe
+    audit: SelectAuditConfig = SelectAuditConfig()
+
+    def __post_init__(self):
+        check_modes(self)
+        if not flatten(self.candidates.grid):
+            raise ValueError(
+                "candidates.grid is empty: give at least one config key and its "
+                "values, e.g. candidates.grid.gpope.step_size=[0.5,2]."
+            )
+        if self.privacy.accountant != "rdp":
+            raise ValueError(
+                "privacy.accountant must be rdp: dp-accounting accounts a repeated "
+                "selection (RepeatAndSelectDpEvent) with its RDP accountant only."
+            )
+        if math.isinf(self.privacy.epsilon):
+            raise ValueError(
+                "privacy.epsilon must be finite: it is the budget the whole search "
+                "must fit."
+            )
+        if not isinstance(self.audit.every_candidate, bool):
+            raise ValueError(  # noqa: TRY004
+                "audit.every_candidate must be true or false; got "
+                f"{self.audit.every_candidate!r}."
+            )
+
+
+def load(
+    path: ConfigSource | None = None, overrides: list[str] = ()
+) -> SelectRunConfig:
+    """Loads a selection config: a YAML file or a shipped name
+    (``"select/gpope_chain"``) plus ``section.key=value`` overrides.
+
+    Raises:
+      ValueError: a missing config, bad YAML, an unknown key or a bad value (one line).
+    """
+    return load_config(SelectRunConfig, path, overrides, defaults=DEFAULTS)

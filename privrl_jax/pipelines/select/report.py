@@ -1,0 +1,83 @@
+"""``privrl select``'s Markdown report: the release, then the audit (NOT DP)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The report as Markdown: what may be published, then the labelled audit."""
+    sel, chosen = report["selection"], report["chosen"]
+    lines = [
+        "# Private selection",
+        "",
+        "## Release (DP: may be published)",
+        "",
+        f"- pipeline: {report['pipeline']}, {report['num_candidates']} candidates "
+        "(the grid is public)",
+        f"- number of runs: {sel['distribution']} with mean {sel['mean']:g}",
+        f"- one run (GPOPE and its score): epsilon {sel['run_epsilon']:.4g}",
+        f"- the whole selection: epsilon **{report['epsilon_spent']:.4g}** at delta "
+        f"{report['delta']:g} (RDP, dp-accounting's RepeatAndSelectDpEvent)",
+        "- naive composition instead: every candidate once "
+        f"{report['naive']['every_candidate_once']:.4g}, ceil(mean) runs "
+        f"{report['naive']['mean_runs_composed']:.4g}",
+        f"- chosen candidate: {chosen['candidate']} {chosen['hyper_parameters']}, "
+        f"DP score {_fmt(chosen['score'])}",
+    ]
+    if report["naive"]["every_candidate_once"] < report["epsilon_spent"]:
+        lines.append(
+            "- note: running every candidate once and composing would cost less on "
+            "this small grid; the repeated selection pays off on larger grids"
+        )
+    if "warning" in report:
+        lines += ["", f"**{report['warning']}**"]
+    lines += ["", "| candidate | hyper-parameters |", "|---|---|"]
+    lines += [f"| {i} | {c} |" for i, c in enumerate(report["candidates"])]
+    audit = report.get("audit")
+    if audit:
+        lines += [
+            "",
+            "## Audit (NOT DP: never publish)",
+            "",
+            audit["notice"],
+            "",
+            f"- runs K = {audit['runs']}; chosen release's true MSE "
+            f"{_fmt(audit['chosen_mse'])}",
+        ]
+        if "regret" in audit:
+            lines.append(
+                f"- policy selection: chosen policy's true value "
+                f"{_fmt(audit['chosen_true_value'])}, best candidate's "
+                f"{_fmt(audit['oracle']['true_value'])} (candidate "
+                f"{audit['oracle']['candidate']}); regret {_fmt(audit['regret'])}"
+            )
+        elif "oracle" in audit:
+            lines.append(
+                f"- oracle (one audit run of each candidate, best true MSE): "
+                f"candidate {audit['oracle']['candidate']}, MSE "
+                f"{_fmt(audit['oracle']['mse'])}; gap "
+                f"{_fmt(audit.get('gap_to_oracle'))}"
+            )
+        lines += ["", "| run | candidate | DP score | true MSE |", "|---|---|---|---|"]
+        lines += [
+            f"| {j} | {r['candidate']} | {_fmt(r['score'])} | {_fmt(r['mse'])} |"
+            for j, r in enumerate(audit["history"])
+        ]
+        if "every_candidate" in audit:
+            lines += [
+                "",
+                "| candidate | audit run's score | true MSE |",
+                "|---|---|---|",
+            ]
+            lines += [
+                f"| {i} | {_fmt(m['score'])} | {_fmt(m['mse'])} |"
+                for i, m in enumerate(audit["every_candidate"])
+            ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,487 @@
+"""``privrl select``'s run: the candidates, their DP scores, ``privacy.select`` and
+the report.
+
+See :mod:`privrl_jax.pipelines.select` for what a run writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dp_accounting
+import jax
+import jax.numpy as jnp
+import numpy as np
+import yaml
+
+from privrl_jax import ope, privacy
+from privrl_jax.pipelines import gpope
+from privrl_jax.pipelines._config import to_dict
+from privrl_jax.pipelines._rundir import (
+    atomic_write_bytes,
+    atomic_write_text,
+    not_private_mark,
+    private_dir,
+    refuse_other_run,
+    run_in_dir,
+)
+from privrl_jax.pipelines._select_config import SelectRunConfig
+
+RELEASE_FILE = "selected.json"
+WHAT = "private selection"
+AUDIT_NOTICE = (
+    "NOT DP. This directory reads the sensitive data without differential privacy: "
+    "the number of runs K, every run's score and candidate, and the true errors of "
+    "the candidates. Publishing any of it voids the selection's guarantee. Never "
+    "publish it.\n"
+)
+NOT_PRIVATE_SEED = (
+    "NOT PRIVATE: privacy.noise_seed is set, so anyone who reads config.yaml can "
+    "recompute the number of runs, the candidates drawn and their noise. Use this run "
+    "for tests and reproduction only."
+)
+BUDGET_HINT = (
+    "Raise privacy.epsilon (the whole search's budget), lower repetitions.mean, or "
+    "give each run less (the candidates' privacy.epsilon, or more score noise)."
+)
+
+
+def repetitions(cfg: SelectRunConfig) -> privacy.Repetitions:
+    """The configured distribution of the number of runs."""
+    r = cfg.repetitions
+    if r.distribution == "poisson":
+        return privacy.Repetitions.poisson(r.mean)
+    if r.distribution == "geometric":
+        return privacy.Repetitions.geometric(r.mean)
+    if r.distribution == "logarithmic":
+        return privacy.Repetitions.logarithmic(r.mean)
+    return privacy.Repetitions.truncated_negative_binomial(r.mean, r.eta)
+
+
+def candidate_configs(cfg: SelectRunConfig) -> list[gpope.GPOPERunConfig]:
+    """Every candidate's full pipeline config (a bad grid key raises ValueError)."""
+    c = cfg.candidates
+    base = gpope_config_source(c.config)
+    out = []
+    for cand in c.candidates():
+        try:
+            out.append(gpope.load(base, c.overrides_for(cand)))
+        except ValueError as err:
+            raise ValueError(f"candidate {cand}: {err}") from None
+    return out
+
+
+def gpope_config_source(spec: str) -> str:
+    """A candidate base config as the GPOPE loader takes it (a file or a name)."""
+    from privrl_jax.pipelines._config import qualify_config  # noqa: PLC0415
+
+    return str(qualify_config(spec, "gpope"))
+
+
+def score_mechanism(
+    cfg: SelectRunConfig, plan: privacy.DPPlan
+) -> privacy.GaussianMechanism:
+    """The Gaussian mechanism of a run's score, under the plan's neighbouring relation
+    (the clipped sum's sensitivity: h add/remove-one, 2h replace-one)."""
+    s = cfg.score
+    relation = plan.neighboring
+    return privacy.GaussianMechanism(
+        l2_sensitivity=relation.sensitivity_factor * s.l2_clip_norm,
+        noise_multiplier=s.noise_multiplier,
+        neighboring=relation,
+    )
+
+
+def run_event(cfg: SelectRunConfig, plan: privacy.DPPlan) -> dp_accounting.DpEvent:
+    """One run's event: the GPOPE plan, then its score (a value score is
+    post-processing of the plan's release: the plan alone)."""
+    if cfg.score.kind == "value":
+        return plan.event()
+    return dp_accounting.ComposedDpEvent(
+        [plan.event(), score_mechanism(cfg, plan).event()]
+    )
+
+
+def td_directions(
+    theta: jax.Array, data: ope.TrajectoryData, normalization: str
+) -> jax.Array:
+    """[m, n] per-trajectory ``b_i - A_i theta = sum_t w_t rho_t delta_t phi_t``."""
+    tr = data.transitions
+    delta = (
+        tr.r_t
+        + tr.discount_t * jnp.einsum("mtn,n->mt", tr.phi_t, theta)
+        - jnp.einsum("mtn,n->mt", tr.phi_tm1, theta)
+    )
+    weights = ope.item_weights(data.mask, normalization)
+    coef = jnp.where(data.mask, weights * tr.rho_tm1 * delta, 0.0)
+    return jnp.einsum("mt,mtn->mn", coef, tr.phi_tm1)
+
+
+def dp_score(
+    theta: jax.Array,
+    data: ope.TrajectoryData,
+    normalization: str,
+    clip: float,
+    mechanism: privacy.GaussianMechanism,
+    dataset_size: int,
+    key: jax.Array,
+) -> float:
+    """``-||noisy mean of clipped TD directions||^2``: a DP score (higher is better).
+
+    The mean divides the noisy sum by the public ``dataset_size``; squaring is
+    post-processing.
+    """
+    g = td_directions(theta, data, normalization)
+    norms = jnp.linalg.norm(g, axis=1, keepdims=True)
+    clipped = g * jnp.minimum(1.0, clip / jnp.maximum(norms, 1e-30))
+    noisy = mechanism.release(key, jnp.sum(clipped, axis=0)) / dataset_size
+    return -float(jnp.sum(noisy**2))
+
+
+def policy_value(task: gpope.GPOPETask, theta: Any) -> float:
+    """The value estimate of ``task``'s target policy at the chain's public start
+    distribution, ``initial . Phi theta``."""
+    assert task.mdp is not None  # chain only (checked by the run)
+    return float(task.mdp.initial @ (task.features @ jnp.asarray(theta)))
+
+
+def true_policy_value(task: gpope.GPOPETask) -> float:
+    """NOT DP (the model): the exact value of the target at the start distribution."""
+    assert task.mdp is not None
+    return float(task.mdp.initial @ ope.exact_values(task.mdp, task.target))
+
+
+def _key_name(key: jax.Array) -> str:
+    bits = np.asarray(jax.random.key_data(key))
+    return hashlib.sha256(bits.tobytes()).hexdigest()[:16]
+
+
+def _schedule_seed(key: jax.Array) -> int:
+    bits = np.asarray(jax.random.bits(key, (4,), jnp.uint32))
+    return int.from_bytes(bits.astype("<u4").tobytes(), "little")
+
+
+def make_candidate(
+    ccfg: gpope.GPOPERunConfig,
+    plan: privacy.DPPlan,
+    data: ope.TrajectoryData,
+    cfg: SelectRunConfig,
+    cache: Path | None,
+    task: gpope.GPOPETask | None = None,
+) -> Callable[[jax.Array], tuple[dict[str, Any], float]]:
+    """``run(key) -> (release, DP score)``: GPOPE at ``ccfg``'s hyper-parameters, then
+    its score (``task``: the candidate's, for a value score); deterministic given
+    ``key``. With ``cache``, a finished run's result is
+    kept there (it is secret: the run's score) and a resumed selection reads it."""
+    g = ccfg.gpope
+    step = ope.StepSize(g.step_size, g.decay_steps, g.decay_power)
+    mechanism = score_mechanism(cfg, plan)
+
+    def run(key: jax.Array) -> tuple[dict[str, Any], float]:
+        path = None if cache is None else cache / f"{_key_name(key)}.json"
+        if path is not None and path.exists():
+            stored = json.loads(path.read_text())
+            return stored["release"], float(stored["score"])
+        k_sched, k_noise, k_score = jax.random.split(key, 3)
+        schedule = ope.sample_schedule(plan, _schedule_seed(k_sched))
+        res = ope.gpope(
+            plan, data, schedule, k_noise, step_size=step, normalization=g.normalization
+        )
+        if cfg.score.kind == "value":
+            assert task is not None
+            score = policy_value(task, res.theta)
+        else:
+            score = dp_score(
+                res.theta,
+                data,
+                g.normalization,
+                cfg.score.l2_clip_norm,
+                mechanism,
+                plan.dataset_size,
+                k_score,
+            )
+        release = {
+            "theta": np.asarray(res.theta).tolist(),
+            "w": np.asarray(res.w).tolist(),
+        }
+        if path is not None:
+            text = json.dumps({"release": release, "score": score})
+            atomic_write_bytes(path, text.encode(), secret=True)
+        return release, score
+
+    return run
+
+
+def _secret(run_dir: Path, cfg: SelectRunConfig) -> privacy.DPSecret:
+    """The selection's secret: from privacy.noise_seed (not private), else drawn once
+    and kept in checkpoints/select/secret.json (owner-only) for a resume."""
+    if cfg.privacy.noise_seed is not None:
+        return privacy.DPSecret.from_seed(cfg.privacy.noise_seed)
+    path = private_dir(run_dir / "checkpoints" / "select") / "secret.json"
+    if path.exists():
+        words = np.asarray(json.loads(path.read_text())["words"], np.uint32)
+        return privacy.DPSecret(words, False)
+    secret = privacy.DPSecret.fresh()
+    text = json.dumps({"words": [int(w) for w in secret.words]})
+    atomic_write_bytes(path, text.encode(), secret=True)
+    return secret
+
+
+def _epsilon(event: dp_accounting.DpEvent, delta: float) -> float:
+    return float(privacy.compute_epsilon(event, delta, accountant="rdp").epsilon)
+
+
+def run(cfg: SelectRunConfig, run_dir: str | Path) -> dict[str, Any]:
+    """Runs (or resumes) a private selection into ``run_dir``; returns the report
+    (+ ``audit``).
+
+    Every candidate's config is loaded and checked, and the whole selection's epsilon
+    is checked against ``privacy.epsilon``, before any candidate runs. A rerun with the
+    same config resumes: the ledger entry is found (nothing is charged twice) and the
+    same release is replayed.
+
+    Raises:
+      ValueError: a bad grid (unknown key, candidates with different DP events).
+      BudgetExceededError: the selection does not fit the budget; nothing ran.
+    """
+    return run_in_dir(Path(run_dir), lambda d, topo: _run(cfg, d, topo))
+
+
+def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
+    if not topo.is_primary:
+        raise ValueError("privrl select runs in one process; drop the launcher.")
+    t0 = time.time()
+    resolved = to_dict(cfg)
+    refuse_other_run(run_dir, resolved, "select")
+    configs = candidate_configs(cfg)
+    plans = [gpope.make_plan(c) for c in configs]
+    events = [run_event(cfg, p) for p in plans]
+    ids = {gpope.dataset_id(c) for c in configs}
+    if len(ids) > 1:
+        raise ValueError(
+            "the candidates read different data sets; a grid may vary only the "
+            "method's hyper-parameters."
+        )
+    first = privacy.event_to_dict(events[0])
+    if any(privacy.event_to_dict(e) != first for e in events[1:]):
+        raise ValueError(
+            "the candidates have different DP events (the grid varies a key that "
+            "changes the plan: gpope.steps, gpope.batch_size, gpope.sampler or "
+            "privacy.epsilon); one event must bound every run, so vary only "
+            "gpope.step_size, gpope.decay_steps, gpope.decay_power, "
+            "gpope.l2_clip_norm or gpope.normalization."
+        )
+    reps = repetitions(cfg)
+    selection_event = reps.event(events[0])
+    p = cfg.privacy
+    atomic_write_text(
+        run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
+    )
+    release_file = run_dir / RELEASE_FILE
+    ledger = privacy.Ledger.open(
+        run_dir,
+        dataset_id=ids.pop(),
+        dataset_size=plans[0].dataset_size,
+        target_epsilon=p.epsilon,
+        target_delta=p.delta,
+        artifacts=[run_dir / "checkpoints" / "select", release_file],
+        not_private=not_private_mark(NOT_PRIVATE_SEED, p.noise_seed),
+    )
+    params = {"mechanism": "repeat_and_select", **reps.describe()}
+    if not any(r.what == WHAT for r in ledger.releases):
+        # The guard in the CLI's terms before anything runs (select checks again).
+        ledger.check(selection_event, hint=BUDGET_HINT)
+    if cfg.score.kind == "value" and configs[0].env.name != "chain":
+        raise ValueError(
+            "score.kind=value needs the chain (its public start distribution); "
+            f"the candidates' env is {configs[0].env.name}."
+        )
+    secret = _secret(run_dir, cfg)
+    tasks, datas = _tasks_and_data(configs)
+    cache = private_dir(run_dir / "checkpoints" / "select" / "runs")
+    runs: list[dict[str, Any]] = []
+
+    def recorded(i: int) -> Callable[[jax.Array], tuple[dict[str, Any], float]]:
+        fn = make_candidate(configs[i], plans[i], datas[i], cfg, cache, tasks[i])
+
+        def run_one(key: jax.Array) -> tuple[dict[str, Any], float]:
+            release, score = fn(key)
+            runs.append({"candidate": i, "score": score, "theta": release["theta"]})
+            return release, score
+
+        return run_one
+
+    result = privacy.select(
+        [recorded(i) for i in range(len(configs))],
+        events[0],
+        reps,
+        key=secret.noise_key,
+        ledger=ledger,
+        what=WHAT,
+    )
+    grid = cfg.candidates.candidates()
+    chosen = result.candidate
+    atomic_write_text(
+        release_file,
+        json.dumps(
+            {
+                "method": "private selection over GPOPE",
+                "candidate": chosen,
+                "hyper_parameters": None if chosen is None else grid[chosen],
+                "score": result.score,
+                "release": result.release,
+                "features": gpope.features_name(configs[0]),
+                "score_kind": cfg.score.kind,
+                "private": p.noise_seed is None,
+                "ledger_head": ledger.head,
+            },
+            indent=2,
+        ),
+    )
+    spent = ledger.report()
+    base_eps = _epsilon(events[0], p.delta)
+    report: dict[str, Any] = {
+        "config": resolved,
+        "candidates": grid,
+        "num_candidates": len(grid),
+        "pipeline": cfg.candidates.pipeline,
+        "selection": {
+            **params,
+            "run": {
+                "gpope": plans[0].describe(),
+                "score": score_mechanism(cfg, plans[0]).describe()
+                | {"l2_clip_norm": cfg.score.l2_clip_norm},
+            },
+            "run_epsilon": base_eps,
+            "event": privacy.event_to_dict(selection_event),
+        },
+        "chosen": {
+            "candidate": chosen,
+            "hyper_parameters": None if chosen is None else grid[chosen],
+            "score": result.score,
+        },
+        "epsilon_spent": spent["rdp"].get("epsilon", math.inf),
+        "delta": p.delta,
+        "naive": {
+            "every_candidate_once": _epsilon(
+                dp_accounting.SelfComposedDpEvent(events[0], len(grid)), p.delta
+            ),
+            "mean_runs_composed": _epsilon(reps.naive_event(events[0]), p.delta),
+        },
+        "privacy": spent,
+        "release": {
+            "publishable": [RELEASE_FILE, "ledger.json", "report.json", "config.yaml"],
+            "never_publish": ["audit/", "checkpoints/"],
+        },
+    }
+    if p.noise_seed is not None:
+        report["warning"] = NOT_PRIVATE_SEED
+    audit = _audit(cfg, configs, plans, datas, tasks, result, runs, secret)
+    report["wall_time_s"] = time.time() - t0
+    audit_dir = run_dir / "audit"
+    audit_dir.mkdir(exist_ok=True)
+    atomic_write_text(audit_dir / "NOT_DP_README.txt", AUDIT_NOTICE)
+    atomic_write_text(
+        audit_dir / "audit.json", json.dumps(audit, indent=2, default=float)
+    )
+    atomic_write_text(
+        run_dir / "report.json", json.dumps(report, indent=2, default=float)
+    )
+    report["audit"] = audit
+    from privrl_jax.pipelines.select.report import render_markdown  # noqa: PLC0415
+
+    atomic_write_text(run_dir / "report.md", render_markdown(report))
+    return report
+
+
+def _tasks_and_data(
+    configs: list[gpope.GPOPERunConfig],
+) -> tuple[list[gpope.GPOPETask], list[ope.TrajectoryData]]:
+    """Each candidate's public task and data, built once per distinct env section
+    (a policy grid changes the target, hence the importance ratios; the trajectories
+    are the same, from the same public seed)."""
+    built: dict[str, tuple[gpope.GPOPETask, ope.TrajectoryData]] = {}
+    tasks, datas = [], []
+    for c in configs:
+        key = json.dumps(to_dict(c.env), sort_keys=True)
+        if key not in built:
+            task = gpope.build_task(c)
+            built[key] = (task, gpope.collect_data(task))
+        tasks.append(built[key][0])
+        datas.append(built[key][1])
+    return tasks, datas
+
+
+def _audit(
+    cfg: SelectRunConfig,
+    configs: list[gpope.GPOPERunConfig],
+    plans: list[privacy.DPPlan],
+    datas: list[ope.TrajectoryData],
+    tasks: list[gpope.GPOPETask],
+    result: privacy.SelectionResult,
+    runs: list[dict[str, Any]],
+    secret: privacy.DPSecret,
+) -> dict[str, Any]:
+    """NOT DP: K, every run, the true error of the chosen release and (with
+    ``audit.every_candidate``) of one audit run of every candidate: the oracle (least
+    true MSE; for a value score, the candidate policy of highest true value)."""
+    value = cfg.score.kind == "value"
+
+    def truth(i: int, theta: Any) -> dict[str, float]:
+        audit = gpope.audit_release(tasks[i], np.asarray(theta), datas[i])
+        out = {"mse": float(audit["mse_vs_exact"])}
+        if value:
+            out["true_value"] = true_policy_value(tasks[i])
+        return out
+
+    history = [
+        {
+            "candidate": r["candidate"],
+            "score": r["score"],
+            **truth(r["candidate"], r["theta"]),
+        }
+        for r in runs
+    ]
+    chosen = result.candidate
+    out: dict[str, Any] = {
+        "notice": AUDIT_NOTICE.strip(),
+        "runs": result.audit["runs"],
+        "history": history,
+        "chosen_mse": None
+        if chosen is None
+        else truth(chosen, result.release["theta"])["mse"],
+    }
+    if value:
+        values = [true_policy_value(t) for t in tasks]
+        best = int(np.argmax(values))
+        out["true_values"] = values
+        out["oracle"] = {"candidate": best, "true_value": values[best]}
+        # The non-data baselines: a uniformly random candidate (its expected value)
+        # and the grid's last one.
+        out["random_true_value"] = float(np.mean(values))
+        out["last_true_value"] = values[-1]
+        if chosen is not None:
+            out["chosen_true_value"] = values[chosen]
+            out["regret"] = values[best] - values[chosen]
+    if cfg.audit.every_candidate:
+        # Keys apart from the selection's (fold_in 1): another draw of each candidate.
+        audit_key = jax.random.fold_in(secret.noise_key, 1)
+        mses = []
+        for i, (c, plan) in enumerate(zip(configs, plans, strict=True)):
+            fn = make_candidate(c, plan, datas[i], cfg, None, tasks[i])
+            release, score = fn(jax.random.fold_in(audit_key, i))
+            mses.append({**truth(i, release["theta"]), "score": score})
+        out["every_candidate"] = mses
+        out["mean_mse_over_candidates"] = float(np.mean([m["mse"] for m in mses]))
+        if not value:
+            best = int(np.argmin([m["mse"] for m in mses]))
+            out["oracle"] = {"candidate": best, "mse": mses[best]["mse"]}
+            if out["chosen_mse"] is not None:
+                out["gap_to_oracle"] = out["chosen_mse"] - mses[best]["mse"]
+    return out
