@@ -1,5 +1,7 @@
-"""`privrl select`: choose a pipeline's hyper-parameters privately on the sensitive
-data."""
+"""`privrl select`: choose a pipeline's hyper-parameters privately.
+
+The choice is made on the sensitive data.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +30,11 @@ def select_command(
     config: Annotated[str | None, config_option("select")] = None,
     overrides: SelectSet = None,
 ) -> None:
-    """Private selection over a grid of GPOPE configs: random repeats, the best DP
-    score released, the whole search in one ledger (Papernot & Steinke 2022)."""
+    """Private selection over a grid of GPOPE configs (Papernot & Steinke 2022).
+
+    Random repeats, the best DP score released, the whole search in one ledger.
+    Prints the run's report.
+    """
     refuse_busy_out(out)
     from privrl_jax import pipelines  # here: keeps `privrl --help` fast
     from privrl_jax.pipelines import select

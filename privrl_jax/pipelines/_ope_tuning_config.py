@@ -1,5 +1,8 @@
-"""The tuned OPE comparison's configuration: one method, one total budget, one data
-seed (``experiments/gpope_tuned_vs_baselines.yaml`` sweeps them)."""
+"""The tuned OPE comparison's configuration.
+
+One method, one total budget, one data seed
+(``experiments/gpope_tuned_vs_baselines.yaml`` sweeps them).
+"""
 
 from __future__ import annotations
 
@@ -27,7 +30,9 @@ METHODS = typing.get_args(Method)
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OPETuningConfig:
-    """On-policy evaluation of the chain's target policy (5 levels, gamma 0.9, m
+    """One cell of the tuned OPE comparison: ``method`` at a total budget.
+
+    On-policy evaluation of the chain's target policy (5 levels, gamma 0.9, m
     trajectories of length T, one-hot features) by ``method`` at a total budget
     (``epsilon``, ``delta``) that includes the choice of its hyper-parameters.
 
@@ -97,8 +102,14 @@ class OPETuningConfig:
 def load(
     path: ConfigSource | None = None, overrides: list[str] = ()
 ) -> OPETuningConfig:
-    """Loads the comparison's config (a YAML file, or None for the defaults) plus
-    ``key=value`` overrides.
+    """Loads the comparison's config.
+
+    Args:
+      path: a YAML file, or None for the defaults.
+      overrides: ``key=value`` overrides, applied last.
+
+    Returns:
+      The checked config.
 
     Raises:
       ValueError: a bad key or value (one line).

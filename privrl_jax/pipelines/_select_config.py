@@ -1,7 +1,7 @@
-"""Private selection's configuration (``privrl select``): which pipeline's grid, how
-each candidate is scored, how many runs, and the whole search's budget.
+"""Private selection's configuration (``privrl select``).
 
-A config (``configs/select/*.yaml``)::
+Which pipeline's grid, how each candidate is scored, how many runs, and the whole
+search's budget. A config (``configs/select/*.yaml``)::
 
     candidates:
       pipeline: gpope            # the pipeline whose configurations are the candidates
@@ -58,8 +58,17 @@ MAX_CANDIDATES = 1_000
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (``--set`` nests dotted keys; files may
-    write them dotted)."""
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``.
+
+    ``--set`` nests dotted keys; files may write them dotted.
+
+    Args:
+      tree: a mapping whose values may be mappings.
+      prefix: prepended to every key (with its trailing dot).
+
+    Returns:
+      The dotted key -> leaf value, in the tree's order.
+    """
     out: dict[str, Any] = {}
     for key, value in tree.items():
         path = f"{prefix}{key}"
@@ -81,9 +90,15 @@ def _yaml_value(value: Any) -> str:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CandidatesConfig:
-    """The grid: ``pipeline`` with base ``config``, ``overrides`` for every candidate
-    and ``grid`` (config key -> list of values; the candidates are their product, in
-    the file's order)."""
+    """The grid of candidates.
+
+    Attributes:
+      pipeline: the pipeline whose configurations are the candidates.
+      config: its base config.
+      overrides: applied to every candidate.
+      grid: config key -> list of values; the candidates are their product, in the
+        file's order.
+    """
 
     pipeline: Pipeline = "gpope"
     config: str = "gpope/chain"
@@ -121,7 +136,11 @@ class CandidatesConfig:
         return math.prod(len(v) for v in flatten(self.grid).values())
 
     def candidates(self) -> list[dict[str, Any]]:
-        """Each candidate's grid values (config key -> value), in product order."""
+        """Each candidate's grid values.
+
+        Returns:
+          One mapping (config key -> value) per candidate, in product order.
+        """
         grid = flatten(self.grid)
         keys = list(grid)
         return [
@@ -130,8 +149,14 @@ class CandidatesConfig:
         ]
 
     def overrides_for(self, candidate: Mapping[str, Any]) -> list[str]:
-        """The ``section.key=value`` overrides of one candidate: the shared ones, then
-        its grid values."""
+        """The ``section.key=value`` overrides of one candidate.
+
+        Args:
+          candidate: its grid values (one of `candidates`).
+
+        Returns:
+          The shared overrides, then its grid values.
+        """
         values = {**flatten(self.overrides), **candidate}
         return [f"{k}={_yaml_value(v)}" for k, v in values.items()]
 
@@ -165,8 +190,13 @@ class ScoreConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RepetitionsConfig:
-    """The public distribution of the number of runs K: mean E[K] >= 1; ``eta`` is the
-    truncated negative binomial's shape (that distribution only)."""
+    """The public distribution of the number of runs K.
+
+    Attributes:
+      distribution: the distribution's family.
+      mean: E[K] >= 1.
+      eta: the truncated negative binomial's shape (that distribution only).
+    """
 
     distribution: Distribution = "logarithmic"
     mean: float = 4.0
@@ -183,8 +213,12 @@ class RepetitionsConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SelectAuditConfig:
-    """``every_candidate``: also run every candidate once with an audit key and
-    measure its true error (NOT DP: the oracle choice; never publish)."""
+    """What the audit (NOT DP: never publish) measures beside the selection.
+
+    Attributes:
+      every_candidate: also run every candidate once with an audit key and measure
+        its true error (NOT DP: the oracle choice; never publish).
+    """
 
     every_candidate: bool = True
 
@@ -226,8 +260,15 @@ class SelectRunConfig:
 def load(
     path: ConfigSource | None = None, overrides: list[str] = ()
 ) -> SelectRunConfig:
-    """Loads a selection config: a YAML file or a shipped name
-    (``"select/gpope_chain"``) plus ``section.key=value`` overrides.
+    """Loads a selection config.
+
+    Args:
+      path: a YAML file or a shipped name (``"select/gpope_chain"``); None: the
+        defaults.
+      overrides: ``section.key=value`` overrides, applied last.
+
+    Returns:
+      The checked config.
 
     Raises:
       ValueError: a missing config, bad YAML, an unknown key or a bad value (one line).

@@ -64,7 +64,17 @@ def _score_mechanism(cfg: OPETuningConfig) -> privacy.GaussianMechanism:
 def gpope_run_event(
     m: int, steps: int, sigma: float, score_noise: float
 ) -> dp_accounting.DpEvent:
-    """One private-selection run of GPOPE: the one-of-m plan, then the score."""
+    """One private-selection run of GPOPE: the one-of-m plan, then the score.
+
+    Args:
+      m: the number of trajectories (the plan samples one of them each step).
+      steps: GPOPE's number of steps.
+      sigma: GPOPE's noise multiplier.
+      score_noise: the Gaussian score's noise multiplier.
+
+    Returns:
+      The run's DP event: the plan's, composed with the score's.
+    """
     plan = _gpope_plan(m, steps, 1.0, sigma)
     return dp_accounting.ComposedDpEvent(
         [plan.event(), dp_accounting.GaussianDpEvent(score_noise)]
@@ -80,8 +90,21 @@ def gpope_selection_sigma(
     epsilon: float,
     delta: float,
 ) -> float:
-    """The least GPOPE noise multiplier whose private selection (logarithmic K) costs
-    at most ``epsilon`` (RDP, replace-one), by bisection in log sigma.
+    """The least GPOPE noise multiplier whose private selection fits ``epsilon``.
+
+    The selection draws K from the logarithmic distribution; its cost is the RDP
+    epsilon (replace-one) at ``delta``. Found by bisection in log sigma.
+
+    Args:
+      m: the number of trajectories.
+      steps: GPOPE's number of steps.
+      score_noise: the Gaussian score's noise multiplier.
+      mean_runs: E[K], the mean number of runs.
+      epsilon: the selection's budget.
+      delta: the delta at which its epsilon is computed.
+
+    Returns:
+      The noise multiplier (within the bisection's tolerance, on the safe side).
 
     Raises:
       ValueError: the scores alone exceed the budget.
@@ -115,8 +138,17 @@ def _calibrated_sigma(m: int, steps: int, epsilon: float, delta: float) -> float
 
 
 def lsl_split(cfg: OPETuningConfig) -> dict[str, float]:
-    """DP-LSL's per-run (epsilon, delta) when its K candidates and their K scores are
-    composed: scores by RDP at delta / 2, runs by basic composition of the rest.
+    """DP-LSL's per-run (epsilon, delta) when its K candidates and K scores compose.
+
+    The scores are composed by RDP at delta / 2, the runs by basic composition of
+    the rest of the budget.
+
+    Args:
+      cfg: the cell's config (budget, ``lsl_ridge`` candidates, ``score_noise``).
+
+    Returns:
+      ``run_epsilon`` and ``run_delta`` (each run's), and ``scores_epsilon`` (the K
+      scores' together).
 
     Raises:
       ValueError: the scores alone exceed the budget.
@@ -164,7 +196,15 @@ def _schedule_seed(key: jax.Array) -> int:
 
 
 def run(cfg: OPETuningConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Runs one cell (module doc); returns the report (+ ``audit``)."""
+    """Runs one cell (module doc).
+
+    Args:
+      cfg: the cell's config.
+      run_dir: where the report and the audit are written.
+
+    Returns:
+      The report (+ ``audit``).
+    """
     return run_in_dir(Path(run_dir), lambda d, _: _run(cfg, d))
 
 

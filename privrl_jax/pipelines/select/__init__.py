@@ -1,5 +1,7 @@
-"""Private selection over a pipeline's grid (``privrl select``): run randomly drawn
-candidates a random number of times, release only the best, account the whole search.
+"""Private selection over a pipeline's grid (``privrl select``).
+
+Run randomly drawn candidates a random number of times, release only the best,
+account the whole search.
 
 ``run(config, run_dir)`` loads every candidate of ``candidates.grid`` (a GPOPE config
 each), checks that one DP event bounds every run (GPOPE's plan, then a Gaussian score),

@@ -1,6 +1,6 @@
-"""``privrl select``'s run: the candidates, their DP scores, ``privacy.select`` and
-the report.
+"""``privrl select``'s run.
 
+The candidates, their DP scores, ``privacy.select`` and the report.
 See :mod:`privrl_jax.pipelines.select` for what a run writes.
 """
 
@@ -53,7 +53,14 @@ BUDGET_HINT = (
 
 
 def repetitions(cfg: SelectRunConfig) -> privacy.Repetitions:
-    """The configured distribution of the number of runs."""
+    """The configured distribution of the number of runs.
+
+    Args:
+      cfg: the selection's config (its ``repetitions`` section).
+
+    Returns:
+      The distribution of K.
+    """
     r = cfg.repetitions
     if r.distribution == "poisson":
         return privacy.Repetitions.poisson(r.mean)
@@ -65,7 +72,17 @@ def repetitions(cfg: SelectRunConfig) -> privacy.Repetitions:
 
 
 def candidate_configs(cfg: SelectRunConfig) -> list[gpope.GPOPERunConfig]:
-    """Every candidate's full pipeline config (a bad grid key raises ValueError)."""
+    """Every candidate's full pipeline config.
+
+    Args:
+      cfg: the selection's config (its ``candidates`` section).
+
+    Returns:
+      One GPOPE config per candidate, in the grid's product order.
+
+    Raises:
+      ValueError: a bad grid key or value (naming the candidate).
+    """
     c = cfg.candidates
     base = gpope_config_source(c.config)
     out = []
@@ -78,7 +95,14 @@ def candidate_configs(cfg: SelectRunConfig) -> list[gpope.GPOPERunConfig]:
 
 
 def gpope_config_source(spec: str) -> str:
-    """A candidate base config as the GPOPE loader takes it (a file or a name)."""
+    """A candidate base config as the GPOPE loader takes it.
+
+    Args:
+      spec: ``candidates.config``: a YAML file or a shipped name.
+
+    Returns:
+      The file, or the qualified shipped name (``gpope/...``).
+    """
     from privrl_jax.pipelines._config import qualify_config  # noqa: PLC0415
 
     return str(qualify_config(spec, "gpope"))
@@ -87,8 +111,17 @@ def gpope_config_source(spec: str) -> str:
 def score_mechanism(
     cfg: SelectRunConfig, plan: privacy.DPPlan
 ) -> privacy.GaussianMechanism:
-    """The Gaussian mechanism of a run's score, under the plan's neighbouring relation
-    (the clipped sum's sensitivity: h add/remove-one, 2h replace-one)."""
+    """The Gaussian mechanism of a run's score, under the plan's neighbouring relation.
+
+    The clipped sum's sensitivity is h under add/remove-one, 2h under replace-one.
+
+    Args:
+      cfg: the selection's config (its ``score`` section: h and the noise).
+      plan: a candidate's plan (its neighbouring relation).
+
+    Returns:
+      The score's mechanism.
+    """
     s = cfg.score
     relation = plan.neighboring
     return privacy.GaussianMechanism(
@@ -99,8 +132,17 @@ def score_mechanism(
 
 
 def run_event(cfg: SelectRunConfig, plan: privacy.DPPlan) -> dp_accounting.DpEvent:
-    """One run's event: the GPOPE plan, then its score (a value score is
-    post-processing of the plan's release: the plan alone)."""
+    """One run's event: the GPOPE plan, then its score.
+
+    A value score is post-processing of the plan's release: the plan alone.
+
+    Args:
+      cfg: the selection's config (its ``score`` section).
+      plan: the candidate's plan.
+
+    Returns:
+      The DP event of one run.
+    """
     if cfg.score.kind == "value":
         return plan.event()
     return dp_accounting.ComposedDpEvent(
@@ -111,7 +153,16 @@ def run_event(cfg: SelectRunConfig, plan: privacy.DPPlan) -> dp_accounting.DpEve
 def td_directions(
     theta: jax.Array, data: ope.TrajectoryData, normalization: str
 ) -> jax.Array:
-    """[m, n] per-trajectory ``b_i - A_i theta = sum_t w_t rho_t delta_t phi_t``."""
+    """[m, n] per-trajectory ``b_i - A_i theta = sum_t w_t rho_t delta_t phi_t``.
+
+    Args:
+      theta: [n] the value weights.
+      data: the m trajectories.
+      normalization: the per-transition weights w_t (``ope.item_weights``).
+
+    Returns:
+      One TD direction per trajectory.
+    """
     tr = data.transitions
     delta = (
         tr.r_t
@@ -136,6 +187,18 @@ def dp_score(
 
     The mean divides the noisy sum by the public ``dataset_size``; squaring is
     post-processing.
+
+    Args:
+      theta: [n] the value weights scored.
+      data: the sensitive trajectories.
+      normalization: the per-transition weights (``ope.item_weights``).
+      clip: the L2 norm each trajectory's TD direction is clipped to.
+      mechanism: the Gaussian mechanism that releases the clipped sum.
+      dataset_size: the public number of trajectories.
+      key: the noise's PRNG key.
+
+    Returns:
+      The DP score.
     """
     g = td_directions(theta, data, normalization)
     norms = jnp.linalg.norm(g, axis=1, keepdims=True)
@@ -145,14 +208,30 @@ def dp_score(
 
 
 def policy_value(task: gpope.GPOPETask, theta: Any) -> float:
-    """The value estimate of ``task``'s target policy at the chain's public start
-    distribution, ``initial . Phi theta``."""
+    """The value estimate of ``task``'s target policy at the public start.
+
+    ``initial . Phi theta``, with the chain's public start distribution ``initial``.
+
+    Args:
+      task: a chain task (its start distribution and features).
+      theta: the value weights (a DP release).
+
+    Returns:
+      The estimated value (post-processing of ``theta``).
+    """
     assert task.mdp is not None  # chain only (checked by the run)
     return float(task.mdp.initial @ (task.features @ jnp.asarray(theta)))
 
 
 def true_policy_value(task: gpope.GPOPETask) -> float:
-    """NOT DP (the model): the exact value of the target at the start distribution."""
+    """NOT DP (the model): the exact value of the target at the start distribution.
+
+    Args:
+      task: a chain task.
+
+    Returns:
+      The target policy's true value.
+    """
     assert task.mdp is not None
     return float(task.mdp.initial @ ope.exact_values(task.mdp, task.target))
 
@@ -175,10 +254,22 @@ def make_candidate(
     cache: Path | None,
     task: gpope.GPOPETask | None = None,
 ) -> Callable[[jax.Array], tuple[dict[str, Any], float]]:
-    """``run(key) -> (release, DP score)``: GPOPE at ``ccfg``'s hyper-parameters, then
-    its score (``task``: the candidate's, for a value score); deterministic given
-    ``key``. With ``cache``, a finished run's result is
-    kept there (it is secret: the run's score) and a resumed selection reads it."""
+    """``run(key) -> (release, DP score)``: one candidate of the selection.
+
+    GPOPE at ``ccfg``'s hyper-parameters, then its score; deterministic given ``key``.
+
+    Args:
+      ccfg: the candidate's GPOPE config.
+      plan: its DP plan.
+      data: the sensitive trajectories.
+      cfg: the selection's config (its ``score`` section).
+      cache: with a folder, a finished run's result is kept there (it is secret: the
+        run's score) and a resumed selection reads it; None: nothing is kept.
+      task: the candidate's task, for a value score.
+
+    Returns:
+      The candidate's run: a key to its release (``theta``, ``w``) and DP score.
+    """
     g = ccfg.gpope
     step = ope.StepSize(g.step_size, g.decay_steps, g.decay_power)
     mechanism = score_mechanism(cfg, plan)
@@ -219,8 +310,11 @@ def make_candidate(
 
 
 def _secret(run_dir: Path, cfg: SelectRunConfig) -> privacy.DPSecret:
-    """The selection's secret: from privacy.noise_seed (not private), else drawn once
-    and kept in checkpoints/select/secret.json (owner-only) for a resume."""
+    """The selection's secret.
+
+    From privacy.noise_seed (not private), else drawn once and kept in
+    checkpoints/select/secret.json (owner-only) for a resume.
+    """
     if cfg.privacy.noise_seed is not None:
         return privacy.DPSecret.from_seed(cfg.privacy.noise_seed)
     path = private_dir(run_dir / "checkpoints" / "select") / "secret.json"
@@ -238,13 +332,19 @@ def _epsilon(event: dp_accounting.DpEvent, delta: float) -> float:
 
 
 def run(cfg: SelectRunConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Runs (or resumes) a private selection into ``run_dir``; returns the report
-    (+ ``audit``).
+    """Runs (or resumes) a private selection into ``run_dir``.
 
     Every candidate's config is loaded and checked, and the whole selection's epsilon
     is checked against ``privacy.epsilon``, before any candidate runs. A rerun with the
     same config resumes: the ledger entry is found (nothing is charged twice) and the
     same release is replayed.
+
+    Args:
+      cfg: the selection's config.
+      run_dir: the run directory (module doc: what it gets).
+
+    Returns:
+      The report (+ ``audit``).
 
     Raises:
       ValueError: a bad grid (unknown key, candidates with different DP events).
@@ -403,9 +503,11 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
 def _tasks_and_data(
     configs: list[gpope.GPOPERunConfig],
 ) -> tuple[list[gpope.GPOPETask], list[ope.TrajectoryData]]:
-    """Each candidate's public task and data, built once per distinct env section
-    (a policy grid changes the target, hence the importance ratios; the trajectories
-    are the same, from the same public seed)."""
+    """Each candidate's public task and data, built once per distinct env section.
+
+    A policy grid changes the target, hence the importance ratios; the trajectories
+    are the same, from the same public seed.
+    """
     built: dict[str, tuple[gpope.GPOPETask, ope.TrajectoryData]] = {}
     tasks, datas = [], []
     for c in configs:
@@ -428,9 +530,12 @@ def _audit(
     runs: list[dict[str, Any]],
     secret: privacy.DPSecret,
 ) -> dict[str, Any]:
-    """NOT DP: K, every run, the true error of the chosen release and (with
-    ``audit.every_candidate``) of one audit run of every candidate: the oracle (least
-    true MSE; for a value score, the candidate policy of highest true value)."""
+    """The audit (NOT DP): K, every run, and the chosen release's true error.
+
+    With ``audit.every_candidate``, also the true error of one audit run of every
+    candidate, and the oracle: the least true MSE (for a value score, the candidate
+    policy of highest true value).
+    """
     value = cfg.score.kind == "value"
 
     def truth(i: int, theta: Any) -> dict[str, float]:
