@@ -10,7 +10,7 @@ side by side.
    per-step time is the difference between a run of ``--steps`` and one of ``--steps
    // 4`` steps divided by the step difference, so compilation and checkpoint costs
    cancel.
-2. **Noise draw** on the parameter tree of each denoiser: ours (``privacy.add_noise``:
+2. **Noise draw** on the parameter tree of each denoiser: ours (``add_noise``:
    per-leaf ``jax.random.normal`` with split keys on JAX's default stream since this
    benchmark showed it fastest), the previous flat draw of JAX's original Threefry
    stream split over the leaves, jax-privacy 2.0's per-leaf scheme, and per-leaf on the
@@ -38,7 +38,12 @@ from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import diffusion, privacy, synth
 from privrl_jax.privacy import Checkpoints
-from privrl_jax.privacy._aggregation import dpsgd, standard_normal
+from privrl_jax.privacy._aggregation import (
+    add_noise,
+    dpsgd,
+    make_dp_step,
+    standard_normal,
+)
 from privrl_jax.privacy._clipping import clipped_grad
 from privrl_jax.synth._privorl_n import ema_update
 
@@ -77,7 +82,7 @@ def run_previous(denoise, params, data, plan, seed: int) -> None:
         expected_batch_size=plan.expected_batch_size,
         key=jax.random.key(2),
     )
-    dp = privacy.make_dp_step(clip, tx)
+    dp = make_dp_step(clip, tx)
     accumulate = jax.jit(dp.accumulate, donate_argnums=0)
 
     @jax.jit
@@ -168,7 +173,7 @@ def noise_draws(config: str, reps: int = 20) -> dict[str, float]:
         )
 
     fns = {
-        "ours": lambda t, k: privacy.add_noise(t, k, 1.0),
+        "ours": lambda t, k: add_noise(t, k, 1.0),
         "flat_original_stream": flat_original,
         "per_leaf_default_stream": per_leaf,
         "per_leaf_original_stream": per_leaf_original,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
-from privrl_jax.privacy._aggregation import dpsgd
+from privrl_jax.privacy._aggregation import dpsgd, make_dp_step
 from privrl_jax.privacy._clipping import clipped_grad
 
 CONFIGS = {
@@ -82,7 +82,7 @@ def worker(config: str, method: str, batch: int, steps: int, warmup: int) -> dic
             expected_batch_size=batch,
             key=jax.random.key(2),
         )
-        dp = privacy.make_dp_step(clip, tx)
+        dp = make_dp_step(clip, tx)
         step = jax.jit(dp.step)
         state = privacy.DPTrainState(params, tx.init(params))
         mask = jnp.ones((batch, 1), bool)

@@ -11,7 +11,7 @@ Pieces:
   book-keeping);
 - ``ghost_clipped_sum``: norms + clip factors + book-keeping ``A^T (s D)``;
 - ``noise_fast`` / ``noise_jax``: N(0, (sigma C)^2) on 6.6M coordinates via
-  ``privacy.add_noise`` (fast_normal) and via ``jax.random.normal`` per leaf (the same
+  ``add_noise`` (fast_normal) and via ``jax.random.normal`` per leaf (the same
   bits);
 - ``adam``: the optimizer update on a gradient;
 - ``ghost_step`` / ``ghost_step_jax_noise``: the whole DP step (``dpsgd`` chain), both
@@ -39,7 +39,7 @@ import random
 import statistics
 import time
 
-from privrl_jax.privacy._aggregation import dpsgd
+from privrl_jax.privacy._aggregation import add_noise, dpsgd
 from privrl_jax.privacy._clipping import clipped_grad
 
 
@@ -174,9 +174,9 @@ def main() -> None:
         "nonprivate_grad": (grad_np, (params,)),
         "ghost_norms": (lambda p: clip(p, units, mask)[1].per_unit_norms, (params,)),
         "ghost_clipped_sum": (lambda p: clip(p, units, mask)[0], (params,)),
-        "noise_fast": (lambda g, k: privacy.add_noise(g, k, std), (params, key)),
+        "noise_fast": (lambda g, k: add_noise(g, k, std), (params, key)),
         "noise_jax": (
-            with_jax_noise(lambda g, k: privacy.add_noise(g, k, std)),
+            with_jax_noise(lambda g, k: add_noise(g, k, std)),
             (params, key),
         ),
         "adam": (lambda g, s, p: adam.update(g, s, p), (params, adam_state, params)),

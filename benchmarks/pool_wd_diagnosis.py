@@ -70,7 +70,7 @@ from privrl_jax.planning._pool import (
     pessimistic_q,
     state_values,
 )
-from privrl_jax.privacy import add_noise
+from privrl_jax.privacy._aggregation import add_noise
 
 RESULTS = Path(__file__).parent / "results"
 RHO = 10.0

@@ -7,10 +7,11 @@ a public class has a docstring.
 
 import importlib
 import inspect
+import types
 
 import pytest
 
-# Faces whose docstrings are converted; a face leaves NOT_YET once it passes.
+# Every public face of the package.
 FACES = [
     "privrl_jax.privacy",
     "privrl_jax.privacy.audit",
@@ -25,14 +26,16 @@ FACES = [
     "privrl_jax.pipelines",
     "privrl_jax.experiments",
 ]
-NOT_YET = {
-    "privrl_jax.privacy",
-    "privrl_jax.privacy.audit",
-}
 
 
 def missing_sections(obj) -> list[str]:
     """The sections `obj`'s docstring lacks (empty when it is complete)."""
+    if getattr(obj, "__module__", "") == "typing" or isinstance(
+        obj, types.GenericAlias | types.UnionType
+    ):
+        # A type alias (Literal[...], X | Y, Callable[...]): no function, and no
+        # docstring of its own to hold sections (docs/conf.py lists it as data).
+        return []
     doc = inspect.getdoc(obj) or ""
     if not doc:
         return ["docstring"]
@@ -54,7 +57,7 @@ def missing_sections(obj) -> list[str]:
     return lacks
 
 
-@pytest.mark.parametrize("face", [f for f in FACES if f not in NOT_YET])
+@pytest.mark.parametrize("face", FACES)
 def test_public_functions_document_args_and_returns(face):
     module = importlib.import_module(face)
     gaps = {}

@@ -26,6 +26,7 @@ from privrl_jax.envs import (
     make_inventory_params,
 )
 from privrl_jax.planning._pool import noise_bound
+from privrl_jax.privacy._aggregation import make_dp_step
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, math.inf)
 S, M, T = 4, 60, 10
@@ -208,9 +209,9 @@ def test_pool_plan_rho_sweep_compiles_once():
 
 
 def test_dp_step_sigma_sweep_compiles_once():
-    # The DP-SGD step of privacy.make_dp_step with the plan's structure static and its
-    # numbers traced: one jitted step serves six sigmas, bit-equal to the plan's own
-    # (constant) step.
+    # The lower-level DP-SGD step (_aggregation.make_dp_step) with the plan's structure
+    # static and its numbers traced: one jitted step serves six sigmas, bit-equal to
+    # the plan's own (constant) step.
     n = 64
     x = jax.random.normal(jax.random.key(0), (n, 1, 3))
     y = x[..., 0] * 2.0
@@ -229,11 +230,11 @@ def test_dp_step_sigma_sweep_compiles_once():
     @jax.jit
     def step(arrays, state, batch, mask):
         clip = structure.clipped_grad(loss, arrays)
-        tx = structure.dpsgd(opt, key=jax.random.key(0), arrays=arrays)
-        return privacy.make_dp_step(clip, tx).step(state, batch, mask)[0]
+        tx = structure._dpsgd(opt, key=jax.random.key(0), arrays=arrays)
+        return make_dp_step(clip, tx).step(state, batch, mask)[0]
 
     def init(plan):
-        tx = plan.dpsgd(opt, key=jax.random.key(3))
+        tx = plan._dpsgd(opt, key=jax.random.key(3))
         w = jnp.zeros(3)
         return privacy.DPTrainState(w, tx.init(w)), tx
 
@@ -249,9 +250,9 @@ def test_dp_step_sigma_sweep_compiles_once():
     for plan, got in ((plans[1], out[1]), (plans[-1], out[-1])):
         state, tx = init(plan)
         ref = jax.jit(
-            lambda s, b, m, p=plan, tx=tx: privacy.make_dp_step(
-                p.clipped_grad(loss), tx
-            ).step(s, b, m)[0]
+            lambda s, b, m, p=plan, tx=tx: make_dp_step(p.clipped_grad(loss), tx).step(
+                s, b, m
+            )[0]
         )(state, (x, y), mask)
         np.testing.assert_array_equal(np.asarray(got.params), np.asarray(ref.params))
     assert len({float(o.params[0]) for o in out}) == 6

@@ -433,9 +433,13 @@ def lsl_smooth_sensitivity(
 
 def _release(key, theta, smooth, params: SmoothParams, epsilon, delta) -> BalleRelease:
     std = smooth / params.alpha
-    # The one noise primitive of the privacy core; the std is S(X) / alpha (NRS07),
-    # explicit.
-    noised = privacy.add_noise(theta, key, std)
+    # The privacy core's one-shot release with the std S(X) / alpha (NRS07) written
+    # out: a unit-sensitivity mechanism of sigma = std adds noise of exactly that std.
+    # Its event() is not this release's accounting (the std depends on the data, so
+    # it has none; see the module docstring); only release() is used.
+    noised = privacy.GaussianMechanism(
+        l2_sensitivity=1.0, noise_multiplier=std
+    ).release(key, theta)
     return BalleRelease(noised, std, smooth, float(epsilon), float(delta))
 
 

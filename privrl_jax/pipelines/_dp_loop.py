@@ -8,8 +8,7 @@ public.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 
@@ -19,36 +18,21 @@ from privrl_jax.privacy import (
     DivergenceError,
     DPSecret,
     LoopStats,
-    make_accumulate,
 )
 
 __all__ = [
-    "DPProgram",
     "DPSecret",
     "DivergenceError",
     "LoopStats",
-    "make_accumulate",
     "run_dp_loop",
 ]
 
 PyTree = Any
 
 
-class DPProgram(NamedTuple):
-    """A method's state functions, without its clipped sum.
-
-    See :class:`privacy.DPMethod`.
-    """
-
-    params: Callable[[PyTree], PyTree]
-    update: Callable[[PyTree, PyTree], PyTree]
-    public_rows: Callable[[PyTree, PyTree, int], tuple[PyTree, PyTree]] | None = None
-
-
 def run_dp_loop(
     plan: privacy.DPPlan,
-    clip_fn: privacy.ClippedSumFn,
-    program: DPProgram,
+    method: privacy.DPMethod,
     init_state: PyTree,
     data: PyTree,
     *,
@@ -90,9 +74,6 @@ def run_dp_loop(
         accountant=accountant,
         checkpoint_every=checkpoint_every,
         budget_hint=budget_hint,
-    )
-    method = privacy.DPMethod(
-        clip_fn, program.params, program.update, program.public_rows
     )
     result = privacy.fit(
         plan,

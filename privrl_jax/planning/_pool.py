@@ -106,7 +106,7 @@ from privrl_jax.planning._additive import (
 )
 from privrl_jax.planning._grid import GridGeometry, grid_cell, grid_value
 from privrl_jax.planning._zones import ZoneGeometry, cell_index, zone_value
-from privrl_jax.privacy import GaussianMechanism, add_noise
+from privrl_jax.privacy import GaussianMechanism
 
 Geometry = ZoneGeometry | GridGeometry | AdditiveGeometry
 
@@ -476,6 +476,16 @@ class _PoolNoise(NamedTuple):
     e_rho_per_weight: float
 
 
+def _traced_release(
+    key: jax.Array, noise_std: jax.Array
+) -> Callable[[int, jax.Array], jax.Array]:
+    # The mechanism's release with its noise std traced (one compile per sweep): a
+    # unit-sensitivity mechanism of sigma = that std adds noise of exactly that std.
+    # Release i uses fold_in(key, i).
+    mechanism = GaussianMechanism(l2_sensitivity=1.0, noise_multiplier=noise_std)
+    return lambda i, x: mechanism.release(jax.random.fold_in(key, i), x)
+
+
 @partial(jax.jit, static_argnames=("private", "cfg"))
 def _pool_plan_jit(
     key: jax.Array,
@@ -487,11 +497,7 @@ def _pool_plan_jit(
     cfg: PoolConfig,
 ) -> PoolResult:
     horizon, k = geom.horizon, geom.num_cells
-    release = (
-        (lambda i, x: add_noise(x, jax.random.fold_in(key, i), noise.noise_std))
-        if private
-        else (lambda i, x: x)
-    )
+    release = _traced_release(key, noise.noise_std) if private else (lambda i, x: x)
     e_rho = noise.e_rho
     iota = bonus_iota(horizon, k, cfg.failure_prob)
     cells = data_cells(geom, data)

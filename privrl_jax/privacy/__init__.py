@@ -15,11 +15,7 @@ from privrl_jax.privacy._accounting import (
     validate_delta,
     zcdp_epsilon,
 )
-from privrl_jax.privacy._aggregation import (
-    DPTrainState,
-    add_noise,
-    make_dp_step,
-)
+from privrl_jax.privacy._aggregation import DPTrainState
 from privrl_jax.privacy._checkpoints import Checkpoints
 from privrl_jax.privacy._clipping import (
     ClippedSumFn,
@@ -48,7 +44,6 @@ from privrl_jax.privacy._fit import (
     RunRecorder,
     fit,
     gradient_method,
-    make_accumulate,
 )
 from privrl_jax.privacy._ghost import (
     ghost_coverage,
@@ -122,7 +117,6 @@ __all__ = [
     "Topology",
     "UniformOneSampler",
     "WandbLogger",
-    "add_noise",
     "audit",
     "calibrate_noise_multiplier",
     "compute_epsilon",
@@ -132,8 +126,6 @@ __all__ = [
     "gradient_method",
     "initialize_distributed",
     "load_or_create_secret",
-    "make_accumulate",
-    "make_dp_step",
     "repeat_and_select_epsilon",
     "select",
     "validate_delta",

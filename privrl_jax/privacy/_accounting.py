@@ -24,6 +24,8 @@ import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
 
+# Which dp-accounting accountant reports epsilon: "rdp" (Renyi DP, Mironov 2017; an
+# upper bound, never below PLD) or "pld" (privacy loss distributions; tight).
 Accountant = Literal["rdp", "pld"]
 
 # PLD discretisation: dp-accounting's default value_discretization_interval. It moves
@@ -394,6 +396,10 @@ def compute_epsilon(
       pld_cache: reuse single-step PLDs across calls (:class:`PLDCache`); the epsilon
         is the same bits as without it.
 
+    Returns:
+      An :class:`EpsilonReport`: the epsilon with the delta, accountant, relation and
+      PLD discretisation it was computed with.
+
     Raises:
       ValueError: for invalid delta or an event the accountant does not support (e.g.
         truncated Poisson under RDP), with what to use instead.
@@ -494,6 +500,24 @@ def calibrate_noise_multiplier(
     The result is dp-accounting's bracketing search (tolerance ``tol`` on sigma), which
     returns a sigma on
     the private side of the target: recomputing epsilon gives a value <= target_epsilon.
+
+    Args:
+      target_epsilon: the epsilon to meet (> 0).
+      delta: target delta in (0, 1).
+      sampling_rate: q, the probability a unit is in a step's batch (Poisson).
+      steps: the number of releases T.
+      accountant: ``"rdp"`` or ``"pld"``.
+      sampling: the sampling scheme (:class:`Sampling`).
+      dataset_size: N, needed by ``uniform_one`` and truncated Poisson sampling.
+      capacity: the batch capacity of truncated Poisson sampling.
+      tol: the search's tolerance on sigma.
+
+    Returns:
+      The smallest noise multiplier sigma (within ``tol``) whose T releases are
+      (target_epsilon, delta)-DP.
+
+    Raises:
+      ValueError: for an invalid target, delta or step count.
     """
     _check_positive("target_epsilon", target_epsilon)
     validate_delta(delta)
@@ -655,6 +679,13 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     The event is ``ZCDpEvent(rho)``.
 
     Tighter than :func:`zcdp_to_epsilon`'s closed form; inf for rho = inf (no noise).
+
+    Args:
+      rho: the zCDP parameter (>= 0; inf for a release without noise).
+      delta: target delta in (0, 1).
+
+    Returns:
+      The epsilon of rho-zCDP at ``delta``.
     """
     if _is_real(rho) and math.isinf(rho) and rho > 0:
         return math.inf

@@ -75,10 +75,11 @@ def add_noise_blocks(
 
     One draw covers all coordinates.
 
-    The public noise primitive of the library: DP-SGD's noise, GTD2's two blocks and
-    POOL's noisy counts all come through it (usually via a
-    :class:`~privrl_jax.privacy.DPPlan` or
-    :class:`~privrl_jax.privacy.GaussianMechanism`, which choose the stds).
+    The noise primitive of the library (private): DP-SGD's noise, GTD2's two blocks
+    and POOL's noisy counts all come through it, by its two public routes,
+    :meth:`~privrl_jax.privacy.DPPlan.privatize` (a training step) and
+    :meth:`~privrl_jax.privacy.GaussianMechanism.release` (a one-shot release), which
+    choose the stds.
 
     Args:
       blocks: k pytrees of arrays.
@@ -112,7 +113,16 @@ def add_noise_blocks(
 def add_noise(tree: PyTree, key: jax.Array, std: jax.typing.ArrayLike) -> PyTree:
     """``tree`` plus N(0, std^2) on every coordinate.
 
-    One block of :func:`add_noise_blocks`.
+    One block of :func:`add_noise_blocks` (private: a one-shot release goes through
+    :meth:`~privrl_jax.privacy.GaussianMechanism.release`, which is this call).
+
+    Args:
+      tree: a pytree of arrays.
+      key: the PRNG key of this one release.
+      std: the noise standard deviation (may be traced).
+
+    Returns:
+      The noised pytree, each leaf in its own dtype.
     """
     return add_noise_blocks((tree,), key, (std,))[0]
 
@@ -207,8 +217,8 @@ def dp_aggregator(
 
     Dividing by the realised batch size would divide by a private quantity
     (docs/dp_pitfalls.md, item 6). Chain the result before an optimizer:
-    ``optax.chain(dp_aggregator(...), optax.adam(1e-3))``. Prefer :meth:`DPPlan.dpsgd`,
-    which takes every argument from one plan.
+    ``optax.chain(dp_aggregator(...), optax.adam(1e-3))``. The plan's version takes
+    every argument from one plan; the public route is ``DPPlan.privatize``.
     """
     if not expected_batch_size > 0:
         raise ValueError(
@@ -349,6 +359,10 @@ def make_dp_step(
 ) -> DPStep:
     """The pure functions of a DP-SGD step, accumulating gradients over microbatches.
 
+    The lower-level step (private: tests and benchmarks). A user's step goes through
+    :func:`~privrl_jax.privacy.fit`, or adds ``plan.privatize`` to the clipped sum in
+    a loop of their own (docs/dp_loop.md).
+
     - ``accumulate(acc, params, batch, mask, key=None) -> (acc + clipped_sum, metrics)``
       adds one fixed-shape microbatch's clipped sum. An exact Poisson batch of any size
       runs as several calls of one compiled function (docs/dp_pitfalls.md, items 4 and
@@ -360,6 +374,16 @@ def make_dp_step(
 
     With ``mesh``, the clipped sums are computed data-parallel over ``axis_name`` (see
     :func:`data_parallel`); the noise and the update then run on replicated values.
+
+    Args:
+      clip_fn: the per-unit clipped sum (``plan.clipped_grad(loss)``).
+      tx: the DP update rule: ``plan._dpsgd(optimizer, key=...)``, :func:`dpsgd`, or
+        :func:`dp_aggregator` chained before an optimizer.
+      mesh: a device mesh for data-parallel clipped sums; None runs on one device.
+      axis_name: the mesh axis the units are split over.
+
+    Returns:
+      A :class:`DPStep` of the three pure functions above.
     """
     grad_fn = clip_fn if mesh is None else data_parallel(clip_fn, mesh, axis_name)
 
@@ -375,8 +399,8 @@ def make_dp_step(
             raise ValueError(
                 "make_dp_step: tx adds no DP noise, so the step would not be private; "
                 "build it with "
-                "privacy.dpsgd(optimizer, ...) or "
-                "optax.chain(privacy.dp_aggregator(...), optimizer), "
+                "plan._dpsgd(optimizer, key=...) or "
+                "optax.chain(dp_aggregator(...), optimizer), "
                 "or train through privacy.fit(plan, ...), which adds the plan's noise "
                 "itself."
             )

@@ -152,6 +152,15 @@ def one_run_epsilon_ceiling(
     With 10,000 canaries and 1% guessed each way (200 guesses) it is 3.91 at delta =
     1e-5 and 1.73 at 1e-4 (95%): an audit of that size cannot flag anything accounted
     above it, whatever ran.
+
+    Args:
+      m: number of canaries.
+      guesses: r, the guesses the audit makes (0 <= r <= m).
+      delta: the delta of the null hypothesis, in [0, 1).
+      confidence: the confidence of the lower bound, in (0, 1).
+
+    Returns:
+      The epsilon lower bound the audit reports when all its guesses are right.
     """
     return one_run_epsilon_from_counts(
         m, guesses, guesses, delta=delta, confidence=confidence
@@ -587,6 +596,18 @@ def dirac_canaries(d: int, m: int, key_or_seed: KeyOrSeed = 0) -> GradientCanari
 
     Dirac canaries are orthogonal, so their projections do not interfere (Nasr et al.
     2023 use them for white-box audits).
+
+    Args:
+      d: the number of parameters.
+      m: the number of canaries (1 <= m <= d).
+      key_or_seed: an int seed, a NumPy generator or a JAX key for the coordinates.
+
+    Returns:
+      :class:`GradientCanaries` whose directions are m distinct unit coordinate
+      vectors (their coordinates sorted, in ``coordinates``).
+
+    Raises:
+      ValueError: unless 1 <= m <= d.
     """
     if not 1 <= m <= d:
         raise ValueError(f"need 1 <= m <= d; got m={m}, d={d}.")
@@ -599,7 +620,19 @@ def dirac_canaries(d: int, m: int, key_or_seed: KeyOrSeed = 0) -> GradientCanari
 def random_direction_canaries(
     d: int, m: int, key_or_seed: KeyOrSeed = 0
 ) -> GradientCanaries:
-    """Draws m uniformly random unit directions in R^d (nearly orthogonal if d >> m)."""
+    """Draws m uniformly random unit directions in R^d (nearly orthogonal if d >> m).
+
+    Args:
+      d: the number of parameters (>= 1).
+      m: the number of canaries (>= 1).
+      key_or_seed: an int seed, a NumPy generator or a JAX key for the directions.
+
+    Returns:
+      :class:`GradientCanaries` with m unit-norm directions, uniform on the sphere.
+
+    Raises:
+      ValueError: for m or d below 1.
+    """
     if m < 1 or d < 1:
         raise ValueError(f"need m, d >= 1; got m={m}, d={d}.")
     g = _rng(key_or_seed).standard_normal((m, d))
@@ -625,6 +658,18 @@ def out_of_distribution_canaries(
     does. Each canary sits at ``distance`` half-diagonals from the box centre; the box
     lies within one half-diagonal of its centre, so any ``distance > 1`` puts every
     canary outside it.
+
+    Args:
+      data: the real rows, [rows, dim].
+      m: the number of canaries.
+      key_or_seed: an int seed, a NumPy generator or a JAX key for the directions.
+      distance: how far from the box centre, in half-diagonals (> 1).
+
+    Returns:
+      The canaries, [m, dim] float64 rows, each outside the data's bounding box.
+
+    Raises:
+      ValueError: for data that is not [rows, dim] or a distance <= 1.
     """
     x = np.asarray(data, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < 1:

@@ -29,7 +29,7 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import jax
 import numpy as np
@@ -45,9 +45,27 @@ from privrl_jax.privacy._audit import (
     out_of_distribution_canaries,
 )
 
-# (rows [n, dim], key) -> released rows [n', dim]. The rows are the sensitive table with
-# the included canaries shuffled in; the key is the generator's own randomness.
-Synthesizer: TypeAlias = Callable[[np.ndarray, jax.Array], np.ndarray]
+
+class Synthesizer(Protocol):
+    """The generator under audit: ``(rows [n, dim], key) -> released rows [n', dim]``.
+
+    Any function of that signature is one. The rows are the sensitive table with the
+    included canaries shuffled in; the key is the generator's own randomness.
+    """
+
+    def __call__(self, rows: np.ndarray, key: jax.Array, /) -> np.ndarray:
+        """Trains on ``rows`` and releases synthetic rows.
+
+        Args:
+          rows: the sensitive table with the included canaries, [n, dim].
+          key: the generator's own randomness.
+
+        Returns:
+          The released rows, [n', dim].
+        """
+        ...
+
+
 # (released [n', dim], canaries [m, dim]) -> [m] scores,
 # higher meaning "more likely in".
 CanaryScore: TypeAlias = Callable[[np.ndarray, np.ndarray], np.ndarray]

@@ -436,6 +436,23 @@ def audit_ledger(
     ``"violation"``, ``"passed"`` or ``"not auditable at this size"`` (accounted at or
     above the ceiling: the audit could not have failed). ``progress`` shows a bar per
     audited DP-SGD group (an audit reruns every recorded step).
+
+    Args:
+      ledger: the run's ledger (its target delta is the audits' delta).
+      num_canaries: canaries per audited DP-SGD or Gaussian-mechanism group.
+      guess_fraction: the share of canaries guessed each way (in and out).
+      seed: an int seed, a NumPy generator or a JAX key for the canaries and runs.
+      confidence: the confidence of each lower bound.
+      microbatch_size: the microbatch size of the rebuilt DP-SGD plans.
+      progress: show a progress bar per audited DP-SGD group.
+      selection_trials: draws on each side of an exponential-mechanism audit.
+      accountant: the accountant the run was accounted with (``"rdp"`` or ``"pld"``).
+
+    Returns:
+      One dict per ledger group: ``what`` and ``count``; ``audited`` (False with
+      ``why`` when not audited); for an audited group ``epsilon_accounted``,
+      ``epsilon_demonstrated``, ``epsilon_ceiling``, ``status`` and ``violation``,
+      with the audit's own details.
     """
     delta = ledger.target_delta
     k = max(1, int(guess_fraction * num_canaries))

@@ -86,6 +86,15 @@ def selection_epsilon(
     The largest |log P[i | scores] - log P[i | neighbour_scores]| over the candidates,
     from its logits' softmax in float64. An audit's lower bound on the same pair cannot
     exceed it (except with the audit's failure probability).
+
+    Args:
+      mechanism: the selection mechanism (e.g. an ``ExponentialMechanism``): its
+        ``logits(scores)`` give the law of its output.
+      scores: the candidates' scores on one data set.
+      neighbour_scores: the same candidates' scores on a neighbouring data set.
+
+    Returns:
+      The largest absolute log-ratio of the two output laws (>= 0).
     """
     lp = scipy.special.log_softmax(np.asarray(mechanism.logits(scores), np.float64))
     lq = scipy.special.log_softmax(

@@ -169,7 +169,14 @@ def initialize(config: DistributedConfig | None) -> Topology:
     """Joins the multi-process run described by ``config`` (None: stays one process).
 
     Must run before any other JAX call of the process. On CPU devices the collectives
-    run on gloo.
+    run on gloo. Joining twice is harmless: a process already joined stays as it is.
+
+    Args:
+      config: the run's :class:`DistributedConfig`, or None for one process.
+
+    Returns:
+      The :class:`Topology` of the running JAX runtime (this process's id, of how
+      many).
     """
     if config is None:
         return Topology.current()

@@ -190,14 +190,14 @@ def gradient_method(
       opt_state)``.
 
     Raises:
-      ValueError: the optimizer already adds noise (``privacy.dpsgd``,
+      ValueError: the optimizer already adds noise (the plan's optax DP-SGD chain,
         ``optax.add_noise``, ``optax.contrib.dpsgd``): the noise would be added twice,
         or, worse, accounted once and added by someone else.
     """
     opt_state = optimizer.init(params)
     if _adds_noise(opt_state):
         raise ValueError(
-            "the optimizer adds its own noise (privacy.dpsgd / add_gaussian_noise / "
+            "the optimizer adds its own noise (a DP-SGD noise transform / "
             "optax.add_noise / optax.contrib.dpsgd / "
             "optax.contrib.differentially_private_aggregate): "
             "fit adds the plan's noise once; pass a plain optimizer such as "

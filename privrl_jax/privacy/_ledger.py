@@ -83,7 +83,15 @@ class LedgerError(ValueError):
 
 
 def event_to_dict(event: dp_accounting.DpEvent) -> dict[str, Any]:
-    """Serialises a dp-accounting event (an attrs class tree) to plain JSON types."""
+    """Serialises a dp-accounting event (an attrs class tree) to plain JSON types.
+
+    Args:
+      event: any dp-accounting event, composed ones included.
+
+    Returns:
+      ``{"type": <event class name>, <field>: <value>, ...}``, with nested events
+      serialised the same way: what the ledger stores and reads back.
+    """
     out: dict[str, Any] = {"type": type(event).__name__}
     for field in attr.fields(type(event)):
         value = getattr(event, field.name)

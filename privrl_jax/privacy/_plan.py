@@ -218,7 +218,16 @@ class PlanStructure:
         )
 
     def privatize(self, clipped: PyTree, key: jax.Array, arrays: PlanArrays) -> PyTree:
-        """:meth:`DPPlan.privatize` with the noise stds of ``arrays``."""
+        """:meth:`DPPlan.privatize` with the noise stds of ``arrays``.
+
+        Args:
+          clipped: the clipped sum (a tuple of them with several blocks).
+          key: this release's key.
+          arrays: the :class:`PlanArrays` of the same :meth:`DPPlan.split` (traced).
+
+        Returns:
+          The noisy sum divided by the expected batch size (the noisy mean).
+        """
         self._check(arrays)
         blocks = (clipped,) if self.num_blocks == 1 else tuple(clipped)
         if self.noise is not None:
@@ -231,10 +240,10 @@ class PlanStructure:
         out = jax.tree_util.tree_map(lambda x: (x * scale).astype(x.dtype), noised)
         return out[0] if self.num_blocks == 1 else out
 
-    def privatizer(
+    def _privatizer(
         self, key: jax.Array, arrays: PlanArrays
     ) -> optax.GradientTransformation:
-        """:meth:`DPPlan.privatizer` with the noise stds of ``arrays``."""
+        # DPPlan._privatizer with the noise stds of ``arrays``.
         self._check(arrays)
         _no_discrete_privatizer(self.noise)
         return optax.chain(
@@ -242,15 +251,15 @@ class PlanStructure:
             optax.scale(1.0 / self.expected_batch_size),
         )
 
-    def dpsgd(
+    def _dpsgd(
         self,
         optimizer: optax.GradientTransformation,
         *,
         key: jax.Array,
         arrays: PlanArrays,
     ) -> optax.GradientTransformation:
-        """:meth:`DPPlan.dpsgd` with the noise stds of ``arrays``."""
-        return optax.chain(self.privatizer(key, arrays), optimizer)
+        # DPPlan._dpsgd with the noise stds of ``arrays``.
+        return optax.chain(self._privatizer(key, arrays), optimizer)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -261,7 +270,7 @@ class DPPlan:
     steps; :meth:`calibrate` returns a copy with sigma for a target (epsilon, delta).
     From the plan, and only from it, come the sensitivity, the noise std, the
     normaliser, the dp-accounting event, the clipped sums (:meth:`clipped_grad`,
-    :meth:`clipped_sum`), the noise (:meth:`privatize`, :meth:`dpsgd`) and the batches
+    :meth:`clipped_sum`), the noise (:meth:`privatize`) and the batches
     (:meth:`batches`).
 
     Attributes:
@@ -606,35 +615,40 @@ class DPPlan:
             )
 
     def privatize(self, clipped: PyTree, key: jax.Array) -> PyTree:
-        """One release: the clipped sum plus its noise.
+        """One release: the clipped sum plus its noise, divided by q N.
 
-        The result is divided by the expected batch size.
+        The library's one route to the noise of a training step: :func:`fit` adds it
+        to every step's clipped sum, and a hand-written loop calls it once per step
+        (docs/dp_loop.md). Pure and jittable.
 
-        Pure and jittable. ``key`` is this release's key (e.g. ``fold_in(secret_key,
-        step)``); with several blocks ``clipped`` is a tuple of them.
+        Args:
+          clipped: the step's clipped sum (:meth:`clipped_grad`, :meth:`clipped_sum`);
+            with several blocks, a tuple of them.
+          key: this release's key (e.g. ``fold_in(secret_key, step)``; never reuse
+            it for another release).
+
+        Returns:
+          The noisy sum divided by the public expected batch size q N (the noisy mean
+          an optimizer takes), in the dtypes of ``clipped``.
         """
         structure, arrays = self.split()
         return structure.privatize(clipped, key, arrays)
 
-    def privatizer(self, key: jax.Array) -> optax.GradientTransformation:
-        """An optax transformation: noise once, then divide by q N.
-
-        Release t uses ``fold_in(key, t)``.
-        """
+    def _privatizer(self, key: jax.Array) -> optax.GradientTransformation:
+        # :meth:`privatize` as an optax transformation (noise once, then divide by
+        # q N; release t uses ``fold_in(key, t)``), for the lower-level step of
+        # _aggregation.make_dp_step (tests, benchmarks).
         _no_discrete_privatizer(self.noise)
         return optax.chain(
             _noise_transform(self.noise_stds, key),
             optax.scale(1.0 / self.expected_batch_size),
         )
 
-    def dpsgd(
+    def _dpsgd(
         self, optimizer: optax.GradientTransformation, *, key: jax.Array
     ) -> optax.GradientTransformation:
-        """DP-SGD's update rule for this plan.
-
-        :meth:`privatizer`, then ``optimizer``.
-        """
-        return optax.chain(self.privatizer(key), optimizer)
+        # DP-SGD's update rule for this plan: _privatizer, then ``optimizer``.
+        return optax.chain(self._privatizer(key), optimizer)
 
     # ------------------------------------------------------------------ sampling
     def sample(self, seed: int, step: int) -> IndexBatch:
@@ -791,7 +805,22 @@ class GaussianMechanism:
         return dataclasses.replace(self, noise_multiplier=float(sigma))
 
     def release(self, key: jax.Array, value: PyTree) -> PyTree:
-        """``value`` plus N(0, noise_std^2) on every coordinate (pure, jittable)."""
+        """``value`` plus N(0, noise_std^2) on every coordinate (pure, jittable).
+
+        The library's one route to the noise of a one-shot release (POOL's
+        statistics, a DP mean). Inside a jitted sweep, build the mechanism there with
+        the traced number: ``GaussianMechanism(l2_sensitivity=1.0,
+        noise_multiplier=std).release(key, value)`` adds noise of exactly the std
+        ``std`` (a product with 1.0 is exact).
+
+        Args:
+          key: the PRNG key of this one release (never reuse it for another).
+          value: a pytree of arrays, the released vector.
+
+        Returns:
+          The noised pytree: noise drawn and added in float32, each leaf cast back to
+          its own dtype.
+        """
         return add_noise_blocks((value,), key, (self.noise_std,))[0]
 
     def describe(self) -> dict[str, Any]:

@@ -36,6 +36,9 @@ def load_or_create_secret(
         :meth:`DPSecret.from_seed` (NOT PRIVATE: the secret is marked ``fixed``). Used
         only when nothing is stored: a stored secret is never replaced.
 
+    Returns:
+      The run's :class:`DPSecret` (the stored one on a rerun).
+
     Raises:
       LedgerError: the stored secret was saved under a ledger head that ``ledger`` does
         not hold (the ledger was truncated or replaced).

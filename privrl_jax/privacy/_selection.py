@@ -313,6 +313,15 @@ def repeat_and_select_epsilon(
     """(epsilon, ``delta``) of the selection by :func:`repeat_and_select_rdp`.
 
     From the base event's RDP curve, converted by dp-accounting's RDP-to-DP conversion.
+
+    Args:
+      base: the dp-accounting event of one run (e.g. ``plan.event()``).
+      repetitions: the law of the number of runs K (:class:`Repetitions`).
+      delta: target delta in (0, 1).
+      orders: the RDP orders the curve is evaluated at (dp-accounting's defaults).
+
+    Returns:
+      The epsilon at ``delta`` of releasing the best of K runs.
     """
     _accounting.validate_delta(delta)
     curve = repeat_and_select_rdp(orders, rdp_curve(base, orders), repetitions)

@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 
 from privrl_jax import privacy  # noqa: E402
 from privrl_jax.pipelines._checkpoints import Checkpoints  # noqa: E402
-from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, LoopStats, run_dp_loop  # noqa: E402
+from privrl_jax.pipelines._dp_loop import DPSecret, LoopStats, run_dp_loop  # noqa: E402
 
 N, ITEMS, DIM = 24, 2, 5
 
@@ -53,11 +53,15 @@ def main():
             os._exit(3)
         return state, acc
 
-    program = DPProgram(
-        params=lambda s: s,
-        update=lambda s, g: jax.tree_util.tree_map(lambda a, b: a - 0.5 * b, s, g),
-        public_rows=public_rows,
-    )
+    def params_of(s):
+        return s
+
+    def update(s, g):
+        return jax.tree_util.tree_map(lambda a, b: a - 0.5 * b, s, g)
+
+    def sgd(clipped):  # one update for every clip method: fit compiles it once
+        return privacy.DPMethod(clipped, params_of, update, public_rows)
+
     sampler = privacy.PoissonSampler(
         dataset_size=N, sampling_rate=0.1, microbatch_size=4
     )
@@ -86,8 +90,7 @@ def main():
         secret = DPSecret.from_seed(7 + 1000 * TOPO.process_id)
         state, used = run_dp_loop(
             plan,
-            plan.clipped_grad(loss, method=method, uses_key=True),
-            program,
+            sgd(plan.clipped_grad(loss, method=method, uses_key=True)),
             params,
             TOPO.local_block(data),
             ckpt=Checkpoints(out / "ckpt"),

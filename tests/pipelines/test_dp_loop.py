@@ -11,7 +11,8 @@ import pytest
 
 from privrl_jax import privacy
 from privrl_jax.pipelines._checkpoints import Checkpoints
-from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, LoopStats, run_dp_loop
+from privrl_jax.pipelines._dp_loop import DPSecret, LoopStats, run_dp_loop
+from privrl_jax.privacy._aggregation import add_noise
 from privrl_jax.privacy._clipping import clipped_grad
 
 DIM = 6
@@ -25,9 +26,9 @@ def _zero_loss(w, x):
     return 0.0 * jnp.sum(w)
 
 
-def _sgd(lr=1.0):
-    return DPProgram(
-        params=lambda s: s["w"], update=lambda s, g: {"w": s["w"] - lr * g}
+def _sgd(clip, lr=1.0):
+    return privacy.DPMethod(
+        clip, params=lambda s: s["w"], update=lambda s, g: {"w": s["w"] - lr * g}
     )
 
 
@@ -47,13 +48,11 @@ def _run(
     stats=None,
     ledger=None,
     every=5,
-    program=None,
+    method=None,
 ):
-    clip = plan.clipped_grad(loss)
     return run_dp_loop(
         plan,
-        clip,
-        program or _sgd(),
+        method or _sgd(plan.clipped_grad(loss)),
         {"w": jnp.zeros(data.shape[-1])},
         data,
         ckpt=Checkpoints(tmp / "ckpt"),
@@ -148,8 +147,7 @@ def test_loop_equals_a_naive_reference(tmp_path):
     secret = DPSecret.from_seed(5)
     state, _ = run_dp_loop(
         plan,
-        plan.clipped_grad(_loss),
-        _sgd(0.1),
+        _sgd(plan.clipped_grad(_loss), 0.1),
         {"w": jnp.zeros(DIM)},
         data,
         item_mask=jnp.asarray(item_mask),
@@ -169,7 +167,7 @@ def test_loop_equals_a_naive_reference(tmp_path):
                 0
             )  # the unit's gradient: sum of its items
             total += g * min(1.0, 1.0 / np.linalg.norm(g))
-        noise = privacy.add_noise(
+        noise = add_noise(
             jnp.zeros(DIM), jax.random.fold_in(secret.noise_key, t), plan.noise_stds[0]
         )
         w = w - 0.1 * (total + np.asarray(noise)) / plan.expected_batch_size
@@ -201,9 +199,11 @@ def test_resume_after_a_crash_gives_the_same_state_and_ledger(tmp_path, monkeypa
             raise _Crash
         return state, acc
 
-    prog = DPProgram(lambda s: s["w"], update, crashing_public_rows)
+    prog = privacy.DPMethod(
+        plan.clipped_grad(_loss), lambda s: s["w"], update, crashing_public_rows
+    )
     with pytest.raises(_Crash):
-        _run(tmp_path / "b", plan, data, secret=secret, program=prog)
+        _run(tmp_path / "b", plan, data, secret=secret, method=prog)
     assert privacy.Ledger.load(tmp_path / "b").num_releases == 10
     # Crash 2: between the ledger record of step 15 and its checkpoint (the ledger is
     # ahead).
@@ -217,12 +217,12 @@ def test_resume_after_a_crash_gives_the_same_state_and_ledger(tmp_path, monkeypa
     monkeypatch.setattr(Checkpoints, "save", save_then_crash)
     with pytest.raises(_Crash):
         _run(
-            tmp_path / "b", plan, data, secret=DPSecret.fresh(), program=prog
+            tmp_path / "b", plan, data, secret=DPSecret.fresh(), method=prog
         )  # secret comes from the checkpoint
     assert privacy.Ledger.load(tmp_path / "b").num_releases == 15
     monkeypatch.setattr(Checkpoints, "save", real_save)
     resumed, got = _run(
-        tmp_path / "b", plan, data, secret=DPSecret.fresh(), program=prog
+        tmp_path / "b", plan, data, secret=DPSecret.fresh(), method=prog
     )
     np.testing.assert_array_equal(np.asarray(resumed["w"]), np.asarray(ref["w"]))
     np.testing.assert_array_equal(got.words, secret.words)
@@ -275,8 +275,7 @@ def test_a_foreign_clip_norm_is_refused(tmp_path):
     with pytest.raises(ValueError, match="clips to"):
         run_dp_loop(
             plan,
-            clipped_grad(_loss, l2_clip_norm=2.0),
-            _sgd(),
+            _sgd(clipped_grad(_loss, l2_clip_norm=2.0)),
             {"w": jnp.zeros(DIM)},
             _data(200),
             ckpt=Checkpoints(tmp_path / "c"),
@@ -306,14 +305,14 @@ def test_divergence_stops_at_the_first_checkpoint_with_the_spend_recorded(tmp_pa
     plan = privacy.DPPlan(
         sampler=SAMPLERS["poisson"], l2_clip_norm=1.0, steps=20, noise_multiplier=1.0
     )
-    exploding = _sgd(lr=1e9)
+    exploding = _sgd(plan.clipped_grad(_loss), lr=1e9)
     for _ in range(
         2
     ):  # the rerun replays from the last good checkpoint and spends nothing new
         with pytest.raises(
             DivergenceError, match=r"steps 1\.\.5.*lower the learning rate"
         ):
-            _run(tmp_path, plan, _data(200), program=exploding)
+            _run(tmp_path, plan, _data(200), method=exploding)
         assert privacy.Ledger.load(tmp_path).num_releases == 5
         assert (
             Checkpoints(tmp_path / "ckpt").latest() == 0

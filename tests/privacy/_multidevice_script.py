@@ -11,8 +11,8 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from privrl_jax.privacy import DPTrainState, make_dp_step
-from privrl_jax.privacy._aggregation import dpsgd
+from privrl_jax.privacy import DPTrainState
+from privrl_jax.privacy._aggregation import dpsgd, make_dp_step
 from privrl_jax.privacy._clipping import clipped_grad
 
 

@@ -8,8 +8,13 @@ import optax
 import pytest
 import scipy.stats
 
-from privrl_jax.privacy import DPTrainState, make_dp_step
-from privrl_jax.privacy._aggregation import add_gaussian_noise, dp_aggregator, dpsgd
+from privrl_jax.privacy import DPTrainState
+from privrl_jax.privacy._aggregation import (
+    add_gaussian_noise,
+    dp_aggregator,
+    dpsgd,
+    make_dp_step,
+)
 from privrl_jax.privacy._clipping import clipped_grad
 
 D = 1_000_000

@@ -143,7 +143,7 @@ def test_plan_inflates_the_std_by_the_grid_share_and_keeps_the_event():
 
     assert mechanism_from_description(desc).noise == dg.noise
     with pytest.raises(NotImplementedError):
-        dg.privatizer(jax.random.key(0))
+        dg._privatizer(jax.random.key(0))
 
 
 def test_privatize_releases_a_lattice_point_with_the_right_noise():

@@ -14,7 +14,7 @@ from dp_accounting import rdp
 from privrl_jax import privacy
 from privrl_jax.privacy import DPPlan, Neighboring
 from privrl_jax.privacy._accounting import dpsgd_epsilon, dpsgd_event
-from privrl_jax.privacy._aggregation import add_gaussian_noise, dpsgd
+from privrl_jax.privacy._aggregation import add_gaussian_noise, add_noise, dpsgd
 from privrl_jax.privacy._clipping import clipped_grad
 
 
@@ -153,7 +153,7 @@ def test_event_and_normaliser_follow_the_sampler(sampler, event_type, ebs):
     # The privatized mean is (sum + noise) / expected batch size.
     x = jnp.full(1000, 3.0)
     out = plan.privatize(x, jax.random.key(0))
-    noise = privacy.add_noise(jnp.zeros(1000), jax.random.key(0), plan.noise_stds[0])
+    noise = add_noise(jnp.zeros(1000), jax.random.key(0), plan.noise_stds[0])
     np.testing.assert_allclose(out, (x + noise) / ebs, rtol=1e-6)
 
 
@@ -279,7 +279,7 @@ def test_plan_dpsgd_equals_the_low_level_transform():
     plan = DPPlan(sampler=_poisson(), l2_clip_norm=0.5, steps=10, noise_multiplier=1.3)
     params = {"w": jnp.zeros(5), "b": jnp.zeros(())}
     grads = {"w": jnp.arange(5.0), "b": jnp.ones(())}
-    a = plan.dpsgd(optax.sgd(1.0), key=jax.random.key(4))
+    a = plan._dpsgd(optax.sgd(1.0), key=jax.random.key(4))
     b = dpsgd(
         optax.sgd(1.0),
         noise_multiplier=1.3,
@@ -290,6 +290,34 @@ def test_plan_dpsgd_equals_the_low_level_transform():
     ua, _ = a.update(grads, a.init(params), params)
     ub, _ = b.update(grads, b.init(params), params)
     jax.tree.map(lambda x, y: np.testing.assert_array_equal(x, y), ua, ub)
+
+
+def test_a_unit_sensitivity_mechanism_releases_with_exactly_its_std():
+    # POOL's and GPOPE-Balle's one-shot releases bind their noise std traced as the
+    # sigma of a unit-sensitivity mechanism: the very noise of the primitive, bit for
+    # bit, concrete (eager), traced (jit) and vmapped.
+    tree = {"w": jnp.arange(6.0).reshape(2, 3), "b": jnp.ones((), jnp.bfloat16)}
+    key, std = jax.random.key(7), 0.731
+
+    def via_mechanism(s, k, t):
+        return privacy.GaussianMechanism(
+            l2_sensitivity=1.0, noise_multiplier=s
+        ).release(k, t)
+
+    want = add_noise(tree, key, std)
+    got = via_mechanism(std, key, tree)
+    jax.tree.map(np.testing.assert_array_equal, got, want)
+    traced = jax.jit(via_mechanism)(jnp.float32(std), key, tree)
+    want_traced = jax.jit(add_noise)(tree, key, jnp.float32(std))
+    jax.tree.map(np.testing.assert_array_equal, traced, want_traced)
+    stds = jnp.asarray([0.5, 2.0])
+    swept = jax.vmap(via_mechanism, (0, None, None))(stds, key, tree)
+    want_swept = jax.vmap(add_noise, (None, None, 0))(tree, key, stds)
+    jax.tree.map(np.testing.assert_array_equal, swept, want_swept)
+    # And the std is the one asked for: the noise on zeros has that scale.
+    zeros = jnp.zeros(200_000)
+    noise = via_mechanism(std, jax.random.key(8), zeros)
+    assert abs(float(jnp.std(noise)) / std - 1) < 0.01
 
 
 def test_gaussian_mechanism_event_and_calibration():

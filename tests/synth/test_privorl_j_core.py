@@ -9,7 +9,7 @@ import pytest
 from synth_testlib import assert_each_unit_moves_the_sum_by_c, flat, units
 
 from privrl_jax import diffusion, privacy, synth
-from privrl_jax.privacy import make_accumulate
+from privrl_jax.privacy._fit import make_accumulate
 from privrl_jax.synth._privorl_j import pack_rows, stitched_lengths, unpack_rows
 from privrl_jax.synth._privorl_n import init_synth_state
 

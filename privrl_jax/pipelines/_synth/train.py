@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from privrl_jax import privacy, synth
 from privrl_jax.pipelines._checkpoints import Checkpoints
-from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
+from privrl_jax.pipelines._dp_loop import DPSecret, run_dp_loop
 from privrl_jax.pipelines._synth.release import noise_secret
 
 
@@ -139,8 +139,7 @@ def run_finetune(
 
     return run_dp_loop(
         plan,
-        fns.clip,
-        DPProgram(lambda t: t["state"].params, update, public_rows),
+        privacy.DPMethod(fns.clip, lambda t: t["state"].params, update, public_rows),
         tree,
         topo.local_block(units),
         item_mask=None if item_mask is None else topo.local_block(item_mask),

@@ -20,7 +20,7 @@ from privrl_jax import ope, privacy
 from privrl_jax.pipelines._audit_run import audit_into_report
 from privrl_jax.pipelines._checkpoints import Checkpoints
 from privrl_jax.pipelines._config import to_dict
-from privrl_jax.pipelines._dp_loop import DPProgram, DPSecret, run_dp_loop
+from privrl_jax.pipelines._dp_loop import DPSecret, run_dp_loop
 from privrl_jax.pipelines._gpope_config import GPOPEConfig, GPOPERunConfig
 from privrl_jax.pipelines._rundir import (
     atomic_write_text,
@@ -120,8 +120,7 @@ def _gpope_steps(
     )
     return run_dp_loop(
         plan,
-        method.clipped,
-        DPProgram(params=method.params, update=method.update),
+        method,
         ope.gpope_init(data.transitions.phi_tm1.shape[-1]),
         topo.local_block(units),
         ckpt=Checkpoints(run_dir / "checkpoints" / "dp"),
