@@ -21,8 +21,9 @@ FACES = [
     "privrl_jax.pipelines",
     "privrl_jax.experiments",
 ]
-# 585 public names before the front-door issue; growing past this needs a reason.
-MAX_PUBLIC_NAMES = 310
+# 585 public names before the front-door issue, 295 after; growing past this needs a
+# reason.
+MAX_PUBLIC_NAMES = 300
 
 
 def _public() -> dict[str, object]:
