@@ -23,6 +23,7 @@ from privrl_jax.privacy._accounting import (
     zcdp_rho,
     zcdp_to_epsilon,
 )
+from privrl_jax.privacy._adaptive import AdaptiveClipping
 from privrl_jax.privacy._aggregation import (
     AddNoiseState,
     DPStep,
@@ -127,6 +128,7 @@ __all__ = [
     "LEDGER_FILE",
     "PLD_DISCRETIZATION",
     "Accountant",
+    "AdaptiveClipping",
     "AddNoiseState",
     "AuditResult",
     "BudgetExceededError",

@@ -36,6 +36,11 @@ from privrl_jax.privacy._accounting import (
     Neighboring,
     Sampling,
 )
+from privrl_jax.privacy._adaptive import (
+    AdaptiveClipping,
+    count_noise_multiplier,
+    gradient_noise_multiplier,
+)
 from privrl_jax.privacy._aggregation import _noise_transform, add_noise_blocks
 from privrl_jax.privacy._clipping import (
     ClippedSumFn,
@@ -263,6 +268,12 @@ class DPPlan:
       neighboring: the neighbouring relation; by default the sampler's (add/remove-one
         for Poisson and full batches, replace-one for uniform one-of-N, which requires
         it).
+      adaptive_clipping: None (a fixed clip norm, the default) or an
+        :class:`AdaptiveClipping`: ``l2_clip_norm`` is then the initial clip norm, which
+        :func:`~privrl_jax.privacy.fit` moves toward a private quantile of the per-unit
+        norms. The event (and epsilon) stay those of sigma = ``noise_multiplier``: the
+        gradient gets the larger :attr:`gradient_noise_multiplier` and the count of
+        unclipped units the rest (privacy/_adaptive.py). One block, float noise only.
 
     Example:
       >>> from privrl_jax import privacy
@@ -281,6 +292,7 @@ class DPPlan:
     # None: float32 Gaussian noise (the default); DiscreteGaussianNoise(): the
     # floating-point-safe discrete Gaussian on a grid (privacy/_discrete_gaussian.py).
     noise: DiscreteGaussianNoise | None = None
+    adaptive_clipping: AdaptiveClipping | None = None
 
     def __post_init__(self):
         if not isinstance(
@@ -351,6 +363,33 @@ class DPPlan:
             object.__setattr__(
                 self, "noise_multiplier", sigmas if len(sigmas) > 1 else sigmas[0]
             )
+        if self.adaptive_clipping is not None:
+            self._check_adaptive(len(norms))
+
+    def _check_adaptive(self, num_blocks: int) -> None:
+        adaptive = self.adaptive_clipping
+        if not isinstance(adaptive, AdaptiveClipping):
+            raise ValueError(
+                "adaptive_clipping must be None or a privacy.AdaptiveClipping; got "
+                f"{type(adaptive).__name__}."
+            )
+        if num_blocks != 1:
+            raise ValueError(
+                "adaptive clipping follows one clip norm; this plan has "
+                f"{num_blocks} blocks. Give one l2_clip_norm."
+            )
+        if self.noise is not None:
+            raise NotImplementedError(
+                "adaptive clipping with the discrete-Gaussian noise mode is not "
+                "supported (its grid is fixed by the clip norm); use noise=None."
+            )
+        object.__setattr__(
+            self,
+            "adaptive_clipping",
+            adaptive.resolved(self.sampler.expected_batch_size),
+        )
+        if self.noise_multiplier is not None:
+            self.gradient_noise_multiplier  # noqa: B018  (raises if z cannot be split)
 
     # ---------------------------------------------------------------- the fields' views
     @property
@@ -398,12 +437,51 @@ class DPPlan:
     def noise_stds(self) -> tuple[float, ...]:
         """Noise std added to each block of the sum: sigma_i times its sensitivity.
 
-        With discrete noise, also times 1 + rho, the rounding's share of Delta.
+        With discrete noise, also times 1 + rho, the rounding's share of Delta. With
+        adaptive clipping: :attr:`gradient_noise_multiplier` times the initial
+        sensitivity (step t's is that multiplier times its own clip norm's).
         """
         factor = 1.0 if self.noise is None else self.noise.std_factor
-        return tuple(
-            s * d * factor for s, d in zip(self.noise_multipliers, self.sensitivities)
+        sigmas = (
+            self.noise_multipliers
+            if self.adaptive_clipping is None
+            else (self.gradient_noise_multiplier,)
         )
+        return tuple(s * d * factor for s, d in zip(sigmas, self.sensitivities))
+
+    @property
+    def count_noise_std(self) -> float:
+        """Adaptive clipping's sigma_b: the std of the noise on the unclipped count.
+
+        0 for a non-private plan; raises without adaptive clipping.
+        """
+        if self.adaptive_clipping is None:
+            raise ValueError("this plan has no adaptive clipping.")
+        if not self.private:
+            return 0.0
+        return float(self.adaptive_clipping.count_noise_std)  # type: ignore[arg-type]
+
+    @property
+    def gradient_noise_multiplier(self) -> float:
+        """The gradient's noise multiplier (noise std / its sensitivity).
+
+        sigma itself with a fixed clip norm; with adaptive clipping, z_Delta = (z^-2 -
+        z_b^-2)^(-1/2) > z, so that the gradient and the count together are one
+        Gaussian of noise multiplier z (Andrew et al. 2021, Theorem 1), which is what
+        the event accounts.
+        """
+        z = self.noise_multipliers[0]
+        if self.adaptive_clipping is None:
+            if self.num_blocks != 1:
+                raise ValueError(
+                    f"this plan has {self.num_blocks} blocks; see noise_multipliers."
+                )
+            return z
+        z_b = count_noise_multiplier(
+            float(self.adaptive_clipping.count_noise_std),  # type: ignore[arg-type]
+            self._relation,
+        )
+        return gradient_noise_multiplier(z, z_b)
 
     @property
     def effective_noise_multiplier(self) -> float:
@@ -648,6 +726,8 @@ class DPPlan:
             out["capacity"] = capacity
         if self.noise is not None:
             out["noise"] = self.noise.describe()
+        if self.adaptive_clipping is not None:
+            out["adaptive_clipping"] = self.adaptive_clipping.describe()
         if self.noise_multiplier is not None:
             out |= {
                 "noise_multipliers": list(self.noise_multipliers),
@@ -916,4 +996,9 @@ def mechanism_from_description(
         noise_multiplier=tuple(params["noise_multipliers"]),
         neighboring=Neighboring[params["neighboring"]],
         noise=noise_from_description(params.get("noise")),
+        adaptive_clipping=(
+            AdaptiveClipping(**params["adaptive_clipping"])
+            if params.get("adaptive_clipping") is not None
+            else None
+        ),
     )
