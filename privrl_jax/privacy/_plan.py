@@ -366,6 +366,16 @@ class DPPlan:
         if self.adaptive_clipping is not None:
             self._check_adaptive(len(norms))
 
+    def _no_adaptive(self, what: str) -> None:
+        # These paths would clip at C0 forever and add z_Delta's noise: private, but
+        # not adaptive, silently. The clip norm's state lives in fit's loop.
+        if self.adaptive_clipping is not None:
+            raise NotImplementedError(
+                f"plan.{what} has no clip-norm state: a plan with adaptive clipping "
+                "runs through privacy.fit, which carries C_t from step to step "
+                "(and in its checkpoints)."
+            )
+
     def _check_adaptive(self, num_blocks: int) -> None:
         adaptive = self.adaptive_clipping
         if not isinstance(adaptive, AdaptiveClipping):
@@ -674,6 +684,7 @@ class DPPlan:
         Pure and jittable. ``key`` is this release's key (e.g. ``fold_in(secret_key,
         step)``); with several blocks ``clipped`` is a tuple of them.
         """
+        self._no_adaptive("privatize")
         structure, arrays = self.split()
         return structure.privatize(clipped, key, arrays)
 
@@ -683,6 +694,7 @@ class DPPlan:
         Release t uses ``fold_in(key, t)``.
         """
         _no_discrete_privatizer(self.noise)
+        self._no_adaptive("privatizer / dpsgd / make_dp_step")
         return optax.chain(
             _noise_transform(self.noise_stds, key),
             optax.scale(1.0 / self.expected_batch_size),

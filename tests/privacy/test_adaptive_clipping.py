@@ -167,6 +167,12 @@ def test_an_impossible_split_is_refused_with_one_clear_error():
     small = privacy.AdaptiveClipping(count_noise_std=1.0)  # z_b = 2
     with pytest.raises(ValueError, match="cannot split the noise"):
         _poisson_plan(None, small).calibrate(0.05, 1e-5)
+    # the paths without a clip-norm state refuse an adaptive plan (never silently fixed)
+    plan = _poisson_plan(1.0, privacy.AdaptiveClipping())
+    with pytest.raises(NotImplementedError, match="privacy.fit"):
+        plan.dpsgd(optax.sgd(0.1), key=jax.random.key(0))
+    with pytest.raises(NotImplementedError, match="privacy.fit"):
+        plan.privatize(jnp.zeros(3), jax.random.key(0))
     with pytest.raises(ValueError, match="target_quantile"):
         privacy.AdaptiveClipping(target_quantile=1.0)
     with pytest.raises(ValueError, match="one clip norm"):
@@ -388,3 +394,18 @@ def test_a_killed_adaptive_run_resumes_with_the_same_clip_norms(tmp_path):
     assert ledger.epsilon().epsilon == pytest.approx(
         _poisson_plan(1.0, n=n, q=0.5, steps=6).epsilon(1e-5).epsilon, rel=1e-9
     )
+
+
+def test_privorl_finetune_config_opts_in_and_defaults_to_a_fixed_clip():
+    from privrl_jax.pipelines import privorl_n
+    from privrl_jax.pipelines._synth.train import make_plan
+
+    fixed = make_plan(privorl_n.load("privorl_n/test", []), 600)
+    assert fixed.adaptive_clipping is None
+    cfg = privorl_n.load("privorl_n/test", ["finetune.adaptive_clip_quantile=0.7"])
+    plan = make_plan(cfg, 600)
+    assert plan.adaptive_clipping.target_quantile == 0.7
+    assert plan.noise_multipliers == fixed.noise_multipliers
+    assert plan.epsilon(1e-4).epsilon == fixed.epsilon(1e-4).epsilon
+    with pytest.raises(ValueError, match="adaptive_clip_quantile"):
+        privorl_n.load("privorl_n/test", ["finetune.adaptive_clip_quantile=1.0"])
