@@ -6,6 +6,7 @@ plan and dp-accounting (bit-equal), convergence to a known quantile with the noi
 units of several items, the ghost path against the per-unit path, and the refusal.
 """
 
+import dataclasses
 import math
 
 import dp_accounting
@@ -390,6 +391,12 @@ def test_a_killed_adaptive_run_resumes_with_the_same_clip_norms(tmp_path):
         )
     again = privacy.fit(plan, method, x, state, recorder=recorder(tmp_path / "b"))
     np.testing.assert_array_equal(full.state.params, again.state.params)
+    # the ledger records the adaptive config: a rerun under another one is refused
+    other = dataclasses.replace(
+        plan, adaptive_clipping=privacy.AdaptiveClipping(target_quantile=0.9)
+    )
+    with pytest.raises(privacy.LedgerError, match="adaptive_clipping"):
+        privacy.fit(other, method, x, state, recorder=recorder(tmp_path / "b"))
     ledger = privacy.Ledger.load(tmp_path / "b")
     assert ledger.epsilon().epsilon == pytest.approx(
         _poisson_plan(1.0, n=n, q=0.5, steps=6).epsilon(1e-5).epsilon, rel=1e-9
@@ -409,3 +416,43 @@ def test_privorl_finetune_config_opts_in_and_defaults_to_a_fixed_clip():
     assert plan.epsilon(1e-4).epsilon == fixed.epsilon(1e-4).epsilon
     with pytest.raises(ValueError, match="adaptive_clip_quantile"):
         privorl_n.load("privorl_n/test", ["finetune.adaptive_clip_quantile=1.0"])
+
+
+def test_the_auditor_accounts_the_plans_epsilon_and_sees_the_larger_gradient_noise():
+    from privrl_jax.privacy import audit
+
+    m, delta = 10_000, 1e-5
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    model = nn.Dense(1)
+    loss = lambda p, item: (model.apply(p, item[0])[0] - item[1]) ** 2  # noqa: E731
+    sampler = privacy.FullBatchSampler(dataset_size=64, microbatch_size=512)
+    # z = 2, z_b = 2 x 1.25 = 2.5: the gradient runs at z_Delta = (1/4 - 1/6.25)^-1/2
+    plan = privacy.DPPlan(
+        sampler=sampler,
+        l2_clip_norm=1.0,
+        steps=1,
+        noise_multiplier=2.0,
+        adaptive_clipping=privacy.AdaptiveClipping(count_noise_std=1.25),
+    )
+    z_delta = (0.25 - 0.16) ** -0.5
+    fixed = privacy.DPPlan(
+        sampler=sampler, l2_clip_norm=1.0, steps=1, noise_multiplier=2.0
+    )
+    res = audit.audit_fit(
+        plan,
+        loss,
+        optax.sgd(0.01),
+        model.init(jax.random.key(0), x[0]),
+        (x[:, None], x.sum(1)[:, None]),
+        num_canaries=m,
+        k_positive=100,
+        delta=delta,
+        seed=1,
+        secret=privacy.DPSecret.from_seed(1),
+    )
+    assert res.epsilon_accounted == fixed.epsilon(delta).epsilon
+    assert 0 < res.epsilon_demonstrated <= res.epsilon_accounted
+    # the canaries see the gradient's noise alone: mu = 1 / z_Delta (0.33), not 1 / z
+    se = math.sqrt(4 / m)
+    assert abs(res.gdp.mu - 1 / z_delta) < 5 * se
+    assert res.gdp.mu < 0.5 - 5 * se
