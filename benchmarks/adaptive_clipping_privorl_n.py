@@ -4,21 +4,26 @@ epsilon.
 
 Every run is ``privorl_n/test`` (600 sensitive transitions, a 32-wide 1-block denoiser
 pre-trained 40 steps on 800 public rows) with ``finetune.epochs=5`` (94 DP steps,
-expected batch 32), no agents, no MIA, no canaries, at ``--epsilon`` (RDP, the
-config's delta). The rows differ only in the clip norm: ``finetune.l2_clip_norm`` = C
-fixed, or adaptive clipping from C0 = 1 toward the median of the per-transition
-gradient norms (``privacy.AdaptiveClipping``, Andrew et al. 2021; the count's noise is
-inside the same epsilon). Per seed, the rows share one pre-training
+expected batch 32), no agents, no MIA, no canaries, no anchors, at ``--epsilon``
+(RDP, the config's delta). The rows differ only in the clip norm: a fixed C
+(``finetune.l2_clip_norm``), or adaptive clipping from C0 = 1 toward the median of the
+per-transition gradient norms (``privacy.AdaptiveClipping``, Andrew et al. 2021; the
+count's noise is inside the same epsilon). Per seed, the rows share one pre-training
 (``pretrain.reuse_from``) and the noise seed ``1000 + seed`` (so labelled not private;
 the law of a private run's). Scores: the audit's fidelity of the release against the
 sensitive holdout (sliced Wasserstein, lower; marginal score, higher).
+
+The fine-tuning optimizer is Adam, which is invariant to the scale of its input: where
+every unit is clipped (C below every norm), the noisy mean is C times a C-free vector,
+and every such C gives the same run (to Adam's epsilon). The grid is therefore wide
+(0.1 to 1000), so that it reaches the norms.
 
 This is a smoke-scale comparison: at this size the pre-trained model is poor and the
 scores are noisy; read the paired differences and their intervals, not the levels.
 As in ``adaptive_clipping.py``, choosing the best fixed C reads the private data once
 per grid point, unaccounted; the adaptive row is one accounted run.
 
-Usage: python benchmarks/adaptive_clipping_privorl_n.py [--seeds 0 1 2 3 4]
+Usage: python benchmarks/adaptive_clipping_privorl_n.py [--seeds 0 1 2]
 Writes benchmarks/results/adaptive_clipping_privorl_n.{json,md} after every run; runs
 go to ``--out`` (a run with a report.json is read, not rerun).
 """
@@ -40,6 +45,7 @@ BASE = [
     "eval.mia=false",
     "eval.plots=false",
     "audit.canaries=0",
+    "eval.anchors=false",
 ]
 SCORES = {"sliced_wasserstein": "lower", "marginal": "higher"}
 
@@ -155,8 +161,10 @@ def tabulate(runs: list[dict], args) -> tuple[dict, str]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    ap.add_argument("--clips", type=float, nargs="+", default=[0.3, 1.0, 3.0, 10.0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument(
+        "--clips", type=float, nargs="+", default=[0.1, 1.0, 10.0, 100.0, 1000.0]
+    )
     ap.add_argument("--epsilon", type=float, default=4.0)
     ap.add_argument("--quantile", type=float, default=0.5)
     ap.add_argument("--c0", type=float, default=1.0)
