@@ -83,7 +83,8 @@ def one_run(seed, clip, args, out: Path, first: Path | None) -> tuple[Path, dict
         privorl_n.run(cfg, run_dir)
     rep = json.loads((run_dir / "report.json").read_text())
     audit = json.loads((run_dir / "audit" / "audit.json").read_text())
-    return run_dir, {
+    final = {} if clip is not None else {"final_clip_norm": final_clip_norm(run_dir)}
+    return run_dir, final | {
         "seed": seed,
         "row": row_name(clip, args.quantile),
         "epsilon_spent_rdp": rep["privacy"]["rdp"]["epsilon"],
@@ -91,6 +92,16 @@ def one_run(seed, clip, args, out: Path, first: Path | None) -> tuple[Path, dict
         "fidelity": {k: audit["fidelity"][k] for k in SCORES},
         "wall_time_s": rep["wall_time_s"],
     }
+
+
+def final_clip_norm(run_dir: Path) -> float:
+    """The clip norm the adaptive run ended with (fit checkpoints it with the state)."""
+    import orbax.checkpoint as ocp  # noqa: PLC0415
+
+    dp = run_dir / "checkpoints" / "dp"
+    last = max(int(p.name) for p in dp.iterdir() if p.name.isdigit())
+    tree = ocp.StandardCheckpointer().restore(dp / str(last) / "default")
+    return float(tree["l2_clip_norm"])
 
 
 def tabulate(runs: list[dict], args) -> tuple[dict, str]:
@@ -156,7 +167,20 @@ def tabulate(runs: list[dict], args) -> tuple[dict, str]:
                     for k in SCORES
                 )
             )
-    return {"table": table, "adaptive_minus_fixed": diffs}, "\n".join(lines) + "\n"
+    finals = [x["final_clip_norm"] for x in runs if "final_clip_norm" in x]
+    final = summary(finals) if finals else None
+    if final is not None:
+        lines += [
+            "",
+            f"Adaptive's final clip norm: {final['mean']:.3g} ± {final['std']:.3g} "
+            f"(n = {final['n']}; from C0 = {args.c0:g}).",
+        ]
+    payload = {
+        "table": table,
+        "adaptive_minus_fixed": diffs,
+        "adaptive_final_clip_norm": final,
+    }
+    return payload, "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> None:
