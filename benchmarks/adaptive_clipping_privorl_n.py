@@ -23,7 +23,7 @@ scores are noisy; read the paired differences and their intervals, not the level
 As in ``adaptive_clipping.py``, choosing the best fixed C reads the private data once
 per grid point, unaccounted; the adaptive row is one accounted run.
 
-Usage: python benchmarks/adaptive_clipping_privorl_n.py [--seeds 0 1 2]
+Usage: python benchmarks/adaptive_clipping_privorl_n.py [--seeds 0 1 2 3 4]
 Writes benchmarks/results/adaptive_clipping_privorl_n.{json,md} after every run; runs
 go to ``--out`` (a run with a report.json is read, not rerun).
 """
@@ -185,7 +185,7 @@ def tabulate(runs: list[dict], args) -> tuple[dict, str]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument(
         "--clips", type=float, nargs="+", default=[0.1, 1.0, 10.0, 100.0, 1000.0]
     )
