@@ -203,6 +203,10 @@ class FinetuneConfig:
     microbatch_size: int = 64
     clip_method: ClipMethod = "vmap"
     checkpoint_every: int = 50
+    # None: the fixed clip norm l2_clip_norm. A quantile in (0, 1): adaptive clipping
+    # (privacy.AdaptiveClipping, Andrew et al. 2021) from l2_clip_norm toward that
+    # private quantile of the per-unit norms, inside the same epsilon.
+    adaptive_clip_quantile: float | None = None
 
     # These size the DP phase: a bad one must be refused here, before any noise is
     # drawn (epochs = 0 used to become one DP step that spent the budget).
@@ -213,6 +217,7 @@ class FinetuneConfig:
         "l2_clip_norm": positive(),
         "microbatch_size": at_least(1, MAX_BATCH),
         "checkpoint_every": at_least(1, MAX_STEPS),
+        "adaptive_clip_quantile": Bound(0.0, 1.0, low_open=True, high_open=True),
     }
 
     def __post_init__(self):

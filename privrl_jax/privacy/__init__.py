@@ -15,6 +15,7 @@ from privrl_jax.privacy._accounting import (
     validate_delta,
     zcdp_epsilon,
 )
+from privrl_jax.privacy._adaptive import AdaptiveClipping
 from privrl_jax.privacy._aggregation import DPTrainState
 from privrl_jax.privacy._checkpoints import Checkpoints
 from privrl_jax.privacy._clipping import (
@@ -83,6 +84,7 @@ __all__ = [
     "ENV_PROCESS_ID",
     "LEDGER_FILE",
     "Accountant",
+    "AdaptiveClipping",
     "BudgetExceededError",
     "Callback",
     "Checkpoints",

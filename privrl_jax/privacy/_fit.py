@@ -53,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from privrl_jax.privacy import _adaptive
 from privrl_jax.privacy import _distributed as dist
 from privrl_jax.privacy._accounting import Accountant
 from privrl_jax.privacy._aggregation import AddNoiseState, DPTrainState, data_parallel
@@ -244,6 +245,8 @@ class LoopStats:
     step_end_s: list[float] = dataclasses.field(
         default_factory=list
     )  # perf_counter after each step
+    # Adaptive clipping only: the clip norm each step clipped to (device scalars).
+    clip_norms: list[Any] = dataclasses.field(default_factory=list)
 
 
 class FitResult(NamedTuple):
@@ -673,6 +676,21 @@ def _accumulate(
     clip_fn,
     mesh,
 ):
+    clipped, metrics, _ = _microbatch_sum(
+        params, data, item_mask, idx, unit_mask, offset, loss_key, t, norms,
+        clip_fn=clip_fn, mesh=mesh,
+    )  # fmt: skip
+    return (
+        jax.tree_util.tree_map(jnp.add, acc, clipped),
+        nonfinite + metrics.num_nonfinite,
+    )
+
+
+def _microbatch_sum(
+    params, data, item_mask, idx, unit_mask, offset, loss_key, t, norms, *,
+    clip_fn, mesh,
+):  # fmt: skip
+    # One microbatch's clipped sum and metrics (traced inside the jitted accumulators).
     clip_fn = dataclasses.replace(clip_fn, l2_clip_norms=tuple(norms))
     sum_fn = (clip_fn if mesh is None else data_parallel(clip_fn, mesh)).with_unit_keys
     batch = jax.tree_util.tree_map(lambda x: x[idx], data)
@@ -682,10 +700,73 @@ def _accumulate(
         step_key = jax.random.fold_in(loss_key, t)
         unit_keys = jax.vmap(lambda i: jax.random.fold_in(step_key, i))(offset + idx)
     clipped, metrics = sum_fn(params, batch, mask, unit_keys)
+    return clipped, metrics, jnp.any(mask, axis=1)
+
+
+@functools.partial(jax.jit, static_argnames=("clip_fn", "mesh"), donate_argnums=0)
+def _accumulate_adaptive(
+    acc,
+    nonfinite,
+    count,
+    params,
+    data,
+    item_mask,
+    idx,
+    unit_mask,
+    offset,
+    loss_key,
+    t,
+    clip_norm,
+    *,
+    clip_fn,
+    mesh,
+):
+    # _accumulate at a traced clip norm C_t that also adds the microbatch's centred
+    # count of unclipped units (privacy/_adaptive.py): one bit per unit, from the
+    # unit's whole norm (the ghost path's norms too: no per-unit gradient is formed).
+    clipped, metrics, present = _microbatch_sum(
+        params, data, item_mask, idx, unit_mask, offset, loss_key, t, (clip_norm,),
+        clip_fn=clip_fn, mesh=mesh,
+    )  # fmt: skip
+    bits = _adaptive.centred_unclipped_count(metrics.per_unit_norms, present, clip_norm)
     return (
         jax.tree_util.tree_map(jnp.add, acc, clipped),
         nonfinite + metrics.num_nonfinite,
+        count + bits,
     )
+
+
+def _adaptive_noise_std(clip_norm, std_per_norm):
+    # Step t's gradient noise std: z_Delta x sensitivity factor x C_t (float32).
+    return jnp.asarray(clip_norm, jnp.float32) * jnp.float32(std_per_norm)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "expected_batch_size"))
+def _next_clip_norm(
+    clip_norm,
+    count,
+    noise_key,
+    t,
+    count_noise_std,
+    std_per_norm,
+    *,
+    config,
+    expected_batch_size,
+):
+    # C_{t+1} from step t's count, with noise from a key no gradient release uses, and
+    # the noise std of step t+1's release.
+    key = jax.random.fold_in(
+        jax.random.fold_in(noise_key, _adaptive.COUNT_NOISE_TAG), t
+    )
+    new, _ = _adaptive.update_clip_norm(
+        clip_norm,
+        count,
+        key,
+        config=config,
+        count_noise_std=count_noise_std,
+        expected_batch_size=expected_batch_size,
+    )
+    return new, _adaptive_noise_std(new, std_per_norm)
 
 
 @functools.partial(
@@ -833,11 +914,16 @@ def fit(
     stats = stats if stats is not None else LoopStats()
     every = getattr(recorder, "checkpoint_every", plan.steps)
 
-    start, tree = recorder.resume(
-        plan, {"state": init_state, "secret": secret.to_tree()}, topo
-    )
+    adaptive = plan.adaptive_clipping
+    template = {"state": init_state, "secret": secret.to_tree()}
+    if adaptive is not None:
+        # The clip norm is part of the run's state (a DP release: post-processing of
+        # the noisy counts), checkpointed with it so a resumed run continues it.
+        template["l2_clip_norm"] = jnp.asarray(plan.l2_clip_norms[0], jnp.float32)
+    start, tree = recorder.resume(plan, template, topo)
     secret = DPSecret.from_tree(tree["secret"])
     state = tree["state"]
+    clip_norm = tree.get("l2_clip_norm")
 
     clip_fn = method.clipped
     sum_shapes = jax.eval_shape(
@@ -868,6 +954,19 @@ def fit(
     structure, arrays = plan.split()
     # privatize reads only the stds, never a clip norm: those are not passed.
     noise_stds = tuple(arrays.noise_stds)
+    if adaptive is not None:
+        clip_structure = _without_norms(clip_fn)
+        # sigma_grad x sensitivity factor: C_t's noise std is this times C_t.
+        std_per_norm = plan.gradient_noise_multiplier * (
+            plan.sensitivities[0] / plan.l2_clip_norms[0]
+        )
+        next_clip_norm = functools.partial(
+            _next_clip_norm,
+            config=adaptive,
+            expected_batch_size=float(plan.expected_batch_size),
+        )
+        count_noise_std = np.float32(plan.count_noise_std)
+        noise_stds = (_adaptive_noise_std(clip_norm, std_per_norm),)
     release = functools.partial(
         _release,
         structure=structure,
@@ -901,10 +1000,9 @@ def fit(
             stats.local_units.append(batch.size)
             acc = zero_sum()
             params = params_of(state)
+            count = jnp.zeros((), jnp.float32)
             for j in range(batch.indices.shape[0]):
-                acc, nonfinite = accumulate(
-                    acc,
-                    nonfinite,
+                args = (
                     params,
                     data,
                     item_mask,
@@ -914,13 +1012,39 @@ def fit(
                     loss_key,
                     np.int32(t),
                 )
+                if adaptive is None:
+                    acc, nonfinite = accumulate(acc, nonfinite, *args)
+                else:
+                    acc, nonfinite, count = _accumulate_adaptive(
+                        acc,
+                        nonfinite,
+                        count,
+                        *args,
+                        clip_norm,
+                        clip_fn=clip_structure,
+                        mesh=mesh,
+                    )
             if topo.distributed:
-                acc = dist.sum_over_processes(acc)
+                if adaptive is None:
+                    acc = dist.sum_over_processes(acc)
+                else:
+                    acc, count = dist.sum_over_processes((acc, count))
             if method.public_rows is not None:
                 state, acc = method.public_rows(state, acc, t)
             state, healthy = release(
                 state, acc, noise_key, np.int32(t), healthy, noise_stds
             )
+            if adaptive is not None:
+                stats.clip_norms.append(clip_norm)
+                clip_norm, std = next_clip_norm(
+                    clip_norm,
+                    count,
+                    noise_key,
+                    np.int32(t),
+                    count_noise_std,
+                    np.float32(std_per_norm),
+                )
+                noise_stds = (std,)
             stats.step_end_s.append(time.perf_counter())
             stats.steps += 1
             stats.noise_draws += 1
@@ -949,9 +1073,11 @@ def fit(
                         f"{plan.noise_multipliers[0]:.3g}); "
                         f"{divergence_hint}, and use a new run directory."
                     )
-                recorder.commit(
-                    plan, t + 1, {"state": state, "secret": secret.to_tree()}
-                )
+                saved = {"state": state, "secret": secret.to_tree()}
+                if adaptive is not None:
+                    saved["l2_clip_norm"] = clip_norm
+                    info["l2_clip_norm"] = float(clip_norm)
+                recorder.commit(plan, t + 1, saved)
                 unrecorded = 0
                 nonfinite_units = int(
                     dist.sum_over_processes(np.asarray(nonfinite))

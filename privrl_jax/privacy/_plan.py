@@ -36,6 +36,11 @@ from privrl_jax.privacy._accounting import (
     Neighboring,
     Sampling,
 )
+from privrl_jax.privacy._adaptive import (
+    AdaptiveClipping,
+    count_noise_multiplier,
+    gradient_noise_multiplier,
+)
 from privrl_jax.privacy._aggregation import _noise_transform, add_noise_blocks
 from privrl_jax.privacy._clipping import (
     ClippedSumFn,
@@ -287,6 +292,12 @@ class DPPlan:
       neighboring: the neighbouring relation; by default the sampler's (add/remove-one
         for Poisson and full batches, replace-one for uniform one-of-N, which requires
         it).
+      adaptive_clipping: None (a fixed clip norm, the default) or an
+        :class:`AdaptiveClipping`: ``l2_clip_norm`` is then the initial clip norm, which
+        :func:`~privrl_jax.privacy.fit` moves toward a private quantile of the per-unit
+        norms. The event (and epsilon) stay those of sigma = ``noise_multiplier``: the
+        gradient gets the larger :attr:`gradient_noise_multiplier` and the count of
+        unclipped units the rest (privacy/_adaptive.py). One block, float noise only.
 
     Example:
       >>> from privrl_jax import privacy
@@ -305,6 +316,7 @@ class DPPlan:
     # None: float32 Gaussian noise (the default); DiscreteGaussianNoise(): the
     # floating-point-safe discrete Gaussian on a grid (privacy/_discrete_gaussian.py).
     noise: DiscreteGaussianNoise | None = None
+    adaptive_clipping: AdaptiveClipping | None = None
 
     def __post_init__(self):
         if not isinstance(
@@ -375,6 +387,43 @@ class DPPlan:
             object.__setattr__(
                 self, "noise_multiplier", sigmas if len(sigmas) > 1 else sigmas[0]
             )
+        if self.adaptive_clipping is not None:
+            self._check_adaptive(len(norms))
+
+    def _no_adaptive(self, what: str) -> None:
+        # These paths would clip at C0 forever and add z_Delta's noise: private, but
+        # not adaptive, silently. The clip norm's state lives in fit's loop.
+        if self.adaptive_clipping is not None:
+            raise NotImplementedError(
+                f"plan.{what} has no clip-norm state: a plan with adaptive clipping "
+                "runs through privacy.fit, which carries C_t from step to step "
+                "(and in its checkpoints)."
+            )
+
+    def _check_adaptive(self, num_blocks: int) -> None:
+        adaptive = self.adaptive_clipping
+        if not isinstance(adaptive, AdaptiveClipping):
+            raise ValueError(
+                "adaptive_clipping must be None or a privacy.AdaptiveClipping; got "
+                f"{type(adaptive).__name__}."
+            )
+        if num_blocks != 1:
+            raise ValueError(
+                "adaptive clipping follows one clip norm; this plan has "
+                f"{num_blocks} blocks. Give one l2_clip_norm."
+            )
+        if self.noise is not None:
+            raise NotImplementedError(
+                "adaptive clipping with the discrete-Gaussian noise mode is not "
+                "supported (its grid is fixed by the clip norm); use noise=None."
+            )
+        object.__setattr__(
+            self,
+            "adaptive_clipping",
+            adaptive.resolved(self.sampler.expected_batch_size),
+        )
+        if self.noise_multiplier is not None:
+            self.gradient_noise_multiplier  # noqa: B018  (raises if z cannot be split)
 
     # ---------------------------------------------------------------- the fields' views
     @property
@@ -422,12 +471,51 @@ class DPPlan:
     def noise_stds(self) -> tuple[float, ...]:
         """Noise std added to each block of the sum: sigma_i times its sensitivity.
 
-        With discrete noise, also times 1 + rho, the rounding's share of Delta.
+        With discrete noise, also times 1 + rho, the rounding's share of Delta. With
+        adaptive clipping: :attr:`gradient_noise_multiplier` times the initial
+        sensitivity (step t's is that multiplier times its own clip norm's).
         """
         factor = 1.0 if self.noise is None else self.noise.std_factor
-        return tuple(
-            s * d * factor for s, d in zip(self.noise_multipliers, self.sensitivities)
+        sigmas = (
+            self.noise_multipliers
+            if self.adaptive_clipping is None
+            else (self.gradient_noise_multiplier,)
         )
+        return tuple(s * d * factor for s, d in zip(sigmas, self.sensitivities))
+
+    @property
+    def count_noise_std(self) -> float:
+        """Adaptive clipping's sigma_b: the std of the noise on the unclipped count.
+
+        0 for a non-private plan; raises without adaptive clipping.
+        """
+        if self.adaptive_clipping is None:
+            raise ValueError("this plan has no adaptive clipping.")
+        if not self.private:
+            return 0.0
+        return float(self.adaptive_clipping.count_noise_std)  # type: ignore[arg-type]
+
+    @property
+    def gradient_noise_multiplier(self) -> float:
+        """The gradient's noise multiplier (noise std / its sensitivity).
+
+        sigma itself with a fixed clip norm; with adaptive clipping, z_Delta = (z^-2 -
+        z_b^-2)^(-1/2) > z, so that the gradient and the count together are one
+        Gaussian of noise multiplier z (Andrew et al. 2021, Theorem 1), which is what
+        the event accounts.
+        """
+        z = self.noise_multipliers[0]
+        if self.adaptive_clipping is None:
+            if self.num_blocks != 1:
+                raise ValueError(
+                    f"this plan has {self.num_blocks} blocks; see noise_multipliers."
+                )
+            return z
+        z_b = count_noise_multiplier(
+            float(self.adaptive_clipping.count_noise_std),  # type: ignore[arg-type]
+            self._relation,
+        )
+        return gradient_noise_multiplier(z, z_b)
 
     @property
     def effective_noise_multiplier(self) -> float:
@@ -631,6 +719,7 @@ class DPPlan:
           The noisy sum divided by the public expected batch size q N (the noisy mean
           an optimizer takes), in the dtypes of ``clipped``.
         """
+        self._no_adaptive("privatize")
         structure, arrays = self.split()
         return structure.privatize(clipped, key, arrays)
 
@@ -639,6 +728,7 @@ class DPPlan:
         # q N; release t uses ``fold_in(key, t)``), for the lower-level step of
         # _aggregation.make_dp_step (tests, benchmarks).
         _no_discrete_privatizer(self.noise)
+        self._no_adaptive("privatizer / dpsgd / make_dp_step")
         return optax.chain(
             _noise_transform(self.noise_stds, key),
             optax.scale(1.0 / self.expected_batch_size),
@@ -679,6 +769,8 @@ class DPPlan:
             out["capacity"] = capacity
         if self.noise is not None:
             out["noise"] = self.noise.describe()
+        if self.adaptive_clipping is not None:
+            out["adaptive_clipping"] = self.adaptive_clipping.describe()
         if self.noise_multiplier is not None:
             out |= {
                 "noise_multipliers": list(self.noise_multipliers),
@@ -962,4 +1054,9 @@ def mechanism_from_description(
         noise_multiplier=tuple(params["noise_multipliers"]),
         neighboring=Neighboring[params["neighboring"]],
         noise=noise_from_description(params.get("noise")),
+        adaptive_clipping=(
+            AdaptiveClipping(**params["adaptive_clipping"])
+            if params.get("adaptive_clipping") is not None
+            else None
+        ),
     )

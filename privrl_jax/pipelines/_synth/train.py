@@ -104,6 +104,11 @@ def make_plan(cfg: Any, num_units: int) -> privacy.DPPlan:
         sampler=sampler,
         l2_clip_norm=fc.l2_clip_norm,
         steps=max(1, math.ceil(fc.epochs / q)),
+        adaptive_clipping=(
+            None
+            if fc.adaptive_clip_quantile is None
+            else privacy.AdaptiveClipping(target_quantile=fc.adaptive_clip_quantile)
+        ),
     )
     return plan.calibrate(pc.epsilon, pc.delta, pc.accountant)
 
