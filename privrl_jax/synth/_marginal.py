@@ -856,8 +856,8 @@ def mst_noise_multipliers(
     """Per-stage sigmas whose composition is one Gaussian of ``noise_multiplier``.
 
     Stage i gets the share w_i of rho = 1 / (2 sigma^2), i.e. sigma_i = sigma /
-    sqrt(w_i); then sum_i sigma_i^-2 = sigma^-2 (``privacy.effective_noise_multiplier``
-    of the three is sigma), so a sigma calibrated for one Gaussian release is the run's
+    sqrt(w_i); then sum_i sigma_i^-2 = sigma^-2 (the effective noise multiplier of
+    the three is sigma), so a sigma calibrated for one Gaussian release is the run's
     sigma for the whole MST.
 
     Args:

@@ -19,7 +19,12 @@ import pytest
 
 from privrl_jax import privacy
 from privrl_jax.privacy import _adaptive
-from privrl_jax.privacy._plan import event_from_description, mechanism_from_description
+from privrl_jax.privacy._aggregation import add_noise_blocks
+from privrl_jax.privacy._plan import (
+    effective_noise_multiplier,
+    event_from_description,
+    mechanism_from_description,
+)
 
 
 def _poisson_plan(sigma=1.0, adaptive=None, n=2000, q=0.05, steps=100, mb=32):
@@ -112,7 +117,7 @@ def test_z_delta_is_the_papers_split_and_the_pair_is_one_gaussian_of_z(
     assert plan.count_noise_std == pytest.approx(z_b * plan.sensitivities[0] / c0 / 2)
     assert plan.noise_stds == (pytest.approx(z_delta * plan.sensitivities[0]),)
     # Theorem 1: the gradient (z_Delta) and the count (z_b) together are one z
-    assert privacy.effective_noise_multiplier(
+    assert effective_noise_multiplier(
         (plan.gradient_noise_multiplier, z_b)
     ) == pytest.approx(z, rel=1e-12)
 
@@ -230,7 +235,7 @@ def test_the_gradient_noise_fit_adds_is_z_delta_times_c_t():
     for t, c in enumerate(norms):
         # the clipped sum is 0, so the release is the noise itself: rebuild it exactly
         std = z_delta * c
-        want = privacy.add_noise_blocks(
+        want = add_noise_blocks(
             (jnp.zeros(dim),), jax.random.fold_in(secret.noise_key, t), (std,)
         )[0]
         np.testing.assert_allclose(released[t], want, rtol=1e-5, atol=1e-6 * std)
