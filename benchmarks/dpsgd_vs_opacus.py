@@ -182,9 +182,9 @@ def _jax_worker(cfg: Config, method: str):
     if method == "jax_ghost_dp_jax_noise":
         from privrl_jax.privacy import _aggregation  # noqa: PLC0415
 
-        _aggregation.fast_normals = lambda keys, shapes: [
-            jax.random.normal(k, s, jnp.float32) for k, s in zip(keys, shapes)
-        ]
+        _aggregation.fast_normal = lambda key, shape: jax.random.normal(
+            key, shape, jnp.float32
+        )
     if method == "jax_nonprivate":
         optimizer = optax.adam(LEARNING_RATE)
         batch = (x, noise, sigma)

@@ -156,16 +156,15 @@ def main() -> None:
     def dp_step_fallback(p, s):
         return dp_step(p, s, clip_fallback)
 
-    def jax_normals(keys, shapes):
-        return [jax.random.normal(k, s, jnp.float32) for k, s in zip(keys, shapes)]
+    jax_normal = lambda key, shape: jax.random.normal(key, shape, jnp.float32)  # noqa: E731
 
     def with_jax_noise(fn):
         def traced(*a):
-            saved, _aggregation.fast_normals = _aggregation.fast_normals, jax_normals
+            saved, _aggregation.fast_normal = _aggregation.fast_normal, jax_normal
             try:
                 return fn(*a)
             finally:
-                _aggregation.fast_normals = saved
+                _aggregation.fast_normal = saved
 
         return traced
 

@@ -21,7 +21,7 @@ import optax
 from privrl_jax.privacy._accounting import Neighboring
 from privrl_jax.privacy._clip_core import ClipMetrics
 from privrl_jax.privacy._clipping import ClippedSumFn
-from privrl_jax.privacy._noise import fast_normals
+from privrl_jax.privacy._noise import fast_normal
 
 PyTree = Any
 
@@ -49,29 +49,22 @@ def standard_normal(key: jax.Array, size: int) -> jax.Array:
         return jax.random.normal(key, (size,), jnp.float32)
 
 
-def _normals_f32(key: jax.Array, shapes: Sequence[tuple[int, ...]]) -> list[jax.Array]:
-    """``jax.random.normal(k_i, shapes[i], float32)``, ``k_i = split(key, n)[i]``.
+def _normal_f32(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """``jax.random.normal(key, shape, float32)``, bit for bit.
 
-    Bit for bit, drawn the fastest way per platform.
+    Drawn the fastest way per platform.
 
-    On CPU, JAX lowers Threefry as a rolled loop that XLA cannot fuse; ``fast_normals``
-    writes the same hash out in jnp, so it fuses with the counters (the noise of the
-    6.6M-parameter denoiser: issue 25), and computes each leaf's hash once, not once per
-    consumer of the noise (issue 52; ``benchmarks/results/ghost_step_issue52.md``).
+    On CPU, JAX lowers Threefry as a rolled loop that XLA cannot fuse; ``fast_normal``
+    writes the same hash out in jnp, so it fuses with the counters, the normal map and
+    the add (the noise of the 6.6M-parameter denoiser: benchmarks/README.md, issue 25).
     On GPU/TPU JAX's own lowering is already straight-line (or a CUDA kernel), so it is
     kept there. The choice is made when XLA lowers for a platform and does not change a
     single bit of the noise.
     """
-    if not shapes:
-        return []
-    # One key per leaf (split once) and JAX's default (partitionable) Threefry stream.
-    keys = jax.random.split(key, len(shapes))
     return jax.lax.platform_dependent(
-        keys,
-        cpu=lambda ks: fast_normals([ks[i] for i in range(len(shapes))], shapes),
-        default=lambda ks: [
-            jax.random.normal(ks[i], s, jnp.float32) for i, s in enumerate(shapes)
-        ],
+        key,
+        cpu=lambda k: fast_normal(k, shape),
+        default=lambda k: jax.random.normal(k, shape, jnp.float32),
     )
 
 
@@ -103,10 +96,11 @@ def add_noise_blocks(
         )
     flat = [jax.tree_util.tree_flatten(block) for block in blocks]
     leaves = [(x, stds[i]) for i, (ls, _) in enumerate(flat) for x in ls]
-    normals = _normals_f32(key, [x.shape for x, _ in leaves])
+    # One key per leaf (split once) and JAX's default (partitionable) Threefry stream.
+    keys: Any = jax.random.split(key, len(leaves)) if leaves else []
     noised = [
-        (x.astype(jnp.float32) + std * z).astype(x.dtype)
-        for (x, std), z in zip(leaves, normals)
+        (x.astype(jnp.float32) + std * _normal_f32(k, x.shape)).astype(x.dtype)
+        for (x, std), k in zip(leaves, keys)
     ]
     out, pos = [], 0
     for ls, treedef in flat:

@@ -109,14 +109,9 @@ def random_bits32(key: jax.Array, shape: Sequence[int]) -> jax.Array:
         or np.prod(shape) >= 2**32
     ):
         return jax.random.bits(key, shape, jnp.uint32)
-    return _bits_of_words(words[0], words[1], shape)
-
-
-def _bits_of_words(k0: jax.Array, k1: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """:func:`random_bits32` of the key ``(k0, k1)``, for fewer than 2^32 values."""
     # Sizes below 2^32 have a zero high counter word: a constant, which XLA folds away.
     lo = jax.lax.iota(jnp.uint32, int(np.prod(shape))).reshape(shape)
-    y0, y1 = threefry2x32(k0, k1, jnp.zeros_like(lo), lo)
+    y0, y1 = threefry2x32(words[0], words[1], jnp.zeros_like(lo), lo)
     return y0 ^ y1
 
 
@@ -163,57 +158,3 @@ def fast_normal(key: jax.Array, shape: Sequence[int]) -> jax.Array:
     if _key_words(key) is None or not partitionable:
         return jax.random.normal(key, shape, jnp.float32)
     return _normal_from_bits(random_bits32(key, shape))
-
-
-def fast_normals(
-    keys: Sequence[jax.Array], shapes: Sequence[Sequence[int]]
-) -> list[jax.Array]:
-    """``[fast_normal(k, s) for k, s in zip(keys, shapes)]``, bit for bit, hashing once.
-
-    Why: XLA fuses a draw into each of its consumers, and in a DP step the noise of a
-    leaf has three (the noised sum's ``erf_inv`` map, then Adam's first and second
-    moments): every leaf's 20-round hash was computed three times, and compiling those
-    fusions took 130-240 MB of RSS (issue 52; benchmarks/results/ghost_step_issue52.md).
-    A fusion cannot cross a conditional, so the bits of *all* leaves are drawn inside
-    one ``lax.cond`` whose two branches are the same draw: its result is one buffer of
-    bits per leaf, computed once, and the bits-to-normal map still fuses downstream.
-    The predicate only picks between two identical branches, so the noise cannot
-    depend on it; one conditional for all leaves (not one per leaf) keeps the op count.
-    Under ``vmap`` over the keys the conditional becomes a select of two equal values.
-
-    Args:
-      keys: one scalar PRNG key per array (typed or raw uint32[2]).
-      shapes: the output shapes, one per key.
-
-    Returns:
-      float32 arrays of ``shapes``, equal to ``jax.random.normal(keys[i], shapes[i])``.
-      Keys of another PRNG, the non-partitionable stream or an array of 2^32 values or
-      more take :func:`fast_normal` per array (the same bits, fused as before).
-
-    >>> keys = list(jax.random.split(jax.random.key(0), 2))
-    >>> got = fast_normals(keys, [(3,), (2, 2)])
-    >>> all(bool(jnp.array_equal(g, jax.random.normal(k, g.shape)))
-    ...     for g, k in zip(got, keys))
-    True
-    """
-    if len(keys) != len(shapes):
-        raise ValueError(f"{len(keys)} keys but {len(shapes)} shapes.")
-    shapes = [tuple(int(d) for d in s) for s in shapes]
-    words = [_key_words(k) for k in keys]
-    partitionable = jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]
-    if (
-        not keys
-        or not partitionable
-        or any(w is None for w in words)
-        or any(np.prod(s) >= 2**32 for s in shapes)
-    ):
-        return [fast_normal(k, s) for k, s in zip(keys, shapes)]
-
-    def draw(ws: list[tuple[jax.Array, jax.Array]]) -> list[jax.Array]:
-        return [_bits_of_words(k0, k1, s) for (k0, k1), s in zip(ws, shapes)]
-
-    # Any traced scalar serves as the predicate: both branches are the same draw. A
-    # constant one would let XLA inline the branch and fuse the hash again.
-    pred = words[0][0] == np.uint32(0)  # type: ignore[index]
-    bits = jax.lax.cond(pred, draw, draw, words)
-    return [_normal_from_bits(b) for b in bits]

@@ -4,18 +4,11 @@ jax.random's."""
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 import scipy.stats
 
-from privrl_jax.privacy import _aggregation
-from privrl_jax.privacy._aggregation import add_noise_blocks, dpsgd
-from privrl_jax.privacy._noise import (
-    fast_normal,
-    fast_normals,
-    random_bits32,
-    threefry2x32,
-)
+from privrl_jax.privacy._aggregation import add_noise_blocks
+from privrl_jax.privacy._noise import fast_normal, random_bits32, threefry2x32
 
 SHAPES = [
     (),
@@ -112,127 +105,6 @@ def test_noise_blocks_are_jax_normal_per_leaf_split_key():
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-
-
-def _per_leaf_normals(key, shapes):
-    # The draw before issue 52, verbatim: one fused fast_normal per leaf, so XLA
-    # recomputed each leaf's hash in every consumer of its noise.
-    keys = jax.random.split(key, len(shapes)) if shapes else []
-    return [
-        jax.lax.platform_dependent(
-            k,
-            cpu=lambda k, s=s: fast_normal(k, s),
-            default=lambda k, s=s: jax.random.normal(k, s, jnp.float32),
-        )
-        for k, s in zip(keys, shapes)
-    ]
-
-
-def _bits(x):
-    # Raw bytes, so -0.0 / 0.0 or differently-rounded low bits cannot compare equal.
-    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-        x = jax.random.key_data(x)
-    return np.atleast_1d(np.asarray(x)).view(np.uint8)
-
-
-def _assert_trees_bit_equal(got, want):
-    g, gdef = jax.tree_util.tree_flatten(got)
-    w, wdef = jax.tree_util.tree_flatten(want)
-    assert gdef == wdef
-    for a, b in zip(g, w):
-        assert a.dtype == b.dtype and a.shape == b.shape
-        np.testing.assert_array_equal(_bits(a), _bits(b))
-
-
-# Several dtypes and shapes, an empty leaf and a scalar, in nested containers.
-TREE = (
-    {
-        "w": jnp.linspace(-1, 1, 15, dtype=jnp.float32).reshape(3, 5),
-        "b": jnp.arange(7, dtype=jnp.bfloat16),
-        "s": jnp.asarray(0.25, jnp.float16),
-    },
-    [jnp.ones((2, 3, 4), jnp.float32), jnp.zeros((0, 3)), jnp.full((9,), -3.0)],
-)
-
-
-@pytest.mark.parametrize("jit", [False, True])
-def test_hash_once_draw_is_the_per_leaf_draw_bit_for_bit(jit, monkeypatch):
-    # Issue 52: all leaves' bits are drawn once, behind one conditional; every bit of
-    # the noised tree must stay what the per-leaf draw gave (stored runs replay).
-    key = jax.random.fold_in(jax.random.key(52), 3)
-    stds = (1.7, 0.3)
-
-    def noised(t, k):
-        return add_noise_blocks(t, k, stds)
-
-    fn = jax.jit(noised) if jit else noised
-    got = fn(TREE, key)
-    assert not np.array_equal(np.asarray(got[0]["w"]), np.asarray(TREE[0]["w"]))
-    monkeypatch.setattr(_aggregation, "_normals_f32", _per_leaf_normals)
-    fn = jax.jit(noised) if jit else noised
-    _assert_trees_bit_equal(got, fn(TREE, key))
-
-
-def test_hash_once_normals_equal_jax_random_and_under_vmap():
-    shapes = [(3, 5), (), (0,), (2, 3, 4), (1_001,)]
-    keys = list(jax.random.split(jax.random.key(9), len(shapes)))
-    got = jax.jit(lambda ks: fast_normals(ks, shapes))(keys)
-    for g, k, s in zip(got, keys, shapes):
-        want = jax.random.normal(k, s, jnp.float32)
-        np.testing.assert_array_equal(_bits(g), _bits(want))
-    # vmap over the keys turns the conditional into a select of two equal draws.
-    batch = jax.random.split(jax.random.key(10), 3)
-    got = jax.vmap(lambda k: fast_normals([k, jax.random.fold_in(k, 1)], shapes[:2]))(
-        batch
-    )
-    for i, k in enumerate(batch):
-        for g, kk, s in zip(got, [k, jax.random.fold_in(k, 1)], shapes[:2]):
-            want = jax.random.normal(kk, s, jnp.float32)
-            np.testing.assert_array_equal(_bits(g[i]), _bits(want))
-    with pytest.raises(ValueError, match="2 keys but 1 shapes"):
-        fast_normals(keys[:2], shapes[:1])
-
-
-def test_hash_once_dp_adam_steps_are_the_per_leaf_steps_bit_for_bit(monkeypatch):
-    # Under jit with Adam consuming the noise (the fusion issue 52 is about): the
-    # parameters and the whole optimizer state after three DP steps are bit-equal.
-    params = jax.tree.map(lambda x: x.astype(jnp.float32), TREE)
-    grads = jax.tree.map(lambda x: 0.1 * jnp.ones_like(x) + x, params)
-    tx = dpsgd(
-        optax.adam(1e-2),
-        noise_multiplier=1.1,
-        l2_clip_norm=0.7,
-        expected_batch_size=8.0,
-        key=jax.random.key(2024),
-    )
-
-    def run():
-        @jax.jit
-        def step(p, s):
-            u, s = tx.update(grads, s, p)
-            return optax.apply_updates(p, u), s
-
-        p, s = params, tx.init(params)
-        for _ in range(3):
-            p, s = step(p, s)
-        return p, s
-
-    new = run()
-    monkeypatch.setattr(_aggregation, "_normals_f32", _per_leaf_normals)
-    old = run()
-    _assert_trees_bit_equal(new, old)
-    assert not np.array_equal(np.asarray(new[0][0]["w"]), np.asarray(params[0]["w"]))
-
-
-@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the CPU lowering")
-def test_noise_hashes_once_behind_one_conditional():
-    # One conditional for all leaves (not one per leaf, which adds ops); were it
-    # inlined (a constant predicate, a new XLA pass), the hash would fuse again.
-    text = jax.jit(lambda t, k: add_noise_blocks(t, k, (1.0, 2.0))).lower(
-        TREE, jax.random.key(0)
-    )
-    text = text.compile().as_text()
-    assert text.count(" conditional(") == 1
 
 
 def test_law_ks_moments_and_independence():
