@@ -271,11 +271,14 @@ def hlo_op_count(hlo_text: str) -> dict[str, int]:
     """Counts the ops of a compiled XLA module (``compiled.as_text()``).
 
     ``ops``: instructions of the computations that run op by op (the entry computation,
-    while/conditional bodies and conditions, called computations), without those that
-    launch nothing (parameters, constants, tuples, bitcasts). A fusion counts as one op
-    and what is fused into it (and a reduction's reducer) is not counted: on a GPU each
-    counted op is about one kernel launch. ``fused``: the instructions inside fusions.
-    ``while_loops``: how many while loops the module has.
+    while bodies and conditions, called computations, and of each conditional the
+    branch with the most ops: one branch runs), without those that launch nothing
+    (parameters, constants, tuples, bitcasts). A fusion counts as one op and what is
+    fused into it (and a reduction's reducer) is not counted: on a GPU each counted op
+    is about one kernel launch. ``ops_all_branches``: the same with every branch of
+    every conditional counted (the count before conditionals were told apart).
+    ``fused``: the instructions inside fusions. ``while_loops``: how many while loops
+    the module has.
     """
     comps: dict[str, list[str]] = {}
     name = None
@@ -287,10 +290,19 @@ def hlo_op_count(hlo_text: str) -> dict[str, int]:
         elif name is not None and line.startswith("  ") and " = " in line:
             comps[name].append(line)
     inlined = set()  # computations run inside one op: fusion bodies, reducers
+    branch_sets = []  # the branches of each conditional
     for lines in comps.values():
         for line in lines:
             inlined.update(re.findall(r"(?:calls|to_apply)=%?([\w.\-]+)", line))
+            branches = re.search(r"branch_computations=\{([^}]*)\}", line)
+            if branches:
+                branch_sets.append(re.findall(r"%?([\w.\-]+)", branches.group(1)))
+            else:
+                pair = re.findall(r"(?:true|false)_computation=%?([\w.\-]+)", line)
+                if pair:
+                    branch_sets.append(pair)
     ops = fused = loops = 0
+    per_comp: dict[str, int] = {}
     for name, lines in comps.items():
         for line in lines:
             op = re.search(r" = [^ ]+(?: [^ ]+)*? ([a-z][a-z0-9\-]*)\(", line)
@@ -299,8 +311,18 @@ def hlo_op_count(hlo_text: str) -> dict[str, int]:
                 fused += 1
             elif op not in _FREE_OPS:
                 ops += 1
+                per_comp[name] = per_comp.get(name, 0) + 1
                 loops += op == "while"
-    return {"ops": ops, "fused": fused, "while_loops": loops}
+    not_run = sum(
+        sum(per_comp.get(b, 0) for b in bs) - max(per_comp.get(b, 0) for b in bs)
+        for bs in branch_sets
+    )
+    return {
+        "ops": ops - not_run,
+        "ops_all_branches": ops,
+        "fused": fused,
+        "while_loops": loops,
+    }
 
 
 # ------------------------------------------------------------------------------ PyTorch

@@ -577,3 +577,30 @@ def test_with_stored_runs_keeps_what_an_invocation_did_not_rerun(tmp_path):
     # Seed 0 rerun (new value), seed 2 new, seed 1 only stored: kept in place.
     got = with_stored_runs(path, [{"s": 2, "v": 5}, {"s": 0, "v": 9}], lambda r: r["s"])
     assert got == [{"s": 0, "v": 9}, {"s": 1, "v": 2}, {"s": 2, "v": 5}]
+
+
+def test_hlo_op_count_counts_one_branch_of_a_conditional():
+    # A conditional runs one branch: ``ops`` counts the larger one, and
+    # ``ops_all_branches`` both (issue 52's noise draw sits behind one).
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+    from dpsgd_vs_opacus import hlo_op_count  # noqa: PLC0415
+
+    def f(p, x, w):
+        def big(x):  # two matmuls: two ops that cannot fuse into one
+            return (x @ w) @ w
+
+        return jax.lax.cond(p, big, lambda x: x @ w, x)
+
+    args = (True, jnp.ones((8, 8)), jnp.ones((8, 8)))
+    text = jax.jit(f).lower(*args).compile().as_text()
+    assert text.count(" conditional(") == 1
+    got = hlo_op_count(text)
+    plain = hlo_op_count(
+        jax.jit(lambda x, w: x @ w).lower(*args[1:]).compile().as_text()
+    )
+    branches = got["ops_all_branches"] - got["ops"]
+    assert plain["ops"] == plain["ops_all_branches"] >= 1
+    # The smaller branch (one matmul) is what is left out; the entry keeps the
+    # conditional itself.
+    assert branches == 1 and got["ops"] >= 3
