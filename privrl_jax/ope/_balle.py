@@ -165,7 +165,20 @@ def first_visits(
     gamma: float,
     num_states: int,
 ) -> FirstVisits:
-    """:func:`trajectory_first_visits` over m trajectories (leaves [m, T])."""
+    """:func:`trajectory_first_visits` over m trajectories.
+
+    Args:
+      states: ``[m, T]`` int state indices.
+      rewards: ``[m, T]`` rewards.
+      mask: ``[m, T]`` bool, False on padding.
+      gamma: the discount.
+      num_states: S, the number of states (static).
+
+    Returns:
+      ``FirstVisits(visited [m, S] bool, returns [m, S])``: whether each trajectory
+      visits each state, and its discounted return from the first visit (0 when not
+      visited).
+    """
     visited, returns = jax.vmap(trajectory_first_visits, in_axes=(0, 0, 0, None, None))(
         states, rewards, mask, gamma, num_states
     )

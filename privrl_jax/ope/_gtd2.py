@@ -130,10 +130,20 @@ NORMALIZATIONS = ("horizon", "mean")
 
 
 def item_weights(mask: jax.Array, normalization: str = "horizon") -> jax.Array:
-    """[..., T] per-transition weights: 1/T (``"horizon"``) or 1/tau (``"mean"``).
+    """Per-transition weights of a trajectory's statistics: 1/T or 1/tau.
 
-    Padding gets 0. T = ``mask.shape[-1]``, the public padded length; tau = the
-    trajectory's own length (an empty trajectory gets 0 everywhere).
+    Args:
+      mask: ``[..., T]`` bool, False on padding; T = ``mask.shape[-1]`` is the public
+        padded length.
+      normalization: ``"horizon"`` (1/T) or ``"mean"`` (1/tau, tau the trajectory's
+        own length).
+
+    Returns:
+      ``[..., T]`` float32 weights; padding gets 0 (an empty trajectory gets 0
+      everywhere).
+
+    Raises:
+      ValueError: an unknown ``normalization``.
     """
     mask = mask.astype(jnp.float32)
     if normalization == "horizon":
