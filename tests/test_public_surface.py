@@ -21,7 +21,7 @@ FACES = [
     "privrl_jax.pipelines",
     "privrl_jax.experiments",
 ]
-# 585 public names before the front-door issue, 295 after; growing past this needs a
+# 585 public names before the front-door issue, 298 after; growing past this needs a
 # reason.
 MAX_PUBLIC_NAMES = 300
 
