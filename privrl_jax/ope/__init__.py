@@ -10,6 +10,7 @@ host-side.
 from privrl_jax.ope._balle import (
     dp_lsl,
     dp_lsw,
+    first_visits,
 )
 from privrl_jax.ope._chain import (
     ChainMDP,
@@ -44,6 +45,7 @@ from privrl_jax.ope._gtd2 import (
     TrajectoryData,
     Transitions,
     dataset_stats,
+    item_weights,
     lstd_solution,
 )
 from privrl_jax.ope._montecarlo import (
@@ -77,6 +79,7 @@ __all__ = [
     "dp_lsw",
     "evaluation_states",
     "exact_values",
+    "first_visits",
     "gpope",
     "gpope_init",
     "gpope_method",
@@ -85,6 +88,7 @@ __all__ = [
     "gpope_units",
     "gtd2",
     "hiv_features",
+    "item_weights",
     "lstd_solution",
     "mc_values",
     "medical_chain",

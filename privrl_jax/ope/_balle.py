@@ -165,7 +165,19 @@ def first_visits(
     gamma: float,
     num_states: int,
 ) -> FirstVisits:
-    """:func:`trajectory_first_visits` over m trajectories (leaves [m, T])."""
+    """Every trajectory's first-visit returns: the data DP-LSW / DP-LSL release from.
+
+    Args:
+      states: [m, T] int state acted in at each step.
+      rewards: [m, T] rewards.
+      mask: [m, T] bool, True on real steps (False on padding).
+      gamma: the discount.
+      num_states: the number of states.
+
+    Returns:
+      ``FirstVisits``: ``visited`` [m, S] bool and ``returns`` [m, S], per trajectory
+      as ``trajectory_first_visits`` gives them.
+    """
     visited, returns = jax.vmap(trajectory_first_visits, in_axes=(0, 0, 0, None, None))(
         states, rewards, mask, gamma, num_states
     )

@@ -134,6 +134,16 @@ def item_weights(mask: jax.Array, normalization: str = "horizon") -> jax.Array:
 
     Padding gets 0. T = ``mask.shape[-1]``, the public padded length; tau = the
     trajectory's own length (an empty trajectory gets 0 everywhere).
+
+    Args:
+      mask: [..., T] bool, True on real steps.
+      normalization: ``"horizon"`` or ``"mean"``.
+
+    Returns:
+      The weights, shaped like ``mask`` (float32).
+
+    Raises:
+      ValueError: an unknown ``normalization``.
     """
     mask = mask.astype(jnp.float32)
     if normalization == "horizon":
