@@ -322,35 +322,51 @@ def _reruns_page(results_dir: Path) -> str | None:
         spec = exp.tables[0]
         metric = spec.get("metric") or next(iter(spec["metrics"]))
         key = f"{spec['prefix']}.{metric}" if spec.get("prefix") else metric
-        axes = [a for a in exp.axes if a not in ("seed", "trial")]
+        # An axis some cells lack (one grid block's own) reads None for the others.
+        axes = [
+            a
+            for a in exp.axes
+            if a not in ("seed", "trial") and any(a in r["cell"] for r in new)
+        ]
         lines += [
             f"## `{name}` (`{metric}`)",
             "",
             f"| {' / '.join(axes)} | stored | rerun | rerun - stored | p |",
             "|---|---|---|---|---|",
         ]
-        groups = dict.fromkeys(tuple(r["cell"][a] for a in axes) for r in new)
+        groups = dict.fromkeys(tuple(r["cell"].get(a) for a in axes) for r in new)
         for g in groups:
 
             def vals(rows: list, g: tuple = g) -> list[float]:
                 return [
                     float(r["metrics"][key])
                     for r in rows
-                    if tuple(r["cell"][a] for a in axes) == g
+                    if tuple(r["cell"].get(a) for a in axes) == g
                 ]
 
             a, b = vals(old), vals(new)
             sa, sb = stats.summary(a), stats.summary(b)
             w = stats.welch(b, a) if len(a) > 1 and len(b) > 1 else None
-            label = " / ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in g)
+            label = " / ".join(
+                "—" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+                for v in g
+            )
             lines.append(
                 f"| {label} | {_summ(sa)} | {_summ(sb)} | "
                 + (f"{w['diff']:+.3f} | {w['p']:.2g} |" if w else "— | — |")
             )
         wall = [r["wall_s"] for r in new if r.get("wall_s")]
+        stored = {r["key"]: r for r in old}
+        same = sum(
+            r["key"] in stored
+            and (r.get("config_hash"), r["metrics"])
+            == (stored[r["key"]].get("config_hash"), stored[r["key"]]["metrics"])
+            for r in new
+        )
         lines += [
             "",
-            f"{len(new)} cells rerun, {sum(wall):.0f} s of runs in all.",
+            f"{len(new)} cells rerun, {sum(wall):.0f} s of runs in all; {same} of "
+            f"{len(new)} bit-equal to the stored row (same config hash and metrics).",
             "",
         ]
     return "\n".join(lines)

@@ -26,6 +26,8 @@ from privrl_jax.pipelines._config import (
 
 Method = Literal["gpope", "dp_lsw", "dp_lsl"]
 METHODS = typing.get_args(Method)
+# The candidate grid of each method (its one value in ``tuning: fixed``).
+GRIDS = {"gpope": ("gpope_clip", "gpope_step_size"), "dp_lsl": ("lsl_ridge",)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -52,6 +54,12 @@ class OPETuningConfig:
     oracle runs every candidate once at the whole budget and keeps the one of least
     true MSE (NOT private: tuned on the truth, as published comparisons are).
     ``seed`` draws the data and the (public, NOT private) noise: a simulation study.
+
+    ``tuning: fixed`` skips the choice: the method's grid holds one candidate (set off
+    the data, e.g. a published protocol's choice), released once at the whole budget
+    (GPOPE's sigma calibrated for ``epsilon`` alone); no score is drawn, and the
+    release is the oracle's. ``calibration`` is the baselines' alpha (NRS07's closed
+    form, the authors' choice, or the exact one; ``ope.dp_lsw``).
     """
 
     method: Method = "gpope"
@@ -69,6 +77,8 @@ class OPETuningConfig:
     score_clip: float = 1.0
     score_noise: float = 5.0
     mean_runs: float = 3.0
+    tuning: Literal["private", "fixed"] = "private"
+    calibration: Literal["nrs07", "exact"] = "nrs07"
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "epsilon": positive(1e3),
@@ -92,6 +102,12 @@ class OPETuningConfig:
         if len(lo_hi) != 2 or not (lo_hi[0] <= 0 <= lo_hi[1] and lo_hi[0] < lo_hi[1]):
             raise ValueError(
                 f"return_bounds must be [lo, hi] with lo <= 0 <= hi; got {list(lo_hi)}."
+            )
+        grid = [f for f in GRIDS.get(self.method, ()) if len(getattr(self, f)) != 1]
+        if self.tuning == "fixed" and grid:
+            raise ValueError(
+                f"tuning=fixed runs one candidate: {', '.join(grid)} must hold one "
+                "value each."
             )
         if self.num_trajectories * self.max_length > MAX_ROWS or math.isinf(
             self.epsilon

@@ -85,3 +85,45 @@ def test_gpope_step_sizes_rows_use_the_legacy_noise_multiplier():
         assert r["metrics"]["sigma"] == pytest.approx(
             legacy["noise_multiplier"], rel=1e-9
         )
+
+
+def test_gpope_vs_baselines_eps_cells_are_the_legacy_protocol():
+    """gpope_vs_baselines_eps runs each method at the legacy eps table's choices
+    (benchmarks/gpope_experiments.py --part eps): GPOPE one-of-m's (h, beta_0, steps,
+    decay) and DP-LSL's lambda per calibration at each epsilon, the same chain sizes;
+    and the stored GPOPE rows' sigma is the legacy one-of-m sigma."""
+    legacy = json.loads((LEGACY / "gpope_eps.json").read_text())
+    setting, by_eps = legacy["setting"], {r["epsilon"]: r for r in legacy["rows"]}
+    exp = experiments.load_experiment("gpope_vs_baselines_eps")
+    cells = exp.cells()
+    assert len(cells) == 6 * 5 * 10
+    for c in cells:
+        cfg = resolve(exp, c)[0]
+        row = by_eps[c["epsilon"]]
+        assert cfg.epsilon == c["epsilon"] and cfg.tuning == "fixed"
+        assert (cfg.num_trajectories, cfg.max_length, cfg.delta) == (
+            setting["trajectories"],
+            setting["max_length"],
+            setting["delta"],
+        )
+        assert list(cfg.return_bounds) == setting["return_bounds"]
+        if c["method"] == "GPOPE":
+            u = row["GPOPE uniform-one"]
+            assert (cfg.gpope_clip, cfg.gpope_step_size) == (
+                (u["l2_clip_norm"],),
+                (u["beta0"],),
+            )
+            assert (cfg.gpope_steps, cfg.gpope_decay_steps) == (
+                u["steps"],
+                u["decay_steps"],
+            )
+        elif c["method"].startswith("DP-LSL"):
+            assert cfg.lsl_ridge == (row[c["method"]]["lambda"],)
+        exact = c["method"].endswith("(exact alpha)")
+        assert cfg.calibration == ("exact" if exact else "nrs07")
+    rows = experiments.read_rows(ROOT / "results", exp.name)
+    gpope = [r for r in rows if r["cell"]["method"] == "GPOPE"]
+    assert len(gpope) == 60
+    for r in gpope:
+        want = by_eps[r["cell"]["epsilon"]]["GPOPE uniform-one"]["noise_multiplier"]
+        assert r["metrics"]["sigma"] == pytest.approx(want, rel=1e-9)

@@ -94,3 +94,76 @@ def test_one_cell_reports_its_accounting_and_the_oracle(tmp_path, method):
     # A rerun with another config in the same directory is refused.
     with pytest.raises(ValueError, match="different config"):
         ope_tuning.run(ope_tuning.load(None, [*SMALL, "seed=1"]), tmp_path / "run")
+
+
+FIXED = [*SMALL, "tuning=fixed", "gpope_step_size=[0.5]", "lsl_ridge=[1000]"]
+
+
+def test_fixed_tuning_needs_one_candidate():
+    with pytest.raises(ValueError, match="gpope_step_size must hold one value"):
+        ope_tuning.load(None, [*SMALL, "tuning=fixed", "method=gpope"])
+    with pytest.raises(ValueError, match="lsl_ridge must hold one value"):
+        ope_tuning.load(None, [*SMALL, "tuning=fixed", "method=dp_lsl"])
+    # DP-LSW has no grid: fixed is its private release.
+    assert ope_tuning.load(None, [*SMALL, "tuning=fixed", "method=dp_lsw"])
+
+
+def test_fixed_dp_lsl_is_one_release_at_the_whole_budget(tmp_path):
+    """The release is ope.dp_lsl at (epsilon, delta) with the one lambda and the
+    configured alpha, on the cell's data and its first oracle key; nothing is paid for
+    a choice."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from privrl_jax import ope
+
+    cfg = ope_tuning.load(None, [*FIXED, "method=dp_lsl", "calibration=exact"])
+    report = ope_tuning.run(cfg, tmp_path / "run")
+    assert report["epsilon_total"] == 4.0 and report["tuning"] == "fixed"
+    assert report["audit"]["gap"] == 0.0
+    mdp, pi = (
+        ope.medical_chain(5, gamma=0.9),
+        ope.treatment_policy((0.9, 0.8, 0.6, 0.4, 0.2)),
+    )
+    phi = ope.one_hot_features(5)
+    col = ope.collect(
+        jax.random.key(0), mdp, pi, pi, phi, num_trajectories=100, max_length=10
+    )
+    visits = ope.first_visits(
+        col.states, col.data.transitions.r_t, col.data.mask, 0.9, 5
+    )
+    key = jax.random.fold_in(
+        jax.random.split(jax.random.fold_in(jax.random.key(0), 7))[1], 0
+    )
+    kwargs = dict(delta=1e-5, return_bounds=(-2.0, 1.0), num_trajectories=100)
+    want = ope.dp_lsl(
+        key,
+        visits,
+        phi,
+        jnp.full(5, 0.2),
+        epsilon=4.0,
+        ridge=1000.0,
+        calibration="exact",
+        **kwargs,
+    ).theta
+    np.testing.assert_array_equal(report["theta"], np.asarray(want))
+    nrs07 = ope.dp_lsl(
+        key, visits, phi, jnp.full(5, 0.2), epsilon=4.0, ridge=1000.0, **kwargs
+    ).theta
+    assert not np.array_equal(np.asarray(want), np.asarray(nrs07))
+
+
+def test_fixed_gpope_spends_the_whole_budget_on_one_run(tmp_path):
+    cfg = ope_tuning.load(None, [*FIXED, "method=gpope"])
+    report = ope_tuning.run(cfg, tmp_path / "run")
+    sigma = report["accounting"]["noise_multiplier"]
+    one_run = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            100, 1, dp_accounting.GaussianDpEvent(sigma)
+        ),
+        50,
+    )
+    assert _eps(one_run, 1e-5) == pytest.approx(4.0, rel=1e-3)
+    assert report["epsilon_total"] == 4.0
+    assert report["audit"]["mse_private"] == report["audit"]["mse_oracle"]

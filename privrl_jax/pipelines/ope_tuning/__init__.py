@@ -243,35 +243,41 @@ def _run(cfg: OPETuningConfig, run_dir: Path) -> dict[str, Any]:
             step = ope.StepSize(b, cfg.gpope_decay_steps)
             return ope.gpope(plan, data, schedule, k_n, step_size=step).theta
 
-        sigma = gpope_selection_sigma(
-            m, cfg.gpope_steps, cfg.score_noise, cfg.mean_runs, cfg.epsilon, cfg.delta
-        )
-        reps = privacy.Repetitions.logarithmic(cfg.mean_runs)
-        run_event = gpope_run_event(m, cfg.gpope_steps, sigma, cfg.score_noise)
+        if cfg.tuning == "private":
+            sigma = gpope_selection_sigma(
+                m,
+                cfg.gpope_steps,
+                cfg.score_noise,
+                cfg.mean_runs,
+                cfg.epsilon,
+                cfg.delta,
+            )
+            reps = privacy.Repetitions.logarithmic(cfg.mean_runs)
+            run_event = gpope_run_event(m, cfg.gpope_steps, sigma, cfg.score_noise)
 
-        def candidate(c):
-            def fn(key):
-                k_run, k_score = jax.random.split(key)
-                theta = gpope_theta(
-                    c["gpope.l2_clip_norm"], c["gpope.step_size"], sigma, k_run
-                )
-                return np.asarray(theta), score(theta, k_score)
+            def candidate(c):
+                def fn(key):
+                    k_run, k_score = jax.random.split(key)
+                    theta = gpope_theta(
+                        c["gpope.l2_clip_norm"], c["gpope.step_size"], sigma, k_run
+                    )
+                    return np.asarray(theta), score(theta, k_score)
 
-            return fn
+                return fn
 
-        result = privacy.select(
-            [candidate(c) for c in grid], run_event, reps, key=k_private
-        )
-        total = _rdp_epsilon(result.event, cfg.delta)
-        chosen_theta, chosen = result.release, result.candidate
-        accounting = {
-            "how": "private selection (Papernot & Steinke; dp-accounting "
-            "RepeatAndSelectDpEvent, RDP, replace-one)",
-            "mean_runs": cfg.mean_runs,
-            "noise_multiplier": sigma,
-            "run_epsilon": _rdp_epsilon(run_event, cfg.delta),
-            "runs": result.audit["runs"],  # NOT DP: reported in the audit only
-        }
+            result = privacy.select(
+                [candidate(c) for c in grid], run_event, reps, key=k_private
+            )
+            total = _rdp_epsilon(result.event, cfg.delta)
+            chosen_theta, chosen = result.release, result.candidate
+            accounting = {
+                "how": "private selection (Papernot & Steinke; dp-accounting "
+                "RepeatAndSelectDpEvent, RDP, replace-one)",
+                "mean_runs": cfg.mean_runs,
+                "noise_multiplier": sigma,
+                "run_epsilon": _rdp_epsilon(run_event, cfg.delta),
+                "runs": result.audit["runs"],  # NOT DP: reported in the audit only
+            }
         full_sigma = _calibrated_sigma(m, cfg.gpope_steps, cfg.epsilon, cfg.delta)
         oracle_thetas = [
             gpope_theta(
@@ -284,30 +290,33 @@ def _run(cfg: OPETuningConfig, run_dir: Path) -> dict[str, Any]:
         ]
     elif cfg.method == "dp_lsl":
         grid = [{"ridge": r} for r in cfg.lsl_ridge]
-        split = lsl_split(cfg)
-        scored = []
-        for i, c in enumerate(grid):
-            k_run, k_score = jax.random.split(jax.random.fold_in(k_private, i))
-            theta = ope.dp_lsl(
-                k_run,
-                visits,
-                phi,
-                rho,
-                epsilon=split["run_epsilon"],
-                delta=split["run_delta"],
-                return_bounds=bounds,
-                num_trajectories=m,
-                ridge=c["ridge"],
-            ).theta
-            scored.append((score(theta, k_score), np.asarray(theta)))
-        chosen = int(np.argmax([s for s, _ in scored]))
-        chosen_theta = scored[chosen][1]
-        total = len(grid) * split["run_epsilon"] + split["scores_epsilon"]
-        accounting = {
-            "how": "every candidate once: basic composition of the runs' NRS07 "
-            "(epsilon, delta) plus the scores' RDP epsilon at delta / 2",
-            **split,
-        }
+        if cfg.tuning == "private":
+            split = lsl_split(cfg)
+            scored = []
+            for i, c in enumerate(grid):
+                k_run, k_score = jax.random.split(jax.random.fold_in(k_private, i))
+                theta = ope.dp_lsl(
+                    k_run,
+                    visits,
+                    phi,
+                    rho,
+                    epsilon=split["run_epsilon"],
+                    delta=split["run_delta"],
+                    return_bounds=bounds,
+                    num_trajectories=m,
+                    ridge=c["ridge"],
+                    calibration=cfg.calibration,
+                ).theta
+                scored.append((score(theta, k_score), np.asarray(theta)))
+            chosen = int(np.argmax([s for s, _ in scored]))
+            chosen_theta = scored[chosen][1]
+            total = len(grid) * split["run_epsilon"] + split["scores_epsilon"]
+            accounting = {
+                "how": "every candidate once: basic composition of the runs' "
+                f"smooth-sensitivity ({cfg.calibration} alpha) (epsilon, delta) "
+                "plus the scores' RDP epsilon at delta / 2",
+                **split,
+            }
         oracle_thetas = [
             ope.dp_lsl(
                 jax.random.fold_in(k_oracle, i),
@@ -319,6 +328,7 @@ def _run(cfg: OPETuningConfig, run_dir: Path) -> dict[str, Any]:
                 return_bounds=bounds,
                 num_trajectories=m,
                 ridge=c["ridge"],
+                calibration=cfg.calibration,
             ).theta
             for i, c in enumerate(grid)
         ]
@@ -333,16 +343,31 @@ def _run(cfg: OPETuningConfig, run_dir: Path) -> dict[str, Any]:
             delta=cfg.delta,
             return_bounds=bounds,
             num_trajectories=m,
+            calibration=cfg.calibration,
         ).theta
         chosen, chosen_theta, total = 0, np.asarray(theta), cfg.epsilon
-        accounting = {"how": "one NRS07 release (no hyper-parameter to choose)"}
+        accounting = {
+            "how": f"one smooth-sensitivity release ({cfg.calibration} alpha; no "
+            "hyper-parameter to choose)"
+        }
         oracle_thetas = [theta]
+    if cfg.tuning == "fixed":
+        # One candidate, set off the data: the release is the oracle's, at the whole
+        # budget (GPOPE's sigma calibrated for it alone), and nothing is chosen.
+        chosen, chosen_theta, total = 0, np.asarray(oracle_thetas[0]), cfg.epsilon
+        accounting = {
+            "how": "fixed hyper-parameters (set off the data, not paid for): one "
+            "release at the whole budget"
+        }
+        if cfg.method == "gpope":
+            accounting["noise_multiplier"] = full_sigma
     oracle_mse = [mse(t) for t in oracle_thetas]
     best = int(np.argmin(oracle_mse))
     runs = accounting.pop("runs", None)
     report = {
         "config": resolved,
         "method": cfg.method,
+        "tuning": cfg.tuning,
         "candidates": grid,
         "epsilon_total": total,
         "delta": cfg.delta,
