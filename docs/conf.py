@@ -100,18 +100,15 @@ def _add_constants(app, docname, source):
     import inspect
     import types
 
-    from privrl_jax import privacy
-
     name = match.group(1)
     module = importlib.import_module(name)
-    skip = set(privacy.__all__) if name == "privrl_jax.privacy.audit" else set()
     lines = []
     for attr in module.__all__:
         obj = getattr(module, attr)
         alias = getattr(obj, "__module__", "") == "typing" or isinstance(
             obj, types.GenericAlias | types.UnionType
         )
-        if attr in skip or inspect.isclass(obj) or inspect.ismodule(obj):
+        if inspect.isclass(obj) or inspect.ismodule(obj):
             continue
         if callable(obj) and not alias:
             continue  # functions: automodule has them
