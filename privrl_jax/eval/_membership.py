@@ -178,14 +178,15 @@ def distance_to_closest_record_scores(
     Args:
       candidates: [n, d] rows whose membership is scored.
       synthetic: [N, d] the release, N >= 1.
-      chunk: candidates per chunk of the distance computation (memory only; the
-        scores do not depend on it).
+      chunk: candidates per chunk of the distance computation, >= 1 (memory only;
+        the scores do not depend on it); None picks one.
 
     Returns:
       [n] float64 scores, each <= 0.
 
     Raises:
-      ValueError: `candidates` and `synthetic` not [n, d] and [N >= 1, d].
+      ValueError: `candidates` and `synthetic` not [n, d] and [N >= 1, d], or a
+        `chunk` below 1.
     """
     c = np.asarray(candidates, np.float64)
     s = np.asarray(synthetic, np.float64)
@@ -194,6 +195,9 @@ def distance_to_closest_record_scores(
             f"expected candidates [n, d] and synthetic [N >= 1, d]; got {c.shape} and "
             f"{s.shape}."
         )
+    if chunk is not None and chunk < 1:
+        # range() with a step <= 0 would leave `out` unwritten (np.empty) or raise.
+        raise ValueError(f"chunk must be >= 1 or None; got {chunk!r}.")
     s_sq = np.sum(s * s, axis=1)
     chunk = chunk or max(1, 10_000_000 // len(s))
     out = np.empty(len(c))

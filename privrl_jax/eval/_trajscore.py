@@ -157,7 +157,7 @@ def fit_trajectory_encoder(
 
 def trajscore_from_embeddings(
     real: jax.typing.ArrayLike, synthetic: jax.typing.ArrayLike
-) -> dict[str, float]:
+) -> dict[str, float | int]:
     """Precision, recall and F1 of greedy cosine matching (see the module docstring).
 
     >>> e = np.array([[1.0, 0.0], [0.0, 1.0]])
@@ -194,7 +194,7 @@ def trajscore_from_embeddings(
 
 def trajscore(
     encoder: TrajEncoder, real_windows: np.ndarray, synthetic_windows: np.ndarray
-) -> dict[str, float]:
+) -> dict[str, float | int]:
     """TrajScore of synthetic vs real windows under a trained encoder.
 
     An audit quantity: it reads the real (sensitive) windows, so it is not part of

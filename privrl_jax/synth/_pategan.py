@@ -220,12 +220,23 @@ def partition_rows(
       partition sizes.
 
     Raises:
-      ValueError: ``rows`` not [N, d] or ``parts`` not [N].
+      ValueError: ``rows`` not [N, d], ``parts`` not [N], or a partition id outside
+        {0..k-1} (its row would silently belong to no teacher).
     """
     rows, parts = np.asarray(rows, np.float32), np.asarray(parts)
     if rows.ndim != 2 or parts.shape != rows.shape[:1]:
         raise ValueError(
             f"expected rows [N, d] and parts [N]; got {rows.shape} and {parts.shape}."
+        )
+    if parts.size and (
+        not np.issubdtype(parts.dtype, np.integer)
+        or parts.min() < 0
+        or parts.max() >= num_teachers
+    ):
+        raise ValueError(
+            f"partition ids must be integers in [0, {num_teachers}) "
+            f"(num_teachers = {num_teachers}); got {parts.dtype} ids in "
+            f"[{parts.min()}, {parts.max()}]. Build them with partition_ids."
         )
     counts = np.bincount(parts, minlength=num_teachers).astype(np.int32)
     cap = max(1, int(counts.max(initial=0)))

@@ -128,3 +128,7 @@ def test_distance_to_closest_record_is_the_naive_nearest_neighbour_distance():
     assert evaluation.distance_to_closest_record_scores(syn[:2], syn)[0] == 0.0
     with pytest.raises(ValueError, match="candidates"):
         evaluation.distance_to_closest_record_scores(cand, syn[:, :2])
+    # chunk 0 or below is refused (a negative step would leave the scores unwritten).
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match="chunk must be >= 1"):
+            evaluation.distance_to_closest_record_scores(cand, syn, chunk=bad)

@@ -117,6 +117,10 @@ def test_partitions_are_disjoint_and_fixed_per_row():
     # Every row is in exactly one partition, its own, and in its original order.
     for i in range(7):
         np.testing.assert_array_equal(padded[i, : counts[i]], rows[p == i])
+    # An id outside {0..k-1} would leave its row in no partition: refused.
+    for bad in (np.where(p == 6, 7, p), np.where(p == 0, -1, p), p.astype(float)):
+        with pytest.raises(ValueError, match="partition ids must be integers"):
+            synth.partition_rows(rows, bad, 7)
 
 
 @pytest.mark.slow  # several rounds and a second compile; the first-round test is fast
