@@ -136,10 +136,10 @@ def free_cell_share(positions: np.ndarray, walls: np.ndarray) -> float:
       walls: [H, W] bool, True at walls.
 
     Returns:
-      The share in [0, 1] (NaN for N = 0).
+      The share in [0, 1].
 
     Raises:
-      ValueError: `positions` not [N, 2] or `walls` not 2-D.
+      ValueError: `positions` not [N, 2] with N >= 1, or `walls` not 2-D.
     """
     walls = np.asarray(walls, bool)
     positions = np.asarray(positions, np.float64)
@@ -148,6 +148,10 @@ def free_cell_share(positions: np.ndarray, walls: np.ndarray) -> float:
             f"expected positions [N, 2] and walls [H, W]; got {positions.shape} and "
             f"{walls.shape}."
         )
+    if positions.shape[0] == 0:
+        # A share of no positions is undefined; a NaN here would pass silently into
+        # a mean over seeds.
+        raise ValueError("free_cell_share needs at least one position; got N = 0.")
     cell = np.rint(positions).astype(np.int64)
     inside = np.all((cell >= 0) & (cell < np.array(walls.shape)), axis=1)
     cell = np.clip(cell, 0, np.array(walls.shape) - 1)

@@ -112,6 +112,8 @@ def test_free_cell_share_counts_positions_by_rounded_cell():
     assert evaluation.free_cell_share(pos[:3], walls) == 1.0
     with pytest.raises(ValueError, match=r"positions \[N, 2\]"):
         evaluation.free_cell_share(np.zeros((3, 4)), walls)
+    with pytest.raises(ValueError, match="at least one position; got N = 0"):
+        evaluation.free_cell_share(np.zeros((0, 2)), walls)
 
 
 def test_sliced_wasserstein_of_a_translation_is_its_length_times_the_mean_abs_coordinate():  # noqa: E501
