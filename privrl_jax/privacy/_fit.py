@@ -247,6 +247,10 @@ class LoopStats:
     )  # perf_counter after each step
     # Adaptive clipping only: the clip norm each step clipped to (device scalars).
     clip_norms: list[Any] = dataclasses.field(default_factory=list)
+    # Adaptive clipping only: the clip norm after the last step (the run's, a resumed
+    # one's too). Unlike the fields above it is publishable: post-processing of the
+    # noisy counts, which the plan accounts.
+    final_l2_clip_norm: float | None = None
 
 
 class FitResult(NamedTuple):
@@ -1106,6 +1110,8 @@ def fit(
     finally:
         for cb in callbacks:
             cb.close()
+    if adaptive is not None:
+        stats.final_l2_clip_norm = float(clip_norm)
     return FitResult(state, secret, plan.private and not secret.fixed, nonfinite_units)
 
 

@@ -459,3 +459,42 @@ def test_the_task_refuses_public_and_sensitive_data_of_other_dimensions():
     for obs_dim, act_dim in ((5, 2), (4, 3)):
         with pytest.raises(ValueError, match="same observation and action dimensions"):
             privorl_n.build_task(cfg, rows(4, 2), rows(obs_dim, act_dim))
+
+
+def test_the_clip_row_shows_initial_and_final_c_only_under_adaptive_clipping():
+    from privrl_jax.pipelines._synth.report import clip_rows
+
+    fin = {"l2_clip_norms": [1.0], "final_l2_clip_norm": 0.123456}
+    assert clip_rows(fin) == []  # a fixed clip norm: the plan's, no row
+    fin["adaptive_clipping"] = {"target_quantile": 0.7}
+    assert clip_rows(fin) == [
+        "| clip norm C (adaptive, target quantile 0.7): initial -> final | "
+        "1 -> 0.1235 |"
+    ]
+
+
+@pytest.mark.slow  # ~35 s of CPU: two runs
+def test_adaptive_clipping_reports_the_final_clip_norm_the_loop_checkpointed(tmp_path):
+    import orbax.checkpoint as ocp  # noqa: PLC0415
+
+    cfg = _cfg(
+        "pretrain.steps=0",
+        "eval.agents=[]",
+        "eval.mia=false",
+        "synthesis.num_samples=200",
+        "finetune.adaptive_clip_quantile=0.5",
+    )
+    rep = privorl_n.run(cfg, tmp_path)
+    fin = rep["finetune"]
+    # The clip norm the last commit saved (the state a resume continues from).
+    ckpt = tmp_path / "checkpoints" / "dp"
+    mgr = ocp.CheckpointManager(ckpt)
+    saved = mgr.restore(mgr.latest_step(), args=ocp.args.StandardRestore())
+    assert fin["final_l2_clip_norm"] == pytest.approx(float(saved["l2_clip_norm"]))
+    assert fin["final_l2_clip_norm"] != fin["l2_clip_norms"][0]
+    assert (
+        f"| clip norm C (adaptive, target quantile 0.5): initial -> final | "
+        f"{fin['l2_clip_norms'][0]:.4g} -> {fin['final_l2_clip_norm']:.4g} |"
+    ) in (tmp_path / "report.md").read_text()
+    # A rerun takes no DP step and reports the same final norm (read back on resume).
+    assert privorl_n.run(cfg, tmp_path)["finetune"] == fin

@@ -271,6 +271,47 @@ def test_with_the_noise_off_c_converges_to_the_target_quantile():
     assert np.all(tail < hi * (1 + 0.3 / n) + 1e-6)
 
 
+def test_the_final_clip_norm_is_the_last_steps_update_in_closed_form(tmp_path):
+    # Noise off, every unit's norm 0.1 < C: b = 1 at every step, so each step multiplies
+    # C by exp(-lr (1 - gamma)) = exp(-0.25); after 3 steps C = exp(-0.75).
+    x = np.full((4, 1, 1), 0.1, np.float32)
+    plan = privacy.DPPlan(
+        sampler=privacy.FullBatchSampler(dataset_size=4, microbatch_size=4),
+        l2_clip_norm=1.0,
+        steps=3,
+        noise_multiplier=0.0,
+        adaptive_clipping=privacy.AdaptiveClipping(
+            target_quantile=0.5, learning_rate=0.5
+        ),
+    )
+    loss = lambda w, item: jnp.sum(w * item)  # noqa: E731
+    method, state = privacy.gradient_method(plan, loss, optax.sgd(0.0), jnp.zeros(1))
+    ledger = privacy.Ledger.open(
+        tmp_path, dataset_id="toy", dataset_size=4, target_epsilon=1e9, target_delta=0.1
+    )
+    rec = privacy.RunRecorder(
+        privacy.Checkpoints(tmp_path / "ckpt"), ledger, what="step"
+    )
+    stats = privacy.LoopStats()
+    privacy.fit(plan, method, x, state, recorder=rec, stats=stats)
+    want = [1.0, math.exp(-0.25), math.exp(-0.5)]
+    np.testing.assert_allclose([float(c) for c in stats.clip_norms], want, rtol=1e-6)
+    assert stats.final_l2_clip_norm == pytest.approx(math.exp(-0.75), rel=1e-6)
+    # A rerun that finds every step done runs none and still reads the final C (from
+    # the checkpoint); a fixed clip norm has none.
+    again = privacy.LoopStats()
+    rec = privacy.RunRecorder(
+        privacy.Checkpoints(tmp_path / "ckpt"), ledger, what="step"
+    )
+    privacy.fit(plan, method, x, state, recorder=rec, stats=again)
+    assert again.steps == 0 and again.final_l2_clip_norm == stats.final_l2_clip_norm
+    fixed = privacy.LoopStats()
+    privacy.fit(
+        dataclasses.replace(plan, adaptive_clipping=None), method, x, state, stats=fixed
+    )
+    assert fixed.final_l2_clip_norm is None
+
+
 def test_units_of_several_items_give_one_bit_from_the_units_norm():
     # 6 units x 3 items; unit u's item gradients are v_u / k over its k valid items, so
     # every item norm is < C = 1 but the unit norms are |v_u| = [0.5, 2, 0.9, 3, 1.5,

@@ -61,7 +61,23 @@ def markdown_head(report: dict[str, Any], title: str, q_of: str = "") -> list[st
         f"{fmt(p.get('pld', {}).get('epsilon'))} |",
         f"| DP steps, noise multiplier, q{q_of} | {fin['steps']}, "
         f"{sigma_text(fin['noise_multiplier'])}, {fin['sampling_rate']:.4f} |",
+        *clip_rows(fin),
         *markdown_rows(report),
+    ]
+
+
+def clip_rows(fin: dict[str, Any]) -> list[str]:
+    """The clip norm's row under adaptive clipping: its start, target and final value.
+
+    Empty for a fixed clip norm (the plan's, which the ledger records).
+    """
+    adaptive = fin.get("adaptive_clipping")
+    if adaptive is None or fin.get("final_l2_clip_norm") is None:
+        return []
+    return [
+        f"| clip norm C (adaptive, target quantile "
+        f"{adaptive['target_quantile']:g}): initial -> final | "
+        f"{fin['l2_clip_norms'][0]:.4g} -> {fin['final_l2_clip_norm']:.4g} |"
     ]
 
 

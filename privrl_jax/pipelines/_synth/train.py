@@ -128,10 +128,13 @@ def run_finetune(
     desc: str,
     item_mask: jax.Array | None = None,
     public_rows: Callable | None = None,
+    stats: privacy.LoopStats | None = None,
 ):
     """Run (or resume) the plan's DP steps on ``units`` in the one DP loop.
 
-    ``units``' leading axis is the privacy units. Returns (tree, secret).
+    ``units``' leading axis is the privacy units. Returns (tree, secret); ``stats``,
+    when given, receives the loop's :class:`privacy.LoopStats` (under adaptive
+    clipping its ``final_l2_clip_norm``).
     ``tree["state"]`` is the method's state, updated by ``fns.update`` from the noisy
     mean; the secret comes from the OS unless ``privacy.noise_seed`` fixes it (then the
     run is not private).
@@ -161,6 +164,7 @@ def run_finetune(
             "finetune.batch_size"
         ),
         topology=topo,
+        stats=stats,
     )
 
 
@@ -172,18 +176,26 @@ def dp_info(
     size_source: str,
     unit: str | None = None,
     clip_method: str | None = None,
+    final_clip_norm: float | None = None,
 ) -> dict[str, Any]:
     """The report's ``finetune`` section.
 
     The plan, flat copies of its fields that reports and scripts read, and whether the
     run is private. ``size_source`` says where N came from when ``privacy.dataset_size``
-    is not declared; ``unit`` and ``clip_method`` are written when given.
+    is not declared; ``unit`` and ``clip_method`` are written when given, and
+    ``final_clip_norm`` (the clip norm C after the last step under adaptive clipping,
+    a DP release) as ``final_l2_clip_norm``.
     """
     return {
         **plan.describe(),
         **({"unit": unit} if unit is not None else {}),
         "noise_multiplier": plan.noise_multipliers[0],
         **({"clip_method": clip_method} if clip_method is not None else {}),
+        **(
+            {"final_l2_clip_norm": final_clip_norm}
+            if final_clip_norm is not None
+            else {}
+        ),
         "private": plan.private and not secret.fixed,
         "noise_secret": "fixed by privacy.noise_seed (not private)"
         if secret.fixed

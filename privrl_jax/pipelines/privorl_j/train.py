@@ -207,6 +207,8 @@ def finetune(
     cfg = task.cfg
     plan = make_plan(cfg, items["x"].shape[0])
     fns = model.finetune(plan)
+    # Under adaptive clipping the report gives the final clip norm (a DP release).
+    stats = privacy.LoopStats()
     tree, secret = synth_train.run_finetune(
         cfg,
         plan,
@@ -220,11 +222,13 @@ def finetune(
         what=DP_STEP,
         desc=f"DP fine-tune {model.name} (eps={cfg.privacy.epsilon:g}, trajectories)",
         item_mask=jnp.asarray(items["step_mask"][:, :, 0]),
+        stats=stats,
     )
     info = synth_train.dp_info(
         plan,
         secret,
         cfg.privacy,
+        final_clip_norm=stats.final_l2_clip_norm,
         unit="trajectory",
         clip_method=cfg.finetune.clip_method,
         size_source=(

@@ -175,6 +175,8 @@ def finetune(
             steps_per_epoch=max(1, round(1 / plan.sampling_rate)),
         )
     # One unit = one transition: each is its own single item.
+    # Under adaptive clipping the report gives the final clip norm (a DP release).
+    stats = privacy.LoopStats()
     tree, secret = synth_train.run_finetune(
         cfg,
         plan,
@@ -188,11 +190,13 @@ def finetune(
         what=DP_STEP,
         desc=f"DP fine-tune (eps={cfg.privacy.epsilon:g})",
         public_rows=public_rows,
+        stats=stats,
     )
     info = synth_train.dp_info(
         plan,
         secret,
         cfg.privacy,
+        final_clip_norm=stats.final_l2_clip_norm,
         size_source="read from the sensitive data and treated as public",
     )
     return tree["state"], info
