@@ -110,7 +110,7 @@ def pages_command(
 ) -> None:
     """Write docs/results/ from the stored rows.
 
-    The index, one page per method, and the scoreboard.
+    The index, one page per method, the scoreboard and its plots.
     """
     from privrl_jax import experiments  # noqa: PLC0415
 

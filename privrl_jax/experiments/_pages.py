@@ -27,8 +27,9 @@ against its baseline with adjusted p < ``alpha`` in the direction ``better``: al
 
 from __future__ import annotations
 
+import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +94,44 @@ def claim_status(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str]
     Raises:
       ValueError: an unknown rule.
     """
+    return _score(claim, results_dir)[:2]
+
+
+def claim_numbers(claim: Mapping[str, Any], results_dir: Path) -> dict | None:
+    """The paper's number beside our interval, for a claim whose rule compares them.
+
+    An ``interval`` or ``threshold`` rule whose group has stored rows; the scoreboard's
+    plots draw these.
+
+    Args:
+      claim: an entry of ``claims.yaml``.
+      results_dir: where the experiments' rows are stored.
+
+    Returns:
+      ``{"id", "kind", "metric", "paper", "tolerance", "mean", "ci95", "n",
+      "status"}`` (``ci95`` the 95% t half-width, NaN for one value), or None for any
+      other claim.
+
+    Raises:
+      ValueError: an unknown rule.
+    """
+    return _score(claim, results_dir)[2]
+
+
+def _score(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str, dict | None]:
+    # (status, ours, numbers): numbers only for a rule that reads the paper's number
+    # against one group's interval (claim_numbers).
     name = claim.get("experiment")
     if not name:
-        return ("not migrated" if claim.get("legacy") else "not run"), claim.get(
-            "legacy_says", ""
+        return (
+            ("not migrated" if claim.get("legacy") else "not run"),
+            claim.get("legacy_says", ""),
+            None,
         )
     exp = load_experiment(name)
     rows = grid_order(exp, read_rows(results_dir, exp.name))
     if not rows:
-        return "not run", ""
+        return "not run", "", None
     rule = claim["rule"]
     spec = next(t for t in exp.tables if t["id"] == rule["table"])
     table = build_table(spec, rows)
@@ -136,7 +166,7 @@ def claim_status(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str]
                 total += 1
                 held += (a < b) if lower else (a > b)
         status = _share(held, total)
-        return status, f"holds in {held} of {total} comparisons"
+        return status, f"holds in {held} of {total} comparisons", None
     if kind == "significant":
         lower = rule.get("better", "lower") == "lower"
         alpha = rule.get("alpha", 0.05)
@@ -152,11 +182,24 @@ def claim_status(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str]
             f"{won} of {len(tests)} tests have adjusted p < {alpha:g} "
             f"({tests[0]['correction'] if tests else ''} over a family of "
             f"{len(table['tests'])})",
+            None,
         )
     group = _find(table, rule["ours"])
     if group is None:
-        return "not run", ""
+        return "not run", "", None
     s = group["metrics"][metric]
+    if kind not in ("interval", "threshold"):
+        raise ValueError(f"claim {claim.get('id')}: unknown rule kind {kind!r}.")
+    numbers = {
+        "id": claim.get("id"),
+        "kind": kind,
+        "metric": metric,
+        "paper": float(rule["value"]),
+        "tolerance": float(rule.get("tolerance", 0.0)),
+        "mean": s["mean"],
+        "ci95": s["ci95"],
+        "n": s["n"],
+    }
     if kind == "interval":
         value, tol = float(rule["value"]), float(rule.get("tolerance", 0.0))
         lo, hi = s["mean"] - s["ci95"], s["mean"] + s["ci95"]
@@ -166,19 +209,26 @@ def claim_status(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str]
             status = "partly"
         else:
             status = "does not"
-        return status, f"{_fmt(s['mean'])} [{_fmt(lo)}, {_fmt(hi)}]"
-    if kind == "threshold":
-        ops = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
-        op, value = ops[rule["op"]], float(rule["value"])
-        tol = float(rule.get("tolerance", 0.0))
-        if op(s["mean"], value):
-            status = "reproduces"
-        elif tol and abs(s["mean"] - value) <= tol * abs(value):
-            status = "partly"
-        else:
-            status = "does not"
-        return status, f"{_fmt(s['mean'])} ± {_fmt(s['ci95'])} (95% t)"
-    raise ValueError(f"claim {claim.get('id')}: unknown rule kind {kind!r}.")
+        return (
+            status,
+            f"{_fmt(s['mean'])} [{_fmt(lo)}, {_fmt(hi)}]",
+            {**numbers, "status": status},
+        )
+    # threshold
+    ops = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+    op, value = ops[rule["op"]], float(rule["value"])
+    tol = float(rule.get("tolerance", 0.0))
+    if op(s["mean"], value):
+        status = "reproduces"
+    elif tol and abs(s["mean"] - value) <= tol * abs(value):
+        status = "partly"
+    else:
+        status = "does not"
+    return (
+        status,
+        f"{_fmt(s['mean'])} ± {_fmt(s['ci95'])} (95% t)",
+        {**numbers, "status": status},
+    )
 
 
 def _share(held: int, total: int) -> str:
@@ -213,9 +263,12 @@ def scoreboard(results_dir: Path) -> tuple[str, dict[str, int]]:
         "",
     ]
     body = []
+    plots: dict[str, list[dict]] = {p: [] for p in PAPERS}
     for c in load_claims():
-        status, ours = claim_status(c, results_dir)
+        status, ours, numbers = _score(c, results_dir)
         counts[status] += 1
+        if numbers is not None:
+            plots.setdefault(c["paper"], []).append(numbers)
         exp = c.get("experiment")
         if exp:
             where = f"[`{exp}`]({_method_of(exp)}.md)"
@@ -238,8 +291,115 @@ def scoreboard(results_dir: Path) -> tuple[str, dict[str, int]]:
         "|---|---|---|---|---|---|---|---|",
         *body,
         "",
+        *_plots_section(plots),
     ]
     return "\n".join(lines), counts
+
+
+PAPERS = ("PrivORL", "GPOPE", "POOL")
+
+
+def plot_name(paper: str) -> str:
+    """The file name of a paper's scoreboard plot (``scoreboard_<paper>.png``)."""
+    return f"scoreboard_{paper.lower()}.png"
+
+
+def scoreboard_plots(results_dir: Path) -> dict[str, list[dict]]:
+    """Per paper, the :func:`claim_numbers` of its claims that have them.
+
+    Args:
+      results_dir: the results root holding ``<experiment>/rows.jsonl``.
+
+    Returns:
+      ``{paper: [numbers, ...]}`` for each of :data:`PAPERS`, in the claims' order
+      (empty where no claim of the paper compares a number with our interval).
+    """
+    out: dict[str, list[dict]] = {p: [] for p in PAPERS}
+    for c in load_claims():
+        numbers = claim_numbers(c, results_dir)
+        if numbers is not None:
+            out.setdefault(c["paper"], []).append(numbers)
+    return out
+
+
+def _plots_section(plots: Mapping[str, list[dict]]) -> list[str]:
+    lines = [
+        "## The paper's number beside ours",
+        "",
+        "Per paper, each claim whose rule (`interval`, `threshold`) compares a number "
+        "of the paper with our mean: the paper's number (black diamond) and our mean "
+        "with its 95% t interval (bars; none for one value), titled by the claim's "
+        "id and status; a grey band: the rule's tolerance (within it: partly).",
+        "",
+    ]
+    for paper, points in plots.items():
+        if points:
+            ids = ", ".join(f"`{p['id']}`" for p in points)
+            lines += [
+                f"![{paper}: the paper's numbers beside ours]({plot_name(paper)})",
+                "",
+                f"{paper}: {ids}.",
+                "",
+            ]
+        else:
+            lines += [
+                f"{paper}: no claim compares a number of the paper with an interval "
+                "of ours (none has an `interval` or `threshold` rule with stored "
+                "rows).",
+                "",
+            ]
+    return lines
+
+
+def plot_claims(paper: str, points: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Draw one paper's :func:`scoreboard_plots` entry into ``path`` (a PNG).
+
+    One panel per claim, each on its own scale (the metrics differ): the paper's number
+    beside our mean and 95% t interval. Deterministic: the same points give the same
+    bytes (no timestamp or version in the file).
+
+    Args:
+      paper: the paper's name (the figure's title).
+      points: its claims' :func:`claim_numbers`, at least one.
+      path: the PNG to write.
+
+    Raises:
+      ValueError: no points.
+    """
+    if not points:
+        raise ValueError(f"{paper}: no claim to plot.")
+    import matplotlib  # noqa: PLC0415 -- only when a PNG is written
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    n = len(points)
+    fig, axes = plt.subplots(1, n, figsize=(1.0 + 2.3 * n, 3.4), squeeze=False)
+    for ax, p in zip(axes[0], points, strict=True):
+        half = 0.0 if math.isnan(p["ci95"]) else p["ci95"]
+        if p.get("tolerance"):
+            # The rule's "partly" band: within tolerance x |paper's number|.
+            band = p["tolerance"] * abs(p["paper"])
+            ax.axhspan(p["paper"] - band, p["paper"] + band, color="0.9", zorder=0)
+        ax.plot([0], [p["paper"]], "D", color="black", label="paper")
+        ax.errorbar(
+            [1],
+            [p["mean"]],
+            yerr=[half],
+            fmt="o",
+            color="C0",
+            capsize=4,
+            label=f"ours (n = {p['n']})",
+        )
+        ax.set_xticks([0, 1], ["paper", f"ours\n(n = {p['n']})"], fontsize=8)
+        ax.set_xlim(-0.7, 1.7)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_ylabel(p["metric"], fontsize=8)
+        ax.set_title(f"{p['id']}\n{p['status']}", fontsize=8)
+    fig.suptitle(f"{paper}: the paper's number beside ours (95% t)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
 
 
 def _method_of(name: str) -> str:
@@ -377,7 +537,7 @@ def _summ(s: Mapping[str, float]) -> str:
 
 
 def write_pages(results_dir: Path, docs_dir: Path) -> list[Path]:
-    """Write :func:`render_pages` into ``docs_dir``.
+    """Write :func:`render_pages` and the scoreboard's plots into ``docs_dir``.
 
     Args:
       results_dir: the results root holding ``<experiment>/rows.jsonl``.
@@ -392,6 +552,14 @@ def write_pages(results_dir: Path, docs_dir: Path) -> list[Path]:
     for name, text in render_pages(results_dir).items():
         (docs_dir / name).write_text(text)
         out.append(docs_dir / name)
+    plots = {plot_name(p): (p, pts) for p, pts in scoreboard_plots(results_dir).items()}
+    for old in docs_dir.glob("scoreboard_*.png"):
+        if not plots.get(old.name, (None, None))[1]:
+            old.unlink()  # a paper that no longer has a plotted claim
+    for name, (paper, points) in plots.items():
+        if points:
+            plot_claims(paper, points, docs_dir / name)
+            out.append(docs_dir / name)
     return out
 
 

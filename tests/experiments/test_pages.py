@@ -21,6 +21,19 @@ def test_committed_pages_are_what_the_stored_results_generate():
     assert not stale, f"regenerate with `privrl experiment pages`: {stale}"
 
 
+def test_the_scoreboards_plots_are_committed_beside_it():
+    # The PNGs' bytes depend on matplotlib's version, so the drift test reads the
+    # page (which names the plotted claims); here: each linked plot is there, and no
+    # stale one.
+    import re  # noqa: PLC0415
+
+    linked = set(
+        re.findall(r"\]\((scoreboard_\w+\.png)\)", (DOCS / "scoreboard.md").read_text())
+    )
+    assert linked == {p.name for p in DOCS.glob("scoreboard_*.png")}
+    assert "scoreboard_privorl.png" in linked
+
+
 def test_every_claim_names_a_paper_and_a_way_to_score_it():
     claims = load_claims()
     assert len({c["id"] for c in claims}) == len(claims)
