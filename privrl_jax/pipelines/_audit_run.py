@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from privrl_jax import privacy
-from privrl_jax.pipelines._config import MAX_STEPS, Bound, at_least, check_bounds
+from privrl_jax.pipelines._config import MAX_STEPS, Bound, Section, at_least
 from privrl_jax.pipelines._rundir import atomic_write_text
 
 AUDIT_FILE = Path("audit") / "epsilon_lower_bound.json"
@@ -28,7 +28,7 @@ CONFIDENCE = 0.95
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class AuditConfig:
+class AuditConfig(Section):
     """The ``audit`` section: the one-run canary audit beside the release.
 
     ``canaries``: m gradient canaries of the one-run audit (0: no audit; the bound it
@@ -42,8 +42,10 @@ class AuditConfig:
 
     BOUNDS: ClassVar[dict[str, Bound]] = {"canaries": at_least(0, MAX_STEPS)}
 
+    SECTION = "audit"
+
     def __post_init__(self):
-        check_bounds(self, "audit")
+        super().__post_init__()
         if self.canaries != 0 and self.canaries < 100:
             raise ValueError(
                 "audit.canaries must be 0 (no audit) or >= 100 (1% of them are "

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 
@@ -211,10 +211,10 @@ def check_bounds(config: Any, section: str) -> None:
     """Checks ``config``'s values against its class's ``BOUNDS`` tables.
 
     A section declares ``BOUNDS: ClassVar[dict[str, Bound]]`` (a subclass declares only
-    the fields it adds; the tables of its bases apply too) and calls this first in its
-    ``__post_init__``, so that its own checks of several fields (divisibility, sums)
-    meet values already in range, and a config built in Python is checked as one
-    loaded from YAML.
+    the fields it adds; the tables of its bases apply too) and derives from
+    :class:`Section`, which calls this first when it is built, so that its own checks
+    of several fields (divisibility, sums) meet values already in range, and a config
+    built in Python is checked as one loaded from YAML.
 
     Raises:
       ValueError: ``"{section}.{key} must be an integer in [1, 10,000,000]; got
@@ -235,6 +235,22 @@ def check_bounds(config: Any, section: str) -> None:
                     f"{section}.{name} must be {bound.describe(integer)}"
                     f"{' each' if isinstance(value, tuple) else ''}; got {value!r}."
                 )
+
+
+class Section:
+    """A config section whose ``BOUNDS`` are checked when it is built.
+
+    A frozen dataclass derives from it and names its key in the config (``SECTION =
+    "model"``; ``""`` at the top level): building one, from YAML or in Python, runs
+    :func:`check_bounds` with that key. A section with checks of its own (several
+    fields at once) calls ``super().__post_init__()`` first, so they meet values
+    already in range.
+    """
+
+    SECTION: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, self.SECTION)
 
 
 def _check_literal(value: Any, tp: Any, where: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from typing import ClassVar, Literal
 
@@ -16,8 +15,8 @@ from privrl_jax.pipelines._config import (
     UNIT,
     Bound,
     ConfigSource,
+    Section,
     at_least,
-    check_bounds,
     check_modes,
     load_config,
     positive,
@@ -36,7 +35,7 @@ Normalization = Literal["horizon", "mean"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ChainConfig:
+class ChainConfig(Section):
     """The environment and its data: the medical chain, Mountain Car or HIV.
 
     ``name`` is ``chain`` (the medical chain MDP, ``privrl_jax.ope.medical_chain``),
@@ -91,8 +90,10 @@ class ChainConfig:
         "hiv_init_log10_spread": at_least(0.0, 1e3),
     }
 
+    SECTION = "env"
+
     def __post_init__(self):
-        check_bounds(self, "env")
+        super().__post_init__()
         # The trajectories are held in memory, [m, T] steps of features.
         steps = self.num_trajectories * self.max_length
         if steps > MAX_ROWS:
@@ -106,7 +107,7 @@ EnvConfig = ChainConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TruthConfig:
+class TruthConfig(Section):
     """Monte Carlo V^pi for the audit of the continuous envs.
 
     Public seed, model access.
@@ -129,8 +130,10 @@ class TruthConfig:
         "horizon": at_least(1, MAX_STEPS),
     }
 
+    SECTION = "truth"
+
     def __post_init__(self):
-        check_bounds(self, "truth")
+        super().__post_init__()
         if self.eval_states * self.rollouts > MAX_ROWS:
             raise ValueError(
                 "truth.eval_states x truth.rollouts = "
@@ -140,7 +143,7 @@ class TruthConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class GPOPEConfig:
+class GPOPEConfig(Section):
     """Algorithm 1: sampler, clip norm h, N steps, step size beta_j.
 
     ``sampler``: ``uniform_one`` (the paper's one trajectory per step, replace-one,
@@ -172,8 +175,7 @@ class GPOPEConfig:
         "checkpoint_every": at_least(1, MAX_STEPS),
     }
 
-    def __post_init__(self):
-        check_bounds(self, "gpope")
+    SECTION = "gpope"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -198,16 +200,8 @@ class GPOPERunConfig:
         if not isinstance(self.plots, bool):
             # ValueError like every other key: the CLI reports it on one line.
             raise ValueError(f"plots must be true or false; got {self.plots!r}.")  # noqa: TRY004
-        if e.name != "chain":
-            self._check_continuous()
-        if e.num_states < 1 or e.num_trajectories < 2 or e.max_length < 1:
-            raise ValueError(
-                "env.num_states >= 1, env.num_trajectories >= 2 and env.max_length "
-                f">= 1 are required; got {e.num_states}, {e.num_trajectories}, "
-                f"{e.max_length}."
-            )
-        if not 0 <= e.gamma < 1:
-            raise ValueError(f"env.gamma must be in [0, 1); got {e.gamma}.")
+        # Each section checked its own ranges (BOUNDS) when it was built; here: what
+        # reads several fields or sections.
         for name in ("behaviour_treat", "target_treat"):
             probs = getattr(e, name)
             if len(probs) not in (1, e.num_states) or not all(
@@ -230,20 +224,6 @@ class GPOPERunConfig:
                 f"gpope.batch_size (expected trajectories per step) must be in (0, "
                 f"env.num_trajectories={e.num_trajectories}]; got {g.batch_size}."
             )
-        if g.microbatch_size < 1:
-            raise ValueError(
-                f"gpope.microbatch_size must be >= 1; got {g.microbatch_size}."
-            )
-        if not 0 < g.l2_clip_norm < math.inf:
-            raise ValueError(f"gpope.l2_clip_norm must be > 0; got {g.l2_clip_norm}.")
-        if g.steps < 1 or g.checkpoint_every < 1:
-            raise ValueError("gpope.steps and gpope.checkpoint_every must be >= 1.")
-        if not 0 < g.step_size < math.inf:
-            raise ValueError(f"gpope.step_size must be > 0; got {g.step_size}.")
-        if g.decay_steps is not None and not g.decay_steps > 0:
-            raise ValueError(
-                f"gpope.decay_steps must be > 0 or empty; got {g.decay_steps}."
-            )
         if p.dataset_size is not None:
             raise ValueError(
                 "privacy.dataset_size: GPOPE's number of privacy units is "
@@ -255,29 +235,6 @@ class GPOPERunConfig:
                 "(dp-accounting's PLD accountant refuses sampling without "
                 "replacement); "
                 "use rdp, or the poisson sampler."
-            )
-
-    def _check_continuous(self):
-        e, t = self.env, self.truth
-        if not 0 < e.behaviour_epsilon <= 1 or not 0 <= e.target_epsilon <= 1:
-            raise ValueError(
-                "env.behaviour_epsilon must be in (0, 1] (it must cover every action) "
-                f"and env.target_epsilon in [0, 1]; got {e.behaviour_epsilon}, "
-                f"{e.target_epsilon}."
-            )
-        if not 0 < e.reward_scale < math.inf:
-            raise ValueError(f"env.reward_scale must be > 0; got {e.reward_scale}.")
-        if e.tiles_per_dim < 1 or e.num_tilings < 1:
-            raise ValueError("env.tiles_per_dim and env.num_tilings must be >= 1.")
-        if e.hiv_init_log10_spread < 0:
-            raise ValueError(
-                "env.hiv_init_log10_spread must be >= 0; got "
-                f"{e.hiv_init_log10_spread}."
-            )
-        if min(t.eval_states, t.rollouts, t.horizon) < 1 or t.eval_max_steps < 0:
-            raise ValueError(
-                "truth.eval_states, truth.rollouts and truth.horizon must be >= 1 and "
-                "truth.eval_max_steps >= 0."
             )
 
     def treat_probs(self, name: str) -> tuple[float, ...]:

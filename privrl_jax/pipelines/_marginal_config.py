@@ -20,8 +20,8 @@ from privrl_jax.pipelines._config import (
     MAX_WIDTH,
     Bound,
     ConfigSource,
+    Section,
     at_least,
-    check_bounds,
     load_config,
     positive,
 )
@@ -35,7 +35,7 @@ DEFAULTS = "marginal/defaults"  # the baseline's own defaults, under every confi
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelConfig:
+class ModelConfig(Section):
     """Which synthesizer, its public discretisation and mbi's estimation.
 
     ``obs_low`` / ``obs_high`` / ``act_low`` / ``act_high`` are public bounds; left
@@ -93,8 +93,10 @@ class ModelConfig:
         "aim_round_iters": at_least(1, MAX_STEPS),
     }
 
+    SECTION = "model"
+
     def __post_init__(self):
-        check_bounds(self, "model")
+        super().__post_init__()
         # MST's three shares of rho; checked here, before any run directory exists
         # (`synth.fit_mst` checks it again, but only after the ledger was opened).
         if not math.isclose(sum(self.mst_split), 1.0, rel_tol=1e-9, abs_tol=1e-9):
@@ -127,7 +129,7 @@ class ModelConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SynthesisConfig:
+class SynthesisConfig(Section):
     """``num_samples`` rows are sampled from the fitted model with mbi's sampler.
 
     With a public seed.
@@ -138,8 +140,7 @@ class SynthesisConfig:
 
     BOUNDS: ClassVar[dict[str, Bound]] = {"num_samples": at_least(1, MAX_ROWS)}
 
-    def __post_init__(self):
-        check_bounds(self, "synthesis")
+    SECTION = "synthesis"
 
 
 # The shared section; the baselines' defaults (no agents) are in

@@ -20,8 +20,8 @@ from privrl_jax.pipelines._config import (
     MAX_WIDTH,
     Bound,
     ConfigSource,
+    Section,
     at_least,
-    check_bounds,
     load_config,
     positive,
 )
@@ -35,7 +35,7 @@ DEFAULTS = "pategan/defaults"  # the baseline's own defaults, under every config
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelConfig:
+class ModelConfig(Section):
     """PATE-GAN's networks and its query budget (`synth.PateGanConfig`).
 
     ``rounds`` x ``queries_per_round`` is the number of Gaussian vote queries the run
@@ -85,8 +85,10 @@ class ModelConfig:
         "pretrain_steps": at_least(0, MAX_STEPS),
     }
 
+    SECTION = "model"
+
     def __post_init__(self):
-        check_bounds(self, "model")
+        super().__post_init__()
         if self.rounds % self.chunk_rounds:
             raise ValueError("model.rounds must be a multiple of model.chunk_rounds.")
         if self.name == "pategan_pretrained" and self.pretrain_steps < 1:
@@ -102,7 +104,7 @@ class ModelConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SynthesisConfig:
+class SynthesisConfig(Section):
     """``num_samples`` rows drawn from the trained generator (post-processing).
 
     In batches of ``batch_size``; actions clipped to ``action_bounds`` (empty: none).
@@ -117,8 +119,10 @@ class SynthesisConfig:
         "batch_size": at_least(1, MAX_BATCH),
     }
 
+    SECTION = "synthesis"
+
     def __post_init__(self):
-        check_bounds(self, "synthesis")
+        super().__post_init__()
         _synth_config.check_action_bounds(self.action_bounds)
 
 

@@ -15,8 +15,8 @@ from privrl_jax.pipelines._config import (
     MAX_ROWS,
     Bound,
     ConfigSource,
+    Section,
     at_least,
-    check_bounds,
     check_modes,
     load_config,
     positive,
@@ -34,7 +34,7 @@ ZONES = typing.get_args(Zones)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class InventoryEnvConfig:
+class InventoryEnvConfig(Section):
     """The lost-sales inventory MDP, its demand and the simulated sensitive episodes.
 
     ``demand``: ``synthetic`` (the shipped weekly series; ``demand_seed`` picks
@@ -77,8 +77,10 @@ class InventoryEnvConfig:
         "num_episodes": at_least(2, MAX_ROWS),
     }
 
+    SECTION = "env"
+
     def __post_init__(self):
-        check_bounds(self, "env")
+        super().__post_init__()
         # The episodes are simulated and held in memory: [episodes, H, products].
         size = self.num_episodes * self.horizon * self.num_products
         if size > MAX_ROWS:
@@ -90,7 +92,7 @@ class InventoryEnvConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PoolAlgoConfig:
+class PoolAlgoConfig(Section):
     """Algorithm 1 and the baselines.
 
     ``method``: ``pool`` (zones), ``grid`` (``grid_bins`` per dimension, same private
@@ -128,12 +130,11 @@ class PoolAlgoConfig:
         "failure_prob": Bound(0.0, 1.0, low_open=True, high_open=True),
     }
 
-    def __post_init__(self):
-        check_bounds(self, "pool")
+    SECTION = "pool"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class EvalConfig:
+class EvalConfig(Section):
     """SAA benchmark (n samples, base-stock grid) and Monte Carlo rollouts."""
 
     saa_samples: int = 10_000
@@ -146,8 +147,7 @@ class EvalConfig:
         "eval_episodes": at_least(1, MAX_ROWS),
     }
 
-    def __post_init__(self):
-        check_bounds(self, "eval")
+    SECTION = "eval"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -182,19 +182,14 @@ class PoolRunConfig:
 
     def __post_init__(self):
         check_modes(self)
-        e, a, v, p = self.env, self.pool, self.eval, self.privacy
-        if e.num_products < 1 or e.horizon < 1 or e.num_episodes < 2:
-            raise ValueError(
-                "env.num_products >= 1, env.horizon >= 1 and env.num_episodes >= 2 "
-                f"are required; got {e.num_products}, {e.horizon}, {e.num_episodes}."
-            )
+        # Each section checked its own ranges (BOUNDS) when it was built; here: what
+        # reads several fields or sections.
+        e, a, p = self.env, self.pool, self.privacy
         if e.demand == "rossmann" and not e.demand_file:
             raise ValueError(
                 "env.demand=rossmann needs env.demand_file (the path of "
                 "Rossmann's train.csv)."
             )
-        if not e.boundary > 0:
-            raise ValueError(f"env.boundary must be > 0; got {e.boundary}.")
         if (
             a.zones == "additive"
             and a.method == "output_perturbation"
@@ -205,25 +200,10 @@ class PoolRunConfig:
                 "its range [0, H - h]; additive part tables are centred and "
                 "leave it. Use pool.zones=paper with output perturbation."
             )
-        if a.num_zones < 1 or a.grid_bins < 1 or a.action_levels < 2:
-            raise ValueError(
-                "pool.num_zones >= 1, pool.grid_bins >= 1 and pool.action_levels "
-                ">= 2 are required."
-            )
         if a.max_actions < a.action_levels:
             raise ValueError(
                 f"pool.max_actions must be >= pool.action_levels; got "
                 f"{a.max_actions} < {a.action_levels}."
-            )
-        if not a.bonus_scale >= 0:
-            raise ValueError(f"pool.bonus_scale must be >= 0; got {a.bonus_scale}.")
-        if not 0 < a.failure_prob < 1:
-            raise ValueError(
-                f"pool.failure_prob must be in (0, 1); got {a.failure_prob}."
-            )
-        if v.saa_samples < 1 or v.eval_episodes < 1 or v.saa_levels < 2:
-            raise ValueError(
-                "eval.saa_samples, eval.eval_episodes >= 1 and eval.saa_levels >= 2."
             )
         if not p.rho > 0:
             raise ValueError(f"privacy.rho must be > 0 (inf for no DP); got {p.rho}.")

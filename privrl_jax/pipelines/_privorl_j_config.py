@@ -15,8 +15,8 @@ from privrl_jax.pipelines._config import (
     MAX_WIDTH,
     Bound,
     ConfigSource,
+    Section,
     at_least,
-    check_bounds,
     load_config,
 )
 from privrl_jax.pipelines._sections import PrivacyConfig
@@ -57,7 +57,7 @@ class DataConfig(_synth_config.DataConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelConfig:
+class ModelConfig(Section):
     """The synthesizer: a fragment transformer, a U-Net, or a DP-Transformer baseline.
 
     ``kind: transformer`` (PrivORL-j's fragment denoiser; paper scale 6 layers, 4
@@ -89,8 +89,10 @@ class ModelConfig:
         "fourier_dim": at_least(0, MAX_WIDTH),
     }
 
+    SECTION = "model"
+
     def __post_init__(self):
-        check_bounds(self, "model")
+        super().__post_init__()
         _synth_config.check_even("model.fourier_dim", self.fourier_dim)
         if self.embed_dim % self.num_heads:
             raise ValueError(
@@ -107,7 +109,7 @@ FinetuneConfig = _synth_config.FinetuneConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SynthesisConfig:
+class SynthesisConfig(Section):
     """The synthesis section: how many stitched trajectories are sampled, and how.
 
     ``num_trajectories`` stitched trajectories of ``episode_length`` steps (cut earlier
@@ -143,8 +145,10 @@ class SynthesisConfig:
         "ema_decay": DECAY,
     }
 
+    SECTION = "synthesis"
+
     def __post_init__(self):
-        check_bounds(self, "synthesis")
+        super().__post_init__()
         _synth_config.check_release_rows(
             "synthesis.num_trajectories x synthesis.episode_length",
             self.num_trajectories * self.episode_length,

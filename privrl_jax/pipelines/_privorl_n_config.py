@@ -16,8 +16,8 @@ from privrl_jax.pipelines._config import (
     UNIT,
     Bound,
     ConfigSource,
+    Section,
     at_least,
-    check_bounds,
     load_config,
 )
 from privrl_jax.pipelines._sections import PrivacyConfig
@@ -36,7 +36,7 @@ class DataConfig(_synth_config.DataConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelConfig:
+class ModelConfig(Section):
     """Residual-MLP denoiser (paper scale: width 1024, depth 6)."""
 
     width: int = 256
@@ -54,8 +54,10 @@ class ModelConfig:
         "fourier_dim": at_least(0, MAX_WIDTH),
     }
 
+    SECTION = "model"
+
     def __post_init__(self):
-        check_bounds(self, "model")
+        super().__post_init__()
         _synth_config.check_even("model.fourier_dim", self.fourier_dim)
 
 
@@ -109,7 +111,7 @@ class FinetuneConfig(_synth_config.FinetuneConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SynthesisConfig:
+class SynthesisConfig(Section):
     num_samples: int = 20_000
     batch_size: int = 5_000
     num_sampling_steps: int = 32
@@ -125,8 +127,10 @@ class SynthesisConfig:
         "ema_decay": DECAY,
     }
 
+    SECTION = "synthesis"
+
     def __post_init__(self):
-        check_bounds(self, "synthesis")
+        super().__post_init__()
         _synth_config.check_action_bounds(self.action_bounds)
 
 

@@ -15,7 +15,7 @@ import dataclasses
 from typing import ClassVar, Literal
 
 from privrl_jax import privacy
-from privrl_jax.pipelines._config import MAX_ROWS, Bound, at_least, check_bounds
+from privrl_jax.pipelines._config import MAX_ROWS, Bound, Section, at_least
 
 # Where agents are scored: ``jax`` (our JAX envs) or ``mujoco`` (D4RL's real MuJoCo
 # tasks, the ``mujoco`` extra); `envs.check_eval_backend` checks it against the env.
@@ -23,7 +23,7 @@ EvalBackend = Literal["jax", "mujoco"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrivacyConfig:
+class PrivacyConfig(Section):
     """Target (epsilon, delta) of the run.
 
     epsilon = inf runs without noise (the non-private ablation).
@@ -48,8 +48,10 @@ class PrivacyConfig:
 
     BOUNDS: ClassVar[dict[str, Bound]] = {"dataset_size": at_least(2, MAX_ROWS)}
 
+    SECTION = "privacy"
+
     def __post_init__(self):
-        check_bounds(self, "privacy")
+        super().__post_init__()
         if not self.epsilon > 0:
             raise ValueError(
                 f"privacy.epsilon must be > 0 (inf for no DP); got {self.epsilon}."

@@ -33,8 +33,8 @@ from privrl_jax.pipelines._config import (
     MAX_COUNT,
     Bound,
     ConfigSource,
+    Section,
     at_least,
-    check_bounds,
     check_modes,
     load_config,
     positive,
@@ -162,7 +162,7 @@ class CandidatesConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ScoreConfig:
+class ScoreConfig(Section):
     """Each run's DP score.
 
     ``kind: td_error`` (choosing hyper-parameters): the negative squared norm of the
@@ -184,12 +184,11 @@ class ScoreConfig:
         "noise_multiplier": positive(),
     }
 
-    def __post_init__(self):
-        check_bounds(self, "score")
+    SECTION = "score"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RepetitionsConfig:
+class RepetitionsConfig(Section):
     """The public distribution of the number of runs K.
 
     Attributes:
@@ -207,8 +206,7 @@ class RepetitionsConfig:
         "eta": at_least(0.0, 1e3),
     }
 
-    def __post_init__(self):
-        check_bounds(self, "repetitions")
+    SECTION = "repetitions"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

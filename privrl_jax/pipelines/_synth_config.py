@@ -24,8 +24,8 @@ from privrl_jax.pipelines._config import (
     MAX_STEPS,
     UNIT,
     Bound,
+    Section,
     at_least,
-    check_bounds,
     check_modes,
     positive,
 )
@@ -112,7 +112,7 @@ def check_data_sources(cfg: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DataConfig:
+class DataConfig(Section):
     """Where the public and sensitive data come from.
 
     Without files, both are collected from our JAX mazes (the ``-v1`` tasks: D4RL's
@@ -133,19 +133,18 @@ class DataConfig:
     public_files: tuple[str, ...] = ()
 
     # The ranges of this section's values (`_config.check_bounds`); a pipeline's
-    # subclass adds its own fields' and calls ``super().__post_init__()``.
+    # subclass adds its own fields' (`Section` checks the tables of every base).
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "sensitive_size": at_least(1, MAX_ROWS),
         "public_size": at_least(1, MAX_ROWS),
         "action_noise": at_least(0.0, 1e6),
     }
 
-    def __post_init__(self):
-        check_bounds(self, "data")
+    SECTION = "data"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PretrainConfig:
+class PretrainConfig(Section):
     """Non-private curiosity-driven pre-training on public data.
 
     ``steps = 0`` disables it (the DPDM ablation).
@@ -175,8 +174,10 @@ class PretrainConfig:
         "num_sampling_steps": at_least(1, MAX_COUNT),
     }
 
+    SECTION = "pretrain"
+
     def __post_init__(self):
-        check_bounds(self, "pretrain")
+        super().__post_init__()
         if self.steps % self.chunk_steps or self.steps_per_epoch % self.chunk_steps:
             raise ValueError(
                 "pretrain.steps and pretrain.steps_per_epoch must be multiples of "
@@ -185,7 +186,7 @@ class PretrainConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FinetuneConfig:
+class FinetuneConfig(Section):
     """DP-SGD on the sensitive data (paper: 5 epochs, C = 1, Opacus defaults).
 
     ``epochs`` over the units, ``batch_size`` the expected number of units per step
@@ -220,12 +221,11 @@ class FinetuneConfig:
         "adaptive_clip_quantile": Bound(0.0, 1.0, low_open=True, high_open=True),
     }
 
-    def __post_init__(self):
-        check_bounds(self, "finetune")
+    SECTION = "finetune"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class EvalConfig:
+class EvalConfig(Section):
     """Agents trained on the release (and, in the audit, on the real data).
 
     Agent scores follow Fujimoto & Gu (TD3+BC, NeurIPS 2021, Sec. 5): the average
@@ -262,8 +262,10 @@ class EvalConfig:
         "eval_episodes": at_least(1, MAX_BATCH),
     }
 
+    SECTION = "eval"
+
     def __post_init__(self):
-        check_bounds(self, "eval")
+        super().__post_init__()
         if self.agent_updates % self.agent_chunk:
             raise ValueError(
                 "eval.agent_updates must be a multiple of eval.agent_chunk."
