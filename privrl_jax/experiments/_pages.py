@@ -22,7 +22,8 @@ not), ``interval`` (the paper's ``value`` inside our 95% interval -> reproduces;
 ``tolerance`` times its size -> partly), ``threshold`` (our mean ``op`` ``value``;
 ``partly`` within ``tolerance``) and ``significant`` (the table's tests of ``value``
 against its baseline with adjusted p < ``alpha`` in the direction ``better``: all / some
-/ none).
+/ none). ``ours`` and each ``against`` must name one row of the table (at each value of
+``over``); one that matches several rows is refused.
 """
 
 from __future__ import annotations
@@ -59,16 +60,29 @@ METHOD_TITLES = {
 }
 
 
-def _find(table: Mapping[str, Any], where: Mapping[str, Any]) -> dict | None:
+def _find(
+    table: Mapping[str, Any], where: Mapping[str, Any], claim_id: Any = None
+) -> dict | None:
     # ``label`` matches a row's label (an anchor row has no cell); other keys its cell;
     # ``experiment`` / ``table`` name where the row is (read by the caller).
+    # More than one match is refused: the first would be scored silently, whichever
+    # the table happened to list first.
     cell = {k: v for k, v in where.items() if k not in ("label", "experiment", "table")}
-    for g in table["groups"]:
-        if "label" in where and g["label"] != where["label"]:
-            continue
-        if all(k in g["cell"] and g["cell"][k] == v for k, v in cell.items()):
-            return g
-    return None
+    found = [
+        g
+        for g in table["groups"]
+        if ("label" not in where or g["label"] == where["label"])
+        and all(k in g["cell"] and g["cell"][k] == v for k, v in cell.items())
+    ]
+    if len(found) > 1:
+        raise ValueError(
+            f"claim {claim_id}: {dict(where)} matches {len(found)} rows of table "
+            f"{table['id']!r} "
+            f"({', '.join(repr(g['label']) for g in found[:4])}"
+            f"{', ...' if len(found) > 4 else ''}): name the cell, or `over` the "
+            "axes that tell them apart."
+        )
+    return found[0] if found else None
 
 
 def _table_of(name: str, table_id: str, results_dir: Path) -> dict:
@@ -152,14 +166,14 @@ def _score(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str, dict 
         held = total = 0
         for x in xs:
             at = dict(zip(over, x, strict=True))
-            ours = _find(table, {**rule["ours"], **at})
+            ours = _find(table, {**rule["ours"], **at}, claim.get("id"))
             for other in rule["against"]:
                 theirs = (
                     _table_of(other["experiment"], other["table"], results_dir)
                     if "experiment" in other
                     else table
                 )
-                them = _find(theirs, {**other, **at})
+                them = _find(theirs, {**other, **at}, claim.get("id"))
                 if ours is None or them is None:
                     continue
                 a, b = ours["metrics"][metric]["mean"], them["metrics"][metric]["mean"]
@@ -184,7 +198,7 @@ def _score(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str, dict 
             f"{len(table['tests'])})",
             None,
         )
-    group = _find(table, rule["ours"])
+    group = _find(table, rule["ours"], claim.get("id"))
     if group is None:
         return "not run", "", None
     s = group["metrics"][metric]

@@ -301,6 +301,23 @@ def test_missing_groups_rows_and_experiments_are_not_run(results):
     assert _pages.claim_status({"id": "z"}, results) == ("not run", "")
 
 
+def test_a_group_that_matches_several_rows_is_refused(results):
+    # Without `over`, {"m": "a"} is a's row at x = 1 and at x = 2: scoring the first
+    # would be silent.
+    line = (
+        "claim x: {'m': 'a'} matches 2 rows of table 't' ('a 1', 'a 2'): name the "
+        "cell, or `over` the axes that tell them apart."
+    )
+    with pytest.raises(ValueError) as err:
+        _status(results, kind="ordering", ours={"m": "a"}, against=[{"m": "c"}])
+    assert str(err.value) == line
+    with pytest.raises(ValueError) as err:
+        _status(results, kind="interval", ours={"m": "a"}, value=1.0)
+    assert str(err.value) == line
+    with pytest.raises(ValueError, match=r"\{'m': 'b'\} matches 2 rows"):
+        _status(results, kind="ordering", ours={"m": "c"}, against=[{"m": "b"}])
+
+
 def test_an_unknown_rule_is_refused(results):
     with pytest.raises(ValueError, match="claim x: unknown rule kind 'median'"):
         _status(results, kind="median", ours={"m": "a", "x": 1})
