@@ -263,6 +263,11 @@ def scoreboard(results_dir: Path) -> tuple[str, dict[str, int]]:
       ``(markdown, counts)``: the page's text, and the number of claims per status
       (``reproduces``, ``partly``, ``does not``, ``not run``, ``not migrated``).
     """
+    return _scoreboard(results_dir)[:2]
+
+
+def _scoreboard(results_dir: Path) -> tuple[str, dict[str, int], dict[str, list]]:
+    # (markdown, counts, plots): the claims are scored once for the page and its plots.
     counts = dict.fromkeys(STATUSES, 0)
     lines = [
         HEADER,
@@ -307,7 +312,7 @@ def scoreboard(results_dir: Path) -> tuple[str, dict[str, int]]:
         "",
         *_plots_section(plots),
     ]
-    return "\n".join(lines), counts
+    return "\n".join(lines), counts, plots
 
 
 PAPERS = ("PrivORL", "GPOPE", "POOL")
@@ -422,6 +427,11 @@ def _method_of(name: str) -> str:
 
 def render_pages(results_dir: Path) -> dict[str, str]:
     """Every page of ``docs/results/``, keyed by file name, from the stored rows."""
+    return _render_pages(results_dir)[0]
+
+
+def _render_pages(results_dir: Path) -> tuple[dict[str, str], dict[str, list]]:
+    # (pages, the scoreboard's plots).
     by_method: dict[str, list[str]] = {}
     for name in experiment_names():
         by_method.setdefault(load_experiment(name).method, []).append(name)
@@ -463,8 +473,8 @@ def render_pages(results_dir: Path) -> dict[str, str]:
         index.append("- [Reruns from scratch against the stored rows](reruns.md)")
         pages["reruns.md"] = reruns
     pages["index.md"] = "\n".join([*index, ""])
-    pages["scoreboard.md"] = scoreboard(results_dir)[0]
-    return pages
+    pages["scoreboard.md"], _, plots = _scoreboard(results_dir)
+    return pages, plots
 
 
 def _reruns_page(results_dir: Path) -> str | None:
@@ -563,10 +573,11 @@ def write_pages(results_dir: Path, docs_dir: Path) -> list[Path]:
     """
     docs_dir.mkdir(parents=True, exist_ok=True)
     out = []
-    for name, text in render_pages(results_dir).items():
+    pages, by_paper = _render_pages(results_dir)
+    for name, text in pages.items():
         (docs_dir / name).write_text(text)
         out.append(docs_dir / name)
-    plots = {plot_name(p): (p, pts) for p, pts in scoreboard_plots(results_dir).items()}
+    plots = {plot_name(p): (p, pts) for p, pts in by_paper.items()}
     for old in docs_dir.glob("scoreboard_*.png"):
         if not plots.get(old.name, (None, None))[1]:
             old.unlink()  # a paper that no longer has a plotted claim
