@@ -61,11 +61,15 @@ def _pool_fair_rossmann(d: dict) -> Iterator[tuple[dict, dict]]:
         yield cell, metrics
 
 
-def _pool_additive_zones(d: dict) -> Iterator[tuple[dict, dict]]:
-    for r in d["rows"]:
-        for seed, gap in enumerate(r["gaps"]):
-            cell = {"w": r["w+d"] // 2, "method": r["method"], "seed": seed}
-            yield cell, {"gap": gap}
+def _pool_additive_zones(bonus: float) -> Convert:
+    def convert(d: dict) -> Iterator[tuple[dict, dict]]:
+        for r in d["rows"]:
+            for seed, gap in enumerate(r["gaps"]):
+                w = r["w+d"] // 2
+                cell = {"w": w, "method": r["method"], "bonus": bonus, "seed": seed}
+                yield cell, {"gap": gap}
+
+    return convert
 
 
 def _fidelity(r: dict, anchors: tuple[str, ...]) -> dict:
@@ -237,7 +241,10 @@ Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
     "pool_fair": [("pool_fair.json", _pool_fair)],
-    "pool_additive_zones": [("pool_additive_private.json", _pool_additive_zones)],
+    "pool_additive_zones": [
+        ("pool_additive_private.json", _pool_additive_zones(0.003)),
+        ("pool_additive_private_bs0.01.json", _pool_additive_zones(0.01)),
+    ],
     "pool_fig1_rossmann": [
         ("pool_exp1_rossmann_format.json", _pool_gap_vs_rho),
         ("pool_fair_rossmann_format.json", _pool_fair_rossmann),

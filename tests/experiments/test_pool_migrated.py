@@ -67,25 +67,38 @@ def test_stored_rows_regenerate_both_legacy_tables():
         ), key
 
 
-def test_additive_zones_rows_regenerate_the_legacy_table():
-    """pool_additive_zones: each method's mean and sample std equal the legacy JSON's
-    bit for bit, its 95% half-width the legacy interval's (stored as its two ends), and
-    each cell resolves to the legacy setting (cells K, released 3 H K statistics)."""
+def test_additive_zones_rows_regenerate_the_legacy_tables():
+    """pool_additive_zones: each method's mean and sample std at each bonus_scale equal
+    the legacy JSON's bit for bit, its 95% half-width the legacy interval's (stored as
+    its two ends), and each cell resolves to the legacy setting (cells K, released
+    3 H K statistics, the bonus scale)."""
     exp = experiments.load_experiment("pool_additive_zones")
     rows = experiments.read_rows(ROOT / "results", exp.name)
-    assert len(rows) == len(exp.cells()) == 140
-    legacy = json.loads((LEGACY / "pool_additive_private.json").read_text())["rows"]
+    assert len(rows) == len(exp.cells()) == 280
     ours = {}
     for spec in exp.tables:
         for g in build_table(spec, rows)["groups"]:
-            ours[(spec["where"]["w"][0], g["cell"]["method"])] = g["metrics"]["gap"]
-    assert len(ours) == len(legacy) == 14
-    for r in legacy:
-        got = ours[(r["w+d"] // 2, r["method"])]
-        assert (got["mean"], got["std"]) == (r["mean"], r["std"])
-        lo, hi = r["ci95"]
-        assert got["ci95"] == pytest.approx((hi - lo) / 2, rel=1e-12)
-        cell = {"w": r["w+d"] // 2, "method": r["method"], "seed": 0}
-        task = build_task(resolve(exp, cell)[0])
-        assert int(task.geom.num_cells) == r["cells"]
-        assert 3 * 5 * int(task.geom.num_cells) == r["released"]
+            key = (spec["where"]["w"][0], g["cell"]["method"], g["cell"]["bonus"])
+            ours[key] = g["metrics"]["gap"]
+    files = {
+        0.003: "pool_additive_private.json",
+        0.01: "pool_additive_private_bs0.01.json",
+    }
+    checked = 0
+    for bonus, file in files.items():
+        legacy = json.loads((LEGACY / file).read_text())
+        assert f"bonus_scale {bonus:g})" in legacy["setting"]
+        for r in legacy["rows"]:
+            w = r["w+d"] // 2
+            got = ours[(w, r["method"], bonus)]
+            assert (got["mean"], got["std"]) == (r["mean"], r["std"])
+            lo, hi = r["ci95"]
+            assert got["ci95"] == pytest.approx((hi - lo) / 2, rel=1e-12)
+            cell = {"w": w, "method": r["method"], "bonus": bonus, "seed": 0}
+            cfg = resolve(exp, cell)[0]
+            assert cfg.pool.bonus_scale == bonus
+            task = build_task(cfg)
+            assert int(task.geom.num_cells) == r["cells"]
+            assert 3 * cfg.env.horizon * int(task.geom.num_cells) == r["released"]
+            checked += 1
+    assert checked == len(ours) == 28
