@@ -102,8 +102,8 @@ class PoolAlgoConfig(Section):
     ``additive``, the same shells on each product's (s_i, a_i) plane with Q_bar the sum
     over products (``planning._additive``; identical to ``paper`` for one product).
     ``bonus_scale`` multiplies Gamma (default 0.003, chosen by a rule fixed in advance
-    on a public task of another distribution, ``benchmarks/pool_fair.py``; 1: the
-    paper's C1 = sqrt 2, C2 = 16, which zero every Q at these data sizes; see
+    on a public task of another distribution, ``benchmarks/results/pool_fair.md``;
+    1: the paper's C1 = sqrt 2, C2 = 16, which zero every Q at these data sizes; see
     docs/pool.md).
     """
 

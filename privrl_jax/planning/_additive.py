@@ -342,8 +342,8 @@ def anchored_tables(
     t_p(x) = Q(anchor with group p set to x) - (P - 1) / P Q(anchor) at every basis
     point x of part p, so sum_p t_p(b_p) = Q(b) for any additive Q (the anchored /
     cut-HDMR decomposition, Rabitz & Alis 1999, J. Math. Chem.). With exact Q it
-    is POOL with perfect statistics, the ``zones=additive`` row of
-    ``benchmarks/pool_zones_exact.py``.
+    is POOL with perfect statistics, the ``zones=additive`` rows of
+    ``benchmarks/results/pool_zones_additive_exact.md``.
 
     Args:
       geom: the additive geometry whose basis points are evaluated.

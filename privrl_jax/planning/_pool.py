@@ -148,7 +148,7 @@ class PoolConfig:
     is the shipped pipeline's (``configs/pool/default.yaml``): the value a rule fixed
     in advance picks on a *public* stand-in task of another distribution (the s in
     {0.001, ..., 0.3} with the smallest gap averaged over rho in {0.1, ..., 40};
-    ``benchmarks/pool_experiments.py --only select_shift``, docs/pool.md). No private
+    docs/pool.md; ``benchmarks/results/pool_select_shift.md``). No private
     data enter that choice; on a task far from it, rerun the rule on your own public
     stand-in. ``bonus_scale=1`` gives the paper's constants (C1 = sqrt 2, C2 = 16),
     which need ~15,000 samples per cell and otherwise zero every Q (the policy never

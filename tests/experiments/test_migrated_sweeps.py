@@ -28,19 +28,22 @@ def test_pool_sweeps_cells_are_the_legacy_sweeps_settings():
     """Each setting of pool_sweeps' grid resolves to the config of a row of the legacy
     sweeps (benchmarks/pool_experiments.py --only 2: pool/default, pool.zones=paper,
     POOL at rho = 10, the row's overrides and episodes), and the grid holds each legacy
-    setting in the paper's ranges (H 5-40, |lambda| 0.5-1.0 at radius sqrt 2, w + d
-    2-16, M 50-800 with 40 M episodes)."""
+    setting in the paper's ranges (H 5-40, |lambda| 0.5-1.0 at radius sqrt 2 and tied
+    to |lambda|, w + d 2-16, M 50-800 with 40 M episodes and 5-200 at 2000)."""
     exp = experiments.load_experiment("pool_sweeps")
     cells = [c for c in exp.cells() if c["seed"] == 0]
     ours = {json.dumps(_resolved(resolve(exp, c)[0]), sort_keys=True): c for c in cells}
-    files = {
-        "pool_exp2_H.json": "H",
-        "pool_exp2_lambda_lambda_fixed_zones_M_M_fixed_data.json": "lambda_fixed_zones",
-        "pool_exp2_wd.json": "w+d",
-        "pool_exp2_M.json": "M",
-    }
+    both = "pool_exp2_lambda_lambda_fixed_zones_M_M_fixed_data.json"
+    files = [
+        ("pool_exp2_H.json", "H"),
+        (both, "lambda_fixed_zones"),
+        (both, "lambda"),
+        (both, "M_fixed_data"),
+        ("pool_exp2_wd.json", "w+d"),
+        ("pool_exp2_M.json", "M"),
+    ]
     matched = set()
-    for file, sweep in files.items():
+    for file, sweep in files:
         for row in json.loads((LEGACY / file).read_text())["sweeps"][sweep]:
             over = row["setting"].split(", ")
             if "env.boundary=1.5" in over:  # outside the paper's |lambda| range
@@ -58,8 +61,9 @@ def test_pool_sweeps_cells_are_the_legacy_sweeps_settings():
             key = json.dumps(_resolved(cfg), sort_keys=True)
             assert key in ours, (file, row["setting"])
             matched.add(key)
-    # 1 default + 4 H + 6 |lambda| (0.9 at radius sqrt 2 is its own) + 4 w + 5 M.
-    assert len(matched) == len(ours) == 20
+    # 1 default + 4 H + 6 |lambda| at radius sqrt 2 (0.9 is its own) + 5 tied + 4 w
+    # + 5 M at 40 M episodes + 4 M at 2000 (50 is the 40 M sweep's, 10 the default).
+    assert len(matched) == len(ours) == 29
 
 
 def test_pool_zones_vs_grid_cells_have_the_legacy_cell_counts():
