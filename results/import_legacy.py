@@ -301,6 +301,39 @@ def _privorl_accountants(d: dict) -> Iterator[tuple[dict, dict]]:
             )
 
 
+def _privorl_j_medium(d: dict) -> Iterator[tuple[dict, dict]]:
+    # The reference sets and the real-data agent: once per seed (its first run), put
+    # on the seed's PrivORL-j eps = 10 row.
+    refs = {r["seed"]: r for r in d["references"]}
+    for cell, metrics in _privorl_j_vs_baselines(d):
+        if (cell["model"], cell["epsilon"]) == ("PrivORL-j", 10.0):
+            ref = refs[cell["seed"]]
+            metrics["reference_public.trajscore_f1"] = ref["public"]
+            metrics["reference_holdout.trajscore_f1"] = ref["holdout"]
+            row = next(
+                r
+                for r in d["rows"]
+                if (r["model"], r["epsilon"], r["seed"])
+                == ("PrivORL-j", 10.0, cell["seed"])
+            )
+            metrics["real.agent_score"] = row["agent_score_real"].get("iql")
+        yield cell, metrics
+
+
+def _privorl_j_horizons(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["horizon_sweep"]:
+        if r["trajscore_window"] != 32:
+            raise ValueError("a horizon row scored with another window than H = 32's")
+        keys = ("epsilon_spent", "gap_boundary", "gap_inside", "free_cell_share")
+        keys += ("marginal", "correlation")
+        metrics = {k: r[k] for k in keys}
+        metrics["trajscore_f1_h32"] = r["trajscore_f1"]
+        # At H = 32 the H = 32 window is the run's own: its audit's TrajScore.
+        metrics["trajscore_f1"] = r["trajscore_f1"] if r["horizon"] == 32 else None
+        metrics["agent_score"] = r["agent_score"].get("iql")
+        yield {"horizon": str(r["horizon"]), "seed": r["seed"]}, metrics
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -331,6 +364,12 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
         ("adaptive_clipping_privorl_n.json", _adaptive_clipping_privorl_n)
     ],
     "privorl_accountants": [("privorl_accountants.json", _privorl_accountants)],
+    "privorl_j_vs_baselines_medium": [
+        ("privorl_j_results_cpu_medium.json", _privorl_j_medium)
+    ],
+    "privorl_j_horizons": [
+        ("privorl_j_results_cpu_horizons.json", _privorl_j_horizons)
+    ],
 }
 
 

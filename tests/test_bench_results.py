@@ -167,38 +167,6 @@ def test_paired_rows_pair_any_two_rows_over_their_common_seeds():
     assert lines[2].startswith("| pre -> real | 2 | +2.500 [±")
 
 
-def test_reuse_pretrain_ignores_only_the_fields_it_is_told_may_differ(tmp_path):
-    import yaml
-    from privorl_j_results import reuse_pretrain
-
-    from privrl_jax.pipelines import privorl_j, to_dict
-
-    def sibling(name, overrides):
-        cfg = privorl_j.load("privorl_j/test", overrides)
-        d = tmp_path / name
-        (d / "checkpoints" / "pretrain" / str(cfg.pretrain.steps)).mkdir(parents=True)
-        (d / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-        return d
-
-    fixed = sibling("fixed", ["synthesis.finetune_ema=fixed"])
-    other_lr = sibling("lr", ["pretrain.learning_rate=0.123"])
-    mine = privorl_j.load("privorl_j/test", ["synthesis.finetune_ema=last"])
-    # Without may_differ the EMA schedule counts: nothing is reused.
-    reuse_pretrain(tmp_path / "a", [fixed, other_lr], mine)
-    assert not (tmp_path / "a").exists()
-    # With it, the sibling that differs only there is copied; the other never is.
-    reuse_pretrain(
-        tmp_path / "b", [other_lr], mine, may_differ=("synthesis.finetune_ema",)
-    )
-    assert not (tmp_path / "b").exists()
-    reuse_pretrain(
-        tmp_path / "c", [other_lr, fixed], mine, may_differ=("synthesis.finetune_ema",)
-    )
-    steps = str(mine.pretrain.steps)
-    assert (tmp_path / "c" / "checkpoints" / "pretrain" / steps).is_dir()
-    assert yaml.safe_load((tmp_path / "c" / "config.yaml").read_text()) == to_dict(mine)
-
-
 def test_gpope_e2e_table_charges_a_device_row_its_host_rows_compile():
     """A device row that reused its host row's executable (compile ~0) is tabulated as a
     cold run: its JAX total and speed-up include the host row's compile."""

@@ -306,3 +306,57 @@ def test_accountant_rows_are_what_the_pipelines_plan_calibrates_today():
         other = "pld" if acc == "rdp" else "rdp"
         eps = plan.epsilon(cfg.privacy.delta, other).epsilon
         assert eps == pytest.approx(stored[f"epsilon_{other}"], rel=1e-6)
+
+
+def test_privorl_j_medium_rows_give_the_legacy_means_and_ddof0_std():
+    """privorl_j_vs_baselines_medium regenerates privorl_j_results_cpu_medium.md: the
+    main table's means to all printed digits (its std ddof = 0: ours times sqrt(2/3)),
+    the references and the real-data agent; its cells set the legacy overrides."""
+    exp = experiments.load_experiment("privorl_j_vs_baselines_medium")
+    ours = {g["label"]: g["metrics"] for g in _table(exp.name, "results")["groups"]}
+    cols = ["trajscore_f1", "gap_boundary", "gap_inside", None, None]
+    cols += ["free_cell_share", "marginal", "correlation", "agent_score"]
+    text = (LEGACY / "privorl_j_results_cpu_medium.md").read_text().splitlines()
+    checked = 0
+    for line in text:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        models = ("PrivORL-j", "PrivORL-j-U", "DP-Transformer")
+        if len(cells) != 14 or cells[0] not in models:
+            continue
+        got = ours[f"{cells[0]} eps = {cells[1]}"]
+        for value, m in zip(cells[5:], cols, strict=True):
+            if m is None:
+                continue
+            mean, std = (float(x) for x in value.split(" ± "))
+            assert f"{got[m]['mean']:.3f}" == f"{mean:.3f}"
+            assert f"{got[m]['std'] * math.sqrt(2 / 3):.3f}" == f"{std:.3f}"
+            checked += 1
+    assert checked == 6 * 7
+    refs = _table(exp.name, "references")["groups"]
+    got = {g["label"].split(" (")[0]: g["metrics"]["trajscore_f1"] for g in refs}
+    assert f"{got['public trajectories']['mean']:.3f}" == "0.941"
+    assert f"{got['held-out sensitive trajectories']['mean']:.3f}" == "0.933"
+    real = _table(exp.name, "real_agents")["groups"][0]["metrics"]["agent_score"]
+    assert real["n"] == 3 and f"{real['mean']:.3f}" == "2.685"
+    legacy = _legacy("privorl_j_results_cpu_medium.json")
+    cell = {"model": "DP-Transformer", "epsilon": 1.0, "seed": 2}
+    ours = exp.overrides_for(cell)
+    want = [*legacy["overrides"], "model.kind=dp_transformer", "seed=2"]
+    want = [o.replace(", ", ",") for o in want]  # the list's YAML text
+    assert not [o for o in want if o not in ours], ours
+
+
+def test_privorl_j_horizon_rows_are_the_legacy_sweep():
+    exp = experiments.load_experiment("privorl_j_horizons")
+    legacy = _legacy("privorl_j_results_cpu_horizons.json")["horizon_sweep"]
+    rows = {r["cell"]["horizon"]: r["metrics"] for r in _rows(exp.name)}
+    assert sorted(rows, key=int) == ["8", "16", "32", "64"]
+    for r in legacy:
+        m = rows[str(r["horizon"])]
+        assert m["trajscore_f1_h32"] == r["trajscore_f1"]
+        assert m["gap_boundary"] == r["gap_boundary"]
+        # The legacy script kept H * max_fragments at the config's 32 * 5.
+        cfg_keys = exp.overrides_for({"horizon": str(r["horizon"]), "seed": 0})
+        frags = max(1, 32 * 5 // r["horizon"])
+        assert f"data.horizon={r['horizon']}" in cfg_keys
+        assert f"data.max_fragments={frags}" in cfg_keys
