@@ -334,6 +334,22 @@ def _privorl_j_horizons(d: dict) -> Iterator[tuple[dict, dict]]:
         yield {"horizon": str(r["horizon"]), "seed": r["seed"]}, metrics
 
 
+def _pategan_vs_smartnoise(d: dict) -> Iterator[tuple[dict, dict]]:
+    labels = [k for k in d["table"] if k != "real holdout"]
+    real = d["table"]["real holdout"]
+    for label, r in zip(labels, d["runs"], strict=True):
+        if not label.startswith(r["impl"]):
+            raise ValueError(f"{label}: not the run of {r['impl']}")
+        metrics = {f"release.{k}": v for k, v in r["fidelity"].items()}
+        metrics.pop("release.rows_compared")
+        keys = ("num_teachers", "vote_queries", "epsilon_reported")
+        keys += ("epsilon_dp_accounting_rdp", "label_one_share")
+        metrics |= {k: r[k] for k in keys}
+        if r["impl"] == "ours":  # the holdout the legacy table scored, seed 0
+            metrics |= {f"real_holdout.{k}": v["mean"] for k, v in real.items()}
+        yield {"run": label, "seed": 0}, metrics
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -370,6 +386,7 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "privorl_j_horizons": [
         ("privorl_j_results_cpu_horizons.json", _privorl_j_horizons)
     ],
+    "pategan_vs_smartnoise": [("pategan_vs_smartnoise.json", _pategan_vs_smartnoise)],
 }
 
 

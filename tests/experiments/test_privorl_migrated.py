@@ -360,3 +360,39 @@ def test_privorl_j_horizon_rows_are_the_legacy_sweep():
         frags = max(1, 32 * 5 // r["horizon"])
         assert f"data.horizon={r['horizon']}" in cfg_keys
         assert f"data.max_fragments={frags}" in cfg_keys
+
+
+def test_pategan_vs_smartnoise_rows_give_the_legacy_tables():
+    """Every row of pategan_vs_smartnoise.md's two tables, value for value (the
+    generated rows add a seeds column and split the vote counts into a table)."""
+    exp = experiments.load_experiment("pategan_vs_smartnoise")
+    got = {}
+    for t in ("fidelity", "accounting", "votes"):
+        for g in _table(exp.name, t)["groups"]:
+            got.setdefault(g["label"], {}).update(
+                {k: v["mean"] for k, v in g["metrics"].items()}
+            )
+    legacy = (LEGACY / "pategan_vs_smartnoise.md").read_text().splitlines()
+    fid = ("free_cell_share", "sliced_wasserstein", "marginal", "correlation")
+    acc = ("num_teachers", "vote_queries", None, "epsilon_reported")
+    acc += ("epsilon_dp_accounting_rdp", "label_one_share")
+    checked = 0
+    for line in legacy:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] not in got:
+            continue
+        cols = fid if len(cells) == 5 else acc
+        for text, m in zip(cells[1:], cols, strict=True):
+            if m is not None:
+                want = math.inf if text == "inf" else float(text)
+                digits = 0 if m in ("num_teachers", "vote_queries") else 3
+                assert round(got[cells[0]][m], digits) == round(want, digits), m
+                checked += 1
+    assert checked == 8 * 4 + 7 * 5
+    # Ours are the pategan pipeline's cells; smartnoise's name a pipeline not shipped.
+    assert exp.pipeline_for({"run": "ours eps = 10", "seed": 0}) == "pategan"
+    assert exp.pipeline_for({"run": "smartnoise eps = 10", "seed": 0}) == (
+        "smartnoise_pategan"
+    )
+    with pytest.raises(ModuleNotFoundError):
+        __import__("privrl_jax.pipelines.smartnoise_pategan")
