@@ -301,7 +301,7 @@ def _privorl_accountants(d: dict) -> Iterator[tuple[dict, dict]]:
             )
 
 
-def _privorl_j_medium(d: dict) -> Iterator[tuple[dict, dict]]:
+def _privorl_j_with_references(d: dict) -> Iterator[tuple[dict, dict]]:
     # The reference sets and the real-data agent: once per seed (its first run), put
     # on the seed's PrivORL-j eps = 10 row.
     refs = {r["seed"]: r for r in d["references"]}
@@ -369,7 +369,9 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     ],
     "privorl_table1": _table1_files(),
     "privorl_n_mia": [("mia_memorise.json", _privorl_n_mia)],
-    "privorl_j_vs_baselines": [("privorl_j_results_cpu.json", _privorl_j_vs_baselines)],
+    "privorl_j_vs_baselines": [
+        ("privorl_j_results_cpu.json", _privorl_j_with_references)
+    ],
     "privorl_n_ablations": [
         ("privorl_n_results.json", _privorl_n_ablations),
         ("privorl_n_results_td3bc.json", _privorl_n_ablations),
@@ -381,7 +383,7 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     ],
     "privorl_accountants": [("privorl_accountants.json", _privorl_accountants)],
     "privorl_j_vs_baselines_medium": [
-        ("privorl_j_results_cpu_medium.json", _privorl_j_medium)
+        ("privorl_j_results_cpu_medium.json", _privorl_j_with_references)
     ],
     "privorl_j_horizons": [
         ("privorl_j_results_cpu_horizons.json", _privorl_j_horizons)

@@ -396,3 +396,31 @@ def test_pategan_vs_smartnoise_rows_give_the_legacy_tables():
     )
     with pytest.raises(ModuleNotFoundError):
         __import__("privrl_jax.pipelines.smartnoise_pategan")
+
+
+@pytest.mark.parametrize(
+    ("name", "file"),
+    [
+        ("privorl_j_vs_baselines", "privorl_j_results_cpu.md"),
+        ("privorl_j_vs_baselines_medium", "privorl_j_results_cpu_medium.md"),
+    ],
+)
+def test_privorl_j_references_and_real_agents_are_the_legacy_pages(name, file):
+    """The legacy pages' reference TrajScores and real-data IQL: means to all printed
+    digits, their std ddof = 0 (ours times sqrt(2/3) at 3 seeds)."""
+    got = {}
+    for t, m in (("references", "trajscore_f1"), ("real_agents", "agent_score")):
+        for g in _table(name, t)["groups"]:
+            got[g["label"].split(" (")[0]] = g["metrics"][m]
+    want = {}
+    for line in (LEGACY / file).read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[1] == "3":
+            want[cells[0].split(" (")[0]] = cells[2]
+    names = {"iql": "real sensitive trajectories"}
+    assert len(want) == 3
+    for label, text in want.items():
+        s = got[names.get(label, label)]
+        mean, std = (float(x) for x in text.split(" ± "))
+        assert s["n"] == 3 and f"{s['mean']:.3f}" == f"{mean:.3f}"
+        assert f"{s['std'] * math.sqrt(2 / 3):.3f}" == f"{std:.3f}"
