@@ -1,6 +1,6 @@
 """Issue 26: is the PATE-GAN baseline's fixed-seed run reproducible, and what moves it?
 
-The run of ``results/pategan_baselines.md`` at seed 0, epsilon 1 (config
+The PATE-GAN run of ``privorl_table1`` (umaze) at seed 0, epsilon 1 (config
 ``pategan/umaze``, ``privacy.noise_seed = 1000``, the data of
 ``_results.data_files``), repeated in fresh processes: twice as it is, on one CPU
 instead of all, with XLA's single-threaded Eigen, and under XLA CPU code-generation

@@ -237,6 +237,145 @@ def _privorl_n_mia(d: dict) -> Iterator[tuple[dict, dict]]:
         )
 
 
+_ABLATION_VARIANTS = {
+    "eps10": "eps = 10",
+    "eps1": "eps = 1",
+    "eps_inf": "eps = inf",
+    "dpdm_no_pretrain": "no pre-training (DPDM)",
+    "pdp_no_curiosity": "no curiosity (pre-training)",
+    "finecur": "FineCur (rate 0.3)",
+}
+
+
+def _privorl_n_ablations(d: list) -> Iterator[tuple[dict, dict]]:
+    # The legacy rows repeat each seed's real-data score (trained in its eps10 run) on
+    # every variant: kept on the eps10 row only, where it was computed.
+    real = {
+        (r["seed"], r["algo"]): r["real_score"] for r in d if r["variant"] == "eps10"
+    }
+    for r in d:
+        key = (r["seed"], r["algo"])
+        if r["real_score"] != real[key]:
+            raise ValueError(f"{key}: another real score than its eps10 run's")
+        keys = ("epsilon_rdp", "marginal", "correlation", "mia_auc")
+        keys += ("mia_tpr_at_10_fpr", "mia_tpr_at_1_fpr")
+        metrics = {k: r[k] for k in keys}
+        metrics["epsilon_spent_rdp"] = metrics.pop("epsilon_rdp")
+        metrics["agent_score"] = r["synthetic_score"]
+        metrics["real_score"] = r["real_score"] if r["variant"] == "eps10" else None
+        yield (
+            {
+                "variant": _ABLATION_VARIANTS[r["variant"]],
+                "agent": _T1_AGENTS[r["algo"]],
+                "seed": r["seed"],
+            },
+            metrics,
+        )
+
+
+def _privorl_n_tuning(d: dict) -> Iterator[tuple[dict, dict]]:
+    setups = {"stand_in": "stand-in", "evaluated": "evaluated"}
+    for r in d["runs"]:
+        metrics = {f"release.{k}": v for k, v in r["fidelity"].items()}
+        for anchor in ("pretrain_only", "real_holdout"):
+            for k in ("sliced_wasserstein", "free_cell_share"):
+                metrics[f"{anchor}.{k}"] = r["anchors"][anchor][k]
+        metrics["noise_multiplier"] = r["noise_multiplier"]
+        metrics["epsilon_spent_rdp"] = r["epsilon_spent_rdp"]
+        cell = {"setup": setups[r["setup"]], "lr": r["lr"], "K": r["K"]}
+        yield cell | {"seed": r["seed"]}, metrics
+
+
+def _privorl_j_ema_tuning(d: dict) -> Iterator[tuple[dict, dict]]:
+    setups = {"stand_in": "stand-in", "evaluated": "evaluated"}
+    for r in d["runs"]:
+        metrics = {f"release.{k}": v for k, v in r["fidelity"].items()}
+        for anchor in ("pretrain_only", "real_holdout"):
+            for k in ("sliced_wasserstein", "free_cell_share"):
+                metrics[f"{anchor}.{k}"] = r["anchors"][anchor][k]
+        metrics["noise_multiplier"] = r["noise_multiplier"]
+        metrics["epsilon_spent_rdp"] = r["epsilon_spent_rdp"]
+        cell = {"setup": setups[r["setup"]], "ema": r["ema"], "seed": r["seed"]}
+        yield cell, metrics
+
+
+def _adaptive_clipping_privorl_n(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["runs"]:
+        metrics = dict(r["fidelity"])
+        metrics["epsilon_spent_rdp"] = r["epsilon_spent_rdp"]
+        metrics["noise_multiplier"] = r["noise_multiplier"]
+        if "final_clip_norm" in r:  # read from the last DP checkpoint, not a report
+            metrics["final_clip_norm"] = r["final_clip_norm"]
+        yield {"clip": r["row"], "seed": r["seed"]}, metrics
+
+
+def _privorl_accountants(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["rows"]:
+        for acc in ("rdp", "pld"):
+            a = r[acc]
+            cell = {"plan": r["plan"], "epsilon": r["epsilon"], "accountant": acc}
+            yield (
+                cell,
+                {
+                    "noise_multiplier": a["noise_multiplier"],
+                    "epsilon_rdp": a["epsilon_rdp"],
+                    "epsilon_pld": a["epsilon_pld"],
+                    "mean_gradient_noise_std": a["mean_gradient_noise_std"],
+                    "sampling_rate": r["sampling_rate"],
+                    "steps": r["steps"],
+                },
+            )
+
+
+def _privorl_j_with_references(d: dict) -> Iterator[tuple[dict, dict]]:
+    # The reference sets and the real-data agent: once per seed (its first run), put
+    # on the seed's PrivORL-j eps = 10 row.
+    refs = {r["seed"]: r for r in d["references"]}
+    for cell, metrics in _privorl_j_vs_baselines(d):
+        if (cell["model"], cell["epsilon"]) == ("PrivORL-j", 10.0):
+            ref = refs[cell["seed"]]
+            metrics["reference_public.trajscore_f1"] = ref["public"]
+            metrics["reference_holdout.trajscore_f1"] = ref["holdout"]
+            row = next(
+                r
+                for r in d["rows"]
+                if (r["model"], r["epsilon"], r["seed"])
+                == ("PrivORL-j", 10.0, cell["seed"])
+            )
+            metrics["real.agent_score"] = row["agent_score_real"].get("iql")
+        yield cell, metrics
+
+
+def _privorl_j_horizons(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["horizon_sweep"]:
+        if r["trajscore_window"] != 32:
+            raise ValueError("a horizon row scored with another window than H = 32's")
+        keys = ("epsilon_spent", "gap_boundary", "gap_inside", "free_cell_share")
+        keys += ("marginal", "correlation")
+        metrics = {k: r[k] for k in keys}
+        metrics["trajscore_f1_h32"] = r["trajscore_f1"]
+        # At H = 32 the H = 32 window is the run's own: its audit's TrajScore.
+        metrics["trajscore_f1"] = r["trajscore_f1"] if r["horizon"] == 32 else None
+        metrics["agent_score"] = r["agent_score"].get("iql")
+        yield {"horizon": str(r["horizon"]), "seed": r["seed"]}, metrics
+
+
+def _pategan_vs_smartnoise(d: dict) -> Iterator[tuple[dict, dict]]:
+    labels = [k for k in d["table"] if k != "real holdout"]
+    real = d["table"]["real holdout"]
+    for label, r in zip(labels, d["runs"], strict=True):
+        if not label.startswith(r["impl"]):
+            raise ValueError(f"{label}: not the run of {r['impl']}")
+        metrics = {f"release.{k}": v for k, v in r["fidelity"].items()}
+        metrics.pop("release.rows_compared")
+        keys = ("num_teachers", "vote_queries", "epsilon_reported")
+        keys += ("epsilon_dp_accounting_rdp", "label_one_share")
+        metrics |= {k: r[k] for k in keys}
+        if r["impl"] == "ours":  # the holdout the legacy table scored, seed 0
+            metrics |= {f"real_holdout.{k}": v["mean"] for k, v in real.items()}
+        yield {"run": label, "seed": 0}, metrics
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -264,7 +403,26 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     ],
     "privorl_table1": _table1_files(),
     "privorl_n_mia": [("mia_memorise.json", _privorl_n_mia)],
-    "privorl_j_vs_baselines": [("privorl_j_results_cpu.json", _privorl_j_vs_baselines)],
+    "privorl_j_vs_baselines": [
+        ("privorl_j_results_cpu.json", _privorl_j_with_references)
+    ],
+    "privorl_n_ablations": [
+        ("privorl_n_results.json", _privorl_n_ablations),
+        ("privorl_n_results_td3bc.json", _privorl_n_ablations),
+    ],
+    "privorl_n_tuning": [("privorl_n_tuning.json", _privorl_n_tuning)],
+    "privorl_j_ema_tuning": [("privorl_j_ema_tuning.json", _privorl_j_ema_tuning)],
+    "adaptive_clipping_privorl_n": [
+        ("adaptive_clipping_privorl_n.json", _adaptive_clipping_privorl_n)
+    ],
+    "privorl_accountants": [("privorl_accountants.json", _privorl_accountants)],
+    "privorl_j_vs_baselines_medium": [
+        ("privorl_j_results_cpu_medium.json", _privorl_j_with_references)
+    ],
+    "privorl_j_horizons": [
+        ("privorl_j_results_cpu_horizons.json", _privorl_j_horizons)
+    ],
+    "pategan_vs_smartnoise": [("pategan_vs_smartnoise.json", _pategan_vs_smartnoise)],
 }
 
 
@@ -293,7 +451,10 @@ def import_rows(name: str) -> list[dict[str, Any]]:
                 "metrics": metrics,
                 "wall_s": None,
                 "source": f"legacy:benchmarks/results/{file}",
-                "provenance": legacy.get("provenance"),
+                # A list-shaped legacy file (privorl_n_results.json) has none.
+                "provenance": (
+                    legacy.get("provenance") if isinstance(legacy, dict) else None
+                ),
             }
             for cell, metrics in convert(legacy)
         ]

@@ -34,6 +34,9 @@ share the row's axes except those in ``across`` and match ``where``, one per see
 score every run of a seed shares: pre-training only, real data). ``row_header`` with
 " | " spans several row columns (the label then holds as many); ``align: right``.
 
+``layout: steps`` may list its pairs (``steps: [[a, b], ...]``), a point being a value
+of ``axis`` or a name of ``anchors`` (``{name: prefix}``): :func:`_listed_steps_table`.
+
 ``layout: pairs`` (``rows``, ``reference: {where, match}``, ``pair``, ``metrics``): each
 group's within-pair differences against the reference rows (:func:`_pairs_table`).
 
@@ -326,6 +329,8 @@ def _steps_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
     """
     axis, pair = spec["axis"], spec.get("pair", "seed")
     prefix = spec.get("prefix")
+    if "steps" in spec:
+        return _listed_steps_table(spec, rows)
     values = list(dict.fromkeys(r["cell"][axis] for r in rows if axis in r["cell"]))
     by = {(r["cell"].get(pair), r["cell"][axis]): r for r in rows if axis in r["cell"]}
     groups = []
@@ -343,6 +348,58 @@ def _steps_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
             summ[m] = stats.summary(d) | {"rose": sum(x > 0 for x in d)}
         label = spec.get("step_label", "{a}->{b}").format(a=a, b=b)
         groups.append({"label": label, "cell": {"from": a, "to": b}, "metrics": summ})
+    return {
+        "id": spec["id"],
+        "title": spec.get("title", spec["id"]),
+        "layout": "steps",
+        "groups": groups,
+        "tests": [],
+    }
+
+
+def _listed_steps_table(
+    spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
+) -> dict:
+    """``layout: steps`` with ``steps: [[a, b], ...]``: the listed pairs, in order.
+
+    A point is a value of ``axis`` (its rows' ``<prefix>.<metric>``, labelled by
+    ``value_label``) or a name of ``anchors`` (name -> prefix: per pair value, its
+    first row with that metric, as the anchors of a long table).
+    """
+    axis, pair = spec["axis"], spec.get("pair", "seed")
+    prefix, anchors = spec.get("prefix"), dict(spec.get("anchors", {}))
+    seeds = list(dict.fromkeys(r["cell"].get(pair) for r in rows))
+
+    def point(name: Any, metric: str) -> dict[Any, float]:
+        out: dict[Any, float] = {}
+        for r in rows:
+            if isinstance(name, str) and name in anchors:
+                v = _metric(r, f"{anchors[name]}.{metric}")
+            elif r["cell"].get(axis) == name:
+                v = _metric(r, f"{prefix}.{metric}" if prefix else metric)
+            else:
+                continue
+            if v is not None:
+                out.setdefault(r["cell"].get(pair), v)
+        return out
+
+    def label(name: Any) -> str:
+        if isinstance(name, str) and name in anchors:
+            return str(name)
+        return spec.get("value_label", "{value}").format(value=name)
+
+    groups = []
+    for a, b in spec["steps"]:
+        summ = {}
+        for m in spec["metrics"]:
+            va, vb = point(a, m), point(b, m)
+            common = [p for p in seeds if p in va and p in vb]
+            d = [vb[p] - va[p] for p in common]
+            summ[m] = stats.summary(d) | {"rose": sum(x > 0 for x in d)}
+        if all(s["n"] == 0 for s in summ.values()):
+            continue
+        text = spec.get("step_label", "{a} -> {b}").format(a=label(a), b=label(b))
+        groups.append({"label": text, "cell": {"from": a, "to": b}, "metrics": summ})
     return {
         "id": spec["id"],
         "title": spec.get("title", spec["id"]),

@@ -120,7 +120,7 @@ class SynthesisConfig(Section):
     TensorFlow's ``num_updates`` warm-up; ``fixed`` by ``ema_decay`` from the first
     step; ``last`` releases the last iterate (no EMA). Pre-training always uses the
     fixed ``ema_decay``. The default was confirmed by a rule fixed in advance on a
-    stand-in maze (``benchmarks/privorl_j_ema_tuning.py``).
+    stand-in maze (experiment ``privorl_j_ema_tuning``).
 
     ``stop_at_terminal: false`` is for tasks without terminal states (maze2d: D4RL's
     mazes never terminate, a public fact about the env): generated d is then ignored and

@@ -194,6 +194,38 @@ def test_steps_table_regenerates_the_legacy_paired_differences():
             assert ours[step][m] == want  # n, mean, std, ci95, rose: bit for bit
 
 
+def test_listed_steps_pair_values_and_anchors_within_each_seed():
+    # Seed 1 sits 10 above seed 0; the anchor ("pre") is on each seed's first row only.
+    rows = [
+        {
+            "cell": {"seed": s, "epsilon": e},
+            "metrics": {
+                "release.a": 10.0 * s + v,
+                "pre.a": (-5.0 - s) if i == 0 else None,
+            },
+        }
+        for s in (0, 1)
+        for i, (e, v) in enumerate(((1.0, 1.0), (math.inf, 4.0 + s)))
+    ]
+    spec = {
+        "id": "t",
+        "layout": "steps",
+        "axis": "epsilon",
+        "prefix": "release",
+        "anchors": {"pre": "pre"},
+        "steps": [["pre", 1.0], [1.0, math.inf], ["pre", "missing"]],
+        "value_label": "eps = {value:g}",
+        "metrics": {"a": "a"},
+    }
+    groups = build_table(spec, rows)["groups"]
+    assert [g["label"] for g in groups] == ["pre -> eps = 1", "eps = 1 -> eps = inf"]
+    first = groups[0]["metrics"]["a"]  # 1 - (-5) = 6 and 11 - (-6) = 17
+    assert first["n"] == 2 and first["mean"] == pytest.approx(11.5)
+    second = groups[1]["metrics"]["a"]  # +3 and +4
+    assert second["mean"] == pytest.approx(3.5) and second["rose"] == 2
+    assert second["std"] == pytest.approx(math.sqrt(0.5))
+
+
 _CELLS = [f"{m}{a}" for m in ("umaze", "medium", "large") for a in ("", "_td3bc")]
 
 
@@ -223,18 +255,19 @@ def test_table1_regenerates_the_legacy_summary_and_its_paired_tests():
         start = next(i for i, x in enumerate(legacy) if x.startswith("| row |"))
         lines = legacy[start : start + n]
         assert not [x for x in lines if x not in md], name
-    # Every other table line of the legacy pages but their per-seed listings, the
-    # sweeps' anchor pairs and Table XIV's sigma table: the per-cell score, pair and
-    # reward tables, the sweeps' main and fidelity-step tables, XII / XIV's pairs.
+    # Every other table line of the legacy pages but their per-seed listings and
+    # Table XIV's sigma table (privorl_accountants): the per-cell score, pair and
+    # reward tables, the sweeps' main, agent-score pair (with their anchors) and
+    # fidelity-step tables, XII / XIV's pairs.
     res = ROOT / "benchmarks" / "results"
     want = {
         **{f"table1_agents_{c}.md": 46 for c in _CELLS},
-        "privorl_n_eps_sweep_agents.md": 12,
+        "privorl_n_eps_sweep_agents.md": 21,
         **{
-            f"privorl_n_eps_sweep_{s}.md": 10
+            f"privorl_n_eps_sweep_{s}.md": 17
             for s in ("agents_medium", "agents_large", "td3bc")
         },
-        **{f"privorl_n_eps_sweep_td3bc_{m}.md": 10 for m in ("medium", "large")},
+        **{f"privorl_n_eps_sweep_td3bc_{m}.md": 17 for m in ("medium", "large")},
         "privorl_synth_size.md": 16,
         "privorl_pld_agents.md": 11,
     }

@@ -3,7 +3,6 @@ secrets."""
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,6 @@ from privrl_jax.pipelines import privorl_j
 TEST_CONFIG = (
     Path(__file__).resolve().parents[2] / "configs" / "privorl_j" / "test.yaml"
 )
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 FAST = ("pretrain.steps=0", "eval.agents=[]", "eval.trajscore=false")
 
 
@@ -389,28 +387,3 @@ def test_cli_lists_the_command():
 
     res = CliRunner().invoke(app, ["synth", "trajectories", "--help"])
     assert res.exit_code == 0 and "PrivORL-j" in res.output
-
-
-@pytest.mark.slow  # benchmark-only scores, ~20 s of compiling
-def test_reference_scores_score_extra_sets_with_the_same_encoder_and_window():
-    # NOT DP (benchmark helper): extra sets go through the very encoder and windows of
-    # the references.
-    sys.path.insert(0, str(BENCH))
-    try:
-        from privorl_j_results import reference_scores  # noqa: PLC0415
-    finally:
-        sys.path.remove(str(BENCH))
-    cfg = privorl_j.load("privorl_j/test")
-    _, sensitive, holdout = privorl_j.load_data(cfg)
-    out = reference_scores(
-        cfg,
-        extra={
-            "hold": privorl_j.flat_transitions(holdout),
-            "members": privorl_j.flat_transitions(sensitive),
-        },
-    )
-    assert out["trajscore_hold"] == out["trajscore_holdout"]
-    np.testing.assert_allclose(
-        out["trajscore_members"]["f1"], 1.0, rtol=1e-6
-    )  # identical sets score 1
-    assert out["trajscore_public"]["f1"] < 1.0

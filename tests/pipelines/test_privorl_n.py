@@ -343,7 +343,7 @@ def test_a_too_small_sensitive_file_is_refused_before_any_public_collection(
     assert collected == []  # refused before minutes of public collection
 
 
-@pytest.mark.slow  # ~50 s: two runs; benchmarks/privorl_n_eps_sweep.py relies on it
+@pytest.mark.slow  # ~50 s: two runs; the imported sweep and tuning rows rely on it
 def test_a_reused_pre_training_is_the_source_runs_model_and_a_mismatch_is_refused(
     tmp_path,
 ):
