@@ -131,7 +131,10 @@ class OPETuningConfig:
                     "private selection of GPOPE needs gpope_sampler: uniform_one "
                     "(dp-accounting has no replace-one Poisson event to repeat)."
                 )
-        if self.gpope_batch_size > self.num_trajectories:
+        if (
+            self.gpope_sampler == "poisson"
+            and self.gpope_batch_size > self.num_trajectories
+        ):
             raise ValueError("gpope_batch_size must be at most num_trajectories.")
         if self.num_trajectories * self.max_length > MAX_ROWS or math.isinf(
             self.epsilon

@@ -104,6 +104,9 @@ def mountain_car_config(m: int, max_length: int) -> gpope.GPOPERunConfig:
             f"env.max_length={max_length}",
             f"env.behaviour_epsilon={target}",
             f"env.num_trajectories={m}",
+            # Only the task is read (GPOPE's plan is ope_tuning's): a sampler that
+            # accepts any m.
+            "gpope.sampler=uniform_one",
         ],
     )
 
