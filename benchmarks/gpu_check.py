@@ -11,7 +11,7 @@ paper-scale PrivORL-n fine-tuning step, in under 10 minutes on one GPU.
    calls, counting XLA compilations from JAX's compile log: ``_gpope_run``, the
    fit's per-unit gradient program ``_accumulate`` and its release (noise + update,
    ``_release``) must compile once each.
-3. **GPOPE throughput** (item 3): ``gpope_experiments.part_throughput_e2e``, vmapped
+3. **GPOPE throughput** (item 3): ``gpope_throughput.part_throughput_e2e``, vmapped
    trials vs the NumPy per-trial loop, end to end including compile, for 10^2-10^4
    trials and both samplings, at the experiments' step counts.
 4. **PrivORL-n fine-tuning step at the paper's size** (PrivORL, Sec. "Denoising
@@ -48,7 +48,7 @@ if str(HERE) not in sys.path:  # the sibling benchmarks, also when imported by a
 
 import dp_loop_speed  # noqa: E402
 import dpsgd_vs_opacus  # noqa: E402
-import gpope_experiments  # noqa: E402
+import gpope_throughput  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -85,7 +85,7 @@ FULL = Sizes(
     calibrate=True,
     fit_sigmas=(2.0, 1.5, 1.0, 0.8, 0.6, 0.0),
     gpope_trials=(100, 1000, 10_000),
-    gpope_steps=gpope_experiments.POISSON_STEPS,
+    gpope_steps=gpope_throughput.POISSON_STEPS,
     gpope_numpy_trials=3,
     gpope_modes=("poisson", "uniform"),
     privorl_config="big",
@@ -175,18 +175,18 @@ def dp_step(sizes: Sizes) -> list[dict]:
 
 def sweep_compiles(sizes: Sizes) -> dict:
     """Part 2: compile counts of a 6-epsilon GPOPE sweep and a 6-sigma fit sweep."""
-    mdp, pi, phi, _ = gpope_experiments.setting()
+    mdp, pi, phi, _ = gpope_throughput.setting()
     data = jax.tree_util.tree_map(
-        lambda x: x[0], gpope_experiments.datasets(mdp, pi, phi, seed=1, trials=1).data
+        lambda x: x[0], gpope_throughput.datasets(mdp, pi, phi, seed=1, trials=1).data
     )
     steps = sizes.gpope_steps
     if sizes.calibrate:
         plans = [
-            gpope_experiments.plan_for("poisson", 0.1, eps, steps) for eps in EPSILONS
+            gpope_throughput.plan_for("poisson", 0.1, eps, steps) for eps in EPSILONS
         ]
     else:
         plans = [
-            gpope_experiments._plan("poisson", 0.1, steps, s)
+            gpope_throughput._plan("poisson", 0.1, steps, s)
             for s in (4.0, 2.0, 1.0, 0.7, 0.5, 0.3)
         ]
     schedule = ope.sample_schedule(plans[0], 7)
@@ -236,8 +236,8 @@ def sweep_compiles(sizes: Sizes) -> dict:
 
 
 def gpope_e2e(sizes: Sizes) -> dict:
-    """Part 3: ``gpope_experiments.part_throughput_e2e`` at this size."""
-    return gpope_experiments.part_throughput_e2e(
+    """Part 3: ``gpope_throughput.part_throughput_e2e`` at this size."""
+    return gpope_throughput.part_throughput_e2e(
         sizes.gpope_trials,
         sizes.gpope_steps,
         sizes.gpope_numpy_trials,
@@ -329,7 +329,7 @@ def render(res: dict) -> str:
             "",
             "**3. GPOPE: vmapped trials vs the NumPy loop, end to end**",
             "",
-            gpope_experiments.render_e2e(res["gpope"]),
+            gpope_throughput.render_e2e(res["gpope"]),
         ]
     if "privorl_n" in res:
         p = res["privorl_n"]

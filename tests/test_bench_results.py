@@ -170,7 +170,7 @@ def test_paired_rows_pair_any_two_rows_over_their_common_seeds():
 def test_gpope_e2e_table_charges_a_device_row_its_host_rows_compile():
     """A device row that reused its host row's executable (compile ~0) is tabulated as a
     cold run: its JAX total and speed-up include the host row's compile."""
-    import gpope_experiments as ge  # noqa: PLC0415
+    import gpope_throughput as ge  # noqa: PLC0415
 
     base = {
         "mode": "uniform",

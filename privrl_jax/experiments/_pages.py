@@ -20,10 +20,11 @@ Rules (``kind``): ``ordering`` (our group beats each ``against`` group at each v
 ``over``, an axis or a list of axes: all -> reproduces, some -> partly, none -> does
 not), ``interval`` (the paper's ``value`` inside our 95% interval -> reproduces; within
 ``tolerance`` times its size -> partly), ``threshold`` (our mean ``op`` ``value``;
-``partly`` within ``tolerance``) and ``significant`` (the table's tests of ``value``
-against its baseline with adjusted p < ``alpha`` in the direction ``better``: all / some
-/ none). ``ours`` and each ``against`` must name one row of the table (at each value of
-``over``); one that matches several rows is refused.
+``partly`` within ``tolerance``; with ``over``, an axis: at each of its values, all ->
+reproduces, some -> partly, none -> does not) and ``significant`` (the table's tests
+of ``value`` against its baseline with adjusted p < ``alpha`` in the direction
+``better``: all / some / none). ``ours`` and each ``against`` must name one row of the
+table (at each value of ``over``); one that matches several rows is refused.
 """
 
 from __future__ import annotations
@@ -198,6 +199,8 @@ def _score(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str, dict 
             f"{len(table['tests'])})",
             None,
         )
+    if kind == "threshold" and rule.get("over"):
+        return (*_threshold_over(rule, table), None)
     group = _find(table, rule["ours"], claim.get("id"))
     if group is None:
         return "not run", "", None
@@ -229,8 +232,7 @@ def _score(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str, dict 
             {**numbers, "status": status},
         )
     # threshold
-    ops = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
-    op, value = ops[rule["op"]], float(rule["value"])
+    op, value = _OPS[rule["op"]], float(rule["value"])
     tol = float(rule.get("tolerance", 0.0))
     if op(s["mean"], value):
         status = "reproduces"
@@ -242,6 +244,28 @@ def _score(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str, dict 
         status,
         f"{_fmt(s['mean'])} ± {_fmt(s['ci95'])} (95% t)",
         {**numbers, "status": status},
+    )
+
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _threshold_over(rule: Mapping[str, Any], table: Mapping[str, Any]) -> tuple:
+    # The threshold at each value of ``over`` (an axis): every group matching ``ours``
+    # is one test; all hold -> reproduces, some -> partly, none -> does not.
+    op, value = _OPS[rule["op"]], float(rule["value"])
+    over = rule["over"]
+    groups = [
+        g
+        for g in table["groups"]
+        if over in g["cell"]
+        and all(g["cell"].get(k) == v for k, v in rule["ours"].items())
+    ]
+    means = [g["metrics"][rule["metric"]]["mean"] for g in groups]
+    held = sum(bool(op(m, value)) for m in means)
+    lo, hi = min(means, default=math.nan), max(means, default=math.nan)
+    return _share(held, len(means)), (
+        f"holds at {held} of {len(means)} values of {over} ({_fmt(lo)} to {_fmt(hi)})"
     )
 
 

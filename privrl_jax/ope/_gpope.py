@@ -770,6 +770,16 @@ def replace_one_target(epsilon: float, delta: float) -> tuple[float, float]:
     paper's one-of-m GPOPE. It is an upper bound on the replace-one cost, not a tight
     one (the tight replace-one analysis of Poisson subsampling would need less noise).
     Host-side Python.
+
+    Args:
+      epsilon: the replace-one target epsilon (finite, > 0).
+      delta: the replace-one target delta, in (0, 1).
+
+    Returns:
+      ``(eps', delta')``, the add/remove-one target to calibrate to.
+
+    Raises:
+      ValueError: if epsilon or delta is out of range.
     """
     if not 0 < epsilon < math.inf:
         raise ValueError(f"epsilon must be a finite number > 0; got {epsilon!r}.")

@@ -55,6 +55,15 @@ class OPETuningConfig:
     true MSE (NOT private: tuned on the truth, as published comparisons are).
     ``seed`` draws the data and the (public, NOT private) noise: a simulation study.
 
+    ``env: mountain_car`` evaluates on-policy Mountain Car instead of the chain
+    (``ope_tuning._setting``: tile features, the baselines on the 6 x 6 grid of cells
+    the tiles are constant on, state weighting ``rho``, Monte Carlo truth at public
+    evaluation states); ``lsw_ridge`` regularises DP-LSW's solve (the tile features are
+    rank-deficient on the cells). ``gpope_sampler: poisson`` samples
+    ``gpope_batch_size`` trajectories a step in expectation, accounted under
+    add/remove-one and calibrated to ``ope.replace_one_target(epsilon, delta)`` (group
+    privacy: replace-one like the baselines); with ``tuning: fixed`` only.
+
     ``tuning: fixed`` skips the choice: the method's grid holds one candidate (set off
     the data, e.g. a published protocol's choice), released once at the whole budget
     (GPOPE's sigma calibrated for ``epsilon`` alone); no score is drawn, and the
@@ -79,6 +88,11 @@ class OPETuningConfig:
     mean_runs: float = 3.0
     tuning: Literal["private", "fixed"] = "private"
     calibration: Literal["nrs07", "exact"] = "nrs07"
+    env: Literal["chain", "mountain_car"] = "chain"
+    gpope_sampler: Literal["uniform_one", "poisson"] = "uniform_one"
+    gpope_batch_size: float = 50.0
+    rho: Literal["uniform", "occupancy"] = "uniform"
+    lsw_ridge: float = 0.0
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "epsilon": positive(1e3),
@@ -93,6 +107,8 @@ class OPETuningConfig:
         "score_clip": positive(),
         "score_noise": positive(),
         "mean_runs": at_least(1.0, MAX_COUNT),
+        "gpope_batch_size": positive(),
+        "lsw_ridge": Bound(0.0, math.inf),
     }
 
     def __post_init__(self):
@@ -109,6 +125,17 @@ class OPETuningConfig:
                 f"tuning=fixed runs one candidate: {', '.join(grid)} must hold one "
                 "value each."
             )
+        if self.method == "gpope" and self.tuning == "private":
+            if self.gpope_sampler != "uniform_one":
+                raise ValueError(
+                    "private selection of GPOPE needs gpope_sampler: uniform_one "
+                    "(dp-accounting has no replace-one Poisson event to repeat)."
+                )
+        if (
+            self.gpope_sampler == "poisson"
+            and self.gpope_batch_size > self.num_trajectories
+        ):
+            raise ValueError("gpope_batch_size must be at most num_trajectories.")
         if self.num_trajectories * self.max_length > MAX_ROWS or math.isinf(
             self.epsilon
         ):

@@ -131,3 +131,107 @@ def test_gpope_vs_baselines_eps_cells_are_the_legacy_protocol():
     for r in gpope:
         want = by_eps[r["cell"]["epsilon"]]["GPOPE uniform-one"]["noise_multiplier"]
         assert r["metrics"]["sigma"] == pytest.approx(want, rel=1e-9)
+
+
+def test_gpope_mountain_car_onpolicy_cells_are_the_legacy_protocol():
+    """gpope_mountain_car_onpolicy runs the legacy on-policy Mountain Car comparison's
+    setting (benchmarks/results/gpope_mountain_car_onpolicy.json): T = 200, m = 1000,
+    GPOPE's Poisson (b, N, h, beta_0, decay), the baselines' bounds, LSW ridge and
+    DP-LSL's lambda per epsilon, alpha and rho; the stored GPOPE rows' sigma is the
+    legacy one at each epsilon."""
+    legacy = json.loads((LEGACY / "gpope_mountain_car_onpolicy.json").read_text())
+    setting, by_eps = legacy["setting"], {r["epsilon"]: r for r in legacy["rows"]}
+    g = setting["gpope"]
+    exp = experiments.load_experiment("gpope_mountain_car_onpolicy")
+    for c in exp.cells():
+        cfg = resolve(exp, c)[0]
+        assert (cfg.env, cfg.tuning, cfg.epsilon) == (
+            "mountain_car",
+            "fixed",
+            c["epsilon"],
+        )
+        assert (cfg.num_trajectories, cfg.max_length, cfg.delta) == (
+            setting["trajectories"],
+            setting["max_length"],
+            setting["delta"],
+        )
+        assert list(cfg.return_bounds) == setting["return_bounds"]
+        assert cfg.lsw_ridge == setting["lsw_ridge"]
+        assert (cfg.gpope_sampler, cfg.gpope_batch_size, cfg.gpope_steps) == (
+            g["sampler"],
+            g["batch_size"],
+            g["steps"],
+        )
+        assert (cfg.gpope_clip, cfg.gpope_step_size, cfg.gpope_decay_steps) == (
+            (g["l2_clip_norm"],),
+            (g["step_size"],),
+            g["decay_steps"],
+        )
+        rho = "occupancy" if "[occupancy]" in c["method"] else "uniform"
+        assert cfg.rho == rho
+        if c["method"].startswith("DP-LSL"):
+            name = c["method"].split(" [")[0] + f" [{rho}]"
+            assert cfg.lsl_ridge == (by_eps[c["epsilon"]][name]["lambda"],)
+        exact = "(exact alpha)" in c["method"]
+        assert cfg.calibration == ("exact" if exact else "nrs07")
+    rows = experiments.read_rows(ROOT / "results", exp.name)
+    gpope = [r for r in rows if r["cell"]["method"].startswith("GPOPE")]
+    assert len(gpope) == 9
+    for r in gpope:
+        want = by_eps[r["cell"]["epsilon"]]["GPOPE Poisson (replace-one)"]
+        assert r["metrics"]["sigma"] == pytest.approx(
+            want["noise_multiplier"], rel=1e-9
+        )
+
+
+def test_gpope_offpolicy_continuous_runs_the_legacy_settings():
+    """gpope_offpolicy_continuous runs the shipped configs the legacy off-policy tables
+    ran (gpope_offpolicy_{mountain_car,hiv}.json: N, b, h, the step schedule, m), and
+    the stored rows' sigma and LSTD floor are the legacy ones (the same public data)."""
+    exp = experiments.load_experiment("gpope_offpolicy_continuous")
+    rows = experiments.read_rows(ROOT / "results", exp.name)
+    for env, stem in (("Mountain Car", "mountain_car"), ("HIV", "hiv")):
+        legacy = json.loads((LEGACY / f"gpope_offpolicy_{stem}.json").read_text())[stem]
+        refs = {r["m"]: r for r in legacy["references"]}
+        by_eps = {r["epsilon"]: r for r in legacy["vs_epsilon"]}
+        cells = [c for c in exp.cells() if c["env"] == env]
+        assert {c["epsilon"] for c in cells} == set(by_eps)
+        for c in cells:
+            cfg = resolve(exp, c)[0]
+            g = cfg.gpope
+            assert (g.steps, g.batch_size, g.l2_clip_norm) == (
+                legacy["steps"],
+                legacy["batch_size"],
+                legacy["l2_clip_norm"],
+            )
+            assert [g.step_size, g.decay_steps] == legacy["step_size"]
+            assert cfg.env.num_trajectories == c["m"] == legacy["m_default"]
+        ours = [r for r in rows if r["cell"]["env"] == env]
+        assert len(ours) == len(cells)
+        for r in ours:
+            want = by_eps[r["cell"]["epsilon"]]
+            assert r["metrics"]["sigma"] == pytest.approx(
+                want["noise_multiplier"], rel=1e-9
+            )
+            assert r["metrics"]["lstd_mse"] == pytest.approx(
+                refs[r["cell"]["m"]]["lstd_mse"], rel=1e-5
+            )
+
+
+def test_gpope_theorem1_rows_are_the_legacy_eps_tables_sigmas():
+    """gpope_theorem1's stored rows: Theorem 1's sigma and the RDP-calibrated one-of-m
+    sigma at each epsilon are the legacy eps table's (gpope_eps.json, same N, m,
+    delta), and the accountant's epsilon at the theorem's sigma is above its target
+    exactly where the theorem's sigma is below the calibrated one."""
+    legacy = json.loads((LEGACY / "gpope_eps.json").read_text())
+    by_eps = {r["epsilon"]: r["theorem1"] for r in legacy["rows"]}
+    rows = experiments.read_rows(ROOT / "results", "gpope_theorem1")
+    assert sorted(r["cell"]["epsilon"] for r in rows) == sorted(by_eps)
+    for r in rows:
+        t1, m = by_eps[r["cell"]["epsilon"]], r["metrics"]
+        assert m["theorem1_sigma"] == pytest.approx(t1["noise_multiplier"], rel=1e-9)
+        assert m["accountant_sigma"] == pytest.approx(
+            t1["calibrated_uniform_noise_multiplier"], rel=1e-9
+        )
+        below = m["theorem1_sigma"] < m["accountant_sigma"]
+        assert (m["epsilon_ratio"] > 1.0) == below

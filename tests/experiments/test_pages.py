@@ -87,6 +87,19 @@ def _rows(tmp_path, values):
             },
             "partly",
         ),
+        # With ``over``: each value of m is a test (1.0 < 1.5 only for "a").
+        (
+            {"kind": "threshold", "ours": {}, "over": "m", "op": "<", "value": 1.5},
+            "partly",
+        ),
+        (
+            {"kind": "threshold", "ours": {}, "over": "m", "op": "<", "value": 5},
+            "reproduces",
+        ),
+        (
+            {"kind": "threshold", "ours": {}, "over": "m", "op": ">", "value": 5},
+            "does not",
+        ),
         ({"kind": "interval", "ours": {"m": "a"}, "value": 1.0}, "reproduces"),
         ({"kind": "interval", "ours": {"m": "a"}, "value": 5.0}, "does not"),
     ],

@@ -136,6 +136,24 @@ def test_default_run_end_to_end_rerun_spends_nothing_and_hides_the_secret(tmp_pa
         dataset_size=plan.dataset_size,
     )
     assert rep["theorem1"]["paper_sigma"] == pytest.approx(t1.paper_sigma)
+    # The theorem's sigma priced by dp-accounting's RDP accountant, in its own mode.
+    at_t1 = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            plan.dataset_size, 1, dp_accounting.GaussianDpEvent(t1.noise_multiplier)
+        ),
+        plan.steps,
+    )
+    want = (
+        dp_accounting.rdp.RdpAccountant(
+            neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+        )
+        .compose(at_t1)
+        .get_epsilon(cfg.privacy.delta)
+    )
+    assert rep["theorem1"]["accountant_epsilon"] == pytest.approx(want, rel=1e-9)
+    assert rep["theorem1"]["accountant_epsilon_ratio"] == pytest.approx(
+        want / cfg.privacy.epsilon, rel=1e-9
+    )
     assert (
         "warning" not in rep
         and "NOT PRIVATE" not in (tmp_path / "report.md").read_text()

@@ -167,3 +167,73 @@ def test_fixed_gpope_spends_the_whole_budget_on_one_run(tmp_path):
     assert _eps(one_run, 1e-5) == pytest.approx(4.0, rel=1e-3)
     assert report["epsilon_total"] == 4.0
     assert report["audit"]["mse_private"] == report["audit"]["mse_oracle"]
+
+
+def test_fixed_poisson_gpope_is_calibrated_to_the_replace_one_target(tmp_path):
+    """Poisson GPOPE (add/remove-one) at eps / 2, delta / (1 + e^(eps / 2)): by group
+    privacy (epsilon, delta)-DP under replace-one, like the baselines."""
+    extra = ["gpope_sampler=poisson", "gpope_batch_size=10"]
+    cfg = ope_tuning.load(None, [*FIXED, "method=gpope", *extra])
+    report = ope_tuning.run(cfg, tmp_path / "run")
+    sigma = report["accounting"]["noise_multiplier"]
+    steps = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(sigma)),
+        50,
+    )
+    eps = (
+        dp_accounting.rdp.RdpAccountant()
+        .compose(steps)
+        .get_epsilon(1e-5 / (1 + math.exp(2.0)))
+    )
+    assert eps == pytest.approx(2.0, rel=1e-3)
+    assert report["epsilon_total"] == 4.0
+    # Private selection repeats a replace-one event: Poisson is refused there.
+    with pytest.raises(ValueError, match="needs gpope_sampler: uniform_one"):
+        ope_tuning.load(None, [*SMALL, "method=gpope", *extra])
+
+
+@pytest.mark.slow  # ~40 s: Monte Carlo truth and the Mountain Car collection compile
+def test_mountain_car_setting_shares_one_value_class():
+    """The baselines' cells: every visited state's tile features are its cell's row,
+    so DP-LSW / DP-LSL and GPOPE estimate the same linear value class."""
+    import jax
+    import numpy as np
+
+    from privrl_jax import ope
+    from privrl_jax.pipelines.ope_tuning import _setting
+
+    small = ["env=mountain_car", "num_trajectories=8", "max_length=200"]
+    st = _setting.setting(ope_tuning.load(None, small))
+    task = _setting._mountain_car_public(8, 200)[1]
+    grid = ope.GridDiscretiser.of_tiles(task.features.coders[0])
+    obs = jax.random.uniform(
+        jax.random.key(3),
+        (500, 2),
+        minval=jax.numpy.array([-1.2, -0.07]),
+        maxval=jax.numpy.array([0.6, 0.07]),
+    )
+    np.testing.assert_allclose(
+        np.asarray(jax.vmap(task.features)(obs)),
+        np.asarray(st.cell_phi)[np.asarray(jax.vmap(grid)(obs))],
+        atol=1e-6,
+    )
+    assert st.cell_phi.shape == (36, 33) and st.eval_phi.shape == (64, 33)
+    assert float(st.rho.sum()) == pytest.approx(1.0)
+    occupancy = _setting.setting(ope_tuning.load(None, [*small, "rho=occupancy"]))
+    assert float(occupancy.rho.sum()) == pytest.approx(1.0)
+    assert not np.allclose(np.asarray(occupancy.rho), np.asarray(st.rho))
+    # The legacy comparison's weighting (benchmarks/results/...onpolicy.json), bit for
+    # bit up to float32 round-off: the same public states.
+    import json
+    from pathlib import Path
+
+    legacy = json.loads(
+        (
+            Path(__file__).resolve().parents[2]
+            / "benchmarks/results/gpope_mountain_car_onpolicy.json"
+        ).read_text()
+    )["setting"]["rhos"]
+    np.testing.assert_allclose(
+        np.asarray(occupancy.rho), legacy["occupancy"], rtol=1e-6
+    )
+    assert st.data.mask.shape == (8, 200)

@@ -5,6 +5,7 @@ See :mod:`privrl_jax.pipelines.gpope` for what a run writes.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -152,6 +153,16 @@ def _theorem1(cfg: GPOPERunConfig, plan: privacy.DPPlan) -> dict[str, Any]:
     t1 = ope.theorem1_sigma(
         p.epsilon, p.delta, steps=plan.steps, dataset_size=plan.dataset_size
     )
+    if cfg.gpope.sampler == "uniform_one":
+        # The theorem's own mode and relation: what dp-accounting's accountant says
+        # its sigma spends (an upper bound; above the target, the accountant cannot
+        # certify the theorem's sigma). experiments/gpope_theorem1.yaml reads it.
+        at_t1 = dataclasses.replace(plan, noise_multiplier=(t1.noise_multiplier,))
+        spent = at_t1.epsilon(p.delta, p.accountant).epsilon
+        out |= {
+            "accountant_epsilon": spent,
+            "accountant_epsilon_ratio": spent / p.epsilon,
+        }
     return out | {
         "paper_sigma": t1.paper_sigma,  # noise std / h, the paper's unit
         "noise_multiplier": t1.noise_multiplier,  # noise std / 2h: comparable with ours

@@ -1,6 +1,7 @@
-"""GPOPE vs DP-LSW / DP-LSL on the chain with every hyper-parameter paid for (issue 51).
+"""GPOPE vs DP-LSW / DP-LSL on the chain or Mountain Car, hyper-parameters paid for.
 
-``run(config, run_dir)`` evaluates the chain's target policy on-policy by one method at
+``run(config, run_dir)`` evaluates the chain's (or on-policy Mountain Car's, see
+``_setting``) target policy on-policy by one method at
 a total budget that includes tuning (:class:`OPETuningConfig`), and the same method
 tuned on the truth (the oracle, not private), and writes ``report.json`` (the
 accounting: total and per-run epsilon) and ``audit/audit.json`` (NOT DP: the true MSE of
@@ -31,10 +32,9 @@ from privrl_jax.pipelines._ope_tuning_config import (
     load,
 )
 from privrl_jax.pipelines._rundir import atomic_write_text, refuse_other_run, run_in_dir
+from privrl_jax.pipelines.ope_tuning._setting import setting
 from privrl_jax.pipelines.select import dp_score
 
-NUM_STATES, GAMMA = 5, 0.9
-TARGET_TREAT = (0.9, 0.8, 0.6, 0.4, 0.2)
 REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
 
 
@@ -131,10 +131,47 @@ def gpope_selection_sigma(
     return math.exp(hi)
 
 
+def _poisson_plan(
+    m: int, batch: float, steps: int, clip: float, sigma: float | None
+) -> privacy.DPPlan:
+    sampler = privacy.PoissonSampler(
+        dataset_size=m, sampling_rate=batch / m, microbatch_size=64
+    )
+    return privacy.DPPlan(
+        sampler=sampler, l2_clip_norm=clip, steps=steps, noise_multiplier=sigma
+    )
+
+
+def _cfg_plan(cfg: OPETuningConfig, clip: float, sigma: float | None) -> privacy.DPPlan:
+    m = cfg.num_trajectories
+    if cfg.gpope_sampler == "poisson":
+        return _poisson_plan(m, cfg.gpope_batch_size, cfg.gpope_steps, clip, sigma)
+    return _gpope_plan(m, cfg.gpope_steps, clip, sigma)
+
+
 @functools.lru_cache(maxsize=64)
 def _calibrated_sigma(m: int, steps: int, epsilon: float, delta: float) -> float:
     plan = _gpope_plan(m, steps, 1.0, None).calibrate(epsilon, delta, "rdp")
     return float(plan.noise_multiplier)
+
+
+@functools.lru_cache(maxsize=64)
+def _poisson_sigma(
+    m: int, batch: float, steps: int, epsilon: float, delta: float
+) -> float:
+    # Accounted under add/remove-one; group privacy makes it replace-one (epsilon,
+    # delta)-DP, like the baselines (an upper bound on its replace-one cost).
+    plan = _poisson_plan(m, batch, steps, 1.0, None)
+    return float(
+        plan.calibrate(*ope.replace_one_target(epsilon, delta), "rdp").noise_multiplier
+    )
+
+
+def _full_sigma(cfg: OPETuningConfig) -> float:
+    m, steps = cfg.num_trajectories, cfg.gpope_steps
+    if cfg.gpope_sampler == "poisson":
+        return _poisson_sigma(m, cfg.gpope_batch_size, steps, cfg.epsilon, cfg.delta)
+    return _calibrated_sigma(m, steps, cfg.epsilon, cfg.delta)
 
 
 def lsl_split(cfg: OPETuningConfig) -> dict[str, float]:
@@ -171,25 +208,6 @@ def lsl_split(cfg: OPETuningConfig) -> dict[str, float]:
     }
 
 
-def _setting(cfg: OPETuningConfig):
-    mdp = ope.medical_chain(NUM_STATES, gamma=GAMMA)
-    pi = ope.treatment_policy(TARGET_TREAT)
-    phi = ope.one_hot_features(NUM_STATES)
-    col = ope.collect(
-        jax.random.key(cfg.seed),
-        mdp,
-        pi,
-        pi,
-        phi,
-        num_trajectories=cfg.num_trajectories,
-        max_length=cfg.max_length,
-    )
-    visits = ope.first_visits(
-        col.states, col.data.transitions.r_t, col.data.mask, GAMMA, NUM_STATES
-    )
-    return phi, ope.exact_values(mdp, pi), col.data, visits
-
-
 def _schedule_seed(key: jax.Array) -> int:
     bits = np.asarray(jax.random.bits(key, (2,), jnp.uint32))
     return int(bits[0]) << 32 | int(bits[1])
@@ -215,15 +233,15 @@ def _run(cfg: OPETuningConfig, run_dir: Path) -> dict[str, Any]:
     atomic_write_text(
         run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
     )
-    phi, values, data, visits = _setting(cfg)
+    st = setting(cfg)
+    phi, data, visits, rho = st.cell_phi, st.data, st.visits, st.rho
     m = cfg.num_trajectories
-    rho = jnp.full(NUM_STATES, 1.0 / NUM_STATES)
     mech = _score_mechanism(cfg)
     root = jax.random.fold_in(jax.random.key(cfg.seed), 7)
     k_private, k_oracle = jax.random.split(root)
 
     def mse(theta) -> float:
-        return float(ope.value_mse(jnp.asarray(theta), phi, values))
+        return float(ope.value_mse(jnp.asarray(theta), st.eval_phi, st.values))
 
     def score(theta, key) -> float:
         return dp_score(theta, data, "horizon", cfg.score_clip, mech, m, key)
@@ -237,7 +255,7 @@ def _run(cfg: OPETuningConfig, run_dir: Path) -> dict[str, Any]:
         ]
 
         def gpope_theta(h, b, sigma, key):
-            plan = _gpope_plan(m, cfg.gpope_steps, h, sigma)
+            plan = _cfg_plan(cfg, h, sigma)
             k_s, k_n = jax.random.split(key)
             schedule = ope.sample_schedule(plan, _schedule_seed(k_s))
             step = ope.StepSize(b, cfg.gpope_decay_steps)
@@ -278,7 +296,7 @@ def _run(cfg: OPETuningConfig, run_dir: Path) -> dict[str, Any]:
                 "run_epsilon": _rdp_epsilon(run_event, cfg.delta),
                 "runs": result.audit["runs"],  # NOT DP: reported in the audit only
             }
-        full_sigma = _calibrated_sigma(m, cfg.gpope_steps, cfg.epsilon, cfg.delta)
+        full_sigma = _full_sigma(cfg)
         oracle_thetas = [
             gpope_theta(
                 c["gpope.l2_clip_norm"],
@@ -343,6 +361,7 @@ def _run(cfg: OPETuningConfig, run_dir: Path) -> dict[str, Any]:
             delta=cfg.delta,
             return_bounds=bounds,
             num_trajectories=m,
+            ridge=cfg.lsw_ridge,
             calibration=cfg.calibration,
         ).theta
         chosen, chosen_theta, total = 0, np.asarray(theta), cfg.epsilon
@@ -384,7 +403,7 @@ def _run(cfg: OPETuningConfig, run_dir: Path) -> dict[str, Any]:
         "oracle_candidate": best,
         "oracle_mse_every_candidate": oracle_mse,
         "runs": runs,
-        "lstd_mse": mse(ope.lstd_solution(ope.dataset_stats(data))[0]),
+        "lstd_mse": mse(st.lstd),
     }
     (run_dir / "audit").mkdir(exist_ok=True)
     atomic_write_text(run_dir / "audit" / "audit.json", json.dumps(audit, indent=2))
