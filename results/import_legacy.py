@@ -211,6 +211,35 @@ def _privorl_n_mia(d: dict) -> Iterator[tuple[dict, dict]]:
         )
 
 
+def _audit_pipelines(d: dict) -> Iterator[tuple[dict, dict]]:
+    # POOL's legacy rows calibrated its Gaussian to epsilon, not to the pipeline's rho:
+    # its rows are pipeline runs instead (the experiment's notes).
+    methods = {"chain_uniform": "GPOPE (one-of-m)"}
+    for r in d["rows"]:
+        if r["method"] == "POOL":
+            continue
+        method = methods.get(r["what"].split(":")[0], r["method"])
+        keys = ("epsilon_accounted", "epsilon_demonstrated", "violation", "audited")
+        yield (
+            {"method": method, "epsilon": r["target_epsilon"], "seed": 0},
+            {k: r.get(k) for k in keys} | {"steps": r["count"]},
+        )
+
+
+def _agents_vs_d3rlpy(d: dict) -> Iterator[tuple[dict, dict]]:
+    final_evals = d["config"]["final_evals"]
+    for r in d["runs"]:
+        scores = [e["score_mean"] for e in r["evals"]]
+        late = [e["score_mean"] for e in r["evals"] if e["step"] >= 5000]
+        yield (
+            {"algo": r["algo"], "impl": r["impl"], "seed": r["seed"]},
+            {
+                "final": sum(scores[-final_evals:]) / final_evals,
+                "curve": sum(late) / len(late),
+            },
+        )
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -231,6 +260,8 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "privorl_table1": _table1_files(),
     "privorl_n_mia": [("mia_memorise.json", _privorl_n_mia)],
     "privorl_j_vs_baselines": [("privorl_j_results_cpu.json", _privorl_j_vs_baselines)],
+    "audit_pipelines": [("audit_pipelines.json", _audit_pipelines)],
+    "agents_vs_d3rlpy": [("agents_vs_d3rlpy.json", _agents_vs_d3rlpy)],
 }
 
 

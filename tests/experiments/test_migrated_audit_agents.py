@@ -1,0 +1,116 @@
+"""The audit and agent experiments that replaced benchmarks/audit_pipelines.py and
+benchmarks/agents_vs_d3rlpy.py: their stored rows give the legacy numbers, and the
+runs' accounted epsilons are dp-accounting's."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import dp_accounting
+import pytest
+
+from privrl_jax import experiments
+from privrl_jax.experiments._runner import resolve
+from privrl_jax.experiments._tables import build_table
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _table(name: str, table_id: str) -> dict:
+    exp = experiments.load_experiment(name)
+    spec = next(t for t in exp.tables if t["id"] == table_id)
+    return build_table(spec, experiments.read_rows(ROOT / "results", name))
+
+
+def _legacy(file: str) -> dict:
+    return json.loads((ROOT / "benchmarks" / "results" / file).read_text())
+
+
+def test_audit_rows_are_the_legacy_audits_bit_for_bit():
+    groups = {
+        (g["cell"]["method"], g["cell"]["epsilon"]): g["metrics"]
+        for g in _table("audit_pipelines", "audit")["groups"]
+    }
+    names = {"chain_uniform": "GPOPE (one-of-m)"}
+    seen = 0
+    for r in _legacy("audit_pipelines.json")["rows"]:
+        if r["method"] == "POOL":
+            continue  # rerun through the pipeline at rho (the experiment's notes)
+        got = groups[
+            (names.get(r["what"].split(":")[0], r["method"]), r["target_epsilon"])
+        ]
+        seen += 1
+        assert got["audited"]["mean"] == float(r["audited"])
+        if not r["audited"]:
+            assert got["epsilon_demonstrated"]["n"] == 0  # shown as "-"
+            continue
+        for k in ("epsilon_accounted", "epsilon_demonstrated"):
+            assert got[k]["n"] == 1
+            assert got[k]["mean"] == r[k]
+    assert seen == len(groups) == 12
+
+
+def test_pool_audit_rows_account_rho_as_dp_accounting_and_never_violate():
+    """POOL's one Gaussian release at rho zCDP: noise multiplier 1 / sqrt(2 rho); the
+    ledger's epsilon is dp-accounting's RDP epsilon of that event at delta = 1e-5, and
+    the lower bound stays at or under both it and the audit's ceiling (3.91)."""
+    table = _table("audit_pipelines", "pool")
+    assert [g["cell"]["rho"] for g in table["groups"]] == [0.1, 1.0, 10.0]
+    for g in table["groups"]:
+        rho, m = g["cell"]["rho"], g["metrics"]
+        acc = dp_accounting.rdp.RdpAccountant()
+        acc.compose(dp_accounting.GaussianDpEvent(1 / math.sqrt(2 * rho)))
+        assert m["epsilon_accounted"]["mean"] == pytest.approx(
+            acc.get_epsilon(1e-5), rel=1e-9
+        )
+        assert m["epsilon_demonstrated"]["n"] == 3
+        assert m["violation"]["mean"] == 0.0
+        assert m["epsilon_demonstrated"]["mean"] <= min(
+            m["epsilon_accounted"]["mean"], 3.9091123490971937 + 1e-12
+        )
+    # At rho = 0.1 (epsilon 1.91, under the ceiling) the audit could have failed.
+    assert table["groups"][0]["metrics"]["epsilon_accounted"]["mean"] < 3.9
+
+
+def test_audit_cells_resolve_to_the_legacy_mechanisms():
+    exp = experiments.load_experiment("audit_pipelines")
+    cfg = resolve(exp, {"method": "GPOPE", "epsilon": 1.0, "seed": 0})[0]
+    assert (cfg.privacy.epsilon, cfg.privacy.delta, cfg.audit.canaries) == (
+        1.0,
+        1e-5,
+        10_000,
+    )
+    cfg = resolve(exp, {"method": "POOL", "rho": 0.1, "seed": 2})[0]
+    assert (cfg.privacy.rho, cfg.audit.seed, cfg.audit.canaries) == (0.1, 2, 10_000)
+
+
+def test_agents_vs_d3rlpy_rows_give_the_legacy_means_and_welch_tests():
+    """Means as published; stds the sample std (the legacy table's were ddof = 0);
+    Welch's p-values the legacy verdict's."""
+    legacy = _legacy("agents_vs_d3rlpy.json")
+    for table_id in ("final", "curve"):
+        table = _table("agents_vs_d3rlpy", table_id)
+        g = {(x["cell"]["algo"], x["cell"]["impl"]): x for x in table["groups"]}
+        for algo, v in legacy["verdict"].items():
+            ours = g[(algo, "privrl_jax")]["metrics"][table_id]
+            theirs = g[(algo, "d3rlpy")]["metrics"][table_id]
+            assert (ours["n"], theirs["n"]) == tuple(v["n"])
+            if table_id == "final":
+                assert ours["mean"] == pytest.approx(v["ours_mean"], rel=1e-12)
+                assert theirs["mean"] <= v["d3rlpy_max"]
+            (test,) = [t for t in table["tests"] if t["within"] == {"algo": algo}]
+            assert test["p"] == pytest.approx(v[f"{table_id}_welch_p"], rel=1e-9)
+            assert test["t"] == pytest.approx(-v[f"{table_id}_welch_t"], rel=1e-9)
+
+
+def test_imported_only_experiments_refuse_to_run(tmp_path):
+    with pytest.raises(ValueError, match="no pipeline runs this experiment"):
+        experiments.run_experiment(
+            "agents_vs_d3rlpy",
+            results_dir=tmp_path / "r",
+            runs_dir=tmp_path / "runs",
+            jobs=1,
+            only={"algo": ["iql"], "impl": ["d3rlpy"], "seed": [0]},
+        )
