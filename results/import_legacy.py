@@ -240,6 +240,20 @@ def _agents_vs_d3rlpy(d: dict) -> Iterator[tuple[dict, dict]]:
         )
 
 
+def _maze_vs_mujoco(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["dynamics"]:
+        yield (
+            {"maze": r["maze"], "actions": r["actions"]},
+            {k: v for k, v in r.items() if "_gap_" in k},
+        )
+    for r in d["returns"]:
+        keys = ("jax_mean", "jax_se", "mujoco_mean", "mujoco_se", "gap_in_se")
+        yield (
+            {"task": r["task"], "policy": r["policy"]},
+            {k: r[k] for k in (*keys, "d4rl_published")},
+        )
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -262,6 +276,7 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "privorl_j_vs_baselines": [("privorl_j_results_cpu.json", _privorl_j_vs_baselines)],
     "audit_pipelines": [("audit_pipelines.json", _audit_pipelines)],
     "agents_vs_d3rlpy": [("agents_vs_d3rlpy.json", _agents_vs_d3rlpy)],
+    "maze_vs_mujoco": [("maze_vs_mujoco.json", _maze_vs_mujoco)],
 }
 
 

@@ -57,7 +57,6 @@ _INTERNAL_USERS = {
     "ghost_step_parts.py",
     "gpope_experiments.py",
     "gpope_mountain_car_onpolicy.py",
-    "maze_vs_mujoco.py",
     "pool_experiments.py",
     "pool_wd_diagnosis.py",
     "pool_zones_exact.py",

@@ -114,3 +114,41 @@ def test_imported_only_experiments_refuse_to_run(tmp_path):
             jobs=1,
             only={"algo": ["iql"], "impl": ["d3rlpy"], "seed": [0]},
         )
+
+
+def test_maze_vs_mujoco_rows_are_the_package_references():
+    """The stored returns are what privrl_jax/envs/_reference.py states: D4RL's
+    published references exactly, our JAX means to the 2 decimals it keeps; and
+    every row is the legacy JSON's cell, bit for bit."""
+    from privrl_jax.envs._reference import (  # noqa: PLC0415
+        D4RL_REFERENCE_RETURNS,
+        MEASURED_D4RL_RETURNS,
+    )
+
+    table = _table("maze_vs_mujoco", "returns")
+    got = {
+        (g["cell"]["task"], g["cell"]["policy"]): g["metrics"] for g in table["groups"]
+    }
+    assert len(got) == 12
+    for task, (random_ret, expert_ret) in D4RL_REFERENCE_RETURNS.items():
+        for policy, want in (("random", random_ret), ("expert", expert_ret)):
+            assert got[(task, policy)]["d4rl_published"]["mean"] == pytest.approx(
+                want, abs=0.005
+            )
+    for task, (random_ret, expert_ret) in MEASURED_D4RL_RETURNS.items():
+        assert round(got[(task, "random")]["jax_mean"]["mean"], 2) == random_ret
+        assert round(got[(task, "expert")]["jax_mean"]["mean"], 2) == expert_ret
+    legacy = _legacy("maze_vs_mujoco.json")
+    for r in legacy["returns"]:
+        for k in ("jax_mean", "jax_se", "mujoco_mean", "mujoco_se", "gap_in_se"):
+            assert got[(r["task"], r["policy"])][k]["mean"] == r[k]
+    dyn = _table("maze_vs_mujoco", "dynamics")
+    cells = {
+        (g["cell"]["maze"], g["cell"]["actions"]): g["metrics"] for g in dyn["groups"]
+    }
+    assert len(cells) == len(legacy["dynamics"]) == 6
+    for r in legacy["dynamics"]:
+        assert (
+            cells[(r["maze"], r["actions"])]["float32_gap_300"]["mean"]
+            == (r["float32_gap_300"])
+        )
