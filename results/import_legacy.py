@@ -254,6 +254,31 @@ def _maze_vs_mujoco(d: dict) -> Iterator[tuple[dict, dict]]:
         )
 
 
+_BLACKBOX = {
+    "PGM (mbi, 3000 iters), empty-cell canaries in (obs0, obs1)": (
+        "PGM, empty-cell canaries in (x, y)"
+    ),
+    "MST (mbi, 3000 iters), empty-cell canaries in (obs3, next_obs1)": (
+        "MST, empty-cell canaries in (obs3, next_obs1)"
+    ),
+    "PGM (mbi, 1000 iters), empty-cell canaries in (obs0, obs1)": (
+        "PGM (1,000 iterations), empty-cell canaries in (x, y)"
+    ),
+    "PGM (mbi, 3000 iters), bounding-box canaries": "PGM, bounding-box canaries",
+    "PrivORL-n (test config)": "PrivORL-n (test config)",
+}
+
+
+def _audit_blackbox(d: dict) -> Iterator[tuple[dict, dict]]:
+    names = {"epsilon_lower_bound": "epsilon_demonstrated", "max_epsilon": "ceiling"}
+    names |= {"correct": "correct", "guesses": "guesses", "m": "canaries"}
+    for r in d["rows"]:
+        yield (
+            {"generator": _BLACKBOX[r["method"]], "epsilon": r["epsilon"]},
+            {new: r[old] for old, new in names.items()} | {"included": r["included"]},
+        )
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -277,6 +302,7 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "audit_pipelines": [("audit_pipelines.json", _audit_pipelines)],
     "agents_vs_d3rlpy": [("agents_vs_d3rlpy.json", _agents_vs_d3rlpy)],
     "maze_vs_mujoco": [("maze_vs_mujoco.json", _maze_vs_mujoco)],
+    "audit_blackbox": [("audit_blackbox.json", _audit_blackbox)],
 }
 
 

@@ -152,3 +152,30 @@ def test_maze_vs_mujoco_rows_are_the_package_references():
             cells[(r["maze"], r["actions"])]["float32_gap_300"]["mean"]
             == (r["float32_gap_300"])
         )
+
+
+def test_audit_blackbox_rows_are_the_legacy_audits_and_never_violate():
+    table = _table("audit_blackbox", "blackbox")
+    got = {
+        (g["cell"]["generator"], g["cell"]["epsilon"]): g["metrics"]
+        for g in table["groups"]
+    }
+    legacy = _legacy("audit_blackbox.json")["rows"]
+    assert len(got) == len(legacy) == 11
+    by_value = sorted(
+        (r["epsilon"], r["epsilon_lower_bound"], r["correct"], r["included"])
+        for r in legacy
+    )
+    ours = sorted(
+        (
+            eps,
+            m["epsilon_demonstrated"]["mean"],
+            m["correct"]["mean"],
+            m["included"]["mean"],
+        )
+        for (_, eps), m in got.items()
+    )
+    assert ours == by_value
+    for (_, eps), m in got.items():
+        assert m["epsilon_demonstrated"]["mean"] <= min(eps, m["ceiling"]["mean"])
+        assert m["correct"]["mean"] <= m["guesses"]["mean"]
