@@ -45,7 +45,6 @@ _INTERNAL_USERS = {
     "agent_flops.py",
     "agents_throughput.py",
     "agents_v1_budget.py",
-    "audit_epsilon.py",
     "audit_power.py",
     "audit_selection.py",
     "dp_loop_speed.py",

@@ -179,3 +179,28 @@ def test_audit_blackbox_rows_are_the_legacy_audits_and_never_violate():
     for (_, eps), m in got.items():
         assert m["epsilon_demonstrated"]["mean"] <= min(eps, m["ceiling"]["mean"])
         assert m["correct"]["mean"] <= m["guesses"]["mean"]
+
+
+def test_audit_mechanisms_rows_are_the_legacy_audits_where_the_score_is_unchanged():
+    """Full batch (q = 1: the likelihood score ranks as the old sum), POOL's Gaussian
+    and the fault are bit-equal to benchmarks/audit_epsilon.py's stored audits; the
+    fault is the only violation."""
+    table = _table("audit_mechanisms", "audit")
+    got = {
+        (g["cell"]["mechanism"], g["cell"]["epsilon"]): g["metrics"]
+        for g in table["groups"]
+    }
+    assert len(got) == 9
+    checked = 0
+    for r in _legacy("audit_epsilon.json")["rows"]:
+        fault = r["row"].startswith("fault")
+        key = (r["row"], 2.17 if fault else r["target"])
+        m = got[key]
+        assert m["violation"]["mean"] == float(fault)
+        assert m["epsilon_accounted"]["mean"] == r["epsilon_accounted"]
+        if "Poisson" in r["row"] and not math.isinf(r["target"]):
+            continue
+        checked += 1
+        assert m["epsilon_demonstrated"]["mean"] == r["epsilon_demonstrated"]
+        assert m["correct"]["mean"] == r["audit"]["correct"]
+    assert checked == 7
