@@ -279,6 +279,15 @@ def _audit_blackbox(d: dict) -> Iterator[tuple[dict, dict]]:
         )
 
 
+def _audit_selection(d: dict) -> Iterator[tuple[dict, dict]]:
+    keys = ("epsilon_accounted", "epsilon_of_pair", "epsilon_demonstrated", "hits")
+    for r in d["rows"]:
+        yield (
+            {"selection": r["row"]},
+            {k: r[k] for k in (*keys, "neighbour_hits", "violation")},
+        )
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -303,6 +312,7 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "agents_vs_d3rlpy": [("agents_vs_d3rlpy.json", _agents_vs_d3rlpy)],
     "maze_vs_mujoco": [("maze_vs_mujoco.json", _maze_vs_mujoco)],
     "audit_blackbox": [("audit_blackbox.json", _audit_blackbox)],
+    "audit_selection": [("audit_selection.json", _audit_selection)],
 }
 
 

@@ -46,7 +46,6 @@ _INTERNAL_USERS = {
     "agents_throughput.py",
     "agents_v1_budget.py",
     "audit_power.py",
-    "audit_selection.py",
     "dp_loop_speed.py",
     "dpsgd_throughput.py",
     "dpsgd_vs_opacus.py",

@@ -204,3 +204,44 @@ def test_audit_mechanisms_rows_are_the_legacy_audits_where_the_score_is_unchange
         assert m["epsilon_demonstrated"]["mean"] == r["epsilon_demonstrated"]
         assert m["correct"]["mean"] == r["audit"]["correct"]
     assert checked == 7
+
+
+def test_audit_selection_cells_are_aims_round_epsilons_and_rows_the_legacy_audits():
+    """Each AIM cell's epsilon is one AIM selection's at its target (rho of the
+    calibrated Gaussian at delta = 1e-6, / 24 rounds, x 4 per annealing, 10% share:
+    sqrt(8 * 0.1 * rho_t)); the stored rows are the legacy audits, and a rerun (where
+    stored) is bit-equal to them."""
+    from privrl_jax import privacy  # noqa: PLC0415
+
+    exp = experiments.load_experiment("audit_selection")
+    legacy = {r["row"]: r for r in _legacy("audit_selection.json")["rows"]}
+    for cell in exp.cells():
+        cfg = resolve(exp, cell)[0]
+        name = cell["selection"]
+        assert cfg.mechanism.kind == "exponential"
+        assert cfg.privacy.epsilon == legacy[name]["epsilon_accounted"]
+        assert cfg.mechanism.candidates == legacy[name]["candidates"]
+        if name.startswith("AIM"):
+            target = 1.0 if "eps = 1," in name else 10.0
+            sigma = (
+                privacy.GaussianMechanism(l2_sensitivity=1.0)
+                .calibrate(target, 1e-6, "rdp")
+                .noise_multiplier
+            )
+            rho_t = 1 / (2 * sigma**2) / 24 * (4 if "annealing" in name else 1)
+            assert cfg.privacy.epsilon == pytest.approx(
+                math.sqrt(0.8 * rho_t), rel=1e-12
+            )
+    stored = experiments.read_rows(ROOT / "results", "audit_selection")
+    assert len(stored) == 6
+    for row in stored:
+        want = legacy[row["cell"]["selection"]]
+        assert row["metrics"]["epsilon_demonstrated"] == want["epsilon_demonstrated"]
+        assert row["metrics"]["violation"] == want["row"].startswith("fault")
+    for row in experiments.read_rows(ROOT / "results" / "reruns", "audit_selection"):
+        want = legacy[row["cell"]["selection"]]
+        assert row["metrics"]["epsilon_demonstrated"] == want["epsilon_demonstrated"]
+        assert (row["metrics"]["hits"], row["metrics"]["neighbour_hits"]) == (
+            want["hits"],
+            want["neighbour_hits"],
+        )

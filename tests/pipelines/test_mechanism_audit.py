@@ -52,3 +52,20 @@ def test_config_refusals(tmp_path):
     (tmp_path / "run" / "x").write_text("")
     with pytest.raises(ValueError, match="not empty"):
         ma.run(ma.load("mechanism_audit/default", []), tmp_path / "run")
+
+
+def test_the_selection_fault_is_caught_and_the_correct_one_is_not(tmp_path):
+    """The exponential mechanism at eps = 1 on 100 candidates: the pair's exact epsilon
+    is 0.99 (correct) and 1.98 with the factor 1/2 missing; 2 x 10^5 draws a side
+    bound the faulty one above 1."""
+    base = ["mechanism.kind=exponential", "mechanism.trials=200000", "audit.seed=0"]
+    ok = ma.run(ma.load("mechanism_audit/default", base), tmp_path / "ok")
+    bad = ma.run(
+        ma.load("mechanism_audit/default", [*base, "mechanism.noise_factor=0.5"]),
+        tmp_path / "bad",
+    )
+    assert ok["epsilon_accounted"] == bad["epsilon_accounted"] == 1.0
+    assert ok["audit"]["epsilon_of_pair"] == pytest.approx(0.9896, abs=1e-4)
+    assert bad["audit"]["epsilon_of_pair"] == pytest.approx(1.977, abs=1e-3)
+    assert not ok["violation"] and ok["epsilon_demonstrated"] <= 0.9896
+    assert bad["violation"] and bad["fault"]

@@ -8,11 +8,17 @@ mechanism runs on a public toy problem with m canaries (nothing sensitive is rea
   audited with gradient canaries (:func:`privrl_jax.privacy.audit.audit_fit`);
 - ``gaussian``: a :class:`~privrl_jax.privacy.GaussianMechanism` (POOL's statistics
   have sensitivity sqrt(3H)) on Dirac canaries of its input vector, each adding the
-  sensitivity to its own coordinate, scored by the released coordinate.
+  sensitivity to its own coordinate, scored by the released coordinate;
+- ``exponential``: an :class:`~privrl_jax.privacy.ExponentialMechanism` (AIM's
+  selection) over ``candidates`` scores, audited many-run
+  (:func:`privrl_jax.privacy.audit.audit_selection`: ``trials`` draws on each side of
+  the worst-case pair (Delta, 0, ..., 0) / (0, Delta, ..., Delta), event "candidate 0",
+  Clopper-Pearson, pure DP).
 
 ``mechanism.noise_factor`` < 1 injects a fault (the noise that runs is that share of
-the accounted noise): its audit must demonstrate more epsilon than accounted. A
-correct mechanism (factor 1) that does raises
+the accounted noise; the exponential mechanism's logits are divided by it): its audit
+must demonstrate more epsilon than accounted. A correct mechanism (factor 1) that does
+raises
 :class:`~privrl_jax.privacy.audit.PrivacyAuditError` after ``report.json`` is
 written. ``run(config, run_dir)`` writes ``config.yaml`` and ``report.json``
 (the accounted and demonstrated epsilons, the one-run audit's counts, the Gaussian-DP
@@ -43,7 +49,7 @@ from privrl_jax.pipelines._config import (
 )
 from privrl_jax.pipelines._rundir import atomic_write_text
 
-Kind = Literal["fit", "gaussian"]
+Kind = Literal["fit", "gaussian", "exponential"]
 KINDS = typing.get_args(Kind)
 Sampler = Literal["full_batch", "poisson"]
 SAMPLERS = typing.get_args(Sampler)
@@ -57,6 +63,8 @@ class MechanismConfig:
     (the accounted epsilon is then its own). ``noise_factor``: the share of the
     accounted noise that runs (1: correct; < 1: an injected fault).
     ``l2_sensitivity``: the Gaussian's (POOL at H = 5: sqrt(15)).
+    ``candidates``, ``score_sensitivity``, ``trials``: the exponential mechanism's
+    (AIM on the umaze table: 78 candidates, sensitivity 22), its audit's draws a side.
     """
 
     kind: Kind = "fit"
@@ -68,6 +76,9 @@ class MechanismConfig:
     noise_multiplier: float | None = None
     noise_factor: float = 1.0
     l2_sensitivity: float = math.sqrt(15.0)
+    candidates: int = 100
+    score_sensitivity: float = 22.0
+    trials: int = 10_000_000
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "dataset_size": at_least(2, MAX_BATCH),
@@ -76,6 +87,9 @@ class MechanismConfig:
         "l2_clip_norm": positive(),
         "noise_factor": positive(1.0),
         "l2_sensitivity": positive(),
+        "candidates": at_least(2, MAX_BATCH),
+        "score_sensitivity": positive(),
+        "trials": at_least(1, 10**9),
     }
 
     def __post_init__(self):
@@ -256,6 +270,39 @@ def _audit_gaussian(cfg: MechanismAuditConfig) -> dict[str, Any]:
     }
 
 
+def _audit_exponential(cfg: MechanismAuditConfig) -> dict[str, Any]:
+    import numpy as np  # noqa: PLC0415
+
+    from privrl_jax import privacy  # noqa: PLC0415
+    from privrl_jax.privacy import audit  # noqa: PLC0415
+
+    mc = cfg.mechanism
+    factor = mc.noise_factor
+
+    class _Fault(privacy.ExponentialMechanism):
+        # The injected fault: logits 1 / factor times the accounted ones.
+        def logits(self, scores):
+            return super().logits(scores) / factor
+
+    cls = privacy.ExponentialMechanism if factor == 1.0 else _Fault
+    mech = cls(epsilon=cfg.privacy.epsilon, sensitivity=mc.score_sensitivity)
+    # The worst-case neighbouring pair: every score moves by the sensitivity.
+    scores = np.zeros(mc.candidates)
+    scores[0] = mc.score_sensitivity
+    neighbour = np.full(mc.candidates, float(mc.score_sensitivity))
+    neighbour[0] = 0.0
+    res = audit.audit_selection(
+        mech, scores, neighbour, trials=mc.trials, seed=cfg.audit.seed
+    )
+    out = res.to_dict()
+    return {
+        "epsilon_accounted": out["epsilon_accounted"],
+        "epsilon_demonstrated": out["epsilon_demonstrated"],
+        "audit": out,
+        "gaussian_dp_estimate": None,
+    }
+
+
 def run(cfg: MechanismAuditConfig, run_dir: str | Path) -> dict[str, Any]:
     """Audit the configured mechanism; write ``config.yaml`` and ``report.json``.
 
@@ -266,7 +313,7 @@ def run(cfg: MechanismAuditConfig, run_dir: str | Path) -> dict[str, Any]:
     Returns:
       The report: the config, ``epsilon_accounted``, ``epsilon_demonstrated``,
       ``violation``, ``fault`` (the injected noise factor is not 1), ``audit`` (the
-      one-run bound's counts) and ``gaussian_dp_estimate``.
+      bound's counts) and ``gaussian_dp_estimate`` (None for a selection).
 
     Raises:
       ValueError: ``run_dir`` holds files.
@@ -281,10 +328,12 @@ def run(cfg: MechanismAuditConfig, run_dir: str | Path) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     resolved = to_dict(cfg)
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(resolved))
-    if cfg.mechanism.kind == "fit":
-        out = _audit_fit(cfg)
-    else:
-        out = _audit_gaussian(cfg)
+    audit_of = {
+        "fit": _audit_fit,
+        "gaussian": _audit_gaussian,
+        "exponential": _audit_exponential,
+    }
+    out = audit_of[cfg.mechanism.kind](cfg)
     fault = cfg.mechanism.noise_factor != 1.0
     report = {
         "config": resolved,
