@@ -53,7 +53,7 @@ def main() -> None:
     key = jax.random.key(args.seed)
     results = {}
     # The legacy mazes (unsuffixed names); the -v1 tasks use D4RL's published
-    # references (benchmarks/maze_vs_mujoco.py measures them).
+    # references (experiment maze_vs_mujoco holds their measurement).
     legacy = [n for n in envs.MAZE_ENVS if not n.endswith(("-v1", "-legacy"))]
     for name in tqdm(legacy, desc="envs"):
         env, params = envs.make(name)

@@ -376,6 +376,83 @@ def _pategan_vs_smartnoise(d: dict) -> Iterator[tuple[dict, dict]]:
         yield {"run": label, "seed": 0}, metrics
 
 
+def _audit_pipelines(d: dict) -> Iterator[tuple[dict, dict]]:
+    # POOL's legacy rows calibrated its Gaussian to epsilon, not to the pipeline's rho:
+    # its rows are pipeline runs instead (the experiment's notes).
+    methods = {"chain_uniform": "GPOPE (one-of-m)"}
+    for r in d["rows"]:
+        if r["method"] == "POOL":
+            continue
+        method = methods.get(r["what"].split(":")[0], r["method"])
+        keys = ("epsilon_accounted", "epsilon_demonstrated", "violation", "audited")
+        yield (
+            {"method": method, "epsilon": r["target_epsilon"], "seed": 0},
+            {k: r.get(k) for k in keys} | {"steps": r["count"]},
+        )
+
+
+def _agents_vs_d3rlpy(d: dict) -> Iterator[tuple[dict, dict]]:
+    final_evals = d["config"]["final_evals"]
+    for r in d["runs"]:
+        scores = [e["score_mean"] for e in r["evals"]]
+        late = [e["score_mean"] for e in r["evals"] if e["step"] >= 5000]
+        yield (
+            {"algo": r["algo"], "impl": r["impl"], "seed": r["seed"]},
+            {
+                "final": sum(scores[-final_evals:]) / final_evals,
+                "curve": sum(late) / len(late),
+            },
+        )
+
+
+def _maze_vs_mujoco(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["dynamics"]:
+        yield (
+            {"maze": r["maze"], "actions": r["actions"]},
+            {k: v for k, v in r.items() if "_gap_" in k},
+        )
+    for r in d["returns"]:
+        keys = ("jax_mean", "jax_se", "mujoco_mean", "mujoco_se", "gap_in_se")
+        yield (
+            {"task": r["task"], "policy": r["policy"]},
+            {k: r[k] for k in (*keys, "d4rl_published")},
+        )
+
+
+_BLACKBOX = {
+    "PGM (mbi, 3000 iters), empty-cell canaries in (obs0, obs1)": (
+        "PGM, empty-cell canaries in (x, y)"
+    ),
+    "MST (mbi, 3000 iters), empty-cell canaries in (obs3, next_obs1)": (
+        "MST, empty-cell canaries in (obs3, next_obs1)"
+    ),
+    "PGM (mbi, 1000 iters), empty-cell canaries in (obs0, obs1)": (
+        "PGM (1,000 iterations), empty-cell canaries in (x, y)"
+    ),
+    "PGM (mbi, 3000 iters), bounding-box canaries": "PGM, bounding-box canaries",
+    "PrivORL-n (test config)": "PrivORL-n (test config)",
+}
+
+
+def _audit_blackbox(d: dict) -> Iterator[tuple[dict, dict]]:
+    names = {"epsilon_lower_bound": "epsilon_demonstrated", "max_epsilon": "ceiling"}
+    names |= {"correct": "correct", "guesses": "guesses", "m": "canaries"}
+    for r in d["rows"]:
+        yield (
+            {"generator": _BLACKBOX[r["method"]], "epsilon": r["epsilon"]},
+            {new: r[old] for old, new in names.items()} | {"included": r["included"]},
+        )
+
+
+def _audit_selection(d: dict) -> Iterator[tuple[dict, dict]]:
+    keys = ("epsilon_accounted", "epsilon_of_pair", "epsilon_demonstrated", "hits")
+    for r in d["rows"]:
+        yield (
+            {"selection": r["row"]},
+            {k: r[k] for k in (*keys, "neighbour_hits", "violation")},
+        )
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -423,6 +500,11 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
         ("privorl_j_results_cpu_horizons.json", _privorl_j_horizons)
     ],
     "pategan_vs_smartnoise": [("pategan_vs_smartnoise.json", _pategan_vs_smartnoise)],
+    "audit_pipelines": [("audit_pipelines.json", _audit_pipelines)],
+    "agents_vs_d3rlpy": [("agents_vs_d3rlpy.json", _agents_vs_d3rlpy)],
+    "maze_vs_mujoco": [("maze_vs_mujoco.json", _maze_vs_mujoco)],
+    "audit_blackbox": [("audit_blackbox.json", _audit_blackbox)],
+    "audit_selection": [("audit_selection.json", _audit_selection)],
 }
 
 

@@ -5,8 +5,8 @@ FrankaKitchen.
 
 The `maze2d-*-v1` tasks run in gymnasium-robotics' PointMaze model (the same MJCF as
 D4RL's maze2d), stepped as D4RL's `MazeEnv.step` does: clip the action to [-1, 1],
-clip the velocity to [-5, 5], one `mj_step`. The adapter (as in
-benchmarks/maze_vs_mujoco.py) maps gymnasium-robotics' frame (x right, y up, origin
+clip the velocity to [-5, 5], one `mj_step`. The adapter (as in the runs behind
+experiment maze_vs_mujoco) maps gymnasium-robotics' frame (x right, y up, origin
 at the maze centre; its dict observation's `observation` is that frame's (x, y, vx,
 vy)) to D4RL's qpos frame (row, column of the cell whose centre is 0.2 behind), so
 the policy sees D4RL's 4-dim observation. Resets, the fixed evaluation goal (the 'G'

@@ -27,7 +27,7 @@ does, written from MuJoCo's documented equations (mujoco.readthedocs.io, "Comput
   so a fast ball sinks up to ~6 cm into a wall and is pushed back out softly over a
   few steps instead of stopping dead. In float64 this reproduces MuJoCo 4.0 running
   gymnasium-robotics' PointMaze to ~1e-12 over 300 steps
-  (benchmarks/maze_vs_mujoco.py).
+  (experiment maze_vs_mujoco).
 
 Positions are in D4RL's observation frame (MuJoCo's qpos): the ball's body sits at
 (1.2, 1.2) and wall (i, j) at (i + 1, j + 1), so in the qpos frame wall (i, j) covers

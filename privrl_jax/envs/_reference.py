@@ -8,9 +8,9 @@ mean return of uniform random actions (scripts/reference_scores/
 generate_ref_min_score.py) and of D4RL's waypoint controller
 (scripts/reference_scores/maze2d_controller.py), 100 episodes each. Our own
 measurements of the same two policies in the JAX maze are in `MEASURED_D4RL_RETURNS`
-(shown next to D4RL's numbers, never used for scoring), from
-`PYTHONPATH=. python benchmarks/maze_vs_mujoco.py` (benchmarks/results/
-maze_vs_mujoco.md; jax 0.10.2, CPU):
+(shown next to D4RL's numbers, never used for scoring), from the runs stored as
+experiment `maze_vs_mujoco` (results/maze_vs_mujoco; jax 0.10.2, CPU; its script
+needed the `mujoco` extra and is in git history):
 
 | task | D4RL random | ours random | D4RL expert | ours expert |
 |---|---|---|---|---|

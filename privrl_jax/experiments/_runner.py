@@ -28,7 +28,13 @@ from typing import Any
 import yaml
 
 from privrl_jax import provenance
-from privrl_jax.experiments._spec import Cell, Experiment, cell_key, load_experiment
+from privrl_jax.experiments._spec import (
+    IMPORTED,
+    Cell,
+    Experiment,
+    cell_key,
+    load_experiment,
+)
 
 ROWS_FILE = "rows.jsonl"
 ROW_FILE = "row.json"
@@ -37,6 +43,11 @@ ROW_FILE = "row.json"
 def pipeline_module(exp: Experiment, cell: Cell | None = None) -> Any:
     """``privrl_jax.pipelines.<pipeline>`` of ``cell`` (its ``load`` and ``run``)."""
     name = exp.pipeline if cell is None else exp.pipeline_for(cell)
+    if name == IMPORTED:
+        raise ValueError(
+            f"{exp.name}: no pipeline runs this experiment; its rows are imported "
+            "from a legacy script's results (its notes say what the script needed)."
+        )
     return importlib.import_module(f"privrl_jax.pipelines.{name}")
 
 

@@ -10,6 +10,8 @@ A file ``privrl_jax/experiments/<name>.yaml`` holds::
     title: ...
     answers: {paper: POOL, where: "Sec. 5, Fig. 1", claim: ...}
     pipeline: pool               # privrl_jax.pipelines.<pipeline>: load() and run()
+                                 # ("none": imported rows only, e.g. a comparison
+                                 # whose extra is not installed; `run` refuses it)
     config: pool/default         # a shipped config name or a YAML path
     overrides: {pool.zones: paper}
     axes:                        # each axis: what its value sets
@@ -46,6 +48,8 @@ import yaml
 
 # Experiment files ship in this package; the claims list is not an experiment.
 NOT_EXPERIMENTS = ("claims",)
+# The pipeline of an experiment whose rows are imported only (nothing here runs it).
+IMPORTED = "none"
 # Keys of a categorical axis value that choose the cell's pipeline and base config
 # (not config overrides): one experiment may set several methods side by side.
 RUN_KEYS = ("pipeline", "config")

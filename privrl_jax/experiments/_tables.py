@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from privrl_jax.experiments import stats
-from privrl_jax.experiments._spec import Experiment, cell_key
+from privrl_jax.experiments._spec import IMPORTED, Experiment, cell_key
 
 DEFAULT_FORMAT = "{mean:.3f} ± {std:.3f} [±{ci95:.3f}]"
 
@@ -729,6 +729,8 @@ def experiment_markdown(
 def _run_text(exp: Experiment) -> str:
     cells = exp.cells()
     runs = list(dict.fromkeys((exp.pipeline_for(c), exp.config_for(c)) for c in cells))
+    if runs == [(IMPORTED, exp.config)]:
+        return "imported rows only (no pipeline runs it)"
     if len(runs) == 1:
         return f"pipeline `{runs[0][0]}`, config `{runs[0][1]}`"
     return "pipelines and configs " + ", ".join(f"`{p}` `{c}`" for p, c in runs)

@@ -63,8 +63,9 @@ POLICIES = {"constant": (const_np, const_jax), "goal-seeking": (pd_np, pd_jax)}
 def test_identical_starts_give_the_same_trajectories_and_returns(mujoco, policy):
     """Same reset states in both backends: positions and returns agree.
 
-    The JAX maze steps in float32 and MuJoCo in float64; benchmarks/README.md measures
-    their largest position gap at <= 1e-2 cells over 300 steps (random actions), so
+    The JAX maze steps in float32 and MuJoCo in float64; experiment maze_vs_mujoco
+    measured their largest position gap at <= 1e-2 cells over 300 steps (random
+    actions), so
     we allow 2e-2 cells. A sparse reward can flip only on steps where the ball is
     within that gap of the 0.5 goal radius, so per-episode sparse returns may differ
     by a step or two (we allow 2); dense returns, exp(-distance) (1-Lipschitz), by at
