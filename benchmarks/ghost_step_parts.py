@@ -32,12 +32,9 @@ subset.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import random
-import statistics
-import time
+
+import _harness as h
 
 from privrl_jax.privacy._aggregation import add_noise, dpsgd
 from privrl_jax.privacy._clipping import clipped_grad
@@ -62,7 +59,7 @@ def main() -> None:
         default=os.path.join(os.path.dirname(__file__), "results", "ghost_step_parts"),
     )
     args = p.parse_args()
-    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.threads])
+    h.pin_threads(args.threads)
 
     import dpsgd_vs_opacus as bench  # noqa: PLC0415  (benchmarks/ on sys.path)
     import flax.linen as nn  # noqa: PLC0415
@@ -196,79 +193,52 @@ def main() -> None:
         keep = {"nonprivate_step", *args.pieces.split(",")}
         pieces = {k: v for k, v in pieces.items() if k in keep}
     compiled = {k: (jax.jit(f).lower(*a).compile(), a) for k, (f, a) in pieces.items()}
-    if (
-        args.hlo_stats
-    ):  # instructions of the optimized entry computation, and while loops
+    if args.hlo_stats:  # instructions of the optimized entry computation, while loops
         for k, (f, _) in compiled.items():
             text = f.as_text()
             entry = text[text.index("\nENTRY") :]
             entry = entry[: entry.index("\n}")]
-            cost = f.cost_analysis()
-            cost = cost[0] if isinstance(cost, list) else cost
-            ops = bench.hlo_op_count(text)  # the op count of dpsgd_vs_opacus's table
-            mem = f.memory_analysis()
+            st = h.compiled_stats(f)  # the op count of dpsgd_vs_opacus's table
             print(
-                f"{k}: {ops['ops']} ops ({ops['fused']} fused instructions), "
+                f"{k}: {st['ops']} ops ({st['fused']} fused instructions), "
                 f"{entry.count(chr(10)) - 1} entry instructions, "
                 f"{text.count(' while(')} while loops, {text.count(' fusion(')} "
-                f"fusions, {cost.get('flops', 0) / 1e9:.3f} GFLOP, "
-                f"{cost.get('bytes accessed', 0) / 1e6:.0f} MB accessed, "
-                f"XLA temp {mem.temp_size_in_bytes / 2**20:.1f} MB"
+                f"fusions, {st['gflop']:.3f} GFLOP, {st['mb_accessed']:.0f} MB "
+                f"accessed, XLA temp {st['xla_temp_mb']:.1f} MB"
             )
         return
-    times = {k: [] for k in compiled}
-    for f, a in compiled.values():  # warm-up
-        jax.block_until_ready(f(*a))
-    loads = []
-    order = random.Random(
-        0
-    )  # a fresh order of the pieces each round: no fixed neighbour
-    for _ in range(args.rounds):
-        loads.append(os.getloadavg()[0])
-        for k in order.sample(list(compiled), len(compiled)):
-            f, a = compiled[k]
-            for _ in range(args.reps):
-                t = time.perf_counter()
-                jax.block_until_ready(f(*a))
-                times[k].append(time.perf_counter() - t)
-    med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
-    fastest = {k: 1e3 * min(v) for k, v in times.items()}
+    timings = h.interleave(
+        {k: (lambda f=f, a=a: f(*a)) for k, (f, a) in compiled.items()},
+        rounds=args.rounds,
+        reps=args.reps,
+    )
+    times = {k: timings.flat(k) for k in compiled}
+    med = {k: 1e3 * timings.median(k) for k in compiled}
+    fastest = {k: 1e3 * timings.fastest(k) for k in compiled}
     header = (
-        f"ghost DP step pieces, config {cfg.name} "
-        f"({sum(v.size for v in jax.tree.leaves(params)):,}"
-        f" params, batch {cfg.batch}), {args.threads} thread(s), median of "
-        f"{args.rounds} "
-        f"interleaved rounds x {args.reps}; host {platform.node()} ({os.cpu_count()} "
-        "CPUs, "
-        f"1-min load {min(loads):.1f}-{max(loads):.1f}); jax {jax.__version__}."
+        f"ghost DP step pieces, config {cfg.name} ({h.num_params(params):,} params, "
+        f"batch {cfg.batch}), {args.threads} thread(s), median of {args.rounds} "
+        f"interleaved rounds x {args.reps}; {h.host_line(timings.loads)}."
     )
     base = med["nonprivate_step"]
-    lines = [
-        header,
-        "",
-        "| piece | ms (median) | vs non-private step | ms (fastest) |",
-        "|---|---|---|---|",
+    rows = [
+        (k, f"{v:.1f}", f"{v / base:.2f}x", f"{fastest[k]:.1f}") for k, v in med.items()
     ]
-    lines += [
-        f"| {k} | {v:.1f} | {v / base:.2f}x | {fastest[k]:.1f} |"
-        for k, v in med.items()
-    ]
-    text = "\n".join(lines)
+    head = ("piece", "ms (median)", "vs non-private step", "ms (fastest)")
+    text = f"{header}\n\n{h.markdown_table(head, rows)}"
     print(text)
-    with open(args.out + ".md", "w") as f:
-        f.write(text + "\n")
-    with open(args.out + ".json", "w") as f:
-        json.dump(
-            {
-                "args": vars(args),
-                "median_ms": med,
-                "min_ms": fastest,
-                "times_s": times,
-                "loads": loads,
-            },
-            f,
-            indent=1,
-        )
+    h.write_outputs(
+        args.out,
+        {
+            "args": vars(args),
+            "median_ms": med,
+            "min_ms": fastest,
+            "times_s": times,
+            "loads": timings.loads,
+        },
+        text,
+        indent=1,
+    )
 
 
 if __name__ == "__main__":
