@@ -74,9 +74,54 @@ class Timings:
         """``num / den`` of the round means, per round (the two ran side by side)."""
         return [a / b for a, b in zip(self.round_means(num), self.round_means(den))]
 
-    def load_range(self) -> str:
-        """``"lo-hi"`` of the rounds' 1-minute loads."""
-        return f"{min(self.loads):.1f}-{max(self.loads):.1f}" if self.loads else "-"
+    def protocol(self) -> str:
+        """``median of R interleaved rounds x K; host ...``: how the table was timed."""
+        reps = len(next(iter(self.seconds.values()))[0]) if self.seconds else 0
+        return (
+            f"median of {len(self.loads)} interleaved rounds x {reps}; "
+            f"{host_line(self.loads)}"
+        )
+
+    def ms(self) -> dict[str, dict[str, Any]]:
+        """``{"median_ms", "min_ms", "times_s"}``, each piece -> its value(s): what a
+        results JSON stores of the timings."""
+        return {
+            "median_ms": {k: 1e3 * self.median(k) for k in self.seconds},
+            "min_ms": {k: 1e3 * self.fastest(k) for k in self.seconds},
+            "times_s": {k: self.flat(k) for k in self.seconds},
+        }
+
+    def ratio_table(
+        self,
+        base: str,
+        vs: str,
+        extra: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> str:
+        """The Markdown table of every piece: median ms, median / ``base``'s median,
+        fastest ms, and the ``extra`` columns (heading -> piece -> cell).
+
+        Args:
+          base: the piece the ratios divide by.
+          vs: the ratio column's heading after "vs ".
+          extra: more columns, heading -> piece -> cell.
+
+        Returns:
+          The table, one row per piece in timing order.
+        """
+        extra = extra or {}
+        b = self.median(base)
+        head = ("piece", "ms (median)", f"vs {vs}", "ms (fastest)", *extra)
+        rows = [
+            (
+                k,
+                f"{1e3 * self.median(k):.1f}",
+                f"{self.median(k) / b:.2f}x",
+                f"{1e3 * self.fastest(k):.1f}",
+                *(col[k] for col in extra.values()),
+            )
+            for k in self.seconds
+        ]
+        return markdown_table(head, rows)
 
 
 def interleave(

@@ -102,45 +102,25 @@ def main() -> None:
         rounds=args.rounds,
         reps=args.reps,
     )
-    times = {k: timings.flat(k) for k in compiled}
-    med = {k: 1e3 * timings.median(k) for k in compiled}
-    fastest = {k: 1e3 * timings.fastest(k) for k in compiled}
     header = (
         f"ghost vs per-unit clipping, small CNN ({h.num_params(params):,} params, "
-        f"batch {args.batch} images 16x16x3), {args.threads} thread(s), median of "
-        f"{args.rounds} interleaved rounds x {args.reps}; "
-        f"{h.host_line(timings.loads)}; "
+        f"batch {args.batch} images 16x16x3), {args.threads} thread(s), "
+        f"{timings.protocol()}; "
         f"ghost = vmap to {err / scale:.1e} of the largest coordinate."
     )
-    base = med["vmap_clipped_sum"]
-    rows = [
-        (
-            k,
-            f"{med[k]:.1f}",
-            f"{med[k] / base:.2f}x",
-            f"{fastest[k]:.1f}",
-            stats[k]["ops"],
-            f"{stats[k]['xla_temp_mb']:.1f}",
-        )
-        for k in compiled
-    ]
-    head = ("piece", "ms (median)", "vs vmap clipped sum", "ms (fastest)", "HLO ops")
-    text = f"{header}\n\n{h.markdown_table((*head, 'XLA temp MB'), rows)}"
-    print(text)
-    h.write_outputs(
-        args.out,
+    table = timings.ratio_table(
+        "vmap_clipped_sum",
+        "vmap clipped sum",
         {
-            "args": vars(args),
-            "median_ms": med,
-            "min_ms": fastest,
-            "times_s": times,
-            "hlo": stats,
-            "loads": timings.loads,
-            "relative_error": err / scale,
+            "HLO ops": {k: v["ops"] for k, v in stats.items()},
+            "XLA temp MB": {k: f"{v['xla_temp_mb']:.1f}" for k, v in stats.items()},
         },
-        text,
-        indent=1,
     )
+    text = f"{header}\n\n{table}"
+    print(text)
+    payload = {"args": vars(args), **timings.ms(), "hlo": stats}
+    payload |= {"loads": timings.loads, "relative_error": err / scale}
+    h.write_outputs(args.out, payload, text, indent=1)
 
 
 if __name__ == "__main__":

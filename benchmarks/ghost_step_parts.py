@@ -76,37 +76,9 @@ def main() -> None:
         """nn.LayerNorm itself; the ghost path intercepts exact types only, so its
         parameters take the per-unit fallback."""
 
-    class ResidualMLP(nn.Module):  # dpsgd_vs_opacus.py's model
-        width: int
-        depth: int
-        out: int
-        norm: type = nn.LayerNorm
-
-        @nn.compact
-        def __call__(self, x):
-            h = nn.Dense(self.width)(x)
-            for i in range(self.depth):
-                norm = self.norm(name=f"LayerNorm_{i}")
-                h = h + nn.Dense(self.width)(nn.silu(norm(h)))
-            norm = self.norm(name=f"LayerNorm_{self.depth}")
-            return nn.Dense(self.out)(nn.silu(norm(h)))
-
-    def make_loss(model):
-        def per_item_loss(params, item):
-            x, noise, sigma = item
-            c_skip, c_out, c_in, sqrt_w = bench._edm_terms(sigma)
-            noisy = x + sigma * noise
-            denoised = c_skip * noisy + c_out * model.apply(params, c_in * noisy)
-            return jnp.mean((sqrt_w * (denoised - x)) ** 2)
-
-        return per_item_loss
-
-    model = ResidualMLP(cfg.width, cfg.depth, cfg.dim)
-    per_item_loss = make_loss(model)
+    model, per_item_loss = bench.jax_model(cfg)
     # The same parameters (names and values) with the LayerNorms on the fallback.
-    fallback_loss = make_loss(
-        ResidualMLP(cfg.width, cfg.depth, cfg.dim, OpaqueLayerNorm)
-    )
+    _, fallback_loss = bench.jax_model(cfg, OpaqueLayerNorm)
 
     x, noise, sigma = (jnp.asarray(a) for a in bench._data(cfg))
     params = jax.jit(model.init)(jax.random.key(0), x[0])
@@ -212,33 +184,14 @@ def main() -> None:
         rounds=args.rounds,
         reps=args.reps,
     )
-    times = {k: timings.flat(k) for k in compiled}
-    med = {k: 1e3 * timings.median(k) for k in compiled}
-    fastest = {k: 1e3 * timings.fastest(k) for k in compiled}
     header = (
         f"ghost DP step pieces, config {cfg.name} ({h.num_params(params):,} params, "
-        f"batch {cfg.batch}), {args.threads} thread(s), median of {args.rounds} "
-        f"interleaved rounds x {args.reps}; {h.host_line(timings.loads)}."
+        f"batch {cfg.batch}), {args.threads} thread(s), {timings.protocol()}."
     )
-    base = med["nonprivate_step"]
-    rows = [
-        (k, f"{v:.1f}", f"{v / base:.2f}x", f"{fastest[k]:.1f}") for k, v in med.items()
-    ]
-    head = ("piece", "ms (median)", "vs non-private step", "ms (fastest)")
-    text = f"{header}\n\n{h.markdown_table(head, rows)}"
+    text = f"{header}\n\n{timings.ratio_table('nonprivate_step', 'non-private step')}"
     print(text)
-    h.write_outputs(
-        args.out,
-        {
-            "args": vars(args),
-            "median_ms": med,
-            "min_ms": fastest,
-            "times_s": times,
-            "loads": timings.loads,
-        },
-        text,
-        indent=1,
-    )
+    payload = {"args": vars(args), **timings.ms(), "loads": timings.loads}
+    h.write_outputs(args.out, payload, text, indent=1)
 
 
 if __name__ == "__main__":

@@ -27,28 +27,28 @@ CONFIGS = {
 SIZES = (4, 2, 1, 4, 2)  # maze2d: s, a, r, s' - s, one-hot d
 
 
-def measure(h, f, mb, layers, heads, width, repeats):
+def measure(horizon, f, mb, layers, heads, width, repeats):
     d = sum(SIZES)
     net = diffusion.FragmentTransformer(
-        SIZES, h, num_layers=layers, num_heads=heads, embed_dim=width
+        SIZES, horizon, num_layers=layers, num_heads=heads, embed_dim=width
     )
     params = jax.jit(net.init)(
         jax.random.key(0),
-        jnp.zeros(h * d),
+        jnp.zeros(horizon * d),
         jnp.zeros(()),
         jnp.zeros(d),
         jnp.array(True),
-        jnp.ones(h, bool),
+        jnp.ones(horizon, bool),
     )
     den = diffusion.FragmentDenoiser(net.apply)
     rng = np.random.default_rng(0)
     nf = rng.integers(1, f + 1, size=mb)
     fmask = np.arange(f)[None, :] < nf[:, None]
     items = {
-        "x": jnp.asarray(rng.normal(size=(mb, f, h * d)), jnp.float32),
+        "x": jnp.asarray(rng.normal(size=(mb, f, horizon * d)), jnp.float32),
         "link": jnp.asarray(rng.normal(size=(mb, f, d)), jnp.float32),
         "has_link": jnp.asarray(fmask & (np.arange(f) > 0)),
-        "step_mask": jnp.asarray(np.repeat(fmask[..., None], h, -1)),
+        "step_mask": jnp.asarray(np.repeat(fmask[..., None], horizon, -1)),
     }
     plan = privacy.DPPlan(
         sampler=privacy.PoissonSampler(

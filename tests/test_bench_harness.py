@@ -60,7 +60,13 @@ def test_timings_medians_and_ratios_per_round():
     assert t.flat("x") == [1.0, 3.0, 2.0, 2.0] and t.median("x") == 2.0
     assert t.fastest("x") == 1.0 and t.round_means("x") == [2.0, 2.0]
     assert t.ratios("x", "y") == [2.0, 0.5]  # round means 2 / 1 and 2 / 4
-    assert t.load_range() == "1.0-3.0"
+    assert t.protocol().startswith("median of 2 interleaved rounds x 2; host ")
+    assert "1-min load 1.0-3.0" in t.protocol()
+    table = t.ratio_table("y", "y", {"n": {"x": 7, "y": 8}}).splitlines()
+    assert table[0] == "| piece | ms (median) | vs y | ms (fastest) | n |"
+    # x: median 2 s, fastest 1 s; y: median 2.5 s (of 1, 1, 4, 4).
+    assert table[2] == "| x | 2000.0 | 0.80x | 1000.0 | 7 |"
+    assert t.ms()["median_ms"] == {"x": 2000.0, "y": 2500.0}
 
 
 def test_ratio_cells_spread_and_tables():
@@ -131,3 +137,40 @@ def test_the_results_helpers_use_the_packages_statistics():
     same = _results.paired_vs(flat, "a", "b", "m")
     assert same["p"] is None and same["std"] == 0.0  # zero spread: no test
     assert math.isnan(_results.paired_vs(rows, "a", "b", "m")["ci95"]) is False
+
+
+def test_the_timing_scripts_share_one_model_with_the_same_parameters():
+    # ghost_step_parts.py times dpsgd_vs_opacus.py's model through jax_model, with its
+    # LayerNorms swapped for a subclass: the parameters must be those of the model as
+    # dpsgd_vs_opacus.py always built it (auto-named modules), names and values.
+    import dpsgd_vs_opacus as bench  # noqa: PLC0415
+    import flax.linen as nn  # noqa: PLC0415
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    class Reference(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.Dense(8)(x)
+            for _ in range(2):
+                h = h + nn.Dense(8)(nn.silu(nn.LayerNorm()(h)))
+            return nn.Dense(3)(nn.silu(nn.LayerNorm()(h)))
+
+    class Sub(nn.LayerNorm):
+        pass
+
+    cfg = bench.Config("t", width=8, depth=2, dim=3, batch=4)
+    x = jnp.ones(3)
+    want = Reference().init(jax.random.key(0), x)
+    for norm in (None, Sub):
+        model, loss = bench.jax_model(cfg, norm)
+        got = model.init(jax.random.key(0), x)
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+        assert all(
+            bool(jnp.array_equal(a, b))
+            for a, b in zip(
+                jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+            )
+        )
+    item = tuple(jnp.asarray(a[0]) for a in bench._data(cfg))
+    assert float(loss(got, item)) > 0
