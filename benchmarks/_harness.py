@@ -12,6 +12,7 @@ It imports jax only where a function needs it (``ledger_check_speed.py`` times n
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -191,6 +192,32 @@ def interleave(
         if on_round is not None:
             on_round(r)
     return out
+
+
+def timing_args(
+    parser: argparse.ArgumentParser,
+    *,
+    rounds: int = 5,
+    reps: int = 3,
+    threads: int | None = None,
+) -> argparse.ArgumentParser:
+    """Adds the flags of :func:`interleave`'s protocol: ``--rounds``, ``--reps`` and,
+    given a default, ``--threads`` (cores to pin, :func:`pin_threads`).
+
+    Args:
+      parser: the script's parser.
+      rounds: ``--rounds``' default.
+      reps: ``--reps``' default.
+      threads: ``--threads``' default; None adds no ``--threads``.
+
+    Returns:
+      ``parser``.
+    """
+    parser.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds")
+    parser.add_argument("--reps", type=int, default=reps, help="calls per round")
+    if threads is not None:
+        parser.add_argument("--threads", type=int, default=threads, help="cores")
+    return parser
 
 
 def best_of(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:

@@ -21,7 +21,6 @@ the vmap path, HLO ops and XLA temp memory of each compiled piece.
 from __future__ import annotations
 
 import argparse
-import os
 
 import _harness as h
 
@@ -30,13 +29,11 @@ from privrl_jax.privacy._clipping import clipped_grad
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=1)
+    h.timing_args(p, rounds=5, reps=3, threads=1)
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--reps", type=int, default=3)
     p.add_argument(
         "--out",
-        default=os.path.join(os.path.dirname(__file__), "results", "ghost_conv_speed"),
+        default=str(h.RESULTS / "ghost_conv_speed"),
     )
     args = p.parse_args()
     h.pin_threads(args.threads)

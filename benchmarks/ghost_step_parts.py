@@ -32,7 +32,6 @@ subset.
 from __future__ import annotations
 
 import argparse
-import os
 
 import _harness as h
 
@@ -43,9 +42,7 @@ from privrl_jax.privacy._clipping import clipped_grad
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="big")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--reps", type=int, default=3)
+    h.timing_args(p, rounds=5, reps=3, threads=1)
     p.add_argument(
         "--hlo-stats", action="store_true", help="print HLO sizes, time nothing"
     )
@@ -56,7 +53,7 @@ def main() -> None:
     )
     p.add_argument(
         "--out",
-        default=os.path.join(os.path.dirname(__file__), "results", "ghost_step_parts"),
+        default=str(h.RESULTS / "ghost_step_parts"),
     )
     args = p.parse_args()
     h.pin_threads(args.threads)

@@ -38,8 +38,7 @@ def _plan(noise):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="100000,1000000,6600000")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--reps", type=int, default=3)
+    h.timing_args(ap, rounds=5, reps=3)
     ap.add_argument("--grid-fraction", type=float, default=0.01)
     ap.add_argument("--out", default=None, help="optional JSON file of the table")
     args = ap.parse_args()

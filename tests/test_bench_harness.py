@@ -174,3 +174,15 @@ def test_the_timing_scripts_share_one_model_with_the_same_parameters():
         )
     item = tuple(jnp.asarray(a[0]) for a in bench._data(cfg))
     assert float(loss(got, item)) > 0
+
+
+def test_timing_args_add_the_protocols_flags():
+    import argparse  # noqa: PLC0415
+
+    p = h.timing_args(argparse.ArgumentParser(), rounds=4, reps=2, threads=1)
+    assert vars(p.parse_args([])) == {"rounds": 4, "reps": 2, "threads": 1}
+    got = p.parse_args(["--rounds", "7", "--reps", "1", "--threads", "3"])
+    assert (got.rounds, got.reps, got.threads) == (7, 1, 3)
+    assert "threads" not in vars(
+        h.timing_args(argparse.ArgumentParser()).parse_args([])
+    )
