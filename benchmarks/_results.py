@@ -12,9 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.stats
 
 from privrl_jax import provenance
+from privrl_jax.experiments import stats as pstats
+from privrl_jax.experiments.stats import summary
+
+# The statistics (mean, sample std ddof = 1, Student-t intervals, paired tests,
+# within-seed differences) are the package's one implementation,
+# privrl_jax/experiments/stats.py; ``summary`` stays importable from here.
 
 # What a results file records of the host and load its runs ran under.
 RUN_FIELDS = ("provenance", "xla_flags", "uptime")
@@ -206,20 +211,6 @@ def eps_name(eps: float) -> str:
     return "inf" if math.isinf(eps) else f"{eps:g}"
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    """Mean, sample std (ddof = 1) and the 95% Student-t interval's half-width over
-    seeds."""
-    v = np.asarray(values, np.float64)
-    n = v.size
-    sd = float(v.std(ddof=1)) if n > 1 else float("nan")
-    half = (
-        float(scipy.stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
-        if n > 1
-        else float("nan")
-    )
-    return {"n": n, "mean": float(v.mean()), "std": sd, "ci95": half}
-
-
 def metric_table(
     rows: list[tuple[str, list[dict]]],
     metrics: dict[str, tuple[str, str]],
@@ -271,7 +262,7 @@ def paired_differences(
         out[step] = {}
         for k in metrics:
             d = [by[(s, b)][k] - by[(s, a)][k] for s in seeds]
-            out[step][k] = summary(d) | {"rose": int(np.sum(np.asarray(d) > 0))}
+            out[step][k] = pstats.differences(d)
     return out, _paired_table(out, "eps step", metrics)
 
 
@@ -314,8 +305,7 @@ def paired_rows(
         if not seeds:
             continue
         out[f"{a} -> {b}"] = {
-            k: summary(d := [rows[b][s][k] - rows[a][s][k] for s in seeds])
-            | {"rose": int(np.sum(np.asarray(d) > 0))}
+            k: pstats.differences([rows[b][s][k] - rows[a][s][k] for s in seeds])
             for k in metrics
         }
     return out, _paired_table(out, "pair (b - a)", metrics)
@@ -381,14 +371,15 @@ def paired_vs(
     seeds = sorted(set(rows.get(a, {})) & set(rows.get(b, {})))
     if not seeds:
         return None
-    d = np.array([rows[b][s][key] - rows[a][s][key] for s in seeds], np.float64)
-    out: dict[str, Any] = summary(list(d)) | {
-        "seeds": seeds,
-        "rose": int(np.sum(d > 0)),
-    }
+    b_vals = [rows[b][s][key] for s in seeds]
+    a_vals = [rows[a][s][key] for s in seeds]
+    d = [y - x for x, y in zip(a_vals, b_vals)]
+    out: dict[str, Any] = pstats.differences(d) | {"seeds": seeds}
+    # The key order of the stored files: summary, seeds, rose, p.
+    out["rose"] = out.pop("rose")
     p = None
-    if len(d) > 1 and d.std(ddof=1) > 0:
-        p = float(scipy.stats.ttest_1samp(d, 0.0).pvalue)
+    if len(d) > 1 and out["std"] > 0:
+        p = pstats.paired(b_vals, a_vals)["p"]
     out["p"] = p
     return out
 

@@ -19,26 +19,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
-from pathlib import Path
 
+import _harness as h
 import jax
-from _results import dump_json  # benchmarks/_results.py
 from agents_throughput import synthetic_dataset
 
 from privrl_jax import agents
 from privrl_jax.agents._train import make_train_chunk, make_train_step
 
-RESULTS = Path(__file__).resolve().parent / "results"
 QUICKSTART_UPDATES = 30_000 + 10_000  # the release's agent + the pre-training anchor's
 
 
 def update_flops(agent, state, dataset, batch_size: int) -> float:
     """XLA's FLOP count of one compiled update."""
     step = jax.jit(make_train_step(agent, batch_size=batch_size))
-    cost = step.lower(state, dataset, jax.random.key(0)).compile().cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost
-    return float(cost["flops"])
+    return (
+        1e9
+        * h.compiled_stats(step.lower(state, dataset, jax.random.key(0)).compile())[
+            "gflop"
+        ]
+    )
 
 
 def main() -> None:
@@ -54,35 +54,30 @@ def main() -> None:
     a = jax.random.normal(jax.random.key(1), (1024, 1024))
     mm = jax.jit(lambda x: x @ x)
     mm_flops = 2 * 1024**3
-    jax.block_until_ready(mm(a))
-    runs = {}
+    runs, fns = {}, {}
     for name in args.algos:
         agent = agents.make_agent(name)
         state = agent.init(jax.random.key(1), data)
         chunk = make_train_chunk(
             agent, batch_size=args.batch_size, num_updates=args.updates
         )
-        jax.block_until_ready(chunk(state, data, jax.random.key(2))[0])
-        runs[name] = {
-            "run": lambda chunk=chunk, state=state: chunk(
-                state, data, jax.random.key(2)
-            )[0],
-            "flops": update_flops(agent, state, data, args.batch_size),
-            "times": [],
-            "mm": [],
-        }
+        # Before each chunk, the matmul rate of the moment: 20 calls timed as a block.
+        fns[f"mm_{name}"] = lambda: [mm(a) for _ in range(20)][-1]
+        fns[name] = lambda chunk=chunk, state=state: chunk(
+            state, data, jax.random.key(2)
+        )[0]
+        runs[name] = {"flops": update_flops(agent, state, data, args.batch_size)}
     load = [os.getloadavg()]
-    for r in range(args.rounds):
-        for run in runs.values():
-            t0 = time.perf_counter()
-            for _ in range(20):
-                jax.block_until_ready(mm(a))
-            run["mm"].append((time.perf_counter() - t0) / 20)
-            t0 = time.perf_counter()
-            jax.block_until_ready(run["run"]())
-            run["times"].append((time.perf_counter() - t0) / args.updates)
-        print(f"round {r + 1}/{args.rounds}", flush=True)
+    timings = h.interleave(
+        fns,
+        rounds=args.rounds,
+        order="fixed",
+        on_round=lambda r: print(f"round {r + 1}/{args.rounds}", flush=True),
+    )
     load.append(os.getloadavg())
+    for name, run in runs.items():
+        run["times"] = [t / args.updates for t in timings.flat(name)]
+        run["mm"] = [t / 20 for t in timings.flat(f"mm_{name}")]
 
     rows = []
     md = [
@@ -115,10 +110,11 @@ def main() -> None:
         )
     text = "\n".join(md) + "\n"
     print(text)
-    (RESULTS / f"{args.name}.md").write_text(text)
-    dump_json(
-        RESULTS / f"{args.name}.json",
+    h.write_outputs(
+        h.RESULTS / args.name,
         {"rows": rows, "load": load, "args": vars(args)},
+        text,
+        indent=None,
     )
 
 

@@ -14,23 +14,17 @@ benchmarks/results/agents_throughput.json and .md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
-import time
 
+import _harness as h
 import jax
 import jax.numpy as jnp
 
-from privrl_jax import (
-    agents,
-    provenance,  # noqa: E402
-)
+from privrl_jax import agents
 from privrl_jax.agents._train import make_train_chunk, make_train_step
 from privrl_jax.data import Transitions
-
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def synthetic_dataset(
@@ -45,15 +39,6 @@ def synthetic_dataset(
         terminals=jnp.zeros((n,)),
         timeouts=jnp.zeros((n,)),
     )
-
-
-def time_it(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:
@@ -87,14 +72,10 @@ def main() -> None:
                 s, _ = step(s, data, key)
             return s
 
-        t0 = time.perf_counter()
-        jax.block_until_ready(run_scan())
-        compile_scan = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        jax.block_until_ready(step(state, data, keys[0]))
-        compile_step = time.perf_counter() - t0
-        scan_s = time_it(run_scan, args.repeats)
-        loop_s = time_it(run_loop, args.repeats)
+        _, compile_scan = h.timed(run_scan)
+        _, compile_step = h.timed(lambda: step(state, data, keys[0]))
+        scan_s = h.best_of(run_scan, args.repeats, warmup=0)
+        loop_s = h.best_of(run_loop, args.repeats, warmup=0)
         row = {
             "algo": name,
             "config": {
@@ -115,22 +96,24 @@ def main() -> None:
             flush=True,
         )
 
-    md = [
-        "| algo | networks | scan (upd/s) | python loop of jitted steps (upd/s) | scan "
-        "speed-up | compile scan / step (s) |",
-        "|---|---|---|---|---|---|",
-    ]
+    cells = []
     for r in rows:
         c = r["config"]
         nets = f"{c['hidden_dims']}" + (
             f" x {c['num_critics']} critics" if "num_critics" in c else ""
         )
-        md.append(
-            f"| {r['algo']} | {nets} | {r['scan_updates_per_s']:.1f} | "
-            f"{r['loop_updates_per_s']:.1f} | {r['speedup']:.2f} | "
-            f"{r['compile_scan_s']:.1f} / {r['compile_step_s']:.1f} |"
+        cells.append(
+            (
+                r["algo"],
+                nets,
+                f"{r['scan_updates_per_s']:.1f}",
+                f"{r['loop_updates_per_s']:.1f}",
+                f"{r['speedup']:.2f}",
+                f"{r['compile_scan_s']:.1f} / {r['compile_step_s']:.1f}",
+            )
         )
-    table = "\n".join(md) + "\n"
+    head = ("algo", "networks", "scan (upd/s)", "python loop of jitted steps (upd/s)")
+    table = h.markdown_table((*head, "scan speed-up", "compile scan / step (s)"), cells)
     print(table)
     payload = {
         "command": "PYTHONPATH=. python " + " ".join(sys.argv),
@@ -144,15 +127,7 @@ def main() -> None:
         "dataset_size": args.size,
         "results": rows,
     }
-    os.makedirs(RESULTS, exist_ok=True)
-    for ext, text in (
-        ("json", json.dumps({**payload, "provenance": provenance()}, indent=2)),
-        ("md", table),
-    ):
-        path = os.path.join(RESULTS, f"{args.tag}.{ext}")
-        with open(path + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)
+    h.write_outputs(h.RESULTS / args.tag, payload, table)
 
 
 if __name__ == "__main__":

@@ -30,11 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import _harness as h
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import diffusion, privacy, synth
 from privrl_jax.privacy import Checkpoints
@@ -48,7 +48,7 @@ from privrl_jax.privacy._clipping import clipped_grad
 from privrl_jax.synth._privorl_n import ema_update
 
 CONFIGS = {"small": (12, 256, 3), "big": (130, 1024, 6)}  # (dim, width, depth)
-RESULTS = Path(__file__).parent / "results"
+RESULTS = h.RESULTS
 
 
 def _setup(config: str, n: int):
@@ -178,17 +178,16 @@ def noise_draws(config: str, reps: int = 20) -> dict[str, float]:
         "per_leaf_default_stream": per_leaf,
         "per_leaf_original_stream": per_leaf_original,
     }
-    out = {}
-    for name, fn in fns.items():
-        f = jax.jit(fn)
-        jax.block_until_ready(f(params, jax.random.key(0)))
-        ts = []
-        for i in range(reps):
-            t0 = time.perf_counter()
-            jax.block_until_ready(f(params, jax.random.key(i)))
-            ts.append(time.perf_counter() - t0)
-        out[name] = 1000 * float(np.median(ts))
-    return out
+    keys = iter(range(10**9))  # a new key each call
+    timings = h.interleave(
+        {
+            k: (lambda f=jax.jit(f): f(params, jax.random.key(next(keys))))
+            for k, f in fns.items()
+        },
+        rounds=reps,
+        order="fixed",
+    )
+    return {name: 1000 * timings.median(name) for name in fns}
 
 
 def main() -> None:
@@ -228,7 +227,7 @@ def main() -> None:
         rows.append(
             {
                 "config": config,
-                "n_params": int(sum(x.size for x in jax.tree_util.tree_leaves(params))),
+                "n_params": h.num_params(params),
                 "previous_ms_per_step": 1000 * prev,
                 "dp_loop_ms_per_step": 1000 * new,
                 "loop_speedup": prev / new,
@@ -278,10 +277,10 @@ def main() -> None:
         )
     table = "\n".join(lines)
     print(table)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    dump_json(out_json, {"rows": rows}, indent=2)
-    (RESULTS / "dp_loop_speed.md").write_text(
-        f"# DP loop and noise draw speed\n\n{table}\n"
+    h.write_outputs(
+        RESULTS / "dp_loop_speed",
+        {"rows": rows},
+        f"# DP loop and noise draw speed\n\n{table}\n",
     )
 
 

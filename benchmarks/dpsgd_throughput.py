@@ -13,14 +13,10 @@ Writes benchmarks/results/dpsgd_throughput.json and .md and prints the table.
 from __future__ import annotations
 
 import argparse
-import json
-import resource
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+import _harness as h
 
 from privrl_jax.privacy._aggregation import dpsgd, make_dp_step
 from privrl_jax.privacy._clipping import clipped_grad
@@ -31,7 +27,6 @@ CONFIGS = {
     "big": (130, 1024, 6),
 }
 METHODS = ("nonprivate", "dp_vmap", "dp_vmap_mb32", "dp_ghost")
-RESULTS = Path(__file__).parent / "results"
 
 
 def worker(config: str, method: str, batch: int, steps: int, warmup: int) -> dict:
@@ -47,7 +42,7 @@ def worker(config: str, method: str, batch: int, steps: int, warmup: int) -> dic
     model = ResidualMLP(width=width, depth=depth)
     params = model.init(jax.random.key(0), jnp.zeros(dim), jnp.zeros(()))
     denoise = EDMDenoiser(model.apply)
-    n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))
+    n_params = h.num_params(params)
     x = jax.random.normal(jax.random.key(1), (batch, dim))
 
     def item_loss(p, xi, key):
@@ -104,7 +99,7 @@ def worker(config: str, method: str, batch: int, steps: int, warmup: int) -> dic
         "steps_timed": steps,
         "median_step_s": med,
         "examples_per_s": batch / med,
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_rss_gb": h.peak_rss_mb() / 1024,
         "device": str(jax.devices()[0].platform),
     }
 
@@ -127,7 +122,7 @@ def main() -> None:
             "note: fewer than 20 timed steps; medians are less stable", file=sys.stderr
         )
     if args.worker:
-        print(json.dumps(worker(*args.worker, args.batch, args.steps, args.warmup)))
+        h.emit(worker(*args.worker, args.batch, args.steps, args.warmup))
         return
 
     from tqdm import tqdm
@@ -135,31 +130,18 @@ def main() -> None:
     rows = []
     jobs = [(c, m) for c in args.configs.split(",") for m in args.methods.split(",")]
     for config, method in tqdm(jobs, desc="dpsgd_throughput"):
-        cmd = [
-            sys.executable,
+        flags = ["--batch", str(args.batch), "--steps", str(args.steps)]
+        row, err = h.run_worker(
+            ["--worker", config, method, *flags, "--warmup", str(args.warmup)],
             __file__,
-            "--worker",
-            config,
-            method,
-            "--batch",
-            str(args.batch),
-            "--steps",
-            str(args.steps),
-            "--warmup",
-            str(args.warmup),
-        ]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if out.returncode != 0:
-            tqdm.write(f"{config}/{method} failed:\n{out.stderr[-2000:]}")
+        )
+        if row is None:
+            tqdm.write(f"{config}/{method} failed:\n{err}")
             continue
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        rows.append(row)
 
     base = {r["config"]: r for r in rows if r["method"] == "nonprivate"}
-    lines = [
-        "| config | params | method | examples/s | DP / non-DP | peak RSS (GB) | mem / "
-        "non-DP |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    cells = []
     for r in rows:
         b = base.get(r["config"])
         r["ratio_vs_nonprivate"] = (
@@ -168,20 +150,25 @@ def main() -> None:
         r["mem_ratio_vs_nonprivate"] = (
             r["peak_rss_gb"] / b["peak_rss_gb"] if b else None
         )
-        lines.append(
-            f"| {r['config']} | {r['params']:,} | {r['method']} | "
-            f"{r['examples_per_s']:,.0f} | "
-            f"{r['ratio_vs_nonprivate'] or float('nan'):.3f} | {r['peak_rss_gb']:.2f} "
-            "| "
-            f"{r['mem_ratio_vs_nonprivate'] or float('nan'):.2f} |"
+        cells.append(
+            (
+                r["config"],
+                f"{r['params']:,}",
+                r["method"],
+                f"{r['examples_per_s']:,.0f}",
+                f"{r['ratio_vs_nonprivate'] or float('nan'):.3f}",
+                f"{r['peak_rss_gb']:.2f}",
+                f"{r['mem_ratio_vs_nonprivate'] or float('nan'):.2f}",
+            )
         )
-    table = "\n".join(lines)
+    head = ("config", "params", "method", "examples/s", "DP / non-DP")
+    table = h.markdown_table((*head, "peak RSS (GB)", "mem / non-DP"), cells)
     print(table)
-    RESULTS.mkdir(exist_ok=True)
-    dump_json((RESULTS / "dpsgd_throughput.json"), rows, indent=2)
-    (RESULTS / "dpsgd_throughput.md").write_text(
+    h.write_outputs(
+        h.RESULTS / "dpsgd_throughput",
+        rows,
         f"# DP-SGD throughput (batch {args.batch}, median of {args.steps} "
-        f"steps)\n\n{table}\n"
+        f"steps)\n\n{table}\n",
     )
 
 

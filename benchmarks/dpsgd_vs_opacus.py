@@ -31,14 +31,12 @@ import dataclasses
 import json
 import os
 import platform
-import re
-import resource
 import statistics
-import subprocess
 import sys
 import time
 
-from privrl_jax import provenance  # noqa: E402
+import _harness as h
+from _harness import hlo_op_count  # noqa: F401  (imported from here by tests)
 
 SIGMA_DATA = 0.5  # EDM (Karras et al., 2022, https://arxiv.org/abs/2206.00364), Table 1
 P_MEAN, P_STD = -1.2, 1.2  # EDM training noise-level distribution
@@ -125,14 +123,21 @@ def _edm_terms(sigma):
 # ---------------------------------------------------------------------------------- JAX
 
 
-def _jax_worker(cfg: Config, method: str):
-    import flax.linen as nn  # noqa: PLC0415
-    import jax  # noqa: PLC0415
-    import jax.numpy as jnp  # noqa: PLC0415
-    import optax  # noqa: PLC0415
+def jax_model(cfg: Config, norm: type | None = None):
+    """The JAX model of ``cfg`` and its per-item EDM loss.
 
-    from privrl_jax.privacy._aggregation import dpsgd  # noqa: PLC0415
-    from privrl_jax.privacy._clipping import clipped_grad
+    Args:
+      cfg: the config.
+      norm: the residual MLP's LayerNorm class (default ``nn.LayerNorm``); the modules
+        keep their names, so a subclass gives the same parameters.
+
+    Returns:
+      ``(model, per_item_loss)``; the loss takes ``(params, (x, noise, sigma))``.
+    """
+    import flax.linen as nn  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    norm = norm or nn.LayerNorm
 
     class ResidualMLP(nn.Module):
         width: int
@@ -142,9 +147,11 @@ def _jax_worker(cfg: Config, method: str):
         @nn.compact
         def __call__(self, x):
             h = nn.Dense(self.width)(x)
-            for _ in range(self.depth):
-                h = h + nn.Dense(self.width)(nn.silu(nn.LayerNorm()(h)))
-            return nn.Dense(self.out)(nn.silu(nn.LayerNorm()(h)))
+            for i in range(self.depth):
+                ln = norm(name=f"LayerNorm_{i}")
+                h = h + nn.Dense(self.width)(nn.silu(ln(h)))
+            ln = norm(name=f"LayerNorm_{self.depth}")
+            return nn.Dense(self.out)(nn.silu(ln(h)))
 
     class Transformer(nn.Module):
         width: int
@@ -176,6 +183,18 @@ def _jax_worker(cfg: Config, method: str):
         denoised = c_skip * noisy + c_out * model.apply(params, c_in * noisy)
         return jnp.mean((sqrt_w * (denoised - x)) ** 2)
 
+    return model, per_item_loss
+
+
+def _jax_worker(cfg: Config, method: str):
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+    import optax  # noqa: PLC0415
+
+    from privrl_jax.privacy._aggregation import dpsgd  # noqa: PLC0415
+    from privrl_jax.privacy._clipping import clipped_grad
+
+    model, per_item_loss = jax_model(cfg)
     x, noise, sigma = (jnp.asarray(a) for a in _data(cfg))
     params = jax.jit(model.init)(jax.random.key(0), x[0])
     num_params = sum(p.size for p in jax.tree.leaves(params))
@@ -238,91 +257,21 @@ def _jax_worker(cfg: Config, method: str):
 
     state = [params, opt_state]
     compiled = step.lower(*state).compile()  # ahead of time, to read XLA's memory plan
-    memory = compiled.memory_analysis()
 
     def run_step():
         state[:] = jax.block_until_ready(compiled(*state))
 
+    stats = h.compiled_stats(compiled)
     info = {
         "jax": jax.__version__,
         "backend": jax.default_backend(),
         "device": str(jax.devices()[0]),
-        **{f"hlo_{k}": v for k, v in hlo_op_count(compiled.as_text()).items()},
+        **{f"hlo_{k}": stats[k] for k in h.HLO_COUNTS},
     }
-    if (
-        memory is not None
-    ):  # bytes XLA plans for one step: arguments, outputs and temporaries
-        info["xla_step_mb"] = (
-            memory.argument_size_in_bytes
-            + memory.output_size_in_bytes
-            + memory.temp_size_in_bytes
-        ) / 2**20
-        info["xla_temp_mb"] = memory.temp_size_in_bytes / 2**20
+    if stats["xla_step_mb"] is not None:  # XLA's plan: arguments, outputs, temporaries
+        info["xla_step_mb"] = stats["xla_step_mb"]
+        info["xla_temp_mb"] = stats["xla_temp_mb"]
     return run_step, num_params, info
-
-
-# HLO ops that launch no kernel of their own: bookkeeping of buffers and tuples.
-_FREE_OPS = frozenset(
-    {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all"}
-)
-
-
-def hlo_op_count(hlo_text: str) -> dict[str, int]:
-    """Counts the ops of a compiled XLA module (``compiled.as_text()``).
-
-    ``ops``: instructions of the computations that run op by op (the entry computation,
-    while bodies and conditions, called computations, and of each conditional the
-    branch with the most ops: one branch runs), without those that launch nothing
-    (parameters, constants, tuples, bitcasts). A fusion counts as one op and what is
-    fused into it (and a reduction's reducer) is not counted: on a GPU each counted op
-    is about one kernel launch. ``ops_all_branches``: the same with every branch of
-    every conditional counted (the count before conditionals were told apart).
-    ``fused``: the instructions inside fusions. ``while_loops``: how many while loops
-    the module has.
-    """
-    comps: dict[str, list[str]] = {}
-    name = None
-    for line in hlo_text.splitlines():
-        head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$", line)
-        if head and not line.startswith(" "):
-            name = head.group(1)
-            comps[name] = []
-        elif name is not None and line.startswith("  ") and " = " in line:
-            comps[name].append(line)
-    inlined = set()  # computations run inside one op: fusion bodies, reducers
-    branch_sets = []  # the branches of each conditional
-    for lines in comps.values():
-        for line in lines:
-            inlined.update(re.findall(r"(?:calls|to_apply)=%?([\w.\-]+)", line))
-            branches = re.search(r"branch_computations=\{([^}]*)\}", line)
-            if branches:
-                branch_sets.append(re.findall(r"%?([\w.\-]+)", branches.group(1)))
-            else:
-                pair = re.findall(r"(?:true|false)_computation=%?([\w.\-]+)", line)
-                if pair:
-                    branch_sets.append(pair)
-    ops = fused = loops = 0
-    per_comp: dict[str, int] = {}
-    for name, lines in comps.items():
-        for line in lines:
-            op = re.search(r" = [^ ]+(?: [^ ]+)*? ([a-z][a-z0-9\-]*)\(", line)
-            op = op.group(1) if op else "?"
-            if name in inlined:
-                fused += 1
-            elif op not in _FREE_OPS:
-                ops += 1
-                per_comp[name] = per_comp.get(name, 0) + 1
-                loops += op == "while"
-    not_run = sum(
-        sum(per_comp.get(b, 0) for b in bs) - max(per_comp.get(b, 0) for b in bs)
-        for bs in branch_sets
-    )
-    return {
-        "ops": ops - not_run,
-        "ops_all_branches": ops,
-        "fused": fused,
-        "while_loops": loops,
-    }
 
 
 # ------------------------------------------------------------------------------ PyTorch
@@ -420,70 +369,47 @@ def _torch_worker(cfg: Config, method: str, threads: int):
 # ------------------------------------------------------------------------------- driver
 
 
-def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    raise KeyError(field)
-
-
-def _reset_peak_rss() -> bool:
-    """Resets VmHWM to the current RSS (Linux >= 4.0), so later peaks exclude
-    compilation."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def _worker(args) -> None:
     cfg = CONFIGS[args.config]
-    cores = sorted(os.sched_getaffinity(0))[: args.threads]
-    os.sched_setaffinity(0, cores)  # before any framework starts its thread pools
+    cores = h.pin_threads(args.threads)  # before any framework starts its thread pools
     if args.method.startswith("jax"):
         run_step, num_params, info = _jax_worker(cfg, args.method)
     else:
         run_step, num_params, info = _torch_worker(cfg, args.method, args.threads)
     for _ in range(args.warmup):  # compiles (JAX) and allocates (both)
         run_step()
-    setup_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    setup_peak_mb = h.peak_rss_mb()
     if (
         args.trim
     ):  # hand freed heap (the compiler's, mostly) back to the OS before the timed steps
         import ctypes  # noqa: PLC0415
 
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    steps_peak_reset = _reset_peak_rss()
+    steps_peak_reset = h.reset_peak_rss()
     times = []
     for _ in range(args.steps):
         start = time.perf_counter()
         run_step()
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
-    print(
-        json.dumps(
-            {
-                "config": cfg.name,
-                "method": args.method,
-                "median_step_s": median,
-                "examples_per_s": cfg.batch / median,
-                "steps": len(times),
-                "step_s": times,
-                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-                / 1024,
-                "setup_peak_rss_mb": setup_peak_mb,
-                # Peak RSS of the timed steps alone (compilation excluded), where Linux
-                # can reset it.
-                "steps_peak_rss_mb": _status_mb("VmHWM") if steps_peak_reset else None,
-                "num_params": int(num_params),
-                "cores": cores,
-                "load_avg_1min": os.getloadavg()[0],
-                **info,
-            }
-        )
+    h.emit(
+        {
+            "config": cfg.name,
+            "method": args.method,
+            "median_step_s": median,
+            "examples_per_s": cfg.batch / median,
+            "steps": len(times),
+            "step_s": times,
+            "peak_rss_mb": h.peak_rss_mb(),
+            "setup_peak_rss_mb": setup_peak_mb,
+            # Peak RSS of the timed steps alone (compilation excluded), where Linux
+            # can reset it.
+            "steps_peak_rss_mb": h.status_mb("VmHWM") if steps_peak_reset else None,
+            "num_params": int(num_params),
+            "cores": cores,
+            "load_avg_1min": os.getloadavg()[0],
+            **info,
+        }
     )
 
 
@@ -552,12 +478,6 @@ def _table(results: list[dict], rounds: int) -> tuple[str, dict]:
             "rss_ratio_median": statistics.median(rss_ratio) if rss_ratio else None,
         }
 
-    def ratios(values, fmt):
-        if not values:
-            return "-"
-        each = " / ".join(fmt.format(v) for v in values)
-        return f"{each} ({fmt.format(statistics.median(values))})"
-
     for (config, method), s in summary.items():
         base = summary.get(
             (
@@ -576,9 +496,9 @@ def _table(results: list[dict], rounds: int) -> tuple[str, dict]:
         temp = s["xla_temp_mb"]
         lines.append(
             f"| {config} | {method} | {eps} | {s['examples_per_s']:,.1f} | "
-            f"{ratios(s['ratio_per_round'], '{:.2f}x')} | "
+            f"{h.ratio_cell(s['ratio_per_round'])} | "
             f"{s['steps_peak_rss_mb']:,.0f} | "
-            f"{ratios(s['rss_ratio_per_round'], '{:.2f}x')} | "
+            f"{h.ratio_cell(s['rss_ratio_per_round'])} | "
             f"{ops if ops is not None else '-'} | {ops_ratio} | "
             f"{f'{temp:,.1f}' if temp is not None else '-'} | "
             f"{s['peak_rss_mb']:,.0f} |"
@@ -590,8 +510,11 @@ def _targets(summary: dict) -> list[dict]:
     """Issue 25's targets (issue 5's for Opacus hooks), for every config where the rows
     exist."""
     checks = []
-    configs = sorted({c for c, _ in summary})
-    for c in configs:
+
+    def check(config, target, value, ok):
+        checks.append({"config": config, "target": target, "value": value, "ok": ok})
+
+    for c in sorted({c for c, _ in summary}):
         get = lambda m: summary.get((c, m))  # noqa: E731
         ghost, own, oghost, ohooks = (
             get("jax_ghost_dp"),
@@ -601,55 +524,20 @@ def _targets(summary: dict) -> list[dict]:
         )
         if ghost and own:
             v = ghost["ratio_median"] or ghost["examples_per_s"] / own["examples_per_s"]
-            checks.append(
-                {
-                    "config": c,
-                    "target": "ghost >= 0.8x own non-private (median of rounds)",
-                    "value": v,
-                    "ok": v >= 0.8,
-                }
-            )
+            check(c, "ghost >= 0.8x own non-private (median of rounds)", v, v >= 0.8)
             if ghost.get("hlo_ops") and own.get("hlo_ops"):
                 v = ghost["hlo_ops"] / own["hlo_ops"]
-                checks.append(
-                    {
-                        "config": c,
-                        "target": "ghost HLO ops <= 2x non-private",
-                        "value": v,
-                        "ok": v <= 2,
-                    }
-                )
+                check(c, "ghost HLO ops <= 2x non-private", v, v <= 2)
             v = ghost["rss_ratio_median"] or (
                 ghost["steps_peak_rss_mb"] / own["steps_peak_rss_mb"]
             )
-            checks.append(
-                {
-                    "config": c,
-                    "target": "ghost peak RSS (steps) <= 1.3x non-private",
-                    "value": v,
-                    "ok": v <= 1.3,
-                }
-            )
+            check(c, "ghost peak RSS (steps) <= 1.3x non-private", v, v <= 1.3)
         if ghost and oghost:
             v = ghost["examples_per_s"] / oghost["examples_per_s"]
-            checks.append(
-                {
-                    "config": c,
-                    "target": "ghost >= 2x Opacus ghost",
-                    "value": v,
-                    "ok": v >= 2,
-                }
-            )
+            check(c, "ghost >= 2x Opacus ghost", v, v >= 2)
         if ghost and ohooks:
             v = ghost["examples_per_s"] / ohooks["examples_per_s"]
-            checks.append(
-                {
-                    "config": c,
-                    "target": "ghost >= 100x Opacus hooks",
-                    "value": v,
-                    "ok": v >= 100,
-                }
-            )
+            check(c, "ghost >= 100x Opacus hooks", v, v >= 100)
     return checks
 
 
@@ -694,29 +582,25 @@ def _write_report(
     text = "\n".join(lines)
     if final:
         print(text)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(
-            {
-                "args": {
-                    k: v
-                    for k, v in vars(args).items()
-                    if k not in ("worker", "config", "method")
-                },
-                "configs": {c: dataclasses.asdict(CONFIGS[c]) for c in configs},
-                "load_avg": load,
-                "results": results,
-                "summary": [
-                    {"config": c, "method": m, **s} for (c, m), s in summary.items()
-                ],
-                "targets": checks,
-                "provenance": provenance(),
+    h.write_outputs(
+        args.out,
+        {
+            "args": {
+                k: v
+                for k, v in vars(args).items()
+                if k not in ("worker", "config", "method")
             },
-            f,
-            indent=1,
-        )
-    with open(args.out + ".md", "w") as f:
-        f.write(text + "\n")
+            "configs": {c: dataclasses.asdict(CONFIGS[c]) for c in configs},
+            "load_avg": load,
+            "results": results,
+            "summary": [
+                {"config": c, "method": m, **s} for (c, m), s in summary.items()
+            ],
+            "targets": checks,
+        },
+        text,
+        indent=1,
+    )
     if final:
         print(f"wrote {args.out}.json and {args.out}.md")
     return checks
@@ -795,38 +679,17 @@ def main() -> None:
         if not (CONFIGS[c].transformer and m in TORCH_METHODS)
     ]
     results = []
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(
-            [
-                os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                os.environ.get("PYTHONPATH", ""),
-            ]
-        ),
-    )
     for r, c, m in tqdm(jobs, desc="benchmark runs"):
         slow = args.slow_steps and c == "big" and m in SLOW_METHODS
         steps, warmup = (args.slow_steps, 1) if slow else (args.steps, args.warmup)
-        cmd = [
-            sys.executable,
-            __file__,
-            "--worker",
-            "--config",
-            c,
-            "--method",
-            m,
-            "--steps",
-            str(steps),
-            "--warmup",
-            str(warmup),
-            "--threads",
-            str(args.threads),
-        ] + (["--trim"] if args.trim else [])
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if proc.returncode:
-            tqdm.write(f"{c}/{m} failed:\n{proc.stderr[-2000:]}")
+        worker_args = ["--worker", "--config", c, "--method", m, "--steps", str(steps)]
+        worker_args += ["--warmup", str(warmup), "--threads", str(args.threads)]
+        result, err = h.run_worker(
+            worker_args + (["--trim"] if args.trim else []), __file__
+        )
+        if result is None:
+            tqdm.write(f"{c}/{m} failed:\n{err}")
             continue
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
         result["round"] = r
         results.append(result)
         tqdm.write(

@@ -14,31 +14,17 @@ Prints a table and writes benchmarks/results/env_throughput.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import time
 
+import _harness as h
 import jax
 import jax.numpy as jnp
 from tqdm import tqdm
 
-from privrl_jax import (
-    envs,
-    provenance,  # noqa: E402
-)
+from privrl_jax import envs
 from privrl_jax.envs._collect import collect_chunk, init_collect_state
 from privrl_jax.envs._expert import make_waypoint_controller
-
-
-def _best_time(fn, repeats: int) -> float:
-    jax.block_until_ready(fn())  # compile + warm up
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def _random_policy(key, obs):
@@ -53,9 +39,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="steps per env per call")
     parser.add_argument(
         "--out",
-        default=os.path.join(
-            os.path.dirname(__file__), "results", "env_throughput.json"
-        ),
+        default=str(h.RESULTS / "env_throughput.json"),
     )
     args = parser.parse_args()
     rows = []
@@ -92,7 +76,7 @@ def main() -> None:
                     _, state, _, _, _ = env.step(k, state, action, params)
                 return state
 
-        seconds = _best_time(fn, args.repeats)
+        seconds = h.best_of(fn, args.repeats)  # after one compile + warm-up call
         rows.append(
             {
                 "env": name,
@@ -121,10 +105,7 @@ def main() -> None:
         "rows": rows,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({**payload, "provenance": provenance()}, f, indent=2)
-    os.replace(tmp, args.out)
+    h.dump_json(args.out, payload, indent=2)
     print(f"wrote {args.out}")
     # Vectorisation must pay off: the widest vmapped collection beats the Python loop.
     for name in ("maze2d-umaze", "maze2d-large"):

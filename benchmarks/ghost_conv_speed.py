@@ -21,30 +21,23 @@ the vmap path, HLO ops and XLA temp memory of each compiled piece.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import random
-import statistics
-import time
+
+import _harness as h
 
 from privrl_jax.privacy._clipping import clipped_grad
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=1)
+    h.timing_args(p, rounds=5, reps=3, threads=1)
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--reps", type=int, default=3)
     p.add_argument(
         "--out",
-        default=os.path.join(os.path.dirname(__file__), "results", "ghost_conv_speed"),
+        default=str(h.RESULTS / "ghost_conv_speed"),
     )
     args = p.parse_args()
-    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.threads])
+    h.pin_threads(args.threads)
 
-    import dpsgd_vs_opacus as bench  # noqa: PLC0415  (benchmarks/ on sys.path)
     import flax.linen as nn  # noqa: PLC0415
     import jax  # noqa: PLC0415
     import jax.numpy as jnp  # noqa: PLC0415
@@ -93,62 +86,38 @@ def main() -> None:
         for a, b in zip(jax.tree.leaves(g_ref), jax.tree.leaves(g_ghost))
     )
     assert err <= 2e-5 * scale, (err, scale)
-    stats = {}
-    for k, c in compiled.items():
-        mem = c.memory_analysis()
-        stats[k] = {
-            **bench.hlo_op_count(c.as_text()),
-            "xla_temp_mb": mem.temp_size_in_bytes / 2**20 if mem else None,
+    stats = {
+        k: {
+            key: v
+            for key, v in h.compiled_stats(c).items()
+            if key in (*h.HLO_COUNTS, "xla_temp_mb")
         }
-    times = {k: [] for k in compiled}
-    for c in compiled.values():
-        jax.block_until_ready(c(params))
-    loads, order = [], random.Random(0)
-    for _ in range(args.rounds):
-        loads.append(os.getloadavg()[0])
-        for k in order.sample(list(compiled), len(compiled)):
-            for _ in range(args.reps):
-                t = time.perf_counter()
-                jax.block_until_ready(compiled[k](params))
-                times[k].append(time.perf_counter() - t)
-    med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
-    fastest = {k: 1e3 * min(v) for k, v in times.items()}
-    n = sum(a.size for a in jax.tree.leaves(params))
-    lines = [
-        f"ghost vs per-unit clipping, small CNN ({n:,} params, batch {args.batch} "
-        f"images 16x16x3), {args.threads} thread(s), median of {args.rounds} "
-        f"interleaved rounds x {args.reps}; host {platform.node()} ({os.cpu_count()} "
-        f"CPUs, 1-min load {min(loads):.1f}-{max(loads):.1f}); jax {jax.__version__}; "
-        f"ghost = vmap to {err / scale:.1e} of the largest coordinate.",
-        "",
-        "| piece | ms (median) | vs vmap clipped sum | ms (fastest) | HLO ops | "
-        "XLA temp MB |",
-        "|---|---|---|---|---|---|",
-    ]
-    base = med["vmap_clipped_sum"]
-    for k in compiled:
-        lines.append(
-            f"| {k} | {med[k]:.1f} | {med[k] / base:.2f}x | {fastest[k]:.1f} | "
-            f"{stats[k]['ops']} | {stats[k]['xla_temp_mb']:.1f} |"
-        )
-    text = "\n".join(lines)
+        for k, c in compiled.items()
+    }
+    timings = h.interleave(
+        {k: (lambda c=c: c(params)) for k, c in compiled.items()},
+        rounds=args.rounds,
+        reps=args.reps,
+    )
+    header = (
+        f"ghost vs per-unit clipping, small CNN ({h.num_params(params):,} params, "
+        f"batch {args.batch} images 16x16x3), {args.threads} thread(s), "
+        f"{timings.protocol()}; "
+        f"ghost = vmap to {err / scale:.1e} of the largest coordinate."
+    )
+    table = timings.ratio_table(
+        "vmap_clipped_sum",
+        "vmap clipped sum",
+        {
+            "HLO ops": {k: v["ops"] for k, v in stats.items()},
+            "XLA temp MB": {k: f"{v['xla_temp_mb']:.1f}" for k, v in stats.items()},
+        },
+    )
+    text = f"{header}\n\n{table}"
     print(text)
-    with open(args.out + ".md", "w") as f:
-        f.write(text + "\n")
-    with open(args.out + ".json", "w") as f:
-        json.dump(
-            {
-                "args": vars(args),
-                "median_ms": med,
-                "min_ms": fastest,
-                "times_s": times,
-                "hlo": stats,
-                "loads": loads,
-                "relative_error": err / scale,
-            },
-            f,
-            indent=1,
-        )
+    payload = {"args": vars(args), **timings.ms(), "hlo": stats}
+    payload |= {"loads": timings.loads, "relative_error": err / scale}
+    h.write_outputs(args.out, payload, text, indent=1)
 
 
 if __name__ == "__main__":

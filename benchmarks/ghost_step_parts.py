@@ -32,12 +32,8 @@ subset.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import random
-import statistics
-import time
+
+import _harness as h
 
 from privrl_jax.privacy._aggregation import add_noise, dpsgd
 from privrl_jax.privacy._clipping import clipped_grad
@@ -46,9 +42,7 @@ from privrl_jax.privacy._clipping import clipped_grad
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="big")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--reps", type=int, default=3)
+    h.timing_args(p, rounds=5, reps=3, threads=1)
     p.add_argument(
         "--hlo-stats", action="store_true", help="print HLO sizes, time nothing"
     )
@@ -59,10 +53,10 @@ def main() -> None:
     )
     p.add_argument(
         "--out",
-        default=os.path.join(os.path.dirname(__file__), "results", "ghost_step_parts"),
+        default=str(h.RESULTS / "ghost_step_parts"),
     )
     args = p.parse_args()
-    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.threads])
+    h.pin_threads(args.threads)
 
     import dpsgd_vs_opacus as bench  # noqa: PLC0415  (benchmarks/ on sys.path)
     import flax.linen as nn  # noqa: PLC0415
@@ -79,37 +73,9 @@ def main() -> None:
         """nn.LayerNorm itself; the ghost path intercepts exact types only, so its
         parameters take the per-unit fallback."""
 
-    class ResidualMLP(nn.Module):  # dpsgd_vs_opacus.py's model
-        width: int
-        depth: int
-        out: int
-        norm: type = nn.LayerNorm
-
-        @nn.compact
-        def __call__(self, x):
-            h = nn.Dense(self.width)(x)
-            for i in range(self.depth):
-                norm = self.norm(name=f"LayerNorm_{i}")
-                h = h + nn.Dense(self.width)(nn.silu(norm(h)))
-            norm = self.norm(name=f"LayerNorm_{self.depth}")
-            return nn.Dense(self.out)(nn.silu(norm(h)))
-
-    def make_loss(model):
-        def per_item_loss(params, item):
-            x, noise, sigma = item
-            c_skip, c_out, c_in, sqrt_w = bench._edm_terms(sigma)
-            noisy = x + sigma * noise
-            denoised = c_skip * noisy + c_out * model.apply(params, c_in * noisy)
-            return jnp.mean((sqrt_w * (denoised - x)) ** 2)
-
-        return per_item_loss
-
-    model = ResidualMLP(cfg.width, cfg.depth, cfg.dim)
-    per_item_loss = make_loss(model)
+    model, per_item_loss = bench.jax_model(cfg)
     # The same parameters (names and values) with the LayerNorms on the fallback.
-    fallback_loss = make_loss(
-        ResidualMLP(cfg.width, cfg.depth, cfg.dim, OpaqueLayerNorm)
-    )
+    _, fallback_loss = bench.jax_model(cfg, OpaqueLayerNorm)
 
     x, noise, sigma = (jnp.asarray(a) for a in bench._data(cfg))
     params = jax.jit(model.init)(jax.random.key(0), x[0])
@@ -196,79 +162,33 @@ def main() -> None:
         keep = {"nonprivate_step", *args.pieces.split(",")}
         pieces = {k: v for k, v in pieces.items() if k in keep}
     compiled = {k: (jax.jit(f).lower(*a).compile(), a) for k, (f, a) in pieces.items()}
-    if (
-        args.hlo_stats
-    ):  # instructions of the optimized entry computation, and while loops
+    if args.hlo_stats:  # instructions of the optimized entry computation, while loops
         for k, (f, _) in compiled.items():
             text = f.as_text()
             entry = text[text.index("\nENTRY") :]
             entry = entry[: entry.index("\n}")]
-            cost = f.cost_analysis()
-            cost = cost[0] if isinstance(cost, list) else cost
-            ops = bench.hlo_op_count(text)  # the op count of dpsgd_vs_opacus's table
-            mem = f.memory_analysis()
+            st = h.compiled_stats(f)  # the op count of dpsgd_vs_opacus's table
             print(
-                f"{k}: {ops['ops']} ops ({ops['fused']} fused instructions), "
+                f"{k}: {st['ops']} ops ({st['fused']} fused instructions), "
                 f"{entry.count(chr(10)) - 1} entry instructions, "
                 f"{text.count(' while(')} while loops, {text.count(' fusion(')} "
-                f"fusions, {cost.get('flops', 0) / 1e9:.3f} GFLOP, "
-                f"{cost.get('bytes accessed', 0) / 1e6:.0f} MB accessed, "
-                f"XLA temp {mem.temp_size_in_bytes / 2**20:.1f} MB"
+                f"fusions, {st['gflop']:.3f} GFLOP, {st['mb_accessed']:.0f} MB "
+                f"accessed, XLA temp {st['xla_temp_mb']:.1f} MB"
             )
         return
-    times = {k: [] for k in compiled}
-    for f, a in compiled.values():  # warm-up
-        jax.block_until_ready(f(*a))
-    loads = []
-    order = random.Random(
-        0
-    )  # a fresh order of the pieces each round: no fixed neighbour
-    for _ in range(args.rounds):
-        loads.append(os.getloadavg()[0])
-        for k in order.sample(list(compiled), len(compiled)):
-            f, a = compiled[k]
-            for _ in range(args.reps):
-                t = time.perf_counter()
-                jax.block_until_ready(f(*a))
-                times[k].append(time.perf_counter() - t)
-    med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
-    fastest = {k: 1e3 * min(v) for k, v in times.items()}
-    header = (
-        f"ghost DP step pieces, config {cfg.name} "
-        f"({sum(v.size for v in jax.tree.leaves(params)):,}"
-        f" params, batch {cfg.batch}), {args.threads} thread(s), median of "
-        f"{args.rounds} "
-        f"interleaved rounds x {args.reps}; host {platform.node()} ({os.cpu_count()} "
-        "CPUs, "
-        f"1-min load {min(loads):.1f}-{max(loads):.1f}); jax {jax.__version__}."
+    timings = h.interleave(
+        {k: (lambda f=f, a=a: f(*a)) for k, (f, a) in compiled.items()},
+        rounds=args.rounds,
+        reps=args.reps,
     )
-    base = med["nonprivate_step"]
-    lines = [
-        header,
-        "",
-        "| piece | ms (median) | vs non-private step | ms (fastest) |",
-        "|---|---|---|---|",
-    ]
-    lines += [
-        f"| {k} | {v:.1f} | {v / base:.2f}x | {fastest[k]:.1f} |"
-        for k, v in med.items()
-    ]
-    text = "\n".join(lines)
+    header = (
+        f"ghost DP step pieces, config {cfg.name} ({h.num_params(params):,} params, "
+        f"batch {cfg.batch}), {args.threads} thread(s), {timings.protocol()}."
+    )
+    text = f"{header}\n\n{timings.ratio_table('nonprivate_step', 'non-private step')}"
     print(text)
-    with open(args.out + ".md", "w") as f:
-        f.write(text + "\n")
-    with open(args.out + ".json", "w") as f:
-        json.dump(
-            {
-                "args": vars(args),
-                "median_ms": med,
-                "min_ms": fastest,
-                "times_s": times,
-                "loads": loads,
-            },
-            f,
-            indent=1,
-        )
+    payload = {"args": vars(args), **timings.ms(), "loads": timings.loads}
+    h.write_outputs(args.out, payload, text, indent=1)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,6 @@ import argparse
 import contextlib
 import dataclasses
 import logging
-import os
-import statistics
 import sys
 import tempfile
 import time
@@ -46,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the sibling benchmarks, also when imported by a test
     sys.path.insert(0, str(HERE))
 
+import _harness as h  # noqa: E402
 import dp_loop_speed  # noqa: E402
 import dpsgd_vs_opacus  # noqa: E402
 import gpope_throughput  # noqa: E402
@@ -53,7 +52,6 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
-from _results import dump_json  # noqa: E402
 
 from privrl_jax import ope, privacy  # noqa: E402
 
@@ -143,16 +141,13 @@ def dp_step(sizes: Sizes) -> list[dict]:
             m: dpsgd_vs_opacus._jax_worker(cfg, m)
             for m in ("jax_nonprivate", "jax_ghost_dp")
         }
-        for run_step, _, _ in runs.values():
-            for _ in range(sizes.dp_warmup):  # compiles
-                run_step()
-        times = {m: [] for m in runs}
-        for _ in range(sizes.dp_steps):
-            for m, (run_step, _, _) in runs.items():
-                t = time.perf_counter()
-                run_step()
-                times[m].append(time.perf_counter() - t)
-        med = {m: statistics.median(v) for m, v in times.items()}
+        timings = h.interleave(
+            {m: run_step for m, (run_step, _, _) in runs.items()},
+            rounds=sizes.dp_steps,
+            order="fixed",
+            warmup=sizes.dp_warmup,  # compiles
+        )
+        med = {m: timings.median(m) for m in runs}
         (_, n_np, info_np), (_, n_dp, info_dp) = runs.values()
         rows.append(
             {
@@ -263,7 +258,7 @@ def privorl_n_step(sizes: Sizes) -> dict:
     plan = dp_loop_speed._plan(n, steps)
     return {
         "config": sizes.privorl_config,
-        "num_params": int(sum(x.size for x in jax.tree_util.tree_leaves(params))),
+        "num_params": h.num_params(params),
         "expected_batch": plan.expected_batch_size,
         "microbatch": plan.sampler.microbatch_size,
         "steps_timed": [max(2, steps // 4), steps],
@@ -365,7 +360,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"--parts takes names from {', '.join(PARTS)}; got {args.parts!r}."
         )
     sizes = TINY if args.tiny else FULL
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = h.load_now()
     t0 = time.perf_counter()
     res = {
         "tiny": args.tiny,
@@ -376,13 +371,11 @@ def main(argv: list[str] | None = None) -> dict:
     for part in parts:
         res[part] = PARTS[part](sizes)
     res["total_s"] = time.perf_counter() - t0
-    res["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    res["load_end"] = h.load_now()
     md = render(res)
     print(md)
     name = "gpu_check_tiny" if args.tiny else "gpu_check"
-    args.out.mkdir(parents=True, exist_ok=True)
-    dump_json(args.out / f"{name}.json", res, indent=2)
-    (args.out / f"{name}.md").write_text(md)
+    h.write_outputs(args.out / name, res, md)
     return res
 
 

@@ -23,17 +23,14 @@ Writes benchmarks/results/ledger_check_speed.{json,md} and prints the table.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
-import time
 from pathlib import Path
 
+import _harness as h
 import dp_accounting
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import privacy
 
-RESULTS = Path(__file__).parent / "results"
 DELTA = 1e-6
 # The samplers of tests/pipelines/test_dp_loop.py (N = 200, q = 0.05, sigma = 1.2).
 EVENTS = {
@@ -47,12 +44,6 @@ EVENTS = {
         0.05, dp_accounting.GaussianDpEvent(1.2)
     ),
 }
-
-
-def _timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
 
 
 def run(name: str, checkpoints: int, every: int, tmp: Path) -> dict:
@@ -77,7 +68,7 @@ def run(name: str, checkpoints: int, every: int, tmp: Path) -> dict:
             return ledger.epsilon("pld")
 
         first, second = (fresh, mine) if k % 2 == 0 else (mine, fresh)
-        (a, ta), (b, tb) = _timed(first), _timed(second)
+        (a, ta), (b, tb) = h.timed(first), h.timed(second)
         (ref, t_ref), (got, t_got) = (
             ((a, ta), (b, tb)) if first is fresh else ((b, tb), (a, ta))
         )
@@ -87,10 +78,10 @@ def run(name: str, checkpoints: int, every: int, tmp: Path) -> dict:
     # A resume: a ledger loaded from disk (empty caches) checks the remaining steps.
     loaded = privacy.Ledger.load(tmp / name)
     extra = [(event, every * checkpoints)]
-    (ref, t_check_ref) = _timed(
+    (ref, t_check_ref) = h.timed(
         lambda: privacy.compute_epsilon(loaded.event(extra), DELTA, accountant="pld")
     )
-    (got, t_check) = _timed(lambda: loaded.check(event, extra[0][1], accountant="pld"))
+    (got, t_check) = h.timed(lambda: loaded.check(event, extra[0][1], accountant="pld"))
     assert got == ref.epsilon
     return {
         "sampler": name,
@@ -108,25 +99,33 @@ def run(name: str, checkpoints: int, every: int, tmp: Path) -> dict:
 
 
 def _markdown(rows: list[dict], load: str) -> str:
-    lines = [
-        f"Load during the run: `{load}`.",
-        "",
-        "| sampler | commits x steps | uncached, all commits (s) | cached (s) | "
-        "speed-up | cached, first / later commits (s) | resume check uncached / "
-        "cached (s) | epsilon equal |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    cells = []
     for r in rows:
         later = r["cached_s"][1:] or [float("nan")]
-        lines.append(
-            f"| {r['sampler']} | {r['checkpoints']} x {r['steps_per_checkpoint']} | "
-            f"{r['uncached_total_s']:.2f} | {r['cached_total_s']:.2f} | "
-            f"{r['uncached_total_s'] / r['cached_total_s']:.1f}x | "
-            f"{r['cached_s'][0]:.2f} / {sum(later) / len(later):.2f} | "
-            f"{r['resume_check_uncached_s']:.2f} / {r['resume_check_cached_s']:.2f} | "
-            f"{'bit-identical' if r['bit_identical'] else 'NO'} |"
+        cells.append(
+            (
+                r["sampler"],
+                f"{r['checkpoints']} x {r['steps_per_checkpoint']}",
+                f"{r['uncached_total_s']:.2f}",
+                f"{r['cached_total_s']:.2f}",
+                f"{r['uncached_total_s'] / r['cached_total_s']:.1f}x",
+                f"{r['cached_s'][0]:.2f} / {sum(later) / len(later):.2f}",
+                f"{r['resume_check_uncached_s']:.2f} / "
+                f"{r['resume_check_cached_s']:.2f}",
+                "bit-identical" if r["bit_identical"] else "NO",
+            )
         )
-    return "\n".join(lines) + "\n"
+    head = (
+        "sampler",
+        "commits x steps",
+        "uncached, all commits (s)",
+        "cached (s)",
+        "speed-up",
+        "cached, first / later commits (s)",
+        "resume check uncached / cached (s)",
+        "epsilon equal",
+    )
+    return f"Load during the run: `{load}`.\n\n{h.markdown_table(head, cells)}\n"
 
 
 def main() -> None:
@@ -135,17 +134,13 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=5)
     parser.add_argument("--samplers", nargs="+", default=list(EVENTS))
     args = parser.parse_args()
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = h.load_now()
     with tempfile.TemporaryDirectory() as tmp:
         rows = [run(s, args.checkpoints, args.every, Path(tmp)) for s in args.samplers]
-    load = f"{load} (start) -> " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = f"{load} (start) -> {h.load_now()}"
     md = _markdown(rows, load)
     print(md)
-    RESULTS.mkdir(exist_ok=True)
-    dump_json(
-        RESULTS / "ledger_check_speed.json", {"rows": rows, "load": load}, indent=2
-    )
-    (RESULTS / "ledger_check_speed.md").write_text(md)
+    h.write_outputs(h.RESULTS / "ledger_check_speed", {"rows": rows, "load": load}, md)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
+import _harness as h
 
-RESULTS = Path(__file__).parent / "results"
 N = 4096
 
 
@@ -153,18 +152,18 @@ def main() -> None:
     base = rows[0]["steps_per_s"]
     for r in rows:
         r["speed_vs_first"] = r["steps_per_s"] / base
-    lines = [
-        "| processes | ms / DP step | steps / s | speed vs first | max param diff vs "
-        "first |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['processes']} | {r['ms_per_step']:.1f} | {r['steps_per_s']:.2f} | "
-        f"{r['speed_vs_first']:.2f}x | {r['max_param_diff_vs_first']:.2e} |"
+    cells = [
+        (
+            r["processes"],
+            f"{r['ms_per_step']:.1f}",
+            f"{r['steps_per_s']:.2f}",
+            f"{r['speed_vs_first']:.2f}x",
+            f"{r['max_param_diff_vs_first']:.2e}",
+        )
         for r in rows
     ]
-    table = "\n".join(lines)
-    RESULTS.mkdir(exist_ok=True)
+    head = ("processes", "ms / DP step", "steps / s", "speed vs first")
+    table = h.markdown_table((*head, "max param diff vs first"), cells)
     meta = {
         "steps": args.steps,
         "warmup": args.warmup,
@@ -172,10 +171,7 @@ def main() -> None:
         "model": "ResidualMLP(256, 3), dim 12",
         "devices_per_process": 1,
     }
-    dump_json(
-        (RESULTS / "multihost_speed.json"), {"meta": meta, "rows": rows}, indent=2
-    )
-    (RESULTS / "multihost_speed.md").write_text(table + "\n")
+    h.write_outputs(h.RESULTS / "multihost_speed", {"meta": meta, "rows": rows}, table)
     print(table)
 
 

@@ -13,12 +13,12 @@ range). Run on one CPU core it answers what the discrete mode costs per step.
 from __future__ import annotations
 
 import argparse
-import time
+import itertools
 
+import _harness as h
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _results import dump_json
 
 from privrl_jax import privacy
 
@@ -38,8 +38,7 @@ def _plan(noise):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="100000,1000000,6600000")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--reps", type=int, default=3)
+    h.timing_args(ap, rounds=5, reps=3)
     ap.add_argument("--grid-fraction", type=float, default=0.01)
     ap.add_argument("--out", default=None, help="optional JSON file of the table")
     args = ap.parse_args()
@@ -53,39 +52,35 @@ def main() -> None:
     print("|---|---|---|---|")
     for size in (int(s) for s in args.sizes.split(",")):
         x = jnp.asarray(np.random.default_rng(0).normal(size=size) * 1e-3, jnp.float32)
-        fns = {
+        calls = itertools.count()  # a new key each call
+        compiled = {
             name: jax.jit(plan.privatize).lower(x, jax.random.key(0)).compile()
             for name, plan in modes.items()
         }
-        times = {name: [] for name in fns}
-        for r in range(args.rounds):
-            order = list(fns)[:: 1 if r % 2 == 0 else -1]
-            for name in order:
-                key = jax.random.key(r)
-                jax.block_until_ready(fns[name](x, key))
-                t0 = time.perf_counter()
-                for i in range(args.reps):
-                    out = fns[name](x, jax.random.fold_in(key, i))
-                jax.block_until_ready(out)
-                times[name].append((time.perf_counter() - t0) / args.reps)
-        g, d = np.asarray(times["gaussian"]), np.asarray(times["discrete"])
-        ratio = d / g
+        fns = {
+            name: (lambda f=f: f(x, jax.random.key(next(calls))))
+            for name, f in compiled.items()
+        }
+        timings = h.interleave(
+            fns, rounds=args.rounds, reps=args.reps, order="alternate", per_call=False
+        )
+        g = np.median(timings.flat("gaussian"))
+        d = np.median(timings.flat("discrete"))
+        ratio = h.spread(timings.ratios("discrete", "gaussian"))
         rows.append(
             {
                 "size": size,
-                "gaussian_s": float(np.median(g)),
-                "discrete_s": float(np.median(d)),
-                "ratio_median": float(np.median(ratio)),
-                "ratio_min": float(ratio.min()),
-                "ratio_max": float(ratio.max()),
+                "gaussian_s": float(g),
+                "discrete_s": float(d),
+                **{f"ratio_{k}": v for k, v in ratio.items()},
             }
         )
         print(
-            f"| {size:,} | {np.median(g):.4f} | {np.median(d):.4f} | "
-            f"{np.median(ratio):.1f}x [{ratio.min():.1f}, {ratio.max():.1f}] |"
+            f"| {size:,} | {g:.4f} | {d:.4f} | "
+            f"{ratio['median']:.1f}x [{ratio['min']:.1f}, {ratio['max']:.1f}] |"
         )
     if args.out:
-        dump_json(args.out, {"rows": rows, "args": vars(args)}, indent=2)
+        h.dump_json(args.out, {"rows": rows, "args": vars(args)}, indent=2)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,11 @@ repeats. Writes ``benchmarks/results/privorl_j_clip_speed.json``. Usage:
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
 
+import _harness as h
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import diffusion, privacy, synth
 
@@ -29,28 +27,28 @@ CONFIGS = {
 SIZES = (4, 2, 1, 4, 2)  # maze2d: s, a, r, s' - s, one-hot d
 
 
-def measure(h, f, mb, layers, heads, width, repeats):
+def measure(horizon, f, mb, layers, heads, width, repeats):
     d = sum(SIZES)
     net = diffusion.FragmentTransformer(
-        SIZES, h, num_layers=layers, num_heads=heads, embed_dim=width
+        SIZES, horizon, num_layers=layers, num_heads=heads, embed_dim=width
     )
     params = jax.jit(net.init)(
         jax.random.key(0),
-        jnp.zeros(h * d),
+        jnp.zeros(horizon * d),
         jnp.zeros(()),
         jnp.zeros(d),
         jnp.array(True),
-        jnp.ones(h, bool),
+        jnp.ones(horizon, bool),
     )
     den = diffusion.FragmentDenoiser(net.apply)
     rng = np.random.default_rng(0)
     nf = rng.integers(1, f + 1, size=mb)
     fmask = np.arange(f)[None, :] < nf[:, None]
     items = {
-        "x": jnp.asarray(rng.normal(size=(mb, f, h * d)), jnp.float32),
+        "x": jnp.asarray(rng.normal(size=(mb, f, horizon * d)), jnp.float32),
         "link": jnp.asarray(rng.normal(size=(mb, f, d)), jnp.float32),
         "has_link": jnp.asarray(fmask & (np.arange(f) > 0)),
-        "step_mask": jnp.asarray(np.repeat(fmask[..., None], h, -1)),
+        "step_mask": jnp.asarray(np.repeat(fmask[..., None], horizon, -1)),
     }
     plan = privacy.DPPlan(
         sampler=privacy.PoissonSampler(
@@ -69,14 +67,19 @@ def measure(h, f, mb, layers, heads, width, repeats):
         for m in ("vmap", "ghost")
     }
     key = jax.random.key(1)
-    out, times = {}, {m: [] for m in fns}
-    for m, fn in fns.items():
-        out[m] = jax.block_until_ready(fn(params, items, jnp.asarray(fmask), key))[0]
-    for _ in range(repeats):
-        for m, fn in fns.items():
-            t0 = time.perf_counter()
-            jax.block_until_ready(fn(params, items, jnp.asarray(fmask), key))
-            times[m].append(time.perf_counter() - t0)
+    out = {
+        m: jax.block_until_ready(fn(params, items, jnp.asarray(fmask), key))[0]
+        for m, fn in fns.items()
+    }
+    timings = h.interleave(
+        {
+            m: (lambda fn=fn: fn(params, items, jnp.asarray(fmask), key))
+            for m, fn in fns.items()
+        },
+        rounds=repeats,
+        order="fixed",
+        warmup=0,  # the calls above compiled them
+    )
     diff = max(
         float(jnp.max(jnp.abs(a - b)))
         for a, b in zip(
@@ -84,26 +87,22 @@ def measure(h, f, mb, layers, heads, width, repeats):
             jax.tree_util.tree_leaves(out["ghost"]),
         )
     )
-    return {m: float(np.median(t) * 1e3) for m, t in times.items()} | {
-        "max_abs_diff": diff
-    }
+    return {m: timings.median(m) * 1e3 for m in fns} | {"max_abs_diff": diff}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    rows = {}
-    print("| config | vmap ms | ghost ms | max |vmap - ghost| |")
-    print("|---|---:|---:|---:|")
-    for name, cfg in CONFIGS.items():
-        r = measure(*cfg, args.repeats)
-        rows[name] = r
-        print(
-            f"| {name} | {r['vmap']:.1f} | {r['ghost']:.1f} | {r['max_abs_diff']:.2e} |"
-        )
-    out = Path(__file__).parent / "results" / "privorl_j_clip_speed.json"
-    dump_json(out, rows, indent=2)
+    rows = {name: measure(*cfg, args.repeats) for name, cfg in CONFIGS.items()}
+    cells = [
+        (k, f"{r['vmap']:.1f}", f"{r['ghost']:.1f}", f"{r['max_abs_diff']:.2e}")
+        for k, r in rows.items()
+    ]
+    print(
+        h.markdown_table(("config", "vmap ms", "ghost ms", "max |vmap - ghost|"), cells)
+    )
+    h.write_outputs(h.RESULTS / "privorl_j_clip_speed", rows)
     for r in rows.values():
         assert r["max_abs_diff"] < 1e-4, "ghost and vmap must agree"
 

@@ -20,19 +20,17 @@ Writes benchmarks/results/synth_sampling_throughput.json and .md and prints the 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
-import time
-from pathlib import Path
 
+import _harness as h
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _results import dump_json  # noqa: E402  (benchmarks/_results.py)
 from tqdm import tqdm
 
 from privrl_jax.diffusion import EDMDenoiser, ResidualMLP, edm_sample
 
-RESULTS = Path(__file__).parent / "results"
 # name: (input dim, width, depth, sampling steps, batch)
 CONFIGS = {
     "cpu": (13, 256, 4, 32, 4096),
@@ -47,26 +45,23 @@ def measure(
     model = ResidualMLP(width=width, depth=depth)
     params = jax.jit(model.init)(jax.random.key(0), jnp.zeros((dim,)), jnp.zeros(()))
     denoiser = EDMDenoiser(model.apply)
-    n_params = sum(x.size for x in jax.tree.leaves(params))
+    n_params = h.num_params(params)
+    seeds = itertools.count()
 
-    def run(seed: int) -> float:
-        t0 = time.perf_counter()
+    def run():
         out = edm_sample(
-            jax.random.key(seed),
+            jax.random.key(next(seeds)),
             denoiser,
             params,
             num_samples=batch,
             dim=dim,
             num_steps=steps,
         )
-        jax.block_until_ready(out)
         assert out.shape == (batch, dim) and bool(jnp.all(jnp.isfinite(out)))
-        return time.perf_counter() - t0
+        return out
 
-    t0 = time.perf_counter()
-    run(0)  # compile + first run
-    first = time.perf_counter() - t0
-    med = float(np.median([run(1 + r) for r in range(repeats)]))
+    _, first = h.timed(run)  # compile + first run
+    med = h.interleave({"s": run}, rounds=repeats, warmup=0).median("s")
     evals = 2 * steps - 1
     return {
         "config": name,
@@ -110,28 +105,28 @@ def main() -> None:
         measure(name, *configs[name], repeats=args.repeats)
         for name in tqdm(names, desc="synth_sampling_throughput")
     ]
-    lines = [
+    cells = [
         (
-            "| config | params | dim | steps | batch | median s | transitions/s "
-            "| transitions/s at 128 steps |"
-        ),
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['config']} | {r['params']:,} | {r['dim']} | {r['steps']} | "
-            f"{r['batch']} "
-            f"| {r['median_s']:.3f} | {r['transitions_per_s']:,.0f} "
-            f"| {r['transitions_per_s_at_128']:,.0f} |"
+            r["config"],
+            f"{r['params']:,}",
+            r["dim"],
+            r["steps"],
+            r["batch"],
+            f"{r['median_s']:.3f}",
+            f"{r['transitions_per_s']:,.0f}",
+            f"{r['transitions_per_s_at_128']:,.0f}",
         )
-    table = "\n".join(lines)
+        for r in rows
+    ]
+    head = ("config", "params", "dim", "steps", "batch", "median s", "transitions/s")
+    table = h.markdown_table((*head, "transitions/s at 128 steps"), cells)
     device = f"{rows[0]['device']} ({rows[0]['device_kind']})" if rows else "none"
     print(table)
-    RESULTS.mkdir(exist_ok=True)
-    dump_json((RESULTS / "synth_sampling_throughput.json"), rows, indent=2)
-    (RESULTS / "synth_sampling_throughput.md").write_text(
+    h.write_outputs(
+        h.RESULTS / "synth_sampling_throughput",
+        rows,
         f"# EDM sampling throughput on {device}, median of {args.repeats} calls\n\n"
-        f"{table}\n"
+        f"{table}\n",
     )
     # A broken sampler or a silent fallback to a much slower path shows up here.
     for r in rows:

@@ -293,10 +293,7 @@ def _pairs_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
                 if len(common) > 1
                 else {"p": math.nan}
             )
-            summ[m] = stats.summary(d) | {
-                "rose": sum(x > 0 for x in d),
-                "p": res["p"],
-            }
+            summ[m] = stats.differences(d) | {"p": res["p"]}
         groups.append(
             {
                 "label": _label(spec.get("label", "{}"), cell),
@@ -345,7 +342,7 @@ def _steps_table(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
         for m in spec["metrics"]:
             key = f"{prefix}.{m}" if prefix else m
             d = [_metric(by[(p, b)], key) - _metric(by[(p, a)], key) for p in pairs]
-            summ[m] = stats.summary(d) | {"rose": sum(x > 0 for x in d)}
+            summ[m] = stats.differences(d)
         label = spec.get("step_label", "{a}->{b}").format(a=a, b=b)
         groups.append({"label": label, "cell": {"from": a, "to": b}, "metrics": summ})
     return {

@@ -42,6 +42,22 @@ def summary(values: Sequence[float], level: float = 0.95) -> dict[str, float]:
     return {"n": n, "mean": float(v.mean()), "std": sd, "ci95": half}
 
 
+def differences(d: Sequence[float], level: float = 0.95) -> dict[str, float]:
+    """The :func:`summary` of within-seed differences and how many of them rose.
+
+    A seed's own data shift both of its runs alike; their difference removes that
+    shift, so the differences are summarised, not the two rows apart.
+
+    Args:
+      d: one difference (b - a) per seed.
+      level: the interval's coverage.
+
+    Returns:
+      :func:`summary`'s keys and ``rose``, the count of positive differences.
+    """
+    return summary(d, level) | {"rose": int(sum(x > 0 for x in d))}
+
+
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     """Welch's two-sided t-test of mean(a) = mean(b) (unequal variances).
 

@@ -58,3 +58,13 @@ def test_holm_and_bonferroni_against_a_naive_reference():
     assert stats.correct(p, "none")[:4] == p[:4]
     with pytest.raises(ValueError):
         stats.correct(p, "bh")
+
+
+def test_differences_summarise_the_within_seed_differences_and_count_rises():
+    d = [3.0, -1.0, 1.0]
+    got = stats.differences(d)
+    # mean 1, std (ddof = 1) 2, t(0.975, 2) = 4.302653: half-width 2 t / sqrt 3.
+    assert (got["n"], got["mean"], got["rose"]) == (3, 1.0, 2)
+    assert got["std"] == pytest.approx(2.0)
+    assert got["ci95"] == pytest.approx(2 * 4.302653 / math.sqrt(3), rel=1e-6)
+    assert stats.differences([0.0, 0.0])["rose"] == 0  # zero is not a rise
