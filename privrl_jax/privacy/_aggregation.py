@@ -10,6 +10,7 @@ before the noise.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -68,8 +69,42 @@ def _normal_f32(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     )
 
 
+def _noised_per_leaf(xs, keys, stds):
+    return tuple(
+        (
+            x.astype(jnp.float32) + std * jax.random.normal(k, x.shape, jnp.float32)
+        ).astype(x.dtype)
+        for x, k, std in zip(xs, keys, stds)
+    )
+
+
+def _noised_fast(xs, keys, stds):
+    return tuple(
+        (x.astype(jnp.float32) + std * fast_normal(k, x.shape)).astype(x.dtype)
+        for x, k, std in zip(xs, keys, stds)
+    )
+
+
+def _noised_once(xs, keys, stds):
+    """Every leaf's noised value, each computed once (CPU).
+
+    The two branches are the same draw, so the result cannot depend on the predicate;
+    the conditional only stops XLA from fusing the hash into each consumer of the
+    noised value (the noised sum and Adam's two moments computed it three times).
+    """
+    typed = jnp.issubdtype(keys.dtype, jax.dtypes.prng_key)
+    words = jax.random.key_data(keys) if typed else keys
+    pred = (words.reshape(-1)[0] & 1) == 0
+    draw = functools.partial(_noised_fast, stds=stds)
+    return jax.lax.cond(pred, draw, draw, xs, keys)
+
+
 def add_noise_blocks(
-    blocks: Sequence[PyTree], key: jax.Array, stds: Sequence[jax.typing.ArrayLike]
+    blocks: Sequence[PyTree],
+    key: jax.Array,
+    stds: Sequence[jax.typing.ArrayLike],
+    *,
+    once: bool = False,
 ) -> tuple[PyTree, ...]:
     """Adds N(0, std_i^2) to every coordinate of block i.
 
@@ -85,6 +120,11 @@ def add_noise_blocks(
       blocks: k pytrees of arrays.
       key: the PRNG key of this one release (never reuse it for another release).
       stds: k noise standard deviations (0 adds nothing).
+      once: on CPU, compute each noised leaf in one loop and keep it (for an update
+        that several consumers read, such as an optimizer's two moments); otherwise
+        XLA fuses the noise into each consumer and hashes it once per consumer. The
+        same bits either way when the blocks are clipped sums (outputs of products
+        or reductions): ``benchmarks/results/ghost_step_issue52.md``, round 3.
 
     Returns:
       The k noised pytrees. Noise is drawn and added in float32, then cast back to each
@@ -99,10 +139,24 @@ def add_noise_blocks(
     leaves = [(x, stds[i]) for i, (ls, _) in enumerate(flat) for x in ls]
     # One key per leaf (split once) and JAX's default (partitionable) Threefry stream.
     keys: Any = jax.random.split(key, len(leaves)) if leaves else []
-    noised = [
-        (x.astype(jnp.float32) + std * _normal_f32(k, x.shape)).astype(x.dtype)
-        for (x, std), k in zip(leaves, keys)
-    ]
+    xs = tuple(x for x, _ in leaves)
+    sds = tuple(std for _, std in leaves)
+    if not leaves:
+        noised: Sequence[jax.Array] = []
+    elif once and any(isinstance(x, jax.core.Tracer) for x in xs):
+        # Traced only: run op by op (eagerly) nothing is fused, and each leaf's add
+        # stays apart from its multiply as before.
+        noised = jax.lax.platform_dependent(
+            xs,
+            keys,
+            cpu=functools.partial(_noised_once, stds=sds),
+            default=functools.partial(_noised_per_leaf, stds=sds),
+        )
+    else:
+        noised = [
+            (x.astype(jnp.float32) + std * _normal_f32(k, x.shape)).astype(x.dtype)
+            for x, std, k in zip(xs, sds, keys)
+        ]
     out, pos = [], 0
     for ls, treedef in flat:
         out.append(jax.tree_util.tree_unflatten(treedef, noised[pos : pos + len(ls)]))
@@ -110,7 +164,9 @@ def add_noise_blocks(
     return tuple(out)
 
 
-def add_noise(tree: PyTree, key: jax.Array, std: jax.typing.ArrayLike) -> PyTree:
+def add_noise(
+    tree: PyTree, key: jax.Array, std: jax.typing.ArrayLike, *, once: bool = False
+) -> PyTree:
     """``tree`` plus N(0, std^2) on every coordinate.
 
     One block of :func:`add_noise_blocks` (private: a one-shot release goes through
@@ -120,11 +176,12 @@ def add_noise(tree: PyTree, key: jax.Array, std: jax.typing.ArrayLike) -> PyTree
       tree: a pytree of arrays.
       key: the PRNG key of this one release.
       std: the noise standard deviation (may be traced).
+      once: as for :func:`add_noise_blocks`.
 
     Returns:
       The noised pytree, each leaf in its own dtype.
     """
-    return add_noise_blocks((tree,), key, (std,))[0]
+    return add_noise_blocks((tree,), key, (std,), once=once)[0]
 
 
 def _noise_transform(
@@ -145,13 +202,14 @@ def _noise_transform(
         del params
         k = jax.random.fold_in(state.key, state.count)
         if len(stds) == 1:
-            noised = add_noise(updates, k, stds[0])
+            # An optimizer reads the noised update several times: draw it once.
+            noised = add_noise(updates, k, stds[0], once=True)
         else:
             if not isinstance(updates, tuple) or len(updates) != len(stds):
                 raise ValueError(
                     f"a {len(stds)}-block noise needs a tuple of {len(stds)} blocks."
                 )
-            noised = add_noise_blocks(updates, k, stds)
+            noised = add_noise_blocks(updates, k, stds, once=True)
         return noised, AddNoiseState(state.key, state.count + 1)
 
     return optax.GradientTransformation(init_fn, update_fn)

@@ -240,7 +240,7 @@ class PlanStructure:
                 blocks, key, tuple(arrays.noise_stds), self.noise_sensitivities
             )
         else:
-            noised = add_noise_blocks(blocks, key, tuple(arrays.noise_stds))
+            noised = add_noise_blocks(blocks, key, tuple(arrays.noise_stds), once=True)
         scale = 1.0 / self.expected_batch_size
         out = jax.tree_util.tree_map(lambda x: (x * scale).astype(x.dtype), noised)
         return out[0] if self.num_blocks == 1 else out

@@ -123,3 +123,38 @@ def test_law_ks_moments_and_independence():
     assert abs(np.corrcoef(z[:-1], z[1:])[0, 1]) < 6 / np.sqrt(
         n
     )  # neighbouring counters
+
+
+def test_noise_drawn_once_for_several_consumers_is_the_same_bits():
+    # DP-SGD's update is read by an optimizer several times (Adam's two moments). With
+    # ``once`` each noised leaf is computed in one loop and kept, instead of XLA fusing
+    # the hash into every consumer: the same bits, and fewer hash rounds compiled.
+    tree = {
+        "w": jnp.arange(24.0, dtype=jnp.float32).reshape(4, 6) / 7.0,
+        "b": jnp.linspace(-1.0, 1.0, 5, dtype=jnp.float32),
+        "h": jnp.ones((3,), jnp.bfloat16),
+    }
+    key = jax.random.key(11)
+
+    def step(tree, key, once):
+        noised = add_noise_blocks((tree,), key, (1.3,), once=once)[0]
+        # two consumers of every noised leaf, like Adam's moments
+        return jax.tree_util.tree_map(lambda g: (0.9 * g + 0.1, 0.99 * g * g), noised)
+
+    compiled = {
+        once: jax.jit(step, static_argnums=2).lower(tree, key, once).compile()
+        for once in (False, True)
+    }
+    outs = {once: c(tree, key) for once, c in compiled.items()}
+    for a, b in zip(
+        jax.tree_util.tree_leaves(outs[False]), jax.tree_util.tree_leaves(outs[True])
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # Eagerly the two are one code path (nothing is fused op by op).
+    eager = add_noise_blocks((tree,), key, (1.3,), once=True)[0]
+    ref = add_noise_blocks((tree,), key, (1.3,))[0]
+    for a, b in zip(jax.tree_util.tree_leaves(eager), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    if jax.default_backend() == "cpu":  # the conditional is the CPU path only
+        xors = {once: c.as_text().count(" xor(") for once, c in compiled.items()}
+        assert xors[True] < xors[False], xors
