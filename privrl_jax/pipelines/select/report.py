@@ -22,7 +22,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- pipeline: {report['pipeline']}, {report['num_candidates']} candidates "
         "(the grid is public)",
         f"- number of runs: {sel['distribution']} with mean {sel['mean']:g}",
-        f"- one run (GPOPE and its score): epsilon {sel['run_epsilon']:.4g}",
+        f"- one run (GPOPE and its score): epsilon {sel['run_epsilon']:.4g}"
+        + (
+            " (the candidates' DP events differ: the pointwise max of their RDP "
+            "curves; each alone "
+            + ", ".join(f"{e:.4g}" for e in sel["candidate_epsilons"])
+            + ")"
+            if sel.get("heterogeneous")
+            else ""
+        ),
         f"- the whole selection: epsilon **{report['epsilon_spent']:.4g}** at delta "
         f"{report['delta']:g} (RDP, dp-accounting's RepeatAndSelectDpEvent)",
         "- naive composition instead: every candidate once "
