@@ -63,7 +63,6 @@ _INTERNAL_USERS = {
     "pool_experiments.py",
     "pool_wd_diagnosis.py",
     "pool_zones_exact.py",
-    "private_selection.py",
     "reference_returns.py",
 }
 
