@@ -46,6 +46,10 @@ NOT_PRIVATE_SEED = (
     "recompute the number of runs, the candidates drawn and their noise. Use this run "
     "for tests and reproduction only."
 )
+# The audit's every-candidate runs draw from fold_in(key, 2): privacy.select splits the
+# key in two, and split(key)[i] is fold_in(key, i) in JAX, so fold_in(key, 1) would
+# replay the selection's own runs instead of drawing new ones.
+AUDIT_STREAM = 2
 BUDGET_HINT = (
     "Raise privacy.epsilon (the whole search's budget), lower repetitions.mean, or "
     "give each run less (the candidates' privacy.epsilon, or more score noise)."
@@ -354,6 +358,10 @@ def run(cfg: SelectRunConfig, run_dir: str | Path) -> dict[str, Any]:
 
 
 def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
+    if cfg.candidates.pipeline == "privorl_n":
+        from privrl_jax.pipelines.select import privorl_n  # noqa: PLC0415
+
+        return privorl_n.run(cfg, run_dir, topo)
     if not topo.is_primary:
         raise ValueError("privrl select runs in one process; drop the launcher.")
     t0 = time.time()
@@ -576,8 +584,8 @@ def _audit(
             out["chosen_true_value"] = values[chosen]
             out["regret"] = values[best] - values[chosen]
     if cfg.audit.every_candidate:
-        # Keys apart from the selection's (fold_in 1): another draw of each candidate.
-        audit_key = jax.random.fold_in(secret.noise_key, 1)
+        # Keys apart from the selection's (AUDIT_STREAM): another draw of each one.
+        audit_key = jax.random.fold_in(secret.noise_key, AUDIT_STREAM)
         mses = []
         for i, (c, plan) in enumerate(zip(configs, plans, strict=True)):
             fn = make_candidate(c, plan, datas[i], cfg, None, tasks[i])
