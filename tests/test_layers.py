@@ -53,7 +53,6 @@ _INTERNAL_USERS = {
     "ghost_conv_speed.py",
     "ghost_step_parts.py",
     "gpope_throughput.py",
-    "private_selection.py",
     "reference_returns.py",
 }
 

@@ -30,7 +30,7 @@ def select_command(
     config: Annotated[str | None, config_option("select")] = None,
     overrides: SelectSet = None,
 ) -> None:
-    """Private selection over a grid of GPOPE configs (Papernot & Steinke 2022).
+    """Private selection over a grid of GPOPE or PrivORL-n configs (Papernot-Steinke).
 
     Random repeats, the best DP score released, the whole search in one ledger.
     Prints the run's report.

@@ -20,17 +20,17 @@ within each basis function: ``phi(s, a) = [psi(s), psi(s) (x) a] / sqrt(1 +
 
 Measure before trusting. With tabular features the fixed point is the candidate's exact
 value (tests/ope/test_policy_value.py). On maze2d-umaze it is not, at the sizes tried
-(benchmarks/private_selection.py --task maze, 2000 trajectories of 40 steps): the
-noiseless LSTDQ, which GPOPE converges to, missed eight deterministic controllers' true
-discounted values (1.8 to 5.1) by an RMSE of 2.8 (8 centres, 3 action bins), 11.9 (16
-centres, 3 bins), 622 (32 centres, 3 bins) and 179 (16 centres, linear cross):
-off-policy linear TD on ill-conditioned statistics. With near one-hot features of the
-7 free cells (3 action bins, width 0.3) the four controllers of gain 1 and 10 came
-within 0.18 to 0.26 of the truth (2.7 to 5.1), while the gain-0.3 controllers and the
-fixed pushes, whose states the behaviour never visits with those actions, were off by
-250 to 10^6 or NaN: a coverage failure no clip or noise setting fixes. Check the
-noiseless :func:`lstd_policy_value` against rollouts on a public stand-in before
-trusting a feature set.
+(the retired benchmarks/private_selection.py --task maze, in git history; 2000
+trajectories of 40 steps): the noiseless LSTDQ, which GPOPE converges to, missed eight
+deterministic controllers' true discounted values (1.8 to 5.1) by an RMSE of 2.8 (8
+centres, 3 action bins), 11.9 (16 centres, 3 bins), 622 (32 centres, 3 bins) and 179 (16
+centres, linear cross): off-policy linear TD on ill-conditioned statistics. With near
+one-hot features of the 7 free cells (3 action bins, width 0.3) the four controllers of
+gain 1 and 10 came within 0.18 to 0.26 of the truth (2.7 to 5.1), while the gain-0.3
+controllers and the fixed pushes, whose states the behaviour never visits with those
+actions, were off by 250 to 10^6 or NaN: a coverage failure no clip or noise setting
+fixes. Check the noiseless :func:`lstd_policy_value` against rollouts on a public
+stand-in before trusting a feature set.
 """
 
 from __future__ import annotations

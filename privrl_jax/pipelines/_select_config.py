@@ -43,7 +43,7 @@ from privrl_jax.pipelines._sections import PrivacyConfig
 
 DEFAULTS = "select/defaults"
 
-Pipeline = Literal["gpope"]
+Pipeline = Literal["gpope", "privorl_n"]
 PIPELINES = typing.get_args(Pipeline)
 Distribution = Literal[
     "logarithmic", "geometric", "truncated_negative_binomial", "poisson"
@@ -51,9 +51,9 @@ Distribution = Literal[
 # A candidate's config keys a grid may not vary: they change the sensitive data (its
 # source or size) or fix the noise, and a selection is over one data set. The policy
 # evaluated (the target) may vary: choosing it is policy selection.
-FIXED_PREFIXES = ("env.", "seed", "privacy.noise_seed", "privacy.delta")
+FIXED_PREFIXES = ("env.", "data.", "seed", "privacy.noise_seed", "privacy.delta")
 POLICY_KEYS = ("env.target_treat", "env.target_epsilon")
-ScoreKind = Literal["td_error", "value"]
+ScoreKind = Literal["td_error", "value", "coverage"]
 MAX_CANDIDATES = 1_000
 
 
@@ -172,7 +172,10 @@ class ScoreConfig(Section):
     sensitivity. ``kind: value`` (choosing a policy, chain only: grid over
     ``env.target_treat``): the estimated value of the candidate's target policy at the
     chain's public start distribution, ``initial . Phi theta``: post-processing of the
-    DP theta, so it costs nothing more (the other keys are ignored).
+    DP theta, so it costs nothing more (the other keys are ignored). ``kind: coverage``
+    (PrivORL-n grids, the only kind they take): minus the noisy mean over the
+    sensitive transitions of each one's distance to its nearest synthetic transition,
+    clipped to ``l2_clip_norm`` (``select.privorl_n.dp_coverage_score``).
     """
 
     kind: ScoreKind = "td_error"
@@ -237,6 +240,13 @@ class SelectRunConfig:
             raise ValueError(
                 "candidates.grid is empty: give at least one config key and its "
                 "values, e.g. candidates.grid.gpope.step_size=[0.5,2]."
+            )
+        gpope_kinds = ("td_error", "value")
+        if (self.candidates.pipeline == "privorl_n") != (self.score.kind == "coverage"):
+            raise ValueError(
+                f"score.kind={self.score.kind} does not score "
+                f"{self.candidates.pipeline} candidates: gpope takes "
+                f"{' or '.join(gpope_kinds)}, privorl_n coverage."
             )
         if self.privacy.accountant != "rdp":
             raise ValueError(

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import Literal, TypeGuard
 
+import attr
 import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
@@ -233,10 +234,53 @@ def neighboring_relation_for(
 def _contains(event: dp_accounting.DpEvent, cls: type) -> bool:
     if isinstance(event, cls):
         return True
-    if isinstance(event, dp_accounting.ComposedDpEvent):
+    if isinstance(event, (dp_accounting.ComposedDpEvent, PointwiseMaxDpEvent)):
         return any(_contains(e, cls) for e in event.events)
     inner = getattr(event, "event", None)
     return inner is not None and _contains(inner, cls)
+
+
+@attr.s(frozen=True)
+class PointwiseMaxDpEvent(dp_accounting.DpEvent):
+    """One release by one of ``events``, which one chosen independently of the data.
+
+    E.g. one run of a private selection whose candidates differ in steps, batch size or
+    noise. Such a release is a mixture of the events' mechanisms, and the Renyi
+    divergence is jointly quasi-convex, so its RDP at every order is at most the
+    largest of the events' RDP at that order: the pointwise maximum of their curves.
+    Papernot & Steinke's repeat-and-select theorems hold with that curve (their one
+    run's RDP is all they use). dp-accounting 0.6 has no such event; our RDP
+    accountant (:func:`make_accountant`) composes it, nested anywhere (inside a
+    ``RepeatAndSelectDpEvent`` too). The PLD accountant and zCDP refuse it.
+
+    Attributes:
+      events: the possible releases (at least one).
+    """
+
+    events: list[dp_accounting.DpEvent] = attr.ib()
+
+
+class _RdpAccountant(rdp.RdpAccountant):
+    """dp-accounting's RDP accountant, plus :class:`PointwiseMaxDpEvent`."""
+
+    def _maybe_compose(self, event, count, do_compose):
+        if not isinstance(event, PointwiseMaxDpEvent):
+            return super()._maybe_compose(event, count, do_compose)
+        if not event.events:
+            return rdp.rdp_privacy_accountant.CompositionErrorDetails(
+                invalid_event=event, error_message="no events to take the max of."
+            )
+        curves = []
+        for inner in event.events:
+            # Each event's own curve, from zero (the caller's composed curve is apart).
+            sub = _RdpAccountant(self._orders, self._neighboring_relation)
+            error = sub._maybe_compose(inner, 1, do_compose)
+            if error is not None:
+                return error
+            curves.append(sub._rdp)
+        if do_compose:
+            self._rdp = self._rdp + count * np.max(curves, axis=0)
+        return None
 
 
 class PLDCache:
@@ -351,7 +395,7 @@ def make_accountant(
     PLD: single-step PLDs are taken from ``pld_cache`` when given.
     """
     if accountant == "rdp":
-        return rdp.RdpAccountant(neighboring_relation=neighboring)
+        return _RdpAccountant(neighboring_relation=neighboring)
     if accountant == "pld":
         if pld_cache is not None:
             return _CachingPLDAccountant(neighboring, pld_cache)

@@ -116,6 +116,8 @@ def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
     cls = getattr(dp_accounting, str(name), None)
     # Events dp-accounting does not export at its top level (RepeatAndSelectDpEvent).
     cls = cls or getattr(dp_accounting.dp_event, str(name), None)
+    # Ours: the pointwise max of a heterogeneous selection's candidates.
+    cls = cls or {"PointwiseMaxDpEvent": _accounting.PointwiseMaxDpEvent}.get(str(name))
     if not (isinstance(cls, type) and issubclass(cls, dp_accounting.DpEvent)):
         raise LedgerError(f"unknown dp-accounting event type {name!r} in the ledger.")
     kwargs = {}

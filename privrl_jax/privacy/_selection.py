@@ -32,10 +32,13 @@ tested against it and against the exact Renyi divergence of a small discrete mec
 
 The candidates' events. Q, one run, is "draw a candidate uniformly, run it": a
 mixture, whose Renyi divergence is at most the largest of the candidates' (joint
-quasi-convexity), so one ``event`` must bound every candidate's release and score
-together (e.g. the same DP-SGD plan at every learning rate). :func:`select` cannot
-check that a callable keeps to it; the caller states it, as for any mechanism
-recorded in the ledger.
+quasi-convexity). So one run's RDP curve is the pointwise maximum over the candidates'
+curves (:func:`pointwise_max_rdp`), and the theorems above hold with it. Candidates
+with one event (the same DP-SGD plan at every learning rate) give that event; a
+heterogeneous grid (steps, batch size, epsilon differ) gives a
+:class:`PointwiseMaxDpEvent` of the distinct events, which our RDP accountant composes
+(:func:`candidates_event`). :func:`select` cannot check that a callable keeps to its
+event; the caller states it, as for any mechanism recorded in the ledger.
 
 Resumability. Everything random in :func:`select` (K, which candidate each run draws,
 each run's key) is a function of one secret key, and the whole procedure is recorded as
@@ -65,6 +68,7 @@ R = TypeVar("R")
 
 # dp-accounting does not export the event at its top level (0.6).
 RepeatAndSelectDpEvent = dp_accounting.dp_event.RepeatAndSelectDpEvent
+PointwiseMaxDpEvent = _accounting.PointwiseMaxDpEvent
 
 # The RDP orders the module's own bounds use by default: dp-accounting's defaults, so a
 # bound here and the ledger's epsilon optimise over the same grid.
@@ -207,12 +211,33 @@ class Repetitions:
             if k >= 1:
                 return k
 
-    def event(self, base: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
-        """dp-accounting's event of the selection over runs of ``base``."""
-        return RepeatAndSelectDpEvent(base, float(self.mean), float(self.shape))
+    def event(
+        self, base: dp_accounting.DpEvent | Sequence[dp_accounting.DpEvent]
+    ) -> dp_accounting.DpEvent:
+        """The event of the selection over runs of ``base``.
 
-    def naive_event(self, base: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
-        """What the selection replaces: ceil(mean) runs, each released and composed."""
+        Args:
+          base: one run's event, or every candidate's (:func:`candidates_event`).
+
+        Returns:
+          dp-accounting's ``RepeatAndSelectDpEvent`` of one run's event.
+        """
+        return RepeatAndSelectDpEvent(
+            candidates_event(base), float(self.mean), float(self.shape)
+        )
+
+    def naive_event(
+        self, base: dp_accounting.DpEvent | Sequence[dp_accounting.DpEvent]
+    ) -> dp_accounting.DpEvent:
+        """What the selection replaces: ceil(mean) runs, each released and composed.
+
+        Args:
+          base: one run's event, or every candidate's (:func:`candidates_event`).
+
+        Returns:
+          The composition of ceil(mean) runs.
+        """
+        base = candidates_event(base)
         runs = math.ceil(self.mean)
         return base if runs == 1 else dp_accounting.SelfComposedDpEvent(base, runs)
 
@@ -296,12 +321,84 @@ def rdp_curve(
     orders: Sequence[float] = DEFAULT_ORDERS,
     neighboring: dp_accounting.NeighboringRelation | None = None,
 ) -> np.ndarray:
-    """One event's RDP at ``orders``, from dp-accounting's RDP accountant."""
+    """One event's RDP at ``orders``, from dp-accounting's RDP accountant.
+
+    Args:
+      event: any event dp-accounting's RDP accountant takes, or a
+        :class:`PointwiseMaxDpEvent` (anywhere in it).
+      orders: the RDP orders.
+      neighboring: the relation; by default the event's (``neighboring_relation_for``).
+
+    Returns:
+      The event's RDP at each order.
+    """
     neighboring = neighboring or _accounting.neighboring_relation_for(event)
-    acc = dp_accounting.rdp.RdpAccountant(list(orders), neighboring)
+    acc = _accounting._RdpAccountant(list(orders), neighboring)
     acc.compose(event)
     # The accountant keeps the composed curve in _rdp (no public accessor in 0.6).
     return np.asarray(acc._rdp, np.float64)
+
+
+def pointwise_max_rdp(
+    events: Sequence[dp_accounting.DpEvent],
+    orders: Sequence[float] = DEFAULT_ORDERS,
+    neighboring: dp_accounting.NeighboringRelation | None = None,
+) -> np.ndarray:
+    """One run's RDP curve when the run's candidate is drawn independently of the data.
+
+    The largest of the candidates' RDP at each order (module doc: the mixture's Renyi
+    divergence is at most the largest of its components'), each curve from
+    dp-accounting's RDP accountant.
+
+    Args:
+      events: every candidate's event (at least one).
+      orders: the RDP orders.
+      neighboring: the relation all candidates are accounted under; by default
+        replace-one if any candidate samples without replacement, else add/remove-one.
+
+    Returns:
+      The pointwise maximum of the candidates' curves.
+
+    Raises:
+      ValueError: no events.
+    """
+    if not events:
+        raise ValueError("pointwise_max_rdp needs at least one event.")
+    neighboring = neighboring or _accounting.neighboring_relation_for(
+        dp_accounting.ComposedDpEvent(list(events))
+    )
+    return np.max([rdp_curve(e, orders, neighboring) for e in events], axis=0)
+
+
+def candidates_event(
+    events: dp_accounting.DpEvent | Sequence[dp_accounting.DpEvent],
+) -> dp_accounting.DpEvent:
+    """The event of one run of a selection over candidates with these events.
+
+    Args:
+      events: one event that bounds every candidate, or one event per candidate.
+
+    Returns:
+      The event itself when all are equal; else a :class:`PointwiseMaxDpEvent` of the
+      distinct ones, in first-seen order (its RDP is :func:`pointwise_max_rdp`).
+
+    Raises:
+      ValueError: an empty sequence.
+    """
+    if isinstance(events, dp_accounting.DpEvent):
+        return events
+    distinct: list[dp_accounting.DpEvent] = []
+    seen: set[str] = set()
+    for e in events:
+        key = json.dumps(_ledger.event_to_dict(e), sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            distinct.append(e)
+    if not distinct:
+        raise ValueError("a selection needs at least one candidate event.")
+    if len(distinct) == 1:
+        return distinct[0]
+    return PointwiseMaxDpEvent(distinct)
 
 
 def repeat_and_select_epsilon(
@@ -373,7 +470,7 @@ def _draw_plan(
 
 def select(
     candidates: Sequence[Callable[[jax.Array], tuple[R, float]]],
-    event: dp_accounting.DpEvent,
+    event: dp_accounting.DpEvent | Sequence[dp_accounting.DpEvent],
     repetitions: Repetitions,
     *,
     key: jax.Array,
@@ -387,7 +484,9 @@ def select(
         score a float computed with DP (higher is better; NaN counts as -inf). Each
         must satisfy ``event`` for its release and score together, and be
         deterministic given its key for a rerun to replay.
-      event: the dp-accounting event of one candidate run (every candidate's).
+      event: the dp-accounting event of one candidate run (every candidate's), or
+        one event per candidate (a heterogeneous grid: one run is then accounted by
+        the pointwise max of their RDP curves, :func:`candidates_event`).
       repetitions: the public distribution of the number of runs K.
       key: the secret key: K, each run's candidate and each run's key derive from it.
       ledger: records the selection as one entry (checked against the budget and
@@ -402,10 +501,15 @@ def select(
     Raises:
       BudgetExceededError: the selection's epsilon does not fit the ledger's budget;
         nothing ran.
-      ValueError: no candidates.
+      ValueError: no candidates, or not one event per candidate.
     """
     if not candidates:
         raise ValueError("select needs at least one candidate.")
+    if not isinstance(event, dp_accounting.DpEvent) and len(event) != len(candidates):
+        raise ValueError(
+            f"select got {len(event)} events for {len(candidates)} candidates; give "
+            "one event, or one per candidate."
+        )
     selection_event = repetitions.event(event)
     if ledger is not None:
         params = {

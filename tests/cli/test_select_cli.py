@@ -9,6 +9,7 @@ import json
 import re
 
 import dp_accounting
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -116,6 +117,62 @@ def test_ledger_epsilon_is_dp_accountings_for_the_selection_event(run_dir):
     assert run_eps < expected < report["naive"]["every_candidate_once"]
 
 
+def test_a_grid_over_steps_is_accounted_by_the_max_of_its_curves(tmp_path):
+    # Candidates at 20 and 40 steps, each calibrated to epsilon 2: different noise,
+    # different RDP curves (here the 40-step one is above at every order); one run
+    # costs their pointwise max (Papernot-Steinke).
+    out = tmp_path / "run"
+    res = invoke(
+        "select",
+        *FAST,
+        *SEEDED,
+        "--set",
+        "candidates.grid.gpope.steps=[20,40]",
+        "--out",
+        str(out),
+    )
+    assert res.exit_code == 0, (res.output, res.exception)
+    report = json.loads((out / "report.json").read_text())
+    plans = report["selection"]["run"]["gpope"]
+    assert report["selection"]["heterogeneous"] and len(plans) == 8
+    rel = dp_accounting.NeighboringRelation.REPLACE_ONE
+    curves = []
+    for steps in (20, 40):
+        sigma = next(p for p in plans if p["steps"] == steps)["noise_multipliers"][0]
+        acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=rel)
+        acc.compose(
+            dp_accounting.ComposedDpEvent(
+                [
+                    dp_accounting.SelfComposedDpEvent(
+                        dp_accounting.SampledWithoutReplacementDpEvent(
+                            200, 1, dp_accounting.GaussianDpEvent(sigma)
+                        ),
+                        steps,
+                    ),
+                    dp_accounting.GaussianDpEvent(2.0),
+                ]
+            )
+        )
+        curves.append(acc._rdp)
+    assert (curves[0] != curves[1]).any()  # two events: the grid is heterogeneous
+    rdp_mod = dp_accounting.rdp.rdp_privacy_accountant
+    orders = rdp_mod.DEFAULT_RDP_ORDERS
+    sel = rdp_mod._compute_rdp_repeat_and_select(
+        np.asarray(orders), np.maximum(*curves), 2.0, 0.0
+    )
+    expected, _ = rdp_mod.compute_epsilon(orders, sel, 1e-4)
+    assert report["epsilon_spent"] == pytest.approx(expected, rel=1e-9)
+    assert report["epsilon_spent"] >= max(
+        rdp_mod.compute_epsilon(
+            orders,
+            rdp_mod._compute_rdp_repeat_and_select(np.asarray(orders), c, 2.0, 0.0),
+            1e-4,
+        )[0]
+        for c in curves
+    )
+    assert "pointwise max" in (out / "report.md").read_text()
+
+
 def test_rerun_resumes_without_charging_twice(run_dir):
     before = _ledger(run_dir)
     chosen = (run_dir / "selected.json").read_text()
@@ -154,7 +211,6 @@ def test_over_budget_search_is_refused_before_any_candidate_runs(tmp_path):
     ("override", "fragments"),
     [
         ("candidates.grid.gpope.stepz=[1,2]", ["candidate", "gpope.stepz"]),
-        ("candidates.grid.gpope.steps=[20,40]", ["different DP events"]),
         ("candidates.grid.env.num_trajectories=[100]", ["may not vary env."]),
         ("candidates.grid.gpope.step_size=0.5", ["must be a non-empty list"]),
         ("privacy.accountant=pld", ["privacy.accountant must be rdp"]),

@@ -29,7 +29,10 @@ from privrl_jax.privacy import (
 )
 from privrl_jax.privacy._selection import (
     DEFAULT_ORDERS,
+    PointwiseMaxDpEvent,
     _tnb_mean,
+    candidates_event,
+    pointwise_max_rdp,
     rdp_curve,
     repeat_and_select_rdp,
 )
@@ -316,3 +319,128 @@ def test_selection_composes_with_other_releases_in_the_ledger(tmp_path):
     assert "error" in report["pld"]
     with pytest.raises(BudgetExceededError):
         select([lambda k: ("x", 0.0)], BASE, rep, key=jax.random.key(1), ledger=ledger)
+
+
+# ---------------------------------------------------------------- heterogeneous grids
+# Three candidates whose events differ (steps, sampling rate, noise): their RDP curves
+# cross (ONE_SHOT costs more than BASE at low orders, less at high ones).
+SHORT = dp_accounting.SelfComposedDpEvent(
+    dp_accounting.PoissonSampledDpEvent(0.05, dp_accounting.GaussianDpEvent(2.0)), 200
+)
+ONE_SHOT = dp_accounting.GaussianDpEvent(2.2)
+HETERO = [BASE, SHORT, ONE_SHOT]
+
+
+def _dpa_curve(event):
+    """dp-accounting's own RDP accountant, untouched by ours."""
+    acc = dpa_rdp.RdpAccountant(
+        list(DEFAULT_ORDERS), dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    )
+    acc.compose(event)
+    return acc._rdp
+
+
+def test_pointwise_max_is_the_max_of_dp_accountings_curves():
+    curves = np.array([_dpa_curve(e) for e in HETERO])
+    want = curves.max(axis=0)
+    np.testing.assert_array_equal(pointwise_max_rdp(HETERO), want)
+    np.testing.assert_array_equal(rdp_curve(PointwiseMaxDpEvent(HETERO)), want)
+    # The grid is really heterogeneous: no candidate's curve is the max everywhere.
+    assert all((c < want).any() for c in curves)
+    with pytest.raises(ValueError, match="at least one"):
+        pointwise_max_rdp([])
+
+
+@pytest.mark.parametrize("shape", (*TNB_SHAPES, math.inf))
+def test_heterogeneous_selection_epsilon(shape):
+    rep = Repetitions(8.0, shape)
+    got = compute_epsilon(rep.event(HETERO), 1e-5).epsilon
+    # dp-accounting's own repeat-and-select on the max curve (its private function,
+    # the one its accountant applies to a single event's curve).
+    curve = dpa_rdp._compute_rdp_repeat_and_select(
+        np.asarray(DEFAULT_ORDERS), pointwise_max_rdp(HETERO), 8.0, shape
+    )
+    want, _ = dpa_rdp.compute_epsilon(list(DEFAULT_ORDERS), curve, 1e-5)
+    assert got == pytest.approx(want, rel=1e-12)
+    # Our reading of the theorems agrees on the same curve.
+    ours = repeat_and_select_rdp(DEFAULT_ORDERS, pointwise_max_rdp(HETERO), rep)
+    assert got == pytest.approx(
+        dpa_rdp.compute_epsilon(list(DEFAULT_ORDERS), ours, 1e-5)[0], rel=1e-6
+    )
+    # At least each candidate's own selection; below composing E[K] = 8 runs.
+    alone = [compute_epsilon(rep.event(e), 1e-5).epsilon for e in HETERO]
+    assert got >= max(alone) - 1e-12
+    assert got < compute_epsilon(rep.naive_event(HETERO), 1e-5).epsilon
+
+
+def test_a_dominating_candidate_gives_its_own_epsilon():
+    # Same plan, more noise: BASE's curve is above everywhere, so the max is BASE's.
+    quieter = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.5)),
+        1000,
+    )
+    rep = Repetitions.logarithmic(4.0)
+    assert compute_epsilon(rep.event([BASE, quieter]), 1e-5).epsilon == (
+        compute_epsilon(rep.event(BASE), 1e-5).epsilon
+    )
+    # Equal events collapse to the event itself (the ledger entry of a homogeneous
+    # grid is unchanged).
+    assert candidates_event([BASE, BASE]) == BASE
+    assert candidates_event([BASE, SHORT, BASE]) == PointwiseMaxDpEvent([BASE, SHORT])
+
+
+# Two randomized-response candidates at different epsilons, drawn uniformly each run;
+# a run releases (candidate, answer), scored by the answer then the candidate.
+RR_EPS2 = 0.4
+P2_D = _randomized_response(RR_EPS2, RR_M, RR_M - 1)
+P2_D2 = _randomized_response(RR_EPS2, RR_M, 0)
+
+
+def _mixture(p_a, p_b):
+    """One run's law over the 2 m outcomes, ordered by score (answer, candidate)."""
+    out = np.empty(2 * RR_M)
+    out[0::2], out[1::2] = 0.5 * p_a, 0.5 * p_b
+    return out
+
+
+@pytest.mark.parametrize("shape", (*TNB_SHAPES, math.inf))
+@pytest.mark.parametrize("mean", [2.0, 8.0])
+def test_heterogeneous_bound_holds_against_brute_force(shape, mean):
+    def rr2(orders):
+        return np.array(
+            [max(_renyi(P2_D, P2_D2, a), _renyi(P2_D2, P2_D, a)) for a in orders]
+        )
+
+    max_curve = np.maximum(_rr_curve(ORDERS), rr2(ORDERS))
+    assert (rr2(ORDERS) < _rr_curve(ORDERS)).all()  # the max is not the weaker's
+    run_d, run_d2 = _mixture(P_D, P2_D), _mixture(P_D2, P2_D2)
+    for order, b in zip(ORDERS, max_curve):  # one run: quasi-convexity
+        assert _renyi(run_d, run_d2, order) <= b + 1e-12
+    rep = Repetitions(mean, shape)
+    out_d, out_d2 = _best_of_k(rep, run_d), _best_of_k(rep, run_d2)
+    bound = repeat_and_select_rdp(ORDERS, max_curve, rep)
+    for order, b in zip(ORDERS, bound):
+        exact = max(_renyi(out_d, out_d2, order), _renyi(out_d2, out_d, order))
+        assert exact <= b + 1e-12, (order, exact, b)
+    # The weaker candidate's curve alone would not do: one run's exact divergence
+    # already exceeds it. And the bound is not vacuous: within 15x of the truth at
+    # order 2 (5.1x to 14.4x over these shapes and means).
+    assert any(_renyi(run_d, run_d2, a) > w for a, w in zip(ORDERS, rr2(ORDERS)))
+    exact2 = max(_renyi(out_d, out_d2, 2.0), _renyi(out_d2, out_d, 2.0))
+    assert bound[ORDERS.tolist().index(2.0)] < 15 * exact2
+
+
+def test_select_with_one_event_per_candidate_records_the_max(tmp_path):
+    ledger = _ledger(tmp_path)
+    rep = Repetitions.geometric(4.0)
+    cands = _candidates([])[:3]
+    result = select(cands, HETERO, rep, key=jax.random.key(2), ledger=ledger)
+    assert result.event == rep.event(PointwiseMaxDpEvent(HETERO))
+    reloaded = Ledger.load(tmp_path)  # our event parses back from JSON
+    assert reloaded.epsilon().epsilon == pytest.approx(
+        compute_epsilon(rep.event(HETERO), 1e-5).epsilon, rel=1e-12
+    )
+    report = reloaded.report()
+    assert "error" in report["pld"]  # PLD has no pointwise max: said, not guessed
+    with pytest.raises(ValueError, match="3 events for 2 candidates"):
+        select(cands[:2], HETERO, rep, key=jax.random.key(2))

@@ -11,6 +11,9 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
+_METHOD = {"gpope": "GPOPE", "privorl_n": "PrivORL-n"}
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """The report as Markdown: what may be published, then the labelled audit."""
     sel, chosen = report["selection"], report["chosen"]
@@ -22,7 +25,16 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- pipeline: {report['pipeline']}, {report['num_candidates']} candidates "
         "(the grid is public)",
         f"- number of runs: {sel['distribution']} with mean {sel['mean']:g}",
-        f"- one run (GPOPE and its score): epsilon {sel['run_epsilon']:.4g}",
+        f"- one run ({_METHOD.get(report['pipeline'], report['pipeline'])} and its "
+        f"score): epsilon {sel['run_epsilon']:.4g}"
+        + (
+            " (the candidates' DP events differ: the pointwise max of their RDP "
+            "curves; each alone "
+            + ", ".join(f"{e:.4g}" for e in sel["candidate_epsilons"])
+            + ")"
+            if sel.get("heterogeneous")
+            else ""
+        ),
         f"- the whole selection: epsilon **{report['epsilon_spent']:.4g}** at delta "
         f"{report['delta']:g} (RDP, dp-accounting's RepeatAndSelectDpEvent)",
         "- naive composition instead: every candidate once "
@@ -41,7 +53,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += ["", "| candidate | hyper-parameters |", "|---|---|"]
     lines += [f"| {i} | {c} |" for i, c in enumerate(report["candidates"])]
     audit = report.get("audit")
-    if audit:
+    if audit and report["pipeline"] == "privorl_n":
+        lines += _privorl_n_audit(audit)
+    elif audit:
         lines += [
             "",
             "## Audit (NOT DP: never publish)",
@@ -81,3 +95,33 @@ def render_markdown(report: dict[str, Any]) -> str:
                 for i, m in enumerate(audit["every_candidate"])
             ]
     return "\n".join(lines) + "\n"
+
+
+def _privorl_n_audit(audit: dict) -> list[str]:
+    """The audit of a PrivORL-n selection: true score = sliced Wasserstein (lower)."""
+    lines = [
+        "",
+        "## Audit (NOT DP: never publish)",
+        "",
+        audit["notice"],
+        "",
+        f"- runs K = {audit['runs']}; chosen release's sliced Wasserstein distance to "
+        f"the sensitive rows {_fmt(audit['chosen_sw'])}",
+    ]
+    for name in ("oracle", "stand_in"):
+        if name in audit:
+            lines.append(
+                f"- {name.replace('_', '-')}: candidate {audit[name]['candidate']}, "
+                f"{_fmt(audit[name]['sliced_wasserstein'])}"
+            )
+    lines += [
+        "",
+        "| run | candidate | DP score | coverage (no noise) | sliced Wasserstein |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {j} | {r['candidate']} | {_fmt(r['score'])} | {_fmt(-r['coverage'])} | "
+        f"{_fmt(r['sliced_wasserstein'])} |"
+        for j, r in enumerate(audit["history"])
+    ]
+    return lines

@@ -46,6 +46,10 @@ NOT_PRIVATE_SEED = (
     "recompute the number of runs, the candidates drawn and their noise. Use this run "
     "for tests and reproduction only."
 )
+# The audit's every-candidate runs draw from fold_in(key, 2): privacy.select splits the
+# key in two, and split(key)[i] is fold_in(key, i) in JAX, so fold_in(key, 1) would
+# replay the selection's own runs instead of drawing new ones.
+AUDIT_STREAM = 2
 BUDGET_HINT = (
     "Raise privacy.epsilon (the whole search's budget), lower repetitions.mean, or "
     "give each run less (the candidates' privacy.epsilon, or more score noise)."
@@ -347,13 +351,17 @@ def run(cfg: SelectRunConfig, run_dir: str | Path) -> dict[str, Any]:
       The report (+ ``audit``).
 
     Raises:
-      ValueError: a bad grid (unknown key, candidates with different DP events).
+      ValueError: a bad grid (unknown key, candidates reading different data).
       BudgetExceededError: the selection does not fit the budget; nothing ran.
     """
     return run_in_dir(Path(run_dir), lambda d, topo: _run(cfg, d, topo))
 
 
 def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
+    if cfg.candidates.pipeline == "privorl_n":
+        from privrl_jax.pipelines.select import privorl_n  # noqa: PLC0415
+
+        return privorl_n.run(cfg, run_dir, topo)
     if not topo.is_primary:
         raise ValueError("privrl select runs in one process; drop the launcher.")
     t0 = time.time()
@@ -368,17 +376,10 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
             "the candidates read different data sets; a grid may vary only the "
             "method's hyper-parameters."
         )
-    first = privacy.event_to_dict(events[0])
-    if any(privacy.event_to_dict(e) != first for e in events[1:]):
-        raise ValueError(
-            "the candidates have different DP events (the grid varies a key that "
-            "changes the plan: gpope.steps, gpope.batch_size, gpope.sampler or "
-            "privacy.epsilon); one event must bound every run, so vary only "
-            "gpope.step_size, gpope.decay_steps, gpope.decay_power, "
-            "gpope.l2_clip_norm or gpope.normalization."
-        )
     reps = repetitions(cfg)
-    selection_event = reps.event(events[0])
+    # One event for a homogeneous grid; else the pointwise max of the candidates'
+    # RDP curves (privacy.Repetitions.event), which Papernot-Steinke's theorems take.
+    selection_event = reps.event(events)
     p = cfg.privacy
     atomic_write_text(
         run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
@@ -419,7 +420,7 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
 
     result = privacy.select(
         [recorded(i) for i in range(len(configs))],
-        events[0],
+        events,
         reps,
         key=secret.noise_key,
         ledger=ledger,
@@ -445,7 +446,11 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
         ),
     )
     spent = ledger.report()
-    base_eps = _epsilon(events[0], p.delta)
+    # A heterogeneous grid: each candidate's own epsilon, and one run's (pointwise
+    # max of their RDP curves, accounted as such).
+    run_eps = [_epsilon(e, p.delta) for e in events]
+    base_eps = _epsilon(selection_event.event, p.delta)
+    heterogeneous = len(set(map(str, map(privacy.event_to_dict, events)))) > 1
     report: dict[str, Any] = {
         "config": resolved,
         "candidates": grid,
@@ -454,11 +459,15 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
         "selection": {
             **params,
             "run": {
-                "gpope": plans[0].describe(),
+                "gpope": [q.describe() for q in plans]
+                if heterogeneous
+                else plans[0].describe(),
                 "score": score_mechanism(cfg, plans[0]).describe()
                 | {"l2_clip_norm": cfg.score.l2_clip_norm},
             },
             "run_epsilon": base_eps,
+            "candidate_epsilons": run_eps,
+            "heterogeneous": heterogeneous,
             "event": privacy.event_to_dict(selection_event),
         },
         "chosen": {
@@ -470,9 +479,9 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
         "delta": p.delta,
         "naive": {
             "every_candidate_once": _epsilon(
-                dp_accounting.SelfComposedDpEvent(events[0], len(grid)), p.delta
+                dp_accounting.ComposedDpEvent(list(events)), p.delta
             ),
-            "mean_runs_composed": _epsilon(reps.naive_event(events[0]), p.delta),
+            "mean_runs_composed": _epsilon(reps.naive_event(events), p.delta),
         },
         "privacy": spent,
         "release": {
@@ -575,8 +584,8 @@ def _audit(
             out["chosen_true_value"] = values[chosen]
             out["regret"] = values[best] - values[chosen]
     if cfg.audit.every_candidate:
-        # Keys apart from the selection's (fold_in 1): another draw of each candidate.
-        audit_key = jax.random.fold_in(secret.noise_key, 1)
+        # Keys apart from the selection's (AUDIT_STREAM): another draw of each one.
+        audit_key = jax.random.fold_in(secret.noise_key, AUDIT_STREAM)
         mses = []
         for i, (c, plan) in enumerate(zip(configs, plans, strict=True)):
             fn = make_candidate(c, plan, datas[i], cfg, None, tasks[i])

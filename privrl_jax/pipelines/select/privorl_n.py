@@ -1,0 +1,474 @@
+"""``privrl select`` over a PrivORL-n grid: the synthesizer tuned on the sensitive data.
+
+A candidate is a PrivORL-n configuration (e.g. a learning rate and a noise
+multiplicity K, ``finetune.learning_rate`` and ``finetune.num_noise``); one run of it is
+a whole PrivORL-n run (pre-training on public data, DP fine-tuning on the sensitive
+transitions, synthesis) into ``checkpoints/select/runs/<run>/`` (secret: never
+publish), then a DP score of its release on the sensitive data
+(:func:`dp_coverage_score`). The best run's synthetic data is the selection's release,
+``synthetic.hdf5``.
+
+The score. For each sensitive transition x_i (on the public normaliser's scale, the
+rows the model is trained on), d_i = min(c, distance from x_i to its nearest
+synthetic transition): how well the release covers it. The released score is minus
+``(sum_i d_i + N(0, (sigma c)^2)) / n``, n the public number of sensitive transitions.
+Its sensitivity is c under add/remove-one and replace-one alike: the synthetic rows are
+the run's earlier DP release, fixed when the score is computed (adaptive composition),
+so a transition's presence moves only its own term, which lies in [0, c]; replacing
+one moves one term within [0, c] too (not 2c: the terms are scalars of one sign). So
+one run is the PrivORL-n plan then a Gaussian of noise multiplier sigma, composed.
+Lower coverage distance rewards a release that puts samples near every real
+transition (mode coverage, which a collapsed or under-trained model lacks); it is
+blind to samples far from any real one, which the audit's sliced Wasserstein distance
+(the true score here, NOT DP) also sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dp_accounting
+import jax
+import numpy as np
+import yaml
+
+from privrl_jax import data, privacy
+from privrl_jax import eval as evaluation
+from privrl_jax.pipelines import privorl_n
+from privrl_jax.pipelines._config import qualify_config, to_dict
+from privrl_jax.pipelines._rundir import (
+    atomic_write_text,
+    not_private_mark,
+    private_dir,
+    refuse_other_run,
+)
+from privrl_jax.pipelines._select_config import SelectRunConfig
+
+RELEASE_FILE = "synthetic.hdf5"
+# PrivORL-n's own evaluation is left out of a candidate run: the score is the
+# selection's, and the audit reads each run's fidelity (computed anyway).
+CANDIDATE_EVAL = [
+    "eval.agents=[]",
+    "eval.mia=false",
+    "eval.anchors=false",
+    "eval.plots=false",
+]
+
+
+def coverage_distances(
+    sensitive_x: np.ndarray, synthetic_x: np.ndarray, clip: float
+) -> np.ndarray:
+    """NOT DP: each sensitive row's distance to its nearest synthetic row, clipped.
+
+    Args:
+      sensitive_x: [n, d] sensitive rows (the public normaliser's scale).
+      synthetic_x: [N, d] synthetic rows, N >= 1, same scale.
+      clip: c > 0, the largest distance a row may contribute.
+
+    Returns:
+      [n] float64 distances in [0, c].
+
+    Raises:
+      ValueError: a clip that is not a positive finite number, or bad shapes.
+    """
+    if not (math.isfinite(clip) and clip > 0):
+        raise ValueError(f"clip must be a positive finite number; got {clip!r}.")
+    nearest = -evaluation.distance_to_closest_record_scores(sensitive_x, synthetic_x)
+    return np.minimum(nearest, clip)
+
+
+def coverage_mechanism(
+    cfg: SelectRunConfig, plan: privacy.DPPlan
+) -> privacy.GaussianMechanism:
+    """The Gaussian mechanism of the coverage score's clipped sum (module doc).
+
+    Args:
+      cfg: the selection's config (its ``score`` section: c and sigma).
+      plan: a candidate's plan (its neighbouring relation).
+
+    Returns:
+      The mechanism, of L2 sensitivity c under either relation.
+    """
+    s = cfg.score
+    return privacy.GaussianMechanism(
+        l2_sensitivity=s.l2_clip_norm,
+        noise_multiplier=s.noise_multiplier,
+        neighboring=plan.neighboring,
+    )
+
+
+def dp_coverage_score(
+    sensitive_x: np.ndarray,
+    synthetic_x: np.ndarray,
+    mechanism: privacy.GaussianMechanism,
+    key: jax.Array,
+) -> float:
+    """Minus the noisy mean clipped coverage distance: a DP score (higher is better).
+
+    Args:
+      sensitive_x: [n, d] the sensitive rows; n is public.
+      synthetic_x: [N, d] the candidate run's release (already DP).
+      mechanism: :func:`coverage_mechanism` (its sensitivity is the clip c).
+      key: the noise's PRNG key.
+
+    Returns:
+      ``-(sum_i min(c, d_i) + noise) / n``.
+    """
+    d = coverage_distances(sensitive_x, synthetic_x, mechanism.l2_sensitivity)
+    noisy = mechanism.release(key, np.asarray([d.sum()], np.float32))
+    return -float(np.asarray(noisy)[0]) / len(sensitive_x)
+
+
+def candidate_configs(cfg: SelectRunConfig) -> list[privorl_n.PrivORLNConfig]:
+    """Every candidate's PrivORL-n config, its evaluation left out.
+
+    Args:
+      cfg: the selection's config (its ``candidates`` section).
+
+    Returns:
+      One config per candidate, in the grid's product order.
+
+    Raises:
+      ValueError: a bad grid key or value (naming the candidate).
+    """
+    c = cfg.candidates
+    base = str(qualify_config(c.config, "privorl_n"))
+    out = []
+    for cand in c.candidates():
+        try:
+            out.append(privorl_n.load(base, [*c.overrides_for(cand), *CANDIDATE_EVAL]))
+        except ValueError as err:
+            raise ValueError(f"candidate {cand}: {err}") from None
+    return out
+
+
+def run_event(cfg: SelectRunConfig, plan: privacy.DPPlan) -> dp_accounting.DpEvent:
+    """One run's event: the PrivORL-n plan's steps, then the coverage score.
+
+    Args:
+      cfg: the selection's config.
+      plan: the candidate's plan.
+
+    Returns:
+      The DP event of one run.
+    """
+    return dp_accounting.ComposedDpEvent(
+        [plan.event(), coverage_mechanism(cfg, plan).event()]
+    )
+
+
+def _run_seed(key: jax.Array) -> int:
+    # The candidate run's noise seed: 62 bits of the selection's secret run key (its
+    # config, under checkpoints/, is as secret as the key).
+    bits = np.asarray(jax.random.bits(key, (2,), np.uint32)).astype(np.uint64)
+    return int((bits[0] << np.uint64(30)) ^ bits[1])
+
+
+def make_candidate(
+    ccfg: privorl_n.PrivORLNConfig,
+    plan: privacy.DPPlan,
+    sensitive_x: np.ndarray,
+    task: privorl_n.PrivORLNTask,
+    cfg: SelectRunConfig,
+    runs_dir: Path,
+) -> Callable[[jax.Array], tuple[dict[str, Any], float]]:
+    """``run(key) -> (release, DP score)``: one PrivORL-n candidate.
+
+    Deterministic given ``key``: the run's noise seed and directory derive from it, and
+    a rerun reads the finished run back (PrivORL-n resumes).
+
+    Args:
+      ccfg: the candidate's PrivORL-n config.
+      plan: its DP plan.
+      sensitive_x: [n, d] the normalised sensitive transitions.
+      task: the public task (its encoding and normaliser).
+      cfg: the selection's config (its ``score`` section).
+      runs_dir: where the candidate runs go (secret).
+
+    Returns:
+      The candidate's run: ``{"run_dir", "fidelity"}`` (the fidelity is NOT DP: the
+      audit's) and its DP score.
+    """
+    mechanism = coverage_mechanism(cfg, plan)
+
+    def run(key: jax.Array) -> tuple[dict[str, Any], float]:
+        k_run, k_score = jax.random.split(key)
+        seed = _run_seed(k_run)
+        sub = runs_dir / f"{seed:016x}"
+        rcfg = dataclasses.replace(
+            ccfg, privacy=dataclasses.replace(ccfg.privacy, noise_seed=seed)
+        )
+        report = privorl_n.run(rcfg, sub)
+        synthetic = data.load_hdf5(sub / RELEASE_FILE)
+        syn_x = task.normalise(task.encode(synthetic))
+        score = dp_coverage_score(sensitive_x, syn_x, mechanism, k_score)
+        release = {
+            "run_dir": str(sub),
+            "fidelity": report["audit"]["fidelity"],
+            "coverage": float(
+                coverage_distances(sensitive_x, syn_x, mechanism.l2_sensitivity).mean()
+            ),
+        }
+        return release, score
+
+    return run
+
+
+def run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
+    """Runs (or resumes) a private selection over a PrivORL-n grid into ``run_dir``.
+
+    Args:
+      cfg: the selection's config (``candidates.pipeline: privorl_n``).
+      run_dir: the run directory (locked by the caller).
+      topo: the process topology (one process only).
+
+    Returns:
+      The report (+ ``audit``).
+
+    Raises:
+      ValueError: a bad grid, or candidates reading different data.
+      BudgetExceededError: the selection does not fit the budget; nothing ran.
+    """
+    from privrl_jax.pipelines.select import runner  # noqa: PLC0415 -- its helpers
+
+    if not topo.is_primary:
+        raise ValueError("privrl select runs in one process; drop the launcher.")
+    t0 = time.time()
+    resolved = to_dict(cfg)
+    refuse_other_run(run_dir, resolved, "select")
+    configs = candidate_configs(cfg)
+    ids = {privorl_n.dataset_id(c) for c in configs}
+    if len(ids) > 1:
+        raise ValueError(
+            "the candidates read different data sets; a grid may vary only the "
+            "method's hyper-parameters."
+        )
+    public, sensitive, _ = privorl_n.load_data(configs[0])
+    plans = [privorl_n.make_plan(c, len(sensitive)) for c in configs]
+    events = [run_event(cfg, p) for p in plans]
+    reps = runner.repetitions(cfg)
+    selection_event = reps.event(events)
+    p = cfg.privacy
+    atomic_write_text(
+        run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
+    )
+    release_file = run_dir / RELEASE_FILE
+    ledger = privacy.Ledger.open(
+        run_dir,
+        dataset_id=ids.pop(),
+        dataset_size=len(sensitive),
+        target_epsilon=p.epsilon,
+        target_delta=p.delta,
+        artifacts=[run_dir / "checkpoints" / "select", release_file],
+        not_private=not_private_mark(runner.NOT_PRIVATE_SEED, p.noise_seed),
+    )
+    if not any(r.what == runner.WHAT for r in ledger.releases):
+        ledger.check(selection_event, hint=runner.BUDGET_HINT)
+    task = privorl_n.build_task(configs[0], public, sensitive)
+    sens_x = task.normalise(task.encode(sensitive))
+    secret = runner._secret(run_dir, cfg)
+    runs_dir = private_dir(run_dir / "checkpoints" / "select" / "runs")
+    cands = [
+        make_candidate(c, q, sens_x, task, cfg, runs_dir)
+        for c, q in zip(configs, plans, strict=True)
+    ]
+    history: list[dict[str, Any]] = []
+
+    def recorded(i: int) -> Callable[[jax.Array], tuple[dict[str, Any], float]]:
+        def run_one(key: jax.Array) -> tuple[dict[str, Any], float]:
+            release, score = cands[i](key)
+            history.append({"candidate": i, "score": score, **release})
+            return release, score
+
+        return run_one
+
+    result = privacy.select(
+        [recorded(i) for i in range(len(cands))],
+        events,
+        reps,
+        key=secret.noise_key,
+        ledger=ledger,
+        what=runner.WHAT,
+    )
+    grid = cfg.candidates.candidates()
+    chosen = result.candidate
+    if chosen is not None:
+        shutil.copyfile(Path(result.release["run_dir"]) / RELEASE_FILE, release_file)
+    atomic_write_text(
+        run_dir / "selected.json",
+        json.dumps(
+            {
+                "method": "private selection over PrivORL-n",
+                "candidate": chosen,
+                "hyper_parameters": None if chosen is None else grid[chosen],
+                "score": result.score,
+                "release": None if chosen is None else RELEASE_FILE,
+                "score_kind": cfg.score.kind,
+                "private": p.noise_seed is None,
+                "ledger_head": ledger.head,
+            },
+            indent=2,
+        ),
+    )
+    spent = ledger.report()
+    heterogeneous = len(set(map(str, map(privacy.event_to_dict, events)))) > 1
+    report: dict[str, Any] = {
+        "config": resolved,
+        "candidates": grid,
+        "num_candidates": len(grid),
+        "pipeline": cfg.candidates.pipeline,
+        "selection": {
+            "mechanism": "repeat_and_select",
+            **reps.describe(),
+            "run": {
+                "privorl_n": [q.describe() for q in plans]
+                if heterogeneous
+                else plans[0].describe(),
+                "score": coverage_mechanism(cfg, plans[0]).describe()
+                | {"clip": cfg.score.l2_clip_norm},
+            },
+            "run_epsilon": runner._epsilon(selection_event.event, p.delta),
+            "candidate_epsilons": [runner._epsilon(e, p.delta) for e in events],
+            "heterogeneous": heterogeneous,
+            "event": privacy.event_to_dict(selection_event),
+        },
+        "chosen": {
+            "candidate": chosen,
+            "hyper_parameters": None if chosen is None else grid[chosen],
+            "score": result.score,
+        },
+        "epsilon_spent": spent["rdp"].get("epsilon", math.inf),
+        "delta": p.delta,
+        "naive": {
+            "every_candidate_once": runner._epsilon(
+                dp_accounting.ComposedDpEvent(list(events)), p.delta
+            ),
+            "mean_runs_composed": runner._epsilon(reps.naive_event(events), p.delta),
+        },
+        "privacy": spent,
+        "release": {
+            "publishable": [
+                RELEASE_FILE,
+                "selected.json",
+                "ledger.json",
+                "report.json",
+                "config.yaml",
+            ],
+            "never_publish": ["audit/", "checkpoints/"],
+        },
+    }
+    if p.noise_seed is not None:
+        report["warning"] = runner.NOT_PRIVATE_SEED
+    audit = _audit(cfg, configs, cands, result, history, secret, runs_dir)
+    report["wall_time_s"] = time.time() - t0
+    audit_dir = run_dir / "audit"
+    audit_dir.mkdir(exist_ok=True)
+    atomic_write_text(audit_dir / "NOT_DP_README.txt", runner.AUDIT_NOTICE)
+    atomic_write_text(
+        audit_dir / "audit.json", json.dumps(audit, indent=2, default=float)
+    )
+    atomic_write_text(
+        run_dir / "report.json", json.dumps(report, indent=2, default=float)
+    )
+    report["audit"] = audit
+    from privrl_jax.pipelines.select.report import render_markdown  # noqa: PLC0415
+
+    atomic_write_text(run_dir / "report.md", render_markdown(report))
+    return report
+
+
+def _base_values(cfg: SelectRunConfig) -> dict[str, Any]:
+    """The grid keys' values in the base config with the shared overrides.
+
+    The stand-in rule's choice: what a run of the shipped config would use.
+    """
+    c = cfg.candidates
+    from privrl_jax.pipelines._select_config import flatten  # noqa: PLC0415
+
+    base = privorl_n.load(
+        str(qualify_config(c.config, "privorl_n")),
+        [f"{k}={json.dumps(v)}" for k, v in flatten(c.overrides).items()],
+    )
+    flat = flatten(to_dict(base))
+    return {k: flat.get(k) for k in flatten(c.grid)}
+
+
+def _audit(
+    cfg: SelectRunConfig,
+    configs: list[privorl_n.PrivORLNConfig],
+    cands: list[Callable[[jax.Array], tuple[dict[str, Any], float]]],
+    result: privacy.SelectionResult,
+    history: list[dict[str, Any]],
+    secret: privacy.DPSecret,
+    runs_dir: Path,
+) -> dict[str, Any]:
+    """NOT DP: K, every run, and (``audit.every_candidate``) one audit run of each.
+
+    The true score is the release's sliced Wasserstein distance to the sensitive rows
+    (lower is better; PrivORL-n's audit). With every candidate run once: the oracle
+    (least true distance), a uniformly random candidate (the mean), the stand-in rule
+    (the candidate whose values are the base config's, when the grid has it).
+    """
+    del configs, runs_dir
+    from privrl_jax.pipelines.select import runner  # noqa: PLC0415 -- its helpers
+
+    def sw(release: dict[str, Any]) -> float:
+        return float(release["fidelity"]["sliced_wasserstein"])
+
+    out: dict[str, Any] = {
+        "notice": "NOT DP: never publish.",
+        "runs": result.audit["runs"],
+        "history": [
+            {
+                "candidate": h["candidate"],
+                "score": h["score"],
+                "coverage": h["coverage"],
+                "sliced_wasserstein": sw(h),
+            }
+            for h in history
+        ],
+        "chosen_sw": None if result.release is None else sw(result.release),
+        "chosen_coverage": None
+        if result.release is None
+        else result.release["coverage"],
+    }
+    if cfg.audit.every_candidate:
+        audit_key = jax.random.fold_in(secret.noise_key, runner.AUDIT_STREAM)
+        every = []
+        for i, fn in enumerate(cands):
+            release, score = fn(jax.random.fold_in(audit_key, i))
+            every.append(
+                {
+                    "score": score,
+                    "coverage": release["coverage"],
+                    "sliced_wasserstein": sw(release),
+                }
+            )
+        out["every_candidate"] = every
+        sws = [e["sliced_wasserstein"] for e in every]
+        best = int(np.argmin(sws))
+        out["oracle"] = {"candidate": best, "sliced_wasserstein": sws[best]}
+        out["random_sw"] = float(np.mean(sws))
+        grid = cfg.candidates.candidates()
+        base = _base_values(cfg)
+        stand_in = next((i for i, g in enumerate(grid) if g == base), None)
+        if stand_in is not None:
+            out["stand_in"] = {
+                "candidate": stand_in,
+                "sliced_wasserstein": sws[stand_in],
+            }
+        if out["chosen_sw"] is not None:
+            out["gap_to_oracle"] = out["chosen_sw"] - sws[best]
+        # The scorer's error: its DP score against the noiseless statistic, and the
+        # rank agreement of the statistic with the true score.
+        out["score_error_rmse"] = float(
+            np.sqrt(np.mean([(e["score"] + e["coverage"]) ** 2 for e in every]))
+        )
+    return out
