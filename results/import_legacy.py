@@ -453,6 +453,37 @@ def _audit_selection(d: dict) -> Iterator[tuple[dict, dict]]:
         )
 
 
+def _audit_power(d: dict) -> Iterator[tuple[dict, dict]]:
+    # One simulated draw scored both ways: a row per score. Flagged as the script
+    # flagged: the bound above the plan's target epsilon.
+    plans = {
+        "q=0.01 x 500": "q = 0.01 x 500",
+        "q=0.25 x 10": "q = 0.25 x 10",
+        "full x 1": "full batch x 1",
+    }
+    blocks = [("noise halved", 1.0, 1000, r) for r in d["detection"]]
+    blocks += [("none", r["eps"], 0, r) for r in d["false_alarm"]]
+    for fault, eps, first, r in blocks:
+        for i, run in enumerate(r["runs"]):
+            for score in ("sum", "likelihood"):
+                cell = {
+                    "plan": plans[r["plan"]],
+                    "fault": fault,
+                    "epsilon": eps,
+                    "canaries": d["canaries"],
+                    "score": score,
+                    "seed": first + i,
+                }
+                metrics = {
+                    "epsilon_demonstrated": run[score],
+                    "violation": run[score] > eps,
+                    "ceiling": run["ceiling"],
+                }
+                if "eps_ran" in r:
+                    metrics["epsilon_ran"] = r["eps_ran"]
+                yield cell, metrics
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -505,6 +536,10 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "maze_vs_mujoco": [("maze_vs_mujoco.json", _maze_vs_mujoco)],
     "audit_blackbox": [("audit_blackbox.json", _audit_blackbox)],
     "audit_selection": [("audit_selection.json", _audit_selection)],
+    "audit_power": [
+        ("audit_power_10k.json", _audit_power),
+        ("audit_power.json", _audit_power),
+    ],
 }
 
 

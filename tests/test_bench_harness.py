@@ -1,8 +1,6 @@
 """benchmarks/_harness.py: the one timing harness of the speed scripts."""
 
 import json
-import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -118,25 +116,12 @@ def test_run_worker_reads_the_last_json_line(tmp_path):
 
 def test_the_results_helpers_use_the_packages_statistics():
     # benchmarks/_results.py keeps no statistics of its own (issue 48): its summary is
-    # the package's, and its paired test is stats.paired (scipy's ttest_1samp on d).
+    # the package's.
     import _results  # noqa: PLC0415
-    import scipy.stats  # noqa: PLC0415
 
     from privrl_jax.experiments import stats  # noqa: PLC0415
 
     assert _results.summary is stats.summary
-    rows = {"a": {0: {"m": 1.0}, 1: {"m": 2.0}, 2: {"m": 0.5}}}
-    rows["b"] = {0: {"m": 1.5}, 1: {"m": 2.1}, 2: {"m": 1.4}}
-    got = _results.paired_vs(rows, "a", "b", "m")
-    d = [0.5, 0.1, 0.9]
-    assert got["seeds"] == [0, 1, 2] and got["rose"] == 3
-    assert got["mean"] == pytest.approx(statistics.fmean(d))
-    assert got["p"] == pytest.approx(scipy.stats.ttest_1samp(d, 0.0).pvalue, rel=1e-10)
-    assert list(got) == ["n", "mean", "std", "ci95", "seeds", "rose", "p"]
-    flat = {"a": {0: {"m": 1.0}, 1: {"m": 2.0}}, "b": {0: {"m": 2.0}, 1: {"m": 3.0}}}
-    same = _results.paired_vs(flat, "a", "b", "m")
-    assert same["p"] is None and same["std"] == 0.0  # zero spread: no test
-    assert math.isnan(_results.paired_vs(rows, "a", "b", "m")["ci95"]) is False
 
 
 def test_the_timing_scripts_share_one_model_with_the_same_parameters():

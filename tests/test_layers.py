@@ -45,7 +45,6 @@ _INTERNAL_USERS = {
     "agent_flops.py",
     "agents_throughput.py",
     "agents_v1_budget.py",
-    "audit_power.py",
     "dp_loop_speed.py",
     "dpsgd_throughput.py",
     "dpsgd_vs_opacus.py",

@@ -69,3 +69,56 @@ def test_the_selection_fault_is_caught_and_the_correct_one_is_not(tmp_path):
     assert bad["audit"]["epsilon_of_pair"] == pytest.approx(1.977, abs=1e-3)
     assert not ok["violation"] and ok["epsilon_demonstrated"] <= 0.9896
     assert bad["violation"] and bad["fault"]
+
+
+def test_the_simulated_white_box_view_accounts_the_plan_and_the_fault(tmp_path):
+    """kind=simulated, full batch, sigma 2 accounted and 1 run, m = 10,000: at q = 1
+    both scores rank alike; the accounted and ran epsilons are dp-accounting's."""
+    base = [
+        "mechanism.kind=simulated",
+        "mechanism.noise_multiplier=2.0",
+        "mechanism.noise_factor=0.5",
+        "audit.seed=1000",
+    ]
+    got = {
+        score: ma.run(
+            ma.load(
+                "mechanism_audit/default",
+                [*base, f"mechanism.score={score}", "audit.canaries=10000"],
+            ),
+            tmp_path / score,
+        )
+        for score in ("sum", "likelihood")
+    }
+    assert (
+        got["sum"]["epsilon_demonstrated"] == got["likelihood"]["epsilon_demonstrated"]
+    )
+    r = got["likelihood"]
+    eps = {}
+    for sigma in (2.0, 1.0):
+        acc = dp_accounting.rdp.RdpAccountant()
+        acc.compose(dp_accounting.GaussianDpEvent(sigma))
+        eps[sigma] = acc.get_epsilon(1e-5)
+    assert r["epsilon_accounted"] == pytest.approx(eps[2.0], rel=1e-9)
+    assert r["audit"]["epsilon_ran"] == pytest.approx(eps[1.0], rel=1e-9)
+    assert r["fault"] and r["violation"] == (r["epsilon_demonstrated"] > eps[2.0])
+    assert r["audit"]["guesses"] == 200
+
+
+def test_the_simulated_calibrated_fault_matches_the_stored_bound(tmp_path):
+    # sigma calibrated to epsilon 1 (full batch), half of it runs: the legacy script's
+    # first detection run at m = 10,000 stored 1.345161526433603.
+    cfg = ma.load(
+        "mechanism_audit/default",
+        [
+            "mechanism.kind=simulated",
+            "mechanism.noise_factor=0.5",
+            "audit.seed=1000",
+            "audit.canaries=10000",
+        ],
+    )
+    r = ma.run(cfg, tmp_path / "run")
+    assert r["epsilon_demonstrated"] == pytest.approx(1.345161526433603, rel=1e-12)
+    assert r["violation"] and r["audit"]["epsilon_ceiling"] == pytest.approx(
+        3.9091123490971937, rel=1e-12
+    )
