@@ -577,7 +577,8 @@ def _reruns_page(results_dir: Path) -> str | None:
         )
         lines += [
             "",
-            f"{len(new)} cells rerun, {sum(wall):.0f} s of runs in all; {same} of "
+            f"{len(new)} cell{'s' if len(new) != 1 else ''} rerun, "
+            f"{sum(wall):.0f} s of runs in all; {same} of "
             f"{len(new)} bit-equal to the stored row (same config hash and the "
             "rerun's metrics).",
             "",
@@ -586,6 +587,8 @@ def _reruns_page(results_dir: Path) -> str | None:
 
 
 def _summ(s: Mapping[str, float]) -> str:
+    if s["n"] < 2:  # one value has no spread: print it alone, not "± nan"
+        return f"{s['mean']:.3f} (n = {s['n']})"
     return f"{s['mean']:.3f} ± {s['std']:.3f} [±{s['ci95']:.3f}] (n = {s['n']})"
 
 

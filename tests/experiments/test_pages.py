@@ -135,3 +135,12 @@ def test_claim_rules(tmp_path, monkeypatch, rule, want):
     assert claim_status(claim, tmp_path)[0] == want
     assert claim_status({"id": "y", "legacy": "f"}, tmp_path)[0] == ("not migrated")
     assert claim_status({"id": "z"}, tmp_path)[0] == "not run"
+
+
+def test_a_single_value_is_printed_without_a_spread():
+    from privrl_jax.experiments import stats  # noqa: PLC0415
+    from privrl_jax.experiments._pages import _summ  # noqa: PLC0415
+
+    assert _summ(stats.summary([0.25])) == "0.250 (n = 1)"
+    # Two values: sample std sqrt(0.5) = 0.707; t(0.975, 1) = 12.706 -> 12.706 * 0.5.
+    assert _summ(stats.summary([1.0, 2.0])) == "1.500 ± 0.707 [±6.353] (n = 2)"
