@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import _harness as h
@@ -138,12 +137,8 @@ def time_step(fn, steps: int) -> float:
     """Seconds per step: (time of ``steps`` - time of ``steps // 4``) / the step
     difference."""
     short = max(2, steps // 4)
-    out = {}
-    for s in (short, steps):
-        t0 = time.perf_counter()
-        fn(s)
-        out[s] = time.perf_counter() - t0
-    return (out[steps] - out[short]) / (steps - short)
+    t_short, t_long = (h.timed(lambda s=s: fn(s))[1] for s in (short, steps))
+    return (t_long - t_short) / (steps - short)
 
 
 def noise_draws(config: str, reps: int = 20) -> dict[str, float]:
@@ -250,32 +245,31 @@ def main() -> None:
             if r["config"] not in args.configs
         ]
         rows = sorted(old + rows, key=lambda r: list(CONFIGS).index(r["config"]))
-    lines = [
-        f"DP step: PrivORL-n fine-tuning, N = {args.n}, q = 256/N, microbatch 64, vmap "
-        "clipping; "
-        "per-step time from two runs of different lengths, differenced. "
-        f"{os.cpu_count()} CPUs.",
-        "",
-        "| config | params | steps (long/short) | load | previous loop (ms/step) | DP "
-        "loop (ms/step) | previous / DP loop | noise: ours, privacy.add_noise (ms) | "
-        "flat draw, original stream (previous) | per-leaf, default stream (jax-privacy "
-        "2.0) | per-leaf, original stream |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    head = ("config", "params", "steps (long/short)", "load")
+    head += ("previous loop (ms/step)", "DP loop (ms/step)", "previous / DP loop")
+    head += (
+        "noise: ours, privacy.add_noise (ms)",
+        "flat draw, original stream (previous)",
+    )
+    head += ("per-leaf, default stream (jax-privacy 2.0)", "per-leaf, original stream")
+    cells = []
     for r in rows:
         flat = r.get(
             "noise_flat_original_stream_ms", r.get("noise_ours_flat_original_stream_ms")
         )
-        lines.append(
-            f"| {r['config']} | {r['n_params']:,} | {r['steps']}/{r['short_steps']} | "
-            f"{r['load_avg']:.1f} | "
-            f"{r['previous_ms_per_step']:.1f} | {r['dp_loop_ms_per_step']:.1f} | "
-            f"{r['loop_speedup']:.2f} | {r.get('noise_ours_ms', float('nan')):.1f} | "
-            f"{flat:.1f} | "
-            f"{r['noise_per_leaf_default_stream_ms']:.1f} | "
-            f"{r['noise_per_leaf_original_stream_ms']:.1f} |"
+        cells.append(
+            (r["config"], f"{r['n_params']:,}", f"{r['steps']}/{r['short_steps']}")
+            + (f"{r['load_avg']:.1f}", f"{r['previous_ms_per_step']:.1f}")
+            + (f"{r['dp_loop_ms_per_step']:.1f}", f"{r['loop_speedup']:.2f}")
+            + (f"{r.get('noise_ours_ms', float('nan')):.1f}", f"{flat:.1f}")
+            + (f"{r['noise_per_leaf_default_stream_ms']:.1f}",)
+            + (f"{r['noise_per_leaf_original_stream_ms']:.1f}",)
         )
-    table = "\n".join(lines)
+    table = (
+        f"DP step: PrivORL-n fine-tuning, N = {args.n}, q = 256/N, microbatch 64, vmap "
+        "clipping; per-step time from two runs of different lengths, differenced. "
+        f"{h.host_line()}.\n\n" + h.markdown_table(head, cells)
+    )
     print(table)
     h.write_outputs(
         RESULTS / "dp_loop_speed",

@@ -17,50 +17,48 @@ import dataclasses
 import functools
 import json
 import os
-import time
-from pathlib import Path
 
+import _harness as h
 import jax
 import numpy as np
-from _results import dump_json, uptime  # noqa: E402  (benchmarks/_results.py)
 
 from privrl_jax import ope, privacy
 from privrl_jax.ope._chain import Collected
-from privrl_jax.ope._gpope import IndexSchedule, draw_schedule, replace_one_target
+from privrl_jax.ope._gpope import IndexSchedule, draw_schedule
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = h.RESULTS
 S, GAMMA, M, T, DELTA = 5, 0.9, 1000, 20, 1e-5
 TARGET_TREAT = (0.9, 0.8, 0.6, 0.4, 0.2)
 POISSON_BATCH, POISSON_STEPS, MICROBATCH = 50, 2000, 64
-UNIFORM_STEPS = 5000
+# (sampling, clip norm h, step size) of each timed run.
+MODES = (
+    ("poisson", 0.1, ope.StepSize(2.0, 200.0)),
+    ("uniform", 0.05, ope.StepSize(0.1, 500.0)),
+)
 
 
 def setting():
+    """The chain, the target policy, its features and its exact values."""
     mdp = ope.medical_chain(S, gamma=GAMMA)
     pi = ope.treatment_policy(TARGET_TREAT)
-    phi = ope.one_hot_features(S)
-    return mdp, pi, phi, ope.exact_values(mdp, pi)
+    return mdp, pi, ope.one_hot_features(S), ope.exact_values(mdp, pi)
 
 
 def datasets(mdp, pi, phi, seed: int, trials: int) -> Collected:
+    """``trials`` on-policy datasets of M trajectories of length T, stacked."""
     keys = jax.random.split(jax.random.key(seed), trials)
-    return jax.jit(
-        jax.vmap(
-            lambda k: ope.collect(k, mdp, pi, pi, phi, num_trajectories=M, max_length=T)
-        )
-    )(keys)
+    collect = functools.partial(ope.collect, num_trajectories=M, max_length=T)
+    return jax.jit(jax.vmap(lambda k: collect(k, mdp, pi, pi, phi)))(keys)
 
 
 @functools.cache
 def _sigma(mode: str, eps: float, steps: int) -> float:
-    # sigma (noise std / sensitivity) does not depend on the clip norm:
-    # calibrate once per setting.
-    target = replace_one_target(eps, DELTA) if mode == "poisson_r1" else (eps, DELTA)
-    return _plan(mode, 1.0, steps, None).calibrate(*target, "rdp").noise_multiplier
+    # sigma (noise std / sensitivity) does not depend on the clip norm: calibrate
+    # once per setting.
+    return _plan(mode, 1.0, steps, None).calibrate(eps, DELTA, "rdp").noise_multiplier
 
 
-def _plan(mode: str, h: float, steps: int, sigma: float | None) -> privacy.DPPlan:
+def _plan(mode: str, clip: float, steps: int, sigma: float | None) -> privacy.DPPlan:
     if mode == "uniform":
         sampler = privacy.UniformOneSampler(dataset_size=M)
     else:
@@ -68,47 +66,43 @@ def _plan(mode: str, h: float, steps: int, sigma: float | None) -> privacy.DPPla
             dataset_size=M, sampling_rate=POISSON_BATCH / M, microbatch_size=MICROBATCH
         )
     return privacy.DPPlan(
-        sampler=sampler, l2_clip_norm=h, steps=steps, noise_multiplier=sigma
+        sampler=sampler, l2_clip_norm=clip, steps=steps, noise_multiplier=sigma
     )
 
 
-def plan_for(mode: str, h: float, eps: float, steps: int) -> privacy.DPPlan:
-    """The plan calibrated for (eps, DELTA) over ``steps`` iterations
-    (RDP accountant)."""
-    return _plan(mode, h, steps, _sigma(mode, eps, steps))
+def plan_for(mode: str, clip: float, eps: float, steps: int) -> privacy.DPPlan:
+    """The plan calibrated for (eps, DELTA) over ``steps`` iterations (RDP)."""
+    return _plan(mode, clip, steps, _sigma(mode, eps, steps))
 
 
 def part_throughput(trials: int, steps: int, repeats: int) -> dict:
+    """``gpope_trials`` (one jit over the trials) vs a Python loop of ``gpope``, in
+    ``repeats`` interleaved rounds after a compile; rows per sampling."""
     mdp, pi, phi, _ = setting()
-    col = datasets(mdp, pi, phi, seed=3000, trials=1)
-    data = jax.tree_util.tree_map(lambda x: x[0], col.data)
+    data = jax.tree_util.tree_map(
+        lambda x: x[0], datasets(mdp, pi, phi, seed=3000, trials=1).data
+    )
     keys = jax.random.split(jax.random.key(32), trials)
-    rows = []
-    for mode, h, ss in (
-        ("poisson", 0.1, ope.StepSize(2.0, 200.0)),
-        ("uniform", 0.05, ope.StepSize(0.1, 500.0)),
-    ):
-        plan = plan_for(mode, h, 1.0, steps)
+    rows, protocols = [], []
+    for mode, clip, ss in MODES:
+        plan = plan_for(mode, clip, 1.0, steps)
         sch = ope.sample_schedule(plan, 31, trials=trials, pad_to="max")
-        sampled = int(
-            sch.mask.sum()
-        )  # trajectories processed over all trials and steps
+        sampled = int(sch.mask.sum())  # trajectories over all trials and steps
         vm = jax.jit(functools.partial(ope.gpope_trials, plan, data, step_size=ss))
         one = jax.jit(functools.partial(ope.gpope, plan, data, step_size=ss))
-        jax.block_until_ready(vm(sch, keys))
-        jax.block_until_ready(one(IndexSchedule(sch.indices[0], sch.mask[0]), keys[0]))
-        t_vmap, t_loop = [], []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            jax.block_until_ready(vm(sch, keys))
-            t_vmap.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            for i in range(trials):
-                jax.block_until_ready(
-                    one(IndexSchedule(sch.indices[i], sch.mask[i]), keys[i])
-                )
-            t_loop.append(time.perf_counter() - t)
-        tv, tl = min(t_vmap), min(t_loop)
+        each = [IndexSchedule(sch.indices[i], sch.mask[i]) for i in range(trials)]
+        timings = h.interleave(
+            {
+                "vmap": lambda: vm(sch, keys),
+                "loop": lambda: [
+                    jax.block_until_ready(one(s, k)) for s, k in zip(each, keys)
+                ],
+            },
+            rounds=repeats,
+            order="alternate",
+        )
+        tv, tl = timings.fastest("vmap"), timings.fastest("loop")
+        protocols.append(f"{mode}: {timings.protocol()}")
         rows.append(
             {
                 "mode": mode,
@@ -121,8 +115,8 @@ def part_throughput(trials: int, steps: int, repeats: int) -> dict:
                 "vmap_trajectories_per_s": sampled / tv,
                 "loop_trajectories_per_s": sampled / tl,
                 "speedup": tl / tv,
-                "all_vmap_seconds": t_vmap,
-                "all_loop_seconds": t_loop,
+                "all_vmap_seconds": timings.flat("vmap"),
+                "all_loop_seconds": timings.flat("loop"),
             }
         )
         print(rows[-1], flush=True)
@@ -130,10 +124,27 @@ def part_throughput(trials: int, steps: int, repeats: int) -> dict:
         "rows": rows,
         "repeats": repeats,
         "device": str(jax.devices()[0]),
-        "timing": (
-            "best of repeats, compile excluded; 2 CPU cores shared with other jobs"
-        ),
+        "timing": "fastest of the rounds, compile excluded; " + "; ".join(protocols),
     }
+
+
+def render_throughput(res: dict) -> str:
+    """The Markdown table of :func:`part_throughput`'s rows."""
+    head = ("sampling", "trials", "steps", "padded batch", "trajectories processed")
+    head += ("vmap (one jit) traj/s", "Python loop traj/s", "speed-up")
+    rows = [
+        (
+            *(r[k] for k in ("mode", "trials", "steps", "padded_width")),
+            r["trajectories_processed"],
+            f"{r['vmap_trajectories_per_s']:.3g}",
+            f"{r['loop_trajectories_per_s']:.3g}",
+            f"{r['speedup']:.2f}x",
+        )
+        for r in res["rows"]
+    ]
+    # No assertion on the ratio: on a shared 2-core CPU both runs do the same
+    # arithmetic, and the loop's per-trial dispatch is one call per 500-step scan.
+    return h.markdown_table(head, rows) + f"\n\n{res['timing']}\n"
 
 
 # -------------------------------------- (4b) end to end against a NumPy loop (issue 25)
@@ -149,56 +160,63 @@ def numpy_gpope(
     ``rng``, / the expected batch size, beta_j = beta / (1 + j / decay) ** power), in
     float64.
     """
-    tr = data.transitions
-    phi0, r, disc, phi1, rho = (np.asarray(x, np.float64) for x in tr)
+    phi0, r, disc, phi1, rho = (np.asarray(x, np.float64) for x in data.transitions)
     valid = np.asarray(data.mask)
     n, horizon = phi0.shape[-1], valid.shape[-1]
-    h, std = plan.l2_clip_norms[0], plan.noise_stds[0]
+    clip, std = plan.l2_clip_norms[0], plan.noise_stds[0]
     ebs = plan.expected_batch_size
     theta, w = np.zeros(n), np.zeros(n)
     for t in range(indices.shape[0]):
         idx = indices[t][mask[t]]
-        p0, p1, rt, dt, rh, vm = (
-            phi0[idx],
-            phi1[idx],
-            r[idx],
-            disc[idx],
-            rho[idx],
-            valid[idx],
-        )
+        p0, p1, rt, dt, rh = phi0[idx], phi1[idx], r[idx], disc[idx], rho[idx]
         td = rt + dt * (p1 @ theta) - p0 @ theta
         phi_w = p0 @ w
-        wts = np.where(vm, 1.0 / horizon, 0.0)
+        wts = np.where(valid[idx], 1.0 / horizon, 0.0)
         g_th = np.einsum("ut,utn->un", wts * -rh * phi_w, p0 - dt[..., None] * p1)
         g_w = np.einsum("ut,utn->un", wts * (phi_w - rh * td), p0)
         norms = np.sqrt(np.sum(g_th**2, -1) + np.sum(g_w**2, -1))
-        scale = h / np.maximum(norms, h)
+        scale = clip / np.maximum(norms, clip)
         z = rng.standard_normal(2 * n) * std
-        beta = (
-            ss.beta
-            if ss.decay_steps is None
-            else ss.beta / (1 + t / ss.decay_steps) ** ss.power
-        )
+        beta = ss.beta
+        if ss.decay_steps is not None:
+            beta = ss.beta / (1 + t / ss.decay_steps) ** ss.power
         theta = theta - beta * (scale @ g_th + z[:n]) / ebs
         w = w - beta * (scale @ g_w + z[n:]) / ebs
     return theta, w
 
 
 def _padding(mask: np.ndarray, microbatch: int | None) -> dict:
-    mask = np.asarray(mask)
     sizes = mask.sum(-1)  # [K, N]
     width = mask.shape[-1]
     # What the scan computes: the schedule's width padded to a whole number of the
     # plan's microbatches (ope.gpope sums microbatch by microbatch, as privacy.fit).
     mb = microbatch or width
-    computed = -(-width // mb) * mb
     return {
         "useful_units": int(sizes.sum()),
-        "computed_units": int(mask.size // width * computed),
+        "computed_units": int(mask.size // width * (-(-width // mb) * mb)),
         "padded_units_run": int(mask.size),
         "padded_units_per_step": int(sizes.max(0).sum() * mask.shape[0]),
-        "width_run": int(mask.shape[-1]),
+        "width_run": int(width),
         "mean_width_per_step": float(sizes.max(0).mean()),
+    }
+
+
+def _reference_check(plan: privacy.DPPlan, data, ss: ope.StepSize) -> dict:
+    """The NumPy loop against ``ope.gpope_trials`` at sigma = 0 on one schedule."""
+    plan0 = dataclasses.replace(plan, noise_multiplier=0.0)
+    sch = ope.sample_schedule(plan0, 7, trials=3)
+    keys = jax.random.split(jax.random.key(0), 3)
+    got = ope.gpope_trials(plan0, data, sch, keys, step_size=ss)
+    diffs = []
+    for k in range(3):
+        rng = np.random.default_rng(0)
+        th, w = numpy_gpope(plan0, data, sch.indices[k], sch.mask[k], ss, rng)
+        diffs.append(
+            max(np.max(np.abs(th - got.theta[k])), np.max(np.abs(w - got.w[k])))
+        )
+    return {
+        "max_abs_diff_sigma0": float(max(diffs)),
+        "max_abs_theta": float(np.max(np.abs(np.asarray(got.theta)))),
     }
 
 
@@ -209,83 +227,46 @@ def part_throughput_e2e(
     poisson_max: int,
     modes: tuple[str, ...] = ("poisson", "uniform"),
 ) -> dict:
-    """vmapped ``gpope_trials`` vs the NumPy loop, end to end,
-    compile and schedule included."""
+    """vmapped ``gpope_trials`` vs the NumPy loop, end to end, compile and schedule
+    included (one run each: a first call is a compile, it cannot be repeated)."""
     mdp, pi, phi, _ = setting()
     data = jax.tree_util.tree_map(
         lambda x: x[0], datasets(mdp, pi, phi, seed=3000, trials=1).data
     )
     rows, checks = [], {}
-    for mode, h, ss in (
-        ("poisson", 0.1, ope.StepSize(2.0, 200.0)),
-        ("uniform", 0.05, ope.StepSize(0.1, 500.0)),
-    ):
-        if mode not in modes:
-            continue
-        plan = plan_for(mode, h, 1.0, steps)
-        # The reference check: NumPy loop = ope.gpope at sigma = 0 on the same schedule.
-        plan0 = dataclasses.replace(plan, noise_multiplier=0.0)
-        sch = ope.sample_schedule(plan0, 7, trials=3)
-        got = ope.gpope_trials(
-            plan0, data, sch, jax.random.split(jax.random.key(0), 3), step_size=ss
-        )
-        diffs = []
-        for k in range(3):
-            th, w = numpy_gpope(
-                plan0, data, sch.indices[k], sch.mask[k], ss, np.random.default_rng(0)
-            )
-            diffs.append(
-                max(
-                    np.max(np.abs(th - np.asarray(got.theta[k]))),
-                    np.max(np.abs(w - np.asarray(got.w[k]))),
-                )
-            )
-        checks[mode] = {
-            "max_abs_diff_sigma0": float(max(diffs)),
-            "max_abs_theta": float(np.max(np.abs(np.asarray(got.theta)))),
-        }
+    for mode, clip, ss in (m for m in MODES if m[0] in modes):
+        plan = plan_for(mode, clip, 1.0, steps)
+        checks[mode] = _reference_check(plan, data, ss)
         print(mode, checks[mode], flush=True)
         for trials in trial_counts:
             if mode == "poisson" and trials > poisson_max:
                 continue
             keys = jax.random.split(jax.random.key(32), trials)
-            t = time.perf_counter()
-            sch = ope.sample_schedule(plan, 31, trials=trials)
-            t_host = time.perf_counter() - t
-            draws = {"host": (sch, t_host)}
-            # Both samplings also draw on the device (ope.draw_schedule), compile
-            # included.
-            t = time.perf_counter()
-            dev = jax.block_until_ready(
-                draw_schedule(plan, jax.random.key(31), trials=trials)
-            )
-            draws["device"] = (dev, time.perf_counter() - t)
-            t_run = None
+            run = functools.partial(ope.gpope_trials, plan, data, step_size=ss)
+            # The schedule drawn on the host, and on the device (compile included).
+            draws = {
+                "host": h.timed(lambda: ope.sample_schedule(plan, 31, trials=trials)),
+                "device": h.timed(
+                    lambda: draw_schedule(plan, jax.random.key(31), trials=trials)
+                ),
+            }
+            t_host, t_run = draws["host"][1], None
             for where, (schedule, t_draw) in draws.items():
-                t = time.perf_counter()
-                jax.block_until_ready(
-                    ope.gpope_trials(plan, data, schedule, keys, step_size=ss)
-                )
-                t_first = time.perf_counter() - t
-                if (
-                    t_run is None
-                ):  # steady state: once per (sampling, K), on the first schedule
-                    t = time.perf_counter()
-                    jax.block_until_ready(
-                        ope.gpope_trials(plan, data, schedule, keys, step_size=ss)
-                    )
-                    t_run = time.perf_counter() - t
-                    # The NumPy loop costs the same per trial (nothing is shared between
-                    # trials): time ``numpy_trials`` of them and scale to K.
+                t_first = h.timed(lambda s=schedule: run(s, keys))[1]
+                if t_run is None:  # steady state: once per (sampling, K)
+                    t_run = h.timed(lambda s=schedule: run(s, keys))[1]
+                    # The NumPy loop costs the same per trial (nothing is shared
+                    # between trials): time ``numpy_trials`` of them, scale to K.
                     k_np = min(trials, numpy_trials)
                     idx, msk = np.asarray(schedule.indices), np.asarray(schedule.mask)
                     rng = np.random.default_rng(1)
-                    t = time.perf_counter()
-                    for k in range(k_np):
-                        numpy_gpope(plan, data, idx[k], msk[k], ss, rng)
-                    t_np = (time.perf_counter() - t) * trials / k_np
-                jax_total = t_draw + t_first
-                np_total = t_host + t_np
+                    t_np = h.timed(
+                        lambda idx=idx, msk=msk, rng=rng, k_np=k_np: [
+                            numpy_gpope(plan, data, idx[k], msk[k], ss, rng)
+                            for k in range(k_np)
+                        ]
+                    )[1] * (trials / k_np)
+                jax_total, np_total = t_draw + t_first, t_host + t_np
                 rows.append(
                     {
                         "mode": mode,
@@ -309,92 +290,88 @@ def part_throughput_e2e(
                     | _padding(np.asarray(schedule.mask), plan.sampler.microbatch_size)
                 )
                 print(
-                    {
-                        k: (round(v, 3) if isinstance(v, float) else v)
-                        for k, v in rows[-1].items()
-                    },
+                    mode,
+                    trials,
+                    where,
+                    f"JAX {jax_total:.2f} s, NumPy {np_total:.2f} s",
                     flush=True,
                 )
     return {
         "rows": rows,
         "checks": checks,
         "device": str(jax.devices()[0]),
-        "timing": "one run each; wall clock; first call = compile + run "
-        "(each schedule's width "
-        "compiles once); steady run measured once per (sampling, K); NumPy loop timed "
-        "on numpy_trials_timed trials and scaled linearly to K",
-        "uptime_end": uptime(),
+        "timing": "one run each; wall clock; first call = compile + run (each "
+        "schedule's width compiles once); steady run measured once per (sampling, "
+        "K); NumPy loop timed on numpy_trials_timed trials and scaled linearly to K",
+        "uptime_end": h.host_line(),
     }
 
 
+def _units(n: int, useful: int) -> str:
+    return f"{n:,} ({useful / n:.0%})"
+
+
 def render_e2e(res: dict) -> str:
-    md = (
-        "| sampling | K trials | schedule | draw s | compile s | run s | JAX total s | "
-        "NumPy loop s "
-        "(incl. host draw) | speed-up incl. compile | 6-eps sweep incl. one compile | "
-        "steady | draw share "
-        "| useful units | computed (microbatch-padded) | padded (run) "
-        "| padded (per step) |\n"
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-    )
+    """The Markdown table of :func:`part_throughput_e2e`'s rows and its checks."""
+    head = ("sampling", "K trials", "schedule", "draw s", "compile s", "run s")
+    head += ("JAX total s", "NumPy loop s (incl. host draw)", "speed-up incl. compile")
+    head += ("6-eps sweep incl. one compile", "steady", "draw share", "useful units")
+    head += ("computed (microbatch-padded)", "padded (run)", "padded (per step)")
     host_compile = {
         (r["mode"], r["trials"]): r["compile_s"]
         for r in res["rows"]
         if r["schedule"] == "host"
     }
+    rows = []
     for r in res["rows"]:
         # A device row's first call reuses its host row's executable when the widths
         # match, so its measured compile is ~0; a cold run pays that compile, so the
         # row is charged the larger of the two.
         compile_s = max(r["compile_s"], host_compile.get((r["mode"], r["trials"]), 0.0))
         cold = r["draw_s"] + compile_s + r["run_s"]
-        # Steady state = draw + run without compiles; the device draw's time here
-        # includes its compile, so its row has no steady figure.
-        steady = f"{r['speedup_steady']:.2g}x" if r["schedule"] == "host" else "-"
-        # A 6-epsilon sweep compiles once (issue 25, item 2): 6 NumPy runs against one
-        # compile and 6 draws + runs, from this row's measured parts.
+        host = r["schedule"] == "host"
+        # Steady = draw + run without compiles (a device draw's time includes its
+        # compile: no steady figure). A 6-epsilon sweep compiles once (issue 25,
+        # item 2): 6 NumPy runs against one compile and 6 draws + runs.
         sweep = (
-            f"{6 * r['numpy_total_s'] / (r['compile_s'] + 6 * (r['draw_s'] + r['run_s'])):.2g}x"  # noqa: E501
-            if r["schedule"] == "host"
-            else "-"
+            6 * r["numpy_total_s"] / (r["compile_s"] + 6 * (r["draw_s"] + r["run_s"]))
         )
-        md += (
-            f"| {r['mode']} | {r['trials']} | {r['schedule']} | {r['draw_s']:.2f} | "
-            f"{compile_s:.2f} | "
-            f"{r['run_s']:.2f} | {cold:.2f} | {r['numpy_total_s']:.1f} | "
-            f"{r['numpy_total_s'] / cold:.2g}x | {sweep} | {steady} | "
-            f"{100 * r['draw_s'] / cold:.0f}% | "
-            f"{r['useful_units']:,} | "
-            f"{r['computed_units']:,} "
-            f"({r['useful_units'] / r['computed_units']:.0%}) | "
-            f"{r['padded_units_run']:,} "
-            f"({r['useful_units'] / r['padded_units_run']:.0%}) | "
-            f"{r['padded_units_per_step']:,} "
-            f"({r['useful_units'] / r['padded_units_per_step']:.0%}) |\n"
+        useful = r["useful_units"]
+        rows.append(
+            (
+                r["mode"],
+                r["trials"],
+                r["schedule"],
+                f"{r['draw_s']:.2f}",
+                f"{compile_s:.2f}",
+                f"{r['run_s']:.2f}",
+                f"{cold:.2f}",
+                f"{r['numpy_total_s']:.1f}",
+                f"{r['numpy_total_s'] / cold:.2g}x",
+                f"{sweep:.2g}x" if host else "-",
+                f"{r['speedup_steady']:.2g}x" if host else "-",
+                f"{100 * r['draw_s'] / cold:.0f}%",
+                f"{useful:,}",
+                _units(r["computed_units"], useful),
+                _units(r["padded_units_run"], useful),
+                _units(r["padded_units_per_step"], useful),
+            )
         )
-    md += (
-        "\nuptime at the end: "
-        + res["uptime_end"]
-        + "; 1-min load per row: "
-        + ", ".join(f"{r['load_1min']:.1f}" for r in res["rows"])
-        + "\n"
+    checks = ", ".join(
+        f"{m} max |diff| {c['max_abs_diff_sigma0']:.1e} (max |theta| "
+        f"{c['max_abs_theta']:.2g})"
+        for m, c in res["checks"].items()
     )
-    md += (
+    loads = ", ".join(f"{r['load_1min']:.1f}" for r in res["rows"])
+    return (
+        h.markdown_table(head, rows)
+        + f"\n\nat the end: {res['uptime_end']}; 1-min load per row: {loads}\n"
         "\nA device row's first call reuses the executable its host row compiled when "
         "the widths match (always for one-of-m), so its measured compile is ~0; its "
         "compile column, JAX total and speed-up charge it the larger of its own and "
         "its host row's compile, the cost of a cold run.\n"
+        f"\nNumPy reference = ope.gpope at sigma = 0 on the same schedule: {checks}\n"
     )
-    md += (
-        "\nNumPy reference = ope.gpope at sigma = 0 on the same schedule: "
-        + ", ".join(
-            f"{m} max |diff| {c['max_abs_diff_sigma0']:.1e} (max |theta| "
-            f"{c['max_abs_theta']:.2g})"
-            for m, c in res["checks"].items()
-        )
-        + "\n"
-    )
-    return md
 
 
 def main() -> None:
@@ -416,28 +393,23 @@ def main() -> None:
         help="throughput_e2e: largest Poisson K",
     )
     ap.add_argument("--trials", type=int, default=100)
-    ap.add_argument(
-        "--steps", type=int, default=500, help="throughput: GPOPE iterations"
-    )
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=500, help="GPOPE iterations")
+    ap.add_argument("--repeats", type=int, default=2, help="throughput: rounds")
     ap.add_argument("--name", default=None, help="results stem (default gpope_<part>)")
     ap.add_argument(
-        "--replot",
-        action="store_true",
-        help="throughput_e2e: re-render the stored JSON only",
+        "--replot", action="store_true", help="re-render the stored JSON only"
     )
     args = ap.parse_args()
-    RESULTS.mkdir(parents=True, exist_ok=True)
     stem = RESULTS / (args.name or f"gpope_{args.part}")
-    if args.part == "throughput_e2e" and args.replot:
-        res = json.loads(stem.with_suffix(".json").read_text())
-        stem.with_suffix(".md").write_text(render_e2e(res))
+    render = render_e2e if args.part == "throughput_e2e" else render_throughput
+    if args.replot:
+        md = render(json.loads(stem.with_suffix(".json").read_text()))
+        stem.with_suffix(".md").write_text(md)
         return
     if args.part == "throughput_e2e":
         res = part_throughput_e2e(
             args.trial_counts, args.steps, args.numpy_trials, args.poisson_max
         )
-        md = render_e2e(res)
         # The reference must be the same algorithm (float32 vs float64 over the run).
         assert all(
             c["max_abs_diff_sigma0"] <= 1e-5 * max(1.0, c["max_abs_theta"])
@@ -445,25 +417,9 @@ def main() -> None:
         ), res["checks"]
     else:
         res = part_throughput(args.trials, args.steps, args.repeats)
-        md = (
-            "| sampling | trials | steps | padded batch | trajectories processed | "
-            "vmap (one jit) traj/s "
-            "| Python loop traj/s | speed-up "
-            "|\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
-        )
-        for r in res["rows"]:
-            md += (
-                f"| {r['mode']} | {r['trials']} | {r['steps']} | {r['padded_width']} | "
-                f"{r['trajectories_processed']} | "
-                f"{r['vmap_trajectories_per_s']:.3g} | "
-                f"{r['loop_trajectories_per_s']:.3g} | {r['speedup']:.2f}x |\n"
-            )
-        # No assertion on the ratio: on a shared 2-core CPU both runs do the same
-        # arithmetic, and the loop's per-trial dispatch is one call per 500-step scan
-        # (see benchmarks/README.md).
-    dump_json(stem.with_suffix(".json"), res, indent=1, default=str)
-    stem.with_suffix(".md").write_text(md)
+    md = render(res)
     print(md)
+    h.write_outputs(stem, res, md, indent=1)
 
 
 if __name__ == "__main__":

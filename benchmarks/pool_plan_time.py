@@ -3,8 +3,9 @@ on the paper's zones, the additive zones and a grid, as M and w + d move (POOL's
 its timing half; the accuracy half is the experiment ``pool_zones_vs_grid``).
 
 Code speed only: the data are simulated from public keys, nothing is private. Each
-cell compiles once, then times ``--rounds`` plans (median and min); the rounds of the
-cells are interleaved, so a load change on a shared CPU hits every cell alike.
+cell compiles once, then times ``--rounds`` plans (median and min); the cells run in
+interleaved rounds (``_harness.interleave``), so a load change on a shared CPU hits
+every cell alike.
 
     python benchmarks/pool_plan_time.py [--cells 2:paper:10 2:grid:10 6:additive:3 ...]
         [--rounds 5] [--out benchmarks/results/pool_plan_time]
@@ -16,14 +17,13 @@ or bins per dimension for the grid: M^(w+d) cells).
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import time
-from pathlib import Path
+import dataclasses
+import math
 
+import _harness as h
 import jax
 
-from privrl_jax import planning, provenance
+from privrl_jax import planning
 from privrl_jax.envs import collect_inventory_data
 from privrl_jax.pipelines import pool
 
@@ -31,31 +31,43 @@ CELLS = ("2:paper:10", "2:additive:10", "2:grid:10", "6:paper:3", "6:additive:3"
 CELLS += ("6:grid:3",)
 
 
+def cell_config(cell: str) -> pool.PoolRunConfig:
+    """The shipped ``pool/default`` config with the cell's products and geometry: the
+    grid is a private method (rho 1; the plan is timed without its mechanism), the
+    zones run ``non_private``."""
+    n, geometry, m = cell.split(":")
+    cfg = pool.load("pool/default")
+    if geometry == "grid":
+        algo = dataclasses.replace(cfg.pool, method="grid", grid_bins=int(m))
+        rho = 1.0
+    else:
+        algo = dataclasses.replace(
+            cfg.pool, method="non_private", zones=geometry, num_zones=int(m)
+        )
+        rho = math.inf
+    return dataclasses.replace(
+        cfg,
+        env=dataclasses.replace(cfg.env, num_products=int(n) // 2),
+        pool=algo,
+        privacy=dataclasses.replace(cfg.privacy, rho=rho),
+    )
+
+
 def _plan_fn(cell: str):
     """The cell's (cells K, compile seconds, a function that runs one plan)."""
-    n, geometry, m = cell.split(":")
-    w = int(n) // 2
-    over = [f"env.num_products={w}", "pool.method=non_private", "privacy.rho=.inf"]
-    if geometry == "grid":
-        over += ["pool.method=grid", "privacy.rho=1", f"pool.grid_bins={m}"]
-    else:
-        over += [f"pool.zones={geometry}", f"pool.num_zones={m}"]
-    cfg = pool.load("pool/default", over)
+    cfg = cell_config(cell)
     params, behaviour, geom, actions = pool.build(cfg)
     data = collect_inventory_data(
         jax.random.key(0), params, behaviour, cfg.env.num_episodes
     )
     pc = planning.PoolConfig(bonus_scale=cfg.pool.bonus_scale)
 
-    def plan() -> None:
+    def plan():
         # No mechanism: the time is the discretisation's, not the noise's.
-        planning.pool_plan(
-            jax.random.key(0), data, geom, actions, None, pc
-        ).q_tables.block_until_ready()
+        key = jax.random.key(0)
+        return planning.pool_plan(key, data, geom, actions, None, pc).q_tables
 
-    t = time.perf_counter()
-    plan()
-    return int(geom.num_cells), time.perf_counter() - t, plan
+    return int(geom.num_cells), h.timed(plan)[1], plan
 
 
 def main() -> None:
@@ -65,37 +77,28 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="write OUT.json and OUT.md")
     args = ap.parse_args()
     fns = {c: _plan_fn(c) for c in args.cells}
-    times: dict[str, list[float]] = {c: [] for c in args.cells}
-    for _ in range(args.rounds):
-        for c, (_, _, plan) in fns.items():
-            t = time.perf_counter()
-            plan()
-            times[c].append(time.perf_counter() - t)
-    lines = [
-        "| w+d | geometry | M | cells K | plan median (s) | plan min (s) "
-        "| compile (s) |",
-        "|---|---|---|---|---|---|---|",
+    timings = h.interleave(
+        {c: plan for c, (_, _, plan) in fns.items()}, rounds=args.rounds, warmup=0
+    )
+    head = ("w+d", "geometry", "M", "cells K", "plan median (s)", "plan min (s)")
+    head += ("compile (s)",)
+    rows = [
+        {"cell": c, "cells": k, "compile_s": s, "times_s": timings.flat(c)}
+        for c, (k, s, _) in fns.items()
     ]
-    rows = []
-    for c, (k, compile_s, _) in fns.items():
-        n, geometry, m = c.split(":")
-        ts = times[c]
-        rows.append({"cell": c, "cells": k, "compile_s": compile_s, "times_s": ts})
-        lines.append(
-            f"| {n} | {geometry} | {m} | {k:,} | {statistics.median(ts):.4f} | "
-            f"{min(ts):.4f} | {compile_s:.1f} |"
-        )
-    md = "\n".join(lines) + "\n"
+    table = [
+        (*r["cell"].split(":"), f"{r['cells']:,}", f"{timings.median(r['cell']):.4f}")
+        + (f"{timings.fastest(r['cell']):.4f}", f"{r['compile_s']:.1f}")
+        for r in rows
+    ]
+    md = h.markdown_table(head, table)
     print(md)
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        info = {"rounds": args.rounds, "rows": rows, "provenance": provenance()}
-        out.with_suffix(".json").write_text(json.dumps(info, indent=2) + "\n")
-        out.with_suffix(".md").write_text(
+        h.write_outputs(
+            args.out,
+            {"rounds": args.rounds, "rows": rows},
             "# POOL: jitted non-private plan time (benchmarks/pool_plan_time.py)\n\n"
-            f"{args.rounds} interleaved rounds after compiling; 2000 episodes, "
-            "H = 5.\n\n" + md
+            f"{timings.protocol()}, after compiling; 2000 episodes, H = 5.\n\n{md}",
         )
 
 
