@@ -28,8 +28,8 @@ FACES = [
     "privrl_jax.experiments",
 ]
 # 585 public names before the front-door issue, 298 after; growing past this needs a
-# reason.
-MAX_PUBLIC_NAMES = 300
+# reason. 301: experiments.row_status (which stored rows a rerun reuses).
+MAX_PUBLIC_NAMES = 301
 
 
 def _public() -> dict[str, object]:

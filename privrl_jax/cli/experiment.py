@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 app = typer.Typer(
-    help="Experiments as data: list, run and tabulate the shipped experiment files.",
+    help="Experiments as data: list, run, check and tabulate the shipped experiments.",
     no_args_is_help=True,
 )
 
@@ -76,6 +76,32 @@ def run_command(
         raise typer.BadParameter(str(err)) from None
     experiments.tabulate(exp, rows, results / exp.name)
     typer.echo((results / exp.name / "tables.md").read_text())
+
+
+@app.command(name="status")
+def status_command(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="Shipped experiments or YAML files (default: all)."),
+    ] = None,
+    results: ResultsOpt = Path("results"),
+) -> None:
+    """Which stored rows a rerun would reuse: current, stale, imported, missing cells.
+
+    A stale row was made under another config (a changed default or field): `run`
+    runs its cell again. Nothing runs here; each cell's config is resolved.
+    """
+    from privrl_jax import experiments  # noqa: PLC0415
+
+    for name in names or experiments.experiment_names():
+        try:
+            st = experiments.row_status(name, results)
+        except ValueError as err:
+            raise typer.BadParameter(str(err)) from None
+        counts = ", ".join(f"{len(v)} {k}" for k, v in st.items())
+        typer.echo(f"{Path(name).stem}: {counts}")
+        for key in st["stale"][:3]:
+            typer.echo(f"  stale: {key}")
 
 
 @app.command(name="table")

@@ -19,6 +19,7 @@ from privrl_jax.experiments._pages import (
 from privrl_jax.experiments._runner import (
     parse_only,
     read_rows,
+    row_status,
     run_experiment,
 )
 from privrl_jax.experiments._spec import (
@@ -36,6 +37,7 @@ __all__ = [
     "load_experiment",
     "parse_only",
     "read_rows",
+    "row_status",
     "run_experiment",
     "scoreboard",
     "stats",

@@ -188,6 +188,40 @@ def read_rows(results_dir: Path, name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def row_status(exp_ref: str, results_dir: Path) -> dict[str, list[str]]:
+    """What a rerun of the experiment would do with each of its cells.
+
+    Args:
+      exp_ref: a shipped experiment's name or a file.
+      results_dir: the results root.
+
+    Returns:
+      Cell keys by status: ``current`` (a stored row of the config the cell resolves to
+      today), ``stale`` (a stored row of another config: the config or its defaults
+      changed since, so ``run`` runs the cell again), ``imported`` (a row without a
+      config hash, converted from a legacy script's results), ``missing`` (no row).
+    """
+    exp = load_experiment(exp_ref)
+    stored = {r["key"]: r for r in read_rows(results_dir, exp.name)}
+    out: dict[str, list[str]] = {
+        "current": [],
+        "stale": [],
+        "imported": [],
+        "missing": [],
+    }
+    for cell in exp.cells():
+        key = cell_key(cell)
+        row = stored.get(key)
+        if row is None:
+            out["missing"].append(key)
+        elif row.get("config_hash") is None or exp.pipeline_for(cell) == IMPORTED:
+            out["imported"].append(key)
+        else:
+            current = row["config_hash"] == resolve(exp, cell)[2]
+            out["current" if current else "stale"].append(key)
+    return out
+
+
 def write_rows(results_dir: Path, name: str, rows: Sequence[Mapping[str, Any]]) -> Path:
     """Writes ``rows`` (one JSON object a line) atomically; returns the file."""
     path = Path(results_dir) / name / ROWS_FILE
