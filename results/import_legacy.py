@@ -484,6 +484,81 @@ def _audit_power(d: dict) -> Iterator[tuple[dict, dict]]:
                 yield cell, metrics
 
 
+# benchmarks/agents_maze.py's update budgets (updates -> eval period) and the files of
+# its invocations; agents_maze.json merged the first seven (`--combine`).
+_MAZE_BUDGETS = {
+    5000: ("5k (eval every 2.5k)", 2500),
+    10000: ("10k (eval every 2k)", 2000),
+    30000: ("30k (eval every 1k)", 1000),
+}
+_MAZE_PARTS = tuple(
+    f"agents_maze_{tag}.json"
+    for tag in (
+        "umaze",
+        "medium",
+        "umaze_s12",
+        "medium_s12",
+        "umaze_edac_s1",
+        "umaze_edac_s2",
+        "random",
+    )
+)
+_MAZE_V1 = tuple(
+    f"agents_maze_v1_{tag}.json"
+    for tag in ("random_td3bc", "random_iql", "umaze_td3bc", "umaze_iql")
+)
+
+
+def _agents_maze(d: dict) -> Iterator[tuple[dict, dict]]:
+    for r in d["runs"]:
+        budget, every = _MAZE_BUDGETS[r["updates"]]
+        # What the experiment's cell sets and the run's own record must agree on.
+        steps = [c["step"] for c in r["curve"]]
+        if steps != list(range(every, r["updates"] + 1, every)):
+            raise ValueError(f"{r['env']} {r['algo']} {r['seed']}: steps {steps}")
+        if r["dataset_size"] != 100_000 or r["final"] != r["curve"][-1]:
+            raise ValueError(f"{r['env']} {r['algo']} {r['seed']}: not the 100k run")
+        if r["algo"] == "edac" and r["config"]["hidden_dims"] != [64, 64, 64]:
+            raise ValueError(f"EDAC seed {r['seed']}: {r['config']['hidden_dims']}")
+        algo = "edac (64x3)" if r["algo"] == "edac" else r["algo"]
+        cell = {
+            "env": r["env"],
+            "data": r["data"],
+            "algo": algo,
+            "budget": budget,
+            "seed": r["seed"],
+        }
+        yield (
+            cell,
+            {
+                "final": r["final"]["score_mean"],
+                "best": max(c["score_mean"] for c in r["curve"]),
+                "critic_loss": r["final_critic_loss"],
+                "train_s": r["train_seconds"],
+            },
+        )
+
+
+def _agents_maze_merged(d: dict) -> Iterator[tuple[dict, dict]]:
+    # agents_maze.json holds the runs of its seven parts again: checked, not re-added.
+    parts = [
+        r for f in _MAZE_PARTS for r in json.loads((LEGACY / f).read_text())["runs"]
+    ]
+    key = lambda r: (r["env"], r["data"], r["algo"], r["seed"])  # noqa: E731
+    if sorted(d["runs"], key=key) != sorted(parts, key=key):
+        raise ValueError("agents_maze.json's runs differ from its parts'")
+    yield from ()
+
+
+def _agents_iql_budget(d: dict) -> Iterator[tuple[dict, dict]]:
+    curve = d["curve"]
+    scores = {f"s{e['step']}": e["score_mean"] for e in curve}
+    yield (
+        {"data": d["config"]["data"], "seed": d["config"]["seed"]},
+        {"final": curve[-1]["score_mean"], "q_final": curve[-1]["q_mean"], **scores},
+    )
+
+
 Convert = Callable[[dict], Iterator[tuple[dict, dict]]]
 IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "pool_gap_vs_rho": [("pool_exp1.json", _pool_gap_vs_rho)],
@@ -536,6 +611,12 @@ IMPORTERS: dict[str, list[tuple[str, Convert]]] = {
     "maze_vs_mujoco": [("maze_vs_mujoco.json", _maze_vs_mujoco)],
     "audit_blackbox": [("audit_blackbox.json", _audit_blackbox)],
     "audit_selection": [("audit_selection.json", _audit_selection)],
+    "agents_maze": [(f, _agents_maze) for f in _MAZE_PARTS + _MAZE_V1]
+    + [("agents_maze.json", _agents_maze_merged)],
+    "agents_iql_budget": [
+        ("agents_v1_budget_d4rl_s1.json", _agents_iql_budget),
+        ("agents_v1_budget_task_s1.json", _agents_iql_budget),
+    ],
     "audit_power": [
         ("audit_power_10k.json", _audit_power),
         ("audit_power.json", _audit_power),

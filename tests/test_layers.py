@@ -44,7 +44,6 @@ def _private_imports(path: Path) -> list[str]:
 _INTERNAL_USERS = {
     "agent_flops.py",
     "agents_throughput.py",
-    "agents_v1_budget.py",
     "dp_loop_speed.py",
     "dpsgd_throughput.py",
     "dpsgd_vs_opacus.py",
