@@ -527,12 +527,10 @@ def table_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[st
         metrics = spec["metrics"]
         fmt = spec.get("format", "{mean:+.3f} [±{ci95:.3f}] ({rose}/{n}; p {p:.2g})")
         ncols = sum(h.count(" | ") + 1 for h in metrics.values())
-        lines.append(
-            f"| {spec.get('row_header', 'pair')} | seeds | "
-            + " | ".join(metrics.values())
-            + " |"
-        )
-        lines.append("|" + "---|" * (2 + ncols))
+        header = spec.get("row_header", "pair")
+        lines.append(f"| {header} | seeds | " + " | ".join(metrics.values()) + " |")
+        # A row header with " | " spans several columns (the label holds as many).
+        lines.append("|" + "---|" * (header.count(" | ") + 2 + ncols))
         for g in table["groups"]:
             n = max(s["n"] for s in g["metrics"].values())
             lines.append(
@@ -544,12 +542,9 @@ def table_markdown(spec: Mapping[str, Any], table: Mapping[str, Any]) -> list[st
         lines += _average_markdown(spec, table)
     elif table["layout"] == "steps":
         metrics = spec["metrics"]
-        lines.append(
-            f"| {spec.get('row_header', 'step')} | seeds | "
-            + " | ".join(metrics.values())
-            + " |"
-        )
-        lines.append("|" + "---|" * (2 + len(metrics)))
+        header = spec.get("row_header", "step")
+        lines.append(f"| {header} | seeds | " + " | ".join(metrics.values()) + " |")
+        lines.append("|" + "---|" * (header.count(" | ") + 2 + len(metrics)))
         for g in table["groups"]:
             n = max(s["n"] for s in g["metrics"].values())
             lines.append(

@@ -393,3 +393,20 @@ def test_mia_rows_regenerate_the_legacy_summary():
         + 1 :
     ]
     assert len(summary) == 6 and not [x for x in summary if x not in md]
+
+
+@pytest.mark.parametrize("layout", ["pairs", "steps"])
+def test_a_row_header_over_two_columns_gets_two_separators(layout):
+    from privrl_jax.experiments._tables import table_markdown  # noqa: PLC0415
+
+    s = {"mean": 0.5, "ci95": 0.1, "rose": 2, "n": 3, "p": 0.04}
+    table = {
+        "layout": layout,
+        "title": "t",
+        "groups": [{"label": "a | b", "metrics": {"m": s}}],
+        "tests": [],
+    }
+    spec = {"id": "t", "row_header": "x | y", "metrics": {"m": "metric"}}
+    lines = [line for line in table_markdown(spec, table) if line.startswith("|")]
+    # header, separator and the row all have 4 columns: x, y, seeds, metric.
+    assert [line.count("|") for line in lines] == [5, 5, 5]
