@@ -144,3 +144,20 @@ def test_a_single_value_is_printed_without_a_spread():
     assert _summ(stats.summary([0.25])) == "0.250 (n = 1)"
     # Two values: sample std sqrt(0.5) = 0.707; t(0.975, 1) = 12.706 -> 12.706 * 0.5.
     assert _summ(stats.summary([1.0, 2.0])) == "1.500 ± 0.707 [±6.353] (n = 2)"
+
+
+def test_committed_tables_are_what_the_stored_rows_generate(tmp_path):
+    # results/<name>/tables.{md,json} are written by `privrl experiment table NAME`:
+    # a hand edit, or notes changed without re-tabulating, shows here.
+    root = Path(__file__).resolve().parents[2] / "results"
+    stale = []
+    for name in experiments.experiment_names():
+        rows = experiments.read_rows(root, name)
+        if not rows:
+            continue
+        exp = experiments.load_experiment(name)
+        experiments.tabulate(exp, rows, tmp_path / name, plots=False)
+        for f in ("tables.md", "tables.json"):
+            if (tmp_path / name / f).read_text() != (root / name / f).read_text():
+                stale.append(f"{name}/{f}")
+    assert not stale, f"re-tabulate with `privrl experiment table NAME`: {stale}"
