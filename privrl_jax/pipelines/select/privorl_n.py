@@ -37,7 +37,6 @@ from typing import Any
 import dp_accounting
 import jax
 import numpy as np
-import yaml
 
 from privrl_jax import data, privacy
 from privrl_jax import eval as evaluation
@@ -45,7 +44,6 @@ from privrl_jax.pipelines import privorl_n
 from privrl_jax.pipelines._config import qualify_config, to_dict
 from privrl_jax.pipelines._rundir import (
     atomic_write_text,
-    not_private_mark,
     private_dir,
     refuse_other_run,
 )
@@ -256,21 +254,10 @@ def run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     reps = runner.repetitions(cfg)
     selection_event = reps.event(events)
     p = cfg.privacy
-    atomic_write_text(
-        run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
-    )
     release_file = run_dir / RELEASE_FILE
-    ledger = privacy.Ledger.open(
-        run_dir,
-        dataset_id=ids.pop(),
-        dataset_size=len(sensitive),
-        target_epsilon=p.epsilon,
-        target_delta=p.delta,
-        artifacts=[run_dir / "checkpoints" / "select", release_file],
-        not_private=not_private_mark(runner.NOT_PRIVATE_SEED, p.noise_seed),
+    ledger = runner.open_ledger(
+        cfg, run_dir, resolved, ids.pop(), len(sensitive), selection_event
     )
-    if not any(r.what == runner.WHAT for r in ledger.releases):
-        ledger.check(selection_event, hint=runner.BUDGET_HINT)
     task = privorl_n.build_task(configs[0], public, sensitive)
     sens_x = task.normalise(task.encode(sensitive))
     secret = runner._secret(run_dir, cfg)
@@ -317,71 +304,25 @@ def run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
             indent=2,
         ),
     )
-    spent = ledger.report()
-    heterogeneous = len(set(map(str, map(privacy.event_to_dict, events)))) > 1
-    report: dict[str, Any] = {
-        "config": resolved,
-        "candidates": grid,
-        "num_candidates": len(grid),
-        "pipeline": cfg.candidates.pipeline,
-        "selection": {
-            "mechanism": "repeat_and_select",
-            **reps.describe(),
-            "run": {
-                "privorl_n": [q.describe() for q in plans]
-                if heterogeneous
-                else plans[0].describe(),
-                "score": coverage_mechanism(cfg, plans[0]).describe()
-                | {"clip": cfg.score.l2_clip_norm},
-            },
-            "run_epsilon": runner._epsilon(selection_event.event, p.delta),
-            "candidate_epsilons": [runner._epsilon(e, p.delta) for e in events],
-            "heterogeneous": heterogeneous,
-            "event": privacy.event_to_dict(selection_event),
-        },
-        "chosen": {
-            "candidate": chosen,
-            "hyper_parameters": None if chosen is None else grid[chosen],
-            "score": result.score,
-        },
-        "epsilon_spent": spent["rdp"].get("epsilon", math.inf),
-        "delta": p.delta,
-        "naive": {
-            "every_candidate_once": runner._epsilon(
-                dp_accounting.ComposedDpEvent(list(events)), p.delta
-            ),
-            "mean_runs_composed": runner._epsilon(reps.naive_event(events), p.delta),
-        },
-        "privacy": spent,
-        "release": {
-            "publishable": [
-                RELEASE_FILE,
-                "selected.json",
-                "ledger.json",
-                "report.json",
-                "config.yaml",
-            ],
-            "never_publish": ["audit/", "checkpoints/"],
-        },
+    mixed = runner.heterogeneous(events)
+    run_section = {
+        "privorl_n": [q.describe() for q in plans] if mixed else plans[0].describe(),
+        "score": coverage_mechanism(cfg, plans[0]).describe()
+        | {"clip": cfg.score.l2_clip_norm},
     }
-    if p.noise_seed is not None:
-        report["warning"] = runner.NOT_PRIVATE_SEED
+    report = runner.selection_report(
+        cfg,
+        resolved,
+        reps,
+        events,
+        selection_event,
+        result,
+        ledger,
+        run_section,
+        [RELEASE_FILE, "selected.json", "ledger.json", "report.json", "config.yaml"],
+    )
     audit = _audit(cfg, configs, cands, result, history, secret, runs_dir)
-    report["wall_time_s"] = time.time() - t0
-    audit_dir = run_dir / "audit"
-    audit_dir.mkdir(exist_ok=True)
-    atomic_write_text(audit_dir / "NOT_DP_README.txt", runner.AUDIT_NOTICE)
-    atomic_write_text(
-        audit_dir / "audit.json", json.dumps(audit, indent=2, default=float)
-    )
-    atomic_write_text(
-        run_dir / "report.json", json.dumps(report, indent=2, default=float)
-    )
-    report["audit"] = audit
-    from privrl_jax.pipelines.select.report import render_markdown  # noqa: PLC0415
-
-    atomic_write_text(run_dir / "report.md", render_markdown(report))
-    return report
+    return runner.write_report(run_dir, report, audit, t0)
 
 
 def _base_values(cfg: SelectRunConfig) -> dict[str, Any]:

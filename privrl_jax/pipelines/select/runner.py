@@ -335,6 +335,156 @@ def _epsilon(event: dp_accounting.DpEvent, delta: float) -> float:
     return float(privacy.compute_epsilon(event, delta, accountant="rdp").epsilon)
 
 
+def open_ledger(
+    cfg: SelectRunConfig,
+    run_dir: Path,
+    resolved: dict[str, Any],
+    dataset_id: str,
+    dataset_size: int,
+    selection_event: dp_accounting.DpEvent,
+) -> privacy.Ledger:
+    """Writes ``config.yaml`` and opens the selection's ledger, checked before any run.
+
+    Args:
+      cfg: the selection's config.
+      run_dir: the run directory.
+      resolved: ``cfg`` as a dict (what ``config.yaml`` holds).
+      dataset_id: the candidates' one data set.
+      dataset_size: its number of records.
+      selection_event: the whole selection's event.
+
+    Returns:
+      The ledger (its selection entry, if any, is replayed by ``privacy.select``).
+
+    Raises:
+      BudgetExceededError: a new selection does not fit the budget.
+    """
+    p = cfg.privacy
+    atomic_write_text(
+        run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
+    )
+    ledger = privacy.Ledger.open(
+        run_dir,
+        dataset_id=dataset_id,
+        dataset_size=dataset_size,
+        target_epsilon=p.epsilon,
+        target_delta=p.delta,
+        artifacts=[run_dir / "checkpoints" / "select", run_dir / RELEASE_FILE],
+        not_private=not_private_mark(NOT_PRIVATE_SEED, p.noise_seed),
+    )
+    if not any(r.what == WHAT for r in ledger.releases):
+        # The guard in the CLI's terms before anything runs (select checks again).
+        ledger.check(selection_event, hint=BUDGET_HINT)
+    return ledger
+
+
+def selection_report(
+    cfg: SelectRunConfig,
+    resolved: dict[str, Any],
+    reps: privacy.Repetitions,
+    events: list[dp_accounting.DpEvent],
+    selection_event: Any,
+    result: privacy.SelectionResult,
+    ledger: privacy.Ledger,
+    run: dict[str, Any],
+    publishable: list[str],
+) -> dict[str, Any]:
+    """The selection's report (without ``wall_time_s`` and ``audit``).
+
+    Args:
+      cfg: the selection's config.
+      resolved: ``cfg`` as a dict.
+      reps: the distribution of the number of runs.
+      events: each candidate run's event.
+      selection_event: ``reps.event(events)``.
+      result: what ``privacy.select`` returned.
+      ledger: the selection's ledger (its report is the spend).
+      run: the report's ``selection.run`` (one run's mechanisms).
+      publishable: the files that may be published.
+
+    Returns:
+      The report: config, grid, selection, choice, spend, naive composition, release.
+    """
+    p = cfg.privacy
+    grid = cfg.candidates.candidates()
+    chosen = result.candidate
+    spent = ledger.report()
+    report: dict[str, Any] = {
+        "config": resolved,
+        "candidates": grid,
+        "num_candidates": len(grid),
+        "pipeline": cfg.candidates.pipeline,
+        "selection": {
+            "mechanism": "repeat_and_select",
+            **reps.describe(),
+            "run": run,
+            # A heterogeneous grid: each candidate's own epsilon, and one run's
+            # (pointwise max of their RDP curves, accounted as such).
+            "run_epsilon": _epsilon(selection_event.event, p.delta),
+            "candidate_epsilons": [_epsilon(e, p.delta) for e in events],
+            "heterogeneous": heterogeneous(events),
+            "event": privacy.event_to_dict(selection_event),
+        },
+        "chosen": {
+            "candidate": chosen,
+            "hyper_parameters": None if chosen is None else grid[chosen],
+            "score": result.score,
+        },
+        "epsilon_spent": spent["rdp"].get("epsilon", math.inf),
+        "delta": p.delta,
+        "naive": {
+            "every_candidate_once": _epsilon(
+                dp_accounting.ComposedDpEvent(list(events)), p.delta
+            ),
+            "mean_runs_composed": _epsilon(reps.naive_event(events), p.delta),
+        },
+        "privacy": spent,
+        "release": {
+            "publishable": publishable,
+            "never_publish": ["audit/", "checkpoints/"],
+        },
+    }
+    if p.noise_seed is not None:
+        report["warning"] = NOT_PRIVATE_SEED
+    return report
+
+
+def heterogeneous(events: list[dp_accounting.DpEvent]) -> bool:
+    """Whether the candidates' events differ (the report then lists each run's)."""
+    return len(set(map(str, map(privacy.event_to_dict, events)))) > 1
+
+
+def write_report(
+    run_dir: Path, report: dict[str, Any], audit: dict[str, Any], t0: float
+) -> dict[str, Any]:
+    """Writes the NOT DP audit and the report (JSON and Markdown).
+
+    Args:
+      run_dir: the run directory.
+      report: :func:`selection_report`'s report (gets ``wall_time_s``, ``audit``).
+      audit: the NOT DP audit (``audit/``, never published).
+      t0: the run's start (``time.time()``).
+
+    Returns:
+      The report with ``audit``.
+    """
+    report["wall_time_s"] = time.time() - t0
+    audit_dir = run_dir / "audit"
+    audit_dir.mkdir(exist_ok=True)
+    atomic_write_text(audit_dir / "NOT_DP_README.txt", AUDIT_NOTICE)
+    atomic_write_text(
+        audit_dir / "audit.json", json.dumps(audit, indent=2, default=float)
+    )
+    atomic_write_text(
+        run_dir / "report.json", json.dumps(report, indent=2, default=float)
+    )
+    report["audit"] = audit
+    from privrl_jax.pipelines.select.report import render_markdown  # noqa: PLC0415
+
+    atomic_write_text(run_dir / "report.md", render_markdown(report))
+    return report
+
+
 def run(cfg: SelectRunConfig, run_dir: str | Path) -> dict[str, Any]:
     """Runs (or resumes) a private selection into ``run_dir``.
 
@@ -381,23 +531,10 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     # RDP curves (privacy.Repetitions.event), which Papernot-Steinke's theorems take.
     selection_event = reps.event(events)
     p = cfg.privacy
-    atomic_write_text(
-        run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=False)
-    )
     release_file = run_dir / RELEASE_FILE
-    ledger = privacy.Ledger.open(
-        run_dir,
-        dataset_id=ids.pop(),
-        dataset_size=plans[0].dataset_size,
-        target_epsilon=p.epsilon,
-        target_delta=p.delta,
-        artifacts=[run_dir / "checkpoints" / "select", release_file],
-        not_private=not_private_mark(NOT_PRIVATE_SEED, p.noise_seed),
+    ledger = open_ledger(
+        cfg, run_dir, resolved, ids.pop(), plans[0].dataset_size, selection_event
     )
-    params = {"mechanism": "repeat_and_select", **reps.describe()}
-    if not any(r.what == WHAT for r in ledger.releases):
-        # The guard in the CLI's terms before anything runs (select checks again).
-        ledger.check(selection_event, hint=BUDGET_HINT)
     if cfg.score.kind == "value" and configs[0].env.name != "chain":
         raise ValueError(
             "score.kind=value needs the chain (its public start distribution); "
@@ -445,68 +582,25 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
             indent=2,
         ),
     )
-    spent = ledger.report()
-    # A heterogeneous grid: each candidate's own epsilon, and one run's (pointwise
-    # max of their RDP curves, accounted as such).
-    run_eps = [_epsilon(e, p.delta) for e in events]
-    base_eps = _epsilon(selection_event.event, p.delta)
-    heterogeneous = len(set(map(str, map(privacy.event_to_dict, events)))) > 1
-    report: dict[str, Any] = {
-        "config": resolved,
-        "candidates": grid,
-        "num_candidates": len(grid),
-        "pipeline": cfg.candidates.pipeline,
-        "selection": {
-            **params,
-            "run": {
-                "gpope": [q.describe() for q in plans]
-                if heterogeneous
-                else plans[0].describe(),
-                "score": score_mechanism(cfg, plans[0]).describe()
-                | {"l2_clip_norm": cfg.score.l2_clip_norm},
-            },
-            "run_epsilon": base_eps,
-            "candidate_epsilons": run_eps,
-            "heterogeneous": heterogeneous,
-            "event": privacy.event_to_dict(selection_event),
-        },
-        "chosen": {
-            "candidate": chosen,
-            "hyper_parameters": None if chosen is None else grid[chosen],
-            "score": result.score,
-        },
-        "epsilon_spent": spent["rdp"].get("epsilon", math.inf),
-        "delta": p.delta,
-        "naive": {
-            "every_candidate_once": _epsilon(
-                dp_accounting.ComposedDpEvent(list(events)), p.delta
-            ),
-            "mean_runs_composed": _epsilon(reps.naive_event(events), p.delta),
-        },
-        "privacy": spent,
-        "release": {
-            "publishable": [RELEASE_FILE, "ledger.json", "report.json", "config.yaml"],
-            "never_publish": ["audit/", "checkpoints/"],
-        },
+    mixed = heterogeneous(events)
+    run_section = {
+        "gpope": [q.describe() for q in plans] if mixed else plans[0].describe(),
+        "score": score_mechanism(cfg, plans[0]).describe()
+        | {"l2_clip_norm": cfg.score.l2_clip_norm},
     }
-    if p.noise_seed is not None:
-        report["warning"] = NOT_PRIVATE_SEED
+    report = selection_report(
+        cfg,
+        resolved,
+        reps,
+        events,
+        selection_event,
+        result,
+        ledger,
+        run_section,
+        [RELEASE_FILE, "ledger.json", "report.json", "config.yaml"],
+    )
     audit = _audit(cfg, configs, plans, datas, tasks, result, runs, secret)
-    report["wall_time_s"] = time.time() - t0
-    audit_dir = run_dir / "audit"
-    audit_dir.mkdir(exist_ok=True)
-    atomic_write_text(audit_dir / "NOT_DP_README.txt", AUDIT_NOTICE)
-    atomic_write_text(
-        audit_dir / "audit.json", json.dumps(audit, indent=2, default=float)
-    )
-    atomic_write_text(
-        run_dir / "report.json", json.dumps(report, indent=2, default=float)
-    )
-    report["audit"] = audit
-    from privrl_jax.pipelines.select.report import render_markdown  # noqa: PLC0415
-
-    atomic_write_text(run_dir / "report.md", render_markdown(report))
-    return report
+    return write_report(run_dir, report, audit, t0)
 
 
 def _tasks_and_data(
