@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import fcntl
 import io
+import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+import yaml
 
 from privrl_jax.privacy import Topology
 
@@ -180,6 +183,36 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
+def fresh_run_dir(run_dir: str | os.PathLike, resolved: dict[str, Any]) -> Path:
+    """Make a new run directory and write its ``config.yaml`` (a one-shot run's).
+
+    For pipelines that do not resume: a directory holding files is refused.
+
+    Args:
+      run_dir: a new or empty directory.
+      resolved: the run's config as a dict (what ``config.yaml`` holds).
+
+    Returns:
+      ``run_dir`` as a Path.
+
+    Raises:
+      ValueError: ``run_dir`` holds files.
+    """
+    run_dir = Path(run_dir)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise ValueError(f"{run_dir} is not empty; pick a new run directory.")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(resolved))
+    return run_dir
+
+
+def write_report(run_dir: Path, report: dict[str, Any]) -> None:
+    """Writes ``report`` to ``run_dir/report.json`` (atomically; numbers as floats)."""
+    atomic_write_text(
+        run_dir / "report.json", json.dumps(report, indent=1, default=float)
+    )
+
+
 def clean_stale_temp_files(directory: str | os.PathLike) -> list[Path]:
     """Delete temporary files a killed write left in ``directory``.
 
@@ -209,8 +242,6 @@ def refuse_other_run(
     release) may differ; anything else would mix two runs' checkpoints and ledger in one
     directory.
     """
-    import yaml  # noqa: PLC0415 -- keeps this module's import light
-
     cfg_file = run_dir / "config.yaml"
     if cfg_file.exists():
         previous = yaml.safe_load(cfg_file.read_text()) or {}

@@ -23,13 +23,10 @@ one, ``score_at`` (step -> score) and the data's statistics.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 import typing
 from pathlib import Path
 from typing import Any, ClassVar, Literal
-
-import yaml
 
 from privrl_jax.pipelines._agent_config import Algo
 from privrl_jax.pipelines._config import (
@@ -45,7 +42,7 @@ from privrl_jax.pipelines._config import (
     positive,
     to_dict,
 )
-from privrl_jax.pipelines._rundir import atomic_write_text
+from privrl_jax.pipelines._rundir import fresh_run_dir, write_report
 
 DataKind = Literal["expert", "random"]
 DATA_KINDS = typing.get_args(DataKind)
@@ -250,12 +247,8 @@ def run(cfg: MazeAgentConfig, run_dir: str | Path) -> dict[str, Any]:
     from privrl_jax import agents, envs, provenance  # noqa: PLC0415
     from privrl_jax.pipelines._agent_train import make_run_agent  # noqa: PLC0415
 
-    run_dir = Path(run_dir)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise ValueError(f"{run_dir} is not empty; pick a new run directory.")
-    run_dir.mkdir(parents=True, exist_ok=True)
     resolved = to_dict(cfg)
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(resolved))
+    run_dir = fresh_run_dir(run_dir, resolved)
 
     t0 = time.perf_counter()
     data = collect(cfg.data)
@@ -325,9 +318,7 @@ def run(cfg: MazeAgentConfig, run_dir: str | Path) -> dict[str, Any]:
         "train_seconds": train_seconds,
         "provenance": provenance(),
     }
-    atomic_write_text(
-        run_dir / "report.json", json.dumps(report, indent=1, default=float)
-    )
+    write_report(run_dir, report)
     return report
 
 

@@ -18,11 +18,8 @@ epsilon. Utility: the test MSE on ``data.n_test`` held-out points (the noise flo
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any, ClassVar
-
-import yaml
 
 from privrl_jax.pipelines._config import (
     MAX_BATCH,
@@ -36,7 +33,7 @@ from privrl_jax.pipelines._config import (
     positive,
     to_dict,
 )
-from privrl_jax.pipelines._rundir import atomic_write_text
+from privrl_jax.pipelines._rundir import fresh_run_dir, write_report
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -218,12 +215,8 @@ def run(cfg: ClipRegressionConfig, run_dir: str | Path) -> dict[str, Any]:
 
     from privrl_jax import privacy, provenance  # noqa: PLC0415
 
-    run_dir = Path(run_dir)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise ValueError(f"{run_dir} is not empty; pick a new run directory.")
-    run_dir.mkdir(parents=True, exist_ok=True)
     resolved = to_dict(cfg)
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(resolved))
+    run_dir = fresh_run_dir(run_dir, resolved)
 
     train, (x_test, y_test), _ = make_data(cfg)
     plan = _plan(cfg)
@@ -267,7 +260,5 @@ def run(cfg: ClipRegressionConfig, run_dir: str | Path) -> dict[str, Any]:
         "final_clip_norm": clips[-1] if adaptive else cfg.train.l2_clip_norm,
         "provenance": provenance(),
     }
-    atomic_write_text(
-        run_dir / "report.json", json.dumps(report, indent=1, default=float)
-    )
+    write_report(run_dir, report)
     return report

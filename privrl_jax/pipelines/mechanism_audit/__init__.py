@@ -34,13 +34,10 @@ fit); the one-run bound is Steinke, Nasr & Jagielski (NeurIPS 2023), 95%.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import typing
 from pathlib import Path
 from typing import Any, ClassVar, Literal
-
-import yaml
 
 from privrl_jax.pipelines._config import (
     MAX_BATCH,
@@ -53,7 +50,7 @@ from privrl_jax.pipelines._config import (
     positive,
     to_dict,
 )
-from privrl_jax.pipelines._rundir import atomic_write_text
+from privrl_jax.pipelines._rundir import fresh_run_dir, write_report
 
 Kind = Literal["fit", "gaussian", "exponential", "simulated"]
 KINDS = typing.get_args(Kind)
@@ -366,12 +363,8 @@ def run(cfg: MechanismAuditConfig, run_dir: str | Path) -> dict[str, Any]:
     from privrl_jax import provenance  # noqa: PLC0415
     from privrl_jax.privacy.audit import PrivacyAuditError  # noqa: PLC0415
 
-    run_dir = Path(run_dir)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise ValueError(f"{run_dir} is not empty; pick a new run directory.")
-    run_dir.mkdir(parents=True, exist_ok=True)
     resolved = to_dict(cfg)
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(resolved))
+    run_dir = fresh_run_dir(run_dir, resolved)
     audit_of = {
         "fit": _audit_fit,
         "gaussian": _audit_gaussian,
@@ -389,9 +382,7 @@ def run(cfg: MechanismAuditConfig, run_dir: str | Path) -> dict[str, Any]:
         "gaussian_dp_estimate": out["gaussian_dp_estimate"],
         "provenance": provenance(),
     }
-    atomic_write_text(
-        run_dir / "report.json", json.dumps(report, indent=1, default=float)
-    )
+    write_report(run_dir, report)
     if report["violation"] and not fault:
         raise PrivacyAuditError(
             "privacy bug: the audit demonstrated "
