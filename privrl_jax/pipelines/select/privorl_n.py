@@ -43,7 +43,6 @@ from privrl_jax import eval as evaluation
 from privrl_jax.pipelines import privorl_n
 from privrl_jax.pipelines._config import qualify_config, to_dict
 from privrl_jax.pipelines._rundir import (
-    atomic_write_text,
     private_dir,
     refuse_other_run,
 )
@@ -253,7 +252,6 @@ def run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     events = [run_event(cfg, p) for p in plans]
     reps = runner.repetitions(cfg)
     selection_event = reps.event(events)
-    p = cfg.privacy
     release_file = run_dir / RELEASE_FILE
     ledger = runner.open_ledger(
         cfg, run_dir, resolved, ids.pop(), len(sensitive), selection_event
@@ -266,43 +264,19 @@ def run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
         make_candidate(c, q, sens_x, task, cfg, runs_dir)
         for c, q in zip(configs, plans, strict=True)
     ]
-    history: list[dict[str, Any]] = []
-
-    def recorded(i: int) -> Callable[[jax.Array], tuple[dict[str, Any], float]]:
-        def run_one(key: jax.Array) -> tuple[dict[str, Any], float]:
-            release, score = cands[i](key)
-            history.append({"candidate": i, "score": score, **release})
-            return release, score
-
-        return run_one
-
-    result = privacy.select(
-        [recorded(i) for i in range(len(cands))],
-        events,
-        reps,
-        key=secret.noise_key,
-        ledger=ledger,
-        what=runner.WHAT,
+    result, history = runner.select_recorded(
+        cands, events, reps, secret, ledger, lambda r: r
     )
-    grid = cfg.candidates.candidates()
     chosen = result.candidate
     if chosen is not None:
         shutil.copyfile(Path(result.release["run_dir"]) / RELEASE_FILE, release_file)
-    atomic_write_text(
+    runner.write_selected(
         run_dir / "selected.json",
-        json.dumps(
-            {
-                "method": "private selection over PrivORL-n",
-                "candidate": chosen,
-                "hyper_parameters": None if chosen is None else grid[chosen],
-                "score": result.score,
-                "release": None if chosen is None else RELEASE_FILE,
-                "score_kind": cfg.score.kind,
-                "private": p.noise_seed is None,
-                "ledger_head": ledger.head,
-            },
-            indent=2,
-        ),
+        cfg,
+        result,
+        ledger,
+        "private selection over PrivORL-n",
+        None if chosen is None else RELEASE_FILE,
     )
     mixed = runner.heterogeneous(events)
     run_section = {

@@ -378,6 +378,90 @@ def open_ledger(
     return ledger
 
 
+def select_recorded(
+    cands: list[Callable[[jax.Array], tuple[dict[str, Any], float]]],
+    events: list[dp_accounting.DpEvent],
+    reps: privacy.Repetitions,
+    secret: privacy.DPSecret,
+    ledger: privacy.Ledger,
+    keep: Callable[[dict[str, Any]], dict[str, Any]],
+) -> tuple[privacy.SelectionResult, list[dict[str, Any]]]:
+    """``privacy.select`` over the candidates, recording every run (for the audit).
+
+    Args:
+      cands: each candidate's run (key -> release, DP score).
+      events: each candidate run's event.
+      reps: the distribution of the number of runs.
+      secret: the selection's secret (its noise key).
+      ledger: the selection's ledger.
+      keep: what of a run's release the record keeps.
+
+    Returns:
+      The selection's result, and every run in order: ``candidate``, ``score`` and
+      ``keep(release)`` (NOT DP).
+    """
+    history: list[dict[str, Any]] = []
+
+    def recorded(i: int) -> Callable[[jax.Array], tuple[dict[str, Any], float]]:
+        def run_one(key: jax.Array) -> tuple[dict[str, Any], float]:
+            release, score = cands[i](key)
+            history.append({"candidate": i, "score": score, **keep(release)})
+            return release, score
+
+        return run_one
+
+    result = privacy.select(
+        [recorded(i) for i in range(len(cands))],
+        events,
+        reps,
+        key=secret.noise_key,
+        ledger=ledger,
+        what=WHAT,
+    )
+    return result, history
+
+
+def write_selected(
+    path: Path,
+    cfg: SelectRunConfig,
+    result: privacy.SelectionResult,
+    ledger: privacy.Ledger,
+    method: str,
+    release: Any,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Writes the published record of the choice (``selected.json``).
+
+    Args:
+      path: where.
+      cfg: the selection's config.
+      result: what ``privacy.select`` returned.
+      ledger: the selection's ledger (its head is recorded).
+      method: the record's ``method``.
+      release: the record's ``release``.
+      extra: keys after ``release`` (the pipeline's own).
+    """
+    grid = cfg.candidates.candidates()
+    chosen = result.candidate
+    atomic_write_text(
+        path,
+        json.dumps(
+            {
+                "method": method,
+                "candidate": chosen,
+                "hyper_parameters": None if chosen is None else grid[chosen],
+                "score": result.score,
+                "release": release,
+                **(extra or {}),
+                "score_kind": cfg.score.kind,
+                "private": cfg.privacy.noise_seed is None,
+                "ledger_head": ledger.head,
+            },
+            indent=2,
+        ),
+    )
+
+
 def selection_report(
     cfg: SelectRunConfig,
     resolved: dict[str, Any],
@@ -530,7 +614,6 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     # One event for a homogeneous grid; else the pointwise max of the candidates'
     # RDP curves (privacy.Repetitions.event), which Papernot-Steinke's theorems take.
     selection_event = reps.event(events)
-    p = cfg.privacy
     release_file = run_dir / RELEASE_FILE
     ledger = open_ledger(
         cfg, run_dir, resolved, ids.pop(), plans[0].dataset_size, selection_event
@@ -543,44 +626,21 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     secret = _secret(run_dir, cfg)
     tasks, datas = _tasks_and_data(configs)
     cache = private_dir(run_dir / "checkpoints" / "select" / "runs")
-    runs: list[dict[str, Any]] = []
-
-    def recorded(i: int) -> Callable[[jax.Array], tuple[dict[str, Any], float]]:
-        fn = make_candidate(configs[i], plans[i], datas[i], cfg, cache, tasks[i])
-
-        def run_one(key: jax.Array) -> tuple[dict[str, Any], float]:
-            release, score = fn(key)
-            runs.append({"candidate": i, "score": score, "theta": release["theta"]})
-            return release, score
-
-        return run_one
-
-    result = privacy.select(
-        [recorded(i) for i in range(len(configs))],
-        events,
-        reps,
-        key=secret.noise_key,
-        ledger=ledger,
-        what=WHAT,
+    cands = [
+        make_candidate(c, q, d, cfg, cache, t)
+        for c, q, d, t in zip(configs, plans, datas, tasks, strict=True)
+    ]
+    result, runs = select_recorded(
+        cands, events, reps, secret, ledger, lambda r: {"theta": r["theta"]}
     )
-    grid = cfg.candidates.candidates()
-    chosen = result.candidate
-    atomic_write_text(
+    write_selected(
         release_file,
-        json.dumps(
-            {
-                "method": "private selection over GPOPE",
-                "candidate": chosen,
-                "hyper_parameters": None if chosen is None else grid[chosen],
-                "score": result.score,
-                "release": result.release,
-                "features": gpope.features_name(configs[0]),
-                "score_kind": cfg.score.kind,
-                "private": p.noise_seed is None,
-                "ledger_head": ledger.head,
-            },
-            indent=2,
-        ),
+        cfg,
+        result,
+        ledger,
+        "private selection over GPOPE",
+        result.release,
+        {"features": gpope.features_name(configs[0])},
     )
     mixed = heterogeneous(events)
     run_section = {
