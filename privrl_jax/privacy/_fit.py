@@ -47,7 +47,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -356,8 +355,8 @@ class RunRecorder:
     steps are recorded in the ledger **before** the checkpoint that contains them (a
     crash in between over-counts, never under); a checkpoint whose ledger head the
     ledger does not hold, or that is ahead of the ledger, is refused (the spend is
-    unknown); the secret is on disk before any noise is drawn; a non-private plan is
-    recorded as a ``NonPrivateDpEvent``.
+    unknown); the secret is on disk before any noise is drawn; a non-private plan's
+    steps are recorded as they commit, as ``NonPrivateDpEvent`` steps.
 
     Args:
       checkpoints: this phase's :class:`Checkpoints` (every process takes part in
@@ -454,15 +453,12 @@ class RunRecorder:
                         accountant=self.accountant,
                         hint=self.budget_hint,
                     )
-                elif not any(r.what == self.what for r in writer.releases):
-                    # A non-private run is a release too: the ledger says the data were
-                    # used without DP.
-                    writer.record(
-                        dp_accounting.NonPrivateDpEvent(),
-                        what=self.what,
-                        params=plan.describe(),
-                    )
-                    self._done = plan.steps
+                elif self._done < start:
+                    # A non-private run's steps are recorded as they commit, like a
+                    # private run's; a ledger behind its checkpoint (one written when a
+                    # non-private run recorded a single event) catches up here. The
+                    # spend is inf either way, so over-counting cannot mislead.
+                    self._record_steps(plan, start - self._done)
             except (LedgerError, BudgetExceededError) as e:
                 refusal = e
         if topology.distributed and bool(
@@ -500,16 +496,20 @@ class RunRecorder:
     def record(self, plan: DPPlan, step: int) -> None:
         """Records the steps up to ``step`` in the ledger.
 
-        Process 0 only; private plans only.
+        Process 0 only. A non-private plan's steps are recorded too, as
+        ``NonPrivateDpEvent`` steps with the plan's description (sampler, clip norm,
+        steps): the ledger says what ran, and an audit of it reruns every step.
         """
         topo = self._topology
-        if topo is not None and topo.is_primary and plan.private and step > self._done:
-            new = step - self._done
-            assert self.ledger is not None  # resume() refused process 0 without one
-            self.ledger.record(
-                plan.step_event(), what=self.what, count=new, params=plan.describe()
-            )
-            self._done += new
+        if topo is not None and topo.is_primary and step > self._done:
+            self._record_steps(plan, step - self._done)
+
+    def _record_steps(self, plan: DPPlan, new: int) -> None:
+        assert self.ledger is not None  # resume() refused process 0 without one
+        self.ledger.record(
+            plan.step_event(), what=self.what, count=new, params=plan.describe()
+        )
+        self._done += new
 
     def epsilon_spent(self) -> float | None:
         topo = self._topology

@@ -265,6 +265,7 @@ def test_a_non_private_plan_is_recorded_as_such(tmp_path):
     _run(tmp_path, plan, _data(200), ledger=_ledger(tmp_path, 200, eps=math.inf))
     ledger = privacy.Ledger.load(tmp_path)
     assert [r.event["type"] for r in ledger.releases] == ["NonPrivateDpEvent"]
+    assert [r.count for r in ledger.releases] == [5]  # the 5 steps that ran, not one
     assert ledger.epsilon().epsilon == math.inf
 
 

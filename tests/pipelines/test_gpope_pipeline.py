@@ -212,6 +212,31 @@ def test_poisson_run_records_poisson_events(tmp_path):
     _check_release_is_ope_gpope(tmp_path, cfg, _secret(tmp_path))
 
 
+def test_non_private_run_records_every_step_it_ran(tmp_path):
+    # epsilon = inf: no noise, but the ledger still says what ran (sampler, clip norm
+    # and all 40 steps, one entry per commit), so the audit reruns 40 steps, not one.
+    cfg = _cfg(
+        "privacy.epsilon=inf",
+        "gpope.sampler=poisson",
+        "gpope.checkpoint_every=15",
+        "audit.canaries=1000",
+    )
+    rep = gpope.run(cfg, tmp_path)
+    plan = gpope.make_plan(cfg)
+    assert not plan.private and plan.steps == 40
+    ledger = privacy.Ledger.load(tmp_path)
+    assert [r.count for r in ledger.releases] == [15, 15, 10]
+    assert all(r.params == plan.describe() for r in ledger.releases)
+    assert all(
+        r.event == privacy.event_to_dict(dp_accounting.NonPrivateDpEvent())
+        for r in ledger.releases
+    )
+    assert rep["epsilon_spent"] == float("inf")
+    (row,) = rep["epsilon_audit"]["rows"]
+    assert row["count"] == 40 and row["audited"]
+    assert row["epsilon_accounted"] == float("inf") and not row["violation"]
+
+
 def test_plots_on_writes_the_release_and_audit_pngs_apart(tmp_path, monkeypatch):
     cfg = _cfg("plots=true", "privacy.noise_seed=3")
     assert gpope.load("gpope/chain").plots  # on by default in the shipped configs

@@ -251,9 +251,44 @@ def test_a_sigma_zero_plan_is_labelled_not_private(tmp_path):
     method, state = privacy.gradient_method(plan, loss, optax.sgd(0.1), params)
     res = privacy.fit(plan, method, data, state, recorder=_recorder(tmp_path, plan))
     assert res.private is False and not plan.private
-    (entry,) = privacy.Ledger.load(tmp_path).releases
-    assert entry.event == privacy.event_to_dict(dp_accounting.NonPrivateDpEvent())
-    assert privacy.Ledger.load(tmp_path).epsilon().epsilon == float("inf")
+    ledger = privacy.Ledger.load(tmp_path)
+    # Every step that ran is recorded, one entry per commit, like a private run's: an
+    # audit of the ledger reruns all STEPS of them, not one.
+    assert [r.count for r in ledger.releases] == [EVERY] * (STEPS // EVERY)
+    non_private = privacy.event_to_dict(dp_accounting.NonPrivateDpEvent())
+    assert all(r.event == non_private for r in ledger.releases)
+    assert all(r.params == plan.describe() for r in ledger.releases)
+    assert ledger.groups()[0]["count"] == STEPS
+    assert ledger.epsilon().epsilon == float("inf")
+
+
+def test_a_sigma_zero_run_killed_and_resumed_records_each_step_once(tmp_path):
+    _, loss, data, params = _problem()
+    plan = _plan(sigma=0.0)
+    _killed_at(tmp_path, plan, EVERY + 2, loss, data, params)
+    assert [e[1] for e in _entries(tmp_path)] == [EVERY]  # the one commit
+    method, state = privacy.gradient_method(plan, loss, optax.adam(1e-2), params)
+    privacy.fit(plan, method, data, state, recorder=_recorder(tmp_path, plan))
+    assert sum(e[1] for e in _entries(tmp_path)) == STEPS
+
+
+def test_a_sigma_zero_ledger_of_one_event_catches_up_on_resume(tmp_path, monkeypatch):
+    # Ledgers written before non-private steps were recorded as they ran hold one
+    # NonPrivateDpEvent for the whole run; a resume records the steps the checkpoint
+    # is past, then the rest as they commit.
+    _, loss, data, params = _problem()
+    plan = _plan(sigma=0.0)
+    _recorder(tmp_path, plan).ledger.record(
+        dp_accounting.NonPrivateDpEvent(), what="step", params=plan.describe()
+    )
+    with monkeypatch.context() as m:
+        m.setattr(privacy.RunRecorder, "record", lambda self, plan, step: None)
+        _killed_at(tmp_path, plan, EVERY + 2, loss, data, params)
+    assert [e[1] for e in _entries(tmp_path)] == [1]
+    method, state = privacy.gradient_method(plan, loss, optax.adam(1e-2), params)
+    privacy.fit(plan, method, data, state, recorder=_recorder(tmp_path, plan))
+    counts = [e[1] for e in _entries(tmp_path)]
+    assert counts == [1, EVERY - 1, EVERY, EVERY] and sum(counts) == STEPS
 
 
 # ----------------------------------------------- issue 47: hardening of the Python API
