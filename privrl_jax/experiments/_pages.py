@@ -19,7 +19,9 @@ the experiment and the rule that scores it against the stored rows::
 Rules (``kind``): ``ordering`` (our group beats each ``against`` group at each value of
 ``over``, an axis or a list of axes: all -> reproduces, some -> partly, none -> does
 not), ``interval`` (the paper's ``value`` inside our 95% interval -> reproduces; within
-``tolerance`` times its size -> partly), ``threshold`` (our mean ``op`` ``value``;
+``tolerance`` times its size -> partly; with one value there is no interval: within
+``tolerance`` -> partly, outside it -> does not, and without a ``tolerance`` -> not
+enough data), ``threshold`` (our mean ``op`` ``value``;
 ``partly`` within ``tolerance``; with ``over``, an axis: at each of its values, all ->
 reproduces, some -> partly, none -> does not) and ``significant`` (the table's tests
 of ``value`` against its baseline with adjusted p < ``alpha`` in the direction
@@ -53,7 +55,14 @@ HEADER = (
     "privrl_jax/experiments/*.yaml; do not edit (tests/experiments/test_pages.py "
     "fails when this file differs from what the stored results generate). -->"
 )
-STATUSES = ("reproduces", "partly", "does not", "not run", "not migrated")
+STATUSES = (
+    "reproduces",
+    "partly",
+    "does not",
+    "not enough data",
+    "not run",
+    "not migrated",
+)
 METHOD_TITLES = {
     "pool": "POOL",
     "gpope": "GPOPE",
@@ -219,10 +228,21 @@ def _score(claim: Mapping[str, Any], results_dir: Path) -> tuple[str, str, dict 
     }
     if kind == "interval":
         value, tol = float(rule["value"]), float(rule.get("tolerance", 0.0))
+        near = bool(tol) and abs(s["mean"] - value) <= tol * abs(value)
+        if s["n"] < 2:
+            # One value has no interval, so "reproduces" cannot be shown; the
+            # tolerance alone still says near (partly) or far (does not), and without
+            # one the rule has nothing to judge by.
+            status = "partly" if near else ("does not" if tol else "not enough data")
+            return (
+                status,
+                f"{_fmt(s['mean'])} (n = {s['n']}: no interval)",
+                {**numbers, "status": status},
+            )
         lo, hi = s["mean"] - s["ci95"], s["mean"] + s["ci95"]
         if lo <= value <= hi:
             status = "reproduces"
-        elif tol and abs(s["mean"] - value) <= tol * abs(value):
+        elif near:
             status = "partly"
         else:
             status = "does not"
@@ -302,7 +322,9 @@ def _scoreboard(results_dir: Path) -> tuple[str, dict[str, int], dict[str, list]
         "number, ours, and a status computed from the stored results by the rule in "
         "`privrl_jax/experiments/claims.yaml`. **not migrated**: measured by a legacy "
         "script under `benchmarks/`, not yet an experiment file (the pointer says "
-        "where the number stands). Scale: CPU, a few seeds; see the cause column.",
+        "where the number stands). **not enough data**: an `interval` rule with one "
+        "value (no interval) and no tolerance to fall back on. Scale: CPU, a few "
+        "seeds; see the cause column.",
         "",
     ]
     body = []

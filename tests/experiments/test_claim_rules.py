@@ -15,7 +15,7 @@ import scipy.stats
 
 from privrl_jax import experiments
 from privrl_jax.experiments import _pages
-from privrl_jax.experiments._runner import write_rows
+from privrl_jax.experiments._runner import read_rows, write_rows
 from privrl_jax.experiments._spec import cell_key
 
 BASE = {("a", 1): 1.0, ("a", 2): 3.0, ("b", 1): 2.0, ("b", 2): 2.0, ("c", 1): 1.0}
@@ -260,6 +260,36 @@ def test_interval(results, value, tolerance, want):
 
 
 @pytest.mark.parametrize(
+    ("value", "tolerance", "want"),
+    [
+        (1.0, 0.0, "not enough data"),  # equal, but one value shows no interval
+        (1.5, 0.0, "not enough data"),  # no tolerance: nothing to judge by
+        (1.1, 0.1, "partly"),  # |1 - 1.1| = 0.1 <= 0.1 x 1.1
+        (1.5, 0.1, "does not"),  # 0.5 > 0.15
+    ],
+)
+def test_interval_of_one_value_falls_back_to_the_tolerance(
+    results, value, tolerance, want, monkeypatch
+):
+    # "one": the toy table without its tests (Welch's needs two values a sample),
+    # seed 1 (offset 0) alone stored: a at x = 1 is n = 1, mean 1.0.
+    toy = _pages.load_experiment("toy")
+    one = _experiment("one", [{**TOY_TABLE, "tests": []}], toy.axes, toy.grid)
+    exps = {"toy": toy, "one": one}
+    monkeypatch.setattr(_pages, "load_experiment", exps.__getitem__)
+    rows = [r for r in read_rows(results, "toy") if r["cell"]["seed"] == 1]
+    write_rows(results, "one", rows)
+    rule = dict(kind="interval", ours={"m": "a", "x": 1}, value=value)
+    status, ours = _status(results, experiment="one", tolerance=tolerance, **rule)
+    assert (status, ours) == (want, "1 (n = 1: no interval)")
+    claim = {"id": "x", "experiment": "one"}
+    claim["rule"] = {"table": "t", "metric": "v", "tolerance": tolerance, **rule}
+    numbers = _pages.claim_numbers(claim, results)
+    assert numbers["n"] == 1 and math.isnan(numbers["ci95"])
+    assert numbers["status"] == want
+
+
+@pytest.mark.parametrize(
     ("op", "value", "tolerance", "want"),
     [
         ("<=", 1.0, 0.0, "reproduces"),  # a tie meets <= and >=
@@ -352,6 +382,7 @@ def test_the_scoreboard_counts_each_status_and_plots_the_numeric_claims(
         "reproduces": 1,
         "partly": 1,  # a beats b at x = 1 only
         "does not": 1,  # b's 2.0 is not < 1.0
+        "not enough data": 0,
         "not run": 1,
         "not migrated": 1,
     }
