@@ -39,6 +39,7 @@ from typing import Any
 
 from privrl_jax.experiments import stats
 from privrl_jax.experiments._runner import read_rows
+from privrl_jax.experiments._series_plot import plot_claim_series
 from privrl_jax.experiments._spec import (
     experiment_names,
     load_claims,
@@ -295,6 +296,117 @@ def _share(held: int, total: int) -> str:
     return "reproduces" if held == total else ("partly" if held else "does not")
 
 
+# Papers whose claims are orderings of our own groups (no paper number to put beside
+# ours): the scoreboard draws the series those claims compare.
+SERIES_PLOTS = ("GPOPE",)
+
+
+def _tick(v: Any) -> str:
+    return (
+        f"{v:g}" if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
+    )
+
+
+def _group_label(where: Mapping[str, Any]) -> str:
+    if "label" in where:
+        return str(where["label"])
+    cell = {k: v for k, v in where.items() if k not in ("experiment", "table")}
+    if not cell:
+        return "ours"  # a rule over one group's own rows
+    # A lone string value (a method, a schedule) names the group by itself.
+    if len(cell) == 1 and isinstance(next(iter(cell.values())), str):
+        return next(iter(cell.values()))
+    return ", ".join(f"{k} = {_tick(v)}" for k, v in cell.items())
+
+
+def claim_series(claim: Mapping[str, Any], results_dir: Path) -> dict | None:
+    """The groups a claim's rule compares, at each value of its ``over`` axis.
+
+    For an ``ordering`` rule (``ours`` and each ``against`` group) and a
+    ``threshold`` rule with ``over`` (``ours`` and the threshold) whose experiment has
+    stored rows; the scoreboard's series figure draws these.
+
+    Args:
+      claim: an entry of ``claims.yaml``.
+      results_dir: where the experiments' rows are stored.
+
+    Returns:
+      ``{"id", "status", "metric", "over", "xs", "numeric", "value", "series"}``:
+      ``over`` the axis (axes joined by " / "; None without one), ``xs`` its values as
+      tick labels, ``numeric`` whether they are the numbers of one axis,
+      ``value`` a threshold's number (None for an ordering) and ``series`` one
+      ``{"label", "means", "ci95", "n"}`` per group with one entry per x (NaN mean
+      where the group has no row there; NaN ``ci95`` for one value). None for any
+      other claim.
+    """
+    rule = claim.get("rule") or {}
+    kind = rule.get("kind")
+    if not claim.get("experiment") or not (
+        kind == "ordering" or (kind == "threshold" and rule.get("over"))
+    ):
+        return None
+    exp = load_experiment(claim["experiment"])
+    rows = grid_order(exp, read_rows(results_dir, exp.name))
+    if not rows:
+        return None
+    spec = next(t for t in exp.tables if t["id"] == rule["table"])
+    table = build_table(spec, rows)
+    metric = rule["metric"]
+    over = rule.get("over") or []
+    over = [over] if isinstance(over, str) else list(over)
+    xs = list(
+        dict.fromkeys(
+            tuple(g["cell"][a] for a in over)
+            for g in table["groups"]
+            if all(a in g["cell"] for a in over)
+            and all(g["cell"].get(k) == v for k, v in rule["ours"].items())
+        )
+    )
+    groups = [rule["ours"], *rule.get("against", [])]
+    series = []
+    for where in groups:
+        tab = (
+            _table_of(where["experiment"], where["table"], results_dir)
+            if "experiment" in where
+            else table
+        )
+        stats_at = []
+        for x in xs:
+            g = _find(tab, {**where, **dict(zip(over, x, strict=True))}, claim["id"])
+            s = g["metrics"][metric] if g is not None else None
+            stats_at.append(
+                s if s is not None else {"mean": math.nan, "ci95": math.nan, "n": 0}
+            )
+        series.append(
+            {
+                "label": _group_label(where),
+                "means": [s["mean"] for s in stats_at],
+                "ci95": [s["ci95"] for s in stats_at],
+                "n": [s["n"] for s in stats_at],
+            }
+        )
+    return {
+        "id": claim["id"],
+        "status": _score(claim, results_dir)[0],
+        "metric": metric,
+        "over": " / ".join(over) or None,
+        "xs": [" / ".join(_tick(v) for v in x) for x in xs],
+        # Lines join a group's points only along a numeric axis (epsilon, m), not
+        # across categories (environments).
+        "numeric": len(over) == 1
+        and all(
+            isinstance(x[0], int | float) and not isinstance(x[0], bool) for x in xs
+        ),
+        "value": float(rule["value"]) if kind == "threshold" else None,
+        "series": series,
+    }
+
+
+def series_plot_name(paper: str) -> str:
+    """The file name of a paper's series figure (``scoreboard_<paper>_series.png``)."""
+    return f"scoreboard_{paper.lower()}_series.png"
+
+
 def scoreboard(results_dir: Path) -> tuple[str, dict[str, int]]:
     """The scoreboard page and the count of claims per status.
 
@@ -310,8 +422,10 @@ def scoreboard(results_dir: Path) -> tuple[str, dict[str, int]]:
     return _scoreboard(results_dir)[:2]
 
 
-def _scoreboard(results_dir: Path) -> tuple[str, dict[str, int], dict[str, list]]:
-    # (markdown, counts, plots): the claims are scored once for the page and its plots.
+def _scoreboard(results_dir: Path) -> tuple[str, dict[str, int], dict[str, tuple]]:
+    # (markdown, counts, figures): the claims are scored once for the page and its
+    # plots; figures maps each PNG's name to (drawer, paper, items), items empty for a
+    # paper with nothing to draw.
     counts = dict.fromkeys(STATUSES, 0)
     lines = [
         HEADER,
@@ -329,11 +443,16 @@ def _scoreboard(results_dir: Path) -> tuple[str, dict[str, int], dict[str, list]
     ]
     body = []
     plots: dict[str, list[dict]] = {p: [] for p in PAPERS}
+    series: dict[str, list[dict]] = {p: [] for p in SERIES_PLOTS}
     for c in load_claims():
         status, ours, numbers = _score(c, results_dir)
         counts[status] += 1
         if numbers is not None:
             plots.setdefault(c["paper"], []).append(numbers)
+        if c["paper"] in series:
+            compared = claim_series(c, results_dir)
+            if compared is not None:
+                series[c["paper"]].append(compared)
         exp = c.get("experiment")
         if exp:
             where = f"[`{exp}`]({_method_of(exp)}.md)"
@@ -357,8 +476,38 @@ def _scoreboard(results_dir: Path) -> tuple[str, dict[str, int], dict[str, list]
         *body,
         "",
         *_plots_section(plots),
+        *_series_section(series),
     ]
-    return "\n".join(lines), counts, plots
+    figures = {plot_name(p): (plot_claims, p, pts) for p, pts in plots.items()}
+    figures |= {
+        series_plot_name(p): (plot_claim_series, p, items)
+        for p, items in series.items()
+    }
+    return "\n".join(lines), counts, figures
+
+
+def _series_section(series: Mapping[str, list[dict]]) -> list[str]:
+    lines = []
+    for paper, items in series.items():
+        if not items:
+            continue
+        ids = ", ".join(f"`{x['id']}`" for x in items)
+        lines += [
+            f"## {paper}: the groups its claims compare",
+            "",
+            f"{paper}'s claims order our own groups (no number of the paper to put "
+            "beside ours). Per claim whose rule is an ordering (or a threshold over an "
+            "axis): each compared group's mean with its 95% t interval at each value "
+            "of the rule's `over` axis, the first series being ours; a dashed line: "
+            "a threshold's value; a log axis where the means span more than "
+            "20x (bars that reach 0 are cut there).",
+            "",
+            f"![{paper}: the groups its claims compare]({series_plot_name(paper)})",
+            "",
+            f"{paper}: {ids}.",
+            "",
+        ]
+    return lines
 
 
 PAPERS = ("PrivORL", "GPOPE", "POOL")
@@ -476,8 +625,8 @@ def render_pages(results_dir: Path) -> dict[str, str]:
     return _render_pages(results_dir)[0]
 
 
-def _render_pages(results_dir: Path) -> tuple[dict[str, str], dict[str, list]]:
-    # (pages, the scoreboard's plots).
+def _render_pages(results_dir: Path) -> tuple[dict[str, str], dict[str, tuple]]:
+    # (pages, the scoreboard's figures).
     by_method: dict[str, list[str]] = {}
     for name in experiment_names():
         by_method.setdefault(load_experiment(name).method, []).append(name)
@@ -627,17 +776,16 @@ def write_pages(results_dir: Path, docs_dir: Path) -> list[Path]:
     """
     docs_dir.mkdir(parents=True, exist_ok=True)
     out = []
-    pages, by_paper = _render_pages(results_dir)
+    pages, figures = _render_pages(results_dir)
     for name, text in pages.items():
         (docs_dir / name).write_text(text)
         out.append(docs_dir / name)
-    plots = {plot_name(p): (p, pts) for p, pts in by_paper.items()}
     for old in docs_dir.glob("scoreboard_*.png"):
-        if not plots.get(old.name, (None, None))[1]:
+        if not figures.get(old.name, (None, None, None))[2]:
             old.unlink()  # a paper that no longer has a plotted claim
-    for name, (paper, points) in plots.items():
-        if points:
-            plot_claims(paper, points, docs_dir / name)
+    for name, (draw, paper, items) in figures.items():
+        if items:
+            draw(paper, items, docs_dir / name)
             out.append(docs_dir / name)
     return out
 

@@ -410,3 +410,93 @@ def test_the_plot_is_deterministic_and_refuses_no_points(tmp_path):
     assert a.read_bytes() == b.read_bytes()
     with pytest.raises(ValueError, match="POOL: no claim to plot"):
         _pages.plot_claims("POOL", [], a)
+
+
+# ------------------------------------------------------------------ series figure
+def _series(results, **rule):
+    claim = {"id": "x", "paper": "GPOPE", "experiment": "toy"}
+    claim["rule"] = {"table": "t", "metric": "v", **rule}
+    return _pages.claim_series(claim, results)
+
+
+def test_claim_series_gives_each_compared_group_at_each_x(results):
+    s = _series(
+        results, kind="ordering", ours={"m": "a"}, against=[{"m": "b"}], over="x"
+    )
+    assert (s["status"], s["over"], s["xs"], s["numeric"]) == (
+        "partly",
+        "x",
+        ["1", "2"],
+        True,
+    )
+    (a, b) = s["series"]
+    assert (a["label"], a["means"], a["n"]) == ("a", [1.0, 3.0], [3, 3])
+    assert (b["label"], b["means"]) == ("b", [2.0, 2.0])
+    assert a["ci95"] == pytest.approx([CI95, CI95], rel=1e-12)
+    assert s["value"] is None
+    # c has no row at x = 2: NaN there, not a shifted series.
+    s = _series(
+        results, kind="ordering", ours={"m": "a"}, against=[{"m": "c"}], over="x"
+    )
+    assert s["series"][1]["means"][0] == 1.0 and math.isnan(s["series"][1]["means"][1])
+    # No `over`: one position, one point per group.
+    s = _series(
+        results, kind="ordering", ours={"m": "a", "x": 1}, against=[{"m": "b", "x": 1}]
+    )
+    assert s["xs"] == [""] and [g["means"] for g in s["series"]] == [[1.0], [2.0]]
+    assert [g["label"] for g in s["series"]] == ["m = a, x = 1", "m = b, x = 1"]
+    # A threshold over an axis: ours alone, and the threshold's value.
+    s = _series(results, kind="threshold", ours={"m": "b"}, over="x", op="<", value=2.5)
+    assert (s["status"], s["value"]) == ("reproduces", 2.5)
+    assert [g["means"] for g in s["series"]] == [[2.0, 2.0]]
+    # Rules that compare with the paper's number have no series.
+    assert _series(results, kind="interval", ours={"m": "a", "x": 1}, value=1.0) is None
+
+
+def test_the_series_figure_is_deterministic_and_refuses_no_items(results, tmp_path):
+    items = [
+        _series(
+            results, kind="ordering", ours={"m": "a"}, against=[{"m": "b"}], over="x"
+        ),
+        _series(
+            results, kind="threshold", ours={"m": "b"}, over="x", op="<", value=2.5
+        ),
+    ]
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    _pages.plot_claim_series("GPOPE", items, a)
+    _pages.plot_claim_series("GPOPE", items, b)
+    assert a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert a.read_bytes() == b.read_bytes()
+    with pytest.raises(ValueError, match="GPOPE: no claim series to plot"):
+        _pages.plot_claim_series("GPOPE", [], a)
+
+
+def test_write_pages_draws_the_gpope_series_and_no_paper_number_plot(
+    results, tmp_path, monkeypatch
+):
+    claims = [
+        {
+            "id": "g0",
+            "paper": "GPOPE",
+            "where": "Sec. 6",
+            "claim": "toy",
+            "experiment": "toy",
+            "rule": {
+                "kind": "ordering",
+                "table": "t",
+                "metric": "v",
+                "ours": {"m": "a"},
+                "against": [{"m": "b"}],
+                "over": "x",
+            },
+        }
+    ]
+    monkeypatch.setattr(_pages, "load_claims", lambda: claims)
+    monkeypatch.setattr(_pages, "experiment_names", lambda: ["toy"])
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "scoreboard_pool.png").write_bytes(b"stale")
+    _pages.write_pages(results, docs)
+    assert {p.name for p in docs.glob("*.png")} == {"scoreboard_gpope_series.png"}
+    page = (docs / "scoreboard.md").read_text()
+    assert "](scoreboard_gpope_series.png)" in page and "GPOPE: `g0`." in page

@@ -32,6 +32,7 @@ def test_the_scoreboards_plots_are_committed_beside_it():
     )
     assert linked == {p.name for p in DOCS.glob("scoreboard_*.png")}
     assert "scoreboard_privorl.png" in linked
+    assert "scoreboard_gpope_series.png" in linked  # GPOPE's claims are orderings
 
 
 def test_every_claim_names_a_paper_and_a_way_to_score_it():
