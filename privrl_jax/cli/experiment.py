@@ -136,11 +136,12 @@ def pages_command(
 ) -> None:
     """Write docs/results/ from the stored rows.
 
-    The index, one page per method, the scoreboard and its plots.
+    The index, one page per method, the scoreboard and its plots; and the numbers the
+    pages beside it (docs/*.md) quote from the rows.
     """
     from privrl_jax import experiments  # noqa: PLC0415
 
-    for path in experiments.write_pages(results, docs):
+    for path in experiments.write_pages(results, docs, prose_dir=docs.parent):
         typer.echo(f"wrote {path}")
     counts = experiments.scoreboard(results)[1]
     typer.echo("scoreboard: " + ", ".join(f"{k} {v}" for k, v in counts.items()))

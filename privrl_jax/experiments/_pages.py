@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from privrl_jax.experiments import stats
+from privrl_jax.experiments._prose import fill_docs
 from privrl_jax.experiments._runner import read_rows
 from privrl_jax.experiments._series_plot import plot_claim_series
 from privrl_jax.experiments._spec import (
@@ -763,19 +764,23 @@ def _summ(s: Mapping[str, float]) -> str:
     return f"{s['mean']:.3f} ± {s['std']:.3f} [±{s['ci95']:.3f}] (n = {s['n']})"
 
 
-def write_pages(results_dir: Path, docs_dir: Path) -> list[Path]:
+def write_pages(
+    results_dir: Path, docs_dir: Path, prose_dir: Path | None = None
+) -> list[Path]:
     """Write :func:`render_pages` and the scoreboard's plots into ``docs_dir``.
 
     Args:
       results_dir: the results root holding ``<experiment>/rows.jsonl``.
       docs_dir: the pages' directory (``docs/results``); created if missing, and
         existing pages of the same names are overwritten.
+      prose_dir: when given (``docs``), the numbers its ``*.md`` quote from the rows
+        are refilled (:mod:`privrl_jax.experiments._prose`).
 
     Returns:
       The files written.
     """
     docs_dir.mkdir(parents=True, exist_ok=True)
-    out = []
+    out = [] if prose_dir is None else fill_docs(results_dir, prose_dir)
     pages, figures = _render_pages(results_dir)
     for name, text in pages.items():
         (docs_dir / name).write_text(text)

@@ -162,3 +162,18 @@ def test_committed_tables_are_what_the_stored_rows_generate(tmp_path):
             if (tmp_path / name / f).read_text() != (root / name / f).read_text():
                 stale.append(f"{name}/{f}")
     assert not stale, f"re-tabulate with `privrl experiment table NAME`: {stale}"
+
+
+def test_the_numbers_the_docs_quote_are_what_the_stored_rows_give():
+    # docs/*.md quote numbers as links whose title names the row
+    # (privrl_jax/experiments/_prose.py); `privrl experiment pages` refills them.
+    from privrl_jax.experiments._prose import fill_numbers, quoted_numbers  # noqa: PLC0415
+
+    quoted = {}
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        text = path.read_text()
+        quoted[path.name] = len(quoted_numbers(text))
+        if quoted[path.name]:
+            filled = fill_numbers(text, ROOT / "results", where=str(path))
+            assert filled == text, f"regenerate with `privrl experiment pages`: {path}"
+    assert all(quoted[name] for name in ("reproducing.md", "gpope.md", "pool.md"))
