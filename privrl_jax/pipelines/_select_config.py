@@ -53,7 +53,9 @@ Distribution = Literal[
 # evaluated (the target) may vary: choosing it is policy selection.
 FIXED_PREFIXES = ("env.", "data.", "seed", "privacy.noise_seed", "privacy.delta")
 POLICY_KEYS = ("env.target_treat", "env.target_epsilon")
-ScoreKind = Literal["td_error", "value", "coverage"]
+ScoreKind = Literal["td_error", "value", "coverage", "sliced_wasserstein"]
+# The kinds that score a PrivORL-n release on the sensitive transitions.
+SYNTH_KINDS = ("coverage", "sliced_wasserstein")
 MAX_CANDIDATES = 1_000
 
 
@@ -98,12 +100,18 @@ class CandidatesConfig:
       overrides: applied to every candidate.
       grid: config key -> list of values; the candidates are their product, in the
         file's order.
+      runs_dir: PrivORL-n candidates only: where their runs go, relative to the
+        selection's run directory (None: its ``checkpoints/select/runs``). Selections
+        with the same grid and noise seed that name one folder read each other's
+        finished runs back (e.g. two scores compared on the same runs); a simulation
+        only, so it needs ``privacy.noise_seed``.
     """
 
     pipeline: Pipeline = "gpope"
     config: str = "gpope/chain"
     overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
     grid: dict[str, Any] = dataclasses.field(default_factory=dict)
+    runs_dir: str | None = None
 
     def __post_init__(self):
         for name in ("overrides", "grid"):
@@ -175,16 +183,25 @@ class ScoreConfig(Section):
     DP theta, so it costs nothing more (the other keys are ignored). ``kind: coverage``
     (PrivORL-n grids, the only kind they take): minus the noisy mean over the
     sensitive transitions of each one's distance to its nearest synthetic transition,
-    clipped to ``l2_clip_norm`` (``select.privorl_n.dp_coverage_score``).
+    clipped to ``l2_clip_norm`` (``select.privorl_n.dp_coverage_score``). ``kind:
+    sliced_wasserstein`` (PrivORL-n grids): minus a sliced Wasserstein distance between
+    the sensitive transitions and the release, from a DP histogram of the sensitive
+    rows' projections on ``num_projections`` public directions, each clipped to
+    [-``l2_clip_norm``, ``l2_clip_norm``] and counted on ``bins`` bins
+    (``select.sw_score``).
     """
 
     kind: ScoreKind = "td_error"
     l2_clip_norm: float = 1.0
     noise_multiplier: float = 2.0
+    num_projections: int = 16
+    bins: int = 16
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "l2_clip_norm": positive(),
         "noise_multiplier": positive(),
+        "num_projections": at_least(1, MAX_COUNT),
+        "bins": at_least(2, MAX_COUNT),
     }
 
     SECTION = "score"
@@ -219,9 +236,13 @@ class SelectAuditConfig:
     Attributes:
       every_candidate: also run every candidate once with an audit key and measure
         its true error (NOT DP: the oracle choice; never publish).
+      stand_in_at_total_epsilon: PrivORL-n grids with ``every_candidate``: also run
+        the stand-in candidate (the base config's values) once, calibrated to the whole
+        selection's epsilon, for a comparison at equal total epsilon.
     """
 
     every_candidate: bool = True
+    stand_in_at_total_epsilon: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -242,11 +263,21 @@ class SelectRunConfig:
                 "values, e.g. candidates.grid.gpope.step_size=[0.5,2]."
             )
         gpope_kinds = ("td_error", "value")
-        if (self.candidates.pipeline == "privorl_n") != (self.score.kind == "coverage"):
+        synth = self.candidates.pipeline == "privorl_n"
+        if synth != (self.score.kind in SYNTH_KINDS):
             raise ValueError(
                 f"score.kind={self.score.kind} does not score "
                 f"{self.candidates.pipeline} candidates: gpope takes "
-                f"{' or '.join(gpope_kinds)}, privorl_n coverage."
+                f"{' or '.join(gpope_kinds)}, privorl_n {' or '.join(SYNTH_KINDS)}."
+            )
+        if self.candidates.runs_dir is not None and (
+            not synth or self.privacy.noise_seed is None
+        ):
+            raise ValueError(
+                "candidates.runs_dir shares PrivORL-n candidate runs between "
+                "simulated selections: it needs candidates.pipeline=privorl_n and "
+                "privacy.noise_seed (a private selection keeps its runs secret, in its "
+                "own checkpoints/)."
             )
         if self.privacy.accountant != "rdp":
             raise ValueError(

@@ -28,9 +28,9 @@ back, and the release is the same.
 Candidates whose DP events differ (a grid over steps, batch size or epsilon) are
 accounted by the pointwise max of their RDP curves (``privacy.Repetitions.event`` of
 every candidate's event). ``candidates.pipeline: privorl_n`` selects over PrivORL-n
-configs instead: each run a whole PrivORL-n run, scored by a DP coverage statistic on
-the sensitive transitions, the chosen run's ``synthetic.hdf5`` the release
-(:mod:`privrl_jax.pipelines.select.privorl_n`).
+configs instead: each run a whole PrivORL-n run, scored on the sensitive transitions by
+a DP coverage statistic or a DP sliced Wasserstein distance (``score.kind``), the chosen
+run's ``synthetic.hdf5`` the release (:mod:`privrl_jax.pipelines.select.privorl_n`).
 """
 
 from privrl_jax.pipelines._select_config import (

@@ -21,6 +21,11 @@ Lower coverage distance rewards a release that puts samples near every real
 transition (mode coverage, which a collapsed or under-trained model lacks); it is
 blind to samples far from any real one, which the audit's sliced Wasserstein distance
 (the true score here, NOT DP) also sees.
+
+``score.kind: sliced_wasserstein`` scores the release instead by a DP sliced Wasserstein
+distance to the sensitive transitions (:mod:`privrl_jax.pipelines.select.sw_score`: a
+DP histogram of their projections on public directions), the quantity the audit
+measures; one run is then the PrivORL-n plan composed with that histogram's Gaussian.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 import dp_accounting
 import jax
 import numpy as np
+import scipy.stats
 
 from privrl_jax import data, privacy
 from privrl_jax import eval as evaluation
@@ -47,8 +53,11 @@ from privrl_jax.pipelines._rundir import (
     refuse_other_run,
 )
 from privrl_jax.pipelines._select_config import SelectRunConfig
+from privrl_jax.pipelines.select import sw_score
 
 RELEASE_FILE = "synthetic.hdf5"
+# Draws of each audit run's DP score behind the audit's expected choice.
+SCORE_DRAWS = 200
 # PrivORL-n's own evaluation is left out of a candidate run: the score is the
 # selection's, and the audit reads each run's fidelity (computed anyway).
 CANDIDATE_EVAL = [
@@ -146,8 +155,79 @@ def candidate_configs(cfg: SelectRunConfig) -> list[privorl_n.PrivORLNConfig]:
     return out
 
 
+def score_mechanism(
+    cfg: SelectRunConfig, plan: privacy.DPPlan
+) -> privacy.GaussianMechanism:
+    """The Gaussian mechanism of ``cfg.score``'s kind (coverage or sliced Wasserstein).
+
+    Args:
+      cfg: the selection's config (its ``score`` section).
+      plan: a candidate's plan (its neighbouring relation).
+
+    Returns:
+      The score's mechanism.
+    """
+    s = cfg.score
+    if s.kind == "sliced_wasserstein":
+        return sw_score.mechanism(
+            s.num_projections, s.noise_multiplier, plan.neighboring
+        )
+    return coverage_mechanism(cfg, plan)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scorer:
+    """A run's score on the sensitive rows.
+
+    Attributes:
+      mechanism: the score's Gaussian mechanism.
+      statistic: NOT DP: the noiseless distance of a release's rows (lower is better).
+      dp_score: ``(release rows, key) -> DP score`` (higher is better).
+    """
+
+    mechanism: privacy.GaussianMechanism
+    statistic: Callable[[np.ndarray], float]
+    dp_score: Callable[[np.ndarray, jax.Array], float]
+
+
+def make_scorer(
+    cfg: SelectRunConfig, plan: privacy.DPPlan, sensitive_x: np.ndarray
+) -> Scorer:
+    """The score of ``cfg.score.kind`` on the normalised sensitive rows.
+
+    Args:
+      cfg: the selection's config (its ``score`` section).
+      plan: a candidate's plan (its neighbouring relation).
+      sensitive_x: [n, d] the normalised sensitive transitions.
+
+    Returns:
+      The scorer.
+    """
+    s = cfg.score
+    mech = score_mechanism(cfg, plan)
+    if s.kind == "sliced_wasserstein":
+        dirs = sw_score.directions(s.num_projections, sensitive_x.shape[1])
+        counts = sw_score.projection_counts(sensitive_x, dirs, s.l2_clip_norm, s.bins)
+        n = len(sensitive_x)
+
+        def statistic(y: np.ndarray) -> float:
+            other = sw_score.projection_counts(y, dirs, s.l2_clip_norm, s.bins)
+            return sw_score.binned_distance(counts, n, other, len(y), s.l2_clip_norm)
+
+        return Scorer(
+            mech,
+            statistic,
+            lambda y, k: sw_score.dp_score(counts, n, y, dirs, s.l2_clip_norm, mech, k),
+        )
+    return Scorer(
+        mech,
+        lambda y: float(coverage_distances(sensitive_x, y, s.l2_clip_norm).mean()),
+        lambda y, k: dp_coverage_score(sensitive_x, y, mech, k),
+    )
+
+
 def run_event(cfg: SelectRunConfig, plan: privacy.DPPlan) -> dp_accounting.DpEvent:
-    """One run's event: the PrivORL-n plan's steps, then the coverage score.
+    """One run's event: the PrivORL-n plan's steps, then the score's Gaussian.
 
     Args:
       cfg: the selection's config.
@@ -157,7 +237,7 @@ def run_event(cfg: SelectRunConfig, plan: privacy.DPPlan) -> dp_accounting.DpEve
       The DP event of one run.
     """
     return dp_accounting.ComposedDpEvent(
-        [plan.event(), coverage_mechanism(cfg, plan).event()]
+        [plan.event(), score_mechanism(cfg, plan).event()]
     )
 
 
@@ -190,10 +270,10 @@ def make_candidate(
       runs_dir: where the candidate runs go (secret).
 
     Returns:
-      The candidate's run: ``{"run_dir", "fidelity"}`` (the fidelity is NOT DP: the
-      audit's) and its DP score.
+      The candidate's run: ``{"run_dir", "fidelity", "statistic"}`` (NOT DP: the
+      audit's; ``statistic`` is the score's noiseless distance) and its DP score.
     """
-    mechanism = coverage_mechanism(cfg, plan)
+    scorer = make_scorer(cfg, plan, sensitive_x)
 
     def run(key: jax.Array) -> tuple[dict[str, Any], float]:
         k_run, k_score = jax.random.split(key)
@@ -205,13 +285,11 @@ def make_candidate(
         report = privorl_n.run(rcfg, sub)
         synthetic = data.load_hdf5(sub / RELEASE_FILE)
         syn_x = task.normalise(task.encode(synthetic))
-        score = dp_coverage_score(sensitive_x, syn_x, mechanism, k_score)
+        score = scorer.dp_score(syn_x, k_score)
         release = {
             "run_dir": str(sub),
             "fidelity": report["audit"]["fidelity"],
-            "coverage": float(
-                coverage_distances(sensitive_x, syn_x, mechanism.l2_sensitivity).mean()
-            ),
+            "statistic": scorer.statistic(syn_x),
         }
         return release, score
 
@@ -259,7 +337,11 @@ def run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     task = privorl_n.build_task(configs[0], public, sensitive)
     sens_x = task.normalise(task.encode(sensitive))
     secret = runner._secret(run_dir, cfg)
-    runs_dir = private_dir(run_dir / "checkpoints" / "select" / "runs")
+    runs_dir = private_dir(
+        run_dir / cfg.candidates.runs_dir
+        if cfg.candidates.runs_dir is not None
+        else run_dir / "checkpoints" / "select" / "runs"
+    )
     cands = [
         make_candidate(c, q, sens_x, task, cfg, runs_dir)
         for c, q in zip(configs, plans, strict=True)
@@ -281,8 +363,8 @@ def run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     mixed = runner.heterogeneous(events)
     run_section = {
         "privorl_n": [q.describe() for q in plans] if mixed else plans[0].describe(),
-        "score": coverage_mechanism(cfg, plans[0]).describe()
-        | {"clip": cfg.score.l2_clip_norm},
+        "score": score_mechanism(cfg, plans[0]).describe()
+        | {"kind": cfg.score.kind, "clip": cfg.score.l2_clip_norm},
     }
     report = runner.selection_report(
         cfg,
@@ -295,7 +377,16 @@ def run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
         run_section,
         [RELEASE_FILE, "selected.json", "ledger.json", "report.json", "config.yaml"],
     )
-    audit = _audit(cfg, configs, cands, result, history, secret, runs_dir)
+    audit = _audit(
+        cfg,
+        configs,
+        cands,
+        result,
+        history,
+        secret,
+        runs_dir,
+        (make_scorer(cfg, plans[0], sens_x), task, reps, report["epsilon_spent"]),
+    )
     return runner.write_report(run_dir, report, audit, t0)
 
 
@@ -315,6 +406,60 @@ def _base_values(cfg: SelectRunConfig) -> dict[str, Any]:
     return {k: flat.get(k) for k in flatten(c.grid)}
 
 
+def expected_choice(
+    true_sw: np.ndarray,
+    score_draws: np.ndarray,
+    reps: privacy.Repetitions,
+    rng: np.random.Generator,
+    num_draws: int = 20_000,
+) -> float:
+    """NOT DP: the expected true distance of the selection's choice, by simulation.
+
+    Over the selection's own randomness: K drawn from ``reps``, each run a uniformly
+    drawn candidate, its score one of that candidate's ``score_draws``, the best
+    score released. One selection draws K once; this averages over K, which a handful
+    of data sets cannot (with E[K] = 2 about half the selections run once and choose
+    at random).
+
+    Args:
+      true_sw: [C] each candidate's true distance (its audit run's).
+      score_draws: [C, M] DP scores of each candidate's audit run (fresh noise each).
+      reps: the distribution of K.
+      rng: the simulation's generator.
+      num_draws: simulated selections.
+
+    Returns:
+      The mean true distance of the choice over selections that release (K >= 1).
+    """
+    num_c, m = score_draws.shape
+    total, released = 0.0, 0
+    for _ in range(num_draws):
+        k = reps.sample(rng)
+        if k == 0:
+            continue
+        cand = rng.integers(num_c, size=k)
+        scores = score_draws[cand, rng.integers(m, size=k)]
+        total += float(true_sw[cand[int(np.argmax(scores))]])
+        released += 1
+    return total / max(released, 1)
+
+
+def _stand_in_at(
+    ccfg: privorl_n.PrivORLNConfig, epsilon: float, key: jax.Array, runs_dir: Path
+) -> dict[str, Any]:
+    """NOT DP: one run of the stand-in's config calibrated to ``epsilon``."""
+    seed = _run_seed(key)
+    rcfg = dataclasses.replace(
+        ccfg,
+        privacy=dataclasses.replace(ccfg.privacy, epsilon=epsilon, noise_seed=seed),
+    )
+    report = privorl_n.run(rcfg, runs_dir / f"total-eps-{seed:016x}")
+    return {
+        "epsilon": epsilon,
+        "sliced_wasserstein": float(report["audit"]["fidelity"]["sliced_wasserstein"]),
+    }
+
+
 def _audit(
     cfg: SelectRunConfig,
     configs: list[privorl_n.PrivORLNConfig],
@@ -323,67 +468,97 @@ def _audit(
     history: list[dict[str, Any]],
     secret: privacy.DPSecret,
     runs_dir: Path,
+    context: tuple[Scorer, privorl_n.PrivORLNTask, privacy.Repetitions, float],
 ) -> dict[str, Any]:
     """NOT DP: K, every run, and (``audit.every_candidate``) one audit run of each.
 
     The true score is the release's sliced Wasserstein distance to the sensitive rows
     (lower is better; PrivORL-n's audit). With every candidate run once: the oracle
     (least true distance), a uniformly random candidate (the mean), the stand-in rule
-    (the candidate whose values are the base config's, when the grid has it).
+    (the candidate whose values are the base config's, when the grid has it; with
+    ``audit.stand_in_at_total_epsilon`` also one run of it at the selection's total
+    epsilon), the rank agreement (Kendall's tau) of the score's noiseless statistic
+    with the true distance over the candidates, and the selection's expected choice
+    (:func:`expected_choice`). ``context``: the scorer, the task, K's distribution and
+    the selection's total epsilon.
     """
-    del configs, runs_dir
     from privrl_jax.pipelines.select import runner  # noqa: PLC0415 -- its helpers
+
+    scorer, task, reps, total_epsilon = context
 
     def sw(release: dict[str, Any]) -> float:
         return float(release["fidelity"]["sliced_wasserstein"])
 
     out: dict[str, Any] = {
         "notice": "NOT DP: never publish.",
+        "score_kind": cfg.score.kind,
         "runs": result.audit["runs"],
         "history": [
             {
                 "candidate": h["candidate"],
                 "score": h["score"],
-                "coverage": h["coverage"],
+                "statistic": h["statistic"],
                 "sliced_wasserstein": sw(h),
             }
             for h in history
         ],
         "chosen_sw": None if result.release is None else sw(result.release),
-        "chosen_coverage": None
+        "chosen_statistic": None
         if result.release is None
-        else result.release["coverage"],
+        else result.release["statistic"],
     }
-    if cfg.audit.every_candidate:
-        audit_key = jax.random.fold_in(secret.noise_key, runner.AUDIT_STREAM)
-        every = []
-        for i, fn in enumerate(cands):
-            release, score = fn(jax.random.fold_in(audit_key, i))
-            every.append(
-                {
-                    "score": score,
-                    "coverage": release["coverage"],
-                    "sliced_wasserstein": sw(release),
-                }
-            )
-        out["every_candidate"] = every
-        sws = [e["sliced_wasserstein"] for e in every]
-        best = int(np.argmin(sws))
-        out["oracle"] = {"candidate": best, "sliced_wasserstein": sws[best]}
-        out["random_sw"] = float(np.mean(sws))
-        grid = cfg.candidates.candidates()
-        base = _base_values(cfg)
-        stand_in = next((i for i, g in enumerate(grid) if g == base), None)
-        if stand_in is not None:
-            out["stand_in"] = {
-                "candidate": stand_in,
-                "sliced_wasserstein": sws[stand_in],
+    if not cfg.audit.every_candidate:
+        return out
+    audit_key = jax.random.fold_in(secret.noise_key, runner.AUDIT_STREAM)
+    every, draws = [], []
+    for i, fn in enumerate(cands):
+        release, score = fn(jax.random.fold_in(audit_key, i))
+        every.append(
+            {
+                "score": score,
+                "statistic": release["statistic"],
+                "sliced_wasserstein": sw(release),
             }
-        if out["chosen_sw"] is not None:
-            out["gap_to_oracle"] = out["chosen_sw"] - sws[best]
-        # The scorer's error: its DP score against the noiseless statistic, and the
-        # rank agreement of the statistic with the true score.
-        out["score_error_rmse"] = float(
-            np.sqrt(np.mean([(e["score"] + e["coverage"]) ** 2 for e in every]))
         )
+        syn = data.load_hdf5(Path(release["run_dir"]) / RELEASE_FILE)
+        syn_x = task.normalise(task.encode(syn))
+        # Fresh noise for each draw, apart from every run's key (a third stream).
+        draw_key = jax.random.fold_in(jax.random.fold_in(audit_key, 1_000_003), i)
+        draws.append(
+            [
+                scorer.dp_score(syn_x, jax.random.fold_in(draw_key, j))
+                for j in range(SCORE_DRAWS)
+            ]
+        )
+    out["every_candidate"] = every
+    sws = np.array([e["sliced_wasserstein"] for e in every])
+    stats = np.array([e["statistic"] for e in every])
+    best = int(np.argmin(sws))
+    out["oracle"] = {"candidate": best, "sliced_wasserstein": float(sws[best])}
+    out["random_sw"] = float(np.mean(sws))
+    grid = cfg.candidates.candidates()
+    base = _base_values(cfg)
+    stand_in = next((i for i, g in enumerate(grid) if g == base), None)
+    if stand_in is not None:
+        out["stand_in"] = {
+            "candidate": stand_in,
+            "sliced_wasserstein": float(sws[stand_in]),
+        }
+        if cfg.audit.stand_in_at_total_epsilon:
+            key = jax.random.fold_in(audit_key, len(cands))
+            out["stand_in_total_epsilon"] = _stand_in_at(
+                configs[stand_in], total_epsilon, key, runs_dir
+            )
+    if out["chosen_sw"] is not None:
+        out["gap_to_oracle"] = out["chosen_sw"] - float(sws[best])
+    # The scorer: its DP score's error against the noiseless statistic (the score is
+    # minus the statistic plus noise), and the statistic's ranking against the truth.
+    out["score_error_rmse"] = float(
+        np.sqrt(np.mean([(e["score"] + e["statistic"]) ** 2 for e in every]))
+    )
+    out["rank_agreement"] = (
+        float(scipy.stats.kendalltau(stats, sws).statistic) if len(sws) > 1 else None
+    )
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(audit_key)))
+    out["expected_chosen_sw"] = expected_choice(sws, np.asarray(draws), reps, rng)
     return out

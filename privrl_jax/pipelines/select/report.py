@@ -114,13 +114,26 @@ def _privorl_n_audit(audit: dict) -> list[str]:
                 f"- {name.replace('_', '-')}: candidate {audit[name]['candidate']}, "
                 f"{_fmt(audit[name]['sliced_wasserstein'])}"
             )
+    if "stand_in_total_epsilon" in audit:
+        eq = audit["stand_in_total_epsilon"]
+        lines.append(
+            f"- stand-in at the selection's total epsilon {_fmt(eq['epsilon'])}: "
+            f"{_fmt(eq['sliced_wasserstein'])}"
+        )
+    if "expected_chosen_sw" in audit:
+        lines.append(
+            f"- expected choice over K, the draws and the score's noise: "
+            f"{_fmt(audit['expected_chosen_sw'])}; the score's noiseless statistic "
+            f"ranks the candidates with Kendall tau {_fmt(audit['rank_agreement'])}"
+        )
     lines += [
         "",
-        "| run | candidate | DP score | coverage (no noise) | sliced Wasserstein |",
+        f"| run | candidate | DP score | {audit.get('score_kind', 'score')} statistic "
+        "(no noise) | sliced Wasserstein |",
         "|---|---|---|---|---|",
     ]
     lines += [
-        f"| {j} | {r['candidate']} | {_fmt(r['score'])} | {_fmt(-r['coverage'])} | "
+        f"| {j} | {r['candidate']} | {_fmt(r['score'])} | {_fmt(r['statistic'])} | "
         f"{_fmt(r['sliced_wasserstein'])} |"
         for j, r in enumerate(audit["history"])
     ]
