@@ -30,7 +30,10 @@ accounted by the pointwise max of their RDP curves (``privacy.Repetitions.event`
 every candidate's event). ``candidates.pipeline: privorl_n`` selects over PrivORL-n
 configs instead: each run a whole PrivORL-n run, scored by a DP coverage statistic on
 the sensitive transitions, the chosen run's ``synthetic.hdf5`` the release
-(:mod:`privrl_jax.pipelines.select.privorl_n`).
+(:mod:`privrl_jax.pipelines.select.privorl_n`). ``candidates.pipeline: maze_agent``
+selects a policy among maze agents trained on a public release, each run scoring one
+agent's value on the sensitive trajectories by GPOPE
+(:mod:`privrl_jax.pipelines.select.maze_policies`).
 """
 
 from privrl_jax.pipelines._select_config import (
