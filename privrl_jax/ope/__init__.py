@@ -59,7 +59,11 @@ from privrl_jax.ope._montecarlo import (
 )
 from privrl_jax.ope._policy_value import (
     RBFFeatures,
+    StateActionFeatures,
     gpope_policy_value,
+    lstd_policy_value,
+    policy_evaluation_data,
+    start_features,
 )
 
 __all__ = [
@@ -71,6 +75,7 @@ __all__ = [
     "GridDiscretiser",
     "MCValues",
     "RBFFeatures",
+    "StateActionFeatures",
     "StepSize",
     "TileCoder",
     "TrajectoryData",
@@ -92,14 +97,17 @@ __all__ = [
     "gtd2",
     "hiv_features",
     "item_weights",
+    "lstd_policy_value",
     "lstd_solution",
     "mc_values",
     "medical_chain",
     "mountain_car_features",
     "one_hot_features",
+    "policy_evaluation_data",
     "pooled_stats",
     "replace_one_target",
     "sample_schedule",
+    "start_features",
     "theorem1_sigma",
     "treatment_policy",
     "value_mse",

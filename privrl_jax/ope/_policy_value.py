@@ -208,7 +208,16 @@ def start_features(
     policy: DeterministicPolicy,
     features: StateActionFeatures,
 ) -> jax.Array:
-    """[n] -> the mean of ``phi(s0, pi(s0))`` over public start observations."""
+    """The mean of ``phi(s0, pi(s0))`` over public start observations.
+
+    Args:
+      start_observations: [n, obs_dim] public draws of the start distribution.
+      policy: the deterministic candidate.
+      features: phi(s, a).
+
+    Returns:
+      [num_features] the start features (the value is their dot with theta).
+    """
     actions = jax.vmap(policy)(start_observations)
     return jnp.mean(jax.vmap(features)(start_observations, actions), axis=0)
 
@@ -247,6 +256,13 @@ def lstd_policy_value(data: TrajectoryData, start_phi: jax.Array) -> jax.Array:
     :func:`~._gtd2.dataset_stats` of ``data``, as two contractions instead of the
     per-transition [m, T, n, n] matrices (which do not fit in memory for n in the
     hundreds).
+
+    Args:
+      data: :func:`policy_evaluation_data` for the candidate.
+      start_phi: :func:`start_features` for the candidate.
+
+    Returns:
+      [] the value ``start_phi . theta`` at LSTDQ's solution theta.
     """
     tr = data.transitions
     weight = item_weights(data.mask) * tr.rho_tm1 / data.num_trajectories

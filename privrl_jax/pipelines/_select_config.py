@@ -43,7 +43,7 @@ from privrl_jax.pipelines._sections import PrivacyConfig
 
 DEFAULTS = "select/defaults"
 
-Pipeline = Literal["gpope", "privorl_n"]
+Pipeline = Literal["gpope", "privorl_n", "maze_agent"]
 PIPELINES = typing.get_args(Pipeline)
 Distribution = Literal[
     "logarithmic", "geometric", "truncated_negative_binomial", "poisson"
@@ -53,6 +53,9 @@ Distribution = Literal[
 # evaluated (the target) may vary: choosing it is policy selection.
 FIXED_PREFIXES = ("env.", "data.", "seed", "privacy.noise_seed", "privacy.delta")
 POLICY_KEYS = ("env.target_treat", "env.target_epsilon")
+# A maze agent's ``seed`` is its training key: the agents train on the public release,
+# so a grid may vary it (the sensitive data are the ``maze`` section's).
+TRAINING_KEYS = {"maze_agent": ("seed",)}
 ScoreKind = Literal["td_error", "value", "coverage", "sliced_wasserstein"]
 # The kinds that score a PrivORL-n release on the sensitive transitions.
 SYNTH_KINDS = ("coverage", "sliced_wasserstein")
@@ -127,7 +130,8 @@ class CandidatesConfig:
                     f"candidates.grid.{key} must be a non-empty list of values; got "
                     f"{values!r}."
                 )
-            if key.startswith(FIXED_PREFIXES) and key not in POLICY_KEYS:
+            free = (*POLICY_KEYS, *TRAINING_KEYS.get(self.pipeline, ()))
+            if key.startswith(FIXED_PREFIXES) and key not in free:
                 raise ValueError(
                     f"candidates.grid.{key}: a grid may not vary {key} (it changes "
                     "the sensitive data or fixes the noise); set it in "
@@ -208,6 +212,71 @@ class ScoreConfig(Section):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class MazeScoreConfig(Section):
+    """Maze policy selection (``candidates.pipeline: maze_agent``) only.
+
+    The sensitive data: ``trajectories`` (m, public) streams of ``env``'s D4RL expert
+    protocol (action noise ``action_noise``, key ``seed``), ``horizon`` (T) steps each;
+    one trajectory is one privacy unit. The score: a candidate agent's value at the
+    maze's reset distribution (``starts`` public draws from key ``start_seed``) with
+    discount ``discount``, by GPOPE on state-action features (``centers`` RBF centres,
+    k-means of the public release's observations, crossed with ``action_bins`` bins
+    per action dimension; null: the linear cross): Poisson sampling of expected
+    ``batch_size`` trajectories, clip ``l2_clip_norm``, ``steps`` steps of size
+    ``step_size``, calibrated to ``epsilon`` at ``privacy.delta``. The audit's truth
+    (NOT DP, model access): the mean discounted return of ``truth_episodes`` rollouts
+    of ``truth_steps`` steps from resets (key ``truth_seed``).
+    """
+
+    env: str = "maze2d-umaze"
+    trajectories: int = 400
+    horizon: int = 50
+    seed: int = 0
+    action_noise: float = 0.5
+    discount: float = 0.9
+    centers: int = 16
+    action_bins: int | None = 3
+    starts: int = 256
+    start_seed: int = 5
+    epsilon: float = 2.0
+    steps: int = 1_000
+    batch_size: float = 20.0
+    l2_clip_norm: float = 1.0
+    step_size: float = 0.5
+    truth_episodes: int = 512
+    truth_steps: int = 100
+    truth_seed: int = 7
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "trajectories": at_least(2, 1_000_000),
+        "horizon": at_least(1, 10_000),
+        "action_noise": at_least(0.0, 1e3),
+        "discount": Bound(0.0, 1.0, high_open=True),
+        "centers": at_least(1, 10_000),
+        "action_bins": at_least(1, 100),
+        "starts": at_least(1, 1_000_000),
+        "epsilon": positive(),
+        "steps": at_least(1, 10_000_000),
+        "batch_size": positive(),
+        "l2_clip_norm": positive(),
+        "step_size": positive(),
+        "truth_episodes": at_least(1, 1_000_000),
+        "truth_steps": at_least(1, 10_000),
+    }
+
+    SECTION = "maze"
+
+    def __post_init__(self):
+        """Check the ranges, and that the expected batch fits in m."""
+        super().__post_init__()
+        if self.batch_size > self.trajectories:
+            raise ValueError(
+                f"maze.batch_size={self.batch_size} (expected trajectories per step) "
+                f"must be at most maze.trajectories={self.trajectories}."
+            )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RepetitionsConfig(Section):
     """The public distribution of the number of runs K.
 
@@ -254,6 +323,7 @@ class SelectRunConfig:
     repetitions: RepetitionsConfig = RepetitionsConfig()
     privacy: PrivacyConfig = PrivacyConfig()  # noqa: RUF009 -- frozen: one shared default is safe
     audit: SelectAuditConfig = SelectAuditConfig()
+    maze: MazeScoreConfig = MazeScoreConfig()
 
     def __post_init__(self):
         check_modes(self)
@@ -278,6 +348,11 @@ class SelectRunConfig:
                 "simulated selections: it needs candidates.pipeline=privorl_n and "
                 "privacy.noise_seed (a private selection keeps its runs secret, in its "
                 "own checkpoints/)."
+            )
+        if self.candidates.pipeline == "maze_agent" and self.score.kind != "value":
+            raise ValueError(
+                "maze_agent candidates are scored by their value (score.kind=value); "
+                f"got score.kind={self.score.kind}."
             )
         if self.privacy.accountant != "rdp":
             raise ValueError(

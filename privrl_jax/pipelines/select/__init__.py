@@ -31,6 +31,9 @@ every candidate's event). ``candidates.pipeline: privorl_n`` selects over PrivOR
 configs instead: each run a whole PrivORL-n run, scored on the sensitive transitions by
 a DP coverage statistic or a DP sliced Wasserstein distance (``score.kind``), the chosen
 run's ``synthetic.hdf5`` the release (:mod:`privrl_jax.pipelines.select.privorl_n`).
+``candidates.pipeline: maze_agent`` selects a policy among maze agents trained on a
+public release, each run scoring one agent's value on the sensitive trajectories by
+GPOPE (:mod:`privrl_jax.pipelines.select.maze_policies`).
 """
 
 from privrl_jax.pipelines._select_config import (

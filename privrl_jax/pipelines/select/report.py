@@ -11,7 +11,7 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-_METHOD = {"gpope": "GPOPE", "privorl_n": "PrivORL-n"}
+_METHOD = {"gpope": "GPOPE", "privorl_n": "PrivORL-n", "maze_agent": "GPOPE"}
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -55,6 +55,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     audit = report.get("audit")
     if audit and report["pipeline"] == "privorl_n":
         lines += _privorl_n_audit(audit)
+    elif audit and report["pipeline"] == "maze_agent":
+        lines += _maze_audit(audit)
     elif audit:
         lines += [
             "",
@@ -137,4 +139,42 @@ def _privorl_n_audit(audit: dict) -> list[str]:
         f"{_fmt(r['sliced_wasserstein'])} |"
         for j, r in enumerate(audit["history"])
     ]
+    return lines
+
+
+def _maze_audit(audit: dict) -> list[str]:
+    """The audit of a maze policy selection: true discounted returns (higher)."""
+    lines = [
+        "",
+        "## Audit (NOT DP: never publish)",
+        "",
+        audit["notice"],
+        "",
+        f"- runs K = {audit['runs']}; chosen agent's true value "
+        f"{_fmt(audit['chosen_true_value'])}, oracle's "
+        f"{_fmt(audit['oracle']['true_value'])} (candidate "
+        f"{audit['oracle']['candidate']}), random {_fmt(audit['random_true_value'])}, "
+        f"last {_fmt(audit['last_true_value'])}; regret {_fmt(audit['regret'])}",
+    ]
+    for name, err in audit.get("scorer", {}).items():
+        lines.append(
+            f"- scorer ({name}) against the true values: RMSE {_fmt(err['rmse'])}, "
+            f"Spearman {_fmt(err['spearman'])}"
+        )
+    lines += ["", "| run | candidate | DP value | true value |", "|---|---|---|---|"]
+    lines += [
+        f"| {j} | {r['candidate']} | {_fmt(r['score'])} | {_fmt(r['true_value'])} |"
+        for j, r in enumerate(audit["history"])
+    ]
+    if "every_candidate" in audit:
+        lines += [
+            "",
+            "| candidate | audit run's DP value | LSTDQ (no noise) | true value |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {i} | {_fmt(e['dp_value'])} | {_fmt(e['lstd_value'])} | "
+            f"{_fmt(e['true_value'])} |"
+            for i, e in enumerate(audit["every_candidate"])
+        ]
     return lines

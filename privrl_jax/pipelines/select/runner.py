@@ -596,6 +596,10 @@ def _run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
         from privrl_jax.pipelines.select import privorl_n  # noqa: PLC0415
 
         return privorl_n.run(cfg, run_dir, topo)
+    if cfg.candidates.pipeline == "maze_agent":
+        from privrl_jax.pipelines.select import maze_policies  # noqa: PLC0415
+
+        return maze_policies.run(cfg, run_dir, topo)
     if not topo.is_primary:
         raise ValueError("privrl select runs in one process; drop the launcher.")
     t0 = time.time()
