@@ -52,12 +52,19 @@ def pipeline_module(exp: Experiment, cell: Cell | None = None) -> Any:
 
 
 def resolve(exp: Experiment, cell: Cell) -> tuple[Any, dict[str, Any], str]:
-    """The cell's config through its pipeline's ``load``: (config, as a dict, hash)."""
+    """The cell's config through its pipeline's ``load``: (config, as a dict, hash).
+
+    The hash is of the config's identity (``pipelines.to_dict(cfg, identity=True)``):
+    a field added later at the value that runs what ran before it existed leaves the
+    hash of an older config unchanged, so its stored row stays current.
+    """
     from privrl_jax import pipelines  # noqa: PLC0415 -- keeps `privrl --help` fast
 
     cfg = pipeline_module(exp, cell).load(exp.config_for(cell), exp.overrides_for(cell))
     resolved = pipelines.to_dict(cfg)
-    text = json.dumps(resolved, sort_keys=True, default=str)
+    text = json.dumps(
+        pipelines.to_dict(cfg, identity=True), sort_keys=True, default=str
+    )
     return cfg, resolved, hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -248,6 +248,12 @@ class Section:
     """
 
     SECTION: ClassVar[str] = ""
+    # Fields added after results were stored, each with the value at which it runs
+    # exactly what ran before it existed (a default-off option). At that value a field
+    # is left out of the config's identity (``to_dict(..., identity=True)``, what the
+    # experiment runner hashes), so the stored rows of older configs stay current; any
+    # other value is part of it. A test reruns a stored cell bit for bit to show it.
+    HASH_NEUTRAL: ClassVar[dict[str, Any]] = {}
 
     def __post_init__(self) -> None:
         check_bounds(self, self.SECTION)
@@ -381,11 +387,14 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
     return cls(**kwargs)
 
 
-def to_dict(config: Any) -> dict[str, Any]:
+def to_dict(config: Any, *, identity: bool = False) -> dict[str, Any]:
     """A config as a plain nested dict (tuples as lists), ready for YAML/JSON.
 
     Args:
       config: a config dataclass instance (nested dataclasses become dicts).
+      identity: leave out each field a section declares hash-neutral
+        (``Section.HASH_NEUTRAL``) while it holds its neutral value: the config's
+        identity, which the experiment runner hashes.
 
     Returns:
       The dict.
@@ -398,7 +407,21 @@ def to_dict(config: Any) -> dict[str, Any]:
             return {k: plain(x) for k, x in v.items()}
         return v
 
-    return plain(dataclasses.asdict(config))
+    out = plain(dataclasses.asdict(config))
+    if identity:
+        _drop_neutral(config, out)
+    return out
+
+
+def _drop_neutral(config: Any, out: dict[str, Any]) -> None:
+    neutral = getattr(type(config), "HASH_NEUTRAL", {})
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name in neutral and type(value) is type(neutral[f.name]):
+            if value == neutral[f.name]:
+                del out[f.name]
+        elif dataclasses.is_dataclass(value):
+            _drop_neutral(value, out[f.name])
 
 
 def _set_path(data: dict[str, Any], path: str, value: Any, item: str) -> None:

@@ -174,3 +174,57 @@ def test_two_lanes_give_the_rows_of_one(tmp_path):
     assert [r["config_hash"] for r in one] == [
         next(t["config_hash"] for t in two if t["key"] == r["key"]) for r in one
     ]
+
+
+# ------------------------------------------- hash-neutral fields (Section.HASH_NEUTRAL)
+def test_a_hash_neutral_field_is_out_of_the_identity_only_at_its_neutral_value():
+    from privrl_jax.pipelines import privorl_n  # noqa: PLC0415
+
+    off = privorl_n.load("privorl_n/quickstart", [])
+    on = privorl_n.load("privorl_n/quickstart", ["finetune.adaptive_clip_quantile=0.5"])
+    assert to_dict(off)["finetune"]["adaptive_clip_quantile"] is None
+    assert "adaptive_clip_quantile" not in to_dict(off, identity=True)["finetune"]
+    assert to_dict(on, identity=True)["finetune"]["adaptive_clip_quantile"] == 0.5
+    # Nothing else differs between the two views.
+    ident = to_dict(off, identity=True)
+    ident["finetune"]["adaptive_clip_quantile"] = None
+    assert ident == to_dict(off)
+
+
+def test_rows_stored_before_a_default_off_field_existed_are_current():
+    # privorl_n_fidelity_vs_eps's rows were hashed before
+    # finetune.adaptive_clip_quantile existed (None: the run before it, bit for bit;
+    # see FinetuneConfig.HASH_NEUTRAL).
+    from pathlib import Path  # noqa: PLC0415
+
+    from privrl_jax.experiments._runner import resolve  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[2]
+    exp = experiments.load_experiment("privorl_n_fidelity_vs_eps")
+    (row,) = [
+        r
+        for r in experiments.read_rows(root / "results", exp.name)
+        if r["key"] == "epsilon=1.0|seed=0"
+    ]
+    _, resolved, digest = resolve(exp, row["cell"])
+    assert digest == row["config_hash"] == "5122d93b6a95"
+    # ... which the whole resolved config (the field included) does not give.
+    whole = json.dumps(resolved, sort_keys=True, default=str).encode()
+    assert hashlib.sha256(whole).hexdigest()[:12] != digest
+
+
+def test_every_hash_neutral_value_is_its_fields_default():
+    import privrl_jax.pipelines._synth_config  # noqa: F401, PLC0415
+    from privrl_jax.pipelines._config import Section  # noqa: PLC0415
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    declared = {c: c.HASH_NEUTRAL for c in subclasses(Section) if c.HASH_NEUTRAL}
+    assert declared, "no section declares a hash-neutral field"
+    for cls, neutral in declared.items():
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        for name, value in neutral.items():
+            assert name in defaults and defaults[name] == value, (cls, name)
