@@ -258,6 +258,15 @@ class Section:
     def __post_init__(self) -> None:
         check_bounds(self, self.SECTION)
 
+    def hash_neutral(self) -> Mapping[str, Any]:
+        """This config's hash-neutral fields and their neutral values.
+
+        ``HASH_NEUTRAL``; a section whose fields are read only in some of its modes
+        overrides it to add them, at their defaults, in the modes that never read them
+        (their value cannot change what runs there).
+        """
+        return self.HASH_NEUTRAL
+
 
 def _check_literal(value: Any, tp: Any, where: str) -> None:
     if value not in typing.get_args(tp):
@@ -414,7 +423,8 @@ def to_dict(config: Any, *, identity: bool = False) -> dict[str, Any]:
 
 
 def _drop_neutral(config: Any, out: dict[str, Any]) -> None:
-    neutral = getattr(type(config), "HASH_NEUTRAL", {})
+    hook = getattr(config, "hash_neutral", None)
+    neutral = hook() if callable(hook) else getattr(type(config), "HASH_NEUTRAL", {})
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if f.name in neutral and type(value) is type(neutral[f.name]):

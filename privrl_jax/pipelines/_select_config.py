@@ -116,6 +116,9 @@ class CandidatesConfig:
     grid: dict[str, Any] = dataclasses.field(default_factory=dict)
     runs_dir: str | None = None
 
+    # None runs each candidate in the selection's own folder, as before the field.
+    HASH_NEUTRAL: ClassVar[dict[str, Any]] = {"runs_dir": None}
+
     def __post_init__(self):
         for name in ("overrides", "grid"):
             if not isinstance(getattr(self, name), Mapping):
@@ -209,6 +212,12 @@ class ScoreConfig(Section):
     }
 
     SECTION = "score"
+
+    def hash_neutral(self) -> Mapping[str, Any]:
+        """The sliced Wasserstein keys at their defaults where another kind runs."""
+        if self.kind == "sliced_wasserstein":
+            return {}
+        return {"num_projections": 16, "bins": 16}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -313,6 +322,9 @@ class SelectAuditConfig:
     every_candidate: bool = True
     stand_in_at_total_epsilon: bool = False
 
+    # False runs no extra stand-in, as before the field.
+    HASH_NEUTRAL: ClassVar[dict[str, Any]] = {"stand_in_at_total_epsilon": False}
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SelectRunConfig:
@@ -324,6 +336,16 @@ class SelectRunConfig:
     privacy: PrivacyConfig = PrivacyConfig()  # noqa: RUF009 -- frozen: one shared default is safe
     audit: SelectAuditConfig = SelectAuditConfig()
     maze: MazeScoreConfig = MazeScoreConfig()
+
+    def hash_neutral(self) -> Mapping[str, Any]:
+        """The ``maze`` section at its default where the candidates are not agents.
+
+        Only a ``maze_agent`` grid reads it; leaving it out of the other selections'
+        identity keeps the rows they stored before the section existed current.
+        """
+        if self.candidates.pipeline == "maze_agent":
+            return {}
+        return {"maze": MazeScoreConfig()}
 
     def __post_init__(self):
         check_modes(self)

@@ -228,3 +228,38 @@ def test_every_hash_neutral_value_is_its_fields_default():
         defaults = {f.name: f.default for f in dataclasses.fields(cls)}
         for name, value in neutral.items():
             assert name in defaults and defaults[name] == value, (cls, name)
+
+
+def test_a_select_configs_unread_fields_are_out_of_its_identity_only_where_unread():
+    # The maze section is read by maze_agent grids only, the sliced Wasserstein keys
+    # by that score only: elsewhere they are hash-neutral at their defaults, so rows
+    # stored before they existed stay current; where they are read they are hashed.
+    from privrl_jax.pipelines import select  # noqa: PLC0415
+
+    chain = to_dict(select.load("select/chain_policies", []), identity=True)
+    assert "maze" not in chain
+    assert not {"num_projections", "bins"} & set(chain["score"])
+    assert "runs_dir" not in chain["candidates"]
+    assert "stand_in_at_total_epsilon" not in chain["audit"]
+    maze = to_dict(select.load("select/maze_policies", []), identity=True)
+    assert maze["maze"] == to_dict(select.load("select/maze_policies", []))["maze"]
+    sw = to_dict(
+        select.load("select/privorl_n_test", ["score.kind=sliced_wasserstein"]),
+        identity=True,
+    )
+    assert (sw["score"]["num_projections"], sw["score"]["bins"]) == (16, 16)
+    moved = to_dict(
+        select.load("select/chain_policies", ["score.bins=8"]), identity=True
+    )
+    assert moved["score"]["bins"] == 8  # off its neutral value: part of the identity
+
+
+@pytest.mark.parametrize(
+    "name", ["selection_epsilon", "policy_selection_chain", "privorl_n_private_tuning"]
+)
+def test_select_rows_stored_before_later_select_fields_are_current(name):
+    from pathlib import Path  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[2]
+    status = experiments.row_status(name, root / "results")
+    assert status["current"] and not status["stale"], status["stale"]
