@@ -250,6 +250,8 @@ def test_policy_selection_scores_the_value_at_the_start_distribution(tmp_path):
         "--set",
         "score.kind=value",
         "--set",
+        "audit.every_candidate=true",
+        "--set",
         f"candidates.grid={grid}",
         "--out",
         str(out),
@@ -269,6 +271,12 @@ def test_policy_selection_scores_the_value_at_the_start_distribution(tmp_path):
     assert audit["regret"] == pytest.approx(max(truth) - truth[chosen["candidate"]])
     assert audit["random_true_value"] == pytest.approx(np.mean(truth), rel=1e-6)
     assert audit["last_true_value"] == pytest.approx(truth[-1], rel=1e-6)
+    # Each candidate once: the best-scoring one's true value (the scorer's quality
+    # apart from the number of runs).
+    once = [m["score"] for m in audit["every_candidate"]]
+    top = audit["every_candidate_choice"]
+    assert top["candidate"] == int(np.argmax(once)) and len(once) == 3
+    assert top["true_value"] == pytest.approx(truth[top["candidate"]], rel=1e-6)
     sigma = report["selection"]["run"]["gpope"]["noise_multipliers"][0]
     plan_only = dp_accounting.SelfComposedDpEvent(
         dp_accounting.SampledWithoutReplacementDpEvent(
