@@ -726,6 +726,18 @@ def _ghost_clipped_grad_sum(
 
     def unit_loss(free, items, item_mask, key):
         fallback_leaves, perturbations = free
+        if num_items == 1:
+            # One item per unit (example-level DP): its loss is called directly, not
+            # under an inner vmap, whose [units, 1, ...] activations would send XLA's
+            # CPU reductions over features (LayerNorm's backward) down a rank-3 path
+            # about 8x slower than a plain gradient's rank-2 one.
+            first = functools.partial(jax.tree_util.tree_map, lambda x: x[0])
+            item_key = jax.random.split(key, 1)[0] if uses_key else None
+            loss, inputs = item_loss(
+                fallback_leaves, first(perturbations), first(items), item_key
+            )
+            inputs = jax.tree_util.tree_map(lambda x: x[None], inputs)
+            return jnp.where(item_mask[0], loss, 0.0), inputs
         if uses_key:
             item_keys = jax.random.split(key, num_items)
             losses, inputs = jax.vmap(item_loss, in_axes=(None, 0, 0, 0))(
