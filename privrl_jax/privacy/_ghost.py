@@ -789,16 +789,20 @@ def _ghost_clipped_grad_sum(
 
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
     sq = jnp.zeros((num_units,), jnp.float32)
-    # A norm's per-unit scale gradient, sum_t x_hat_t * D_t summed over the unit's
-    # items: [units, features], the size of the parameter, reused by the clipped sum.
+    # A norm's per-unit scale and bias gradients, sum_t x_hat_t * D_t and sum_t D_t
+    # summed over the unit's items: [units, features], the size of the parameter,
+    # reused by the clipped sum (a product with the clip factors: no [units, features]
+    # broadcast of them, no reduction over a scaled copy).
     norm_grads = {}
     for i, (role, call_ids) in plan.ghost.items():
         d = f32(stacked(call_ids, 1))
-        if role[1] == _BIAS:
-            sq += jnp.sum(jnp.sum(d, axis=1) ** 2, axis=-1)
-        elif role[0] == _NORM:
-            norm_grads[i] = jnp.sum(f32(stacked(call_ids, 0)), axis=1)
+        if role[0] == _NORM:
+            norm_grads[i] = jnp.sum(
+                d if role[1] == _BIAS else f32(stacked(call_ids, 0)), axis=1
+            )
             sq += jnp.sum(norm_grads[i] ** 2, axis=-1)
+        elif role[1] == _BIAS:
+            sq += jnp.sum(jnp.sum(d, axis=1) ** 2, axis=-1)
         elif role[0] == _EMBED:
             sq += _embed_sq_norms(
                 stacked(call_ids, 0), d, calls[call_ids[0]].num_embeddings
