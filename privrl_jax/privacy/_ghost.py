@@ -24,7 +24,9 @@ How it works, for a flax linen model called inside ``per_item_loss``:
    unit, every layer's output gradient ``D`` and the exact per-unit gradients of the
    fallback leaves (custom params...), while the layers' inputs ``A`` are auxiliary
    outputs. A LayerNorm instead runs with a zero perturbation added to its scale and
-   bias per item, whose gradients are the item's scale and bias gradients.
+   bias per item, whose gradients are the item's scale and bias gradients. With one
+   item per unit the item's loss is called directly (no inner ``vmap`` over items),
+   so the activations are ``[units, ...]`` as in a plain gradient.
 4. **Norms**: for a dense layer the unit's kernel gradient is ``A_u^T D_u`` summed over
    the unit's positions ``t`` (items x sequence positions), so
    ``||g_u||^2 = <A_u A_u^T, D_u D_u^T>`` (Gram form, cost ``T^2 (d_in + d_out)``) or
