@@ -24,7 +24,9 @@ How it works, for a flax linen model called inside ``per_item_loss``:
    unit, every layer's output gradient ``D`` and the exact per-unit gradients of the
    fallback leaves (custom params...), while the layers' inputs ``A`` are auxiliary
    outputs. A LayerNorm instead runs with a zero perturbation added to its scale and
-   bias per item, whose gradients are the item's scale and bias gradients.
+   bias per item, whose gradients are the item's scale and bias gradients. With one
+   item per unit the item's loss is called directly (no inner ``vmap`` over items),
+   so the activations are ``[units, ...]`` as in a plain gradient.
 4. **Norms**: for a dense layer the unit's kernel gradient is ``A_u^T D_u`` summed over
    the unit's positions ``t`` (items x sequence positions), so
    ``||g_u||^2 = <A_u A_u^T, D_u D_u^T>`` (Gram form, cost ``T^2 (d_in + d_out)``) or
@@ -726,6 +728,18 @@ def _ghost_clipped_grad_sum(
 
     def unit_loss(free, items, item_mask, key):
         fallback_leaves, perturbations = free
+        if num_items == 1:
+            # One item per unit (example-level DP): its loss is called directly, not
+            # under an inner vmap, whose [units, 1, ...] activations would send XLA's
+            # CPU reductions over features (LayerNorm's backward) down a rank-3 path
+            # about 8x slower than a plain gradient's rank-2 one.
+            first = functools.partial(jax.tree_util.tree_map, lambda x: x[0])
+            item_key = jax.random.split(key, 1)[0] if uses_key else None
+            loss, inputs = item_loss(
+                fallback_leaves, first(perturbations), first(items), item_key
+            )
+            inputs = jax.tree_util.tree_map(lambda x: x[None], inputs)
+            return jnp.where(item_mask[0], loss, 0.0), inputs
         if uses_key:
             item_keys = jax.random.split(key, num_items)
             losses, inputs = jax.vmap(item_loss, in_axes=(None, 0, 0, 0))(
@@ -777,16 +791,20 @@ def _ghost_clipped_grad_sum(
 
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
     sq = jnp.zeros((num_units,), jnp.float32)
-    # A norm's per-unit scale gradient, sum_t x_hat_t * D_t summed over the unit's
-    # items: [units, features], the size of the parameter, reused by the clipped sum.
+    # A norm's per-unit scale and bias gradients, sum_t x_hat_t * D_t and sum_t D_t
+    # summed over the unit's items: [units, features], the size of the parameter,
+    # reused by the clipped sum (a product with the clip factors: no [units, features]
+    # broadcast of them, no reduction over a scaled copy).
     norm_grads = {}
     for i, (role, call_ids) in plan.ghost.items():
         d = f32(stacked(call_ids, 1))
-        if role[1] == _BIAS:
-            sq += jnp.sum(jnp.sum(d, axis=1) ** 2, axis=-1)
-        elif role[0] == _NORM:
-            norm_grads[i] = jnp.sum(f32(stacked(call_ids, 0)), axis=1)
+        if role[0] == _NORM:
+            norm_grads[i] = jnp.sum(
+                d if role[1] == _BIAS else f32(stacked(call_ids, 0)), axis=1
+            )
             sq += jnp.sum(norm_grads[i] ** 2, axis=-1)
+        elif role[1] == _BIAS:
+            sq += jnp.sum(jnp.sum(d, axis=1) ** 2, axis=-1)
         elif role[0] == _EMBED:
             sq += _embed_sq_norms(
                 stacked(call_ids, 0), d, calls[call_ids[0]].num_embeddings

@@ -215,6 +215,40 @@ def test_residual_mlp_not_jitted():
     _compare_at_clip_norms(loss, params, batch, mask, [0.5], jit=False)
 
 
+def test_one_item_per_unit_matches_vmap():
+    """Example-level units (one item each) take the path without an inner vmap: the
+    same sums, norms and metrics, a padded unit and a non-finite one included, with and
+    without a keyed loss."""
+    model = ResidualMLP(width=16, depth=2)
+    batch, _ = _batch(4, units=6, items=1, shape=(5,))
+    batch["x"] = batch["x"].at[2, 0, 1].set(jnp.inf)  # unit 2: dropped, not NaN
+    mask = jnp.ones((6, 1), bool).at[1, 0].set(False)  # unit 1: padded
+    params = _init(model, 5, batch["x"][0, 0])
+    clip_all, clip_some = _compare_at_clip_norms(
+        _mse(model), params, batch, mask, [1e-4, 0.5]
+    )
+    assert int(clip_all.num_nonfinite) == 1 and int(clip_all.num_units) == 5
+    assert float(clip_all.per_unit_norms[1]) == 0.0  # the padded unit
+    assert 0.0 < float(clip_some.clipped_fraction) < 1.0
+
+    def keyed(p, item, key):
+        noisy = item["x"] + jax.random.normal(key, item["x"].shape)
+        return jnp.mean((model.apply(p, noisy) - item["y"]) ** 2)
+
+    finite = {"x": jnp.nan_to_num(batch["x"], posinf=3.0), "y": batch["y"]}
+    _assert_agree(
+        keyed,
+        params,
+        finite,
+        mask,
+        0.5,
+        key=jax.random.key(6),
+        uses_key=True,
+        microbatch_size=3,
+        jit=True,
+    )
+
+
 def test_dispatch_with_microbatches_matches_full_batch_vmap():
     model = ResidualMLP(width=8, depth=1)
     batch, mask = _batch(2, units=8, items=2, shape=(4,))
