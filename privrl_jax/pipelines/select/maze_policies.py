@@ -66,7 +66,10 @@ from privrl_jax.pipelines._rundir import (
     private_dir,
     refuse_other_run,
 )
-from privrl_jax.pipelines._select_config import MazeScoreConfig, SelectRunConfig
+from privrl_jax.pipelines._select_config import (
+    MazeScoreConfig,
+    MazeSelectRunConfig,
+)
 
 POLICY_FILE = "policy.msgpack"
 # At most this many release observations go into the k-means of the RBF centres.
@@ -210,7 +213,7 @@ def make_features(release: Any, m: MazeScoreConfig) -> ope.StateActionFeatures:
     return ope.StateActionFeatures(rbf, int(release.actions.shape[1]), m.action_bins)
 
 
-def make_plan(cfg: SelectRunConfig) -> privacy.DPPlan:
+def make_plan(cfg: MazeSelectRunConfig) -> privacy.DPPlan:
     """One scoring run's GPOPE plan, calibrated to ``maze.epsilon``.
 
     Args:
@@ -229,7 +232,7 @@ def make_plan(cfg: SelectRunConfig) -> privacy.DPPlan:
     return plan.calibrate(m.epsilon, cfg.privacy.delta, "rdp")
 
 
-def candidate_configs(cfg: SelectRunConfig) -> list[maze_agent.MazeAgentConfig]:
+def candidate_configs(cfg: MazeSelectRunConfig) -> list[maze_agent.MazeAgentConfig]:
     """Every candidate's maze-agent config.
 
     Args:
@@ -368,7 +371,7 @@ def make_candidate(
     return run
 
 
-def run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
+def run(cfg: MazeSelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
     """Runs (or resumes) a private selection among maze agents into ``run_dir``.
 
     Args:
@@ -469,7 +472,7 @@ def run(cfg: SelectRunConfig, run_dir: Path, topo: Any) -> dict[str, Any]:
 
 
 def _audit(
-    cfg: SelectRunConfig,
+    cfg: MazeSelectRunConfig,
     configs: list[maze_agent.MazeAgentConfig],
     cands: list[Callable[[jax.Array], tuple[dict[str, Any], float]]],
     trained: Callable[[int], tuple[agents.Agent, Any]],
