@@ -335,7 +335,6 @@ class SelectRunConfig:
     repetitions: RepetitionsConfig = RepetitionsConfig()
     privacy: PrivacyConfig = PrivacyConfig()  # noqa: RUF009 -- frozen: one shared default is safe
     audit: SelectAuditConfig = SelectAuditConfig()
-    maze: MazeScoreConfig = MazeScoreConfig()
 
     def hash_neutral(self) -> Mapping[str, Any]:
         """The ``maze`` section at its default where the candidates are not agents.
@@ -371,6 +370,13 @@ class SelectRunConfig:
                 "privacy.noise_seed (a private selection keeps its runs secret, in its "
                 "own checkpoints/)."
             )
+        if self.candidates.pipeline == "maze_agent" and not isinstance(
+            self, MazeSelectRunConfig
+        ):
+            raise ValueError(
+                "maze_agent candidates need the maze section: load the config with "
+                "select.load (a MazeSelectRunConfig)."
+            )
         if self.candidates.pipeline == "maze_agent" and self.score.kind != "value":
             raise ValueError(
                 "maze_agent candidates are scored by their value (score.kind=value); "
@@ -393,6 +399,25 @@ class SelectRunConfig:
             )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MazeSelectRunConfig(SelectRunConfig):
+    """A maze policy selection's config: the selection's, plus the ``maze`` section.
+
+    A subclass, so that the other selections' resolved configs (and the stored rows
+    keyed by their hash) do not change.
+    """
+
+    maze: MazeScoreConfig = MazeScoreConfig()
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.candidates.pipeline != "maze_agent":
+            raise ValueError(
+                "the maze section is for candidates.pipeline=maze_agent only; got "
+                f"{self.candidates.pipeline}."
+            )
+
+
 def load(
     path: ConfigSource | None = None, overrides: list[str] = ()
 ) -> SelectRunConfig:
@@ -409,4 +434,14 @@ def load(
     Raises:
       ValueError: a missing config, bad YAML, an unknown key or a bad value (one line).
     """
-    return load_config(SelectRunConfig, path, overrides, defaults=DEFAULTS)
+    # A maze selection's class has the maze section; every other selection's does not
+    # (its resolved config stays what it was). Try the maze one first.
+    try:
+        return load_config(MazeSelectRunConfig, path, overrides, defaults=DEFAULTS)
+    except ValueError as maze_err:
+        try:
+            return load_config(SelectRunConfig, path, overrides, defaults=DEFAULTS)
+        except ValueError as err:
+            # A maze config's error is the maze class's (the base refuses its maze
+            # section or its pipeline).
+            raise (maze_err if "maze" in str(err) else err) from None

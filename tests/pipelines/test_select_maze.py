@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from privrl_jax import envs
+from privrl_jax import envs, pipelines
 from privrl_jax.cli.main import app
 from privrl_jax.pipelines import select
 from privrl_jax.pipelines.select import maze_policies
@@ -73,11 +73,23 @@ def test_discounted_return_is_the_mean_of_stepped_returns():
         (["candidates.grid.data.seed=[1,2]"], "may not vary data."),
         (["score.kind=td_error"], "scored by their value"),
         (["maze.batch_size=200"], "at most maze.trajectories"),
+        (["candidates.pipeline=gpope"], "may not vary seed"),
     ],
 )
 def test_bad_maze_selections_are_refused(overrides, fragment):
     with pytest.raises(ValueError, match=fragment):
         select.load("select/maze_test", overrides)
+
+
+def test_only_a_maze_selection_has_the_maze_section():
+    # The other selections' resolved configs (their stored rows' hashes) are unchanged.
+    assert "maze" not in pipelines.to_dict(select.load("select/test"))
+    maze = pipelines.to_dict(select.load("select/maze_test"))
+    assert maze["maze"]["trajectories"] == 100
+    with pytest.raises(ValueError, match="maze section is for"):
+        select.load("select/test", ["maze.seed=3"])
+    with pytest.raises(ValueError, match="may not vary data."):  # the base's error
+        select.load("select/test", ["candidates.grid.data.seed=[1,2]"])
 
 
 def test_a_grid_cannot_reach_the_sensitive_data():
