@@ -336,16 +336,6 @@ class SelectRunConfig:
     privacy: PrivacyConfig = PrivacyConfig()  # noqa: RUF009 -- frozen: one shared default is safe
     audit: SelectAuditConfig = SelectAuditConfig()
 
-    def hash_neutral(self) -> Mapping[str, Any]:
-        """The ``maze`` section at its default where the candidates are not agents.
-
-        Only a ``maze_agent`` grid reads it; leaving it out of the other selections'
-        identity keeps the rows they stored before the section existed current.
-        """
-        if self.candidates.pipeline == "maze_agent":
-            return {}
-        return {"maze": MazeScoreConfig()}
-
     def __post_init__(self):
         check_modes(self)
         if not flatten(self.candidates.grid):
