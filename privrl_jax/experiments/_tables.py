@@ -413,6 +413,9 @@ def _anchors(
 ) -> list[dict]:
     """Rows read from another metric prefix, one value per ``one_per`` (its first row).
 
+    Without ``prefix``, the metrics of the rows the anchor's ``where`` picks (e.g. cells
+    lacking the table's row axis).
+
     Scores every run of a seed shares (a pre-trained model, a holdout).
     """
     out = []
@@ -422,9 +425,10 @@ def _anchors(
         for r in _where(anchor, rows):
             first.setdefault(r["cell"].get(one_per), r)
         members = list(first.values())
+        # Without a prefix an anchor reads the metrics themselves (other cells' rows).
+        pre = f"{anchor['prefix']}." if anchor.get("prefix") else ""
         summ = {
-            m: stats.summary(_values(members, f"{anchor['prefix']}.{m}"))
-            for m in spec["metrics"]
+            m: stats.summary(_values(members, f"{pre}{m}")) for m in spec["metrics"]
         }
         if any(s["n"] for s in summ.values()):
             # An anchor may name the cell it stands for (a claim rule finds it so).

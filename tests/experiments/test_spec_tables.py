@@ -11,7 +11,7 @@ import scipy.stats
 from privrl_jax import experiments
 from privrl_jax.experiments import _tables
 from privrl_jax.experiments._runner import resolve
-from privrl_jax.experiments._spec import parse
+from privrl_jax.experiments._spec import cell_key, parse
 from privrl_jax.experiments._tables import build_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -410,3 +410,41 @@ def test_a_row_header_over_two_columns_gets_two_separators(layout):
     lines = [line for line in table_markdown(spec, table) if line.startswith("|")]
     # header, separator and the row all have 4 columns: x, y, seeds, metric.
     assert [line.count("|") for line in lines] == [5, 5, 5]
+
+
+def test_a_grid_block_with_an_extra_axis_keeps_old_keys_and_an_anchor_reads_them():
+    # A second block naming an axis the first lacks: the first block's cells keep
+    # their keys and overrides; a table grouping by the new axis shows the old cells
+    # as an anchor without a prefix (their own metrics), picked by `where: null`.
+    spec = {
+        **SPEC,
+        "axes": {**SPEC["axes"], "runs": {"repetitions.mean": "{runs}"}},
+        "grid": [
+            {"method": ["A"], "seed": [0, 1]},
+            {"method": ["A"], "seed": [0, 1], "runs": [8]},
+        ],
+    }
+    exp = parse(spec)
+    cells = exp.cells()
+    assert [c.get("runs") for c in cells] == [None, None, 8, 8]
+    assert "runs=" not in cell_key(cells[0])
+    assert exp.overrides_for(cells[0]) == parse(
+        {**SPEC, "grid": [{"method": ["A"], "seed": [0]}]}
+    ).overrides_for({"method": "A", "seed": 0})
+    assert "repetitions.mean=8" in exp.overrides_for(cells[2])
+    rows = [
+        {"cell": c, "metrics": {"x": v}}
+        for c, v in zip(cells, [1.0, 3.0, 10.0, 20.0], strict=True)
+    ]
+    table = {
+        "id": "t",
+        "layout": "long",
+        "rows": ["runs"],
+        "label": "E[K] = {runs}",
+        "anchors_first": [{"label": "E[K] = 2", "where": {"runs": [None]}}],
+        "metrics": {"x": "x"},
+    }
+    groups = build_table(table, rows)["groups"]
+    assert [g["label"] for g in groups] == ["E[K] = 2", "E[K] = 8"]
+    assert [g["metrics"]["x"]["mean"] for g in groups] == [2.0, 15.0]
+    assert [g["metrics"]["x"]["n"] for g in groups] == [2, 2]

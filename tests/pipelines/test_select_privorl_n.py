@@ -161,3 +161,43 @@ def test_audit_runs_draw_apart_from_the_selections():
     np.testing.assert_array_equal(halves[1], data(jax.random.fold_in(key, 1)))
     audit = np.asarray(data(jax.random.fold_in(key, runner.AUDIT_STREAM)))
     assert all((audit != h).any() for h in halves)
+
+
+def test_run_names_keep_apart_runs_of_one_key_with_other_configs():
+    # Two selections of one key sharing candidates.runs_dir: at E[K] = 2 and 8 the
+    # key gives run 0 to different candidates (data set 0 of privorl_n_private_tuning),
+    # and the stand-in's run at the total epsilon differs by its epsilon; the run's
+    # seed alone named both runs' directory, and PrivORL-n refused the second.
+    import dataclasses  # noqa: PLC0415
+
+    from privrl_jax.privacy._selection import _draw_plan  # noqa: PLC0415
+
+    key = privacy.DPSecret.from_seed(1000).noise_key
+    plans = [_draw_plan(key, privacy.Repetitions.logarithmic(m), 4) for m in (2, 8)]
+    assert plans[0][0][0] != plans[1][0][0]
+    np.testing.assert_array_equal(data_of(plans[0][1]), data_of(plans[1][1]))
+
+    cands = select_privorl_n.candidate_configs(_cfg())
+    seed = 0x1D74855740323298
+    names = {select_privorl_n.run_name(c, seed) for c in cands}
+    assert len(names) == len(cands)
+    assert all(n.startswith(f"{seed:016x}-") and len(n) == 16 + 1 + 8 for n in names)
+    c = cands[0]
+
+    def with_privacy(**kw):
+        return dataclasses.replace(c, privacy=dataclasses.replace(c.privacy, **kw))
+
+    name = select_privorl_n.run_name(c, seed)
+    # The noise seed is the name's first part, not the tag's; eval may change on resume.
+    assert select_privorl_n.run_name(with_privacy(noise_seed=seed), seed) == name
+    other_eval = dataclasses.replace(
+        c, eval=dataclasses.replace(c.eval, eval_episodes=7)
+    )
+    assert select_privorl_n.run_name(other_eval, seed) == name
+    other_eps = select_privorl_n.run_name(with_privacy(epsilon=12.0), seed)
+    assert other_eps != name and other_eps[:16] == name[:16]
+    assert select_privorl_n.run_name(c, seed, "total-eps-") == "total-eps-" + name
+
+
+def data_of(key):
+    return np.asarray(jax.random.key_data(key))

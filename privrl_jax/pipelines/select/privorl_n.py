@@ -31,6 +31,7 @@ measures; one run is then the PrivORL-n plan composed with that histogram's Gaus
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import shutil
@@ -248,6 +249,30 @@ def _run_seed(key: jax.Array) -> int:
     return int((bits[0] << np.uint64(30)) ^ bits[1])
 
 
+def run_name(ccfg: privorl_n.PrivORLNConfig, seed: int, prefix: str = "") -> str:
+    """A candidate run's directory name: its noise seed and its config's tag.
+
+    The seed alone does not name a run: two selections sharing ``candidates.runs_dir``
+    (same key, another K distribution or total epsilon) may give run j's key to
+    another candidate or epsilon. The tag, a hash of the config's identity without
+    its noise seed and ``eval`` section (a resume may change ``eval``), keeps such
+    runs apart; equal runs still share a directory.
+
+    Args:
+      ccfg: the run's PrivORL-n config (its noise seed is ignored).
+      seed: the run's noise seed.
+      prefix: put before the name (e.g. ``"total-eps-"``).
+
+    Returns:
+      ``f"{prefix}{seed:016x}-{tag}"``, the tag 8 hex digits.
+    """
+    ident = to_dict(ccfg, identity=True)
+    ident["privacy"].pop("noise_seed", None)
+    ident.pop("eval", None)
+    text = json.dumps(ident, sort_keys=True, default=str)
+    return f"{prefix}{seed:016x}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
 def make_candidate(
     ccfg: privorl_n.PrivORLNConfig,
     plan: privacy.DPPlan,
@@ -278,10 +303,10 @@ def make_candidate(
     def run(key: jax.Array) -> tuple[dict[str, Any], float]:
         k_run, k_score = jax.random.split(key)
         seed = _run_seed(k_run)
-        sub = runs_dir / f"{seed:016x}"
         rcfg = dataclasses.replace(
             ccfg, privacy=dataclasses.replace(ccfg.privacy, noise_seed=seed)
         )
+        sub = runs_dir / run_name(rcfg, seed)
         report = privorl_n.run(rcfg, sub)
         synthetic = data.load_hdf5(sub / RELEASE_FILE)
         syn_x = task.normalise(task.encode(synthetic))
@@ -453,7 +478,7 @@ def _stand_in_at(
         ccfg,
         privacy=dataclasses.replace(ccfg.privacy, epsilon=epsilon, noise_seed=seed),
     )
-    report = privorl_n.run(rcfg, runs_dir / f"total-eps-{seed:016x}")
+    report = privorl_n.run(rcfg, runs_dir / run_name(rcfg, seed, "total-eps-"))
     return {
         "epsilon": epsilon,
         "sliced_wasserstein": float(report["audit"]["fidelity"]["sliced_wasserstein"]),
