@@ -45,7 +45,9 @@ def pytest_configure(config) -> None:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(
         prefix="privrl-jax-cache-"
     )
-    os.environ[_OWNED] = "1"
+    # The owner's pid, not a flag: a pytest this session starts in a subprocess (the
+    # sdist test) inherits the environment and must not delete the directory.
+    os.environ[_OWNED] = str(os.getpid())
     # Cache every program: the tiny test configs compile many programs well under jax's
     # 1 s default.
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
@@ -63,6 +65,7 @@ def pytest_configure(config) -> None:
 
 
 def pytest_unconfigure(config) -> None:
-    if hasattr(config, "workerinput") or not os.environ.pop(_OWNED, None):
+    if hasattr(config, "workerinput") or os.environ.get(_OWNED) != str(os.getpid()):
         return
+    del os.environ[_OWNED]
     shutil.rmtree(os.environ.pop("JAX_COMPILATION_CACHE_DIR"), ignore_errors=True)
