@@ -26,8 +26,8 @@ import dataclasses
 import itertools
 import math
 import typing
-from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Literal, TypeVar
 
 from privrl_jax.pipelines._config import (
     MAX_COUNT,
@@ -38,8 +38,11 @@ from privrl_jax.pipelines._config import (
     check_modes,
     load_config,
     positive,
+    qualify_config,
 )
 from privrl_jax.pipelines._sections import PrivacyConfig
+
+C = TypeVar("C")
 
 DEFAULTS = "select/defaults"
 
@@ -162,6 +165,31 @@ class CandidatesConfig:
             dict(zip(keys, values, strict=True))
             for values in itertools.product(*grid.values())
         ]
+
+    def load_each(
+        self, load: Callable[[str, list[str]], C], extra: Sequence[str] = ()
+    ) -> list[C]:
+        """Every candidate's config, through its pipeline's ``load``.
+
+        Args:
+          load: the candidates' pipeline's ``load(config, overrides)``.
+          extra: overrides applied after each candidate's (e.g. what no candidate
+            run needs).
+
+        Returns:
+          One config per candidate, in the grid's product order.
+
+        Raises:
+          ValueError: a bad grid key or value (naming the candidate).
+        """
+        base = str(qualify_config(self.config, self.pipeline))
+        out = []
+        for cand in self.candidates():
+            try:
+                out.append(load(base, [*self.overrides_for(cand), *extra]))
+            except ValueError as err:
+                raise ValueError(f"candidate {cand}: {err}") from None
+        return out
 
     def overrides_for(self, candidate: Mapping[str, Any]) -> list[str]:
         """The ``section.key=value`` overrides of one candidate.

@@ -60,7 +60,7 @@ import scipy.stats
 from privrl_jax import agents, envs, ope, privacy
 from privrl_jax.pipelines import maze_agent
 from privrl_jax.pipelines._agent_train import make_run_agent
-from privrl_jax.pipelines._config import qualify_config, to_dict
+from privrl_jax.pipelines._config import to_dict
 from privrl_jax.pipelines._rundir import (
     atomic_write_bytes,
     private_dir,
@@ -244,15 +244,7 @@ def candidate_configs(cfg: MazeSelectRunConfig) -> list[maze_agent.MazeAgentConf
     Raises:
       ValueError: a bad grid key or value (naming the candidate).
     """
-    c = cfg.candidates
-    base = str(qualify_config(c.config, "maze_agent"))
-    out = []
-    for cand in c.candidates():
-        try:
-            out.append(maze_agent.load(base, c.overrides_for(cand)))
-        except ValueError as err:
-            raise ValueError(f"candidate {cand}: {err}") from None
-    return out
+    return cfg.candidates.load_each(maze_agent.load)
 
 
 @functools.lru_cache(maxsize=64)

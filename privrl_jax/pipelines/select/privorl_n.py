@@ -145,15 +145,7 @@ def candidate_configs(cfg: SelectRunConfig) -> list[privorl_n.PrivORLNConfig]:
     Raises:
       ValueError: a bad grid key or value (naming the candidate).
     """
-    c = cfg.candidates
-    base = str(qualify_config(c.config, "privorl_n"))
-    out = []
-    for cand in c.candidates():
-        try:
-            out.append(privorl_n.load(base, [*c.overrides_for(cand), *CANDIDATE_EVAL]))
-        except ValueError as err:
-            raise ValueError(f"candidate {cand}: {err}") from None
-    return out
+    return cfg.candidates.load_each(privorl_n.load, CANDIDATE_EVAL)
 
 
 def score_mechanism(

@@ -87,15 +87,7 @@ def candidate_configs(cfg: SelectRunConfig) -> list[gpope.GPOPERunConfig]:
     Raises:
       ValueError: a bad grid key or value (naming the candidate).
     """
-    c = cfg.candidates
-    base = gpope_config_source(c.config)
-    out = []
-    for cand in c.candidates():
-        try:
-            out.append(gpope.load(base, c.overrides_for(cand)))
-        except ValueError as err:
-            raise ValueError(f"candidate {cand}: {err}") from None
-    return out
+    return cfg.candidates.load_each(gpope.load)
 
 
 def gpope_config_source(spec: str) -> str:
