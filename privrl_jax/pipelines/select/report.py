@@ -11,6 +11,15 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
+def _table(header: list[str], rows: Any) -> list[str]:
+    """A Markdown table after a blank line.
+
+    The header, then one line per row of cells, each formatted by ``_fmt``.
+    """
+    lines = ["", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    return lines + ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+
+
 _METHOD = {"gpope": "GPOPE", "privorl_n": "PrivORL-n", "maze_agent": "GPOPE"}
 
 
@@ -50,8 +59,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
     if "warning" in report:
         lines += ["", f"**{report['warning']}**"]
-    lines += ["", "| candidate | hyper-parameters |", "|---|---|"]
-    lines += [f"| {i} | {c} |" for i, c in enumerate(report["candidates"])]
+    lines += _table(["candidate", "hyper-parameters"], enumerate(report["candidates"]))
     audit = report.get("audit")
     if audit and report["pipeline"] == "privorl_n":
         lines += _privorl_n_audit(audit)
@@ -81,21 +89,21 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"{_fmt(audit['oracle']['mse'])}; gap "
                 f"{_fmt(audit.get('gap_to_oracle'))}"
             )
-        lines += ["", "| run | candidate | DP score | true MSE |", "|---|---|---|---|"]
-        lines += [
-            f"| {j} | {r['candidate']} | {_fmt(r['score'])} | {_fmt(r['mse'])} |"
-            for j, r in enumerate(audit["history"])
-        ]
+        lines += _table(
+            ["run", "candidate", "DP score", "true MSE"],
+            (
+                (j, r["candidate"], r["score"], r["mse"])
+                for j, r in enumerate(audit["history"])
+            ),
+        )
         if "every_candidate" in audit:
-            lines += [
-                "",
-                "| candidate | audit run's score | true MSE |",
-                "|---|---|---|",
-            ]
-            lines += [
-                f"| {i} | {_fmt(m['score'])} | {_fmt(m['mse'])} |"
-                for i, m in enumerate(audit["every_candidate"])
-            ]
+            lines += _table(
+                ["candidate", "audit run's score", "true MSE"],
+                (
+                    (i, m["score"], m["mse"])
+                    for i, m in enumerate(audit["every_candidate"])
+                ),
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -128,18 +136,14 @@ def _privorl_n_audit(audit: dict) -> list[str]:
             f"{_fmt(audit['expected_chosen_sw'])}; the score's noiseless statistic "
             f"ranks the candidates with Kendall tau {_fmt(audit['rank_agreement'])}"
         )
-    lines += [
-        "",
-        f"| run | candidate | DP score | {audit.get('score_kind', 'score')} statistic "
-        "(no noise) | sliced Wasserstein |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {j} | {r['candidate']} | {_fmt(r['score'])} | {_fmt(r['statistic'])} | "
-        f"{_fmt(r['sliced_wasserstein'])} |"
-        for j, r in enumerate(audit["history"])
-    ]
-    return lines
+    statistic = f"{audit.get('score_kind', 'score')} statistic (no noise)"
+    return lines + _table(
+        ["run", "candidate", "DP score", statistic, "sliced Wasserstein"],
+        (
+            (j, r["candidate"], r["score"], r["statistic"], r["sliced_wasserstein"])
+            for j, r in enumerate(audit["history"])
+        ),
+    )
 
 
 def _maze_audit(audit: dict) -> list[str]:
@@ -161,20 +165,19 @@ def _maze_audit(audit: dict) -> list[str]:
             f"- scorer ({name}) against the true values: RMSE {_fmt(err['rmse'])}, "
             f"Spearman {_fmt(err['spearman'])}"
         )
-    lines += ["", "| run | candidate | DP value | true value |", "|---|---|---|---|"]
-    lines += [
-        f"| {j} | {r['candidate']} | {_fmt(r['score'])} | {_fmt(r['true_value'])} |"
-        for j, r in enumerate(audit["history"])
-    ]
+    lines += _table(
+        ["run", "candidate", "DP value", "true value"],
+        (
+            (j, r["candidate"], r["score"], r["true_value"])
+            for j, r in enumerate(audit["history"])
+        ),
+    )
     if "every_candidate" in audit:
-        lines += [
-            "",
-            "| candidate | audit run's DP value | LSTDQ (no noise) | true value |",
-            "|---|---|---|---|",
-        ]
-        lines += [
-            f"| {i} | {_fmt(e['dp_value'])} | {_fmt(e['lstd_value'])} | "
-            f"{_fmt(e['true_value'])} |"
-            for i, e in enumerate(audit["every_candidate"])
-        ]
+        lines += _table(
+            ["candidate", "audit run's DP value", "LSTDQ (no noise)", "true value"],
+            (
+                (i, e["dp_value"], e["lstd_value"], e["true_value"])
+                for i, e in enumerate(audit["every_candidate"])
+            ),
+        )
     return lines
