@@ -26,6 +26,13 @@ Every piece is compiled ahead of time, then ``--rounds`` rounds each time every 
 pinned cores; the table is the median per piece (and the fastest). ``--pieces`` times a
 subset.
 
+``--hash`` prints, for each step piece, the SHA-256 of the params and optimizer state
+after one compiled step (the noise key included). Stored noise-seeded results pin these
+bits: a change to the DP step that keeps them keeps those results; one that changes
+them moves float rounding and must say why that is allowed (see
+``results/ghost_step_issue52.md``). The bits are those of this host's CPU (XLA compiles
+for its vector unit): compare before and after on one machine.
+
     python benchmarks/ghost_step_parts.py --config big --threads 1
 """
 
@@ -39,12 +46,33 @@ from privrl_jax.privacy._aggregation import add_noise, dpsgd
 from privrl_jax.privacy._clipping import clipped_grad
 
 
+def _state_sha256(jax, state) -> str:
+    """SHA-256 of every array of a (params, optimizer state) pytree, PRNG keys as their
+    key data, in leaf order."""
+    import hashlib  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(state):
+        if jax.numpy.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        digest.update(np.asarray(leaf).tobytes())
+    return digest.hexdigest()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="big")
     h.timing_args(p, rounds=5, reps=3, threads=1)
     p.add_argument(
         "--hlo-stats", action="store_true", help="print HLO sizes, time nothing"
+    )
+    p.add_argument(
+        "--hash",
+        action="store_true",
+        help="print the SHA-256 of the state after one step of each piece that is a "
+        "step, time nothing",
     )
     p.add_argument(
         "--pieces",
@@ -175,6 +203,11 @@ def main() -> None:
                 f"fusions, {st['gflop']:.3f} GFLOP, {st['mb_accessed']:.0f} MB "
                 f"accessed, XLA temp {st['xla_temp_mb']:.1f} MB"
             )
+        return
+    if args.hash:  # the bits a change to the step must keep (see the docstring)
+        for k, (f, a) in compiled.items():
+            if "_step" in k:
+                print(f"{k}: sha256 {_state_sha256(jax, f(*a))[:16]}")
         return
     timings = h.interleave(
         {k: (lambda f=f, a=a: f(*a)) for k, (f, a) in compiled.items()},
