@@ -57,7 +57,8 @@ def nonprivate_grad(den):
     return grad
 
 
-def measure(horizon, f, mb, layers, heads, width, repeats):
+def build(horizon, f, mb, layers, heads, width):
+    """The three functions (non-private, vmap, ghost) and their arguments."""
     d = sum(SIZES)
     net = diffusion.FragmentTransformer(
         SIZES, horizon, num_layers=layers, num_heads=heads, embed_dim=width
@@ -95,8 +96,11 @@ def measure(horizon, f, mb, layers, heads, width, repeats):
         ).clip
         for m in ("vmap", "ghost")
     }
-    key = jax.random.key(1)
-    args = (params, items, fmask, key)
+    return fns, (params, items, fmask, jax.random.key(1))
+
+
+def measure(horizon, f, mb, layers, heads, width, repeats):
+    fns, args = build(horizon, f, mb, layers, heads, width)
     compiled, stats = {}, {}
     for m, fn in fns.items():
         compiled[m] = jax.jit(fn).lower(*args).compile()
