@@ -26,10 +26,7 @@ How it works, for a flax linen model called inside ``per_item_loss``:
    outputs. A LayerNorm instead runs with a zero perturbation added to its scale and
    bias per item, whose gradients are the item's scale and bias gradients. With one
    item per unit the item's loss is called directly (no inner ``vmap`` over items),
-   so the activations are ``[units, ...]`` as in a plain gradient. With several (a
-   trajectory's fragments) the ``vmap`` is over units x items at once (``[units *
-   items, ...]``, a fallback leaf's per-item gradients summed per unit after), unless
-   the fallback leaves outweigh the covered layers' outputs (``_flat_items``).
+   so the activations are ``[units, ...]`` as in a plain gradient.
 4. **Norms**: for a dense layer the unit's kernel gradient is ``A_u^T D_u`` summed over
    the unit's positions ``t`` (items x sequence positions), so
    ``||g_u||^2 = <A_u A_u^T, D_u D_u^T>`` (Gram form, cost ``T^2 (d_in + d_out)``) or
@@ -597,20 +594,6 @@ def _positions(call: _LayerCall, x: jax.Array, d: jax.Array):
     return x.reshape(units, -1, d_in), d
 
 
-def _flat_items(plan: _Plan, leaves: list) -> bool:
-    """Whether several items per unit take one ``vmap`` over units x items.
-
-    That batch gives a fallback leaf one gradient per item (summed per unit after), so
-    it is taken when those gradients are no larger than the output gradients of the
-    ghost-covered calls, which the backward pass holds per item anyway (a transformer's
-    position embedding: yes; a large custom weight matrix: no, it keeps the ``vmap``
-    over units of a ``vmap`` over items, whose backward sums over a unit's items).
-    """
-    fallback = sum(int(np.prod(leaves[i].shape)) for i in plan.fallback)
-    outputs = sum(int(np.prod(plan.calls[k].out_shape)) for k in plan.active)
-    return fallback <= outputs
-
-
 def _per_unit(v: jax.Array, ndim: int) -> jax.Array:
     """``v`` [units] shaped to broadcast against an array of ``ndim`` axes."""
     return v.reshape((-1,) + (1,) * (ndim - 1))
@@ -777,54 +760,13 @@ def _ghost_clipped_grad_sum(
         dtype = leaves[leaf].dtype if leaf is not None else call.out_dtype
         return jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)
 
-    def masked_item_loss(free, item, item_mask, key):
-        loss, inputs = item_loss(*free, item, key)
-        return jnp.where(item_mask, loss, 0.0), inputs
-
-    def flat_backward(fallback_leaves, perturbations):
-        """Several items per unit as one batch of units x items.
-
-        One ``vmap`` over every item of the microbatch (in unit-major order), so the
-        activations are ``[units * items, ...]`` as in a plain gradient: under a
-        ``vmap`` over units of a ``vmap`` over items they carry two batch axes, and
-        XLA's CPU reductions over features (LayerNorm's, attention's softmax) run on
-        rank+1 arrays, much slower. The captured inputs and output gradients come back
-        as ``[units, items, ...]``; a unit's fallback-leaf gradient is the sum of its
-        items' (masked items give zero, as in the unit's summed loss).
-        """
-        n = num_units * num_items
-        flat = functools.partial(
-            jax.tree_util.tree_map, lambda x: x.reshape((n,) + x.shape[2:])
-        )
-        unflat = functools.partial(
-            jax.tree_util.tree_map,
-            lambda x: x.reshape((num_units, num_items) + x.shape[1:]),
-        )
-        # The reference path's keys: item j of unit u gets split(unit_keys[u], I)[j].
-        item_keys = (
-            flat(jax.vmap(lambda k: jax.random.split(k, num_items))(unit_keys))
-            if uses_key
-            else None
-        )
-        (fallback_items, out_grads), inputs = jax.vmap(
-            jax.grad(masked_item_loss, has_aux=True),
-            in_axes=((None, 0), 0, 0, 0 if uses_key else None),
-        )((fallback_leaves, flat(perturbations)), flat(batch), flat(mask), item_keys)
-        fallback_grads = [jnp.sum(g, axis=1) for g in unflat(fallback_items)]
-        return (fallback_grads, unflat(out_grads)), unflat(inputs)
-
     perturbations = {k: perturbation(calls[k]) for k in sorted(plan.active)}
     fallback_leaves = [leaves[i] for i in plan.fallback]
     try:
-        if num_items > 1 and _flat_items(plan, leaves):
-            (fallback_grads, out_grads), inputs = flat_backward(
-                fallback_leaves, perturbations
-            )
-        else:
-            (fallback_grads, out_grads), inputs = jax.vmap(
-                jax.grad(unit_loss, has_aux=True),
-                in_axes=((None, 0), 0, 0, 0 if uses_key else None),
-            )((fallback_leaves, perturbations), batch, mask, unit_keys)
+        (fallback_grads, out_grads), inputs = jax.vmap(
+            jax.grad(unit_loss, has_aux=True),
+            in_axes=((None, 0), 0, 0, 0 if uses_key else None),
+        )((fallback_leaves, perturbations), batch, mask, unit_keys)
     except jax.errors.UnexpectedTracerError as e:
         raise ValueError(
             "ghost clipping could not read a layer's inputs: per_item_loss seems to "
