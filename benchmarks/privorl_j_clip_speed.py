@@ -5,7 +5,8 @@ One microbatch of trajectories [units, fragments, ...] through ``plan.clipped_gr
 with each method, and the non-private gradient of the same masked sum of fragment
 losses (the same per-fragment keys); median wall time of jitted calls (compilation
 excluded), interleaved repeats; each compiled function's HLO op count and XLA
-temporaries. Writes ``benchmarks/results/privorl_j_clip_speed.{json,md}``. Usage:
+temporaries, and the system CPU time and minor page faults of one more call each.
+Writes ``benchmarks/results/privorl_j_clip_speed.{json,md}``. Usage:
 
     PYTHONPATH=. python benchmarks/privorl_j_clip_speed.py [--repeats 5]
         [--configs test,umaze]
@@ -14,6 +15,7 @@ temporaries. Writes ``benchmarks/results/privorl_j_clip_speed.{json,md}``. Usage
 from __future__ import annotations
 
 import argparse
+import resource
 
 import _harness as h
 import jax
@@ -120,6 +122,18 @@ def measure(horizon, f, mb, layers, heads, width, repeats):
             jax.tree_util.tree_leaves(out["ghost"][0]),
         )
     )
+    for m, c in compiled.items():
+        # One more call each, for its user / system CPU time and page faults: XLA maps
+        # its temporaries afresh for every call, and the kernel fills each new page on
+        # first touch.
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        jax.block_until_ready(c(*args))
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        stats[m] |= {
+            "user_ms": 1e3 * (after.ru_utime - before.ru_utime),
+            "sys_ms": 1e3 * (after.ru_stime - before.ru_stime),
+            "minor_faults": after.ru_minflt - before.ru_minflt,
+        }
     ms = {m: timings.median(m) * 1e3 for m in fns}
     return (
         ms
@@ -150,6 +164,8 @@ def main():
             f"{r['ghost_vs_nonprivate']:.2f}x",
             " / ".join(str(r["stats"][m]["hlo_ops"]) for m in METHODS),
             " / ".join(f"{r['stats'][m]['xla_temp_mb']:.1f}" for m in METHODS),
+            " / ".join(f"{r['stats'][m]['sys_ms']:.0f}" for m in METHODS),
+            " / ".join(f"{r['stats'][m]['minor_faults']:,}" for m in METHODS),
             f"{r['max_abs_diff']:.2e}",
             r["load"],
         )
@@ -163,7 +179,9 @@ def main():
             "ghost / non-private",
             "HLO ops (np / vmap / ghost)",
             "XLA temp MB (np / vmap / ghost)",
-            "max |vmap - ghost|",
+            "sys ms, 1 call (np / vmap / ghost)",
+            "page faults, 1 call (np / vmap / ghost)",
+            "max abs(vmap - ghost)",
             "load after",
         ),
         cells,
