@@ -537,3 +537,99 @@ def test_lifted_transforms_fall_back_and_say_so_once():
         fn(params, batch, jnp.asarray(mask)[::-1])  # another call: no second warning
     assert len([x for x in w if "ghost clipping" in str(x.message)]) == 1
     _assert_agree(loss, params, batch, mask, 0.1)
+
+
+class PositionalAttention(nn.Module):
+    """PrivORL-j's fragment transformer in small: raw position and "no link" params
+    (no flax layer owns them: the exact fallback), pre-LN attention with a key mask
+    (DenseGeneral projections) and a GELU MLP."""
+
+    @nn.compact
+    def __call__(self, x, valid, has_link):
+        pos = self.param("pos", nn.initializers.normal(0.5), (x.shape[0], 8))
+        no_link = self.param("no_link", nn.initializers.normal(0.5), (8,))
+        h = nn.Dense(8)(x) + pos
+        h = h.at[0].set(jnp.where(has_link, h[0], no_link))
+        attn = nn.MultiHeadDotProductAttention(num_heads=2)
+        h = h + attn(nn.LayerNorm()(h), mask=valid[None, None, :])
+        h = h + nn.Dense(8)(nn.gelu(nn.Dense(16)(nn.LayerNorm()(h))))
+        return nn.Dense(1)(nn.LayerNorm()(h))[:, 0]
+
+
+def _positional_problem():
+    """Several items (fragments) per unit: padded items, an all-padded unit (1), a
+    unit with a non-finite valid item (2), padded positions inside items."""
+    units, items, seq = 6, 3, 6
+    batch = {
+        "x": _normal(60, (units, items, seq, 3)),
+        "y": _normal(61, (units, items, seq)),
+        "valid": jnp.asarray(np.arange(seq) < _ints(62, (units, items, 1), 1, seq + 1)),
+        "has_link": jnp.asarray(np.arange(items) > 0)[None].repeat(units, 0),
+    }
+    batch["x"] = batch["x"].at[2, 1, 0, 1].set(jnp.inf)
+    mask = jnp.ones((units, items), bool).at[1].set(False).at[3, 2].set(False)
+    mask = mask.at[0, 1].set(False)
+    model = PositionalAttention()
+    item = _first_item(batch)
+    params = _init(model, 63, item["x"], item["valid"], item["has_link"])
+
+    def loss(p, item, key):
+        noisy = item["x"] + 0.3 * jax.random.normal(key, item["x"].shape)
+        pred = model.apply(p, noisy, item["valid"], item["has_link"])
+        return jnp.sum(jnp.where(item["valid"], (pred - item["y"]) ** 2, 0.0))
+
+    return loss, params, batch, mask
+
+
+def test_several_items_per_unit_with_fallback_leaves_match_vmap():
+    """Several items per unit (PrivORL-j's fragments) with fallback leaves (a position
+    embedding, a "no link" vector) beside LayerNorm and attention: the same clipped
+    sums, norms and metrics as the vmap reference, with item keys split from unit keys,
+    microbatches, padded items and units and a non-finite unit."""
+    loss, params, batch, mask = _positional_problem()
+    key = jax.random.key(64)
+    item, item_key = _ghost._first_item(batch, jax.random.split(key, 6), True)
+    plan = _ghost._plan(loss, True, params, item, item_key)
+    fallback = {
+        jax.tree_util.keystr(p)
+        for i, (p, _) in enumerate(jax.tree_util.tree_leaves_with_path(params))
+        if i in plan.fallback
+    }
+    assert fallback == {"['params']['no_link']", "['params']['pos']"}
+    clipped = _assert_agree(
+        loss,
+        params,
+        batch,
+        mask,
+        1e-3,  # every finite unit is clipped: the sum of their gradients' directions
+        key=key,
+        uses_key=True,
+        microbatch_size=2,
+        jit=True,
+    )
+    assert int(clipped.num_nonfinite) == 1 and int(clipped.num_units) == 5
+    assert float(clipped.per_unit_norms[1]) == 0.0  # all-padded unit
+    assert float(clipped.per_unit_norms[2]) == 0.0  # non-finite unit: dropped
+    # The non-finite unit counts as present, unclipped.
+    assert round(float(clipped.clipped_fraction) * 5) == 4
+
+
+class HandWeight(nn.Module):
+    """A weight matrix used by hand (the exact fallback) before a LayerNorm."""
+
+    @nn.compact
+    def __call__(self, x):
+        w = self.param("w", nn.initializers.normal(0.3), (x.shape[-1], 12))
+        return nn.Dense(1)(nn.LayerNorm()(jnp.tanh(x @ w)))[0]
+
+
+def test_a_fallback_weight_matrix_with_several_items_per_unit_matches_vmap():
+    # Its per-unit gradient is the sum over the unit's items, taken by the backward
+    # pass of the unit's summed loss.
+    model = HandWeight()
+    batch, mask = _batch(65, units=4, items=3, shape=(6,))
+    params = _init(model, 66, batch["x"][0, 0])
+    loss = _mse(model)
+    plan = _ghost._plan(loss, False, params, _first_item(batch), None)
+    assert len(plan.fallback) == 1 and len(plan.ghost) == 4
+    _compare_at_clip_norms(loss, params, batch, mask, [0.05, 1e6])

@@ -218,3 +218,41 @@ def test_generation_with_a_tiny_trained_model():
     gap = np.mean(np.abs(first_s - link_next))
     shuffled = np.mean(np.abs(first_s - np.roll(link_next, 1, axis=0)))
     assert gap < 0.75 * shuffled, (gap, shuffled)
+
+
+@pytest.mark.slow  # ~20 s: compiles the transformer's vmap and ghost clipped sums
+def test_ghost_clipped_sum_equals_vmap_for_the_fragment_transformer():
+    """PrivORL-j's trajectory-level clip with ``clip_method="ghost"`` on the real
+    fragment transformer (LayerNorm, attention, position and "no link" params on the
+    exact fallback): the same clipped sum and norms as ``"vmap"``, for trajectories of
+    several fragments, padded fragments, a padded trajectory and keyed EDM losses."""
+    sizes, horizon = (1, 1, 1), 2
+    net = diffusion.FragmentTransformer(
+        sizes, horizon, num_layers=1, num_heads=2, embed_dim=8, fourier_dim=4
+    )
+    dim = sum(sizes)
+    params = jax.jit(net.init)(
+        jax.random.key(0),
+        jnp.zeros(horizon * dim),
+        jnp.zeros(()),
+        jnp.zeros(dim),
+        jnp.array(True),
+        jnp.ones(horizon, bool),
+    )
+    den = diffusion.FragmentDenoiser(net.apply)
+    items, mask = units([3, 1, 0, 2], np.random.default_rng(5), horizon, dim, f=3)
+    # A padded step inside a real fragment (the last fragment of a trajectory).
+    items["step_mask"] = items["step_mask"].at[0, 2, 1].set(False)
+    key = jax.random.key(6)
+    sums, norms = {}, {}
+    for method in ("vmap", "ghost"):
+        fns = synth.make_trajectory_dp_finetune(
+            den, _plan(4, 0.5), learning_rate=1e-3, clip_method=method
+        )
+        sums[method], metrics = jax.jit(fns.clip.__call__)(params, items, mask, key)
+        norms[method] = np.asarray(metrics.per_unit_norms)
+    scale = max(float(np.max(np.abs(x))) for x in jax.tree.leaves(sums["vmap"]))
+    for a, b in zip(jax.tree.leaves(sums["vmap"]), jax.tree.leaves(sums["ghost"])):
+        np.testing.assert_allclose(b, a, rtol=2e-5, atol=2e-5 * scale)
+    np.testing.assert_allclose(norms["ghost"], norms["vmap"], rtol=2e-5)
+    assert norms["vmap"][2] == 0.0 and np.all(norms["vmap"][[0, 1, 3]] > 0.5)
