@@ -46,11 +46,12 @@ from privrl_jax.privacy._aggregation import add_noise, dpsgd
 from privrl_jax.privacy._clipping import clipped_grad
 
 
-def _state_sha256(jax, state) -> str:
+def _state_sha256(state) -> str:
     """SHA-256 of every array of a (params, optimizer state) pytree, PRNG keys as their
     key data, in leaf order."""
     import hashlib  # noqa: PLC0415
 
+    import jax  # noqa: PLC0415  (imported by main after pinning the threads)
     import numpy as np  # noqa: PLC0415
 
     digest = hashlib.sha256()
@@ -207,7 +208,7 @@ def main() -> None:
     if args.hash:  # the bits a change to the step must keep (see the docstring)
         for k, (f, a) in compiled.items():
             if "_step" in k:
-                print(f"{k}: sha256 {_state_sha256(jax, f(*a))[:16]}")
+                print(f"{k}: sha256 {_state_sha256(f(*a))[:16]}")
         return
     timings = h.interleave(
         {k: (lambda f=f, a=a: f(*a)) for k, (f, a) in compiled.items()},
